@@ -1,0 +1,61 @@
+"""`geosched catalog`: what the shipped (or refreshed) catalog offers, filtered and sorted, like
+`sky show-gpus`. Pure: rows in, rows out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from geosched import catalog
+from geosched.models import Offering
+
+SORT_KEYS = ("price", "spot", "carbon", "gpus", "name")
+UTILISATION = 0.9
+
+
+@dataclass(frozen=True)
+class CatalogQuery:
+    gpu: str | None = None
+    count: int | None = None
+    min_gpus: int | None = None
+    provider: str | None = None
+    region: str | None = None
+    sort: str = "price"
+
+
+def carbon_g_per_hour(o: Offering) -> float | None:
+    region = catalog.regions().get(f"{o.provider}:{o.region}")
+    if region is None or o.gpu_idle_watts is None or o.gpu_max_watts is None:
+        return None
+    watts = o.gpu_idle_watts + UTILISATION * (o.gpu_max_watts - o.gpu_idle_watts)
+    return o.gpus * watts / 1000.0 * region.pue * region.grid_gco2e_per_kwh
+
+
+def rows(query: CatalogQuery) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for o in catalog.offerings():
+        if query.gpu and o.gpu.lower() != query.gpu.lower():
+            continue
+        if query.count is not None and o.gpus != query.count:
+            continue
+        if query.min_gpus is not None and o.gpus < query.min_gpus:
+            continue
+        if query.provider and o.provider != query.provider:
+            continue
+        if query.region and o.region != query.region:
+            continue
+        carbon = carbon_g_per_hour(o)
+        out.append({
+            "provider": o.provider, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+            "gpu": o.gpu, "gpus": o.gpus, "vcpus": o.vcpus, "memory_gib": o.memory_gib,
+            "usd_per_hour": o.price_ondemand, "spot_usd_per_hour": o.price_spot,
+            "usd_per_gpu_hour": round(o.price_ondemand / o.gpus, 4) if o.price_ondemand else None,
+            "gco2e_per_hour": round(carbon, 1) if carbon is not None else None,
+        })
+    key = {"price": "usd_per_gpu_hour", "spot": "spot_usd_per_hour", "carbon": "gco2e_per_hour",
+           "gpus": "gpus", "name": "instance_type"}[query.sort]
+    inf = float("inf")
+    out.sort(key=lambda r: (r[key] if r[key] is not None else inf, r["provider"], r["zone"], r["instance_type"]))
+    if query.sort == "gpus":
+        out.sort(key=lambda r: -r["gpus"])
+    return out

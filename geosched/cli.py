@@ -1,0 +1,196 @@
+"""The `geosched` command: parse arguments, call the library, print. No decisions are made here."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from geosched import catalog, catalog_view, policies, render
+from geosched.default_fleet import default_fleet, default_network
+from geosched.demo import run_demo
+from geosched.documents import load_job
+from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
+from geosched.inputs import resolve
+from geosched.models import Fleet, Placement, Weights
+from geosched.store import Store, default_home, write_snapshot
+
+DEFAULT_WEIGHTS = Weights()
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  help="Zone-first placement of distributed training gangs across geo-distributed GPU clusters.")
+snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet + network snapshots.")
+app.add_typer(snapshot_app, name="snapshot")
+
+
+class PlaceOutput(StrEnum):
+    table = "table"
+    yaml = "yaml"
+    json = "json"
+
+
+class DataOutput(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+class State:
+    home: Path | None = None
+
+    @classmethod
+    def store(cls) -> Store:
+        return Store(cls.home)
+
+
+@app.callback()
+def _root(home: Annotated[Path | None, typer.Option(
+        "--home", help=f"State directory (default: ${'{'}GEOSCHED_HOME{'}'} or {default_home()}).")] = None) -> None:
+    State.home = home
+
+
+FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]
+NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view file (YAML/JSON).")]
+SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
+
+
+@app.command()
+def place(
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file (YAML/JSON).")],
+    fleet: FleetOpt = None,
+    network: NetworkOpt = None,
+    snapshot: SnapshotOpt = None,
+    policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).")] = policies.DEFAULT_POLICY,
+    network_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the network term.")]
+    = DEFAULT_WEIGHTS.network,
+    cost_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the $ term.")] = DEFAULT_WEIGHTS.cost,
+    carbon_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the carbon term.")] = DEFAULT_WEIGHTS.carbon,
+    explain: Annotated[bool, typer.Option(help="Show every term of every candidate and the rejected zones.")] = False,
+    output: Annotated[PlaceOutput, typer.Option("--output", "-o")] = PlaceOutput.table,
+    record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
+) -> None:
+    """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
+    if policy not in policies.names():
+        raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+    snap = resolve(fleet, network, snapshot)
+    job = load_job(job_file, _gpu_models(snap.fleet))
+    ctx = policies.PlacementContext(snap.fleet, snap.network)
+    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight))
+    if output is PlaceOutput.table:
+        if isinstance(result, Placement):
+            render.placement(result, explain)
+        else:
+            render.error(result.message)
+    else:
+        render.data(render.placement_doc(result), output.value)
+    if not isinstance(result, Placement):
+        raise typer.Exit(EXIT_NO_FIT)
+    if record:
+        with State.store() as store:
+            store.record_placement(result)
+
+
+def _gpu_models(fleet: Fleet) -> set[str]:
+    return catalog.gpu_models() | set(fleet.gpu_power)
+
+
+@app.command(name="catalog")
+def catalog_cmd(
+    gpu: Annotated[str | None, typer.Option(help="GPU model, optionally with a count: A100 or A100:8.")] = None,
+    min_gpus: Annotated[int | None, typer.Option(min=1, help="At least this many GPUs per instance.")] = None,
+    provider: Annotated[str | None, typer.Option(help="aws or gcp.")] = None,
+    region: Annotated[str | None, typer.Option(help="Region name, e.g. us-east-1.")] = None,
+    sort: Annotated[str, typer.Option(help=f"One of {', '.join(catalog_view.SORT_KEYS)}.")] = "price",
+    limit: Annotated[int, typer.Option(min=0, help="Rows in the table (0: all).")] = 40,
+    output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
+) -> None:
+    """GPU offerings per zone with on-demand and spot prices and carbon per hour."""
+    if sort not in catalog_view.SORT_KEYS:
+        raise InputError("--sort", "", f"expected one of {', '.join(catalog_view.SORT_KEYS)}, got {sort!r}")
+    count = None
+    if gpu and ":" in gpu:
+        gpu, _, text = gpu.partition(":")
+        if not text.isdigit() or int(text) < 1:
+            raise InputError("--gpu", "", f"count after ':' must be a positive integer, got {text!r}")
+        count = int(text)
+    rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort))
+    if output is DataOutput.json:
+        render.data(rows, "json")
+    elif output is DataOutput.csv:
+        render.rows_csv(rows)
+    else:
+        shown = rows[:limit] if limit else rows
+        render.table("GPU offerings", shown, caption=f"{len(shown)} of {len(rows)} offerings"
+                     + (" (--limit 0 shows all)" if len(shown) < len(rows) else ""))
+
+
+@app.command(name="policies")
+def policies_cmd() -> None:
+    """List the placement policies."""
+    for name in policies.names():
+        render.out.print(name + ("  (default)" if name == policies.DEFAULT_POLICY else ""))
+
+
+@snapshot_app.command("export")
+def snapshot_export(
+    directory: Annotated[Path, typer.Argument(help="Directory to write fleet and network files into.")],
+    embedded: Annotated[bool, typer.Option("--embedded", help="Export the embedded default instead of the store.")]
+    = False,
+    fmt: Annotated[str, typer.Option("--format", help="yaml or json.")] = "yaml",
+) -> None:
+    """Write the store's fleet and aggregated network view as files."""
+    if fmt not in ("yaml", "json"):
+        raise InputError("--format", "", f"expected yaml or json, got {fmt!r}")
+    if embedded:
+        paths = write_snapshot(directory, default_fleet(), default_network(), fmt)
+    else:
+        with State.store() as store:
+            try:
+                paths = store.export_snapshot(directory, fmt)
+            except LookupError as exc:
+                raise InputError(str(store.path), "nodes", "the store holds no fleet; import one first") from exc
+    for path in paths:
+        render.out.print(f"wrote {path}")
+
+
+@snapshot_app.command("import")
+def snapshot_import(directory: Annotated[Path, typer.Argument(help="Directory with fleet and network files.")]) -> None:
+    """Load a snapshot into the store (validated first; nothing is written on error)."""
+    with State.store() as store:
+        nodes, samples = store.import_snapshot(directory)
+    render.out.print(f"imported {nodes} nodes and {samples} network samples into {store.path}")
+
+
+@app.command()
+def placements(job: Annotated[str | None, typer.Option(help="Only this job.")] = None,
+               output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table) -> None:
+    """Placements recorded in the store."""
+    with State.store() as store:
+        rows = store.placements(job)
+    if output is DataOutput.json:
+        render.data(rows, "json")
+        return
+    flat = [{"id": r["id"], "job": r["job"], "policy": r["policy"], "cluster": r["cluster"], "zones": r["zones"],
+             "gpus": r["gpus"], "score": r["score"]["total"], "$/h": r["score"]["usd_per_hour"]} for r in rows]
+    if output is DataOutput.csv:
+        render.rows_csv(flat)
+    else:
+        render.table("placements", flat)
+
+
+@app.command()
+def demo() -> None:
+    """Run the main job end to end on the embedded default fleet (no cloud account needed)."""
+    with State.store() as store:
+        run_demo(store)
+
+
+def main() -> None:
+    try:
+        app()
+    except GeoschedError as exc:
+        render.error(str(exc))
+        sys.exit(exc.exit_code)

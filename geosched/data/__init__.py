@@ -1,0 +1,1 @@
+"""Shipped data (see SOURCES.md)."""

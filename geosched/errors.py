@@ -1,0 +1,23 @@
+"""Errors the edges map to exit codes: bad input 2, no fit 3."""
+
+from __future__ import annotations
+
+EXIT_BAD_INPUT = 2
+EXIT_NO_FIT = 3
+
+
+class GeoschedError(Exception):
+    exit_code = 1
+
+
+class InputError(GeoschedError):
+    """Bad input, reported as one line: where (file and field path) and why."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, source: str, field: str, reason: str) -> None:
+        self.source = source
+        self.field = field
+        self.reason = reason
+        where = f"{source}: {field}" if field else source
+        super().__init__(f"{where}: {reason}")

@@ -1,0 +1,191 @@
+"""Reading untrusted documents field by field, so every error names its file, field path and reason."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from geosched.errors import InputError
+
+T = TypeVar("T")
+
+
+def load_document(path: Path) -> Any:
+    """YAML or JSON (JSON is YAML); errors carry the line the parser stopped at."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), "", "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), "", f"cannot read: {exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(str(path), where, f"not valid YAML: {problem}") from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temp file beside the target and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump(data: Any, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=False) + "\n"
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+class Fields:
+    """A mapping read under a path (`nodes[3].gpus`), rejecting unknown keys like kubectl's strict mode."""
+
+    def __init__(self, data: Any, source: str, path: str, allowed: set[str]) -> None:
+        if not isinstance(data, Mapping):
+            raise InputError(source, path or "(document)", f"expected a mapping, got {_kind(data)}")
+        self.data = data
+        self.source = source
+        self.path = path
+        for key in data:
+            if not isinstance(key, str) or key not in allowed:
+                raise InputError(source, self.at(str(key)), f"unknown field (known: {', '.join(sorted(allowed))})")
+
+    def at(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, reason: str) -> InputError:
+        return InputError(self.source, self.at(key), reason)
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def raw(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def string(self, key: str, default: str | None = None) -> str:
+        value = self.data.get(key)
+        if value is None:
+            if default is not None:
+                return default
+            raise self.error(key, "required")
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, f"expected a non-empty string, got {_kind(value)}")
+        return value
+
+    def opt_string(self, key: str) -> str | None:
+        return self.string(key) if self.has(key) else None
+
+    def integer(self, key: str, *, minimum: int | None = None, default: int | None = None) -> int:
+        value = self.data.get(key)
+        if value is None:
+            if default is not None:
+                return default
+            raise self.error(key, "required")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"expected an integer, got {_kind(value)}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"must be >= {minimum}, got {value}")
+        return value
+
+    def opt_integer(self, key: str, *, minimum: int | None = None) -> int | None:
+        return self.integer(key, minimum=minimum) if self.has(key) else None
+
+    def number(self, key: str, *, minimum: float | None = None, maximum: float | None = None,
+               default: float | None = None, exclusive_minimum: bool = False) -> float:
+        value = self.data.get(key)
+        if value is None:
+            if default is not None:
+                return default
+            raise self.error(key, "required")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise self.error(key, f"expected a finite number, got {_kind(value)}")
+        number = float(value)
+        if minimum is not None and (number <= minimum if exclusive_minimum else number < minimum):
+            raise self.error(key, f"must be {'>' if exclusive_minimum else '>='} {minimum:g}, got {number:g}")
+        if maximum is not None and number > maximum:
+            raise self.error(key, f"must be <= {maximum:g}, got {number:g}")
+        return number
+
+    def opt_number(self, key: str, *, minimum: float | None = None) -> float | None:
+        return self.number(key, minimum=minimum) if self.has(key) else None
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise self.error(key, f"expected a list of strings, got {_kind(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not item:
+                raise InputError(self.source, f"{self.at(key)}[{i}]", f"expected a string, got {_kind(item)}")
+        return tuple(value)
+
+    def mapping(self, key: str) -> dict[str, str]:
+        value = self.data.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.error(key, f"expected a mapping, got {_kind(value)}")
+        for k, v in value.items():
+            if not isinstance(k, str) or not isinstance(v, str | int | float) or isinstance(v, bool):
+                raise InputError(self.source, f"{self.at(key)}.{k}", "expected a string value")
+        return {str(k): str(v) for k, v in value.items()}
+
+    def items(self, key: str, *, required: bool = False) -> list[tuple[str, Any]]:
+        """A list field as (path, item) pairs."""
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise self.error(key, "required")
+            return []
+        if not isinstance(value, list):
+            raise self.error(key, f"expected a list, got {_kind(value)}")
+        return [(f"{self.at(key)}[{i}]", item) for i, item in enumerate(value)]
+
+    def choice(self, key: str, options: Mapping[str, T], default: str) -> T:
+        value = self.data.get(key, default)
+        if not isinstance(value, str) or value not in options:
+            raise self.error(key, f"expected one of {', '.join(options)}, got {value!r}")
+        return options[value]
+
+    def check(self, key: str, ok: bool, reason: str) -> None:
+        if not ok:
+            raise self.error(key, reason)
+
+
+def each(fields: Fields, key: str, parse: Callable[[str, Any], T], *, required: bool = False) -> list[T]:
+    return [parse(path, item) for path, item in fields.items(key, required=required)]
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return type(value).__name__

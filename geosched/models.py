@@ -1,0 +1,348 @@
+"""The one model every path shares: fleet, network view, carbon signal, job, placement.
+
+Plain frozen dataclasses: the core passes them around and never mutates them; the edges
+(files, store, providers, probes, kube) build them and read them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from statistics import median
+
+
+class NodeState(StrEnum):
+    READY = "ready"
+    PROVISIONING = "provisioning"
+    NOT_READY = "not-ready"
+    TERMINATED = "terminated"
+
+
+class Pricing(StrEnum):
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    provider: str
+    name: str
+    grid_gco2e_per_kwh: float
+    pue: float
+    cfe_fraction: float | None = None
+
+    @property
+    def key(self) -> str:
+        return region_key(self.provider, self.name)
+
+
+def region_key(provider: str, region: str) -> str:
+    """Region names only become unique with their provider (an on-prem `eu-west` may exist too)."""
+    return f"{provider}:{region}"
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    """A failure and network domain. `name` is unique in a fleet (AWS zone IDs, GCP zone names)."""
+
+    name: str
+    provider: str
+    region: str
+
+    @property
+    def region_key(self) -> str:
+        return region_key(self.provider, self.region)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPower:
+    """Per-GPU power draw; energy = idle + utilisation x (max - idle)."""
+
+    gpu: str
+    idle_watts: float
+    max_watts: float
+
+    def watts(self, utilisation: float) -> float:
+        return self.idle_watts + utilisation * (self.max_watts - self.idle_watts)
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    """What a provider sells in one zone: an instance type with its GPUs and prices."""
+
+    provider: str
+    instance_type: str
+    gpu: str
+    gpus: int
+    vcpus: float
+    memory_gib: float
+    region: str
+    zone: str
+    price_ondemand: float | None
+    price_spot: float | None
+    gpu_idle_watts: float | None = None
+    gpu_max_watts: float | None = None
+
+    def price(self, pricing: Pricing) -> float | None:
+        return self.price_ondemand if pricing is Pricing.ON_DEMAND else self.price_spot
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One machine, one identity: the same record whether a provider launched it, a probe measured it,
+    or a cluster runs it. Prices are for the whole node, USD per hour."""
+
+    name: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str
+    gpus: int
+    gpus_free: int
+    price_ondemand: float | None = None
+    price_spot: float | None = None
+    cluster: str | None = None
+    addresses: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    state: NodeState = NodeState.READY
+    provider_id: str | None = None
+
+    @property
+    def region_key(self) -> str:
+        return region_key(self.provider, self.region)
+
+    def price(self, pricing: Pricing) -> float | None:
+        return self.price_ondemand if pricing is Pricing.ON_DEMAND else self.price_spot
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Regions > zones > nodes, plus the GPU power table needed to turn GPU-hours into energy."""
+
+    regions: Mapping[str, Region]
+    zones: Mapping[str, Zone]
+    nodes: tuple[Node, ...]
+    gpu_power: Mapping[str, GpuPower]
+
+    @cached_property
+    def by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    def region_of(self, node: Node) -> Region:
+        return self.regions[node.region_key]
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStats:
+    """What we know of one link (node pair or zone pair), undirected."""
+
+    rtt_p50_ms: float
+    rtt_p95_ms: float
+    loss: float
+    throughput_gbps: float
+    age_s: float = 0.0
+    samples: int = 1
+
+    def worst(self, other: LinkStats) -> LinkStats:
+        return LinkStats(
+            rtt_p50_ms=max(self.rtt_p50_ms, other.rtt_p50_ms),
+            rtt_p95_ms=max(self.rtt_p95_ms, other.rtt_p95_ms),
+            loss=max(self.loss, other.loss),
+            throughput_gbps=min(self.throughput_gbps, other.throughput_gbps),
+            age_s=max(self.age_s, other.age_s),
+            samples=min(self.samples, other.samples),
+        )
+
+
+def pair_key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+@dataclass(frozen=True)
+class NetworkView:
+    """Measured (or modelled) links per zone pair and per node pair.
+
+    A pair not measured directly is estimated as the worst of its zone-pair link and the two nodes'
+    summaries (the median of each node's measured links), so a slow NIC stays slow on every path.
+    """
+
+    zone_links: Mapping[tuple[str, str], LinkStats]
+    node_links: Mapping[tuple[str, str], LinkStats] = field(default_factory=dict)
+    stale_after_s: float = 3600.0
+
+    def zone_link(self, a: str, b: str) -> LinkStats | None:
+        return self.zone_links.get(pair_key(a, b))
+
+    def node_link(self, a: str, b: str) -> LinkStats | None:
+        return self.node_links.get(pair_key(a, b))
+
+    @cached_property
+    def node_summaries(self) -> dict[str, LinkStats]:
+        per_node: dict[str, list[LinkStats]] = {}
+        for (a, b), link in self.node_links.items():
+            per_node.setdefault(a, []).append(link)
+            per_node.setdefault(b, []).append(link)
+        return {name: summarize(links) for name, links in per_node.items()}
+
+    def link(self, a: Node, b: Node) -> LinkStats | None:
+        """The link between two nodes, measured if we have it, otherwise estimated."""
+        measured = self.node_link(a.name, b.name)
+        if measured is not None:
+            return measured
+        estimate = self.zone_link(a.zone, b.zone)
+        for summary in (self.node_summaries.get(a.name), self.node_summaries.get(b.name)):
+            if summary is not None:
+                estimate = summary if estimate is None else estimate.worst(summary)
+        return estimate
+
+    def is_stale(self, link: LinkStats) -> bool:
+        return link.age_s > self.stale_after_s
+
+
+def summarize(links: Iterable[LinkStats]) -> LinkStats:
+    """Median of each measure, so one bad peer does not make a good node look bad."""
+    items = list(links)
+    return LinkStats(
+        rtt_p50_ms=median(x.rtt_p50_ms for x in items),
+        rtt_p95_ms=median(x.rtt_p95_ms for x in items),
+        loss=median(x.loss for x in items),
+        throughput_gbps=median(x.throughput_gbps for x in items),
+        age_s=max(x.age_s for x in items),
+        samples=sum(x.samples for x in items),
+    )
+
+
+@dataclass(frozen=True)
+class CarbonSignal:
+    """Grid intensity per region key (gCO2e/kWh); an optional hourly series overrides the yearly mean."""
+
+    intensity: Mapping[str, float]
+    hourly: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def at(self, region: str, hour: int | None = None) -> float:
+        series = self.hourly.get(region)
+        if hour is not None and series:
+            return series[hour % len(series)]
+        return self.intensity[region]
+
+    @staticmethod
+    def from_fleet(fleet: Fleet) -> CarbonSignal:
+        return CarbonSignal({key: r.grid_gco2e_per_kwh for key, r in fleet.regions.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class CommProfile:
+    """How a job talks: ring all-reduce of `message_mb` per step after `compute_ms` of compute."""
+
+    message_mb: float = 1000.0
+    compute_ms: float = 1000.0
+    utilisation: float = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A gang: `workers` x `gpus_per_worker`, all or nothing."""
+
+    name: str
+    workers: int
+    gpus_per_worker: int
+    gpu: str | None = None
+    max_zones: int | None = None
+    max_regions: int | None = None
+    providers: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    clusters: tuple[str, ...] = ()
+    pricing: Pricing = Pricing.ON_DEMAND
+    profile: CommProfile = CommProfile()
+    namespace: str = "default"
+    image: str | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """Default: network first, with cost breaking near-ties (a 10% faster step is worth as much as
+    the gang's median price); carbon only when asked for."""
+
+    network: float = 1.0
+    cost: float = 0.1
+    carbon: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """Every term of a candidate, normalised and raw, so `--explain` can show why it won.
+
+    network: step time / step time on the best link in the fleet (1.0 = ideal)
+    cost:    gang $/h / (GPUs x median $/GPU-h of eligible nodes)
+    carbon:  gang gCO2e/h / (GPUs x median gCO2e/GPU-h of eligible nodes)
+    """
+
+    total: float
+    network: float
+    cost: float
+    carbon: float
+    step_ms: float
+    comm_ms: float
+    usd_per_hour: float
+    gco2e_per_hour: float
+    worst_rtt_ms: float
+    worst_loss: float
+    min_throughput_gbps: float
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    node: str
+    zone: str
+    workers: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    subject: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    zones: tuple[str, ...]
+    cluster: str | None
+    score: Score
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    job: Job
+    policy: str
+    cluster: str | None
+    zones: tuple[str, ...]
+    regions: tuple[str, ...]
+    assignments: tuple[Assignment, ...]
+    score: Score
+    weights: Weights
+    rejected: tuple[Rejection, ...] = ()
+    alternatives: tuple[Candidate, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NoFit:
+    """No placement exists under the job's constraints; `reasons` says why, zone by zone."""
+
+    job: Job
+    policy: str
+    reasons: tuple[Rejection, ...]
+
+    @property
+    def message(self) -> str:
+        head = f"no fit for job {self.job.name!r} ({self.job.gpus} GPUs) under policy {self.policy!r}"
+        if not self.reasons:
+            return head
+        return head + ": " + "; ".join(f"{r.subject}: {r.reason}" for r in self.reasons[:5])

@@ -1,0 +1,34 @@
+"""Placement policies: `zone-first` and the baselines it is compared against.
+
+Every module in this package registers its policies on import; `place` runs one by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from geosched.models import Job, NoFit, Placement, Weights
+from geosched.policies.base import registry
+from geosched.policies.context import PlacementContext, job_view
+
+DEFAULT_POLICY = "zone-first"
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+
+def names() -> list[str]:
+    return sorted(registry())
+
+
+def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
+          weights: Weights | None = None) -> Placement | NoFit:
+    """Place one gang. Pure: the context is a snapshot and is not changed."""
+    fn = registry().get(policy)
+    if fn is None:
+        raise KeyError(f"unknown policy {policy!r}; known: {', '.join(names())}")
+    return fn(job_view(ctx, job, weights or Weights()))
+
+
+__all__ = ["DEFAULT_POLICY", "PlacementContext", "names", "place"]

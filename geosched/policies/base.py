@@ -1,0 +1,106 @@
+"""The policy protocol, the registry, and the pieces every policy shares.
+
+A policy is a pure function `JobView -> Placement | NoFit`, registered under a name. A new policy is one
+new module in this package that calls `register`; `geosched.policies` imports every module here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from geosched.models import Assignment, Candidate, NoFit, Placement, Rejection, Score
+from geosched.policies.context import IntArray, JobView
+from geosched.policies.scoring import evaluate
+
+PolicyFn = Callable[[JobView], Placement | NoFit]
+
+_REGISTRY: dict[str, PolicyFn] = {}
+
+
+def register(name: str) -> Callable[[PolicyFn], PolicyFn]:
+    def decorate(fn: PolicyFn) -> PolicyFn:
+        if name in _REGISTRY:
+            raise ValueError(f"policy {name!r} registered twice")
+        _REGISTRY[name] = fn
+        return fn
+
+    return decorate
+
+
+def registry() -> dict[str, PolicyFn]:
+    return dict(_REGISTRY)
+
+
+def fill(view: JobView, order: IntArray) -> tuple[IntArray, IntArray]:
+    """Take workers from nodes in `order` until the gang is complete: (nodes, workers per node)."""
+    cap = view.capacity[order]
+    before = np.cumsum(cap) - cap
+    take = np.clip(view.job.workers - before, 0, cap)
+    keep = take > 0
+    return order[keep], take[keep]
+
+
+def placed(view: JobView, policy: str, nodes: IntArray, workers: IntArray,
+           rejected: Sequence[Rejection] = (), alternatives: Sequence[Candidate] = (),
+           score: Score | None = None) -> Placement:
+    ctx = view.ctx
+    zones = tuple(sorted({ctx.zone_names[z] for z in ctx.zone_of[nodes]}))
+    regions = tuple(sorted({ctx.region_keys[r] for r in ctx.region_of[nodes]}))
+    clusters = {ctx.cluster_names[c] for c in ctx.cluster_of[nodes]}
+    assignments = tuple(
+        Assignment(node=ctx.names[i], zone=ctx.zone_names[ctx.zone_of[i]], workers=int(k))
+        for i, k in sorted(zip(nodes.tolist(), workers.tolist(), strict=True), key=lambda p: ctx.names[p[0]])
+    )
+    return Placement(
+        job=view.job,
+        policy=policy,
+        cluster=clusters.pop() if len(clusters) == 1 else None,
+        zones=zones,
+        regions=regions,
+        assignments=assignments,
+        score=score or evaluate(view, nodes, workers),
+        weights=view.weights,
+        rejected=tuple(rejected),
+        alternatives=tuple(alternatives),
+    )
+
+
+def no_capacity(view: JobView, policy: str, extra: Sequence[Rejection] = ()) -> NoFit:
+    """Why nothing fits: filtered zones first, then what the largest groups could hold."""
+    ctx, job = view.ctx, view.job
+    reasons = [Rejection(zone, reason) for zone, reason in sorted(view.filtered.items())]
+    reasons.extend(extra)
+    if not view.eligible.any():
+        reasons.insert(0, Rejection("fleet", f"no ready node has {job.gpus_per_worker} free "
+                                    f"{job.gpu or 'GPUs'} under the job's constraints"))
+    else:
+        groups = group_ids(view)
+        totals = np.bincount(groups, weights=view.capacity, minlength=int(groups.max()) + 1)
+        best = int(totals.argmax())
+        sample = int(np.flatnonzero(groups == best)[0])
+        reasons.insert(0, Rejection(
+            f"cluster {ctx.cluster_names[ctx.cluster_of[sample]] or '(none)'}",
+            f"largest pool holds {int(totals[best])} of {job.workers} workers "
+            f"({ctx.gpu_names[ctx.gpu_of[sample]]})",
+        ))
+    return NoFit(job=job, policy=policy, reasons=tuple(reasons))
+
+
+def group_ids(view: JobView) -> IntArray:
+    """A gang stays inside one cluster and on one GPU model: the (cluster, GPU) group of each node."""
+    ctx = view.ctx
+    return ctx.cluster_of * len(ctx.gpu_names) + ctx.gpu_of
+
+
+def limits_ok(view: JobView, nodes: IntArray) -> str | None:
+    """The job's zone and region limits, checked on a finished assignment."""
+    job, ctx = view.job, view.ctx
+    zones = np.unique(ctx.zone_of[nodes]).size
+    regions = np.unique(ctx.region_of[nodes]).size
+    if job.max_zones is not None and zones > job.max_zones:
+        return f"spans {zones} zones, the job allows {job.max_zones}"
+    if job.max_regions is not None and regions > job.max_regions:
+        return f"spans {regions} regions, the job allows {job.max_regions}"
+    return None

@@ -1,0 +1,1 @@
+"""Network probes over SSH (see README.md)."""

@@ -1,0 +1,1 @@
+"""Cloud and inventory providers (see README.md)."""

@@ -1,0 +1,91 @@
+"""All console output: tables for people, JSON/YAML/CSV for programs. The only module that prints."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from geosched.documents import nofit_to_dict, placement_to_dict
+from geosched.fields import dump
+from geosched.models import NoFit, Placement, Score
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def error(message: str) -> None:
+    # One plain line, no markup: messages quote user input, which must not be read as markup.
+    sys.stderr.write(f"error: {message}\n")
+
+
+def data(doc: Any, fmt: str) -> None:
+    sys.stdout.write(dump(doc, fmt))
+
+
+def rows_csv(rows: Sequence[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    sys.stdout.write(buf.getvalue())
+
+
+def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None) -> None:
+    t = Table(title=title, caption=caption, show_lines=False)
+    if not rows:
+        out.print(f"{title}: nothing to show")
+        return
+    for key in rows[0]:
+        t.add_column(key, justify="right" if isinstance(rows[0][key], int | float) else "left")
+    for row in rows:
+        t.add_row(*(_cell(v) for v in row.values()))
+    out.print(t)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.1f}"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _score_row(score: Score) -> dict[str, Any]:
+    return {"total": score.total, "network": score.network, "cost": score.cost, "carbon": score.carbon,
+            "step ms": score.step_ms, "$/h": score.usd_per_hour, "kgCO2e/h": score.gco2e_per_hour / 1000,
+            "worst rtt ms": score.worst_rtt_ms, "worst loss": score.worst_loss}
+
+
+def placement(p: Placement, explain: bool) -> None:
+    head = (f"[bold]{p.job.name}[/]: {p.job.workers} x {p.job.gpus_per_worker} GPUs -> cluster "
+            f"[bold]{p.cluster or '(none)'}[/], zone{'s' if len(p.zones) > 1 else ''} "
+            f"[bold]{', '.join(p.zones)}[/] ({', '.join(p.regions)}) by {p.policy}")
+    out.print(head)
+    table("assignment", [{"node": a.node, "zone": a.zone, "workers": a.workers} for a in p.assignments])
+    s = p.score
+    out.print(f"score {s.total:.3f} = {p.weights.network:g} x network {s.network:.3f} + {p.weights.cost:g} x cost "
+              f"{s.cost:.3f} + {p.weights.carbon:g} x carbon {s.carbon:.3f}; step {s.step_ms:.0f} ms "
+              f"(comm {s.comm_ms:.0f} ms), ${s.usd_per_hour:,.2f}/h, {s.gco2e_per_hour / 1000:,.2f} kgCO2e/h")
+    if not explain:
+        return
+    rows = [{"zones": list(p.zones), "cluster": p.cluster, **_score_row(p.score)}]
+    rows += [{"zones": list(c.zones), "cluster": c.cluster, **_score_row(c.score)} for c in p.alternatives]
+    table("candidates (chosen first)", rows)
+    shown = list(p.rejected[:15])
+    table("rejected", [{"subject": r.subject, "reason": r.reason} for r in shown],
+          caption=f"... and {len(p.rejected) - len(shown)} more (--output json lists all)"
+          if len(p.rejected) > len(shown) else None)
+
+
+def placement_doc(p: Placement | NoFit) -> dict[str, Any]:
+    return placement_to_dict(p) if isinstance(p, Placement) else nofit_to_dict(p)

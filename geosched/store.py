@@ -1,0 +1,243 @@
+"""The store is the memory: nodes, network samples and placements in SQLite (WAL, versioned migrations).
+
+Every write runs in one transaction. Snapshots (fleet.yaml + network.yaml) export and import the same
+documents the CLI reads, so a store can be reproduced from files in a Git repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import statistics
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
+from geosched.fields import dump, load_document, write_atomic
+from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key
+
+HOME_ENV = "GEOSCHED_HOME"
+DB_NAME = "geosched.db"
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE nodes (
+        name TEXT PRIMARY KEY,
+        document TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE fleet_meta (
+        key TEXT PRIMARY KEY,
+        document TEXT NOT NULL
+    );
+    CREATE TABLE network_samples (
+        id INTEGER PRIMARY KEY,
+        scope TEXT NOT NULL CHECK (scope IN ('zone', 'node')),
+        a TEXT NOT NULL,
+        b TEXT NOT NULL,
+        taken_at REAL NOT NULL,
+        rtt_p50_ms REAL NOT NULL,
+        rtt_p95_ms REAL NOT NULL,
+        loss REAL NOT NULL,
+        throughput_gbps REAL NOT NULL,
+        samples INTEGER NOT NULL
+    );
+    CREATE INDEX network_samples_pair ON network_samples (scope, a, b, taken_at);
+    CREATE TABLE placements (
+        id INTEGER PRIMARY KEY,
+        job TEXT NOT NULL,
+        policy TEXT NOT NULL,
+        cluster TEXT,
+        created_at REAL NOT NULL,
+        document TEXT NOT NULL
+    );
+    CREATE INDEX placements_job ON placements (job, created_at);
+    """,
+)
+
+
+def default_home() -> Path:
+    env = os.environ.get(HOME_ENV)
+    return Path(env) if env else Path(platformdirs.user_data_dir("geosched"))
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One measurement of one link; the network view aggregates many."""
+
+    scope: str
+    a: str
+    b: str
+    taken_at: float
+    link: LinkStats
+
+
+class Store:
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = home or default_home()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.path = self.home / DB_NAME
+        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            current = self.schema_version
+            if current > len(MIGRATIONS):
+                raise RuntimeError(f"{self.path}: schema version {current} is newer than this geosched")
+            for version in range(current, len(MIGRATIONS)):
+                for statement in MIGRATIONS[version].split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {version + 1}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # --- fleet ------------------------------------------------------------------------------------
+
+    def save_fleet(self, fleet: Fleet) -> None:
+        """Replace the stored fleet with this one, in one transaction."""
+        doc = fleet_to_dict(fleet)
+        now = time.time()
+        with self.transaction() as db:
+            db.execute("DELETE FROM nodes")
+            db.executemany("INSERT INTO nodes (name, document, updated_at) VALUES (?, ?, ?)",
+                           [(n["name"], json.dumps(n, sort_keys=True), now) for n in doc["nodes"]])
+            db.execute("DELETE FROM fleet_meta")
+            for key in ("regions", "gpu_power"):
+                if key in doc:
+                    db.execute("INSERT INTO fleet_meta (key, document) VALUES (?, ?)", (key, json.dumps(doc[key])))
+
+    def load_fleet(self) -> Fleet | None:
+        rows = self.db.execute("SELECT document FROM nodes ORDER BY name").fetchall()
+        if not rows:
+            return None
+        doc: dict[str, Any] = {"kind": "Fleet", "nodes": [json.loads(r[0]) for r in rows]}
+        for key, value in self.db.execute("SELECT key, document FROM fleet_meta"):
+            doc[key] = json.loads(value)
+        return parse_fleet(doc, f"{self.path} (nodes)")
+
+    # --- network ----------------------------------------------------------------------------------
+
+    def add_samples(self, samples: Iterable[Sample]) -> int:
+        rows = [(s.scope, *pair_key(s.a, s.b), s.taken_at, s.link.rtt_p50_ms, s.link.rtt_p95_ms, s.link.loss,
+                 s.link.throughput_gbps, s.link.samples) for s in samples]
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT INTO network_samples (scope, a, b, taken_at, rtt_p50_ms, rtt_p95_ms, loss, "
+                "throughput_gbps, samples) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return len(rows)
+
+    def network_view(self, now: float | None = None, window_s: float = 24 * 3600.0,
+                     stale_after_s: float = 3600.0) -> NetworkView:
+        """Aggregate the samples of the last `window_s` seconds: medians of each measure (robust to one bad
+        run), loss weighted by packets, age from the newest sample, sample counts summed."""
+        now = time.time() if now is None else now
+        groups: dict[tuple[str, str, str], list[tuple[float, LinkStats]]] = {}
+        query = ("SELECT scope, a, b, taken_at, rtt_p50_ms, rtt_p95_ms, loss, throughput_gbps, samples "
+                 "FROM network_samples WHERE taken_at >= ? ORDER BY id")
+        for scope, a, b, at, p50, p95, loss, tput, n in self.db.execute(query, (now - window_s,)):
+            groups.setdefault((scope, a, b), []).append((at, LinkStats(p50, p95, loss, tput, 0.0, n)))
+        views: dict[str, dict[tuple[str, str], LinkStats]] = {"zone": {}, "node": {}}
+        for (scope, a, b), items in groups.items():
+            links = [link for _, link in items]
+            weight = sum(max(x.samples, 1) for x in links)
+            views[scope][(a, b)] = LinkStats(
+                rtt_p50_ms=statistics.median(x.rtt_p50_ms for x in links),
+                rtt_p95_ms=statistics.median(x.rtt_p95_ms for x in links),
+                loss=sum(x.loss * max(x.samples, 1) for x in links) / weight,
+                throughput_gbps=statistics.median(x.throughput_gbps for x in links),
+                age_s=max(0.0, now - max(at for at, _ in items)),
+                samples=sum(x.samples for x in links),
+            )
+        return NetworkView(zone_links=views["zone"], node_links=views["node"], stale_after_s=stale_after_s)
+
+    def import_network(self, view: NetworkView, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        samples = [Sample(scope, a, b, now - link.age_s, link)
+                   for scope, links in (("zone", view.zone_links), ("node", view.node_links))
+                   for (a, b), link in links.items()]
+        return self.add_samples(samples)
+
+    # --- placements -------------------------------------------------------------------------------
+
+    def record_placement(self, placement: Placement) -> int:
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO placements (job, policy, cluster, created_at, document) VALUES (?, ?, ?, ?, ?)",
+                (placement.job.name, placement.policy, placement.cluster, time.time(),
+                 json.dumps(placement_to_dict(placement), sort_keys=True)))
+            return int(cur.lastrowid or 0)
+
+    def placements(self, job: str | None = None) -> list[dict[str, Any]]:
+        query = "SELECT id, created_at, document FROM placements"
+        args: tuple[Any, ...] = ()
+        if job:
+            query += " WHERE job = ?"
+            args = (job,)
+        rows = self.db.execute(query + " ORDER BY id", args).fetchall()
+        return [{"id": i, "created_at": at, **json.loads(doc)} for i, at, doc in rows]
+
+    # --- snapshots --------------------------------------------------------------------------------
+
+    def export_snapshot(self, directory: Path, fmt: str = "yaml") -> list[Path]:
+        fleet = self.load_fleet()
+        if fleet is None:
+            raise LookupError(f"{self.path}: the store holds no fleet to export")
+        return write_snapshot(directory, fleet, self.network_view(), fmt)
+
+    def import_snapshot(self, directory: Path) -> tuple[int, int]:
+        fleet_path, network_path = snapshot_paths(directory)
+        fleet = parse_fleet(load_document(fleet_path), str(fleet_path))
+        network = parse_network(load_document(network_path), str(network_path), fleet)
+        self.save_fleet(fleet)
+        return len(fleet.nodes), self.import_network(network)
+
+
+def write_snapshot(directory: Path, fleet: Fleet, network: NetworkView, fmt: str = "yaml") -> list[Path]:
+    written = []
+    for name, doc in (("fleet", fleet_to_dict(fleet)), ("network", network_to_dict(network))):
+        path = directory / f"{name}.{fmt}"
+        write_atomic(path, dump(doc, fmt))
+        written.append(path)
+    return written
+
+
+def snapshot_paths(directory: Path) -> tuple[Path, Path]:
+    """fleet.{yaml,yml,json} and network.{yaml,yml,json} in a snapshot directory."""
+    found = []
+    for name in ("fleet", "network"):
+        candidates = [directory / f"{name}.{ext}" for ext in ("yaml", "yml", "json")]
+        path = next((p for p in candidates if p.exists()), candidates[0])
+        found.append(path)
+    return found[0], found[1]
