@@ -220,7 +220,8 @@ def _node_to_dict(n: Node) -> dict[str, Any]:
                            "instance_type": n.instance_type, "gpu": n.gpu, "gpus": n.gpus,
                            "gpus_free": n.gpus_free}
     optional: dict[str, Any] = {"price_ondemand": n.price_ondemand, "price_spot": n.price_spot,
-                                "cluster": n.cluster, "addresses": list(n.addresses), "labels": dict(n.labels),
+                                "cluster": n.cluster, "addresses": list(n.addresses),
+                                "labels": dict(sorted(n.labels.items())),
                                 "provider_id": n.provider_id}
     out.update({k: v for k, v in optional.items() if v is not None and v != [] and v != {}})
     out["state"] = n.state.value

@@ -139,7 +139,7 @@ class Store:
                     db.execute("INSERT INTO fleet_meta (key, document) VALUES (?, ?)", (key, json.dumps(doc[key])))
 
     def load_fleet(self) -> Fleet | None:
-        rows = self.db.execute("SELECT document FROM nodes ORDER BY name").fetchall()
+        rows = self.db.execute("SELECT document FROM nodes ORDER BY rowid").fetchall()
         if not rows:
             return None
         doc: dict[str, Any] = {"kind": "Fleet", "nodes": [json.loads(r[0]) for r in rows]}

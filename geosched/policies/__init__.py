@@ -31,4 +31,4 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
     return fn(job_view(ctx, job, weights or Weights()))
 
 
-__all__ = ["DEFAULT_POLICY", "PlacementContext", "names", "place"]
+__all__ = ["DEFAULT_POLICY", "PlacementContext", "job_view", "names", "place"]

@@ -79,12 +79,8 @@ def no_capacity(view: JobView, policy: str, extra: Sequence[Rejection] = ()) -> 
         groups = group_ids(view)
         totals = np.bincount(groups, weights=view.capacity, minlength=int(groups.max()) + 1)
         best = int(totals.argmax())
-        sample = int(np.flatnonzero(groups == best)[0])
-        reasons.insert(0, Rejection(
-            f"cluster {ctx.cluster_names[ctx.cluster_of[sample]] or '(none)'}",
-            f"largest pool holds {int(totals[best])} of {job.workers} workers "
-            f"({ctx.gpu_names[ctx.gpu_of[sample]]})",
-        ))
+        reasons.insert(0, Rejection("fleet", f"the largest pool holds {int(totals[best])} of {job.workers} "
+                                    f"workers ({ctx.group_labels[best]})"))
     return NoFit(job=job, policy=policy, reasons=tuple(reasons))
 
 

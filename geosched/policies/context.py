@@ -43,6 +43,8 @@ class PlacementContext:
         self.gpu_names = sorted({n.gpu for n in nodes})
         gpu_index = {g: i for i, g in enumerate(self.gpu_names)}
 
+        # Label of each (cluster, GPU) group, indexed like `base.group_ids`.
+        self.group_labels = [f"{gpu}, cluster {c}" if c else gpu for c in self.cluster_names for gpu in self.gpu_names]
         self.zone_of: IntArray = np.array([zone_index[n.zone] for n in nodes], dtype=np.int64)
         self.region_of_zone: IntArray = np.array(
             [region_index[fleet.zones[z].region_key] for z in self.zone_names], dtype=np.int64
@@ -129,8 +131,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights) -> JobView:
 
     def restrict(mask: BoolArray, reason: str) -> None:
         nonlocal eligible
-        dropped = eligible & ~mask
-        for zone in np.unique(ctx.zone_of[dropped]):
+        dropped = np.bincount(ctx.zone_of[eligible & ~mask], minlength=len(ctx.zone_names))
+        for zone in np.flatnonzero(dropped).tolist():
             filtered.setdefault(ctx.zone_names[zone], reason)
         eligible = eligible & mask
 

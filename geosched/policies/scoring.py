@@ -20,6 +20,7 @@ from geosched.comm import comm_ms
 from geosched.models import Score
 from geosched.policies.context import IntArray, JobView
 
+
 def evaluate(view: JobView, nodes: IntArray, workers: IntArray) -> Score:
     """Score a concrete assignment: `workers[k]` workers on node `nodes[k]`."""
     ctx, job, w = view.ctx, view.job, view.weights

@@ -7,9 +7,12 @@
    whose capacity suffices), and only then zones across regions, grown from each region outwards by
    zone-pair RTT. Candidates are ranked by (regions > 1, zones spanned, total score).
 
-Node score, lower is better, each measure min-max normalised over the eligible nodes:
+Node score, lower is better: the score the gang would get on copies of that node, i.e. the step-time
+ratio its own measured delay, loss and throughput give (the physics of `geosched.comm`, so a 1% loss
+counts as much as it really costs) plus its normalised $ and carbon:
 
-    w_network * (0.5 * delay + 0.2 * loss + 0.3 * (1 - throughput)) + w_cost * price + w_carbon * carbon
+    w_network * (t_compute + t_comm(rtt_i, loss_i, tput_i)) / t_ideal
+      + w_cost * usd_gpu_h_i / median usd_gpu_h + w_carbon * gco2e_gpu_h_i / median gco2e_gpu_h
 
 Limits: the multi-zone search tries at most `MAX_COMBOS` zone sets per region and one growth per seed
 region across regions; it is exact for single-zone placements up to the node ranking.
@@ -29,20 +32,18 @@ from geosched.policies.context import FloatArray, IntArray, JobView
 from geosched.policies.scoring import evaluate
 
 NAME = "zone-first"
-DELAY, LOSS, THROUGHPUT = 0.5, 0.2, 0.3
 MAX_ALTERNATIVES = 5
 MAX_COMBOS = 32
 
 
-def node_scores(view: JobView) -> FloatArray:
-    ctx, w, e = view.ctx, view.weights, view.eligible
-
-    def norm(x: FloatArray) -> FloatArray:
-        lo, hi = float(x[e].min()), float(x[e].max())
-        return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
-
-    network = DELAY * norm(ctx.node_rtt) + LOSS * norm(ctx.node_loss) + THROUGHPUT * (1 - norm(ctx.node_tput))
-    return w.network * network + w.cost * norm(view.price_gpu) + w.carbon * norm(view.carbon_gpu)
+def node_scores(view: JobView, nodes: IntArray) -> FloatArray:
+    """Scores of `nodes`, in their order."""
+    ctx, job, w = view.ctx, view.job, view.weights
+    comm = comm_ms(job.workers, job.profile.message_mb, ctx.node_rtt[nodes], ctx.node_loss[nodes],
+                   ctx.node_tput[nodes])
+    network = (job.profile.compute_ms + comm) / view.ideal_step_ms
+    return (w.network * network + w.cost * view.price_gpu[nodes] / view.price_ref
+            + w.carbon * view.carbon_gpu[nodes] / view.carbon_ref)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ def zone_first(view: JobView) -> Placement | NoFit:
     if cand.size == 0:
         return no_capacity(view, NAME)
     ctx, job = view.ctx, view.job
-    score = node_scores(view)
+    score = np.full(len(ctx.names), np.inf)
+    score[cand] = node_scores(view, cand)
     cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
     order = cand[np.lexsort((cand, score[cand], cell[cand]))]
     cells = cell[order]
@@ -88,40 +90,47 @@ def _single_zone(view: JobView, order: IntArray, cells: IntArray, starts: IntArr
     sel = (take > 0) & fits[group_of_elem]
     idx, taken, grp = order[sel], take[sel], group_of_elem[sel]
     gstarts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
-    fit_groups = grp[gstarts]
-    nodes_used = np.diff(np.r_[gstarts, idx.size])
-    rtt = np.maximum.reduceat(ctx.node_rtt[idx], gstarts)
-    loss = np.maximum.reduceat(ctx.node_loss[idx], gstarts)
-    tput = np.minimum.reduceat(ctx.node_tput[idx], gstarts)
-    comm = np.where(nodes_used > 1, comm_ms(job.workers, job.profile.message_mb, rtt, loss, tput), 0.0)
+    gends = np.r_[gstarts[1:], idx.size]
+    single = (gends - gstarts) == 1
+    rtt = np.where(single, 0.0, np.maximum.reduceat(ctx.node_rtt[idx], gstarts))
+    loss = np.where(single, 0.0, np.maximum.reduceat(ctx.node_loss[idx], gstarts))
+    tput = np.where(single, np.inf, np.minimum.reduceat(ctx.node_tput[idx], gstarts))
+    comm = np.where(single, 0.0, comm_ms(job.workers, job.profile.message_mb, rtt, loss, tput))
     gpus = taken * job.gpus_per_worker
     usd = np.add.reduceat(gpus * view.price_gpu[idx], gstarts)
     gco2e = np.add.reduceat(gpus * view.carbon_gpu[idx], gstarts)
-    total = (w.network * (job.profile.compute_ms + comm) / view.ideal_step_ms
-             + w.cost * usd / (job.gpus * view.price_ref)
-             + w.carbon * gco2e / (job.gpus * view.carbon_ref))
-    ranking = np.lexsort((fit_groups, usd, total))
-    members = np.split(idx, gstarts[1:])
-    workers = np.split(taken, gstarts[1:])
+    step = job.profile.compute_ms + comm
+    network, cost = step / view.ideal_step_ms, usd / (job.gpus * view.price_ref)
+    carbon = gco2e / (job.gpus * view.carbon_ref)
+    total = w.network * network + w.cost * cost + w.carbon * carbon
+    ranking = np.lexsort((grp[gstarts], usd, total)).tolist()
 
-    best = int(ranking[0])
-    best_score = evaluate(view, members[best], workers[best])
-    alternatives = [
-        _candidate(view, members[k], evaluate(view, members[k], workers[k]))
-        for k in ranking[1 : 1 + MAX_ALTERNATIVES].tolist()
-    ]
-    rejected = []
-    for g in np.flatnonzero(~fits).tolist():
-        rejected.append(Rejection(_zone(view, order[starts[g]]),
-                                  f"holds {int(totals[g])} of {job.workers} workers"
-                                  f" ({_group_label(view, order[starts[g]])})"))
-    for k in ranking[1:].tolist():
-        rejected.append(Rejection(_zone(view, members[k][0]),
-                                  f"total {total[k]:.3f} > {total[best]:.3f}"
-                                  f" ({_group_label(view, members[k][0])})"))
-    rejected.reverse()  # ranked-out cells first, then those too small
+    def score(k: int) -> Score:
+        return Score(float(total[k]), float(network[k]), float(cost[k]), float(carbon[k]), float(step[k]),
+                     float(comm[k]), float(usd[k]), float(gco2e[k]), float(rtt[k]), float(loss[k]), float(tput[k]))
+
+    def members(k: int) -> IntArray:
+        out: IntArray = idx[gstarts[k]:gends[k]]
+        return out
+
+    best = ranking[0]
+    alternatives = [_candidate(view, members(k), score(k)) for k in ranking[1 : 1 + MAX_ALTERNATIVES]]
+    labels = _cell_labels(view, cells[starts])
+    heads = cells[starts[grp[gstarts]]]
+    ranked_out = _cell_labels(view, heads[ranking[1:]])
+    rejected = [Rejection(zone, f"total {total[k]:.3f} > {total[best]:.3f} ({label})")
+                for k, (zone, label) in zip(ranking[1:], ranked_out, strict=True)]
+    rejected += [Rejection(labels[g][0], f"holds {int(totals[g])} of {job.workers} workers ({labels[g][1]})")
+                 for g in np.flatnonzero(~fits).tolist()]
     rejected += [Rejection(z, r) for z, r in sorted(view.filtered.items())]
-    return placed(view, NAME, members[best], workers[best], rejected, alternatives, best_score)
+    return placed(view, NAME, members(best), taken[gstarts[best]:gends[best]], rejected, alternatives, score(best))
+
+
+def _cell_labels(view: JobView, cells: IntArray) -> list[tuple[str, str]]:
+    """(zone name, "GPU, cluster") of each cell id."""
+    ctx = view.ctx
+    groups, zones = np.divmod(cells, len(ctx.zone_names))
+    return [(ctx.zone_names[z], ctx.group_labels[g]) for z, g in zip(zones.tolist(), groups.tolist(), strict=True)]
 
 
 def _multi_zone(view: JobView, score: FloatArray, order: IntArray, cells: IntArray, starts: IntArray,
@@ -146,27 +155,30 @@ def _multi_zone(view: JobView, score: FloatArray, order: IntArray, cells: IntArr
         if zones <= max_zones and regions <= max_regions:
             options.append(_Option(nodes, workers, evaluate(view, nodes, workers), tier, zones))
 
+    def consider_fewest(pool: IntArray, tier: int) -> bool:
+        """Every combination (up to MAX_COMBOS) of the fewest cells of `pool` that holds the gang."""
+        pool = pool[np.argsort(-totals[pool], kind="stable")]
+        k = _fewest(totals[pool], job.workers)
+        if k is None or k > max_zones:
+            return False
+        combos = (c for c in itertools.combinations(pool.tolist(), k) if totals[list(c)].sum() >= job.workers)
+        for combo in itertools.islice(combos, MAX_COMBOS):
+            consider(list(combo), tier)
+        return True
+
     for group in np.unique(cell_group).tolist():
         in_group = np.flatnonzero(cell_group == group)
         for region in np.unique(cell_region[in_group]).tolist():
-            local = in_group[cell_region[in_group] == region]
-            local = local[np.argsort(-totals[local], kind="stable")]
-            k = _fewest(totals[local], job.workers)
-            if k is None or k > max_zones:
-                continue
-            combos = (c for c in itertools.combinations(local.tolist(), k)
-                      if totals[list(c)].sum() >= job.workers)
-            for combo in itertools.islice(combos, MAX_COMBOS):
-                consider(list(combo), tier=1)
+            consider_fewest(in_group[cell_region[in_group] == region], tier=1)
     if not options and max_regions > 1:
         for group in np.unique(cell_group).tolist():
             in_group = np.flatnonzero(cell_group == group)
             for seed in np.unique(cell_region[in_group]).tolist():
-                chosen = _grow_across_regions(view, in_group, cell_region, totals, head, seed, max_regions)
-                if chosen is not None:
-                    consider(chosen, tier=2)
-    extra = [Rejection(_zone(view, head[c]), f"holds {int(totals[c])} of {job.workers} workers"
-                       f" ({_group_label(view, head[c])})") for c in range(starts.size)]
+                for regions in _nearest_regions(view, in_group, cell_region, head, seed, max_regions):
+                    if consider_fewest(in_group[np.isin(cell_region[in_group], regions)], tier=2):
+                        break
+    extra = [Rejection(zone, f"holds {int(totals[c])} of {job.workers} workers ({label})")
+             for c, (zone, label) in enumerate(_cell_labels(view, cells[starts]))]
     if not options:
         return no_capacity(view, NAME, extra)
     options.sort(key=lambda o: o.key)
@@ -184,35 +196,16 @@ def _fewest(capacities: IntArray, workers: int) -> int | None:
     return int(np.searchsorted(reach, workers) + 1)
 
 
-def _grow_across_regions(view: JobView, in_group: IntArray, cell_region: IntArray, totals: IntArray,
-                         head: IntArray, seed: int, max_regions: int) -> list[int] | None:
-    """Add regions nearest to `seed` (by best zone-pair RTT) until the gang fits, then the fewest zones."""
+def _nearest_regions(view: JobView, in_group: IntArray, cell_region: IntArray, head: IntArray, seed: int,
+                     max_regions: int) -> list[list[int]]:
+    """The seed region, then it with its nearest regions (by best zone-pair RTT) added one at a time."""
     ctx = view.ctx
-    seed_zones = ctx.zone_of[head[in_group[cell_region[in_group] == seed]]]
-    regions = np.unique(cell_region[in_group])
-    distance = {int(r): float(ctx.zz_rtt[np.ix_(seed_zones, ctx.zone_of[head[in_group[cell_region[in_group] == r]]])]
-                              .min()) for r in regions}
+    regions = np.unique(cell_region[in_group]).tolist()
+    zones_of = {r: ctx.zone_of[head[in_group[cell_region[in_group] == r]]] for r in regions}
+    distance = {r: float(ctx.zz_rtt[np.ix_(zones_of[seed], z)].min()) for r, z in zones_of.items()}
     distance[seed] = -1.0
-    chosen_regions: list[int] = []
-    for region in sorted(distance, key=lambda r: (distance[r], r))[:max_regions]:
-        chosen_regions.append(region)
-        pool = in_group[np.isin(cell_region[in_group], chosen_regions)]
-        pool = pool[np.argsort(-totals[pool], kind="stable")]
-        k = _fewest(totals[pool], view.job.workers)
-        if k is not None:
-            return [int(c) for c in pool[:k]]
-    return None
-
-
-def _zone(view: JobView, node: int) -> str:
-    return view.ctx.zone_names[int(view.ctx.zone_of[node])]
-
-
-def _group_label(view: JobView, node: int) -> str:
-    ctx = view.ctx
-    cluster = ctx.cluster_names[ctx.cluster_of[node]]
-    gpu = ctx.gpu_names[ctx.gpu_of[node]]
-    return f"{gpu}, cluster {cluster}" if cluster else gpu
+    ordered = sorted(distance, key=lambda r: (distance[r], r))[:max_regions]
+    return [ordered[: i + 1] for i in range(1, len(ordered))]
 
 
 def _candidate(view: JobView, nodes: IntArray, score: Score) -> Candidate:

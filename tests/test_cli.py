@@ -1,0 +1,123 @@
+"""The `geosched` command, run as a real process: outputs, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parent / "data"
+JOBS = ROOT / "examples" / "jobs"
+
+
+def geosched(*args: str | Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GEOSCHED_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "geosched", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_place_on_the_embedded_default_gives_the_documented_json(tmp_path: Path) -> None:
+    run = geosched("place", JOBS / "train-64.yaml", "-o", "json", home=tmp_path)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert {"job", "policy", "cluster", "zones", "nodes", "score", "rejected"} <= set(doc)
+    assert doc["policy"] == "zone-first" and len(doc["zones"]) == 1
+    assert sum(n["workers"] for n in doc["nodes"]) == 8
+    assert all(n["zone"] == doc["zones"][0] for n in doc["nodes"])
+    assert {"network", "cost", "carbon", "total"} <= set(doc["score"])
+    assert doc["rejected"]
+
+
+def test_place_yaml_and_explain(tmp_path: Path) -> None:
+    run = geosched("place", JOBS / "train-512.yaml", "-o", "yaml", home=tmp_path)
+    assert run.returncode == 0
+    doc = yaml.safe_load(run.stdout)
+    assert len(doc["regions"]) == 1 and len(doc["zones"]) >= 2
+    explained = geosched("place", JOBS / "train-64.yaml", "--explain", home=tmp_path)
+    assert explained.returncode == 0
+    assert "candidates (chosen first)" in explained.stdout and "rejected" in explained.stdout
+
+
+def test_weights_change_the_decision(tmp_path: Path) -> None:
+    def zones(*extra: str) -> list[str]:
+        run = geosched("place", JOBS / "train-8.yaml", "-o", "json", *extra, home=tmp_path)
+        return json.loads(run.stdout)["zones"]
+
+    green = zones("--carbon-weight", "5")
+    assert green != zones("--cost-weight", "1")
+    assert green[0].startswith("us-west1")  # Oregon's grid is the cleanest with free A100 nodes
+
+
+def test_place_on_files_and_on_a_snapshot(tmp_path: Path) -> None:
+    run = geosched("place", DATA / "good" / "job.yaml", "--fleet", DATA / "good" / "fleet.yaml",
+                   "--network", DATA / "good" / "network.yaml", "-o", "json", home=tmp_path)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["cluster"] == "hpc" and doc["zones"] == ["zrh-hall-a"]
+    exported = geosched("snapshot", "export", "--embedded", tmp_path / "snap", home=tmp_path)
+    assert exported.returncode == 0
+    from_snapshot = geosched("place", JOBS / "train-64.yaml", "--snapshot", tmp_path / "snap", "-o", "json",
+                             home=tmp_path)
+    embedded = geosched("place", JOBS / "train-64.yaml", "-o", "json", home=tmp_path)
+    assert json.loads(from_snapshot.stdout)["nodes"] == json.loads(embedded.stdout)["nodes"]
+
+
+def test_no_fit_exits_3_with_the_reason(tmp_path: Path) -> None:
+    job = tmp_path / "huge.yaml"
+    job.write_text("name: huge\nworkers: 999\ngpus_per_worker: 8\ngpu: A100\n")
+    run = geosched("place", job, home=tmp_path)
+    assert run.returncode == 3
+    assert run.stderr.startswith("error: no fit for job 'huge'") and "holds" in run.stderr
+    as_json = geosched("place", job, "-o", "json", home=tmp_path)
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["error"] == "NoFit"
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "bad").glob("*.yaml")), ids=lambda p: p.name)
+def test_bad_input_exits_2_with_one_line_and_no_traceback(path: Path, tmp_path: Path) -> None:
+    kind = path.name.split("-")[0]
+    good = DATA / "good"
+    args: list[str | Path] = {
+        "job": ["place", path],
+        "fleet": ["place", good / "job.yaml", "--fleet", path],
+        "network": ["place", good / "job.yaml", "--fleet", good / "fleet.yaml", "--network", path],
+    }[kind]
+    run = geosched(*args, home=tmp_path)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ")
+    assert "Traceback" not in run.stderr
+
+
+def test_unknown_policy_and_missing_file(tmp_path: Path) -> None:
+    run = geosched("place", JOBS / "train-8.yaml", "--policy", "magic", home=tmp_path)
+    assert run.returncode == 2 and "unknown policy 'magic'" in run.stderr
+    missing = geosched("place", tmp_path / "nope.yaml", home=tmp_path)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_catalog_outputs(tmp_path: Path) -> None:
+    run = geosched("catalog", "--gpu", "A100:8", "--sort", "price", "-o", "json", home=tmp_path)
+    rows = json.loads(run.stdout)
+    assert rows and all(r["gpu"] == "A100" and r["gpus"] == 8 for r in rows)
+    csv_out = geosched("catalog", "--provider", "gcp", "--gpu", "L4", "-o", "csv", home=tmp_path)
+    assert csv_out.stdout.splitlines()[0].startswith("provider,region,zone,instance_type,gpu")
+    table = geosched("catalog", "--gpu", "H100", "--sort", "carbon", home=tmp_path)
+    assert "GPU offerings" in table.stdout
+    bad = geosched("catalog", "--sort", "speed", home=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --sort")
+
+
+def test_demo_runs_end_to_end_and_records(tmp_path: Path) -> None:
+    run = geosched("demo", home=tmp_path)
+    assert run.returncode == 0, run.stderr
+    for stage in ("1. Fleet", "2. Network", "3. Placement", "4. Recorded"):
+        assert stage in run.stdout
+    listed = geosched("placements", "-o", "json", home=tmp_path)
+    assert {r["job"] for r in json.loads(listed.stdout)} == {"finetune-8", "pretrain-64", "pretrain-512"}

@@ -1,0 +1,95 @@
+"""The shipped data and the embedded default fleet built from it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from importlib import resources
+
+import pytest
+
+from geosched import catalog, netmodel
+from geosched.catalog_view import CatalogQuery, rows
+from geosched.default_fleet import default_fleet, default_network
+from geosched.models import Zone
+
+
+def test_every_data_file_ships_with_its_provenance() -> None:
+    data = resources.files("geosched.data")
+    sources = data.joinpath("SOURCES.md").read_text()
+    for name in (
+        "aws_gpu_vms.csv",
+        "gcp_gpu_vms.csv",
+        "region_rtt_ms.csv",
+        "region_throughput_gbps.csv",
+        "region_carbon.csv",
+        "gpu_power.csv",
+    ):
+        assert data.joinpath(name).is_file()
+        assert name in sources
+    assert data.joinpath("derivation-notes.txt").is_file()
+
+
+def test_catalog_contents() -> None:
+    offers = catalog.offerings()
+    assert {o.provider for o in offers} == {"aws", "gcp"}
+    p5 = catalog.offering_index()[("aws", "p5.48xlarge", "use1-az1")]
+    assert (p5.gpu, p5.gpus) == ("H100", 8)
+    a2 = next(o for o in offers if o.instance_type == "a2-highgpu-8g" and o.zone == "us-central1-a")
+    assert a2.gpus == 8 and a2.price_ondemand and a2.price_ondemand > 20
+    assert (
+        catalog.regions()["gcp:europe-north1"].grid_gco2e_per_kwh
+        < catalog.regions()["aws:us-east-1"].grid_gco2e_per_kwh
+    )
+
+
+def test_gpu_power_fills_tdp_only_parts_at_the_a100_ratio() -> None:
+    power = catalog.gpu_power()
+    assert power["A100"].idle_watts == 46 and power["A100"].max_watts == 407
+    assert power["H100"].max_watts == 700
+    assert power["H100"].idle_watts == pytest.approx(700 * 46 / 407)
+
+
+def test_network_model_uses_measured_inter_region_values() -> None:
+    a, b = Zone("use1-az1", "aws", "us-east-1"), Zone("euc1-az1", "aws", "eu-central-1")
+    link = netmodel.zone_link(a, b)
+    assert link is not None and 80 < link.rtt_p50_ms < 100
+    assert netmodel.zone_link(a, a) == netmodel.SAME_ZONE
+    assert netmodel.zone_link(a, Zone("use1-az2", "aws", "us-east-1")) == netmodel.SAME_REGION
+    gcp = netmodel.zone_link(Zone("us-central1-b", "gcp", "us-central1"), Zone("europe-west4-a", "gcp", "europe-west4"))
+    assert gcp is not None and gcp.rtt_p50_ms > 80
+
+
+def test_default_fleet_is_realistic_and_deterministic() -> None:
+    fleet = default_fleet()
+    per_region = Counter(z.region_key for z in fleet.zones.values())
+    assert len(per_region) >= 10 and {k.split(":")[0] for k in per_region} == {"aws", "gcp"}
+    assert all(2 <= n <= 4 for n in per_region.values())
+    assert len(fleet.nodes) >= 300
+    assert len({n.instance_type for n in fleet.nodes}) >= 5
+    assert any(n.gpus_free < n.gpus for n in fleet.nodes)
+    assert all(n.labels["topology.kubernetes.io/zone"] == n.zone for n in fleet.nodes)
+    network = default_network()
+    assert all(network.zone_link(a, b) for a in fleet.zones for b in fleet.zones)
+    slow = [s for s in network.node_summaries.values() if s.rtt_p50_ms > 1 or s.loss > 0]
+    assert 0 < len(slow) < len(fleet.nodes) // 10
+    default_fleet.cache_clear()
+    assert default_fleet().nodes == fleet.nodes
+
+
+def test_catalog_query_filters_and_sorts() -> None:
+    h100 = rows(CatalogQuery(gpu="h100", count=8, provider="aws", sort="price"))
+    assert h100 and all(r["gpu"] == "H100" and r["gpus"] == 8 and r["provider"] == "aws" for r in h100)
+    prices = [r["usd_per_gpu_hour"] for r in h100 if r["usd_per_gpu_hour"] is not None]
+    assert prices == sorted(prices)
+    green = rows(CatalogQuery(gpu="L4", sort="carbon"))
+    carbon = [r["gco2e_per_hour"] for r in green if r["gco2e_per_hour"] is not None]
+    assert carbon == sorted(carbon) and green[0]["region"] in {
+        "europe-north1",
+        "europe-west1",
+        "us-west1",
+        "europe-west6",
+        "northamerica-northeast1",
+        "europe-west9",
+        "northamerica-northeast2",
+    }
+    assert all(r["region"] == "us-east-1" for r in rows(CatalogQuery(region="us-east-1")))

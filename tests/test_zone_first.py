@@ -1,0 +1,159 @@
+"""zone-first: the whole gang in one zone if at all possible, then the best nodes there."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+
+from geosched.models import Job, NoFit, Placement, Weights
+from geosched.policies import PlacementContext, job_view, place
+from geosched.policies.exact import solve_exact
+from geosched.policies.scoring import evaluate
+from geosched.testing import INTER_REGION, LOSSY, SLOW, degrade, fleet, network, node
+
+
+def ctx_of(nodes, bad=None, carbon=None):
+    f = fleet(nodes, carbon)
+    return PlacementContext(f, network(f, degrade(f, bad or {})))
+
+
+def ok(result: Placement | NoFit) -> Placement:
+    assert isinstance(result, Placement), result
+    return result
+
+
+def test_whole_gang_in_one_zone_even_if_another_zone_has_more_free_nodes():
+    nodes = [node(f"a{i}", "za") for i in range(4)] + [node(f"b{i}", "zb") for i in range(10)]
+    p = ok(place(Job("j", workers=4, gpus_per_worker=8), ctx_of(nodes)))
+    assert len(p.zones) == 1
+    assert sum(a.workers for a in p.assignments) == 4
+
+
+def test_takes_the_best_nodes_inside_the_zone():
+    nodes = [node(f"a{i}", "za") for i in range(6)]
+    c = ctx_of(nodes, bad={"a1": SLOW, "a4": LOSSY})
+    p = ok(place(Job("j", workers=4, gpus_per_worker=8), c))
+    chosen = {a.node for a in p.assignments}
+    assert chosen == {"a0", "a2", "a3", "a5"}
+    assert p.score.worst_loss == 0.0
+    assert p.score.worst_rtt_ms == pytest.approx(0.2)
+
+
+def test_prefers_a_clean_zone_over_one_with_a_slow_node_it_would_need():
+    za = [node(f"a{i}", "za") for i in range(4)]
+    zb = [node(f"b{i}", "zb") for i in range(4)]
+    p = ok(place(Job("j", workers=4, gpus_per_worker=8), ctx_of(za + zb, bad={"a2": SLOW})))
+    assert p.zones == ("zb",)
+    assert any(r.subject == "za" and "total" in r.reason for r in p.rejected)
+
+
+def test_fewest_zones_of_one_region_before_crossing_regions():
+    nodes = (
+        [node(f"a{i}", "za", "r1") for i in range(3)]
+        + [node(f"b{i}", "zb", "r1") for i in range(3)]
+        + [node(f"c{i}", "zc", "r1") for i in range(3)]
+        + [node(f"d{i}", "zd", "r2") for i in range(4)]
+    )
+    p = ok(place(Job("j", workers=5, gpus_per_worker=8), ctx_of(nodes)))
+    assert len(p.zones) == 2 and p.regions == ("lab:r1",)
+
+
+def test_crosses_regions_only_when_no_region_holds_the_gang():
+    nodes = [node(f"a{i}", "za", "r1") for i in range(3)] + [node(f"d{i}", "zd", "r2") for i in range(3)]
+    p = ok(place(Job("j", workers=5, gpus_per_worker=8), ctx_of(nodes)))
+    assert set(p.regions) == {"lab:r1", "lab:r2"}
+    assert p.score.worst_rtt_ms == INTER_REGION.rtt_p50_ms
+    capped = place(Job("j", workers=5, gpus_per_worker=8, max_regions=1), ctx_of(nodes))
+    assert isinstance(capped, NoFit)
+    assert "holds 3 of 5 workers" in capped.message
+
+
+def test_max_zones_one_refuses_to_split():
+    nodes = [node(f"a{i}", "za") for i in range(3)] + [node(f"b{i}", "zb") for i in range(3)]
+    result = place(Job("j", workers=4, gpus_per_worker=8, max_zones=1), ctx_of(nodes))
+    assert isinstance(result, NoFit)
+
+
+def test_gang_stays_in_one_cluster_and_on_one_gpu_model():
+    nodes = (
+        [node(f"a{i}", "za", cluster="c1") for i in range(2)]
+        + [node(f"b{i}", "za", cluster="c2") for i in range(2)]
+        + [node(f"h{i}", "za", gpu="H100") for i in range(2)]
+    )
+    result = place(Job("j", workers=3, gpus_per_worker=8), ctx_of(nodes))
+    assert isinstance(result, NoFit)
+    p = ok(place(Job("j", workers=2, gpus_per_worker=8, gpu="H100"), ctx_of(nodes)))
+    assert {a.node for a in p.assignments} == {"h0", "h1"}
+
+
+def test_busy_gpus_and_workers_per_node():
+    nodes = [node("a0", "za", free=4), node("a1", "za", free=8), node("a2", "za", free=0)]
+    p = ok(place(Job("j", workers=3, gpus_per_worker=4), ctx_of(nodes)))
+    assert {a.node: a.workers for a in p.assignments} == {"a0": 1, "a1": 2}
+
+
+def test_cost_weight_moves_the_gang_to_the_cheaper_zone():
+    za = [node(f"a{i}", "za", price=32.0) for i in range(3)]
+    zb = [node(f"b{i}", "zb", price=8.0) for i in range(3)]
+    c = ctx_of(za + zb, bad={"b0": SLOW})
+    fast = ok(place(Job("j", workers=2, gpus_per_worker=8), c, weights=Weights(1.0, 0.0, 0.0)))
+    cheap = ok(place(Job("j", workers=2, gpus_per_worker=8), c, weights=Weights(1.0, 5.0, 0.0)))
+    assert fast.zones == ("za",) or fast.score.network <= cheap.score.network
+    assert cheap.zones == ("zb",)
+    assert cheap.score.usd_per_hour == pytest.approx(2 * 8.0)
+
+
+def test_carbon_weight_moves_the_gang_to_the_greener_region():
+    nodes = [node(f"a{i}", "za", "dirty") for i in range(2)] + [node(f"b{i}", "zb", "clean") for i in range(2)]
+    c = ctx_of(nodes, carbon={"dirty": 700.0, "clean": 30.0})
+    p = ok(place(Job("j", workers=2, gpus_per_worker=8), c, weights=Weights(1.0, 0.0, 1.0)))
+    assert p.zones == ("zb",)
+    watts = 46 + 0.9 * (407 - 46)
+    assert p.score.gco2e_per_hour == pytest.approx(16 * watts / 1000 * 1.1 * 30.0)
+
+
+def test_single_node_gang_has_no_network_step():
+    p = ok(place(Job("j", workers=2, gpus_per_worker=4), ctx_of([node("a0", "za"), node("a1", "za")])))
+    assert len(p.assignments) == 1 and p.score.comm_ms == 0.0 and p.score.network == 1.0
+
+
+def test_no_fit_names_the_reason():
+    result = place(Job("j", workers=1, gpus_per_worker=8, gpu="H100"), ctx_of([node("a0", "za")]))
+    assert isinstance(result, NoFit)
+    assert "no ready node" in result.message and "za: no H100 GPUs" in result.message
+
+
+def test_vectorised_ranking_agrees_with_the_shared_score():
+    nodes = [node(f"{z}{i}", z, price=8.0 + i) for z in ("za", "zb", "zc") for i in range(5)]
+    c = ctx_of(nodes, bad={"za1": SLOW, "zb3": LOSSY})
+    job = Job("j", workers=3, gpus_per_worker=8)
+    p = ok(place(job, c, weights=Weights(1.0, 0.5, 0.2)))
+    view = job_view(c, job, Weights(1.0, 0.5, 0.2))
+    index = {n: i for i, n in enumerate(c.names)}
+    nodes_idx = np.array([index[a.node] for a in p.assignments])
+    workers = np.array([a.workers for a in p.assignments])
+    assert asdict(p.score) == pytest.approx(asdict(evaluate(view, nodes_idx, workers)))
+    assert all(p.score.total <= alt.score.total for alt in p.alternatives)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_the_exact_optimum_on_small_random_fleets(seed):
+    rng = np.random.default_rng(seed)
+    zones = [("za", "r1"), ("zb", "r1"), ("zc", "r2"), ("zd", "r2")]
+    nodes = []
+    for k in range(int(rng.integers(10, 24))):
+        z, r = zones[int(rng.integers(len(zones)))]
+        nodes.append(node(f"n{k}", z, r, free=int(rng.choice([0, 4, 8, 8])), price=float(rng.choice([8, 12, 16]))))
+    bad = {f"n{k}": (SLOW if rng.random() < 0.5 else LOSSY) for k in rng.choice(len(nodes), 3, replace=False)}
+    c = ctx_of(nodes, bad=bad)
+    job = Job("j", workers=int(rng.integers(2, 7)), gpus_per_worker=4)
+    weights = Weights(1.0, float(rng.choice([0.0, 0.1, 1.0])), float(rng.choice([0.0, 0.5])))
+    result = place(job, c, weights=weights)
+    exact = solve_exact(job_view(c, job, weights))
+    assert (exact is None) == isinstance(result, NoFit)
+    if exact is not None:
+        p = ok(result)
+        assert len(p.zones) == exact[3][1]
+        assert p.score.total <= exact[2].total * 1.03 + 1e-9
