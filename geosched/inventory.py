@@ -1,0 +1,126 @@
+"""Machines geosched did not launch (HPC, on-prem, existing VMs), reached over SSH.
+
+An inventory file is a list of nodes with how to reach them; those that declare their GPUs also join the
+fleet, as the same `Node` records the providers and probes use:
+
+    regions:                      # optional, for regions not in the shipped data
+      - {provider: onprem, name: zurich, grid_gco2e_per_kwh: 30, pue: 1.25}
+    nodes:
+      - name: hpc-01
+        address: 10.0.0.11
+        port: 22                  # default 22
+        user: ubuntu              # default root
+        key: ~/.ssh/id_ed25519    # private key file; default: the SSH agent / default keys
+        host_key: "ssh-ed25519 AAAA..."   # the node's public host key, pinned
+        proxy_jump: bastion       # another inventory node, or user@host:port
+        zone: zrh-hall-a
+        region: zurich
+        provider: onprem          # default onprem
+        gpu: A100                 # optional: with gpus, the node joins the fleet
+        gpus: 8
+        cluster: hpc
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geosched.documents import parse_fleet
+from geosched.errors import InputError
+from geosched.fields import Fields, load_document
+from geosched.models import Fleet
+
+DEFAULT_PROVIDER = "onprem"
+# A host key line: key type and base64 blob, optionally a comment.
+HOST_KEY_RE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-\S+) [A-Za-z0-9+/=]+( .*)?$")
+NODE_FIELDS = {"name", "address", "port", "user", "key", "host_key", "proxy_jump", "zone", "region", "provider",
+               "gpu", "gpus", "gpus_free", "cluster", "instance_type", "price_ondemand", "labels"}
+FLEET_KEYS = ("name", "provider", "region", "zone", "gpu", "gpus", "gpus_free", "cluster", "instance_type",
+              "price_ondemand", "labels")
+
+
+@dataclass(frozen=True, slots=True)
+class SshTarget:
+    name: str
+    address: str
+    zone: str
+    region: str
+    provider: str = DEFAULT_PROVIDER
+    port: int = 22
+    user: str = "root"
+    key: Path | None = None
+    host_key: str | None = None
+    proxy_jump: str | None = None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    targets: tuple[SshTarget, ...]
+    fleet: Fleet | None
+    source: str
+
+    def by_name(self) -> dict[str, SshTarget]:
+        return {t.name: t for t in self.targets}
+
+
+def parse_inventory(data: Any, source: str, base: Path | None = None) -> Inventory:
+    f = Fields(data, source, "", {"apiVersion", "kind", "regions", "nodes"})
+    targets: list[SshTarget] = []
+    fleet_nodes: list[dict[str, Any]] = []
+    origin: list[int] = []
+    for index, (path, item) in enumerate(f.items("nodes", required=True)):
+        n = Fields(item, source, path, NODE_FIELDS)
+        host_key = n.opt_string("host_key")
+        if host_key is not None and not HOST_KEY_RE.match(host_key.strip()):
+            raise n.error("host_key", "expected a public host key line such as 'ssh-ed25519 AAAA...'")
+        key = n.opt_string("key")
+        key_path = Path(key).expanduser() if key else None
+        if key_path is not None and not key_path.is_absolute() and base is not None:
+            key_path = base / key_path
+        target = SshTarget(
+            name=n.string("name"),
+            address=n.string("address"),
+            zone=n.string("zone"),
+            region=n.string("region"),
+            provider=n.string("provider", default=DEFAULT_PROVIDER),
+            port=n.integer("port", minimum=1, default=22),
+            user=n.string("user", default="root"),
+            key=key_path,
+            host_key=host_key.strip() if host_key else None,
+            proxy_jump=n.opt_string("proxy_jump"),
+        )
+        n.check("port", target.port <= 65535, f"must be <= 65535, got {target.port}")
+        targets.append(target)
+        if n.has("gpus") or n.has("gpu"):
+            node = {k: n.raw(k) for k in FLEET_KEYS if n.has(k)}
+            node.setdefault("provider", DEFAULT_PROVIDER)
+            node["addresses"] = [target.address]
+            fleet_nodes.append(node)
+            origin.append(index)
+    names = [t.name for t in targets]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise InputError(source, f"nodes[{i}].name", f"duplicate node name {name!r}")
+    for i, t in enumerate(targets):
+        if t.proxy_jump and "@" not in t.proxy_jump and ":" not in t.proxy_jump and t.proxy_jump not in names:
+            raise InputError(source, f"nodes[{i}].proxy_jump", f"{t.proxy_jump!r} is neither an inventory node "
+                             "nor user@host[:port]")
+    fleet = None
+    if fleet_nodes:
+        doc: dict[str, Any] = {"nodes": fleet_nodes}
+        if f.has("regions"):
+            doc["regions"] = f.raw("regions")
+        try:
+            fleet = parse_fleet(doc, source)
+        except InputError as exc:
+            # The fleet saw only the nodes with GPUs: point back at the node's place in this file.
+            field = re.sub(r"^nodes\[(\d+)\]", lambda m: f"nodes[{origin[int(m.group(1))]}]", exc.field)
+            raise InputError(source, field, exc.reason) from None
+    return Inventory(targets=tuple(targets), fleet=fleet, source=source)
+
+
+def load_inventory(path: Path) -> Inventory:
+    return parse_inventory(load_document(path), str(path), base=path.parent)
