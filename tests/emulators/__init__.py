@@ -1,0 +1,22 @@
+"""Local, real-HTTP doubles of the cloud APIs geosched talks to.
+
+- :class:`GceDouble`: Compute Engine v1 REST API for google-cloud-compute.
+- :class:`Ec2FaultProxy`: fault-injecting proxy in front of moto's EC2 server.
+"""
+
+from ._http import CallRecord, FaultRule
+from .faultproxy import Ec2Fault, Ec2FaultProxy, MotoServer
+from .gce import AcceleratorTypeSpec, GceDouble, GceFault, MachineTypeSpec, ZoneSpec
+
+__all__ = [
+    "AcceleratorTypeSpec",
+    "CallRecord",
+    "Ec2Fault",
+    "Ec2FaultProxy",
+    "FaultRule",
+    "GceDouble",
+    "GceFault",
+    "MachineTypeSpec",
+    "MotoServer",
+    "ZoneSpec",
+]

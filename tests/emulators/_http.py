@@ -1,0 +1,247 @@
+"""Plumbing shared by the emulators: a loopback HTTP server in a background
+thread, runtime fault rules, and the call log."""
+
+from __future__ import annotations
+
+import http.server
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+# The emulators must never be reachable from anywhere but this machine.
+LOOPBACK = "127.0.0.1"
+
+Times = int | Literal["always"]
+
+F = TypeVar("F")
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    path: str
+    query: Mapping[str, list[str]]
+    headers: Mapping[str, str]
+    body: bytes
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    body: bytes = b""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+App = Callable[[HttpRequest], HttpResponse]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    # HTTP/1.1 so that the SDKs' pooled keep-alive connections behave as they
+    # do against the real endpoints (and so every response needs a length).
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes; with Nagle on, the body
+    # waits ~40 ms for the client's delayed ACK on every call.
+    disable_nagle_algorithm = True
+    server: _AppServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _dispatch(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        parts = urlsplit(self.path)
+        request = HttpRequest(
+            method=self.command,
+            path=parts.path,
+            query=parse_qs(parts.query, keep_blank_values=True),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+        )
+        try:
+            response = self.server.app(request)
+        except Exception as exc:  # a bug in a double must surface as a 500, not hang the client
+            response = HttpResponse(500, f"emulator bug: {exc!r}".encode(), [("Content-Type", "text/plain")])
+        self.send_response(response.status)
+        sent = {k.lower() for k, _ in response.headers}
+        for key, value in response.headers:
+            if key.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
+                self.send_header(key, value)
+        if "content-type" not in sent:
+            self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(response.body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(response.body)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
+
+
+class _AppServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    app: App
+
+
+class BackgroundHttpServer:
+    """Serves `app` on 127.0.0.1 on an ephemeral port from a daemon thread."""
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+        self._server: _AppServer | None = None
+        self._thread: threading.Thread | None = None
+        # Stalled handlers wait on this so that stop() does not have to sit out
+        # a long injected stall.
+        self.stopping = threading.Event()
+
+    def start(self) -> None:
+        if self._server is not None:
+            return
+        self.stopping.clear()
+        server = _AppServer((LOOPBACK, 0), _Handler)
+        server.app = self._app
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self.stopping.set()
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("server is not running")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def sleep(self, seconds: float) -> None:
+        self.stopping.wait(seconds)
+
+
+@dataclass
+class FaultRule(Generic[F]):
+    """One injected fault. `remaining` is None for faults that fire on every
+    matching call; `hits` counts how often it fired."""
+
+    id: int
+    fault: F
+    zone: str | None
+    method: str | None
+    remaining: int | None
+    hits: int = 0
+
+    def matches(self, zone: str | None, method: str) -> bool:
+        if self.remaining is not None and self.remaining <= 0:
+            return False
+        if self.zone is not None and self.zone != zone:
+            return False
+        return self.method is None or self.method == method
+
+
+class FaultRules(Generic[F]):
+    """Thread-safe ordered set of fault rules; the oldest matching rule wins."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rules: list[FaultRule[F]] = []
+        self._ids = itertools.count(1)
+
+    def add(self, fault: F, *, zone: str | None, method: str | None, times: Times) -> FaultRule[F]:
+        if times != "always" and (not isinstance(times, int) or times < 1):
+            raise ValueError(f"times must be a positive int or 'always', not {times!r}")
+        rule = FaultRule(
+            id=next(self._ids),
+            fault=fault,
+            zone=zone,
+            method=method,
+            remaining=None if times == "always" else times,
+        )
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def take(self, zone: str | None, method: str, accept: Callable[[F], bool]) -> F | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.matches(zone, method) and accept(rule.fault):
+                    rule.hits += 1
+                    if rule.remaining is not None:
+                        rule.remaining -= 1
+                    return rule.fault
+        return None
+
+    def remove(self, rule_id: int) -> None:
+        with self._lock:
+            self._rules = [r for r in self._rules if r.id != rule_id]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def __iter__(self) -> Iterator[FaultRule[F]]:
+        with self._lock:
+            return iter(list(self._rules))
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One API call as the emulator saw it.
+
+    `status` is the HTTP status returned. `error_code` is the provider error
+    code the caller will see (e.g. ``ZONE_RESOURCE_POOL_EXHAUSTED`` inside a
+    200 operation, or ``InsufficientInstanceCapacity``); None on success.
+    `injected` is True when a fault rule produced or delayed the response."""
+
+    method: str
+    zone: str | None
+    status: int
+    error_code: str | None = None
+    injected: bool = False
+    at: float = field(default_factory=time.time)
+
+
+class CallLog:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: list[CallRecord] = []
+
+    def append(self, record: CallRecord) -> None:
+        with self._lock:
+            self._records.append(record)
+
+    def snapshot(self) -> list[CallRecord]:
+        with self._lock:
+            return list(self._records)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+
+    def count(
+        self,
+        method: str | None = None,
+        zone: str | None = None,
+        status: int | None = None,
+        error_code: str | None = None,
+    ) -> int:
+        return sum(
+            1
+            for r in self.snapshot()
+            if (method is None or r.method == method)
+            and (zone is None or r.zone == zone)
+            and (status is None or r.status == status)
+            and (error_code is None or r.error_code == error_code)
+        )
