@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -147,27 +148,27 @@ def paths(doc: Any, prefix: list[Any] | None = None) -> list[list[Any]]:
     return out
 
 
+def parses_or_fails_cleanly(good: dict[str, Any], parse: Callable[[Any, str], Any], valid: Callable[[Any], bool],
+                            data: st.DataObject) -> None:
+    """A mutated document either parses into a valid model or fails with one clean InputError."""
+    path = data.draw(st.sampled_from(paths(good)))
+    doc = mutate(good, path, data.draw(VALUES), data.draw(st.booleans()))
+    try:
+        parsed = parse(doc, "doc.yaml")
+    except InputError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("doc.yaml: ")
+    else:
+        assert valid(parsed)
+
+
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.data())
 def test_mutated_jobs_parse_or_fail_cleanly(data: st.DataObject) -> None:
-    path = data.draw(st.sampled_from(paths(GOOD_JOB)))
-    doc = mutate(GOOD_JOB, path, data.draw(VALUES), data.draw(st.booleans()))
-    try:
-        job = parse_job(doc, "job.yaml")
-    except InputError as exc:
-        assert "\n" not in str(exc) and str(exc).startswith("job.yaml: ")
-    else:
-        assert job.workers >= 1 and job.gpus_per_worker >= 1
+    parses_or_fails_cleanly(GOOD_JOB, parse_job, lambda j: j.workers >= 1 and j.gpus_per_worker >= 1, data)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.data())
 def test_mutated_fleets_parse_or_fail_cleanly(data: st.DataObject) -> None:
-    path = data.draw(st.sampled_from(paths(GOOD_FLEET)))
-    doc = mutate(GOOD_FLEET, path, data.draw(VALUES), data.draw(st.booleans()))
-    try:
-        fleet = parse_fleet(doc, "fleet.yaml")
-    except InputError as exc:
-        assert "\n" not in str(exc) and str(exc).startswith("fleet.yaml: ")
-    else:
-        assert all(0 <= n.gpus_free <= n.gpus for n in fleet.nodes)
+    parses_or_fails_cleanly(GOOD_FLEET, parse_fleet, lambda f: all(0 <= n.gpus_free <= n.gpus for n in f.nodes),
+                            data)
