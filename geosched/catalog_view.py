@@ -59,3 +59,11 @@ def rows(query: CatalogQuery) -> list[dict[str, Any]]:
     if query.sort == "gpus":
         out.sort(key=lambda r: -r["gpus"])
     return out
+
+
+def compact(row: dict[str, Any]) -> dict[str, Any]:
+    """The columns a person compares; JSON and CSV keep every field."""
+    return {"zone": f"{row['provider']}:{row['zone']}", "instance": row["instance_type"],
+            "gpus": f"{row['gpus']}x {row['gpu']}", "$/h": row["usd_per_hour"], "spot $/h": row["spot_usd_per_hour"],
+            "$/GPU-h": row["usd_per_gpu_hour"],
+            "gCO2e/h": row["gco2e_per_hour"]}

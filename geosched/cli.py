@@ -97,8 +97,13 @@ def _gpu_models(fleet: Fleet) -> set[str]:
     return catalog.gpu_models() | set(fleet.gpu_power)
 
 
-@app.command(name="catalog")
+catalog_app = typer.Typer(help="GPU offerings per zone with on-demand and spot prices and carbon per hour.")
+app.add_typer(catalog_app, name="catalog")
+
+
+@catalog_app.callback(invoke_without_command=True)
 def catalog_cmd(
+    context: typer.Context,
     gpu: Annotated[str | None, typer.Option(help="GPU model, optionally with a count: A100 or A100:8.")] = None,
     min_gpus: Annotated[int | None, typer.Option(min=1, help="At least this many GPUs per instance.")] = None,
     provider: Annotated[str | None, typer.Option(help="aws or gcp.")] = None,
@@ -108,6 +113,8 @@ def catalog_cmd(
     output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
 ) -> None:
     """GPU offerings per zone with on-demand and spot prices and carbon per hour."""
+    if context.invoked_subcommand is not None:
+        return
     if sort not in catalog_view.SORT_KEYS:
         raise InputError("--sort", "", f"expected one of {', '.join(catalog_view.SORT_KEYS)}, got {sort!r}")
     count = None
@@ -123,8 +130,9 @@ def catalog_cmd(
         render.rows_csv(rows)
     else:
         shown = rows[:limit] if limit else rows
-        render.table("GPU offerings", shown, caption=f"{len(shown)} of {len(rows)} offerings"
-                     + (" (--limit 0 shows all)" if len(shown) < len(rows) else ""))
+        more = " (--limit 0 shows all)" if len(shown) < len(rows) else ""
+        render.table("GPU offerings", [catalog_view.compact(r) for r in shown],
+                     caption=f"{len(shown)} of {len(rows)} offerings{more}")
 
 
 @app.command(name="policies")

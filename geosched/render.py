@@ -44,7 +44,7 @@ def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None
         out.print(f"{title}: nothing to show")
         return
     for key in rows[0]:
-        t.add_column(key, justify="right" if isinstance(rows[0][key], int | float) else "left")
+        t.add_column(key, justify="right" if isinstance(rows[0][key], int | float) else "left", overflow="fold")
     for row in rows:
         t.add_row(*(_cell(v) for v in row.values()))
     out.print(t)
