@@ -17,21 +17,31 @@ from geosched.errors import InputError
 T = TypeVar("T")
 
 
-def load_document(path: Path) -> Any:
-    """YAML or JSON (JSON is YAML); errors carry the line the parser stopped at."""
+def read_text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(str(path), "", "no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), "", f"cannot read: {exc}") from None
+
+
+def parse_yaml(text: str, source: str, *, stream: bool = False) -> Any:
+    """One YAML (or JSON) document, or with `stream` the list of all non-empty documents; errors carry the
+    line the parser stopped at."""
     try:
+        if stream:
+            return [d for d in yaml.safe_load_all(text) if d is not None]
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(str(path), where, f"not valid YAML: {problem}") from None
+        raise InputError(source, where, f"not valid YAML: {problem}") from None
+
+
+def load_document(path: Path) -> Any:
+    return parse_yaml(read_text(path), str(path))
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -58,7 +68,7 @@ class Fields:
 
     def __init__(self, data: Any, source: str, path: str, allowed: set[str]) -> None:
         if not isinstance(data, Mapping):
-            raise InputError(source, path or "(document)", f"expected a mapping, got {_kind(data)}")
+            raise InputError(source, path or "(document)", f"expected a mapping, got {describe(data)}")
         self.data = data
         self.source = source
         self.path = path
@@ -85,7 +95,7 @@ class Fields:
                 return default
             raise self.error(key, "required")
         if not isinstance(value, str) or not value.strip():
-            raise self.error(key, f"expected a non-empty string, got {_kind(value)}")
+            raise self.error(key, f"expected a non-empty string, got {describe(value)}")
         return value
 
     def opt_string(self, key: str) -> str | None:
@@ -98,7 +108,7 @@ class Fields:
                 return default
             raise self.error(key, "required")
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(key, f"expected an integer, got {_kind(value)}")
+            raise self.error(key, f"expected an integer, got {describe(value)}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be >= {minimum}, got {value}")
         return value
@@ -114,7 +124,7 @@ class Fields:
                 return default
             raise self.error(key, "required")
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise self.error(key, f"expected a finite number, got {_kind(value)}")
+            raise self.error(key, f"expected a finite number, got {describe(value)}")
         number = float(value)
         if minimum is not None and (number <= minimum if exclusive_minimum else number < minimum):
             raise self.error(key, f"must be {'>' if exclusive_minimum else '>='} {minimum:g}, got {number:g}")
@@ -132,10 +142,10 @@ class Fields:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list):
-            raise self.error(key, f"expected a list of strings, got {_kind(value)}")
+            raise self.error(key, f"expected a list of strings, got {describe(value)}")
         for i, item in enumerate(value):
             if not isinstance(item, str) or not item:
-                raise InputError(self.source, f"{self.at(key)}[{i}]", f"expected a string, got {_kind(item)}")
+                raise InputError(self.source, f"{self.at(key)}[{i}]", f"expected a string, got {describe(item)}")
         return tuple(value)
 
     def mapping(self, key: str) -> dict[str, str]:
@@ -143,7 +153,7 @@ class Fields:
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            raise self.error(key, f"expected a mapping, got {_kind(value)}")
+            raise self.error(key, f"expected a mapping, got {describe(value)}")
         for k, v in value.items():
             if not isinstance(k, str) or not isinstance(v, str | int | float) or isinstance(v, bool):
                 raise InputError(self.source, f"{self.at(key)}.{k}", "expected a string value")
@@ -157,7 +167,7 @@ class Fields:
                 raise self.error(key, "required")
             return []
         if not isinstance(value, list):
-            raise self.error(key, f"expected a list, got {_kind(value)}")
+            raise self.error(key, f"expected a list, got {describe(value)}")
         return [(f"{self.at(key)}[{i}]", item) for i, item in enumerate(value)]
 
     def choice(self, key: str, options: Mapping[str, T], default: str) -> T:
@@ -175,7 +185,8 @@ def each(fields: Fields, key: str, parse: Callable[[str, Any], T], *, required: 
     return [parse(path, item) for path, item in fields.items(key, required=required)]
 
 
-def _kind(value: Any) -> str:
+def describe(value: Any) -> str:
+    """What a value is, for error messages (never the whole value: it may be large or secret)."""
     if value is None:
         return "nothing"
     if isinstance(value, bool):

@@ -1,0 +1,29 @@
+"""Gang handoff per in-cluster scheduler: what each one needs on the job, its pods and beside them.
+
+A backend gets the gang's shape and the cluster's settings and returns a `Handoff`; the renderer applies
+it to whichever pod templates the job kind has. Backends never see the user's object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from geosched.kube.backends import coscheduling, kueue, volcano
+from geosched.kube.backends.base import Gang, Handoff
+from geosched.kube.config import Backend, ClusterConfig
+
+
+def _none(_gang: Gang, _cluster: ClusterConfig) -> Handoff:
+    return Handoff()
+
+
+HANDOFFS: dict[Backend, Callable[[Gang, ClusterConfig], Handoff]] = {
+    Backend.KUEUE: kueue.handoff,
+    Backend.COSCHEDULING: coscheduling.handoff,
+    Backend.VOLCANO: volcano.handoff,
+    Backend.NONE: _none,
+}
+
+
+def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
+    return HANDOFFS[cluster.backend](gang, cluster)

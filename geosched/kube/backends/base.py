@@ -1,0 +1,47 @@
+"""The values a backend works with: the gang's shape in, the handoff out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from geosched.kube import keys
+from geosched.kube.jobinput import JobKind
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    name: str
+    namespace: str
+    kind: JobKind
+    pods: int
+    gpus: int
+    zones: tuple[str, ...]
+    regions: tuple[str, ...]
+
+    @property
+    def single_zone(self) -> bool:
+        return len(self.zones) == 1
+
+    @property
+    def single_region(self) -> bool:
+        return len(self.regions) == 1
+
+
+@dataclass(frozen=True)
+class Handoff:
+    object_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None
+    # Merged into a PyTorchJob's spec.runPolicy.schedulingPolicy (the training operator builds the PodGroup).
+    scheduling_policy: Mapping[str, Any] = field(default_factory=dict)
+    side_objects: tuple[dict[str, Any], ...] = ()
+    # Pod-level settings the gang cannot do without; a kind that cannot carry them must refuse, not drop them.
+    pod_level_required: bool = False
+
+
+def gpu_resources(gang: Gang) -> dict[str, str]:
+    # ResourceList values are quantities; strings keep them exact and match what the API server returns.
+    return {keys.GPU: str(gang.gpus)}

@@ -1,0 +1,26 @@
+"""scheduler-plugins coscheduling: a PodGroup (scheduling.x-k8s.io/v1alpha1) holding the whole gang and the
+pod-group label on its pods. A PyTorchJob instead states minAvailable in its runPolicy: the training operator
+creates the PodGroup itself and would fight a second one."""
+
+from __future__ import annotations
+
+from geosched.kube import keys
+from geosched.kube.backends.base import Gang, Handoff, gpu_resources
+from geosched.kube.config import ClusterConfig
+from geosched.kube.jobinput import JobKind
+
+API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+
+
+def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
+    if gang.kind is JobKind.PYTORCHJOB:
+        return Handoff(scheduling_policy={"minAvailable": gang.pods}, scheduler_name=cluster.scheduler_name,
+                       pod_level_required=True)
+    group = {
+        "apiVersion": API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {"name": gang.name, "namespace": gang.namespace},
+        "spec": {"minMember": gang.pods, "minResources": gpu_resources(gang)},
+    }
+    return Handoff(pod_labels={keys.COSCHED_POD_GROUP: gang.name}, scheduler_name=cluster.scheduler_name,
+                   side_objects=(group,), pod_level_required=True)

@@ -1,0 +1,123 @@
+"""Per-cluster settings for handing a placed gang to Kubernetes, read strictly from YAML:
+
+```yaml
+apiVersion: geosched.io/v1alpha1   # optional
+kind: ClusterConfig                # optional
+clusters:
+  gke-eu:
+    context: gke_proj_europe-west4_eu   # kubeconfig context (default: the cluster's name)
+    backend: kueue                      # kueue | coscheduling | volcano | none (default none)
+    queue: team-a                       # Kueue LocalQueue (required for kueue); Volcano queue (optional)
+    karmada: false                      # the cluster is a Karmada member: emit a PropagationPolicy
+    pin_hosts: false                    # pin the gang to the placement's nodes (kubernetes.io/hostname)
+    namespace: ml                       # used when the job object names none
+    scheduler_name: scheduler-plugins-scheduler  # optional: pods' schedulerName (volcano: default volcano)
+    volcano_zone_tier: 1                # optional: HyperNode tier that spans one zone (default 1)
+    volcano_region_tier: 2              # optional: HyperNode tier that spans one region (default 2)
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from geosched.documents import API_VERSION
+from geosched.errors import InputError
+from geosched.fields import Fields, load_document
+
+
+class Backend(StrEnum):
+    KUEUE = "kueue"
+    COSCHEDULING = "coscheduling"
+    VOLCANO = "volcano"
+    NONE = "none"
+
+
+BACKENDS = {b.value: b for b in Backend}
+TOP_FIELDS = {"apiVersion", "kind", "clusters"}
+CLUSTER_FIELDS = {"context", "backend", "queue", "karmada", "pin_hosts", "namespace", "scheduler_name",
+                  "volcano_zone_tier", "volcano_region_tier"}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    name: str
+    context: str
+    backend: Backend = Backend.NONE
+    queue: str | None = None
+    karmada: bool = False
+    pin_hosts: bool = False
+    namespace: str | None = None
+    scheduler_name: str | None = None
+    volcano_zone_tier: int = 1
+    volcano_region_tier: int = 2
+
+
+def parse_cluster_config(data: Any, source: str) -> dict[str, ClusterConfig]:
+    f = Fields(data, source, "", TOP_FIELDS)
+    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
+        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
+    if f.has("kind") and f.raw("kind") != "ClusterConfig":
+        raise f.error("kind", f"expected 'ClusterConfig', got {f.raw('kind')!r}")
+    clusters = f.raw("clusters")
+    if clusters is None:
+        raise f.error("clusters", "required")
+    if not isinstance(clusters, Mapping):
+        raise f.error("clusters", "expected a mapping of cluster name to settings")
+    if not clusters:
+        raise f.error("clusters", "must name at least one cluster")
+    out: dict[str, ClusterConfig] = {}
+    for name, item in clusters.items():
+        if not isinstance(name, str) or not name:
+            raise InputError(source, f"clusters.{name}", "cluster names must be non-empty strings")
+        out[name] = _cluster(name, Fields(item, source, f"clusters.{name}", CLUSTER_FIELDS))
+    return out
+
+
+def _cluster(name: str, c: Fields) -> ClusterConfig:
+    backend = c.choice("backend", BACKENDS, Backend.NONE.value)
+    queue = c.opt_string("queue")
+    if backend is Backend.KUEUE and queue is None:
+        raise c.error("queue", "required for backend kueue (the LocalQueue the job is submitted to)")
+    zone_tier = c.integer("volcano_zone_tier", minimum=1, default=1)
+    region_tier = c.integer("volcano_region_tier", minimum=1, default=2)
+    c.check("volcano_region_tier", region_tier > zone_tier,
+            f"must be above volcano_zone_tier ({zone_tier}): a region holds its zones")
+    return ClusterConfig(
+        name=name,
+        context=c.string("context", default=name),
+        backend=backend,
+        queue=queue,
+        karmada=_boolean(c, "karmada"),
+        pin_hosts=_boolean(c, "pin_hosts"),
+        namespace=c.opt_string("namespace"),
+        scheduler_name=c.opt_string("scheduler_name"),
+        volcano_zone_tier=zone_tier,
+        volcano_region_tier=region_tier,
+    )
+
+
+def _boolean(c: Fields, key: str) -> bool:
+    # Fields has no boolean reader; YAML 1.1 turns `yes`/`on` into booleans already, anything else is an error.
+    value = c.raw(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise c.error(key, f"expected true or false, got {value!r}")
+    return value
+
+
+def cluster_to_dict(cluster: ClusterConfig) -> dict[str, Any]:
+    """The settings that shape rendered manifests, in a stable form (for the inputs digest)."""
+    return {"name": cluster.name, "context": cluster.context, "backend": cluster.backend.value,
+            "queue": cluster.queue, "karmada": cluster.karmada, "pin_hosts": cluster.pin_hosts,
+            "namespace": cluster.namespace, "scheduler_name": cluster.scheduler_name,
+            "volcano_zone_tier": cluster.volcano_zone_tier, "volcano_region_tier": cluster.volcano_region_tier}
+
+
+def load_cluster_config(path: Path) -> dict[str, ClusterConfig]:
+    return parse_cluster_config(load_document(path), str(path))

@@ -1,0 +1,204 @@
+"""Kubernetes Node objects (and the pods bound to them) turned into geosched `Node` records. No API calls:
+the caller lists nodes and pods and hands them in, as dicts or kubernetes client models (V1Node, V1Pod).
+
+- labels: region and zone from `topology.kubernetes.io/{region,zone}`; on AWS the zone is the zone ID from
+  `topology.k8s.aws/zone-id` when present, since the fleet names AWS zones by ID (zone names differ per
+  account); instance type from `node.kubernetes.io/instance-type`;
+- GPU model: the catalog's offering for (provider, instance type, zone) if there is one, else the
+  `nvidia.com/gpu.product` label;
+- GPUs: allocatable `nvidia.com/gpu`; free = allocatable minus what bound, non-terminated pods ask for;
+- cordoned (spec.unschedulable) or NotReady nodes stay in the fleet with state NOT_READY and no free GPU, so
+  the node keeps its identity while policies pass it over; nodes without GPUs, or without zone labels or a
+  known GPU model, are left out with the reason;
+- provider from spec.providerID (`aws:///zone/i-...` is aws, `gce://project/zone/name` is gcp, any other
+  scheme names itself, none is `onprem`); cluster is the kube context name.
+
+One node, one identity: `merge_launched` joins a node that a provider launched with the node that joined a
+cluster, matched first by instance ID (the last segment of the providerID, so either a full providerID or a
+bare ID on the launched record matches), then by node name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from typing import Any
+
+from geosched import catalog
+from geosched.kube import keys
+from geosched.kube.gpus import model_from_product, whole_count
+from geosched.kube.objpath import At
+from geosched.models import Node, NodeState, Offering, Rejection
+
+PROVIDERS = {"aws": "aws", "gce": "gcp"}
+TERMINATED_PHASES = {"Succeeded", "Failed"}
+
+
+@dataclass(frozen=True)
+class Inventory:
+    nodes: tuple[Node, ...]
+    skipped: tuple[Rejection, ...]
+
+
+def as_dict(obj: Any) -> Any:
+    """A kubernetes client model as the API's JSON shape (camelCase keys), dicts and scalars as they are.
+
+    The client's own converter lives on ApiClient, which builds a connection pool; this only walks the
+    models' `attribute_map`.
+    """
+    if isinstance(obj, Mapping):
+        return {str(k): as_dict(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [as_dict(v) for v in obj]
+    if isinstance(obj, datetime | date):
+        return obj.isoformat()
+    attribute_map = getattr(obj, "attribute_map", None)
+    if isinstance(attribute_map, Mapping):
+        return {json_key: as_dict(getattr(obj, attr)) for attr, json_key in attribute_map.items()
+                if getattr(obj, attr, None) is not None}
+    return obj
+
+
+def nodes_from_kube(kube_nodes: Iterable[Any], pods: Iterable[Any], cluster: str) -> Inventory:
+    used = gpus_in_use(pods)
+    offers = catalog.offering_index()
+    nodes: list[Node] = []
+    skipped: list[Rejection] = []
+    for item in kube_nodes:
+        data = as_dict(item)
+        result = node_from_kube(data, used, cluster, offers)
+        if isinstance(result, Node):
+            nodes.append(result)
+        else:
+            skipped.append(result)
+    return Inventory(tuple(nodes), tuple(skipped))
+
+
+def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
+                   offers: Mapping[tuple[str, str, str], Offering] | None = None) -> Node | Rejection:
+    root = At(data, f"node in {cluster}")
+    name = root.dig("metadata", "name").string()
+    root = At(data, f"node {name} in {cluster}")
+    labels = {k: str(v.value) for k, v in root.dig("metadata", "labels").entries() if v.value is not None}
+    allocatable = whole_count(root.dig("status", "allocatable", keys.GPU).value) or 0
+    if allocatable == 0:
+        return Rejection(name, f"no allocatable {keys.GPU}")
+    provider_id = root.dig("spec", "providerID").value
+    provider_id = provider_id if isinstance(provider_id, str) and provider_id else None
+    provider = provider_of(provider_id)
+    # An empty label value names no place.
+    region = labels.get(keys.REGION) or None
+    zone = (provider == "aws" and labels.get(keys.AWS_ZONE_ID)) or labels.get(keys.ZONE) or None
+    if region is None or zone is None:
+        return Rejection(name, f"missing {keys.REGION} or {keys.ZONE} label")
+    instance_type = labels.get(keys.INSTANCE_TYPE, "custom")
+    offer = (offers if offers is not None else catalog.offering_index()).get((provider, instance_type, zone))
+    product = labels.get(keys.GPU_PRODUCT)
+    gpu = offer.gpu if offer is not None else (model_from_product(product) if product else None)
+    if gpu is None:
+        return Rejection(name, f"unknown GPU model (no catalog offering for {provider} {instance_type} in {zone}, "
+                         f"{keys.GPU_PRODUCT}={product or '(none)'})")
+    ready = _ready(root) and root.dig("spec", "unschedulable").value is not True
+    return Node(
+        name=name,
+        provider=provider,
+        region=region,
+        zone=zone,
+        instance_type=instance_type,
+        gpu=gpu,
+        gpus=allocatable,
+        gpus_free=max(0, allocatable - used.get(name, 0)) if ready else 0,
+        price_ondemand=offer.price_ondemand if offer else None,
+        price_spot=offer.price_spot if offer else None,
+        cluster=cluster,
+        addresses=tuple(a.key("address").string() for a in root.dig("status", "addresses").items()
+                        if a.key("type").value in ("InternalIP", "ExternalIP")),
+        labels=labels,
+        state=NodeState.READY if ready else NodeState.NOT_READY,
+        provider_id=provider_id,
+    )
+
+
+def _ready(root: At) -> bool:
+    for condition in root.dig("status", "conditions").items():
+        if condition.key("type").value == "Ready":
+            return bool(condition.key("status").value == "True")
+    return False
+
+
+def gpus_in_use(pods: Iterable[Any]) -> dict[str, int]:
+    """GPUs that bound, non-terminated pods hold, per node name."""
+    used: dict[str, int] = {}
+    for item in pods:
+        data = as_dict(item)
+        root = At(data, "pod")
+        node = root.dig("spec", "nodeName").value
+        if not isinstance(node, str) or root.dig("status", "phase").value in TERMINATED_PHASES:
+            continue
+        used[node] = used.get(node, 0) + pod_gpus(root.key("spec"))
+    return used
+
+
+def pod_gpus(spec: At) -> int:
+    # Init containers run one at a time before the app containers, which run together.
+    app = sum(_container_gpus(c) for c in spec.key("containers").items())
+    init = max((_container_gpus(c) for c in spec.key("initContainers").items()), default=0)
+    return max(app, init)
+
+
+def _container_gpus(container: At) -> int:
+    resources = container.key("resources")
+    # An extended resource's request equals its limit; a pod may state either.
+    value = resources.dig("requests", keys.GPU).value
+    if value is None:
+        value = resources.dig("limits", keys.GPU).value
+    return (whole_count(value) or 0) if value is not None else 0
+
+
+def provider_of(provider_id: str | None) -> str:
+    if not provider_id or "://" not in provider_id:
+        return "onprem"
+    scheme = provider_id.split("://", 1)[0]
+    return PROVIDERS.get(scheme, scheme)
+
+
+def instance_id(provider_id: str | None) -> str | None:
+    """`aws:///us-east-1a/i-0abc` -> `i-0abc`, `gce://proj/zone/vm-1` -> `vm-1`, a bare ID as it is."""
+    if not provider_id:
+        return None
+    tail = provider_id.split("://", 1)[-1]
+    parts = [p for p in tail.split("/") if p]
+    return parts[-1] if parts else None
+
+
+def merge_launched(kube_nodes: Sequence[Node], launched: Sequence[Node]) -> tuple[Node, ...]:
+    """One record per machine: a launched node seen in a cluster keeps its name, provider, place, type and
+    prices (what geosched's store and probes know it by) and takes the cluster's view of GPUs, state, labels
+    and cluster. Launched nodes not (yet) in a cluster and cluster nodes geosched did not launch stay as
+    they are."""
+    by_id = {i: n for n in launched if (i := instance_id(n.provider_id)) is not None}
+    by_name = {n.name: n for n in launched}
+    out: list[Node] = []
+    matched: set[str] = set()
+    for kube in kube_nodes:
+        kube_id = instance_id(kube.provider_id)
+        own = (by_id.get(kube_id) if kube_id is not None else None) or by_name.get(kube.name)
+        if own is None or own.name in matched:
+            out.append(kube)
+            continue
+        matched.add(own.name)
+        out.append(replace(
+            own,
+            gpus=kube.gpus,
+            gpus_free=kube.gpus_free,
+            state=kube.state,
+            cluster=kube.cluster,
+            labels={**own.labels, **kube.labels},
+            addresses=tuple(dict.fromkeys((*own.addresses, *kube.addresses))),
+            provider_id=own.provider_id or kube.provider_id,
+            price_ondemand=own.price_ondemand if own.price_ondemand is not None else kube.price_ondemand,
+            price_spot=own.price_spot if own.price_spot is not None else kube.price_spot,
+        ))
+    out.extend(n for n in launched if n.name not in matched)
+    return tuple(out)

@@ -1,0 +1,28 @@
+"""Label, annotation and resource names that other controllers define; geosched emits them, never invents them."""
+
+from __future__ import annotations
+
+# Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints) and NVIDIA's GPU labels.
+REGION = "topology.kubernetes.io/region"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+GPU_PRODUCT = "nvidia.com/gpu.product"
+GPU = "nvidia.com/gpu"
+# EKS also labels nodes with the zone ID, the fleet's zone identity for AWS (zone names differ per account).
+AWS_ZONE_ID = "topology.k8s.aws/zone-id"
+
+# Kueue.
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+
+# scheduler-plugins coscheduling.
+COSCHED_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+
+# Volcano.
+VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
+VOLCANO_SCHEDULER = "volcano"
+
+# geosched's own prefix: the only one written freely.
+PREFIX = "geosched.io/"
+JOB_LABEL = PREFIX + "job"

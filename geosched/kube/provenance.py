@@ -1,0 +1,51 @@
+"""Why a gang went where it went, written on its objects under geosched's own annotation prefix.
+
+The time is a parameter, never read from a clock, so the same inputs render byte-identical manifests. The
+digest covers every input that shapes the output except that time; equal digests mean the same decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from geosched.documents import score_to_dict
+from geosched.kube.keys import PREFIX
+from geosched.models import Placement
+
+DIGEST = PREFIX + "inputs-sha256"
+
+
+def inputs_digest(inputs: Mapping[str, Any]) -> str:
+    # Canonical JSON: sorted keys, no whitespace; non-JSON scalars a YAML file may hold (dates) as text.
+    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def timestamp(now: datetime) -> str:
+    if now.tzinfo is None:
+        raise ValueError("the render time must be timezone-aware (a naive time means a different instant per host)")
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def provenance_annotations(placement: Placement, cluster: str, digest: str, now: datetime) -> dict[str, str]:
+    score = score_to_dict(placement.score)
+    terms = {k: score[k] for k in ("total", "network", "cost", "carbon")}
+    weights = {"network": placement.weights.network, "cost": placement.weights.cost,
+               "carbon": placement.weights.carbon}
+    return {
+        PREFIX + "cluster": cluster,
+        PREFIX + "zones": ",".join(placement.zones),
+        PREFIX + "regions": ",".join(placement.regions),
+        PREFIX + "policy": placement.policy,
+        PREFIX + "score": json.dumps(terms, sort_keys=True, separators=(",", ":")),
+        PREFIX + "weights": json.dumps(weights, sort_keys=True, separators=(",", ":")),
+        PREFIX + "usd-per-hour": f"{placement.score.usd_per_hour:.4f}",
+        PREFIX + "gco2e-per-hour": f"{placement.score.gco2e_per_hour:.2f}",
+        PREFIX + "assignments": ",".join(f"{a.node}={a.workers}" for a in placement.assignments),
+        PREFIX + "placed-at": timestamp(now),
+        DIGEST: digest,
+    }
