@@ -119,6 +119,12 @@ def test_single_node_gang_has_no_network_step():
     assert len(p.assignments) == 1 and p.score.comm_ms == 0.0 and p.score.network == 1.0
 
 
+def test_a_slow_node_that_holds_the_whole_gang_alone_needs_no_network():
+    nodes = [node("slow", "za", price=8.0)] + [node(f"ok{i}", "za", free=4, price=16.0) for i in range(3)]
+    p = ok(place(Job("j", workers=2, gpus_per_worker=4), ctx_of(nodes, bad={"slow": SLOW}), weights=Weights(1, 1, 0)))
+    assert [a.node for a in p.assignments] == ["slow"] and p.score.comm_ms == 0.0
+
+
 def test_no_fit_names_the_reason():
     result = place(Job("j", workers=1, gpus_per_worker=8, gpu="H100"), ctx_of([node("a0", "za")]))
     assert isinstance(result, NoFit)

@@ -103,14 +103,30 @@ def _single_zone(view: JobView, order: IntArray, cells: IntArray, starts: IntArr
     network, cost = step / view.ideal_step_ms, usd / (job.gpus * view.price_ref)
     carbon = gco2e / (job.gpus * view.carbon_ref)
     total = w.network * network + w.cost * cost + w.carbon * carbon
+    # A node that holds the whole gang alone has no network step, whatever its link: it may beat its
+    # cell's best fill even when its link ranks it last.
+    solo_node, solo_total = _solo_nodes(view, order, starts, fits)
+    cell_of_fit = grp[gstarts]
+    better = solo_total[cell_of_fit] < total
+    total = np.where(better, solo_total[cell_of_fit], total)
+    solo = {int(cell_of_fit[k]): int(solo_node[cell_of_fit[k]]) for k in np.flatnonzero(better).tolist()}
     ranking = np.lexsort((grp[gstarts], usd, total)).tolist()
 
     def score(k: int) -> Score:
+        node = solo.get(int(cell_of_fit[k]))
+        if node is not None:
+            return evaluate(view, np.array([node]), np.array([job.workers]))
         return Score(float(total[k]), float(network[k]), float(cost[k]), float(carbon[k]), float(step[k]),
                      float(comm[k]), float(usd[k]), float(gco2e[k]), float(rtt[k]), float(loss[k]), float(tput[k]))
 
     def members(k: int) -> IntArray:
-        out: IntArray = idx[gstarts[k]:gends[k]]
+        node = solo.get(int(cell_of_fit[k]))
+        out: IntArray = np.array([node]) if node is not None else idx[gstarts[k]:gends[k]]
+        return out
+
+    def workers_of(k: int) -> IntArray:
+        node = solo.get(int(cell_of_fit[k]))
+        out: IntArray = np.array([job.workers]) if node is not None else taken[gstarts[k]:gends[k]]
         return out
 
     best = ranking[0]
@@ -123,7 +139,23 @@ def _single_zone(view: JobView, order: IntArray, cells: IntArray, starts: IntArr
     rejected += [Rejection(labels[g][0], f"holds {int(totals[g])} of {job.workers} workers ({labels[g][1]})")
                  for g in np.flatnonzero(~fits).tolist()]
     rejected += [Rejection(z, r) for z, r in sorted(view.filtered.items())]
-    return placed(view, NAME, members(best), taken[gstarts[best]:gends[best]], rejected, alternatives, score(best))
+    return placed(view, NAME, members(best), workers_of(best), rejected, alternatives, score(best))
+
+
+def _solo_nodes(view: JobView, order: IntArray, starts: IntArray, fits: np.ndarray) -> tuple[IntArray, FloatArray]:
+    """Per cell, its best node that holds the whole gang alone, and the total it scores (inf if none):
+    no network step, so only the compute time and that node's $ and carbon count."""
+    w, job = view.weights, view.job
+    cap = view.capacity[order]
+    additive = w.cost * view.price_gpu[order] / view.price_ref + w.carbon * view.carbon_gpu[order] / view.carbon_ref
+    cell = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, order.size]))
+    totals = np.where((cap >= job.workers) & fits[cell], w.network * job.profile.compute_ms / view.ideal_step_ms
+                      + additive, np.inf)
+    pick = np.lexsort((order, totals, cell))
+    first = pick[np.r_[True, cell[pick][1:] != cell[pick][:-1]]]
+    node: IntArray = order[first]
+    best: FloatArray = totals[first]
+    return node, best
 
 
 def _cell_labels(view: JobView, cells: IntArray) -> list[tuple[str, str]]:
