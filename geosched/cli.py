@@ -14,6 +14,7 @@ from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
 from geosched.documents import load_job
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
+from geosched.gitops.cli import app as gitops_app
 from geosched.inputs import resolve
 from geosched.models import Fleet, Placement, Weights
 from geosched.store import Store, default_home, write_snapshot
@@ -24,6 +25,7 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_comp
                   help="Zone-first placement of distributed training gangs across geo-distributed GPU clusters.")
 snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet + network snapshots.")
 app.add_typer(snapshot_app, name="snapshot")
+app.add_typer(gitops_app, name="gitops")
 
 
 class PlaceOutput(StrEnum):

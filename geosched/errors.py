@@ -20,4 +20,9 @@ class InputError(GeoschedError):
         self.field = field
         self.reason = reason
         where = f"{source}: {field}" if field else source
-        super().__init__(f"{where}: {reason}")
+        super().__init__(one_line(f"{where}: {reason}"))
+
+
+def one_line(text: str) -> str:
+    """Field names and values come from the input: escape what would break the one-line promise."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -15,6 +15,8 @@ import yaml
 from geosched.errors import InputError
 
 T = TypeVar("T")
+# libyaml's loader when present: the same safe subset, an order of magnitude faster on large snapshots.
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_text(path: Path) -> str:
@@ -31,8 +33,8 @@ def parse_yaml(text: str, source: str, *, stream: bool = False) -> Any:
     line the parser stopped at."""
     try:
         if stream:
-            return [d for d in yaml.safe_load_all(text) if d is not None]
-        return yaml.safe_load(text)
+            return [d for d in yaml.load_all(text, Loader=SAFE_LOADER) if d is not None]
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""

@@ -1,0 +1,81 @@
+"""`geosched gitops render | check`: the typer sub-app. Parses arguments, calls the library, prints.
+
+Exit codes: 0 done / up to date; 1 `check` found the tree stale; 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from geosched import render as console
+from geosched.errors import EXIT_BAD_INPUT, InputError
+from geosched.gitops.check import check_tree
+from geosched.gitops.config import parse_time
+from geosched.gitops.render import render_tree
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  help="Render placed jobs as a GitOps tree (clusters/<cluster>/<namespace>/<job>.yaml) and check it.")
+
+JobsOpt = Annotated[Path, typer.Option(
+    "--jobs", help="Directory of job specs: batch/v1 Job, JobSet, PyTorchJob, TrainJob, compact geosched Job.")]
+SnapshotOpt = Annotated[Path, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
+ClustersOpt = Annotated[Path, typer.Option("--clusters", help="Cluster config (ClusterConfig YAML).")]
+OutOpt = Annotated[Path, typer.Option("--out", help="Root of the tree: clusters/ and placements.yaml go here.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="GitOpsConfig: policy, weights, compact kind, at.")]
+AtOpt = Annotated[str | None, typer.Option(
+    "--at", help="Provenance time of new decisions, ISO 8601 with offset (default: the config's `at`, else "
+    "1970-01-01T00:00:00Z). Never the clock.")]
+
+
+@contextmanager
+def _bad_input() -> Iterator[None]:
+    # Handled here as well as in geosched.cli.main, so the exit code holds however the sub-app is run.
+    try:
+        yield
+    except InputError as exc:
+        console.error(str(exc))
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def _at(text: str | None) -> datetime | None:
+    return parse_time(text, "--at", "") if text is not None else None
+
+
+@app.command("render")
+def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
+               config: ConfigOpt = None, at: AtOpt = None) -> None:
+    """Place every job and write the tree; only files whose bytes change are written."""
+    with _bad_input():
+        result = render_tree(jobs, snapshot, clusters, out, config=config, at=_at(at))
+    changes = result.changes
+    for path in changes.written:
+        sys.stdout.write(f"wrote   {path}\n")
+    for path in changes.removed:
+        sys.stdout.write(f"removed {path}\n")
+    for u in result.unplaced:
+        reason = f"{u.reasons[0].subject}: {u.reasons[0].reason}" if u.reasons else "no fit"
+        sys.stdout.write(f"unplaced {u.spec.key} ({u.spec.input.job.gpus} GPUs): {reason}\n")
+    sys.stdout.write(f"{result.placed} placed, {len(result.unplaced)} unplaced; {len(changes.written)} written, "
+                     f"{len(changes.removed)} removed, {changes.unchanged} unchanged\n")
+
+
+@app.command("check")
+def check_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
+              config: ConfigOpt = None, at: AtOpt = None) -> None:
+    """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to."""
+    with _bad_input():
+        result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at))
+    sys.stdout.write(result.report())
+    if not result.up_to_date:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app(prog_name="geosched gitops")

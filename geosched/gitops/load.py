@@ -1,0 +1,143 @@
+"""Reading a GitOps tree's inputs from disk: job specs, the fleet + network snapshot, clusters, settings.
+
+The only I/O on the input side; everything after this works on the returned values. Each input also gets a
+canonical digest (of the parsed document, not the file's bytes), so a comment or a reordered key changes
+nothing downstream, while any change that can move a job shows in the index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from geosched import catalog
+from geosched.documents import NAME_RE, fleet_to_dict, job_to_dict, network_to_dict, parse_fleet, parse_network
+from geosched.errors import InputError
+from geosched.fields import parse_yaml, read_text
+from geosched.gitops.config import GitOpsConfig, config_to_dict, load_config
+from geosched.kube.config import ClusterConfig, cluster_to_dict, load_cluster_config
+from geosched.kube.jobinput import JobInput, JobKind, read_job_file
+from geosched.kube.provenance import inputs_digest
+from geosched.models import Fleet, NetworkView
+from geosched.store import snapshot_paths
+
+JOB_SUFFIXES = (".yaml", ".yml", ".json")
+# Cluster names become directory names (and Argo CD / Flux object names): one safe path segment.
+CLUSTER_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    key: str
+    """The job's identity in the tree: its name, or namespace/name when the spec names a namespace."""
+    source: str
+    """Its file, relative to the jobs directory (POSIX separators, the same on every host)."""
+    input: JobInput
+    digest: str
+
+    @property
+    def name(self) -> str:
+        return self.input.name
+
+
+@dataclass(frozen=True)
+class TreeInputs:
+    jobs: tuple[JobSpec, ...]
+    """In placement order: by name, then key."""
+    fleet: Fleet
+    network: NetworkView
+    clusters: Mapping[str, ClusterConfig]
+    config: GitOpsConfig
+    digests: Mapping[str, str]
+    """Canonical sha256 of each shared input: clusters, config, fleet, network."""
+
+
+def load_inputs(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path,
+                config_path: Path | None = None) -> TreeInputs:
+    fleet, network = load_snapshot(snapshot_dir)
+    clusters = load_cluster_config(clusters_config)
+    for name, cluster in clusters.items():
+        check_cluster(name, cluster, str(clusters_config))
+    config = load_config(config_path)
+    known = catalog.gpu_models() | set(fleet.gpu_power) | {n.gpu for n in fleet.nodes}
+    jobs = read_jobs(jobs_dir, known)
+    digests = {
+        "clusters": inputs_digest({name: cluster_to_dict(c) for name, c in sorted(clusters.items())}),
+        "config": inputs_digest(config_to_dict(config)),
+        "fleet": inputs_digest(fleet_to_dict(fleet)),
+        "network": inputs_digest(network_to_dict(network)),
+    }
+    return TreeInputs(jobs, fleet, network, clusters, config, digests)
+
+
+def load_snapshot(snapshot_dir: Path) -> tuple[Fleet, NetworkView]:
+    """fleet.yaml + network.yaml, both required (a tree placed on a modelled network would move its jobs the
+    day real measurements arrive)."""
+    if not snapshot_dir.is_dir():
+        raise InputError(str(snapshot_dir), "", "not a snapshot directory")
+    fleet_path, network_path = snapshot_paths(snapshot_dir)
+    fleet = parse_fleet(fast_yaml(fleet_path), str(fleet_path))
+    return fleet, parse_network(fast_yaml(network_path), str(network_path), fleet)
+
+
+def fast_yaml(path: Path) -> Any:
+    """One document through libyaml when present: a snapshot is large, and the pure-Python parser takes seconds
+    on it. The objects are the same (the resolver and constructor are Python either way); on a parse error the
+    shared reader runs again for its message with the line."""
+    text = read_text(path)
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is not None:
+        try:
+            return yaml.load(text, Loader=loader)
+        except yaml.YAMLError:
+            pass
+    return parse_yaml(text, str(path))
+
+
+def read_jobs(jobs_dir: Path, gpu_models: set[str]) -> tuple[JobSpec, ...]:
+    if not jobs_dir.is_dir():
+        raise InputError(str(jobs_dir), "", "not a directory of job specs")
+    specs: dict[str, JobSpec] = {}
+    for path in job_files(jobs_dir):
+        spec = job_spec(read_job_file(path, gpu_models), path.relative_to(jobs_dir).as_posix())
+        other = specs.get(spec.key)
+        if other is not None:
+            raise InputError(str(path), "", f"job {spec.key!r} is also defined in {other.source}")
+        specs[spec.key] = spec
+    return tuple(sorted(specs.values(), key=lambda s: (s.name, s.key)))
+
+
+def job_files(jobs_dir: Path) -> list[Path]:
+    """Every YAML/JSON file below the directory, hidden files and folders left out, in a stable order."""
+    found = [p for p in jobs_dir.rglob("*") if p.suffix in JOB_SUFFIXES and p.is_file()
+             and not any(part.startswith(".") for part in p.relative_to(jobs_dir).parts)]
+    return sorted(found, key=lambda p: p.relative_to(jobs_dir).as_posix())
+
+
+def job_spec(job: JobInput, source: str) -> JobSpec:
+    namespace = job.namespace
+    if namespace is not None and (not NAME_RE.match(namespace) or len(namespace) > 63):
+        # The namespace becomes a directory name: only a valid Kubernetes namespace may.
+        raise InputError(job.source, "namespace", f"must be a lowercase RFC 1123 label, got {namespace!r}")
+    if job.kind is JobKind.COMPACT and job.job.image is None:
+        # Checked here, not when rendering, so a bad spec fails whether or not it fits anywhere.
+        raise InputError(job.source, "image", "required to run the job on Kubernetes (the container image)")
+    digest = inputs_digest({"kind": job.kind.value,
+                            "job": job.original if job.original is not None else job_to_dict(job.job),
+                            "namespace": namespace, "extras": list(job.extras)})
+    key = f"{namespace}/{job.name}" if namespace else job.name
+    return JobSpec(key=key, source=source, input=job, digest=digest)
+
+
+def check_cluster(name: str, cluster: ClusterConfig, source: str) -> None:
+    """Both names become directories of the tree, so both must be one safe path segment."""
+    if not set(name) <= CLUSTER_NAME_CHARS or name.startswith(("-", ".")):
+        raise InputError(source, f"clusters.{name}", "a cluster name becomes a directory of the tree: use letters, "
+                         "digits, '-', '_' and '.' only, not first '-' or '.'")
+    namespace = cluster.namespace
+    if namespace is not None and (not NAME_RE.match(namespace) or len(namespace) > 63):
+        raise InputError(source, f"clusters.{name}.namespace", f"must be a lowercase RFC 1123 label, got {namespace!r}")

@@ -1,0 +1,67 @@
+"""`render_tree`: job specs + snapshot + cluster config -> `clusters/<cluster>/<namespace>/<job>.yaml` on disk.
+
+Deterministic: the same inputs give byte-identical files (jobs placed in a fixed order, manifests with sorted
+keys, the provenance time from `--at` or the settings, never the clock). Only files whose bytes change are
+written; files of jobs that moved, left or no longer fit are removed. See tree.py for the layout and
+index.py for `placements.yaml`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from geosched.errors import InputError
+from geosched.gitops import files
+from geosched.gitops.config import EPOCH
+from geosched.gitops.index import INDEX, Index, parse_index
+from geosched.gitops.load import load_inputs
+from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
+from geosched.gitops.tree import Tree, build_tree
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A tree rendered in memory beside what the output directory holds now."""
+
+    tree: Tree
+    existing: dict[str, bytes]
+    previous: Index
+    changes: files.Changes
+
+    @property
+    def unplaced(self) -> tuple[Unplaced, ...]:
+        return tuple(o for o in self.tree.outcomes if isinstance(o, Unplaced))
+
+    @property
+    def placed(self) -> int:
+        return len(self.tree.outcomes) - len(self.unplaced)
+
+
+def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
+                     config: Path | None = None, at: datetime | None = None) -> Rendered:
+    _apart(jobs_dir, out_dir)
+    inputs = load_inputs(jobs_dir, snapshot_dir, clusters_config, config)
+    on_disk = files.read_tree(out_dir)
+    existing = on_disk.owned
+    previous = parse_index(existing.get(INDEX, b"").decode("utf-8", errors="replace"))
+    when = at or inputs.config.at or EPOCH
+    tree = build_tree(inputs, plan(inputs, previous.before()), previous, when)
+    return Rendered(tree, existing, previous, files.compare(tree.files, on_disk))
+
+
+def _apart(jobs_dir: Path, out_dir: Path) -> None:
+    """The rendered manifests are Kubernetes jobs too: read back as specs, each job would be defined twice."""
+    jobs, tree = jobs_dir.resolve(), (out_dir / CLUSTERS_DIR).resolve()
+    if jobs == tree or jobs in tree.parents or tree in jobs.parents:
+        raise InputError(str(jobs_dir), "", f"the jobs directory and the rendered tree ({tree}) must not contain "
+                         "one another")
+
+
+def render_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
+                config: Path | None = None, at: datetime | None = None) -> Rendered:
+    """Render and write: afterwards `out_dir` holds exactly the rendered tree (in the files geosched owns)."""
+    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at)
+    files.apply(out_dir, rendered.tree.files, rendered.changes)
+    return rendered
