@@ -84,7 +84,7 @@ def synthetic(nodes: int, zones: int, regions: int, seed: int = 1) -> tuple[Flee
 
 def naive_zone_first(fleet: Fleet, network: NetworkView, job: Job, weights: Weights) -> float:
     """The same single-zone search as zone-first, written as a plain loop over `Node` records."""
-    summaries = network.node_summaries
+    summaries = network.node_summaries({n.name: n.zone for n in fleet.nodes})
     utilisation = job.profile.utilisation
     eligible = []
     for n in fleet.nodes:

@@ -17,6 +17,8 @@ from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
 from geosched.inputs import resolve
 from geosched.models import Fleet, Placement, Weights
+from geosched.probes import cli as probes_cli
+from geosched.simulate.command import run_simulate_command
 from geosched.store import Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
@@ -26,6 +28,7 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_comp
 snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet + network snapshots.")
 app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(gitops_app, name="gitops")
+app.add_typer(probes_cli.make_app(lambda: State.store()), name="probe")
 
 
 class PlaceOutput(StrEnum):
@@ -189,6 +192,34 @@ def placements(job: Annotated[str | None, typer.Option(help="Only this job.")] =
         render.rows_csv(flat)
     else:
         render.table("placements", flat)
+
+
+@app.command(name="simulate")
+def simulate_cmd(
+    trace: Annotated[Path, typer.Option("--trace", help="Gavel .trace, Alibaba 2023 pod CSV, Philly cluster_job_log "
+                                        "JSON, or CSV submit_time,gpus,duration[,model].")],
+    fleet: FleetOpt = None,
+    network: NetworkOpt = None,
+    snapshot: SnapshotOpt = None,
+    policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat to compare (default: zone-first).")]
+    = None,
+    trace_format: Annotated[str | None, typer.Option("--format", help="gavel, alibaba, philly or csv (default: "
+                                                     "detected from the content).")] = None,
+    network_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.network,
+    cost_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.cost,
+    carbon_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    lenient: Annotated[bool, typer.Option(help="Print bad rows and replay the rest.")] = False,
+    backfill: Annotated[bool, typer.Option(help="EASY backfill behind a blocked head of the queue.")] = False,
+    gpu: Annotated[str | None, typer.Option(help="Run every gang on this GPU model (default: the fleet's most "
+                                            "plentiful; 'any' lets each policy choose).")] = None,
+    output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
+    plot: Annotated[Path | None, typer.Option(help="Also write a PNG comparison.")] = None,
+) -> None:
+    """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
+    run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], fleet=fleet, network=network, snapshot=snapshot,
+                         trace_format=trace_format, output=output.value, plot=plot, gpu=gpu,
+                         weights=Weights(network_weight, cost_weight, carbon_weight), strict=not lenient,
+                         backfill=backfill)
 
 
 @app.command()

@@ -166,7 +166,7 @@ class NetworkView:
     """Measured (or modelled) links per zone pair and per node pair.
 
     A pair not measured directly is estimated as the worst of its zone-pair link and the two nodes'
-    summaries (the median of each node's measured links), so a slow NIC stays slow on every path.
+    summaries (the median of each node's measured intra-zone links), so a slow NIC stays slow on every path.
     """
 
     zone_links: Mapping[tuple[str, str], LinkStats]
@@ -179,21 +179,25 @@ class NetworkView:
     def node_link(self, a: str, b: str) -> LinkStats | None:
         return self.node_links.get(pair_key(a, b))
 
-    @cached_property
-    def node_summaries(self) -> dict[str, LinkStats]:
+    def node_summaries(self, zone_of: Mapping[str, str]) -> dict[str, LinkStats]:
+        """Each node's own quality: the median of its measured links to peers in its own zone (links to
+        other zones measure the distance between zones, not the node)."""
         per_node: dict[str, list[LinkStats]] = {}
         for (a, b), link in self.node_links.items():
-            per_node.setdefault(a, []).append(link)
-            per_node.setdefault(b, []).append(link)
+            zone = zone_of.get(a)
+            if zone is not None and zone == zone_of.get(b):
+                per_node.setdefault(a, []).append(link)
+                per_node.setdefault(b, []).append(link)
         return {name: summarize(links) for name, links in per_node.items()}
 
-    def link(self, a: Node, b: Node) -> LinkStats | None:
-        """The link between two nodes, measured if we have it, otherwise estimated."""
+    def link(self, a: Node, b: Node, summaries: Mapping[str, LinkStats]) -> LinkStats | None:
+        """The link between two nodes, measured if we have it, otherwise estimated from their zones' link
+        and the two nodes' `summaries` (from `node_summaries`)."""
         measured = self.node_link(a.name, b.name)
         if measured is not None:
             return measured
         estimate = self.zone_link(a.zone, b.zone)
-        for summary in (self.node_summaries.get(a.name), self.node_summaries.get(b.name)):
+        for summary in (summaries.get(a.name), summaries.get(b.name)):
             if summary is not None:
                 estimate = summary if estimate is None else estimate.worst(summary)
         return estimate

@@ -70,7 +70,7 @@ def zone_first(view: JobView) -> Placement | NoFit:
     cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
     order = cand[np.lexsort((cand, score[cand], cell[cand]))]
     cells = cell[order]
-    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+    starts = _run_starts(cells)
     totals = np.add.reduceat(view.capacity[order], starts)
     fits = totals >= job.workers
     if fits.any():
@@ -83,14 +83,14 @@ def _single_zone(view: JobView, order: IntArray, cells: IntArray, starts: IntArr
     """Score every fitting cell at once: the gang takes each cell's best nodes."""
     ctx, job, w = view.ctx, view.job, view.weights
     cap = view.capacity[order]
-    group_of_elem = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, order.size]))
+    group_of_elem = _run_ids(starts, order.size)
     cum = np.cumsum(cap)
     before = cum - cap - (cum - cap)[starts][group_of_elem]
     take = np.clip(job.workers - before, 0, cap)
     sel = (take > 0) & fits[group_of_elem]
     idx, taken, grp = order[sel], take[sel], group_of_elem[sel]
-    gstarts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
-    gends = np.r_[gstarts[1:], idx.size]
+    gstarts = _run_starts(grp)
+    gends = np.append(gstarts[1:], idx.size)
     single = (gends - gstarts) == 1
     rtt = np.where(single, 0.0, np.maximum.reduceat(ctx.node_rtt[idx], gstarts))
     loss = np.where(single, 0.0, np.maximum.reduceat(ctx.node_loss[idx], gstarts))
@@ -130,6 +130,8 @@ def _single_zone(view: JobView, order: IntArray, cells: IntArray, starts: IntArr
         return out
 
     best = ranking[0]
+    if not view.explain:
+        return placed(view, NAME, members(best), workers_of(best), score=score(best))
     alternatives = [_candidate(view, members(k), score(k)) for k in ranking[1 : 1 + MAX_ALTERNATIVES]]
     labels = _cell_labels(view, cells[starts])
     heads = cells[starts[grp[gstarts]]]
@@ -148,14 +150,27 @@ def _solo_nodes(view: JobView, order: IntArray, starts: IntArray, fits: np.ndarr
     w, job = view.weights, view.job
     cap = view.capacity[order]
     additive = w.cost * view.price_gpu[order] / view.price_ref + w.carbon * view.carbon_gpu[order] / view.carbon_ref
-    cell = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, order.size]))
+    cell = _run_ids(starts, order.size)
     totals = np.where((cap >= job.workers) & fits[cell], w.network * job.profile.compute_ms / view.ideal_step_ms
                       + additive, np.inf)
     pick = np.lexsort((order, totals, cell))
-    first = pick[np.r_[True, cell[pick][1:] != cell[pick][:-1]]]
+    first = pick[_run_starts(cell[pick])]
     node: IntArray = order[first]
     best: FloatArray = totals[first]
     return node, best
+
+
+def _run_starts(values: IntArray) -> IntArray:
+    """Where each run of equal values starts in a sorted array."""
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.flatnonzero(values[1:] != values[:-1]) + 1
+    return np.concatenate(([0], change))
+
+
+def _run_ids(starts: IntArray, size: int) -> IntArray:
+    """The run number of every element, from the runs' starts."""
+    return np.repeat(np.arange(starts.size), np.diff(np.append(starts, size)))
 
 
 def _cell_labels(view: JobView, cells: IntArray) -> list[tuple[str, str]]:

@@ -1,0 +1,202 @@
+"""`geosched probe ...`: parse options, call probes.service, print through geosched.render.
+
+Register with `app.add_typer(probes.cli.make_app(State.store), name="probe")`: the factory is called
+when a command runs, so the root `--home` option is honoured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from geosched import render
+from geosched.errors import InputError
+from geosched.inventory import load_inventory
+from geosched.probes import exports, service
+from geosched.probes.aggregate import NodeScope
+from geosched.probes.engine import PlanOptions
+from geosched.probes.results import report_to_dict
+from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod, parse_kinds
+from geosched.store import Store
+
+DEFAULTS = ProbeSettings()
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+
+
+class Scope(StrEnum):
+    node = "node"
+    zone = "zone"
+
+
+InventoryOpt = Annotated[Path | None, typer.Option("--inventory", "-i", help="Inventory file (YAML/JSON).")]
+
+
+class RichProgress:
+    """The engine's progress callbacks as a rich bar on stderr (stdout stays clean for --output json)."""
+
+    def __init__(self) -> None:
+        self.bar = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=render.err, transient=False)
+        self.task: Any = None
+
+    def phase(self, name: str, total: int) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=self.bar.tasks[-1].total)
+        self.task = self.bar.add_task(name, total=total)
+
+    def advance(self) -> None:
+        if self.task is not None:
+            self.bar.advance(self.task)
+
+
+def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
+    app = typer.Typer(no_args_is_help=True, help="Measure the network between nodes over SSH (ping, iperf3).")
+
+    @app.command("run")
+    def run_cmd(
+        inventory: InventoryOpt = None,
+        plan: Annotated[PlanKind, typer.Option(help="full mesh, sampled (O(N + Z^2)), or auto by fleet size.")]
+        = PlanKind.AUTO,
+        kinds: Annotated[str, typer.Option(help="Comma-separated: rtt, loss, throughput.")] = "rtt,loss,throughput",
+        concurrency: Annotated[int, typer.Option(min=1, help="Probes and connection attempts at once.")]
+        = DEFAULTS.concurrency,
+        deadline: Annotated[float, typer.Option(min=1.0, help="Seconds the whole run may take.")] = DEFAULTS.deadline_s,
+        connect_timeout: Annotated[float, typer.Option(min=0.5, help="Seconds per SSH connection attempt.")]
+        = DEFAULTS.connect_timeout_s,
+        trust_on_first_use: Annotated[bool, typer.Option(
+            "--trust-on-first-use", help="Accept and pin the host key of nodes with none pinned or known.")] = False,
+        known_hosts: Annotated[list[Path] | None, typer.Option(
+            "--known-hosts", help="Extra known_hosts file (repeatable; default ~/.ssh/known_hosts).")] = None,
+        rtt_method: Annotated[RttMethod, typer.Option(help="icmp, tcp, or auto (TCP where ICMP is filtered).")]
+        = RttMethod.AUTO,
+        ping_count: Annotated[int, typer.Option(min=1, help="Echo requests per pair.")] = DEFAULTS.ping_count,
+        throughput_seconds: Annotated[int, typer.Option(min=1, help="Length of each iperf3 test.")]
+        = DEFAULTS.throughput_seconds,
+        per_zone_pair: Annotated[int, typer.Option(min=1, help="Sampled plan: node pairs per zone pair.")] = 2,
+        run_number: Annotated[int | None, typer.Option("--run", min=0, help="Rotation of the sampled plan "
+                                                       "(default: the next run number).")] = None,
+        node_links: Annotated[NodeScope, typer.Option(help="Node pairs stored per pair (others via their zone "
+                                                      "pair).")] = NodeScope.ALL,
+        output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+    ) -> None:
+        """Probe the inventory's nodes and add the measurements to the store."""
+        if inventory is None:
+            raise InputError("--inventory", "", "required: the inventory file of the nodes to probe")
+        inv = load_inventory(inventory)
+        try:
+            chosen = parse_kinds(kinds)
+        except ValueError as exc:
+            raise InputError("--kinds", "", str(exc)) from None
+        try:
+            settings = ProbeSettings(kinds=chosen, concurrency=concurrency, deadline_s=deadline,
+                                     connect_timeout_s=connect_timeout, trust_on_first_use=trust_on_first_use,
+                                     rtt_method=rtt_method, ping_count=ping_count,
+                                     throughput_seconds=throughput_seconds)
+        except ValueError as exc:
+            raise InputError("probe run", "", str(exc)) from None
+        options = PlanOptions(kind=plan, run=-1 if run_number is None else run_number, per_zone_pair=per_zone_pair)
+        progress = RichProgress()
+        with store_factory() as store, progress.bar:
+            outcome = service.run(store, inv.targets, settings, options, known_hosts=known_hosts,
+                                  progress=progress, node_scope=node_links)
+        report = outcome.report
+        if output is Output.json:
+            doc = report_to_dict(report)
+            doc["stored"] = {"node_samples": outcome.node_samples, "zone_samples": outcome.zone_samples}
+            doc["slow_nodes"] = [{"node": s.name, "zone": s.zone, "reason": s.reason} for s in outcome.slow]
+            render.data(doc, "json")
+        else:
+            _print_run(outcome)
+        if report.measured_pairs == 0:
+            raise typer.Exit(1)
+
+    @app.command("show")
+    def show_cmd(
+        inventory: InventoryOpt = None,
+        output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+        scope: Annotated[Scope, typer.Option(help="node pairs or zone pairs.")] = Scope.node,
+        heatmap: Annotated[Path | None, typer.Option(help="Also draw an RTT heatmap into this PNG file.")] = None,
+    ) -> None:
+        """The aggregated network view in the store: medians, p95, loss, throughput, age, samples."""
+        inv = load_inventory(inventory) if inventory is not None else None
+        with store_factory() as store:
+            nodes = service.known_nodes(store, inv)
+            rows = service.show(store, nodes, scope.value)
+            view = store.network_view()
+        if output is Output.json:
+            render.data(rows, "json")
+        else:
+            render.table(f"measured {scope.value} pairs", rows)
+            slow = service.slow_in_view(view, nodes)
+            if slow:
+                render.table("slow among zone peers", [{"node": x.name, "zone": x.zone, "reason": x.reason}
+                                                       for x in slow])
+        if heatmap is not None:
+            if not nodes:
+                raise InputError("--heatmap", "", "no nodes known: pass --inventory (or import a fleet)")
+            # Imported here: matplotlib costs every other geosched command half a second of start-up.
+            from geosched.probes.heatmap import write_rtt_heatmap
+
+            ordered, matrix = service.rtt_matrix(view, nodes)
+            write_rtt_heatmap(heatmap, ordered, matrix)
+            render.err.print(f"wrote {heatmap}")
+
+    @app.command("export")
+    def export_cmd(
+        networktopology: Annotated[Path | None, typer.Option(help="NetworkTopology object (YAML, or JSON by "
+                                                             ".json).")] = None,
+        configmap: Annotated[Path | None, typer.Option(help="netperf ConfigMap for the NetworkTopology "
+                                                       "controller.")] = None,
+        snapshot: Annotated[Path | None, typer.Option(help="geosched network view file.")] = None,
+        inventory: InventoryOpt = None,
+        name: Annotated[str, typer.Option(help="NetworkTopology name.")] = exports.DEFAULT_NT_NAME,
+        namespace: Annotated[str, typer.Option(help="Namespace of both objects.")] = exports.DEFAULT_NAMESPACE,
+        configmap_name: Annotated[str, typer.Option(help="ConfigMap name.")] = exports.DEFAULT_CONFIGMAP,
+        weights_name: Annotated[str, typer.Option(help="Weights name the plugins select.")]
+        = exports.DEFAULT_WEIGHTS,
+    ) -> None:
+        """Write the store's view as a NetworkTopology, its netperf ConfigMap and/or a snapshot file."""
+        paths = {k: v for k, v in (("networktopology", networktopology), ("configmap", configmap),
+                                   ("snapshot", snapshot)) if v is not None}
+        if not paths:
+            raise InputError("probe export", "", "nothing to write: give --networktopology, --configmap or --snapshot")
+        inv = load_inventory(inventory) if inventory is not None else None
+        with store_factory() as store:
+            nodes = service.known_nodes(store, inv)
+            if not nodes and ("networktopology" in paths or "configmap" in paths):
+                raise InputError("--inventory", "", "no nodes known: pass --inventory (or import a fleet)")
+            try:
+                written = service.export(store, nodes, paths,
+                                         service.ExportNames(name, namespace, configmap_name, weights_name))
+            except ValueError as exc:
+                raise InputError("probe export", "", str(exc)) from None
+        for path in written:
+            render.out.print(f"wrote {path}")
+
+    return app
+
+
+def _print_run(outcome: service.RunOutcome) -> None:
+    r = outcome.report
+    render.out.print(
+        f"run {r.plan.run} ({r.plan.kind.value} plan): {len(r.echoes)}/{len(r.plan.echo_pairs)} echo pairs, "
+        f"{len(r.throughputs)}/{len(r.plan.throughput_pairs)} throughput tests in {r.wall_s:.1f}s; stored "
+        f"{outcome.node_samples} node and {outcome.zone_samples} zone samples; "
+        f"{sum(r.connections.values())} SSH connections to {len(r.connections)} hosts")
+    if outcome.slow:
+        render.table("slow among zone peers", [{"node": s.name, "zone": s.zone, "reason": s.reason}
+                                               for s in outcome.slow])
+    if r.failures:
+        render.table("failures", [{"subject": f.subject, "kind": f.kind.value, "reason": f.reason}
+                                  for f in r.failures])
+    else:
+        render.out.print("no failures")

@@ -1,0 +1,74 @@
+"""What one probe run found: measurements per node pair, failures, and what it cost. Plain values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from geosched.probes.failures import Failure
+from geosched.probes.parsers import EchoRun, IperfRun
+from geosched.probes.plan import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class EchoResult:
+    src: str
+    dst: str
+    echo: EchoRun
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputResult:
+    src: str
+    dst: str
+    iperf: IperfRun
+
+
+@dataclass(frozen=True)
+class RunReport:
+    plan: Plan
+    started_at: float
+    wall_s: float
+    echoes: tuple[EchoResult, ...]
+    throughputs: tuple[ThroughputResult, ...]
+    failures: tuple[Failure, ...]
+    # SSH connections opened per node (and per external jump host) in this run.
+    connections: Mapping[str, int] = field(default_factory=dict)
+    phase_s: Mapping[str, float] = field(default_factory=dict)
+    # Controller CPU per phase, and how long each successful task of a phase took (wall): the measured
+    # costs the benchmark's projection to large fleets is built from.
+    phase_cpu_s: Mapping[str, float] = field(default_factory=dict)
+    durations_s: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    @property
+    def measured_pairs(self) -> int:
+        return len({(r.src, r.dst) for r in self.echoes} | {(r.src, r.dst) for r in self.throughputs})
+
+
+def report_to_dict(report: RunReport) -> dict[str, Any]:
+    """The run as JSON-ready data (`probe run --output json`): every measurement, every failure."""
+    return {
+        "run": report.plan.run,
+        "plan": report.plan.kind.value,
+        "started_at": report.started_at,
+        "wall_s": round(report.wall_s, 3),
+        "phases_s": {k: round(v, 3) for k, v in report.phase_s.items()},
+        "phases_cpu_s": {k: round(v, 3) for k, v in report.phase_cpu_s.items()},
+        "planned": {"echo_pairs": len(report.plan.echo_pairs),
+                    "throughput_pairs": len(report.plan.throughput_pairs)},
+        "connections": dict(sorted(report.connections.items())),
+        "echo": [{"src": r.src, "dst": r.dst, "method": r.echo.method, "sent": r.echo.sent,
+                  "received": r.echo.received, "loss": round(r.echo.loss, 6),
+                  **_echo_times(r.echo)} for r in report.echoes],
+        "throughput": [{"src": r.src, "dst": r.dst, "gbps": round(r.iperf.gbps, 6),
+                        "retransmits": r.iperf.retransmits} for r in report.throughputs],
+        "failures": [{"subject": f.subject, "kind": f.kind.value, "reason": f.reason} for f in report.failures],
+    }
+
+
+def _echo_times(echo: EchoRun) -> dict[str, float | None]:
+    if echo.received == 0:
+        return {"rtt_p50_ms": None, "rtt_p95_ms": None, "jitter_ms": None}
+    return {"rtt_p50_ms": round(echo.p50_ms, 3), "rtt_p95_ms": round(echo.p95_ms, 3),
+            "jitter_ms": round(echo.jitter_ms, 3)}

@@ -1,0 +1,28 @@
+"""Trace replay of placement policies: read a trace, replay it per policy, compare the results.
+
+    read_trace(path) -> TraceRead          traces/: one reader per format, detected from content
+    simulate(jobs, ctx, policies, weights) -> list[PolicyResult]   engine.py, pure
+    write_results(results, output, ...)    report.py: table, CSV, JSON, PNG plot
+    run_simulate_command(...)              command.py: what `geosched simulate` calls
+"""
+
+from __future__ import annotations
+
+from geosched.simulate.engine import SimOptions, simulate
+from geosched.simulate.metrics import JobRecord, PolicyResult, Unplaced
+from geosched.simulate.traces import FORMATS, RowIssue, TraceJob, TraceRead, detect_format, parse_trace, read_trace
+
+__all__ = [
+    "FORMATS",
+    "JobRecord",
+    "PolicyResult",
+    "RowIssue",
+    "SimOptions",
+    "TraceJob",
+    "TraceRead",
+    "Unplaced",
+    "detect_format",
+    "parse_trace",
+    "read_trace",
+    "simulate",
+]

@@ -1,0 +1,89 @@
+"""`geosched probe` commands without a testbed: show and export from a filled store, input errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from probe_support import validate_configmap, validate_crd_object
+from typer.testing import CliRunner
+
+from geosched.models import LinkStats
+from geosched.probes.cli import make_app
+from geosched.store import Sample, Store
+
+INVENTORY = """
+regions: [{provider: onprem, name: lab, grid_gco2e_per_kwh: 50, pue: 1.2}]
+nodes:
+  - {name: a-1, address: 198.18.0.2, zone: a, region: lab, gpu: A100, gpus: 8}
+  - {name: a-2, address: 198.18.0.6, zone: a, region: lab, gpu: A100, gpus: 8}
+  - {name: a-3, address: 198.18.0.10, zone: a, region: lab, gpu: A100, gpus: 8}
+  - {name: b-1, address: 198.18.1.2, zone: b, region: lab}
+"""
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Path]:
+    home, inv = tmp_path / "home", tmp_path / "inv.yaml"
+    inv.write_text(INVENTORY)
+    with Store(home) as store:
+        now = time.time() - 7200  # inside the view's 24 h window, older than its 1 h staleness
+        store.add_samples([
+            Sample("node", "a-1", "a-2", now, LinkStats(0.3, 0.4, 0.0, 9.0, samples=20)),
+            Sample("node", "a-2", "a-3", now, LinkStats(3.0, 3.5, 0.0, 9.0, samples=20)),
+            Sample("node", "a-1", "a-3", now, LinkStats(3.1, 3.6, 0.0, 9.0, samples=20)),
+            Sample("zone", "a", "a", now, LinkStats(0.4, 0.5, 0.0, 9.0, samples=60)),
+            Sample("zone", "a", "b", now, LinkStats(20.0, 21.0, 0.01, 0.1, samples=40)),
+        ])
+    return home, inv
+
+
+def test_show_json_records_and_table(setup: tuple[Path, Path], tmp_path: Path) -> None:
+    home, inv = setup
+    app = make_app(lambda: Store(home))
+    result = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["src"], r["dst"], r["src_zone"], r["dst_zone"]) for r in rows] == [
+        ("a-1", "a-2", "a", "a"), ("a-1", "a-3", "a", "a"), ("a-2", "a-3", "a", "a")]
+    assert rows[0]["rtt_ms"] == 0.3 and rows[0]["samples"] == 20 and rows[0]["stale"] is True
+    zones = json.loads(CliRunner().invoke(app, ["show", "--scope", "zone", "--output", "json"]).stdout)
+    assert [(r["src_zone"], r["dst_zone"]) for r in zones] == [("a", "a"), ("a", "b")]
+    table = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--heatmap", str(tmp_path / "h.png")])
+    assert table.exit_code == 0, table.output
+    assert "slow among zone peers" in table.stdout and "a-3" in table.stdout
+    assert (tmp_path / "h.png").stat().st_size > 1000
+
+
+def test_export_all_three(setup: tuple[Path, Path], tmp_path: Path) -> None:
+    home, inv = setup
+    app = make_app(lambda: Store(home))
+    nt, cm, snap = tmp_path / "nt.yaml", tmp_path / "cm.json", tmp_path / "net.yaml"
+    result = CliRunner().invoke(app, ["export", "--inventory", str(inv), "--networktopology", str(nt),
+                                      "--configmap", str(cm), "--snapshot", str(snap), "--namespace", "sched"])
+    assert result.exit_code == 0, result.output
+    validate_crd_object(yaml.safe_load(nt.read_text()))
+    doc = json.loads(cm.read_text())
+    validate_configmap(doc)
+    assert doc["metadata"]["namespace"] == "sched" and len(doc["data"]) == 12
+    assert yaml.safe_load(snap.read_text())["kind"] == "NetworkView"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run"], "--inventory: required"),
+    (["run", "--inventory", "INV", "--kinds", "rtt,bogus"], "unknown kind(s) bogus"),
+    (["export"], "nothing to write"),
+    (["export", "--inventory", "INV", "--networktopology", "OUT", "--name", "Bad_Name"], "not a Kubernetes object"),
+])
+def test_input_errors(setup: tuple[Path, Path], tmp_path: Path, args: list[str], message: str) -> None:
+    from geosched.errors import InputError
+
+    home, inv = setup
+    args = [str(inv) if a == "INV" else str(tmp_path / "out.yaml") if a == "OUT" else a for a in args]
+    result = CliRunner().invoke(make_app(lambda: Store(home)), args)
+    assert isinstance(result.exception, InputError), result.output
+    assert message in str(result.exception)
+    assert not (tmp_path / "out.yaml").exists()

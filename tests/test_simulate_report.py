@@ -1,0 +1,105 @@
+"""Results as table, CSV, JSON and PNG, and the command the CLI calls."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from geosched.errors import InputError
+from geosched.policies import PlacementContext
+from geosched.simulate import PolicyResult, TraceJob, simulate
+from geosched.simulate.command import run_simulate_command
+from geosched.simulate.report import document, rows, table_rows, to_csv, to_json, write_plot
+from geosched.testing import fleet, network, node
+
+TRACES = Path(__file__).parent / "data" / "traces"
+SUMMARY = ["policy", "avg_jct_s", "p95_jct_s", "makespan_s", "avg_queue_s", "gpu_util", "cost_usd", "kgco2e",
+           "jobs", "unplaced", "avg_slowdown", "multi_zone_jobs"]
+
+
+def results() -> list[PolicyResult]:
+    f = fleet([node("n1", "za")])
+    trace = [TraceJob("a", 0, 8, 100), TraceJob("b", 10, 4, 50), TraceJob("huge", 20, 64, 10, line=3)]
+    return simulate(trace, PlacementContext(f, network(f)), ["zone-first", "pack"])
+
+
+def test_csv_has_one_row_per_policy_with_the_summary_fields() -> None:
+    parsed = list(csv.DictReader(io.StringIO(to_csv(results()))))
+    assert [r["policy"] for r in parsed] == ["zone-first", "pack"]
+    assert list(parsed[0]) == SUMMARY
+    assert float(parsed[0]["avg_jct_s"]) == pytest.approx(120.0)
+    assert to_csv([]) == ""
+
+
+def test_json_carries_results_and_unplaced_jobs_with_their_line() -> None:
+    doc = json.loads(to_json(results(), {"trace": "t.csv"}))
+    assert doc["trace"] == "t.csv"
+    assert [r["policy"] for r in doc["results"]] == ["zone-first", "pack"]
+    assert doc["unplaced"]["pack"] == [{"id": "huge", "line": 3, "reason": doc["unplaced"]["pack"][0]["reason"]}]
+    assert document(results())["results"] == rows(results())
+
+
+def test_table_rows_are_in_hours() -> None:
+    first = table_rows(results())[0]
+    assert first["metric"] == "avg JCT h"
+    assert first[results()[0].policy] == pytest.approx(120 / 3600)
+
+
+def test_plot_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "plots" / "sim.png"
+    write_plot(results(), out, title="two jobs")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in out.parent.iterdir()] == ["sim.png"]
+
+
+def test_command_prints_json_for_the_default_fleet(capsys: pytest.CaptureFixture[str]) -> None:
+    returned = run_simulate_command(TRACES / "plain.csv", ["zone-first", "spread"], output="json")
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "csv" and doc["fleet"] == "embedded default" and doc["jobs_read"] == 3
+    assert [r["policy"] for r in doc["results"]] == ["zone-first", "spread"] == [r.policy for r in returned]
+    assert all(r["jobs"] == 3 for r in doc["results"])
+
+
+def test_command_table_and_skipped_rows_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    run_simulate_command(TRACES / "philly.json", ["pack"])
+    out, err = capsys.readouterr()
+    assert "Trace replay" in out and "pack" in out
+    assert "2 row(s) skipped" in err and "line 15" in err and "line 35" in err
+
+
+def test_command_lenient_prints_bad_rows_and_strict_stops(capsys: pytest.CaptureFixture[str]) -> None:
+    run_simulate_command(TRACES / "plain_bad.csv", ["pack"], output="csv", strict=False)
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].split(",") == SUMMARY
+    note, *errors = err.splitlines()
+    assert note.startswith("every gang runs on H100")
+    assert [line.split(": ")[:3] for line in errors] == [
+        ["error", str(TRACES / "plain_bad.csv"), f"line {n}"] for n in (3, 4, 5)]
+    with pytest.raises(InputError, match="line 3: gpus: must be >= 1"):
+        run_simulate_command(TRACES / "plain_bad.csv", ["pack"])
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"policy_names": ["nope"]}, "unknown policy 'nope'"),
+    ({"policy_names": ["pack"], "output": "xml"}, "--output"),
+    ({"policy_names": ["pack"], "trace_format": "swf"}, "--format"),
+])
+def test_command_rejects_bad_arguments(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        run_simulate_command(TRACES / "plain.csv", **kwargs)  # type: ignore[arg-type]
+
+
+def test_command_pins_the_gpu_unless_told_any() -> None:
+    pinned = run_simulate_command(TRACES / "plain.csv", ["cheapest"], output="csv")
+    free = run_simulate_command(TRACES / "plain.csv", ["cheapest"], output="csv", gpu="any")
+    assert free[0].cost_usd < pinned[0].cost_usd  # left free, cheapest takes slower, cheaper GPUs
+
+
+def test_command_rejects_a_gpu_the_fleet_lacks() -> None:
+    with pytest.raises(InputError, match="--gpu: no B200 in the fleet"):
+        run_simulate_command(TRACES / "plain.csv", ["pack"], gpu="B200")
