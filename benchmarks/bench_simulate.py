@@ -8,6 +8,9 @@ Run by hand: python benchmarks/bench_simulate.py [--jobs 100000] [--sweep-jobs 2
    the GPU model free and once with every gang pinned to H100. The simulator has no per-GPU speed model (a
    job runs as long on an L4 as on an H100), so only the pinned figures are free of "greener by picking
    small GPUs that would in truth run longer".
+2b. The same traces on a fleet of the size they were written for: Gavel's experiments used 108 GPUs, so
+   14 H100 nodes (112 GPUs) of one regional cluster (EKS us-east-1), dealt round-robin over its 4 zones,
+   all free. Here gangs queue and multi-node gangs must choose zones, which is what placement is about.
 3. The same on a synthetic trace (`--sweep-jobs` jobs, Gavel-like, 2% of them 16- or 32-GPU gangs) at
    offered loads 60% and 90% of the fleet's free GPUs. The shipped traces were written for a ~100-GPU
    cluster: even arriving all at once, a whole trace barely fills the ~4,000 free GPUs of the default
@@ -24,12 +27,13 @@ import cProfile
 import pstats
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from geosched import policies
 from geosched.default_fleet import default_fleet, default_network
-from geosched.models import Assignment, Job, NoFit, Placement, Score, Weights
+from geosched.models import Assignment, Fleet, Job, Node, NoFit, Placement, Score, Weights
 from geosched.policies import PlacementContext
 from geosched.simulate import PolicyResult, SimOptions, TraceJob, read_trace, simulate
 from geosched.simulate.engine import PlaceFn
@@ -55,12 +59,29 @@ def ratios(results: Sequence[PolicyResult]) -> str:
             f"pack {by['pack'].avg_jct_s / zf:.3f}x  (targets: >= 1.5x, >= 1.2x)")
 
 
-def compare(ctx: PlacementContext, traces: dict[str, list[TraceJob]], label: str) -> None:
+def gavel_sized(fleet: Fleet, nodes: int = 14, cluster: str = "eks-us-east-1", gpu: str = PINNED_GPU) -> Fleet:
+    """`nodes` free nodes of one cluster's `gpu` model, dealt round-robin over its zones (deterministic)."""
+    by_zone: dict[str, list[Node]] = {}
+    for n in fleet.nodes:
+        if n.cluster == cluster and n.gpu == gpu:
+            by_zone.setdefault(n.zone, []).append(n)
+    picked: list[Node] = []
+    while len(picked) < nodes:
+        for zone in sorted(by_zone):
+            if by_zone[zone] and len(picked) < nodes:
+                node = by_zone[zone].pop(0)
+                picked.append(replace(node, gpus_free=node.gpus))
+    zones = {n.zone: fleet.zones[n.zone] for n in picked}
+    regions = {z.region_key: fleet.regions[z.region_key] for z in zones.values()}
+    return Fleet(regions=regions, zones=zones, nodes=tuple(picked), gpu_power=fleet.gpu_power)
+
+
+def compare(ctx: PlacementContext, traces: dict[str, list[TraceJob]], label: str, gpu: str | None = PINNED_GPU) -> None:
     names = policies.names()
-    print(f"\n== {label}: every policy ({', '.join(names)})")
+    print(f"\n== {label}: every policy ({', '.join(names)}), every gang on {gpu or 'any GPU'}")
     for name, jobs in traces.items():
         start = time.perf_counter()
-        results = simulate(jobs, ctx, names)
+        results = simulate(jobs, ctx, names, options=SimOptions(gpu=gpu))
         print(f"\n{name}: {len(jobs)} jobs, {time.perf_counter() - start:.1f} s for {len(names)} replays")
         print(HEADER)
         for r in results:
@@ -175,6 +196,10 @@ def main() -> None:
     if not args.skip_traces:
         traces = {p.name: list(read_trace(p).jobs) for p in shipped_traces()}
         compare(ctx, traces, "Gavel traces as shipped, default fleet")
+        small = gavel_sized(default_fleet())
+        sized = PlacementContext(small, default_network())
+        compare(sized, traces, f"Gavel traces on a Gavel-sized fleet ({len(small.nodes)} x 8 {PINNED_GPU} in "
+                f"{len(small.zones)} zones of one cluster)")
         carbon(ctx, traces, "Gavel traces as shipped, default fleet")
         carbon(ctx, traces, "Gavel traces as shipped, default fleet", gpu=PINNED_GPU)
     if not args.skip_synthetic:

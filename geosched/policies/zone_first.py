@@ -68,7 +68,9 @@ def zone_first(view: JobView) -> Placement | NoFit:
     score = np.full(len(ctx.names), np.inf)
     score[cand] = node_scores(view, cand)
     cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
-    order = cand[np.lexsort((cand, score[cand], cell[cand]))]
+    # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
+    free = ctx.gpus_free
+    order = cand[np.lexsort((cand, free[cand], score[cand], cell[cand]))]
     cells = cell[order]
     starts = _run_starts(cells)
     totals = np.add.reduceat(view.capacity[order], starts)
@@ -110,7 +112,13 @@ def _single_zone(view: JobView, order: IntArray, cells: IntArray, starts: IntArr
     better = solo_total[cell_of_fit] < total
     total = np.where(better, solo_total[cell_of_fit], total)
     solo = {int(cell_of_fit[k]): int(solo_node[cell_of_fit[k]]) for k in np.flatnonzero(better).tolist()}
-    ranking = np.lexsort((grp[gstarts], usd, total)).tolist()
+    alone = solo_node[cell_of_fit]
+    usd = np.where(better, job.gpus * view.price_gpu[alone], usd)
+    # Ties go to the placement that strands the fewest GPUs on the nodes it uses, then to the zone with the
+    # least room left: both keep whole nodes and zones free for the gangs that need them.
+    stranded = np.where(better, ctx.gpus_free[alone] - job.gpus,
+                        np.add.reduceat(ctx.gpus_free[idx] - gpus, gstarts))
+    ranking = np.lexsort((grp[gstarts], totals[grp[gstarts]], stranded, usd, total)).tolist()
 
     def score(k: int) -> Score:
         node = solo.get(int(cell_of_fit[k]))
@@ -153,7 +161,7 @@ def _solo_nodes(view: JobView, order: IntArray, starts: IntArray, fits: np.ndarr
     cell = _run_ids(starts, order.size)
     totals = np.where((cap >= job.workers) & fits[cell], w.network * job.profile.compute_ms / view.ideal_step_ms
                       + additive, np.inf)
-    pick = np.lexsort((order, totals, cell))
+    pick = np.lexsort((order, view.ctx.gpus_free[order], totals, cell))
     first = pick[_run_starts(cell[pick])]
     node: IntArray = order[first]
     best: FloatArray = totals[first]
@@ -195,7 +203,7 @@ def _multi_zone(view: JobView, score: FloatArray, order: IntArray, cells: IntArr
 
     def consider(chosen: list[int], tier: int) -> None:
         pool = np.concatenate([members[c] for c in chosen])
-        pool = pool[np.lexsort((pool, score[pool]))]
+        pool = pool[np.lexsort((pool, ctx.gpus_free[pool], score[pool]))]
         nodes, workers = fill(view, pool)
         zones = int(np.unique(ctx.zone_of[nodes]).size)
         regions = int(np.unique(ctx.region_of[nodes]).size)
