@@ -27,16 +27,16 @@ import cProfile
 import pstats
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
 from geosched import policies
 from geosched.default_fleet import default_fleet, default_network
-from geosched.models import Assignment, Fleet, Job, Node, NoFit, Placement, Score, Weights
+from geosched.models import Assignment, Job, NoFit, Placement, Score, Weights
 from geosched.policies import PlacementContext
 from geosched.simulate import PolicyResult, SimOptions, TraceJob, read_trace, simulate
 from geosched.simulate.engine import PlaceFn
+from geosched.simulate.fleets import GAVEL_NODES, sized_fleet
 from geosched.simulate.gavel import shipped_throughputs, shipped_traces
 from geosched.simulate.synthetic import synthetic_trace
 
@@ -57,23 +57,6 @@ def ratios(results: Sequence[PolicyResult]) -> str:
     zf = by["zone-first"].avg_jct_s
     return (f"  avg JCT ratio vs zone-first: spread {by['spread'].avg_jct_s / zf:.3f}x, "
             f"pack {by['pack'].avg_jct_s / zf:.3f}x  (targets: >= 1.5x, >= 1.2x)")
-
-
-def gavel_sized(fleet: Fleet, nodes: int = 14, cluster: str = "eks-us-east-1", gpu: str = PINNED_GPU) -> Fleet:
-    """`nodes` free nodes of one cluster's `gpu` model, dealt round-robin over its zones (deterministic)."""
-    by_zone: dict[str, list[Node]] = {}
-    for n in fleet.nodes:
-        if n.cluster == cluster and n.gpu == gpu:
-            by_zone.setdefault(n.zone, []).append(n)
-    picked: list[Node] = []
-    while len(picked) < nodes:
-        for zone in sorted(by_zone):
-            if by_zone[zone] and len(picked) < nodes:
-                node = by_zone[zone].pop(0)
-                picked.append(replace(node, gpus_free=node.gpus))
-    zones = {n.zone: fleet.zones[n.zone] for n in picked}
-    regions = {z.region_key: fleet.regions[z.region_key] for z in zones.values()}
-    return Fleet(regions=regions, zones=zones, nodes=tuple(picked), gpu_power=fleet.gpu_power)
 
 
 def compare(ctx: PlacementContext, traces: dict[str, list[TraceJob]], label: str, gpu: str | None = PINNED_GPU) -> None:
@@ -196,7 +179,7 @@ def main() -> None:
     if not args.skip_traces:
         traces = {p.name: list(read_trace(p).jobs) for p in shipped_traces()}
         compare(ctx, traces, "Gavel traces as shipped, default fleet")
-        small = gavel_sized(default_fleet())
+        small = sized_fleet(default_fleet(), GAVEL_NODES, "eks-us-east-1", PINNED_GPU)
         sized = PlacementContext(small, default_network())
         compare(sized, traces, f"Gavel traces on a Gavel-sized fleet ({len(small.nodes)} x 8 {PINNED_GPU} in "
                 f"{len(small.zones)} zones of one cluster)")

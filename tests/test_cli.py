@@ -117,7 +117,10 @@ def test_catalog_outputs(tmp_path: Path) -> None:
 def test_demo_runs_end_to_end_and_records(tmp_path: Path) -> None:
     run = geosched("demo", home=tmp_path)
     assert run.returncode == 0, run.stderr
-    for stage in ("1. Fleet", "2. Network", "3. Placement", "4. Recorded"):
+    for stage in ("1. Fleet", "2. Network", "3. Placement", "4. Hand-off", "5. Trace replay", "6. Recorded"):
         assert stage in run.stdout
+    manifests = sorted((tmp_path / "demo" / "manifests").rglob("*.yaml"))
+    assert sorted(m.name for m in manifests) == ["finetune-8.yaml", "pretrain-512.yaml", "pretrain-64.yaml"]
+    assert all("kueue.x-k8s.io/queue-name: training" in m.read_text() for m in manifests)
     listed = geosched("placements", "-o", "json", home=tmp_path)
     assert {r["job"] for r in json.loads(listed.stdout)} == {"finetune-8", "pretrain-64", "pretrain-512"}
