@@ -16,6 +16,7 @@ from geosched.documents import load_job
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
 from geosched.inputs import resolve
+from geosched.kube import cli as kube_cli
 from geosched.models import Fleet, Placement, Weights
 from geosched.probes import cli as probes_cli
 from geosched.simulate.command import run_simulate_command
@@ -29,6 +30,9 @@ snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet +
 app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(gitops_app, name="gitops")
 app.add_typer(probes_cli.make_app(lambda: State.store()), name="probe")
+# Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
+app.registered_commands.extend(kube_cli.app.registered_commands)
+app.add_typer(kube_cli.scheduler_app, name="scheduler")
 
 
 class PlaceOutput(StrEnum):

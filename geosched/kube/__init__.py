@@ -1,4 +1,6 @@
-"""The Kubernetes edge, pure part: read job objects, render placed manifests, convert node inventories.
+"""The Kubernetes edge.
 
-Nothing here talks to an API server; the client that applies manifests and lists nodes lives elsewhere.
+Pure: read job objects (jobinput), render placed manifests (render, backends, compact, karmada), convert node
+inventories (inventory). I/O, all through `client`: the live multi-cluster fleet (cluster_inventory), applying
+and listing placed jobs (submit), and scheduler mode (scheduler/). The CLI for the I/O part is `kube.cli`.
 """

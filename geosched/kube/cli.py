@@ -1,0 +1,233 @@
+"""`geosched kube submit | jobs | scheduler run`: the typer sub-app. Parses arguments, calls the library, prints.
+
+geosched/cli.py puts these commands at the top level: `geosched submit`, `geosched jobs`, `geosched scheduler run`.
+
+Exit codes: 0 done (or the job already runs somewhere); 1 the cluster refused, or submitting could duplicate the
+job; 2 bad input; 3 no fit. Human summaries go to stderr when stdout carries data (a YAML stream, JSON).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from geosched import policies, render
+from geosched.documents import load_network
+from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT, GeoschedError, InputError
+from geosched.kube.compact import CompactKind
+from geosched.kube.config import ClusterConfig, load_cluster_config
+from geosched.kube.render import to_yaml
+from geosched.models import Weights
+
+if TYPE_CHECKING:
+    from geosched.kube.cluster_inventory import Unreachable
+    from geosched.kube.scheduler import SchedulerSettings
+    from geosched.kube.submit import SubmitOutcome
+
+# The commands import the API client (kubernetes, tenacity) when they run: `geosched --help` and the other
+# commands neither pay for it nor need it installed.
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  help="Place gangs on live Kubernetes clusters: submit, list, or run as a scheduler.")
+scheduler_app = typer.Typer(no_args_is_help=True, help="geosched as an in-cluster gang scheduler.")
+app.add_typer(scheduler_app, name="scheduler")
+
+DEFAULT_WEIGHTS = Weights()
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+
+
+KubeconfigOpt = Annotated[Path | None, typer.Option(
+    "--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).")]
+ContextOpt = Annotated[list[str] | None, typer.Option(
+    "--context", help="Only this context or cluster (repeatable; default: every one).")]
+ClustersOpt = Annotated[Path | None, typer.Option(
+    "--clusters", help="Cluster config (ClusterConfig YAML): which contexts, backends, queues.")]
+OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    # Mapped here as well as in geosched.cli.main, so exit codes hold however the sub-app is run.
+    try:
+        yield
+    except InputError as exc:
+        render.error(str(exc))
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except GeoschedError as exc:
+        render.error(str(exc))
+        raise typer.Exit(exc.exit_code) from None
+
+
+def _clusters(path: Path | None) -> dict[str, ClusterConfig] | None:
+    return load_cluster_config(path) if path is not None else None
+
+
+def _warn(unreachable: tuple[Unreachable, ...] | list[Unreachable], assumptions: tuple[str, ...] = ()) -> None:
+    for u in unreachable:
+        render.err.print(f"warning: cluster {u.cluster} (context {u.context}) unreachable: {u.reason}", markup=False)
+    for note in assumptions:
+        render.err.print(f"note: {note}", markup=False)
+
+
+@app.command("submit")
+def submit_cmd(
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: batch/v1 Job, JobSet, PyTorchJob, "
+                                             "TrainJob or compact geosched Job.")],
+    clusters: ClustersOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    apply: Annotated[bool, typer.Option("--apply/--dry-run", help="Apply (default), or only render and print "
+                                        "the manifests.")] = True,
+    policy: Annotated[str, typer.Option(help="Placement policy.")] = policies.DEFAULT_POLICY,
+    network_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.network,
+    cost_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.cost,
+    carbon_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    network: Annotated[Path | None, typer.Option("--network", help="Measured NetworkView file (default: the "
+                                                 "shipped network model).")] = None,
+    compact_kind: Annotated[CompactKind, typer.Option(help="What a compact job becomes.")] = CompactKind.JOB,
+    force_conflicts: Annotated[bool, typer.Option(help="Take over fields another field manager owns.")] = False,
+    skip_unreachable: Annotated[bool, typer.Option(
+        help="Submit even if a cluster cannot be checked for an existing copy of the job.")] = False,
+    output: OutputOpt = Output.table,
+) -> None:
+    """Place a job on the live clusters and apply it there, once."""
+    from geosched.kube import submit as submitting
+
+    with _errors():
+        if policy not in policies.names():
+            raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+        options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight),
+                                           compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,
+                                           skip_unreachable=skip_unreachable)
+        outcome = submitting.submit(job_file, kubeconfig=kubeconfig, contexts=tuple(context or ()),
+                                    clusters=_clusters(clusters), network=load_network(network) if network else None,
+                                    options=options)
+    _warn(outcome.unreachable, outcome.assumptions)
+    if output is Output.json:
+        render.data(_outcome_doc(outcome), "json")
+    else:
+        _print_outcome(outcome)
+    if outcome.status == "no-fit":
+        raise typer.Exit(EXIT_NO_FIT)
+
+
+def _print_outcome(outcome: SubmitOutcome) -> None:
+    if outcome.status == "no-fit":
+        assert outcome.nofit is not None
+        render.error(outcome.nofit.message)
+    elif outcome.status == "exists":
+        render.out.print(f"{outcome.job} already placed on cluster {outcome.cluster} (zones "
+                         f"{', '.join(outcome.zones) or 'unknown'}); nothing applied", markup=False)
+    elif outcome.status == "dry-run":
+        render.err.print(f"{outcome.job} -> cluster {outcome.cluster}, zones {', '.join(outcome.zones)} "
+                         "(dry run: nothing applied)", markup=False)
+        # The manifests alone on stdout, so `... --dry-run | kubectl apply -f -` works.
+        sys.stdout.write(to_yaml(outcome.manifests))
+    else:
+        render.table(f"{outcome.job} -> cluster {outcome.cluster} ({outcome.context}), zones "
+                     f"{', '.join(outcome.zones)}",
+                     [{"kind": a.kind, "namespace": a.namespace, "name": a.name, "action": a.action,
+                       "resourceVersion": a.resource_version} for a in outcome.applied])
+
+
+def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
+    return {
+        "job": outcome.job, "status": outcome.status, "cluster": outcome.cluster, "context": outcome.context,
+        "zones": list(outcome.zones),
+        "placement": render.placement_doc(outcome.placement) if outcome.placement else None,
+        "nofit": render.placement_doc(outcome.nofit) if outcome.nofit else None,
+        "applied": [asdict(a) for a in outcome.applied],
+        "manifests": list(outcome.manifests) if outcome.status == "dry-run" else [],
+        "unreachable": [asdict(u) for u in outcome.unreachable],
+        "assumptions": list(outcome.assumptions),
+    }
+
+
+@app.command("jobs")
+def jobs_cmd(clusters: ClustersOpt = None, kubeconfig: KubeconfigOpt = None, context: ContextOpt = None,
+             output: OutputOpt = Output.table) -> None:
+    """Jobs geosched placed, on every cluster, with their zones and state."""
+    from geosched.kube import submit as submitting
+
+    with _errors():
+        found, unreachable = submitting.jobs(kubeconfig, tuple(context or ()), _clusters(clusters))
+    _warn(unreachable)
+    rows = [{"cluster": j.cluster, "namespace": j.namespace, "kind": j.kind, "name": j.name, "zones": list(j.zones),
+             "state": j.state, "policy": j.policy, "placed_at": j.placed_at} for j in found]
+    if output is Output.json:
+        render.data(rows, "json")
+    else:
+        render.table("placed jobs", rows)
+
+
+@scheduler_app.command("run")
+def scheduler_run(
+    context: Annotated[str | None, typer.Option("--context", help="The cluster's kubeconfig context.")] = None,
+    kubeconfig: KubeconfigOpt = None,
+    in_cluster: Annotated[bool, typer.Option(help="Use the pod's service account (inside the cluster).")] = False,
+    config: Annotated[Path | None, typer.Option("--config", help="SchedulerConfig YAML (the deploy ConfigMap).")]
+    = None,
+    network: Annotated[Path | None, typer.Option("--network", help="NetworkView file, re-read when it changes.")]
+    = None,
+    namespace: Annotated[list[str] | None, typer.Option("--namespace", help="Only pods of this namespace "
+                                                        "(repeatable; default: all).")] = None,
+    leader_elect: Annotated[bool | None, typer.Option(
+        "--leader-elect/--no-leader-elect", help="Hold a Lease so only one replica binds (default: the config's, "
+        "else on).")] = None,
+    scheduler_name: Annotated[str | None, typer.Option(help="spec.schedulerName of our pods.")] = None,
+    lease_namespace: Annotated[str | None, typer.Option(help="Namespace of the Lease.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Bind pending pods with schedulerName geosched, whole gangs at a time, until SIGTERM or Ctrl-C."""
+    from geosched.kube.scheduler import FileNetwork, no_network
+    from geosched.kube.scheduler import run as run_scheduler
+
+    with _errors():
+        if context is None and not in_cluster:
+            raise InputError("--context", "", "required (or --in-cluster inside the cluster)")
+        settings = _settings(config, namespace, leader_elect, scheduler_name, lease_namespace)
+        source = FileNetwork(network) if network is not None else no_network
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        # Only geosched's own lines go to debug: the HTTP libraries' debug output includes response bodies.
+        logging.getLogger("geosched").setLevel(logging.DEBUG if verbose else logging.INFO)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        stats = run_scheduler(context, kubeconfig=kubeconfig, in_cluster=in_cluster, settings=settings,
+                              network=source, stop=stop)
+    render.err.print(f"stopped: {stats.gangs_bound} gang(s), {stats.pods_bound} pod(s) bound, {stats.rollbacks} "
+                     f"rollback(s), {stats.refusals} refusal(s)", markup=False)
+
+
+def _settings(config: Path | None, namespaces: list[str] | None, leader_elect: bool | None,
+              scheduler_name: str | None, lease_namespace: str | None) -> SchedulerSettings:
+    from geosched.kube.scheduler import SchedulerSettings, load_settings
+
+    settings = load_settings(config) if config is not None else SchedulerSettings()
+    election = settings.leader_election
+    if leader_elect is not None:
+        election = replace(election, enabled=leader_elect)
+    if lease_namespace is not None:
+        election = replace(election, namespace=lease_namespace)
+    return replace(settings, leader_election=election,
+                   namespaces=tuple(namespaces) if namespaces else settings.namespaces,
+                   scheduler_name=scheduler_name or settings.scheduler_name)
+
+
+def main() -> None:
+    app(prog_name="geosched kube")

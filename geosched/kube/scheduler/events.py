@@ -1,0 +1,71 @@
+"""Kubernetes Events on pods (Scheduled, FailedScheduling, ...), sent from a thread of their own.
+
+Events are for people (`kubectl describe pod`); they must never slow or stop binding. So they go through a
+bounded queue, are sent best effort, and are dropped when the queue is full or the server refuses them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import secrets
+import threading
+import time
+from datetime import UTC, datetime
+
+from geosched.kube.client import EVENTS, Json, Kube, describe
+from geosched.kube.scheduler.pods import PodInfo
+
+log = logging.getLogger(__name__)
+COMPONENT = "geosched"
+
+
+class EventSink:
+    def __init__(self, kube: Kube, identity: str, *, capacity: int = 1000) -> None:
+        self.kube = kube
+        self.identity = identity
+        self.sent = 0
+        self.dropped = 0
+        self._queue: queue.Queue[Json | None] = queue.Queue(capacity)
+        self._closing_at = float("inf")
+        self._thread = threading.Thread(target=self._run, name=f"events-{kube.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Send what is queued for up to `timeout`, then drop the rest (stopping must not wait on Events)."""
+        self._closing_at = time.monotonic() + timeout
+        with contextlib.suppress(queue.Full):  # a full queue is drained by the thread, which then ends
+            self._queue.put(None, timeout=timeout)
+        self._thread.join(timeout)
+
+    def emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool = False) -> None:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{pod.name}.{secrets.token_hex(8)}", "namespace": pod.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace,
+                               "uid": pod.uid},
+            "reason": reason, "message": message[:1024], "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+            "reportingInstance": self.identity[:128], "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while (event := self._queue.get()) is not None:
+            if time.monotonic() > self._closing_at:
+                self.dropped += 1
+                continue
+            namespace = str(event["metadata"]["namespace"])
+            try:
+                self.kube.request("POST", EVENTS.path(namespace), body=event, timeout=10.0)
+                self.sent += 1
+            except Exception as exc:  # best effort: an event lost is a line missing from `describe`
+                self.dropped += 1
+                log.debug("event %s dropped: %s", event["reason"], describe(exc))

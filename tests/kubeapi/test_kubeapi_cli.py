@@ -1,0 +1,95 @@
+"""`geosched kube ...`: the sub-app end to end against emulated clusters."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from geosched.kube.cli import app
+from tests.kubeapi.kubeapi_support import REGIONS, add_gang, add_nodes, nodes_of, wait_until
+from tests.kubeemu import MultiCluster
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/t:1\n"
+                    "workers: 2\ngpus_per_worker: 8\ngpu: H100\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def fleet(clusters: MultiCluster) -> MultiCluster:
+    for name, region in REGIONS.items():
+        add_nodes(clusters[name], region, "a", 2)
+    return clusters
+
+
+def test_dry_run_prints_the_manifests_and_applies_nothing(fleet: MultiCluster, job: Path) -> None:
+    result = CliRunner().invoke(app, ["submit", str(job), "--dry-run", "--kubeconfig", str(fleet.kubeconfig),
+                                      "--context", "cluster-b"])
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert [d["kind"] for d in docs] == ["Service", "Job"]
+    assert docs[1]["metadata"]["annotations"]["geosched.io/cluster"] == "cluster-b"
+    assert "dry run: nothing applied" in result.stderr
+    assert all(c.count("PATCH") == 0 for c in fleet)
+
+
+def test_submit_then_jobs(fleet: MultiCluster, job: Path) -> None:
+    runner = CliRunner()
+    applied = runner.invoke(app, ["submit", str(job), "--kubeconfig", str(fleet.kubeconfig), "-o", "json"])
+    assert applied.exit_code == 0, applied.output
+    doc = json.loads(applied.stdout)
+    assert doc["status"] == "applied" and [a["action"] for a in doc["applied"]] == ["created", "created"]
+
+    again = runner.invoke(app, ["submit", str(job), "--kubeconfig", str(fleet.kubeconfig)])
+    assert again.exit_code == 0 and "already placed on cluster" in again.stdout
+
+    listed = runner.invoke(app, ["jobs", "--kubeconfig", str(fleet.kubeconfig), "-o", "json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    assert [(r["cluster"], r["name"], r["state"]) for r in rows] == [(doc["cluster"], "train", "Pending")]
+    table = runner.invoke(app, ["jobs", "--kubeconfig", str(fleet.kubeconfig)])
+    assert "train" in table.stdout
+
+
+def test_bad_input_and_no_fit_exit_codes(fleet: MultiCluster, job: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    unknown = runner.invoke(app, ["submit", str(job), "--kubeconfig", str(fleet.kubeconfig), "--context", "nope"])
+    assert unknown.exit_code == 2 and "unknown context or cluster nope" in unknown.stderr
+    policy = runner.invoke(app, ["submit", str(job), "--policy", "best", "--kubeconfig", str(fleet.kubeconfig)])
+    assert policy.exit_code == 2
+    big = tmp_path / "big.yaml"
+    big.write_text(job.read_text(encoding="utf-8").replace("workers: 2", "workers: 64"), encoding="utf-8")
+    nofit = runner.invoke(app, ["submit", str(big), "--kubeconfig", str(fleet.kubeconfig)])
+    assert nofit.exit_code == 3 and "no fit" in nofit.stderr
+    assert runner.invoke(app, ["scheduler", "run"]).exit_code == 2
+
+
+def test_scheduler_run_binds_and_stops_on_sigterm(fleet: MultiCluster, tmp_path: Path) -> None:
+    cluster = fleet["cluster-a"]
+    pods = add_gang(cluster, "g", 2)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-c", "from geosched.kube.cli import main; main()", "scheduler", "run",
+               "--context", "cluster-a", "--kubeconfig", str(fleet.kubeconfig), "--no-leader-elect"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: all(nodes_of(cluster, pods).values()), timeout=30, what="the CLI's scheduler binds")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "stopped: 1 gang(s), 2 pod(s) bound" in err
+    assert cluster.token not in err  # no credentials in the log

@@ -1,0 +1,200 @@
+"""submit: place on the live fleet, apply once on the chosen cluster, survive a flaky API; jobs: list them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geosched.kube import keys
+from geosched.kube.client import Kube, RetryPolicy
+from geosched.kube.config import Backend, ClusterConfig
+from geosched.kube.submit import (
+    SubmitError,
+    SubmitOptions,
+    SubmitRefused,
+    apply_manifests,
+    jobs,
+    submit,
+)
+from tests.kubeapi.kubeapi_support import REGIONS, add_nodes
+from tests.kubeemu import MultiCluster
+
+pytestmark = pytest.mark.integration
+FAST = SubmitOptions(retry=RetryPolicy(attempts=6, initial_s=0.05, max_s=0.2))
+JOB_PATH = r"/apis/batch/v1/namespaces/default/jobs/train"
+
+
+def job_file(tmp_path: Path, workers: int = 4, name: str = "train") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"apiVersion: geosched.io/v1alpha1\nkind: Job\nname: {name}\nimage: ghcr.io/example/t:1\n"
+                    f"workers: {workers}\ngpus_per_worker: 8\ngpu: H100\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def fleet(clusters: MultiCluster) -> MultiCluster:
+    """Only cluster-b's zone europe-west4-b holds 4 x 8 GPUs in one zone; elsewhere a gang would be split."""
+    add_nodes(clusters["cluster-a"], REGIONS["cluster-a"], "ab", 2)
+    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "a", 2)
+    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "b", 4)
+    add_nodes(clusters["cluster-c"], REGIONS["cluster-c"], "a", 3)
+    return clusters
+
+
+def writes(clusters: MultiCluster) -> dict[str, int]:
+    return {c.name: sum(c.count(m) for m in ("POST", "PUT", "PATCH", "DELETE")) for c in clusters}
+
+
+def job_of(clusters: MultiCluster, name: str = "cluster-b") -> dict[str, Any]:
+    found = clusters[name].get("batch/v1/jobs", "train", "default")
+    assert found is not None
+    return found
+
+
+def test_submit_chooses_the_cluster_and_zone_and_applies_there(fleet: MultiCluster, tmp_path: Path) -> None:
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=FAST)
+
+    assert (outcome.status, outcome.cluster, outcome.zones) == ("applied", "cluster-b", ("europe-west4-b",))
+    assert [(a.kind, a.action) for a in outcome.applied] == [("Service", "created"), ("Job", "created")]
+    job = job_of(fleet)
+    notes = job["metadata"]["annotations"]
+    assert notes["geosched.io/cluster"] == "cluster-b" and notes["geosched.io/zones"] == "europe-west4-b"
+    assert job["metadata"]["labels"][keys.JOB_LABEL] == "train"
+    terms = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": keys.ZONE, "operator": "In", "values": ["europe-west4-b"]} in terms[0]["matchExpressions"]
+    # Written by server-side apply under geosched's field manager, nowhere else.
+    assert job["metadata"]["managedFields"][0]["manager"] == "geosched"
+    assert fleet["cluster-b"].count("PATCH", JOB_PATH) == 1 and fleet["cluster-b"].count("POST") == 0
+    assert writes(fleet)["cluster-a"] == writes(fleet)["cluster-c"] == 0
+
+
+def test_submit_twice_is_one_job(fleet: MultiCluster, tmp_path: Path) -> None:
+    path = job_file(tmp_path)
+    submit(path, kubeconfig=fleet.kubeconfig, options=FAST)
+    version = job_of(fleet)["metadata"]["resourceVersion"]
+    before = writes(fleet)
+
+    again = submit(path, kubeconfig=fleet.kubeconfig, options=FAST)
+
+    assert (again.status, again.cluster, again.zones) == ("exists", "cluster-b", ("europe-west4-b",))
+    assert again.existing is not None and again.existing.placed_by_geosched
+    assert job_of(fleet)["metadata"]["resourceVersion"] == version  # unchanged
+    assert writes(fleet) == before
+    assert sum(len(c.list("batch/v1/jobs")) for c in fleet) == 1
+
+
+def test_applying_the_same_manifests_again_changes_nothing(fleet: MultiCluster, tmp_path: Path) -> None:
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=SubmitOptions(dry_run=True))
+    with Kube.open("cluster-b", fleet.kubeconfig) as kube:
+        first = apply_manifests(kube, outcome.manifests, default_namespace="default")
+        second = apply_manifests(kube, outcome.manifests, default_namespace="default")
+    assert [a.action for a in first] == ["created", "created"]
+    assert [a.action for a in second] == ["unchanged", "unchanged"]
+    assert [a.resource_version for a in first] == [a.resource_version for a in second]
+
+
+@pytest.mark.parametrize(("status", "times"), [(429, 2), (500, 1), (503, 3), (409, 1)])
+def test_submit_survives_throttling_server_errors_and_a_conflict(fleet: MultiCluster, tmp_path: Path,
+                                                                 status: int, times: int) -> None:
+    cluster = fleet["cluster-b"]
+    # Retry-After 0 keeps the test fast; the retry honours the header (test below).
+    cluster.inject(status, method="PATCH", path=JOB_PATH, times=times, retry_after=0 if status == 429 else None)
+
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=FAST)
+
+    assert outcome.status == "applied" and outcome.applied[-1].action == "created"
+    assert cluster.count("PATCH", JOB_PATH, faulted=True) == times
+    assert cluster.count("PATCH", JOB_PATH) == times + 1
+    assert len(cluster.list("batch/v1/jobs")) == 1
+    if status == 409:  # a conflict is read again before the second apply
+        on_job = [(r.method, r.status) for r in cluster.requests if r.path == JOB_PATH]
+        assert on_job[-3:] == [("PATCH", 409), ("GET", 404), ("PATCH", 201)]
+
+
+def test_retry_waits_at_least_retry_after(fleet: MultiCluster, tmp_path: Path) -> None:
+    import time
+
+    fleet["cluster-b"].inject(429, method="PATCH", path=JOB_PATH, retry_after=1)
+    started = time.monotonic()
+    assert submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=FAST).status == "applied"
+    assert time.monotonic() - started >= 1.0
+
+
+def test_a_persistent_failure_is_reported_with_the_servers_message(fleet: MultiCluster, tmp_path: Path) -> None:
+    fleet["cluster-b"].inject(503, method="PATCH", path=JOB_PATH, times=None, message="etcd is down")
+    with pytest.raises(SubmitError, match="Job default/train: 503 etcd is down"):
+        submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=FAST)
+    assert fleet["cluster-b"].count("PATCH", JOB_PATH) == FAST.retry.attempts
+
+
+def test_a_field_owned_by_another_manager_is_a_conflict_unless_forced(fleet: MultiCluster, tmp_path: Path) -> None:
+    # Someone applied the Service first, with another value for a field geosched sets.
+    fleet["cluster-b"].apply({"apiVersion": "v1", "kind": "Service",
+                              "metadata": {"name": "train", "namespace": "default"},
+                              "spec": {"clusterIP": "None", "publishNotReadyAddresses": False}},
+                             field_manager="kubectl")
+    with pytest.raises(SubmitError, match=r"409.*--force-conflicts"):
+        submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=FAST)
+    assert fleet["cluster-b"].get("batch/v1/jobs", "train", "default") is None  # the job is applied last
+
+    forced = SubmitOptions(force=True, retry=FAST.retry)
+    assert submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=forced).status == "applied"
+
+
+def test_dry_run_renders_and_creates_nothing(fleet: MultiCluster, tmp_path: Path) -> None:
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=SubmitOptions(dry_run=True))
+    assert (outcome.status, outcome.cluster) == ("dry-run", "cluster-b")
+    assert [m["kind"] for m in outcome.manifests] == ["Service", "Job"]
+    assert writes(fleet) == {"cluster-a": 0, "cluster-b": 0, "cluster-c": 0}
+
+
+def test_an_unchecked_cluster_blocks_submit_unless_skipped(fleet: MultiCluster, tmp_path: Path) -> None:
+    fleet["cluster-c"].stop()
+    with pytest.raises(SubmitRefused, match="cluster-c"):
+        submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=FAST)
+    assert writes(fleet)["cluster-b"] == 0
+    skip = SubmitOptions(skip_unreachable=True, retry=FAST.retry)
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=skip)
+    assert outcome.status == "applied" and [u.cluster for u in outcome.unreachable] == ["cluster-c"]
+
+
+def test_no_fit_applies_nothing(fleet: MultiCluster, tmp_path: Path) -> None:
+    outcome = submit(job_file(tmp_path, workers=40), kubeconfig=fleet.kubeconfig, options=FAST)
+    assert outcome.status == "no-fit" and outcome.nofit is not None
+    assert writes(fleet) == {"cluster-a": 0, "cluster-b": 0, "cluster-c": 0}
+
+
+def test_cluster_config_backend_and_names(fleet: MultiCluster, tmp_path: Path) -> None:
+    config = {"west": ClusterConfig(name="west", context="cluster-b", backend=Backend.COSCHEDULING,
+                                    scheduler_name="geosched", namespace="default"),
+              "east": ClusterConfig(name="east", context="cluster-a")}
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, clusters=config, options=FAST)
+    assert (outcome.cluster, outcome.context) == ("west", "cluster-b")
+    assert [a.kind for a in outcome.applied] == ["PodGroup", "Service", "Job"]
+    group = fleet["cluster-b"].get("scheduling.x-k8s.io/v1alpha1/podgroups", "train", "default")
+    assert group is not None and group["spec"]["minMember"] == 4
+    pod_spec = job_of(fleet)["spec"]["template"]["spec"]
+    assert pod_spec["schedulerName"] == "geosched"
+    assert writes(fleet)["cluster-c"] == 0  # not in the config: never touched
+
+
+def test_jobs_lists_placed_jobs_across_clusters(fleet: MultiCluster, tmp_path: Path) -> None:
+    submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=FAST)
+    submit(job_file(tmp_path, workers=1, name="small"), kubeconfig=fleet.kubeconfig, options=FAST)
+    fleet["cluster-b"].set_status("batch/v1/jobs", "train", {"active": 4}, "default")
+    # A job nobody placed with geosched, even with our label, is not listed.
+    fleet["cluster-c"].create({"apiVersion": "batch/v1", "kind": "Job",
+                               "metadata": {"name": "other", "labels": {keys.JOB_LABEL: "other"}},
+                               "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}})
+
+    found, unreachable = jobs(fleet.kubeconfig)
+
+    assert unreachable == []
+    rows = {(j.cluster, j.name): (j.zones, j.state, j.kind) for j in found}
+    assert rows[("cluster-b", "train")] == (("europe-west4-b",), "Running", "Job")
+    assert len(rows) == 2 and all(name != "other" for _, name in rows)
+    small = next(j for j in found if j.name == "small")
+    assert small.state == "Pending" and len(small.zones) == 1 and small.policy == "zone-first"
