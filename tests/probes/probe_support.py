@@ -4,66 +4,23 @@ manifest validation, inventory files for a testbed, and reading the testbed's ss
 from __future__ import annotations
 
 import copy
-import os
 import re
 from collections.abc import Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
+from tests.kube.kube_support import validate_manifest
 from tests.testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def crd_dir() -> Path:
-    env = os.environ.get("GEOSCHED_CRD_DIR")
-    for path in ([Path(env)] if env else []) + [REPO.parent / "shared" / "schemas" / "crds"]:
-        if path.is_dir():
-            return path
-    if os.environ.get("CI"):
-        pytest.fail("CRD schemas not found (set GEOSCHED_CRD_DIR to shared/schemas/crds)")
-    pytest.skip("CRD schemas not found (set GEOSCHED_CRD_DIR to shared/schemas/crds)")
-    raise AssertionError("unreachable")
-
-
-def _strict(schema: Any) -> Any:
-    """As the API server reads a structural schema: unknown fields are errors (it would prune them
-    silently, which for us is a silent bug); x-kubernetes-* keys are annotations to jsonschema."""
-    if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
-        if out.get("type") == "object" and "properties" in out and "additionalProperties" not in out \
-                and not out.get("x-kubernetes-preserve-unknown-fields"):
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [_strict(x) for x in schema]
-    return schema
-
-
-@cache
-def _crd_schema(api_version: str, kind: str) -> dict[str, Any]:
-    group, version = api_version.split("/")
-    # Files are named <group>_<plural>.yaml; reading only the group's files keeps this fast.
-    for path in sorted(crd_dir().glob(f"{group}_*.yaml")):
-        crd = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        spec = crd.get("spec", {})
-        if spec.get("group") == group and spec.get("names", {}).get("kind") == kind:
-            for v in spec["versions"]:
-                if v["name"] == version:
-                    return dict(_strict(v["schema"]["openAPIV3Schema"]))
-    raise AssertionError(f"no CRD for {api_version} {kind} in {crd_dir()}")
-
-
 def validate_crd_object(obj: Mapping[str, Any]) -> None:
-    schema = _crd_schema(obj["apiVersion"], obj["kind"])
-    validator = jsonschema.Draft7Validator(schema)
-    errors = sorted(validator.iter_errors(copy.deepcopy(dict(obj))), key=lambda e: list(e.path))
-    assert not errors, "; ".join(f"{'.'.join(map(str, e.path))}: {e.message}" for e in errors[:5])
+    """Against its upstream CRD, the same check every rendered manifest gets (tests/kube/kube_support.py)."""
+    validate_manifest(obj)
     check_metadata(obj["metadata"])
 
 
