@@ -9,6 +9,7 @@ clusters:
     backend: kueue                      # kueue | coscheduling | volcano | none (default none)
     queue: team-a                       # Kueue LocalQueue (required for kueue); Volcano queue (optional)
     karmada: false                      # the cluster is a Karmada member: emit a PropagationPolicy
+    karmada_context: karmada-apiserver  # with karmada: the Karmada control plane's context (submit applies there)
     pin_hosts: false                    # pin the gang to the placement's nodes (kubernetes.io/hostname)
     namespace: ml                       # used when the job object names none
     scheduler_name: scheduler-plugins-scheduler  # optional: pods' schedulerName (volcano: default volcano)
@@ -39,8 +40,8 @@ class Backend(StrEnum):
 
 BACKENDS = {b.value: b for b in Backend}
 TOP_FIELDS = {"apiVersion", "kind", "clusters"}
-CLUSTER_FIELDS = {"context", "backend", "queue", "karmada", "pin_hosts", "namespace", "scheduler_name",
-                  "volcano_zone_tier", "volcano_region_tier"}
+CLUSTER_FIELDS = {"context", "backend", "queue", "karmada", "karmada_context", "pin_hosts", "namespace",
+                  "scheduler_name", "volcano_zone_tier", "volcano_region_tier"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ class ClusterConfig:
     backend: Backend = Backend.NONE
     queue: str | None = None
     karmada: bool = False
+    karmada_context: str | None = None
     pin_hosts: bool = False
     namespace: str | None = None
     scheduler_name: str | None = None
@@ -87,18 +89,34 @@ def _cluster(name: str, c: Fields) -> ClusterConfig:
     region_tier = c.integer("volcano_region_tier", minimum=1, default=2)
     c.check("volcano_region_tier", region_tier > zone_tier,
             f"must be above volcano_zone_tier ({zone_tier}): a region holds its zones")
+    karmada = _boolean(c, "karmada")
+    karmada_context = c.opt_string("karmada_context")
+    if karmada_context is not None and not karmada:
+        raise c.error("karmada_context", "only with karmada: true")
     return ClusterConfig(
         name=name,
         context=c.string("context", default=name),
         backend=backend,
         queue=queue,
-        karmada=_boolean(c, "karmada"),
+        karmada=karmada,
+        karmada_context=karmada_context,
         pin_hosts=_boolean(c, "pin_hosts"),
         namespace=c.opt_string("namespace"),
         scheduler_name=c.opt_string("scheduler_name"),
         volcano_zone_tier=zone_tier,
         volcano_region_tier=region_tier,
     )
+
+
+def apply_context(cluster: ClusterConfig) -> str:
+    """Where a job for this cluster is applied: the Karmada control plane for a Karmada member (it serves the
+    PropagationPolicy and propagates the job), the cluster itself otherwise."""
+    if cluster.karmada:
+        if cluster.karmada_context is None:
+            raise InputError("clusters", f"{cluster.name}.karmada_context",
+                             "required to submit to a Karmada member (the Karmada API server's context)")
+        return cluster.karmada_context
+    return cluster.context
 
 
 def _boolean(c: Fields, key: str) -> bool:
@@ -114,7 +132,8 @@ def _boolean(c: Fields, key: str) -> bool:
 def cluster_to_dict(cluster: ClusterConfig) -> dict[str, Any]:
     """The settings that shape rendered manifests, in a stable form (for the inputs digest)."""
     return {"name": cluster.name, "context": cluster.context, "backend": cluster.backend.value,
-            "queue": cluster.queue, "karmada": cluster.karmada, "pin_hosts": cluster.pin_hosts,
+            "queue": cluster.queue, "karmada": cluster.karmada, "karmada_context": cluster.karmada_context,
+            "pin_hosts": cluster.pin_hosts,
             "namespace": cluster.namespace, "scheduler_name": cluster.scheduler_name,
             "volcano_zone_tier": cluster.volcano_zone_tier, "volcano_region_tier": cluster.volcano_region_tier}
 

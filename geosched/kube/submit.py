@@ -47,7 +47,7 @@ from geosched.kube.client import (
 )
 from geosched.kube.cluster_inventory import ClusterRef, FleetView, Unreachable
 from geosched.kube.compact import CompactKind
-from geosched.kube.config import ClusterConfig
+from geosched.kube.config import ClusterConfig, apply_context
 from geosched.kube.jobinput import JobInput, JobKind, read_job_file
 from geosched.kube.render import RenderOptions, render
 from geosched.models import NetworkView, Node, NoFit, Placement, Weights
@@ -170,11 +170,12 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
     if isinstance(planned, NoFit):
         return replace(seen, status="no-fit", nofit=planned)
     cluster = planned.cluster
-    rendered = replace(seen, status="dry-run", cluster=cluster.name, context=cluster.context,
+    target = apply_context(cluster)
+    rendered = replace(seen, status="dry-run", cluster=cluster.name, context=target,
                        zones=planned.placement.zones, placement=planned.placement, manifests=planned.manifests)
     if opts.dry_run:
         return rendered
-    with Kube.open(cluster.context, kubeconfig, name=cluster.name) as kube:
+    with Kube.open(target, kubeconfig, name=cluster.name) as kube:
         applied = apply_manifests(kube, planned.manifests, default_namespace=_namespace(job, cluster),
                                   retry=opts.retry, force=opts.force)
     return replace(rendered, status="applied", applied=tuple(applied))

@@ -71,6 +71,20 @@ def test_submit_chooses_the_cluster_and_zone_and_applies_there(fleet: MultiClust
     assert writes(fleet)["cluster-a"] == writes(fleet)["cluster-c"] == 0
 
 
+def test_a_karmada_member_gets_its_job_through_the_karmada_control_plane(fleet: MultiCluster,
+                                                                         tmp_path: Path) -> None:
+    # cluster-c stands in for the Karmada API server: it serves PropagationPolicy and propagates the job.
+    clusters = {"cluster-a": ClusterConfig("cluster-a", "cluster-a"),
+                "cluster-b": ClusterConfig("cluster-b", "cluster-b", karmada=True, karmada_context="cluster-c")}
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, clusters=clusters, options=FAST)
+
+    assert (outcome.status, outcome.cluster, outcome.context) == ("applied", "cluster-b", "cluster-c")
+    policy = fleet["cluster-c"].get("policy.karmada.io/v1alpha1/propagationpolicies", "geosched-train", "default")
+    assert policy is not None and policy["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["cluster-b"]
+    assert job_of(fleet, "cluster-c") is not None
+    assert fleet["cluster-b"].get("batch/v1/jobs", "train", "default") is None
+
+
 def test_submit_twice_is_one_job(fleet: MultiCluster, tmp_path: Path) -> None:
     path = job_file(tmp_path)
     submit(path, kubeconfig=fleet.kubeconfig, options=FAST)
