@@ -19,6 +19,8 @@ from geosched.inputs import resolve
 from geosched.kube import cli as kube_cli
 from geosched.models import Fleet, Placement, Weights
 from geosched.probes import cli as probes_cli
+from geosched.providers import cli as providers_cli
+from geosched.report import cli as report_cli
 from geosched.simulate.command import run_simulate_command
 from geosched.store import Store, default_home, write_snapshot
 
@@ -30,9 +32,12 @@ snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet +
 app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(gitops_app, name="gitops")
 app.add_typer(probes_cli.make_app(lambda: State.store()), name="probe")
+app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
 # Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
 app.registered_commands.extend(kube_cli.app.registered_commands)
 app.add_typer(kube_cli.scheduler_app, name="scheduler")
+# Provisioning verbs join the top level too: `geosched provision`, `down`, `status`, `check`, `sweep`.
+app.registered_commands.extend(providers_cli.app.registered_commands)
 
 
 class PlaceOutput(StrEnum):
@@ -108,6 +113,9 @@ def _gpu_models(fleet: Fleet) -> set[str]:
 
 catalog_app = typer.Typer(help="GPU offerings per zone with on-demand and spot prices and carbon per hour.")
 app.add_typer(catalog_app, name="catalog")
+
+
+catalog_app.command("refresh")(providers_cli.catalog_refresh)
 
 
 @catalog_app.callback(invoke_without_command=True)

@@ -60,6 +60,135 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX placements_job ON placements (job, created_at);
     """,
+    # Provisioning journal (geosched.providers): gangs, their launch attempts and instances (intent before
+    # every API call, state after), offerings refused for a while, refreshed catalog and price history.
+    """
+    CREATE TABLE prov_meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE prov_gangs (
+        gang TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        request TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('provisioning', 'ready', 'failed', 'terminating', 'terminated')),
+        attempt INTEGER,
+        message TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE prov_attempts (
+        id INTEGER PRIMARY KEY,
+        gang TEXT NOT NULL REFERENCES prov_gangs (gang),
+        seq INTEGER NOT NULL,
+        token TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        region TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        pricing TEXT NOT NULL,
+        usd_per_hour REAL,
+        gco2e_per_hour REAL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('started', 'launched', 'failed', 'rolled-back', 'cancelled',
+                                                 'skipped', 'interrupted')),
+        error_kind TEXT,
+        error_code TEXT,
+        message TEXT,
+        api_calls INTEGER NOT NULL DEFAULT 0,
+        retries INTEGER NOT NULL DEFAULT 0,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        UNIQUE (gang, seq)
+    );
+    CREATE TABLE prov_instances (
+        id INTEGER PRIMARY KEY,
+        gang TEXT NOT NULL REFERENCES prov_gangs (gang),
+        attempt INTEGER REFERENCES prov_attempts (id),
+        idx INTEGER,
+        name TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        region TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        gpu TEXT NOT NULL,
+        gpus INTEGER NOT NULL,
+        pricing TEXT NOT NULL,
+        usd_per_hour REAL,
+        provider_id TEXT,
+        addresses TEXT NOT NULL DEFAULT '[]',
+        state TEXT NOT NULL CHECK (state IN ('intent', 'launched', 'terminating', 'terminated')),
+        note TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX prov_instances_gang ON prov_instances (gang, state);
+    CREATE INDEX prov_instances_provider_id ON prov_instances (provider, provider_id);
+    CREATE TABLE prov_unavailable (
+        id INTEGER PRIMARY KEY,
+        provider TEXT NOT NULL,
+        region TEXT,
+        zone TEXT,
+        instance_type TEXT,
+        pricing TEXT,
+        min_nodes INTEGER NOT NULL DEFAULT 1,
+        kind TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        recorded_at REAL NOT NULL,
+        until REAL NOT NULL
+    );
+    CREATE INDEX prov_unavailable_until ON prov_unavailable (until);
+    CREATE TABLE catalog_offerings (
+        provider TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        region TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        gpu TEXT NOT NULL,
+        gpus INTEGER NOT NULL,
+        vcpus REAL NOT NULL,
+        memory_gib REAL NOT NULL,
+        refreshed_at REAL NOT NULL,
+        PRIMARY KEY (provider, instance_type, zone)
+    );
+    CREATE TABLE price_history (
+        id INTEGER PRIMARY KEY,
+        provider TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        region TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        pricing TEXT NOT NULL,
+        usd_per_hour REAL NOT NULL,
+        observed_at REAL NOT NULL,
+        source TEXT NOT NULL,
+        recorded_at REAL NOT NULL
+    );
+    CREATE INDEX price_history_key ON price_history (provider, instance_type, zone, pricing, observed_at);
+    """,
+    # Usage ledger (geosched.report): one row per interval a node or a job held GPUs; ended_at is NULL while it
+    # runs. `job` is the gang (node rows) or the job (job rows); `ref` is the provider's instance id or the pod
+    # uid, so a retried open or close finds its row instead of adding one.
+    """
+    CREATE TABLE usage (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('node', 'job')),
+        name TEXT NOT NULL,
+        job TEXT,
+        provider TEXT NOT NULL,
+        region TEXT NOT NULL,
+        zone TEXT,
+        cluster TEXT,
+        instance_type TEXT,
+        gpu TEXT NOT NULL,
+        gpus INTEGER NOT NULL CHECK (gpus >= 0),
+        pricing TEXT NOT NULL CHECK (pricing IN ('on-demand', 'spot')),
+        started_at REAL NOT NULL,
+        ended_at REAL CHECK (ended_at IS NULL OR ended_at >= started_at),
+        source TEXT NOT NULL CHECK (source IN ('provider', 'kube', 'demo')),
+        ref TEXT,
+        utilisation REAL CHECK (utilisation IS NULL OR (utilisation >= 0 AND utilisation <= 1))
+    );
+    CREATE INDEX usage_window ON usage (started_at, ended_at);
+    CREATE INDEX usage_open ON usage (kind, name, source) WHERE ended_at IS NULL;
+    """,
 )
 
 

@@ -1,0 +1,492 @@
+"""AWS EC2 through boto3: launch a gang as one RunInstances call, describe by tag, terminate.
+
+Why one call for the whole gang: RunInstances with MinCount = MaxCount = N either starts all N instances in
+the zone or fails with InsufficientInstanceCapacity, so a zone never hands out a partial gang at launch; it
+costs one API call instead of N; and one ClientToken makes the whole launch idempotent (a retry after a
+lost response returns the same reservation instead of a second gang). Partial gangs can still happen later
+(an instance that dies during boot); the gang code checks and rolls back.
+
+Endpoint, region chain and credentials come only from boto3's standard configuration (environment, shared
+files, instance roles, AWS_ENDPOINT_URL). botocore's own retries are off (one attempt): this module maps
+errors to the taxonomy and `retry.py` decides what to retry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, TypeVar
+
+import boto3  # type: ignore[import-untyped]
+import botocore.exceptions as bex  # type: ignore[import-untyped]
+from botocore.config import Config  # type: ignore[import-untyped]
+
+from geosched import catalog
+from geosched.models import Offering, Pricing, Region
+from geosched.providers.base import (
+    ATTEMPT_TAG,
+    GANG_TAG,
+    INDEX_TAG,
+    NAME_TAG,
+    OWNER_TAG,
+    AuthError,
+    Budget,
+    CapacityError,
+    CheckItem,
+    Instance,
+    InstanceState,
+    LaunchSpec,
+    PriceObservation,
+    ProviderError,
+    QuotaCheck,
+    QuotaError,
+    RateError,
+    StallError,
+    TransientError,
+    UnsupportedError,
+)
+from geosched.providers.config import AwsSettings
+
+NAME = "aws"
+T = TypeVar("T")
+
+CAPACITY_CODES = frozenset({
+    "InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity",
+    "InsufficientCapacity", "InsufficientCapacityOnHost", "InsufficientFreeAddressesInSubnet",
+    "SpotMaxPriceTooLow", "capacity-not-available",
+})
+QUOTA_CODES = frozenset({
+    "InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "SpotInstanceCountExceeded",
+    "AddressLimitExceeded", "ResourceLimitExceeded",
+})
+UNSUPPORTED_CODES = frozenset({"Unsupported", "UnsupportedOperation", "InvalidInstanceType"})
+REGION_UNSUPPORTED_CODES = frozenset({"OptInRequired", "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable"})
+RATE_CODES = frozenset({
+    "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequestsException",
+    "RequestThrottledException", "SlowDown",
+})
+TRANSIENT_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
+                             "RequestTimeout", "RequestTimeoutException"})
+AUTH_CODES = frozenset({
+    "AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken",
+    "ExpiredTokenException", "AccessDenied", "AccessDeniedException", "MissingAuthenticationToken",
+    "InvalidAccessKeyId", "Blocked", "PendingVerification",
+})
+GONE_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+
+# GPU instance families, so catalog calls never page through all ~900 instance types.
+GPU_FAMILIES = ("p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "g4dn", "g5", "g6", "g6e")
+# Service Quotas codes for running vCPUs by instance-family letter and market.
+VCPU_QUOTA_CODES: Mapping[tuple[str, Pricing], str] = {
+    ("p", Pricing.ON_DEMAND): "L-417A185B", ("g", Pricing.ON_DEMAND): "L-DB2E81BA",
+    ("p", Pricing.SPOT): "L-7212CCBC", ("g", Pricing.SPOT): "L-3819A6DF",
+}
+STATES = {"pending": InstanceState.PENDING, "running": InstanceState.RUNNING, "stopping": InstanceState.STOPPING,
+          "stopped": InstanceState.STOPPED, "shutting-down": InstanceState.GONE, "terminated": InstanceState.GONE}
+# Per-call read timeouts come from the zone budget; rounding down to these keeps the number of cached
+# clients small while never letting a call outlive the deadline.
+TIMEOUT_STEPS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0)
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+
+
+# --- error classification ---------------------------------------------------------------------------
+
+def classify(exc: Exception, *, mutating: bool, budget: Budget) -> ProviderError:
+    """Map a boto3/botocore exception to the taxonomy. `mutating` calls that time out have an unknown
+    outcome and are never retried in place (StallError), reads are (TransientError) while time is left."""
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, bex.ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", "Unknown"))
+        message = str(err.get("Message", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return classify_code(code, message, status)
+    if isinstance(exc, bex.NoCredentialsError | bex.PartialCredentialsError | bex.CredentialRetrievalError
+                  | bex.TokenRetrievalError | bex.SSOError):
+        return AuthError(f"AWS credentials unavailable: {type(exc).__name__}", code=type(exc).__name__)
+    if isinstance(exc, bex.ConnectTimeoutError | bex.EndpointConnectionError):
+        # The request never reached the server: safe to send again.
+        if budget.expired:
+            return StallError("zone deadline passed while connecting", code=type(exc).__name__)
+        return TransientError(f"cannot connect to the EC2 endpoint: {type(exc).__name__}", code=type(exc).__name__)
+    if isinstance(exc, bex.ReadTimeoutError | bex.ConnectionClosedError | bex.HTTPClientError):
+        if mutating or budget.expired:
+            return StallError(f"no answer in time ({type(exc).__name__}); outcome unknown", code="Timeout")
+        return TransientError(f"no answer in time: {type(exc).__name__}", code="Timeout")
+    if isinstance(exc, bex.BotoCoreError):
+        return TransientError(f"{type(exc).__name__}", code=type(exc).__name__)
+    raise exc
+
+
+def classify_code(code: str, message: str, status: int) -> ProviderError:
+    if code in CAPACITY_CODES:
+        return CapacityError(message, code=code)
+    if code in QUOTA_CODES:
+        return QuotaError(message, code=code)
+    if code in RATE_CODES:
+        return RateError(message, code=code)
+    # Before the status check: OptInRequired comes as a 401, but it is one region, not the credentials.
+    if code in REGION_UNSUPPORTED_CODES:
+        return UnsupportedError(message, code=code, region_wide=True)
+    if code in AUTH_CODES or status in (401, 403):
+        return AuthError(message, code=code)
+    if code in UNSUPPORTED_CODES:
+        return UnsupportedError(message, code=code)
+    if code in TRANSIENT_CODES or status >= 500:
+        return TransientError(message, code=code)
+    # Any other refusal (bad parameter for this zone, unknown type): not worth retrying here.
+    return UnsupportedError(message, code=code)
+
+
+# --- pure request building --------------------------------------------------------------------------
+
+def user_data(spec: LaunchSpec) -> str | None:
+    """cloud-init that creates the login user with the gang's SSH public key (JSON-quoted, so a key can never
+    break out of its YAML scalar)."""
+    if not spec.ssh_public_key:
+        return None
+    if not USER_RE.match(spec.ssh_user):
+        raise ValueError(f"invalid SSH user name {spec.ssh_user!r}")
+    key = json.dumps(spec.ssh_public_key.strip())
+    return ("#cloud-config\nusers:\n  - default\n"
+            f"  - name: {spec.ssh_user}\n    sudo: ALL=(ALL) NOPASSWD:ALL\n    shell: /bin/bash\n"
+            f"    ssh_authorized_keys:\n      - {key}\n")
+
+
+def tags(spec: LaunchSpec) -> list[dict[str, str]]:
+    return [{"Key": GANG_TAG, "Value": spec.gang}, {"Key": OWNER_TAG, "Value": spec.owner},
+            {"Key": ATTEMPT_TAG, "Value": spec.token}, {"Key": NAME_TAG, "Value": spec.token}]
+
+
+def run_params(spec: LaunchSpec, ami: str, zone_name: str, key_name: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "ImageId": ami,
+        "InstanceType": spec.instance_type,
+        "MinCount": spec.count,
+        "MaxCount": spec.count,
+        "ClientToken": spec.token,
+        "Placement": {"AvailabilityZone": zone_name},
+        "TagSpecifications": [{"ResourceType": "instance", "Tags": tags(spec)},
+                              {"ResourceType": "volume", "Tags": tags(spec)}],
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+    }
+    data = user_data(spec)
+    if data:
+        params["UserData"] = data
+    if key_name:
+        params["KeyName"] = key_name
+    if spec.pricing is Pricing.SPOT:
+        params["InstanceMarketOptions"] = {
+            "MarketType": "spot",
+            "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+        }
+    return params
+
+
+def instance_from(raw: Mapping[str, Any], region: str, zone_ids: Mapping[str, str]) -> Instance:
+    tag_map = {t["Key"]: t["Value"] for t in raw.get("Tags", []) or []}
+    zone_name = raw.get("Placement", {}).get("AvailabilityZone", "")
+    token = tag_map.get(ATTEMPT_TAG)
+    index = raw.get("AmiLaunchIndex")
+    if INDEX_TAG in tag_map and tag_map[INDEX_TAG].isdigit():
+        index = int(tag_map[INDEX_TAG])
+    addresses = tuple(a for a in (raw.get("PrivateIpAddress"), raw.get("PublicIpAddress")) if a)
+    return Instance(
+        provider=NAME,
+        provider_id=str(raw["InstanceId"]),
+        name=f"{token}-{index}" if token and index is not None else str(raw["InstanceId"]),
+        region=region,
+        zone=zone_ids.get(zone_name, zone_name),
+        instance_type=str(raw.get("InstanceType", "")),
+        state=STATES.get(str(raw.get("State", {}).get("Name", "")), InstanceState.PENDING),
+        gang=tag_map.get(GANG_TAG),
+        token=token,
+        owner=tag_map.get(OWNER_TAG),
+        index=int(index) if index is not None else None,
+        addresses=addresses,
+        pricing=Pricing.SPOT if raw.get("InstanceLifecycle") == "spot" else Pricing.ON_DEMAND,
+    )
+
+
+# --- the provider -----------------------------------------------------------------------------------
+
+class AwsProvider:
+    """EC2 in every region the account can use; zones are named by AZ ID, as in the catalog."""
+
+    def __init__(self, settings: AwsSettings | None = None, session: Any | None = None) -> None:
+        self.settings = settings or AwsSettings()
+        self._session = session or boto3.session.Session()
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[str, str, float], Any] = {}
+        self._zone_maps: dict[str, dict[str, str]] = {}
+        self._amis: dict[str, str] = {}
+        self._quotas: dict[tuple[str, str], float | None] = {}
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def _client(self, service: str, region: str, budget: Budget) -> Any:
+        timeout = max((s for s in TIMEOUT_STEPS if s <= budget.timeout()), default=TIMEOUT_STEPS[0])
+        key = (service, region, timeout)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=timeout,
+                                connect_timeout=min(self.settings.connect_timeout_s, timeout))
+                client = self._session.client(service, region_name=region, config=config)
+                self._clients[key] = client
+            return client
+
+    def _call(self, budget: Budget, fn: Callable[[], T], *, mutating: bool = False) -> T:
+        if budget.expired:
+            raise StallError("zone deadline passed before the call", code="Deadline")
+        budget.tick()
+        try:
+            return fn()
+        except Exception as exc:
+            raise classify(exc, mutating=mutating, budget=budget) from None
+
+    def _pages(self, budget: Budget, region: str, method: str, key: str, **params: Any) -> list[Any]:
+        ec2 = self._client("ec2", region, budget)
+        out: list[Any] = []
+        token: str | None = None
+        while True:
+            page_params = dict(params, NextToken=token) if token else params
+            page = self._call(budget, partial(getattr(ec2, method), **page_params))
+            out.extend(page.get(key, []))
+            token = page.get("NextToken")
+            if not token:
+                return out
+
+    def _zone_map(self, region: str, budget: Budget) -> dict[str, str]:
+        """AZ name -> AZ ID for a region (the mapping differs between accounts, so it is always asked)."""
+        with self._lock:
+            cached = self._zone_maps.get(region)
+        if cached is not None:
+            return cached
+        ec2 = self._client("ec2", region, budget)
+        zones = self._call(budget, lambda: ec2.describe_availability_zones(
+            Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}]))["AvailabilityZones"]
+        mapping = {z["ZoneName"]: z["ZoneId"] for z in zones}
+        with self._lock:
+            self._zone_maps[region] = mapping
+        return mapping
+
+    def _zone_name(self, region: str, zone_id: str, budget: Budget) -> str:
+        names = {zid: name for name, zid in self._zone_map(region, budget).items()}
+        if zone_id in names:
+            return names[zone_id]
+        if zone_id in self._zone_map(region, budget):
+            return zone_id
+        raise UnsupportedError(f"zone {zone_id} is not visible to this account in {region}", code="UnknownZone")
+
+    def _ami(self, region: str, budget: Budget) -> str:
+        if self.settings.ami:
+            return self.settings.ami
+        with self._lock:
+            cached = self._amis.get(region)
+        if cached:
+            return cached
+        ec2 = self._client("ec2", region, budget)
+        images = self._call(budget, lambda: ec2.describe_images(Owners=["amazon"], Filters=[
+            {"Name": "name", "Values": [self.settings.ami_name_pattern]},
+            {"Name": "state", "Values": ["available"]},
+            {"Name": "architecture", "Values": ["x86_64"]},
+        ]))["Images"]
+        if not images:
+            raise UnsupportedError(f"no image matching {self.settings.ami_name_pattern!r} in {region}; set "
+                                   "GEOSCHED_AWS_AMI", code="NoImage", region_wide=True)
+        newest = max(images, key=lambda i: (str(i.get("CreationDate", "")), str(i["ImageId"])))
+        with self._lock:
+            self._amis[region] = str(newest["ImageId"])
+        return str(newest["ImageId"])
+
+    # -- what the cloud offers ---------------------------------------------------------------------
+
+    def regions(self, budget: Budget) -> tuple[str, ...]:
+        if self.settings.regions:
+            return self.settings.regions
+        home = self._session.region_name or "us-east-1"
+        ec2 = self._client("ec2", home, budget)
+        found = self._call(budget, lambda: ec2.describe_regions())["Regions"]
+        return tuple(sorted(str(r["RegionName"]) for r in found))
+
+    def zones(self, region: str, budget: Budget) -> tuple[str, ...]:
+        return tuple(sorted(self._zone_map(region, budget).values()))
+
+    def region_info(self, region: str) -> Region | None:
+        return catalog.regions().get(f"{NAME}:{region}")
+
+    def offerings(self, region: str, budget: Budget) -> tuple[Offering, ...]:
+        types = self._pages(budget, region, "describe_instance_types", "InstanceTypes",
+                            Filters=[{"Name": "instance-type", "Values": [f"{f}.*" for f in GPU_FAMILIES]}])
+        specs: dict[str, tuple[str, int, float, float]] = {}
+        for t in types:
+            gpus = (t.get("GpuInfo") or {}).get("Gpus") or []
+            if not gpus:
+                continue
+            name = str(t["InstanceType"])
+            shipped = next((o for o in catalog.offerings() if o.provider == NAME and o.instance_type == name), None)
+            gpu = shipped.gpu if shipped else str(gpus[0]["Name"])
+            specs[name] = (gpu, int(sum(g["Count"] for g in gpus)), float(t["VCpuInfo"]["DefaultVCpus"]),
+                           float(t["MemoryInfo"]["SizeInMiB"]) / 1024.0)
+        if not specs:
+            return ()
+        located = self._pages(budget, region, "describe_instance_type_offerings", "InstanceTypeOfferings",
+                              LocationType="availability-zone-id",
+                              Filters=[{"Name": "instance-type", "Values": sorted(specs)}])
+        index = catalog.offering_index()
+        out = []
+        for item in located:
+            name, zone = str(item["InstanceType"]), str(item["Location"])
+            gpu, count, vcpus, memory = specs[name]
+            shipped = index.get((NAME, name, zone))
+            out.append(Offering(NAME, name, gpu, count, vcpus, memory, region, zone,
+                                shipped.price_ondemand if shipped else _region_price(name, region),
+                                shipped.price_spot if shipped else None))
+        return tuple(sorted(out, key=lambda o: (o.zone, o.instance_type)))
+
+    def prices(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[PriceObservation, ...]:
+        """Spot prices from DescribeSpotPriceHistory (valid from their own timestamps); EC2 has no on-demand
+        price API, so on-demand prices are the shipped catalog's, observed now."""
+        if not instance_types:
+            return ()
+        zone_ids = self._zone_map(region, budget)
+        history = self._pages(budget, region, "describe_spot_price_history", "SpotPriceHistory",
+                              InstanceTypes=list(instance_types), ProductDescriptions=["Linux/UNIX"],
+                              StartTime=datetime.now(UTC))
+        latest: dict[tuple[str, str], tuple[float, float]] = {}
+        for h in history:
+            zone = zone_ids.get(str(h["AvailabilityZone"]), str(h["AvailabilityZone"]))
+            at = h["Timestamp"].timestamp() if hasattr(h["Timestamp"], "timestamp") else time.time()
+            key = (str(h["InstanceType"]), zone)
+            if key not in latest or at > latest[key][0]:
+                latest[key] = (at, float(h["SpotPrice"]))
+        now = time.time()
+        out = [PriceObservation(NAME, t, region, z, Pricing.SPOT, price, at, "aws:spot-price-history")
+               for (t, z), (at, price) in sorted(latest.items())]
+        for o in catalog.offerings():
+            if o.provider == NAME and o.region == region and o.instance_type in instance_types and o.price_ondemand:
+                out.append(PriceObservation(NAME, o.instance_type, region, o.zone, Pricing.ON_DEMAND,
+                                            o.price_ondemand, now, "catalog"))
+        return tuple(out)
+
+    def check_quota(self, spec: LaunchSpec, budget: Budget) -> QuotaCheck:
+        code = VCPU_QUOTA_CODES.get((spec.instance_type[:1], spec.pricing))
+        if code is None:
+            return QuotaCheck(False, f"no vCPU quota code known for {spec.instance_type}")
+        key = (spec.region, code)
+        if key not in self._quotas:
+            quotas = self._client("service-quotas", spec.region, budget)
+            budget.tick()
+            try:
+                value: float | None = float(
+                    quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+            except Exception:  # no permission, or no such endpoint: the launch itself will tell
+                value = None
+            self._quotas[key] = value
+        limit = self._quotas[key]
+        if limit is None:
+            return QuotaCheck(False, f"quota {code} not readable in {spec.region}")
+        need = spec.vcpus * spec.count
+        if need > limit:
+            raise QuotaError(f"the gang needs {need:g} vCPUs, quota {code} in {spec.region} is {limit:g}",
+                             code="VcpuLimitExceeded")
+        return QuotaCheck(True, f"quota {code} = {limit:g} vCPUs (usage not counted)")
+
+    # -- how to launch there -----------------------------------------------------------------------
+
+    def launch(self, spec: LaunchSpec, budget: Budget) -> tuple[Instance, ...]:
+        zone_name = self._zone_name(spec.region, spec.zone, budget)
+        ami = self._ami(spec.region, budget)
+        params = run_params(spec, ami, zone_name, self.settings.key_name)
+        ec2 = self._client("ec2", spec.region, budget)
+        reservation = self._call(budget, lambda: ec2.run_instances(**params), mutating=True)
+        zone_ids = self._zone_map(spec.region, budget)
+        out = []
+        for raw in reservation.get("Instances", []):
+            inst = instance_from(raw, spec.region, zone_ids)
+            out.append(Instance(inst.provider, inst.provider_id, f"{spec.token}-{inst.index}", inst.region,
+                                inst.zone, inst.instance_type, inst.state, spec.gang, spec.token, spec.owner,
+                                inst.index, inst.addresses, spec.pricing))
+        return tuple(out)
+
+    def describe(self, gang: str | None, regions: Iterable[str], budget: Budget) -> tuple[Instance, ...]:
+        wanted = tuple(regions) or self.regions(budget)
+        flt = ({"Name": f"tag:{GANG_TAG}", "Values": [gang]} if gang is not None
+               else {"Name": "tag-key", "Values": [GANG_TAG]})
+        out: list[Instance] = []
+        for region in wanted:
+            reservations = self._pages(budget, region, "describe_instances", "Reservations", Filters=[flt],
+                                       MaxResults=1000)
+            zone_ids = self._zone_map(region, budget) if reservations else {}
+            out.extend(instance_from(raw, region, zone_ids) for r in reservations for raw in r.get("Instances", []))
+        return tuple(out)
+
+    def terminate(self, instances: Sequence[Instance], budget: Budget) -> None:
+        by_region: dict[str, list[str]] = {}
+        for inst in instances:
+            by_region.setdefault(inst.region, []).append(inst.provider_id)
+        for region, ids in by_region.items():
+            ec2 = self._client("ec2", region, budget)
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                try:
+                    self._call(budget, partial(ec2.terminate_instances, InstanceIds=chunk))
+                except UnsupportedError as exc:
+                    if exc.code not in GONE_CODES:
+                        raise
+                    # One unknown id fails the whole call: terminate the rest one by one.
+                    for one in chunk:
+                        self._terminate_one(ec2, one, budget)
+
+    def _terminate_one(self, ec2: Any, instance_id: str, budget: Budget) -> None:
+        try:
+            self._call(budget, lambda: ec2.terminate_instances(InstanceIds=[instance_id]))
+        except UnsupportedError as exc:
+            if exc.code not in GONE_CODES:
+                raise
+
+    def check(self) -> tuple[CheckItem, ...]:
+        items = []
+        creds = None
+        try:
+            creds = self._session.get_credentials()
+        except Exception as exc:  # a broken profile must be reported, not crash the check
+            items.append(CheckItem(NAME, "credentials", False, f"cannot load: {type(exc).__name__}"))
+        if creds is None and not items:
+            items.append(CheckItem(NAME, "credentials", False,
+                                   "none found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run "
+                                   "`aws configure` / `aws sso login`"))
+        elif creds is not None:
+            items.append(CheckItem(NAME, "credentials", True, f"found (source: {getattr(creds, 'method', '?')})"))
+        region = self._session.region_name
+        regions = self.settings.regions
+        items.append(CheckItem(NAME, "regions", bool(region or regions),
+                               f"{', '.join(regions)}" if regions else (f"default region {region}" if region else
+                               "no default region: set AWS_REGION or GEOSCHED_AWS_REGIONS")))
+        if creds is not None:
+            probe = (regions or (region or "us-east-1",))[0]
+            budget = Budget(20.0, 10.0)
+            try:
+                self._zone_map(probe, budget)
+                items.append(CheckItem(NAME, "api", True, f"EC2 answered in {probe}"))
+            except ProviderError as exc:
+                items.append(CheckItem(NAME, "api", False, f"EC2 in {probe}: {exc.kind}: {exc}"))
+        return tuple(items)
+
+
+def _region_price(instance_type: str, region: str) -> float | None:
+    prices = [o.price_ondemand for o in catalog.offerings()
+              if o.provider == NAME and o.instance_type == instance_type and o.region == region and o.price_ondemand]
+    return min(prices) if prices else None

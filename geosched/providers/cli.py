@@ -1,0 +1,436 @@
+"""`geosched provision | down | status | check | sweep` and `catalog refresh`: parse, call the library, print.
+
+Register with `app.add_typer(providers.cli.app)` (the commands join the top level) and attach
+`catalog_refresh` to a `catalog` group. The store directory comes from the root `--home` option.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from geosched import catalog, render
+from geosched.errors import EXIT_NO_FIT, InputError
+from geosched.models import Weights
+from geosched.providers import journal, lifecycle, registry
+from geosched.providers.base import Provider
+from geosched.providers.config import ProviderSettings, from_env
+from geosched.providers.gang import (
+    Event,
+    ProvisionResult,
+    ProvisionSettings,
+    check_gang_name,
+    plan_gang,
+    provision,
+    resume,
+)
+from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode
+from geosched.providers.refresh import refresh_catalog
+from geosched.store import Store, default_home
+
+app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
+
+DEFAULT_PROVIDERS = ("aws", "gcp")
+PLAN_ROWS = 15
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def _home(ctx: typer.Context) -> Path:
+    home = ctx.find_root().params.get("home")
+    return Path(home) if home else default_home()
+
+
+def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None) -> ProviderSettings:
+    return from_env(os.environ, _home(ctx), public_key_path=ssh_key, inventory=inventory)
+
+
+def _split(values: list[str]) -> tuple[str, ...]:
+    return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
+
+
+def parse_gpu(text: str) -> tuple[str, int]:
+    model, sep, count = text.partition(":")
+    if not model:
+        raise InputError("--gpu", "", f"expected MODEL:COUNT such as A100:8, got {text!r}")
+    if sep and (not count.isdigit() or int(count) < 1):
+        raise InputError("--gpu", "", f"count after ':' must be a positive integer, got {count!r}")
+    known = {g.lower(): g for g in catalog.gpu_models()}
+    return known.get(model.lower(), model), int(count) if sep else 8
+
+
+def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
+    chosen = [m for flag, m in ((spot, PricingMode.SPOT), (on_demand, PricingMode.ON_DEMAND),
+                                (auto, PricingMode.AUTO)) if flag]
+    if len(chosen) > 1:
+        raise InputError("--spot/--on-demand/--auto", "", "choose one market")
+    return chosen[0] if chosen else PricingMode.ON_DEMAND
+
+
+def _providers(names: tuple[str, ...], settings: ProviderSettings) -> dict[str, Provider]:
+    return registry.build(names or DEFAULT_PROVIDERS, settings)
+
+
+# --- provision ---------------------------------------------------------------------------------------
+
+@app.command(name="provision")
+def provision_cmd(
+    ctx: typer.Context,
+    gpu: Annotated[str | None, typer.Option(help="GPU model and GPUs per node, e.g. A100:8.")] = None,
+    nodes: Annotated[int | None, typer.Option(min=1, help="Nodes in the gang (all in one zone).")] = None,
+    provider: Annotated[list[str], typer.Option(help="aws, gcp or ssh; repeat or comma-separate "
+                                                "(default: aws,gcp).")] = [],  # noqa: B006
+    regions: Annotated[list[str], typer.Option("--regions", "--region", help="Only these regions "
+                                               "(comma-separated or repeated).")] = [],  # noqa: B006
+    spot: Annotated[bool, typer.Option("--spot", help="Spot/preemptible capacity only.")] = False,
+    on_demand: Annotated[bool, typer.Option("--on-demand", help="On-demand capacity only (default).")] = False,
+    auto: Annotated[bool, typer.Option("--auto", help="Spot and on-demand in one ranking.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the ordered plan; call no launch API.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    resume_gang: Annotated[str | None, typer.Option("--resume", metavar="GANG",
+                                                    help="Continue a gang after a crash.")] = None,
+    name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
+    parallel: Annotated[int, typer.Option(min=1, max=16, help="Zones tried at once.")] = 1,
+    zone_timeout: Annotated[float, typer.Option(min=1.0, help="Seconds one zone may take.")] = 600.0,
+    cost_weight: Annotated[float, typer.Option(min=0.0, help="Weight of $/h in the ranking.")] = 1.0,
+    carbon_weight: Annotated[float, typer.Option(min=0.0, help="Weight of gCO2e/h in the ranking.")] = 0.0,
+    inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
+    ssh_key: Annotated[Path | None, typer.Option(help="SSH public key to install (default: ~/.ssh/*.pub).")]
+    = None,
+    output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+) -> None:
+    """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider."""
+    settings = _settings(ctx, inventory, ssh_key)
+    psettings = ProvisionSettings(zone_timeout_s=zone_timeout, parallel=parallel,
+                                  ssh_public_key=settings.ssh_public_key, ssh_user=settings.ssh_user)
+    with Store(_home(ctx)) as store:
+        if resume_gang:
+            record = journal.gang_record(store, resume_gang)
+            if record is None or record.request is None:
+                raise InputError("--resume", "", f"no gang {resume_gang!r} in {store.path}")
+            providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
+            result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings, observer=obs))
+            _show_result(result, output)
+            return
+        if gpu is None or nodes is None:
+            raise InputError("--gpu/--nodes", "", "both are required (or --resume GANG)")
+        model, per_node = parse_gpu(gpu)
+        names = _split(provider) or DEFAULT_PROVIDERS
+        request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=_pricing(spot, on_demand, auto),
+                              providers=names, regions=_split(regions),
+                              weights=Weights(network=0.0, cost=cost_weight, carbon=carbon_weight))
+        if name:
+            check_gang_name(name)
+        providers = _providers(names, settings)
+        plan = plan_gang(request, providers, store)
+        if dry_run or not plan.candidates:
+            _show_plan(plan, output, dry_run)
+            if not plan.candidates:
+                render.error(f"no offering holds {nodes} x {model}:{per_node} under these constraints")
+                raise typer.Exit(EXIT_NO_FIT)
+            return
+        if not yes:
+            _show_plan(plan, Output.table, False, limit=5)
+            first = plan.candidates[0]
+            typer.confirm(f"Launch {nodes} x {first.instance_type} (first choice ${first.usd_per_hour:,.2f}/h)?",
+                          abort=True)
+        result = _with_progress(output, lambda obs: provision(request, providers, store, psettings, gang=name,
+                                                             observer=obs))
+        _show_result(result, output)
+
+
+def _with_progress(output: Output, run: Any) -> ProvisionResult:
+    if output is Output.json:
+        result: ProvisionResult = run(None)
+        return result
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=render.out,
+                  transient=False) as progress:
+        view = _ProgressView(progress)
+        result = run(view)
+    return result
+
+
+class _ProgressView:
+    """One progress line per zone attempt."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[int, TaskID] = {}
+
+    def __call__(self, event: Event) -> None:
+        c = event.candidate
+        label = f"#{event.seq} {c.label}" if c is not None else ""
+        if event.kind == "plan":
+            self.progress.console.print(f"plan: {event.message}")
+        elif event.kind == "skip":
+            self.progress.console.print(f"[dim]{label}: skipped: {_plain(event.message)}[/]", markup=True)
+        elif event.kind == "start" and event.seq is not None:
+            self.tasks[event.seq] = self.progress.add_task(f"{label}: launching", total=1)
+        elif event.seq in self.tasks:
+            task = self.tasks[event.seq]
+            done = event.kind in ("launched", "failed", "cancelled")
+            text = {"launched": "[green]launched[/]", "failed": "[red]failed[/]", "cancelled": "cancelled",
+                    "retry": "[yellow]retrying[/]"}.get(event.kind, event.kind)
+            self.progress.update(task, description=f"{label}: {text}: {_plain(event.message)}",
+                                 completed=1 if done else 0)
+
+
+def _plain(text: str) -> str:
+    # Provider messages are untrusted text: never let them be read as rich markup.
+    return text.replace("[", "(").replace("]", ")")[:140]
+
+
+def _plan_rows(plan: Plan, limit: int | None) -> list[dict[str, Any]]:
+    rows = []
+    for i, c in enumerate(plan.candidates[:limit] if limit else plan.candidates, start=1):
+        rows.append({"#": i, "provider": c.provider, "region": c.region, "zone": c.zone,
+                     "instance type": c.instance_type, "market": c.pricing.value, "$/h": c.usd_per_hour,
+                     "kgCO2e/h": c.gco2e_per_hour / 1000 if c.gco2e_per_hour is not None else None,
+                     "score": c.score})
+    return rows
+
+
+def _candidate_doc(c: Candidate) -> dict[str, Any]:
+    return {"provider": c.provider, "region": c.region, "zone": c.zone, "instance_type": c.instance_type,
+            "gpu": c.gpu, "gpus_per_node": c.gpus, "pricing": c.pricing.value, "usd_per_hour": c.usd_per_hour,
+            "gco2e_per_hour": c.gco2e_per_hour, "score": c.score}
+
+
+def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS) -> None:
+    if output is Output.json:
+        render.data({"plan": [_candidate_doc(c) for c in plan.candidates],
+                     "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}, "json")
+        return
+    rows = _plan_rows(plan, limit)
+    more = len(plan.candidates) - len(rows)
+    caption = (f"... and {more} more" if more > 0 else "") + (" (dry run: no launch API was called)" if dry_run
+                                                             else "")
+    req = plan.request
+    render.table(f"plan for {req.nodes} x {req.gpu}:{req.gpus_per_node} ({req.pricing.value})", rows,
+                 caption=caption.strip() or None)
+    if plan.skipped:
+        render.table("remembered as unavailable", [{"provider": s.candidate.provider, "zone": s.candidate.zone,
+                                                    "instance type": s.candidate.instance_type,
+                                                    "market": s.candidate.pricing.value,
+                                                   "reason": _plain(s.reason)}
+                                                   for s in plan.skipped[:PLAN_ROWS]])
+
+
+def _attempt_rows(attempts: Any) -> list[dict[str, Any]]:
+    return [{"#": a.seq, "provider": a.provider, "zone": a.zone, "instance type": a.instance_type,
+             "market": a.pricing.value, "outcome": a.outcome, "error": a.error_kind, "code": a.error_code,
+             "calls": a.api_calls, "retries": a.retries,
+             "seconds": round((a.finished_at or a.started_at) - a.started_at, 2),
+             "why": _plain(a.message or "")[:80]} for a in attempts]
+
+
+def _show_result(result: ProvisionResult, output: Output) -> None:
+    if output is Output.json:
+        render.data({"gang": result.gang, "state": result.state, "message": result.message,
+                     "api_calls": result.api_calls, "elapsed_s": round(result.elapsed_s, 3),
+                     "chosen": _candidate_doc(result.candidate) if result.candidate else None,
+                     "nodes": [{"name": n.name, "zone": n.zone, "provider_id": n.provider_id,
+                                "addresses": list(n.addresses)} for n in result.nodes],
+                     "attempts": _attempt_rows(result.attempts)}, "json")
+    else:
+        render.table(f"attempts for {result.gang}", _attempt_rows(result.attempts))
+        render.table("nodes", [{"name": n.name, "zone": n.zone, "instance type": n.instance_type,
+                                "provider id": n.provider_id, "addresses": list(n.addresses)}
+                               for n in result.nodes])
+        render.out.print(f"{result.gang}: {result.state}: {_plain(result.message)} ({result.api_calls} API calls, "
+                         f"{result.elapsed_s:.1f} s)")
+    if not result.ok:
+        raise typer.Exit(EXIT_NO_FIT)
+
+
+# --- down, status, sweep, check ----------------------------------------------------------------------
+
+def _lifecycle_providers(ctx: typer.Context, store: Store, gangs: list[str], inventory: Path | None
+                         ) -> dict[str, Provider]:
+    names = {r.provider for g in gangs for r in journal.instances(store, gang=g)}
+    names |= {a.provider for g in gangs for a in journal.attempts(store, g) if a.outcome != "skipped"}
+    return registry.build(sorted(n for n in names if n in registry.names()), _settings(ctx, inventory))
+
+
+@app.command(name="down")
+def down_cmd(
+    ctx: typer.Context,
+    gang: Annotated[str | None, typer.Argument(help="Gang to take down.")] = None,
+    all_gangs: Annotated[bool, typer.Option("--all", help="Every gang the store has not seen terminated.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
+) -> None:
+    """Terminate every machine of a gang, including what a crashed or stalled launch left behind."""
+    if (gang is None) == (not all_gangs):
+        raise InputError("GANG/--all", "", "name one gang or pass --all")
+    with Store(_home(ctx)) as store:
+        if all_gangs:
+            targets = [g.gang for g in journal.gangs(store, journal.LIVE_GANG_STATES)]
+        else:
+            assert gang is not None
+            if journal.gang_record(store, gang) is None:
+                raise InputError("GANG", "", f"no gang {gang!r} in {store.path}")
+            targets = [gang]
+        if not targets:
+            render.out.print("nothing to take down")
+            return
+        if not yes:
+            typer.confirm(f"Terminate every machine of {', '.join(targets)}?", abort=True)
+        providers = _lifecycle_providers(ctx, store, targets, inventory)
+        rows = []
+        for target in targets:
+            result = lifecycle.down(store, providers, target)
+            rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
+                         "api calls": result.api_calls, "errors": _plain("; ".join(result.errors)) or None})
+    render.table("down", rows)
+    if any(r["state"] != "terminated" for r in rows):
+        raise typer.Exit(1)
+
+
+@app.command(name="status")
+def status_cmd(
+    ctx: typer.Context,
+    gang: Annotated[str | None, typer.Argument(help="Show one gang's attempts and machines.")] = None,
+    output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+) -> None:
+    """Gangs in the store (no API calls): state, zone, nodes up, $/h."""
+    with Store(_home(ctx)) as store:
+        if gang is not None:
+            record = journal.gang_record(store, gang)
+            if record is None:
+                raise InputError("GANG", "", f"no gang {gang!r} in {store.path}")
+            attempts = _attempt_rows(journal.attempts(store, gang))
+            machines = [{"name": r.name, "provider": r.provider, "zone": r.zone, "provider id": r.provider_id,
+                         "state": r.state, "note": _plain(r.note or "") or None}
+                        for r in journal.instances(store, gang=gang)]
+            if output is Output.json:
+                render.data({"gang": gang, "state": record.state, "message": record.message, "attempts": attempts,
+                             "instances": machines}, "json")
+                return
+            render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message else ""))
+            render.table("attempts", attempts)
+            render.table("instances", machines)
+            return
+        rows = [_gang_row(store, g) for g in journal.gangs(store)]
+    if output is Output.json:
+        render.data(rows, "json")
+    else:
+        render.table("gangs", rows)
+
+
+def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
+    rows = journal.instances(store, gang=g.gang)
+    up = [r for r in rows if r.state == "launched"]
+    chosen = journal.attempt(store, g.attempt) if g.attempt else None
+    return {"gang": g.gang, "state": g.state,
+            "where": f"{chosen.provider}/{chosen.zone}" if chosen else None,
+            "instance type": chosen.instance_type if chosen else None,
+            "nodes up": f"{len(up)}/{g.request.nodes}" if g.request else str(len(up)),
+            "open": len([r for r in rows if r.state in ("intent", "terminating")]),
+            "$/h": sum(r.usd_per_hour or 0.0 for r in up),
+            "age h": round((time.time() - g.created_at) / 3600, 2)}
+
+
+@app.command(name="sweep")
+def sweep_cmd(
+    ctx: typer.Context,
+    provider: Annotated[list[str], typer.Option(help="Providers to look in (default: aws,gcp).")] = [],  # noqa: B006
+    regions: Annotated[list[str], typer.Option("--regions", "--region", help="Only these regions.")] = [],  # noqa: B006
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Terminate what is found without asking.")] = False,
+    any_owner: Annotated[bool, typer.Option("--any-owner", help="Also instances another store launched.")] = False,
+    inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
+) -> None:
+    """Find instances tagged geosched-* that the store has no record of, and offer to terminate them."""
+    names = _split(provider) or DEFAULT_PROVIDERS
+    providers = registry.build(names, _settings(ctx, inventory))
+    wanted = _split(regions)
+    scope = {n: wanted for n in names} if wanted else None
+    with Store(_home(ctx)) as store:
+        found = lifecycle.sweep(store, providers, regions=scope, any_owner=any_owner)
+        rows = [{"provider": i.provider, "region": i.region, "zone": i.zone, "id": i.provider_id, "gang": i.gang,
+                 "owner": i.owner, "state": i.state.value} for i in found.orphans]
+        render.table("instances with no record", rows)
+        if found.foreign:
+            render.out.print(f"{len(found.foreign)} tagged instance(s) belong to another store's owner "
+                             "(--any-owner includes them)")
+        if found.reconciled:
+            render.out.print(f"gangs with unrecorded instances (reconciled with --yes): {', '.join(found.reconciled)}")
+        for error in found.errors:
+            render.error(error)
+        if not found.orphans and not found.reconciled:
+            return
+        if not yes and not _confirm(f"Terminate {len(found.orphans)} instance(s) and reconcile "
+                                    f"{len(found.reconciled)} gang(s)?"):
+            return
+        done = lifecycle.sweep(store, providers, regions=scope, terminate=True, any_owner=any_owner)
+    render.out.print(f"terminated {done.terminated} instance(s); reconciled {len(done.reconciled)} gang(s)")
+    if done.errors:
+        raise typer.Exit(1)
+
+
+def _confirm(question: str) -> bool:
+    try:
+        return bool(typer.confirm(question, default=False))
+    except click.exceptions.Abort:
+        return False
+
+
+@app.command(name="check")
+def check_cmd(
+    ctx: typer.Context,
+    provider: Annotated[list[str], typer.Option(help="Providers to check (default: aws,gcp, and ssh with "
+                                                "--inventory).")] = [],  # noqa: B006
+    inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
+) -> None:
+    """Verify credentials and settings per provider and say what is missing (no secret is printed)."""
+    names = _split(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
+    settings = _settings(ctx, inventory)
+    providers = registry.build(names, settings)
+    rows = []
+    for name in names:
+        try:
+            items = providers[name].check()
+        except Exception as exc:  # a provider whose SDK cannot even start is a failed check, not a crash
+            rows.append({"provider": name, "item": "sdk", "ok": "no", "detail": f"{type(exc).__name__}"})
+            continue
+        rows.extend({"provider": i.provider, "item": i.item, "ok": "yes" if i.ok else "no",
+                     "detail": _plain(i.detail)} for i in items)
+    rows.append({"provider": "all", "item": "ssh public key", "ok": "yes" if settings.ssh_public_key else "no",
+                 "detail": "found" if settings.ssh_public_key else "none: pass --ssh-key or set "
+                 "GEOSCHED_SSH_PUBLIC_KEY (nodes will not accept your logins)"})
+    render.table("provider check", rows)
+    if any(r["ok"] == "no" for r in rows):
+        raise typer.Exit(1)
+
+
+# --- catalog refresh (attached by the root CLI to its `catalog` group) -------------------------------
+
+def catalog_refresh(
+    ctx: typer.Context,
+    provider: Annotated[str, typer.Option(help="aws or gcp.")],
+    regions: Annotated[list[str], typer.Option("--regions", "--region", help="Only these regions.")] = [],  # noqa: B006
+) -> None:
+    """Refresh offerings and prices from a provider's API into the store (the shipped catalog stays the
+    offline default)."""
+    if provider not in registry.CLOUDS:
+        raise InputError("--provider", "", f"expected one of {', '.join(registry.CLOUDS)}, got {provider!r}")
+    built = registry.build((provider,), _settings(ctx))
+    with Store(_home(ctx)) as store:
+        result = refresh_catalog(built[provider], store, regions=_split(regions))
+    render.out.print(f"{provider}: {result.offerings} offerings and {result.prices} prices from "
+                     f"{len(result.regions)} region(s) in {result.api_calls} API calls")
+    for error in result.errors:
+        render.error(error)
+
+
+__all__ = ["app", "catalog_refresh"]

@@ -1,0 +1,95 @@
+"""Provider settings from the environment. Pure: the environment is passed in as a mapping.
+
+Credentials and API endpoints are never settings of geosched:
+- AWS: boto3's standard chain (AWS_* environment variables, ~/.aws files, instance roles; AWS_ENDPOINT_URL
+  or AWS_ENDPOINT_URL_EC2 for another endpoint such as a local emulator).
+- GCP: google.auth's application default credentials; GEOSCHED_GCP_ENDPOINT sets the Compute API endpoint
+  (client_options.api_endpoint) for a local emulator or a private endpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV_AWS_REGIONS = "GEOSCHED_AWS_REGIONS"
+ENV_AWS_AMI = "GEOSCHED_AWS_AMI"
+ENV_AWS_KEY_NAME = "GEOSCHED_AWS_KEY_NAME"
+ENV_GCP_PROJECT = "GEOSCHED_GCP_PROJECT"
+ENV_GCP_ENDPOINT = "GEOSCHED_GCP_ENDPOINT"
+ENV_GCP_IMAGE = "GEOSCHED_GCP_IMAGE"
+ENV_INVENTORY = "GEOSCHED_INVENTORY"
+ENV_SSH_PUBLIC_KEY = "GEOSCHED_SSH_PUBLIC_KEY"
+ENV_SSH_USER = "GEOSCHED_SSH_USER"
+
+# Deep Learning AMIs (NVIDIA driver, CUDA, PyTorch) as Amazon publishes them; the newest match wins.
+AWS_AMI_NAME_PATTERN = "Deep Learning*"
+# Google's Deep Learning VM images: CUDA and NVIDIA driver installed on first boot.
+GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
+DEFAULT_SSH_USER = "geosched"
+DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
+
+
+@dataclass(frozen=True, slots=True)
+class AwsSettings:
+    regions: tuple[str, ...] = ()
+    ami: str | None = None
+    key_name: str | None = None
+    ami_name_pattern: str = AWS_AMI_NAME_PATTERN
+    connect_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class GcpSettings:
+    project: str | None = None
+    endpoint: str | None = None
+    image: str = GCP_DEFAULT_IMAGE
+    network: str = "global/networks/default"
+    disk_gb: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class SshSettings:
+    inventory: Path | None = None
+    leases: Path | None = None
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    aws: AwsSettings = field(default_factory=AwsSettings)
+    gcp: GcpSettings = field(default_factory=GcpSettings)
+    ssh: SshSettings = field(default_factory=SshSettings)
+    ssh_public_key: str | None = None
+    ssh_user: str = DEFAULT_SSH_USER
+
+
+def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None = None,
+             inventory: Path | None = None) -> ProviderSettings:
+    """Settings from environment variables (see module docstring), with the state directory for the SSH
+    leases file. The SSH public key is read from `public_key_path`, GEOSCHED_SSH_PUBLIC_KEY or the usual
+    ~/.ssh/*.pub, first found."""
+    regions = tuple(r.strip() for r in env.get(ENV_AWS_REGIONS, "").split(",") if r.strip())
+    aws = AwsSettings(regions=regions, ami=env.get(ENV_AWS_AMI) or None, key_name=env.get(ENV_AWS_KEY_NAME) or None)
+    gcp = GcpSettings(project=env.get(ENV_GCP_PROJECT) or None, endpoint=env.get(ENV_GCP_ENDPOINT) or None,
+                      image=env.get(ENV_GCP_IMAGE) or GCP_DEFAULT_IMAGE)
+    inv = inventory or (Path(env[ENV_INVENTORY]).expanduser() if env.get(ENV_INVENTORY) else None)
+    ssh = SshSettings(inventory=inv, leases=home / "ssh-leases.json")
+    return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh, ssh_public_key=read_public_key(env, public_key_path),
+                            ssh_user=env.get(ENV_SSH_USER) or DEFAULT_SSH_USER)
+
+
+def read_public_key(env: Mapping[str, str], explicit: Path | None = None) -> str | None:
+    candidates = [explicit] if explicit else []
+    if env.get(ENV_SSH_PUBLIC_KEY):
+        candidates.append(Path(env[ENV_SSH_PUBLIC_KEY]))
+    if not candidates:
+        candidates = [Path(p) for p in DEFAULT_PUBLIC_KEYS]
+    for path in candidates:
+        full = path.expanduser()
+        if full.is_file():
+            text = full.read_text(encoding="utf-8").strip()
+            # A private key must never end up in user data or metadata.
+            if text.startswith(("ssh-", "ecdsa-", "sk-")) and "PRIVATE KEY" not in text:
+                return text.splitlines()[0]
+    return None

@@ -1,0 +1,532 @@
+"""GCP Compute Engine through google-cloud-compute (REST transport): one insert per node, waited on with
+ZoneOperationsClient.wait, labelled so a gang can be found again. An instance's `provider_id` is its name:
+that is what instances.get and instances.delete take (the numeric id is not accepted there).
+
+Node names are fixed before the calls (`<gang>-<attempt>-<i>`), which makes a launch idempotent: a retried
+insert of a name that exists answers 409 and is taken as done once its labels prove it ours.
+
+Why ZoneOperationsClient.wait and not `operation.result()`: the SDK's poller is built without the client's
+options, so it would always poll compute.googleapis.com, whatever endpoint was configured. Every call passes
+`retry=None` (the SDK's reads otherwise retry 503s for up to 600 s on their own) and a timeout from the
+zone's budget. Credentials: google.auth application default credentials unless the caller passes some.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import requests
+from google.api_core import exceptions as gexc
+from google.api_core.client_options import ClientOptions
+from google.auth import exceptions as gauth_exc
+from google.auth.credentials import Credentials
+from google.cloud import compute_v1
+
+from geosched import catalog
+from geosched.models import Offering, Pricing, Region
+from geosched.providers.base import (
+    ATTEMPT_TAG,
+    GANG_TAG,
+    INDEX_TAG,
+    OWNER_TAG,
+    AuthError,
+    Budget,
+    CapacityError,
+    CheckItem,
+    Instance,
+    InstanceState,
+    LaunchSpec,
+    PriceObservation,
+    ProviderError,
+    QuotaCheck,
+    QuotaError,
+    RateError,
+    StallError,
+    TransientError,
+    UnsupportedError,
+)
+from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT, GcpSettings
+
+NAME = "gcp"
+T = TypeVar("T")
+
+CAPACITY_CODES = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+                            "RESOURCE_POOL_EXHAUSTED", "STOCKOUT"})
+QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "QUOTA_LIMIT"})
+UNSUPPORTED_CODES = frozenset({"UNSUPPORTED_OPERATION", "RESOURCE_NOT_FOUND", "INVALID_FIELD_VALUE",
+                               "CONDITION_NOT_MET"})
+RATE_CODES = frozenset({"RESOURCE_OPERATION_RATE_EXCEEDED", "RATE_LIMIT_EXCEEDED"})
+AUTH_CODES = frozenset({"PERMISSION_DENIED", "FORBIDDEN"})
+RATE_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
+AUTH_REASONS = frozenset({"forbidden", "insufficientPermissions", "accessNotConfigured", "SERVICE_DISABLED",
+                          "authError", "required", "ACCESS_TOKEN_SCOPE_INSUFFICIENT"})
+
+# Catalog GPU name <-> GCE accelerator type, and the regional quota metric each counts against.
+ACCELERATORS: Mapping[str, tuple[str, str]] = {
+    "A100": ("nvidia-tesla-a100", "NVIDIA_A100_GPUS"),
+    "A100-80GB": ("nvidia-a100-80gb", "NVIDIA_A100_80GB_GPUS"),
+    "H100": ("nvidia-h100-80gb", "NVIDIA_H100_GPUS"),
+    "H100-MEGA": ("nvidia-h100-mega-80gb", "NVIDIA_H100_MEGA_GPUS"),
+    "H200": ("nvidia-h200-141gb", "NVIDIA_H200_GPUS"),
+    "L4": ("nvidia-l4", "NVIDIA_L4_GPUS"),
+    "T4": ("nvidia-tesla-t4", "NVIDIA_T4_GPUS"),
+    "V100": ("nvidia-tesla-v100", "NVIDIA_V100_GPUS"),
+}
+GPU_OF_ACCELERATOR = {acc: gpu for gpu, (acc, _) in ACCELERATORS.items()}
+# Accelerator-optimized families come with their GPUs; only general-purpose ones (N1) take guestAccelerators.
+BUNDLED_FAMILIES = ("a2-", "a3-", "a4-", "g2-", "g4-")
+GPU_MACHINE_FILTER = "name eq '(a2|a3|a4|g2|g4)-.*'"
+STATES = {"PROVISIONING": InstanceState.PENDING, "STAGING": InstanceState.PENDING,
+          "REPAIRING": InstanceState.PENDING, "RUNNING": InstanceState.RUNNING, "STOPPING": InstanceState.STOPPING,
+          "SUSPENDING": InstanceState.STOPPING, "TERMINATED": InstanceState.STOPPED,
+          "SUSPENDED": InstanceState.STOPPED}
+DONE = compute_v1.Operation.Status.DONE
+
+
+# --- error classification ---------------------------------------------------------------------------
+
+def classify_operation(code: str, message: str, http_status: int) -> ProviderError:
+    """An error a finished operation carries (capacity and quota failures arrive this way)."""
+    if code in CAPACITY_CODES:
+        return CapacityError(message, code=code)
+    if code in QUOTA_CODES:
+        return QuotaError(message, code=code, all_regions="_ALL_REGIONS" in message or " globally" in message)
+    if code in RATE_CODES:
+        return RateError(message, code=code)
+    if code in AUTH_CODES:
+        return AuthError(message, code=code)
+    if code in UNSUPPORTED_CODES:
+        return UnsupportedError(message, code=code)
+    if http_status >= 500 or http_status == 0:
+        return TransientError(message, code=code)
+    if http_status == 429:
+        return RateError(message, code=code)
+    return UnsupportedError(message, code=code)
+
+
+def classify(exc: Exception, *, mutating: bool, budget: Budget) -> ProviderError:
+    """Map a google-cloud-compute / google-auth / requests exception to the taxonomy."""
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, gexc.GoogleAPICallError):
+        reason = _reason(exc)
+        status = int(exc.code or 0)
+        message = str(exc.message)
+        if status == 429 or reason in RATE_REASONS:
+            return RateError(message, code=reason or str(status))
+        if reason == "quotaExceeded":
+            return QuotaError(message, code=reason, all_regions="_ALL_REGIONS" in message)
+        if status in (401, 403) or reason in AUTH_REASONS:
+            return AuthError(message, code=reason or str(status))
+        if status >= 500:
+            return TransientError(message, code=reason or str(status))
+        if status == 404:
+            return UnsupportedError(message, code=reason or "notFound")
+        return UnsupportedError(message, code=reason or str(status))
+    if isinstance(exc, gauth_exc.DefaultCredentialsError | gauth_exc.RefreshError):
+        return AuthError(f"GCP credentials unavailable: {type(exc).__name__}", code=type(exc).__name__)
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        if budget.expired:
+            return StallError("zone deadline passed while connecting", code="ConnectTimeout")
+        return TransientError("cannot connect to the Compute endpoint", code="ConnectTimeout")
+    if isinstance(exc, requests.exceptions.Timeout):
+        if mutating or budget.expired:
+            return StallError(f"no answer in time ({type(exc).__name__}); outcome unknown", code="Timeout")
+        return TransientError("no answer in time", code="Timeout")
+    if isinstance(exc, requests.exceptions.ConnectionError | gauth_exc.TransportError):
+        if mutating:
+            return StallError(f"connection lost ({type(exc).__name__}); outcome unknown", code="ConnectionError")
+        return TransientError(f"connection failed: {type(exc).__name__}", code="ConnectionError")
+    raise exc
+
+
+def _reason(exc: gexc.GoogleAPICallError) -> str | None:
+    for item in exc.errors or ():
+        if isinstance(item, Mapping) and item.get("reason"):
+            return str(item["reason"])
+        code = getattr(item, "code", None)
+        if code:
+            return str(code)
+    return None
+
+
+# --- pure request building --------------------------------------------------------------------------
+
+def labels(spec: LaunchSpec, index: int) -> dict[str, str]:
+    return {GANG_TAG: spec.gang, OWNER_TAG: spec.owner, ATTEMPT_TAG: spec.token, INDEX_TAG: str(index)}
+
+
+def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings) -> compute_v1.Instance:
+    zone = spec.zone
+    spot = spec.pricing is Pricing.SPOT
+    scheduling = compute_v1.Scheduling(
+        on_host_maintenance="TERMINATE",  # GPUs cannot live-migrate
+        automatic_restart=not spot,
+        provisioning_model="SPOT" if spot else "STANDARD",
+    )
+    if spot:
+        scheduling.instance_termination_action = "DELETE"
+    body = compute_v1.Instance(
+        name=spec.names[index],
+        machine_type=f"zones/{zone}/machineTypes/{spec.instance_type}",
+        labels=labels(spec, index),
+        scheduling=scheduling,
+        disks=[compute_v1.AttachedDisk(
+            boot=True, auto_delete=True,
+            initialize_params=compute_v1.AttachedDiskInitializeParams(source_image=settings.image,
+                                                                       disk_size_gb=settings.disk_gb))],
+        network_interfaces=[compute_v1.NetworkInterface(
+            network=settings.network,
+            access_configs=[compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")])],
+    )
+    if not spec.instance_type.startswith(BUNDLED_FAMILIES):
+        accelerator = ACCELERATORS.get(spec.gpu, (spec.gpu, ""))[0]
+        body.guest_accelerators = [compute_v1.AcceleratorConfig(
+            accelerator_type=f"zones/{zone}/acceleratorTypes/{accelerator}", accelerator_count=spec.gpus)]
+    if spec.ssh_public_key:
+        body.metadata = compute_v1.Metadata(items=[compute_v1.Items(
+            key="ssh-keys", value=f"{spec.ssh_user}:{spec.ssh_public_key.strip()}")])
+    return body
+
+
+def instance_from(raw: compute_v1.Instance) -> Instance:
+    labels_ = dict(raw.labels)
+    zone = _last(raw.zone)
+    index = labels_.get(INDEX_TAG, "")
+    addresses: list[str] = []
+    for nic in raw.network_interfaces:
+        if nic.network_i_p:
+            addresses.append(nic.network_i_p)
+        addresses.extend(ac.nat_i_p for ac in nic.access_configs if ac.nat_i_p)
+    return Instance(
+        provider=NAME,
+        provider_id=raw.name,
+        name=raw.name,
+        region=zone.rsplit("-", 1)[0],
+        zone=zone,
+        instance_type=_last(raw.machine_type),
+        state=STATES.get(raw.status, InstanceState.PENDING),
+        gang=labels_.get(GANG_TAG),
+        token=labels_.get(ATTEMPT_TAG),
+        owner=labels_.get(OWNER_TAG),
+        index=int(index) if index.isdigit() else None,
+        addresses=tuple(addresses),
+        pricing=Pricing.SPOT if raw.scheduling.provisioning_model == "SPOT" else Pricing.ON_DEMAND,
+    )
+
+
+def timed(fn: Callable[..., T], **kwargs: Any) -> Callable[[float], T]:
+    """`fn(**kwargs)` with the per-call timeout the budget hands out at call time."""
+    return lambda timeout: fn(timeout=timeout, **kwargs)
+
+
+def _last(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def label_filter(gang: str | None) -> str:
+    return f"labels.{GANG_TAG} = {gang}" if gang is not None else f"labels.{GANG_TAG}:*"
+
+
+# --- the provider -----------------------------------------------------------------------------------
+
+class GcpProvider:
+    """Compute Engine in one project; zones are GCE zone names, as in the catalog."""
+
+    def __init__(self, settings: GcpSettings | None = None, credentials: Credentials | None = None) -> None:
+        self.settings = settings or GcpSettings()
+        self._credentials = credentials
+        self._project = self.settings.project
+        self._lock = threading.Lock()
+        self._clients: dict[str, Any] = {}
+        self._zones: dict[str, tuple[str, ...]] | None = None
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def _creds(self) -> tuple[Credentials | None, str]:
+        if self._credentials is not None and self._project:
+            return self._credentials, self._project
+        import google.auth
+
+        try:
+            creds, project = google.auth.default(scopes=["https://www.googleapis.com/auth/compute"])
+        except gauth_exc.DefaultCredentialsError as exc:
+            raise AuthError("no application default credentials: run `gcloud auth application-default login` "
+                            "or set GOOGLE_APPLICATION_CREDENTIALS", code=type(exc).__name__) from None
+        self._credentials = self._credentials or creds
+        self._project = self._project or project
+        if not self._project:
+            raise AuthError(f"no GCP project: set {ENV_GCP_PROJECT}", code="NoProject")
+        return self._credentials, self._project
+
+    def _client(self, kind: str) -> Any:
+        with self._lock:
+            client = self._clients.get(kind)
+            if client is None:
+                creds, _ = self._creds()
+                options = ClientOptions(api_endpoint=self.settings.endpoint) if self.settings.endpoint else None
+                factory = getattr(compute_v1, kind)
+                client = factory(credentials=creds, client_options=options, transport="rest")
+                self._clients[kind] = client
+            return client
+
+    @property
+    def project(self) -> str:
+        return self._creds()[1]
+
+    def _call(self, budget: Budget, fn: Callable[[float], T], *, mutating: bool = False) -> T:
+        if budget.expired:
+            raise StallError("zone deadline passed before the call", code="Deadline")
+        budget.tick()
+        try:
+            return fn(budget.timeout())
+        except Exception as exc:
+            raise classify(exc, mutating=mutating, budget=budget) from None
+
+    def _zone_index(self, budget: Budget) -> dict[str, tuple[str, ...]]:
+        if self._zones is None:
+            client = self._client("ZonesClient")
+            found: dict[str, list[str]] = {}
+            for page in self._list(budget, lambda t: client.list(project=self.project, retry=None, timeout=t)):
+                for z in page.items:
+                    if z.status == "UP" or not z.status:
+                        found.setdefault(_last(z.region), []).append(z.name)
+            self._zones = {r: tuple(sorted(zs)) for r, zs in found.items()}
+        return self._zones
+
+    def _list(self, budget: Budget, fn: Callable[[float], Any]) -> list[Any]:
+        """Pages of a list call; each page is one API call against the budget."""
+        pager = self._call(budget, fn)
+        out = []
+        try:
+            for i, page in enumerate(pager.pages):
+                if i:
+                    budget.tick()
+                out.append(page)
+        except Exception as exc:
+            raise classify(exc, mutating=False, budget=budget) from None
+        return out
+
+    # -- what the cloud offers ---------------------------------------------------------------------
+
+    def regions(self, budget: Budget) -> tuple[str, ...]:
+        return tuple(sorted(self._zone_index(budget)))
+
+    def zones(self, region: str, budget: Budget) -> tuple[str, ...]:
+        return self._zone_index(budget).get(region, ())
+
+    def region_info(self, region: str) -> Region | None:
+        return catalog.regions().get(f"{NAME}:{region}")
+
+    def offerings(self, region: str, budget: Budget) -> tuple[Offering, ...]:
+        client = self._client("MachineTypesClient")
+        zones = set(self.zones(region, budget))
+        index = catalog.offering_index()
+        out: list[Offering] = []
+        request = {"project": self.project, "filter": GPU_MACHINE_FILTER}
+        for page in self._list(budget, lambda t: client.aggregated_list(request=request, retry=None, timeout=t)):
+            for scope, scoped in page.items.items():
+                zone = _last(scope)
+                if zone not in zones:
+                    continue
+                for mt in scoped.machine_types:
+                    if not mt.accelerators:
+                        continue
+                    acc = mt.accelerators[0]
+                    gpu = GPU_OF_ACCELERATOR.get(acc.guest_accelerator_type, acc.guest_accelerator_type)
+                    shipped = index.get((NAME, mt.name, zone))
+                    out.append(Offering(NAME, mt.name, gpu, int(acc.guest_accelerator_count), float(mt.guest_cpus),
+                                        mt.memory_mb / 1024.0, region, zone,
+                                        shipped.price_ondemand if shipped else None,
+                                        shipped.price_spot if shipped else None))
+        return tuple(sorted(out, key=lambda o: (o.zone, o.instance_type)))
+
+    def prices(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[PriceObservation, ...]:
+        """The Compute API publishes no prices (they live in the Cloud Billing Catalog API): the shipped
+        catalog's prices, observed now, for what is offered."""
+        now = time.time()
+        out = []
+        for o in catalog.offerings():
+            if o.provider != NAME or o.region != region or o.instance_type not in instance_types:
+                continue
+            for pricing in (Pricing.ON_DEMAND, Pricing.SPOT):
+                price = o.price(pricing)
+                if price is not None:
+                    out.append(PriceObservation(NAME, o.instance_type, region, o.zone, pricing, price, now,
+                                                "catalog"))
+        return tuple(out)
+
+    def check_quota(self, spec: LaunchSpec, budget: Budget) -> QuotaCheck:
+        metric = ACCELERATORS.get(spec.gpu, ("", ""))[1]
+        if not metric:
+            return QuotaCheck(False, f"no quota metric known for GPU {spec.gpu}")
+        if spec.pricing is Pricing.SPOT:
+            metric = f"PREEMPTIBLE_{metric}"
+        client = self._client("RegionsClient")
+        region = self._call(budget, lambda t: client.get(project=self.project, region=spec.region, retry=None,
+                                                         timeout=t))
+        quota = next((q for q in region.quotas if q.metric == metric), None)
+        if quota is None:
+            return QuotaCheck(False, f"quota {metric} not listed in {spec.region}")
+        need = spec.gpus * spec.count
+        free = quota.limit - quota.usage
+        if need > free:
+            raise QuotaError(f"Quota '{metric}' exceeded: the gang needs {need} GPUs, {free:g} of {quota.limit:g} "
+                             f"free in region {spec.region}", code="QUOTA_EXCEEDED")
+        return QuotaCheck(True, f"{metric}: {free:g} of {quota.limit:g} free")
+
+    # -- how to launch there -----------------------------------------------------------------------
+
+    def launch(self, spec: LaunchSpec, budget: Budget) -> tuple[Instance, ...]:
+        client = self._client("InstancesClient")
+        accepted: list[tuple[str, str]] = []  # (name, operation name) of inserts the API took
+        failure: ProviderError | None = None
+        for i, name in enumerate(spec.names):
+            body = instance_body(spec, i, self.settings)
+            try:
+                op = self._call(budget, timed(client.insert, project=self.project, zone=spec.zone,
+                                              instance_resource=body, retry=None), mutating=True)
+            except UnsupportedError as exc:
+                refusal: ProviderError = exc
+                try:
+                    ours = exc.code == "alreadyExists" and self._ours(spec, name, budget)
+                except ProviderError as lookup:
+                    ours, refusal = False, lookup
+                if not ours:
+                    failure = refusal
+                    break
+                accepted.append((name, ""))
+                continue
+            except StallError as exc:
+                # The insert may or may not happen yet: it is not "launched" (a delete now would find nothing
+                # and close its row), its intent stays open and reconciliation looks for it by name.
+                failure = exc
+                break
+            except ProviderError as exc:
+                failure = exc
+                break
+            if op.status == DONE and op.error.errors:
+                failure = classify_operation(op.error.errors[0].code, op.error.errors[0].message,
+                                             int(op.http_error_status_code or 0))
+                break
+            accepted.append((name, "" if op.status == DONE else op.name))
+        done: list[str] = []
+        for name, op_name in accepted:
+            if not op_name:
+                done.append(name)
+                continue
+            try:
+                error = self._wait(spec.zone, op_name, budget)
+            except ProviderError as exc:
+                failure = failure or exc
+                done.append(name)  # still being created: it has to be rolled back
+                continue
+            if error is None:
+                done.append(name)
+            else:
+                failure = failure or error
+        launched = self._by_token(spec, budget, done) if done else ()
+        if failure is not None:
+            raise failure.with_launched(launched)
+        return launched
+
+    def _ours(self, spec: LaunchSpec, name: str, budget: Budget) -> bool:
+        client = self._client("InstancesClient")
+        inst = self._call(budget, lambda t: client.get(project=self.project, zone=spec.zone, instance=name,
+                                                       retry=None, timeout=t))
+        return dict(inst.labels).get(ATTEMPT_TAG) == spec.token
+
+    def _wait(self, zone: str, operation: str, budget: Budget) -> ProviderError | None:
+        """Wait for a zone operation; its error (if any) as a taxonomy error. StallError when the budget ends
+        first (the server's own wait returns after about two minutes, so this loops)."""
+        ops = self._client("ZoneOperationsClient")
+        while True:
+            op = self._call(budget, lambda t: ops.wait(project=self.project, zone=zone, operation=operation,
+                                                       retry=None, timeout=t))
+            if op.status == DONE:
+                if op.error.errors:
+                    first = op.error.errors[0]
+                    return classify_operation(first.code, first.message, int(op.http_error_status_code or 0))
+                return None
+            if budget.expired:
+                raise StallError(f"operation {operation} still running at the zone deadline", code="OperationTimeout")
+
+    def _by_token(self, spec: LaunchSpec, budget: Budget, names: Sequence[str]) -> tuple[Instance, ...]:
+        """Instances of this attempt as the API reports them (ids, addresses); a name the API does not list
+        (an insert whose outcome is unknown) is reported as pending so it gets rolled back by name."""
+        client = self._client("InstancesClient")
+        flt = f"labels.{ATTEMPT_TAG} = {spec.token}"
+        try:
+            pages = self._list(budget, lambda t: client.list(request={"project": self.project, "zone": spec.zone,
+                                                                      "filter": flt}, retry=None, timeout=t))
+            found = {i.name: instance_from(i) for page in pages for i in page.items}
+        except ProviderError:
+            found = {}
+        out = []
+        for i, name in enumerate(spec.names):
+            if name in found:
+                out.append(found[name])
+            elif name in names:
+                out.append(Instance(NAME, name, name, spec.region, spec.zone, spec.instance_type,
+                                    InstanceState.PENDING, spec.gang, spec.token, spec.owner, i, (), spec.pricing))
+        return tuple(out)
+
+    def describe(self, gang: str | None, regions: Iterable[str], budget: Budget) -> tuple[Instance, ...]:
+        wanted = set(regions)
+        client = self._client("InstancesClient")
+        request = {"project": self.project, "filter": label_filter(gang)}
+        out = []
+        for page in self._list(budget, lambda t: client.aggregated_list(request=request, retry=None, timeout=t)):
+            for scoped in page.items.values():
+                for raw in scoped.instances:
+                    inst = instance_from(raw)
+                    if not wanted or inst.region in wanted:
+                        out.append(inst)
+        return tuple(out)
+
+    def terminate(self, instances: Sequence[Instance], budget: Budget) -> None:
+        client = self._client("InstancesClient")
+        pending: list[tuple[str, str]] = []
+        for inst in instances:
+            try:
+                op = self._call(budget, timed(client.delete, project=self.project, zone=inst.zone,
+                                              instance=inst.name, retry=None))
+            except UnsupportedError as exc:
+                if exc.code == "notFound":
+                    continue
+                raise
+            if op.status == DONE and op.error.errors:
+                first = op.error.errors[0]
+                raise classify_operation(first.code, first.message, int(op.http_error_status_code or 0))
+            if op.status != DONE:
+                pending.append((inst.zone, op.name))
+        for zone, op_name in pending:
+            error = self._wait(zone, op_name, budget)
+            if error is not None:
+                raise error
+
+    def check(self) -> tuple[CheckItem, ...]:
+        items = []
+        try:
+            creds, project = self._creds()
+            kind = type(creds).__name__ if creds is not None else "none"
+            items.append(CheckItem(NAME, "credentials", True, f"found ({kind})"))
+            items.append(CheckItem(NAME, "project", True, project))
+        except AuthError as exc:
+            items.append(CheckItem(NAME, "credentials", False, exc.message))
+            return tuple(items)
+        endpoint = self.settings.endpoint
+        items.append(CheckItem(NAME, "endpoint", True, endpoint or f"default (set {ENV_GCP_ENDPOINT} to change)"))
+        try:
+            regions = self.regions(Budget(20.0, 10.0))
+            items.append(CheckItem(NAME, "api", True, f"Compute answered: {len(regions)} regions"))
+        except ProviderError as exc:
+            items.append(CheckItem(NAME, "api", False, f"{exc.kind}: {exc}"))
+        return tuple(items)

@@ -1,0 +1,347 @@
+"""The provisioning journal in the store: intent before every API call, state after.
+
+Tables (created by the store's migrations): prov_gangs, prov_attempts, prov_instances (intent -> launched ->
+terminating -> terminated), prov_unavailable (refusals with an expiry), prov_meta (this store's owner id).
+Every function is one transaction, so a crash leaves either the old or the new state, never half.
+A `Store` connection belongs to one thread; threads open their own `Store(home)`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from geosched.models import Pricing
+from geosched.providers.base import Instance, ProviderError, attempt_token
+from geosched.providers.plan import Block, Candidate, GangRequest
+from geosched.store import Store
+
+GANG_STATES = ("provisioning", "ready", "failed", "terminating", "terminated")
+LIVE_GANG_STATES = ("provisioning", "ready", "failed", "terminating")
+INSTANCE_STATES = ("intent", "launched", "terminating", "terminated")
+# Rows that may still stand for a machine somewhere.
+OPEN_STATES = ("intent", "launched", "terminating")
+
+
+@dataclass(frozen=True, slots=True)
+class GangRecord:
+    gang: str
+    owner: str
+    request: GangRequest | None
+    state: str
+    attempt: int | None
+    message: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    id: int
+    gang: str
+    seq: int
+    token: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    pricing: Pricing
+    usd_per_hour: float | None
+    gco2e_per_hour: float | None
+    outcome: str
+    error_kind: str | None
+    error_code: str | None
+    message: str | None
+    api_calls: int
+    retries: int
+    started_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRecord:
+    id: int
+    gang: str
+    attempt: int | None
+    idx: int | None
+    name: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str
+    gpus: int
+    pricing: Pricing
+    usd_per_hour: float | None
+    provider_id: str | None
+    addresses: tuple[str, ...]
+    state: str
+    note: str | None
+    created_at: float
+    updated_at: float
+
+
+# --- owner ------------------------------------------------------------------------------------------
+
+def owner(store: Store) -> str:
+    """This store's owner id, tagged on every instance so `sweep` can tell ours from another store's."""
+    row = store.db.execute("SELECT value FROM prov_meta WHERE key = 'owner'").fetchone()
+    if row:
+        return str(row[0])
+    with store.transaction() as db:
+        db.execute("INSERT OR IGNORE INTO prov_meta (key, value) VALUES ('owner', ?)", (f"o{secrets.token_hex(5)}",))
+    return str(store.db.execute("SELECT value FROM prov_meta WHERE key = 'owner'").fetchone()[0])
+
+
+# --- gangs ------------------------------------------------------------------------------------------
+
+def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | None) -> GangRecord:
+    now = time.time()
+    doc = json.dumps(request.to_dict() if request else {}, sort_keys=True)
+    with store.transaction() as db:
+        db.execute("INSERT INTO prov_gangs (gang, owner, request, state, created_at, updated_at) "
+                   "VALUES (?, ?, ?, 'provisioning', ?, ?)", (gang, owner_id, doc, now, now))
+    record = gang_record(store, gang)
+    assert record is not None
+    return record
+
+
+def gang_record(store: Store, gang: str) -> GangRecord | None:
+    row = store.db.execute("SELECT gang, owner, request, state, attempt, message, created_at, updated_at "
+                           "FROM prov_gangs WHERE gang = ?", (gang,)).fetchone()
+    return _gang(row) if row else None
+
+
+def gangs(store: Store, states: Sequence[str] = ()) -> list[GangRecord]:
+    query = "SELECT gang, owner, request, state, attempt, message, created_at, updated_at FROM prov_gangs"
+    args: tuple[Any, ...] = ()
+    if states:
+        query += f" WHERE state IN ({', '.join('?' * len(states))})"
+        args = tuple(states)
+    return [_gang(r) for r in store.db.execute(query + " ORDER BY created_at, gang", args)]
+
+
+def set_gang(store: Store, gang: str, state: str, *, attempt: int | None = None, message: str | None = None) -> None:
+    with store.transaction() as db:
+        db.execute("UPDATE prov_gangs SET state = ?, attempt = COALESCE(?, attempt), message = ?, updated_at = ? "
+                   "WHERE gang = ?", (state, attempt, message, time.time(), gang))
+
+
+def _gang(row: sqlite3.Row | tuple[Any, ...]) -> GangRecord:
+    doc = json.loads(row[2]) if row[2] else {}
+    return GangRecord(gang=row[0], owner=row[1], request=GangRequest.from_dict(doc) if doc else None, state=row[3],
+                      attempt=row[4], message=row[5], created_at=row[6], updated_at=row[7])
+
+
+# --- attempts ---------------------------------------------------------------------------------------
+
+_ATTEMPT_COLUMNS = ("id, gang, seq, token, provider, region, zone, instance_type, pricing, usd_per_hour, "
+                    "gco2e_per_hour, outcome, error_kind, error_code, message, api_calls, retries, started_at, "
+                    "finished_at")
+
+
+def start_attempt(store: Store, gang: str, c: Candidate, outcome: str = "started",
+                  message: str | None = None) -> AttemptRecord:
+    """A new attempt with the next sequence number of the gang (also used for skipped candidates, so the
+    attempt log shows every candidate in the order it was considered)."""
+    now = time.time()
+    with store.transaction() as db:
+        seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM prov_attempts WHERE gang = ?",
+                             (gang,)).fetchone()[0])
+        finished = now if outcome != "started" else None
+        cur = db.execute(
+            "INSERT INTO prov_attempts (gang, seq, token, provider, region, zone, instance_type, pricing, "
+            "usd_per_hour, gco2e_per_hour, outcome, message, started_at, finished_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (gang, seq, attempt_token(gang, seq), c.provider, c.region, c.zone, c.instance_type, c.pricing.value,
+             c.usd_per_hour, c.gco2e_per_hour, outcome, message, now, finished))
+        attempt_id = int(cur.lastrowid or 0)
+    record = attempt(store, attempt_id)
+    assert record is not None
+    return record
+
+
+def finish_attempt(store: Store, attempt_id: int, outcome: str, error: ProviderError | None = None, *,
+                   message: str | None = None, api_calls: int = 0, retries: int = 0) -> None:
+    with store.transaction() as db:
+        db.execute("UPDATE prov_attempts SET outcome = ?, error_kind = ?, error_code = ?, message = ?, "
+                   "api_calls = api_calls + ?, retries = retries + ?, finished_at = ? WHERE id = ?",
+                   (outcome, error.kind if error else None, error.code if error else None,
+                    message if message is not None else (error.message if error else None), api_calls, retries,
+                    time.time(), attempt_id))
+
+
+def close_interrupted(store: Store, gang: str, adopted: int | None = None) -> None:
+    """Attempts a crash left `started`: the one whose machines were adopted counts as launched, the rest as
+    interrupted, so the attempt log tells what happened to each."""
+    now = time.time()
+    with store.transaction() as db:
+        db.execute("UPDATE prov_attempts SET outcome = CASE WHEN id = ? THEN 'launched' ELSE 'interrupted' END, "
+                   "message = CASE WHEN id = ? THEN 'adopted after a restart' ELSE 'the process stopped during this "
+                   "attempt' END, finished_at = ? WHERE gang = ? AND outcome = 'started'",
+                   (adopted, adopted, now, gang))
+
+
+def attempt(store: Store, attempt_id: int) -> AttemptRecord | None:
+    row = store.db.execute(f"SELECT {_ATTEMPT_COLUMNS} FROM prov_attempts WHERE id = ?", (attempt_id,)).fetchone()
+    return _attempt(row) if row else None
+
+
+def attempts(store: Store, gang: str) -> list[AttemptRecord]:
+    rows = store.db.execute(f"SELECT {_ATTEMPT_COLUMNS} FROM prov_attempts WHERE gang = ? ORDER BY seq", (gang,))
+    return [_attempt(r) for r in rows]
+
+
+def _attempt(row: tuple[Any, ...]) -> AttemptRecord:
+    return AttemptRecord(
+        id=row[0], gang=row[1], seq=row[2], token=row[3], provider=row[4], region=row[5], zone=row[6],
+        instance_type=row[7], pricing=Pricing(row[8]), usd_per_hour=row[9], gco2e_per_hour=row[10], outcome=row[11],
+        error_kind=row[12], error_code=row[13], message=row[14], api_calls=row[15], retries=row[16],
+        started_at=row[17], finished_at=row[18])
+
+
+# --- instances --------------------------------------------------------------------------------------
+
+_INSTANCE_COLUMNS = ("id, gang, attempt, idx, name, provider, region, zone, instance_type, gpu, gpus, pricing, "
+                     "usd_per_hour, provider_id, addresses, state, note, created_at, updated_at")
+
+
+def intend(store: Store, a: AttemptRecord, names: Sequence[str], gpu: str, gpus: int,
+           node_usd_per_hour: float | None) -> list[InstanceRecord]:
+    """Journal the nodes an attempt is about to create, before the launch call."""
+    now = time.time()
+    with store.transaction() as db:
+        db.executemany(
+            "INSERT INTO prov_instances (gang, attempt, idx, name, provider, region, zone, instance_type, gpu, "
+            "gpus, pricing, usd_per_hour, state, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'intent', ?, ?)",
+            [(a.gang, a.id, i, name, a.provider, a.region, a.zone, a.instance_type, gpu, gpus, a.pricing.value,
+              node_usd_per_hour, now, now) for i, name in enumerate(names)])
+    return instances(store, attempt_id=a.id)
+
+
+def record_instances(store: Store, gang: str, attempt_id: int | None, found: Sequence[Instance],
+                     gpu: str = "", gpus: int = 0) -> list[InstanceRecord]:
+    """Match instances a provider reported to this attempt's rows: by provider id, then by node name, then
+    by launch index, then any row still in intent. An instance no row accounts for gets a row of its own
+    (adopted), so nothing that exists stays unknown to the store."""
+    now = time.time()
+    with store.transaction() as db:
+        rows = [_instance(r) for r in db.execute(
+            f"SELECT {_INSTANCE_COLUMNS} FROM prov_instances WHERE gang = ? ORDER BY id", (gang,))]
+        taken: set[int] = set()
+        for inst in found:
+            row = _match(rows, taken, inst, attempt_id)
+            state = "launched" if inst.state.exists else "terminated"
+            addresses = json.dumps(list(inst.addresses))
+            if row is None:
+                template = next((r for r in rows if r.attempt == attempt_id), None)
+                db.execute(
+                    "INSERT INTO prov_instances (gang, attempt, idx, name, provider, region, zone, instance_type, "
+                    "gpu, gpus, pricing, usd_per_hour, provider_id, addresses, state, note, created_at, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'adopted', ?, ?)",
+                    (gang, attempt_id, inst.index, inst.name, inst.provider, inst.region, inst.zone,
+                     inst.instance_type, template.gpu if template else gpu, template.gpus if template else gpus,
+                     (inst.pricing or Pricing.ON_DEMAND).value, template.usd_per_hour if template else None,
+                     inst.provider_id, addresses, state, now, now))
+                continue
+            taken.add(row.id)
+            new_state = state
+            # Something we asked to terminate but that still exists stays "terminating" (a GCE delete takes a
+            # while): reconciliation terminates it again rather than taking it back into the gang.
+            if row.state in ("terminating", "terminated") and inst.state.exists:
+                new_state = "terminating"
+            db.execute("UPDATE prov_instances SET provider_id = ?, addresses = ?, state = ?, updated_at = ? "
+                       "WHERE id = ?", (inst.provider_id, addresses, new_state, now, row.id))
+    return instances(store, gang=gang)
+
+
+def _match(rows: list[InstanceRecord], taken: set[int], inst: Instance,
+           attempt_id: int | None) -> InstanceRecord | None:
+    free = [r for r in rows if r.id not in taken and r.provider == inst.provider]
+    for r in free:
+        if r.provider_id is not None and r.provider_id == inst.provider_id:
+            return r
+    unassigned = [r for r in free if r.provider_id is None and r.zone == inst.zone
+                  and (attempt_id is None or r.attempt == attempt_id)]
+    for r in unassigned:
+        if r.name == inst.name:
+            return r
+    for r in unassigned:
+        if inst.index is not None and r.idx == inst.index and r.state == "intent":
+            return r
+    return next((r for r in unassigned if r.state == "intent"), None)
+
+
+def mark(store: Store, row_ids: Iterable[int], state: str, note: str | None = None) -> None:
+    ids = list(row_ids)
+    if not ids:
+        return
+    now = time.time()
+    with store.transaction() as db:
+        db.executemany("UPDATE prov_instances SET state = ?, note = COALESCE(?, note), updated_at = ? WHERE id = ?",
+                       [(state, note, now, i) for i in ids])
+
+
+def instances(store: Store, *, gang: str | None = None, attempt_id: int | None = None,
+              states: Sequence[str] = ()) -> list[InstanceRecord]:
+    clauses: list[str] = []
+    args: list[Any] = []
+    if gang is not None:
+        clauses.append("gang = ?")
+        args.append(gang)
+    if attempt_id is not None:
+        clauses.append("attempt = ?")
+        args.append(attempt_id)
+    if states:
+        clauses.append(f"state IN ({', '.join('?' * len(states))})")
+        args.extend(states)
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = store.db.execute(f"SELECT {_INSTANCE_COLUMNS} FROM prov_instances{where} ORDER BY id", tuple(args))
+    return [_instance(r) for r in rows]
+
+
+def known_ids(store: Store, provider: str) -> set[str]:
+    rows = store.db.execute("SELECT provider_id FROM prov_instances WHERE provider = ? AND provider_id IS NOT NULL",
+                            (provider,))
+    return {str(r[0]) for r in rows}
+
+
+def _instance(row: tuple[Any, ...]) -> InstanceRecord:
+    return InstanceRecord(
+        id=row[0], gang=row[1], attempt=row[2], idx=row[3], name=row[4], provider=row[5], region=row[6],
+        zone=row[7], instance_type=row[8], gpu=row[9], gpus=row[10], pricing=Pricing(row[11]),
+        usd_per_hour=row[12], provider_id=row[13], addresses=tuple(json.loads(row[14] or "[]")), state=row[15],
+        note=row[16], created_at=row[17], updated_at=row[18])
+
+
+# --- unavailable offerings --------------------------------------------------------------------------
+
+def remember(store: Store, blocks: Iterable[Block], now: float | None = None) -> None:
+    now = time.time() if now is None else now
+    rows = [(b.provider, b.region, b.zone, b.instance_type, b.pricing.value if b.pricing else None, b.min_nodes,
+             b.kind, b.reason, now, now + b.ttl_s) for b in blocks if b.ttl_s is not None]
+    if not rows:
+        return
+    with store.transaction() as db:
+        db.executemany("INSERT INTO prov_unavailable (provider, region, zone, instance_type, pricing, min_nodes, kind, "
+                       "reason, recorded_at, until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def active_blocks(store: Store, now: float | None = None) -> list[Block]:
+    now = time.time() if now is None else now
+    rows = store.db.execute("SELECT provider, region, zone, instance_type, pricing, min_nodes, kind, reason, until "
+                            "FROM prov_unavailable WHERE until > ? ORDER BY recorded_at", (now,))
+    return [Block(provider=p, region=r, zone=z, instance_type=t, pricing=Pricing(pr) if pr else None, reason=reason,
+                  kind=kind, until=until, min_nodes=n) for p, r, z, t, pr, n, kind, reason, until in rows]
+
+
+def forget_expired(store: Store, now: float | None = None) -> int:
+    now = time.time() if now is None else now
+    with store.transaction() as db:
+        return db.execute("DELETE FROM prov_unavailable WHERE until <= ?", (now,)).rowcount

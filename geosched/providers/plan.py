@@ -1,0 +1,224 @@
+"""The ordered plan of zones to try for a gang. Pure: offerings and blocks in, ranked candidates out.
+
+A candidate is one (provider, zone, instance type, pricing) that can hold every node of the gang. The gang
+lands in one zone, so the network term of the placement score (`geosched.policies`) is the same for every
+candidate (the same-zone link) and drops out of the ranking; what is left is the score's cost and carbon
+terms, normalised exactly as there:
+
+    cost   = gang $/h      / (GPUs x median $/GPU-h over the candidates)
+    carbon = gang gCO2e/h  / (GPUs x median gCO2e/GPU-h over the candidates)
+    score  = w_cost x cost + w_carbon x carbon
+
+gCO2e/h = GPUs x (idle + utilisation x (max - idle)) W / 1000 x PUE x grid gCO2e/kWh, as in the policies.
+Ties go to the cheaper candidate, then by provider and zone name, so a plan is deterministic.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from geosched.models import GpuPower, Offering, Pricing, Region, Weights, region_key
+
+# Provisioning ranks by price unless carbon is asked for; the network weight plays no part (see above).
+DEFAULT_WEIGHTS = Weights(network=0.0, cost=1.0, carbon=0.0)
+UTILISATION = 0.9
+
+
+class PricingMode(StrEnum):
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    # Both markets compete in one ranking; spot usually wins on price and on-demand is the fallback.
+    AUTO = "auto"
+
+    def markets(self) -> tuple[Pricing, ...]:
+        if self is PricingMode.AUTO:
+            return (Pricing.SPOT, Pricing.ON_DEMAND)
+        return (Pricing(self.value),)
+
+
+@dataclass(frozen=True, slots=True)
+class GangRequest:
+    """`nodes` machines with `gpus_per_node` GPUs of model `gpu` each, all in one zone."""
+
+    gpu: str
+    gpus_per_node: int
+    nodes: int
+    pricing: PricingMode = PricingMode.ON_DEMAND
+    providers: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    instance_types: tuple[str, ...] = ()
+    weights: Weights = DEFAULT_WEIGHTS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
+                "pricing": self.pricing.value, "providers": list(self.providers), "regions": list(self.regions),
+                "zones": list(self.zones), "instance_types": list(self.instance_types),
+                "weights": {"cost": self.weights.cost, "carbon": self.weights.carbon}}
+
+    @staticmethod
+    def from_dict(doc: Mapping[str, Any]) -> GangRequest:
+        w = doc.get("weights") or {}
+        return GangRequest(
+            gpu=str(doc["gpu"]), gpus_per_node=int(doc["gpus_per_node"]), nodes=int(doc["nodes"]),
+            pricing=PricingMode(doc.get("pricing", PricingMode.ON_DEMAND.value)),
+            providers=tuple(doc.get("providers", ())), regions=tuple(doc.get("regions", ())),
+            zones=tuple(doc.get("zones", ())), instance_types=tuple(doc.get("instance_types", ())),
+            weights=Weights(network=0.0, cost=float(w.get("cost", 1.0)), carbon=float(w.get("carbon", 0.0))),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str
+    gpus: int
+    vcpus: float
+    pricing: Pricing
+    node_usd_per_hour: float
+    usd_per_hour: float
+    gco2e_per_hour: float | None
+    score: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}/{self.zone}/{self.instance_type}/{self.pricing.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """What an error rules out: every field that is set must match, and the gang must have at least
+    `min_nodes` nodes (a zone that refused 16 nodes may still hold 2). `ttl_s` None means for this run only;
+    otherwise the block is remembered in the store until it expires."""
+
+    provider: str
+    region: str | None = None
+    zone: str | None = None
+    instance_type: str | None = None
+    pricing: Pricing | None = None
+    reason: str = ""
+    kind: str = ""
+    ttl_s: float | None = None
+    until: float | None = None
+    min_nodes: int = 1
+
+    def covers(self, c: Candidate, nodes: int) -> bool:
+        return (nodes >= self.min_nodes and self.provider == c.provider
+                and (self.region is None or self.region == c.region)
+                and (self.zone is None or self.zone == c.zone)
+                and (self.instance_type is None or self.instance_type == c.instance_type)
+                and (self.pricing is None or self.pricing == c.pricing))
+
+    @property
+    def scope(self) -> str:
+        if self.zone is not None:
+            return "zone"
+        if self.region is not None:
+            return "region"
+        return "provider"
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    candidate: Candidate
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: GangRequest
+    candidates: tuple[Candidate, ...]
+    skipped: tuple[Skipped, ...] = field(default=())
+
+
+def gang_carbon(o: Offering, nodes: int, regions: Mapping[str, Region], power: Mapping[str, GpuPower],
+                utilisation: float = UTILISATION) -> float | None:
+    region = regions.get(region_key(o.provider, o.region))
+    watts = power.get(o.gpu)
+    if region is None or watts is None:
+        return None
+    per_gpu = watts.watts(utilisation) / 1000.0 * region.pue * region.grid_gco2e_per_kwh
+    return nodes * o.gpus * per_gpu
+
+
+def matches(request: GangRequest, o: Offering) -> bool:
+    return (o.gpu.lower() == request.gpu.lower() and o.gpus == request.gpus_per_node
+            and (not request.providers or o.provider in request.providers)
+            and (not request.regions or o.region in request.regions)
+            and (not request.zones or o.zone in request.zones)
+            and (not request.instance_types or o.instance_type in request.instance_types))
+
+
+def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Mapping[str, Region],
+               power: Mapping[str, GpuPower], blocks: Sequence[Block] = ()) -> Plan:
+    """Every offering that can hold the gang, best first; blocked ones go to `skipped` with the reason."""
+    raw: list[Candidate] = []
+    seen: set[tuple[str, str, str, Pricing]] = set()
+    for o in offerings:
+        if not matches(request, o):
+            continue
+        for pricing in request.pricing.markets():
+            price = o.price(pricing)
+            key = (o.provider, o.zone, o.instance_type, pricing)
+            if price is None or key in seen:
+                continue
+            seen.add(key)
+            raw.append(Candidate(
+                provider=o.provider, region=o.region, zone=o.zone, instance_type=o.instance_type, gpu=o.gpu,
+                gpus=o.gpus, vcpus=o.vcpus, pricing=pricing, node_usd_per_hour=price,
+                usd_per_hour=price * request.nodes, gco2e_per_hour=gang_carbon(o, request.nodes, regions, power)))
+    ranked = rank(raw, request)
+    keep: list[Candidate] = []
+    skipped: list[Skipped] = []
+    for c in ranked:
+        block = next((b for b in blocks if b.covers(c, request.nodes)), None)
+        if block is None:
+            keep.append(c)
+        else:
+            skipped.append(Skipped(c, describe_block(block)))
+    return Plan(request, tuple(keep), tuple(skipped))
+
+
+def rank(candidates: Sequence[Candidate], request: GangRequest) -> list[Candidate]:
+    if not candidates:
+        return []
+    gpus = request.nodes * request.gpus_per_node
+    price_ref = _median([c.usd_per_hour / gpus for c in candidates])
+    carbons = [c.gco2e_per_hour for c in candidates if c.gco2e_per_hour is not None]
+    carbon_ref = _median([x / gpus for x in carbons])
+    # An unknown carbon figure counts as the worst known one: carbon is then overestimated, never hidden.
+    worst_carbon = max(carbons) if carbons else 0.0
+    w = request.weights
+    scored = []
+    for c in candidates:
+        carbon = c.gco2e_per_hour if c.gco2e_per_hour is not None else worst_carbon
+        score = w.cost * c.usd_per_hour / (gpus * price_ref) + w.carbon * carbon / (gpus * carbon_ref)
+        scored.append(_with_score(c, score))
+    scored.sort(key=lambda c: (round(c.score, 12), c.usd_per_hour, c.provider, c.zone, c.instance_type,
+                               c.pricing.value))
+    return scored
+
+
+def describe_block(block: Block) -> str:
+    where = {"zone": f"zone {block.zone}", "region": f"region {block.region}",
+             "provider": f"provider {block.provider}"}[block.scope]
+    size = f", gangs of {block.min_nodes}+ nodes" if block.min_nodes > 1 else ""
+    head = f"{block.kind or 'blocked'} ({where}{size})"
+    return f"{head}: {block.reason}" if block.reason else head
+
+
+def _with_score(c: Candidate, score: float) -> Candidate:
+    return Candidate(c.provider, c.region, c.zone, c.instance_type, c.gpu, c.gpus, c.vcpus, c.pricing,
+                     c.node_usd_per_hour, c.usd_per_hour, c.gco2e_per_hour, score)
+
+
+def _median(values: Sequence[float]) -> float:
+    positive = [v for v in values if v > 0]
+    return statistics.median(positive) if positive else 1.0

@@ -1,0 +1,119 @@
+"""Catalog refresh and price history: what a provider offers now, and what a price was at a given time.
+
+`refresh_catalog` asks a provider for its GPU offerings per zone (AWS: DescribeInstanceTypes and
+DescribeInstanceTypeOfferings; GCP: machineTypes) and its prices (AWS: DescribeSpotPriceHistory, each
+price valid from its own timestamp; on-demand prices have no EC2 API and GCP publishes none through the
+Compute API, so those are the shipped catalog's, recorded as observed at refresh time). Offerings replace
+the provider's refreshed rows for the regions refreshed; prices are appended to `price_history`, never
+overwritten, so `price_at` can price past usage at the price of its time. Without a refresh the shipped
+catalog is the (offline) default.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from geosched import catalog
+from geosched.models import Offering, Pricing
+from geosched.providers.base import AuthError, Budget, PriceObservation, Provider, ProviderError
+from geosched.providers.retry import RetryPolicy, call
+from geosched.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshResult:
+    provider: str
+    regions: tuple[str, ...]
+    offerings: int
+    prices: int
+    api_calls: int
+    errors: tuple[str, ...]
+
+
+def refresh_catalog(provider: Provider, store: Store, *, regions: Sequence[str] = (), budget_s: float = 900.0,
+                    call_timeout_s: float = 60.0, policy: RetryPolicy | None = None) -> RefreshResult:
+    policy = policy or RetryPolicy()
+    budget = Budget(budget_s, call_timeout_s)
+    wanted = tuple(regions) or call(lambda: provider.regions(budget), budget, policy)
+    offers: list[Offering] = []
+    prices: list[PriceObservation] = []
+    done: list[str] = []
+    errors: list[str] = []
+    for region in wanted:
+        try:
+            found = call(partial(provider.offerings, region, budget), budget, policy)
+            types = sorted({o.instance_type for o in found})
+            seen = call(partial(provider.prices, region, types, budget), budget, policy)
+        except AuthError:
+            raise
+        except ProviderError as exc:
+            errors.append(f"{region}: {exc.kind}: {exc}")
+            continue
+        offers.extend(found)
+        prices.extend(seen)
+        done.append(region)
+    write_refresh(store, provider.name, done, offers, prices)
+    return RefreshResult(provider.name, tuple(done), len(offers), len(prices), budget.calls, tuple(errors))
+
+
+def write_refresh(store: Store, provider: str, regions: Sequence[str], offers: Sequence[Offering],
+                  prices: Sequence[PriceObservation], now: float | None = None) -> None:
+    now = time.time() if now is None else now
+    with store.transaction() as db:
+        db.executemany("DELETE FROM catalog_offerings WHERE provider = ? AND region = ?",
+                       [(provider, r) for r in regions])
+        db.executemany(
+            "INSERT OR REPLACE INTO catalog_offerings (provider, instance_type, region, zone, gpu, gpus, vcpus, "
+            "memory_gib, refreshed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(provider, o.instance_type, o.region, o.zone, o.gpu, o.gpus, o.vcpus, o.memory_gib, now)
+             for o in offers])
+        record_prices_in(db, prices, now)
+
+
+def record_prices(store: Store, prices: Sequence[PriceObservation], now: float | None = None) -> None:
+    with store.transaction() as db:
+        record_prices_in(db, prices, time.time() if now is None else now)
+
+
+def record_prices_in(db: sqlite3.Connection, prices: Sequence[PriceObservation], now: float) -> None:
+    db.executemany(
+        "INSERT INTO price_history (provider, instance_type, region, zone, pricing, usd_per_hour, observed_at, "
+        "source, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(p.provider, p.instance_type, p.region, p.zone, p.pricing.value, p.usd_per_hour, p.observed_at, p.source,
+          now) for p in prices])
+
+
+def price_at(store: Store, provider: str, instance_type: str, zone: str, pricing: Pricing,
+             when: float) -> float | None:
+    """USD per hour of one node at time `when`: the newest observation at or before it, else the shipped
+    catalog's price (None if neither knows the offering)."""
+    row = store.db.execute(
+        "SELECT usd_per_hour FROM price_history WHERE provider = ? AND instance_type = ? AND zone = ? "
+        "AND pricing = ? AND observed_at <= ? ORDER BY observed_at DESC, id DESC LIMIT 1",
+        (provider, instance_type, zone, pricing.value, when)).fetchone()
+    if row is not None:
+        return float(row[0])
+    shipped = catalog.offering_index().get((provider, instance_type, zone))
+    return shipped.price(pricing) if shipped else None
+
+
+def refreshed_offerings(store: Store, provider: str, now: float | None = None) -> tuple[Offering, ...] | None:
+    """The provider's offerings from its last refresh, priced as of `now`; None when never refreshed."""
+    now = time.time() if now is None else now
+    rows = store.db.execute("SELECT instance_type, region, zone, gpu, gpus, vcpus, memory_gib "
+                            "FROM catalog_offerings WHERE provider = ? ORDER BY zone, instance_type",
+                            (provider,)).fetchall()
+    if not rows:
+        return None
+    out = []
+    for instance_type, region, zone, gpu, gpus, vcpus, memory in rows:
+        ondemand = price_at(store, provider, instance_type, zone, Pricing.ON_DEMAND, now)
+        spot = price_at(store, provider, instance_type, zone, Pricing.SPOT, now)
+        power = catalog.gpu_power().get(gpu)
+        out.append(Offering(provider, instance_type, gpu, int(gpus), float(vcpus), float(memory), region, zone,
+                            ondemand, spot, power.idle_watts if power else None, power.max_watts if power else None))
+    return tuple(out)

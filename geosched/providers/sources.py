@@ -1,0 +1,38 @@
+"""Where a plan's offerings and region data come from: the refreshed catalog in the store when there is
+one, else the shipped catalog (offline); inventory-backed providers answer for themselves (no API)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from geosched import catalog
+from geosched.models import Offering, Region, region_key
+from geosched.providers.base import Budget, Provider
+from geosched.providers.refresh import refreshed_offerings
+from geosched.providers.registry import CLOUDS
+from geosched.store import Store
+
+
+def planning_offerings(store: Store | None, providers: Mapping[str, Provider]) -> list[Offering]:
+    out: list[Offering] = []
+    for name, provider in providers.items():
+        if name in CLOUDS:
+            refreshed = refreshed_offerings(store, name) if store is not None else None
+            out.extend(refreshed if refreshed is not None else (o for o in catalog.offerings() if o.provider == name))
+        else:
+            budget = Budget(60.0)
+            for region in provider.regions(budget):
+                out.extend(provider.offerings(region, budget))
+    return out
+
+
+def planning_regions(providers: Mapping[str, Provider], offerings: list[Offering]) -> dict[str, Region]:
+    """Grid carbon and PUE keyed like the plan looks them up (`provider:region`)."""
+    regions = dict(catalog.regions())
+    for o in offerings:
+        key = region_key(o.provider, o.region)
+        if key not in regions and o.provider in providers:
+            info = providers[o.provider].region_info(o.region)
+            if info is not None:
+                regions[key] = info
+    return regions

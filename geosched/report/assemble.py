@@ -1,0 +1,71 @@
+"""Everything one report shows, computed from its inputs. Pure: the I/O is in `report.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from geosched import policies
+from geosched.report import baseline
+from geosched.report.accounting import Rates, Usage, account, select
+from geosched.report.aggregate import Group, Grouping, ReportKind, aggregate, total, usd_by_source
+from geosched.report.records import Interval, Line, Origin
+from geosched.report.window import Window
+
+
+@dataclass(frozen=True)
+class ReportData:
+    kind: ReportKind
+    by: Grouping
+    window: Window
+    generated_at: float
+    usage: Usage
+    embodied: bool
+    lines: tuple[Line, ...]
+    groups: Mapping[Grouping, list[Group]]
+    total: Group
+    usd_by_source: Mapping[str, float]
+    notes: tuple[str, ...]
+    outcomes: tuple[baseline.Outcome, ...] = ()
+    savings: tuple[baseline.Savings, ...] = ()
+    snapshot: str | None = None
+
+    @property
+    def rows(self) -> list[Group]:
+        return self.groups[self.by]
+
+
+def assemble(intervals: Sequence[Interval], window: Window, rates: Rates, *, kind: ReportKind, by: Grouping,
+             usage: Usage, now: float, groupings: Sequence[Grouping] = (),
+             placements: Sequence[Mapping[str, Any]] = (), ctx: policies.PlacementContext | None = None,
+             snapshot: str | None = None) -> ReportData:
+    """The lines of the selected intervals, grouped by `by` (and by every grouping in `groupings`); with a
+    placement context, the baseline comparison too."""
+    chosen = select(intervals, usage)
+    accounted = account(chosen, window, rates)
+    lines = accounted.lines
+    notes = list(accounted.notes)
+    journal = len({id(line.interval) for line in lines if line.interval.origin is Origin.JOURNAL})
+    if journal:
+        notes.append(f"{journal} interval(s) come from the providers' journal (no ledger row): their start is the "
+                     f"launch intent and their end the journal's last write, see METHODOLOGY.md")
+    wanted = dict.fromkeys([by, *groupings])
+    groups = {g: aggregate(lines, g, kind) for g in wanted}
+    outcomes: tuple[baseline.Outcome, ...] = ()
+    saved: tuple[baseline.Savings, ...] = ()
+    if ctx is not None:
+        def costing(spans: Sequence[Interval]) -> tuple[float | None, float | None]:
+            modelled = account(spans, window, rates).lines
+            if not modelled:
+                return None, None
+            summed = total(modelled)
+            return (summed.usd if not summed.unpriced_gpu_hours else None,
+                    summed.gco2e if not summed.uncounted_kwh else None)
+
+        outcomes = tuple(baseline.compare(placements, baseline.job_usage(lines), ctx, costing, window.until))
+        saved = tuple(baseline.savings(outcomes))
+    return ReportData(kind=kind, by=by, window=window, generated_at=now, usage=usage,
+                      embodied=rates.energy.embodied, lines=lines, groups=groups, total=total(lines),
+                      usd_by_source=usd_by_source(lines), notes=tuple(notes), outcomes=outcomes, savings=saved,
+                      snapshot=snapshot)

@@ -1,0 +1,91 @@
+"""`geosched report cost|carbon`: parse options, call `report`, print. Register with
+`app.add_typer(make_app(lambda: State.store()), name="report")`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from geosched import render
+from geosched.fields import read_text
+from geosched.inputs import resolve
+from geosched.models import CarbonSignal
+from geosched.report.accounting import Usage
+from geosched.report.aggregate import Grouping, ReportKind
+from geosched.report.report import Output, Rendered, Snapshot, report
+from geosched.report.signal import parse_signal
+from geosched.store import Store
+
+ByOpt = Annotated[Grouping, typer.Option("--by", help="Group rows by job, cluster, region, provider or (UTC) day.")]
+SinceOpt = Annotated[str | None, typer.Option(
+    "--since", help="Start: ISO date/time (UTC unless an offset is given) or an age like 7d, 12h, 30m.")]
+UntilOpt = Annotated[str | None, typer.Option("--until", help="End, same forms as --since (default: now).")]
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table, csv, json, md or html.")]
+OutFileOpt = Annotated[Path | None, typer.Option("--out", help="Write to this file (atomically) instead of stdout.")]
+UsageOpt = Annotated[Usage, typer.Option(
+    "--usage", help="node: what providers bill; job: what jobs used; auto: nodes, plus jobs with no node record.")]
+CarbonOpt = Annotated[Path | None, typer.Option(
+    "--carbon", help="CSV region,hour,gco2e_per_kwh: grid intensity per region, hour by hour (see METHODOLOGY.md).")]
+SnapshotOpt = Annotated[Path | None, typer.Option(
+    "--snapshot", help="Fleet + network snapshot directory the baselines are re-placed on (default: embedded).")]
+FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file for the baselines (instead of --snapshot).")]
+NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network file for the baselines.")]
+EmbodiedOpt = Annotated[bool, typer.Option("--embodied", help="Add embodied (manufacturing) emissions, CCF's method.")]
+UtilisationOpt = Annotated[float | None, typer.Option(
+    "--utilisation", min=0.0, max=1.0, help="GPU utilisation for intervals that record none (default 0.9).")]
+
+
+def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
+    app = typer.Typer(no_args_is_help=True, help="What recorded usage cost and emitted, and what baselines would have.")
+
+    def run(kind: ReportKind, by: Grouping, since: str | None, until: str | None, output: Output, out: Path | None,
+            usage: Usage, carbon: Path | None, snapshot: Path | None, fleet: Path | None, network: Path | None,
+            embodied: bool, utilisation: float | None) -> None:
+        signal = _signal(carbon)
+        snap = None
+        if snapshot or fleet or network:
+            chosen = resolve(fleet, network, snapshot)
+            snap = Snapshot(chosen.fleet, chosen.network, chosen.origin)
+        with store_factory() as store:
+            result = report(store, kind, by, since, until, output, out, carbon=signal, snapshot=snap, usage=usage,
+                            embodied=embodied, utilisation=utilisation)
+        _show(result)
+
+    @app.command("cost")
+    def cost(by: ByOpt = Grouping.REGION, since: SinceOpt = None, until: UntilOpt = None,
+             output: OutputOpt = Output.TABLE, out: OutFileOpt = None, usage: UsageOpt = Usage.AUTO,
+             carbon: CarbonOpt = None, snapshot: SnapshotOpt = None, fleet: FleetOpt = None,
+             network: NetworkOpt = None, embodied: EmbodiedOpt = False, utilisation: UtilisationOpt = None) -> None:
+        """Cost of recorded usage, priced at the price of its time."""
+        run(ReportKind.COST, by, since, until, output, out, usage, carbon, snapshot, fleet, network, embodied,
+            utilisation)
+
+    @app.command("carbon")
+    def carbon_cmd(by: ByOpt = Grouping.REGION, since: SinceOpt = None, until: UntilOpt = None,
+                   output: OutputOpt = Output.TABLE, out: OutFileOpt = None, usage: UsageOpt = Usage.AUTO,
+                   carbon: CarbonOpt = None, snapshot: SnapshotOpt = None, fleet: FleetOpt = None,
+                   network: NetworkOpt = None, embodied: EmbodiedOpt = False,
+                   utilisation: UtilisationOpt = None) -> None:
+        """Energy and emissions of recorded usage (Cloud Carbon Footprint's method)."""
+        run(ReportKind.CARBON, by, since, until, output, out, usage, carbon, snapshot, fleet, network, embodied,
+            utilisation)
+
+    return app
+
+
+def _signal(path: Path | None) -> CarbonSignal | None:
+    return parse_signal(read_text(path), str(path)) if path is not None else None
+
+
+def _show(result: Rendered) -> None:
+    if result.path is not None:
+        render.out.print(f"wrote {result.path}", markup=False)
+    elif result.text is not None:
+        # Raw text (CSV, JSON, Markdown, HTML) goes to stdout untouched, so it can be piped.
+        typer.echo(result.text, nl=False)
+    else:
+        render.table(f"geosched {result.title}", result.rows, caption=result.caption)

@@ -1,0 +1,86 @@
+"""Report rows as CSV, JSON and Markdown text. Pure: text out, nothing written.
+
+CSV and JSON keep full precision and grams; the table and Markdown are for people (kgCO2e, rounded).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from geosched.report.aggregate import Group, Grouping, ReportKind
+
+
+def row(group: Group, by: Grouping, kind: ReportKind, embodied: bool) -> dict[str, Any]:
+    """One machine-readable row; the column set depends on the kind of report."""
+    out: dict[str, Any] = {by.value: group.key, "intervals": group.intervals, "gpu_hours": group.gpu_hours}
+    if kind is ReportKind.COST:
+        out.update(cost_usd=group.usd, usd_per_gpu_hour=group.usd_per_gpu_hour, priced_from=group.priced_from_label,
+                   unpriced_gpu_hours=group.unpriced_gpu_hours)
+    else:
+        out.update(energy_kwh=group.energy_kwh, gco2e=group.gco2e, gco2e_per_kwh=group.gco2e_per_kwh,
+                   uncounted_kwh=group.uncounted_kwh)
+        if embodied:
+            out["embodied_gco2e"] = group.embodied_gco2e
+    return out
+
+
+def display_row(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The same row for people: kgCO2e instead of grams, short column names."""
+    names = {"gpu_hours": "GPU-h", "cost_usd": "cost $", "usd_per_gpu_hour": "$/GPU-h", "priced_from": "priced from",
+             "unpriced_gpu_hours": "unpriced GPU-h", "energy_kwh": "kWh", "gco2e_per_kwh": "gCO2e/kWh",
+             "uncounted_kwh": "kWh w/o intensity"}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in ("gco2e", "embodied_gco2e"):
+            out["kgCO2e" if key == "gco2e" else "embodied kgCO2e"] = None if value is None else value / 1000.0
+        else:
+            out[names.get(key, key)] = value
+    return out
+
+
+def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def to_json(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) >= 1 or value == 0 else f"{value:.4g}"
+    return str(value)
+
+
+def md_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "_nothing in this window_\n"
+    head = list(rows[0])
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(_md_escape(cell(r[k])) for k in head) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(title: str, meta: Sequence[str], rows: Sequence[Mapping[str, Any]], notes: Sequence[str]) -> str:
+    parts = [f"# {_md_escape(title)}", "", *(f"- {_md_escape(m)}" for m in meta), "",
+             md_table([display_row(r) for r in rows])]
+    if notes:
+        parts += ["## Notes", "", *(f"- {_md_escape(n)}" for n in notes), ""]
+    return "\n".join(parts)
+
+
+def _md_escape(text: str) -> str:
+    # Names come from the store (node, job and cluster names): keep them from breaking the table or the markup.
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("*", "\\*").replace("_", "\\_")

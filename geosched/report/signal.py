@@ -1,0 +1,51 @@
+"""A carbon signal from a CSV file, for `--carbon`: `region,hour,gco2e_per_kwh` with region as provider:region.
+
+A row with an empty hour sets the region's mean; rows with hours 0..N-1 (each once) make its hourly series,
+which the report reads at (whole hours since the Unix epoch) mod N, so 24 rows are a profile by UTC hour of day.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+from geosched.errors import InputError
+from geosched.models import CarbonSignal
+
+COLUMNS = ("region", "hour", "gco2e_per_kwh")
+
+
+def parse_signal(text: str, source: str) -> CarbonSignal:
+    reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames is None or set(COLUMNS) - set(reader.fieldnames):
+        raise InputError(source, "line 1", f"expected the columns {', '.join(COLUMNS)}")
+    means: dict[str, float] = {}
+    hours: dict[str, dict[int, float]] = {}
+    for number, row in enumerate(reader, start=2):
+        where = f"line {number}"
+        region = (row["region"] or "").strip()
+        if ":" not in region:
+            raise InputError(source, where, f"region must be provider:region, got {region!r}")
+        try:
+            value = float(row["gco2e_per_kwh"])
+        except (TypeError, ValueError):
+            raise InputError(source, where, f"gco2e_per_kwh must be a number, got {row['gco2e_per_kwh']!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise InputError(source, where, f"gco2e_per_kwh must be a finite number >= 0, got {value:g}")
+        hour_text = (row["hour"] or "").strip()
+        if not hour_text:
+            means[region] = value
+            continue
+        if not hour_text.isdigit():
+            raise InputError(source, where, f"hour must be an integer >= 0, got {hour_text!r}")
+        series = hours.setdefault(region, {})
+        if int(hour_text) in series:
+            raise InputError(source, where, f"hour {hour_text} of {region} given twice")
+        series[int(hour_text)] = value
+    hourly: dict[str, tuple[float, ...]] = {}
+    for region, series in hours.items():
+        if sorted(series) != list(range(len(series))):
+            raise InputError(source, region, f"hours must run 0..{len(series) - 1} without gaps")
+        hourly[region] = tuple(series[h] for h in range(len(series)))
+    return CarbonSignal(intensity=means, hourly=hourly)

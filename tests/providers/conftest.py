@@ -1,0 +1,54 @@
+"""Fixtures for the provider tests: moto behind the fault proxy and the GCE double, over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from geosched.providers.aws import AwsProvider
+from geosched.providers.gcp import GcpProvider
+from geosched.store import Store
+from tests.emulators import Ec2FaultProxy, GceDouble, MotoServer
+from tests.providers.prov_support import aws_env, aws_provider, gcp_provider, warm
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        yield server
+
+
+@pytest.fixture
+def proxy(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ec2FaultProxy]:
+    with Ec2FaultProxy(moto.url) as p:
+        for key, value in aws_env(p.url).items():
+            monkeypatch.setenv(key, value)
+        for key in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_ENDPOINT_URL_EC2"):
+            monkeypatch.delenv(key, raising=False)
+        yield p
+
+
+@pytest.fixture
+def aws(proxy: Ec2FaultProxy) -> AwsProvider:
+    provider = aws_provider()
+    warm(provider)
+    return provider
+
+
+@pytest.fixture
+def gce() -> Iterator[GceDouble]:
+    with GceDouble() as double:
+        yield double
+
+
+@pytest.fixture
+def gcp(gce: GceDouble) -> GcpProvider:
+    return gcp_provider(gce.endpoint)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "home") as s:
+        yield s

@@ -1,0 +1,100 @@
+"""Savings against baselines: recorded jobs re-placed by spread, cheapest and carbon-blind on a snapshot fleet."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from report_support import T0, H, used
+
+from geosched import policies
+from geosched.default_fleet import default_fleet, default_network
+from geosched.models import Assignment, CarbonSignal, Job, NodeState, Placement
+from geosched.report.baseline import recorded_placements
+from geosched.report.report import report
+from geosched.store import Store
+
+JOB = Job(name="finetune-8", workers=1, gpus_per_worker=8, gpu="A100")
+HOURS = 2
+
+
+@pytest.fixture
+def placed(tmp_path: Path) -> tuple[Store, Placement]:
+    """finetune-8 placed by zone-first on the embedded fleet and run there for 2 h (a kube job interval)."""
+    store = Store(tmp_path)
+    result = policies.place(JOB, policies.PlacementContext(default_fleet(), default_network()))
+    assert isinstance(result, Placement)
+    store.record_placement(result)
+    for a in result.assignments:
+        node = default_fleet().by_name[a.node]
+        used(store, f"{JOB.name}-{a.node}", T0, T0 + HOURS * H, kind="job", job=JOB.name, provider=node.provider,
+             region=node.region, zone=node.zone, cluster=node.cluster, instance_type=node.instance_type,
+             gpu=node.gpu, gpus=a.workers * JOB.gpus_per_worker, source="kube")
+    return store, result
+
+
+def _doc(store: Store) -> dict[str, Any]:
+    now = T0 + 24 * H
+    text = report(store, "cost", "job", T0, now, "json", now=now).text
+    return json.loads(text or "")  # type: ignore[no-any-return]
+
+
+def test_each_baseline_re_places_the_job_for_the_same_span(placed: tuple[Store, Placement]) -> None:
+    store, _ = placed
+    doc = _doc(store)
+    outcomes = {o["placement"]: o for o in doc["baselines"]["jobs"]}
+    assert set(outcomes) == {"recorded", "spread", "cheapest", "carbon-blind"}
+    # The recorded placement, costed on the snapshot, is exactly what the ledger says it cost.
+    assert outcomes["recorded"]["note"] == "modelled on the snapshot"
+    assert outcomes["recorded"]["usd"] == pytest.approx(doc["total"]["cost_usd"], rel=1e-12)
+    # Cheapest, worked out independently: the cheapest $/GPU-h A100 node with 8 free GPUs, for 8 GPUs x 2 h.
+    cheapest = min(n.price_ondemand / n.gpus for n in default_fleet().nodes
+                   if n.gpu == "A100" and n.gpus_free >= 8 and n.state is NodeState.READY and n.price_ondemand)
+    assert outcomes["cheapest"]["usd"] == pytest.approx(cheapest * 8 * HOURS, rel=1e-12)
+    for o in outcomes.values():
+        assert o["usd"] > 0 and o["gco2e"] > 0
+
+
+def test_savings_are_baseline_minus_recorded(placed: tuple[Store, Placement]) -> None:
+    store, _ = placed
+    doc = _doc(store)
+    by_label = {o["placement"]: o for o in doc["baselines"]["jobs"]}
+    savings = {s["baseline"]: s for s in doc["baselines"]["savings"]}
+    assert list(savings) == ["spread", "cheapest", "carbon-blind"]
+    for label, s in savings.items():
+        assert s["jobs"] == 1
+        assert s["saved_usd"] == pytest.approx(by_label[label]["usd"] - by_label["recorded"]["usd"], rel=1e-9, abs=1e-9)
+        assert s["saved_gco2e"] == pytest.approx(by_label[label]["gco2e"] - by_label["recorded"]["gco2e"], abs=1e-6)
+    # The default policy is carbon-blind with the default weights: it finds the recorded placement again.
+    assert savings["carbon-blind"]["saved_usd"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_job_without_placement_and_nodes_outside_the_snapshot(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    ghost = policies.place(JOB, policies.PlacementContext(default_fleet(), default_network()))
+    assert isinstance(ghost, Placement)
+    store.record_placement(replace(ghost, assignments=(Assignment("ghost-node", ghost.zones[0], 1),)))
+    used(store, "finetune-8", T0, T0 + H, kind="job", job="finetune-8", gpus=8, source="kube")
+    used(store, "orphan", T0, T0 + H, kind="job", job="orphan", gpus=8, source="kube")
+    outcomes = {(o["job"], o["placement"]): o for o in _doc(store)["baselines"]["jobs"]}
+    assert outcomes[("orphan", "recorded")]["note"] == "no recorded placement"
+    assert outcomes[("finetune-8", "recorded")]["note"].startswith("ledger figures")
+    assert ("finetune-8", "cheapest") in outcomes
+
+
+def test_the_placement_a_window_ran_under() -> None:
+    docs = [{"id": 1, "job": "a", "created_at": 10.0}, {"id": 2, "job": "a", "created_at": 20.0},
+            {"id": 3, "job": "a", "created_at": 40.0}, {"id": 4, "job": "b", "created_at": 50.0},
+            {"id": 5, "job": "b", "created_at": 60.0}]
+    chosen = recorded_placements(docs, until=30.0)
+    assert (chosen["a"]["id"], chosen["b"]["id"]) == (2, 4)
+
+
+def test_an_hourly_only_signal_still_lets_the_baselines_score_carbon(placed: tuple[Store, Placement]) -> None:
+    store, _ = placed
+    signal = CarbonSignal(intensity={}, hourly={"gcp:us-central1": (10.0, 20.0)})
+    text = report(store, "carbon", "job", T0, T0 + 24 * H, "json", now=T0 + 24 * H, carbon=signal).text
+    assert len(json.loads(text or "")["baselines"]["jobs"]) == 4
