@@ -29,6 +29,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
+from geosched.emulators.gce import DEFAULT_MACHINE_TYPES, only_in, with_zones
 from geosched.models import Offering
 from geosched.providers import lifecycle
 from geosched.providers.base import Provider
@@ -37,8 +39,6 @@ from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest
 from geosched.providers.retry import RetryPolicy
 from geosched.store import Store
-from tests.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
-from tests.emulators.gce import DEFAULT_MACHINE_TYPES, only_in, with_zones
 from tests.providers import campaign
 from tests.providers.prov_support import aws_env, aws_provider, gcp_provider, warm
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from geosched.providers import journal, lifecycle
 from geosched.providers.base import Provider
 from geosched.providers.failover import Ttls
@@ -33,7 +34,6 @@ from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.retry import RetryPolicy
 from geosched.store import Store
-from tests.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import (
     AWS_REGIONS,
     AWS_ZONES,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from geosched.emulators import Ec2FaultProxy, GceDouble, MotoServer
 from geosched.providers.aws import AwsProvider
 from geosched.providers.gcp import GcpProvider
 from geosched.store import Store
-from tests.emulators import Ec2FaultProxy, GceDouble, MotoServer
 from tests.providers.prov_support import aws_env, aws_provider, gcp_provider, warm
 
 
