@@ -15,7 +15,7 @@ from geosched.demo import run_demo
 from geosched.documents import load_job
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
-from geosched.inputs import resolve
+from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.models import Fleet, Placement, Weights
 from geosched.probes import cli as probes_cli
@@ -69,6 +69,8 @@ def _root(home: Annotated[Path | None, typer.Option(
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]
 NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view file (YAML/JSON).")]
 SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
+StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (imported snapshot) plus the machines "
+                                        "geosched provisioned that are up, on the store's measured network.")]
 
 
 @app.command()
@@ -77,6 +79,7 @@ def place(
     fleet: FleetOpt = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
+    from_store: StoreOpt = False,
     policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).")] = policies.DEFAULT_POLICY,
     network_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the network term.")]
     = DEFAULT_WEIGHTS.network,
@@ -89,7 +92,11 @@ def place(
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
     if policy not in policies.names():
         raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
-    snap = resolve(fleet, network, snapshot)
+    if from_store:
+        with State.store() as store:
+            snap = resolve(fleet, network, snapshot, store)
+    else:
+        snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
     ctx = policies.PlacementContext(snap.fleet, snap.network)
     result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight))
@@ -166,17 +173,15 @@ def snapshot_export(
     = False,
     fmt: Annotated[str, typer.Option("--format", help="yaml or json.")] = "yaml",
 ) -> None:
-    """Write the store's fleet and aggregated network view as files."""
+    """Write the store's fleet (with the provisioned machines that are up) and measured network view as files."""
     if fmt not in ("yaml", "json"):
         raise InputError("--format", "", f"expected yaml or json, got {fmt!r}")
     if embedded:
         paths = write_snapshot(directory, default_fleet(), default_network(), fmt)
     else:
         with State.store() as store:
-            try:
-                paths = store.export_snapshot(directory, fmt)
-            except LookupError as exc:
-                raise InputError(str(store.path), "nodes", "the store holds no fleet; import one first") from exc
+            # Measured links only: a re-import must not turn the shipped model into measurements.
+            paths = write_snapshot(directory, from_store(store).fleet, store.network_view(), fmt)
     for path in paths:
         render.out.print(f"wrote {path}")
 

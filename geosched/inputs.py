@@ -1,16 +1,18 @@
-"""Where a command's fleet and network come from: files, a snapshot directory, or the embedded default."""
+"""Where a command's fleet and network come from: files, a snapshot directory, the store, or the embedded
+default."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from geosched import netmodel
+from geosched import catalog, netmodel
 from geosched.default_fleet import default_fleet, default_network
 from geosched.documents import load_fleet, load_network
 from geosched.errors import InputError
-from geosched.models import Fleet, NetworkView
-from geosched.store import snapshot_paths
+from geosched.models import Fleet, NetworkView, Node, Zone
+from geosched.store import Store, snapshot_paths
 
 
 @dataclass(frozen=True)
@@ -20,7 +22,11 @@ class Snapshot:
     origin: str
 
 
-def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None) -> Snapshot:
+def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None, store: Store | None = None) -> Snapshot:
+    if store is not None:
+        if fleet or network or snapshot:
+            raise InputError("--store", "", "give either --store or --fleet/--network/--snapshot, not both")
+        return from_store(store)
     if snapshot is not None:
         if fleet or network:
             raise InputError("--snapshot", "", "give either --snapshot or --fleet/--network, not both")
@@ -37,3 +43,44 @@ def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None) -> 
         view = NetworkView(zone_links=netmodel.zone_links(loaded.zones.values()))
         return Snapshot(loaded, view, f"{fleet} + shipped network model")
     return Snapshot(loaded, load_network(network, loaded), f"{fleet} + {network}")
+
+
+def from_store(store: Store) -> Snapshot:
+    """The store's fleet (an imported snapshot) with the machines geosched provisioned that are up, placed on
+    the store's measured network; zone pairs nobody measured fall back to the shipped inter-region model."""
+    from geosched.providers.lifecycle import fleet_nodes  # an edge: only this source needs the providers' journal
+
+    base = store.load_fleet()
+    provisioned = fleet_nodes(store)
+    if base is None and not provisioned:
+        raise InputError(str(store.path), "nodes", "the store holds no fleet and no provisioned machines: "
+                         "`geosched snapshot import DIR` or `geosched provision` first")
+    fleet = with_nodes(base, provisioned)
+    measured = store.network_view()
+    view = replace(measured, zone_links={**netmodel.zone_links(fleet.zones.values()), **measured.zone_links})
+    parts = [p for p, on in (("imported fleet", base is not None), (f"{len(provisioned)} provisioned", provisioned))
+             if on]
+    return Snapshot(fleet, view, f"store {store.path} ({' + '.join(parts)})")
+
+
+def with_nodes(base: Fleet | None, extra: Sequence[Node]) -> Fleet:
+    """`base` with `extra` added. One machine, one node: an `extra` node replaces the base node of the same name,
+    and one whose `provider_id` names a base node (an inventory machine leased by the ssh provider) replaces it
+    too, keeping where the base says the machine is (its provider, region and zone) and its name."""
+    by_name = {n.name: n for n in base.nodes} if base else {}
+    merged = {}
+    for node in extra:
+        same = by_name.get(node.name) or (by_name.get(node.provider_id) if node.provider_id else None)
+        if same is not None:
+            node = replace(node, name=same.name, provider=same.provider, region=same.region, zone=same.zone)
+        merged[node.name] = node
+    nodes = tuple(n for n in by_name.values() if n.name not in merged) + tuple(merged.values())
+    zones = {n.zone: Zone(n.zone, n.provider, n.region) for n in nodes}
+    known = {**catalog.regions(), **(base.regions if base else {})}
+    for n in nodes:
+        if n.region_key not in known:
+            raise InputError("store", f"nodes.{n.name}.region", f"{n.region_key!r} is neither in the catalog nor in "
+                             "the imported fleet, so its grid intensity and PUE are unknown: `geosched snapshot "
+                             "import` a fleet that declares the machine")
+    return Fleet(regions={z.region_key: known[z.region_key] for z in zones.values()}, zones=zones, nodes=nodes,
+                 gpu_power={**catalog.gpu_power(), **(base.gpu_power if base else {})})
