@@ -32,7 +32,7 @@ from geosched.models import Weights
 if TYPE_CHECKING:
     from geosched.kube.cluster_inventory import Unreachable
     from geosched.kube.scheduler import SchedulerSettings
-    from geosched.kube.submit import SubmitOutcome
+    from geosched.kube.submit import PlacedJob, SubmitOutcome
 
 # The commands import the API client (kubernetes, tenacity) when they run: `geosched --help` and the other
 # commands neither pay for it nor need it installed.
@@ -158,20 +158,64 @@ def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
 
 
 @app.command("jobs")
-def jobs_cmd(clusters: ClustersOpt = None, kubeconfig: KubeconfigOpt = None, context: ContextOpt = None,
-             output: OutputOpt = Output.table) -> None:
+def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: KubeconfigOpt = None,
+             context: ContextOpt = None, output: OutputOpt = Output.table,
+             record: Annotated[bool, typer.Option(
+                 "--record/--no-record", help="Write each job's start and end (from its status) into the usage "
+                 "ledger that `geosched report` prices.")] = True) -> None:
     """Jobs geosched placed, on every cluster, with their zones and state."""
+    from geosched.kube import cluster_inventory
     from geosched.kube import submit as submitting
 
     with _errors():
-        found, unreachable = submitting.jobs(kubeconfig, tuple(context or ()), _clusters(clusters))
+        configs = _clusters(clusters)
+        found, unreachable = submitting.jobs(kubeconfig, tuple(context or ()), configs, with_usage=record)
+        if record:
+            # The clusters that answered: only there is a job missing from the listing really gone.
+            down = {u.cluster for u in unreachable}
+            asked = cluster_inventory.candidates(kubeconfig, tuple(context or ()), configs)
+            _record(_home(ctx), found, {r.name for r in asked} - down)
     _warn(unreachable)
     rows = [{"cluster": j.cluster, "namespace": j.namespace, "kind": j.kind, "name": j.name, "zones": list(j.zones),
-             "state": j.state, "policy": j.policy, "placed_at": j.placed_at} for j in found]
+             "state": j.state, "policy": j.policy, "placed_at": j.placed_at,
+             "started": _iso(j.usage.start if j.usage else None), "ended": _iso(j.usage.end if j.usage else None)}
+            for j in found]
     if output is Output.json:
         render.data(rows, "json")
     else:
         render.table("placed jobs", rows)
+
+
+def _home(ctx: typer.Context) -> Path:
+    # The root `--home` of `geosched` when there is one (as the provisioning verbs read it), else the default.
+    from geosched.store import default_home
+
+    home = ctx.find_root().params.get("home")
+    return Path(home) if home else default_home()
+
+
+def _record(home: Path, found: list[PlacedJob], read: set[str]) -> None:
+    """Sync the jobs' runs into the store's usage ledger. A store is only created when there is a run to write:
+    without one, the only work is closing rows of jobs that are gone, which needs a ledger that exists."""
+    from geosched.kube.submit import sync_usage
+    from geosched.store import DB_NAME, Store
+
+    if not any(j.usage and j.usage.shares and (j.usage.start, j.usage.end) != (None, None) for j in found) \
+            and not (home / DB_NAME).exists():
+        return
+    with Store(home) as store:
+        synced = sync_usage(store, found, read)
+    for note in synced.skipped:
+        render.err.print(f"warning: not in the usage ledger: {note}", markup=False)
+    if synced.opened or synced.closed or synced.recorded or synced.gone:
+        render.err.print(f"usage ledger: {synced.opened} run(s) started, {synced.closed} ended, {synced.recorded} "
+                         f"recorded whole, {synced.gone} closed as gone", markup=False)
+
+
+def _iso(when: float | None) -> str | None:
+    from datetime import UTC, datetime
+
+    return None if when is None else datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @scheduler_app.command("run")

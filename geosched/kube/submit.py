@@ -2,7 +2,8 @@
 
 `submit` is the whole path for one job file: read the live fleet (`cluster_inventory`), look for the job on every
 candidate cluster, place it, render it, and apply the manifests on the chosen cluster. `plan` is the pure middle
-(place + render), `apply_manifests` the last step alone, `jobs` the listing.
+(place + render), `apply_manifests` the last step alone, `jobs` the listing, and `sync_usage` writes what the
+listing saw of each job's run (its start and end in the cluster's status) into the usage ledger.
 
 Idempotent by construction: every object is written by server-side apply (field manager `geosched`) under its
 own name, so a retry, a second submit or a rerun after a crash converges on one object per name; nothing is
@@ -24,7 +25,9 @@ and re-applied once, then reported with the server's message, unless `force` tak
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,12 +35,13 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from geosched import policies
-from geosched.errors import GeoschedError
+from geosched import policies, usage
+from geosched.errors import GeoschedError, InputError
 from geosched.kube import cluster_inventory, keys
 from geosched.kube.client import (
     APPLY_PATCH,
     FIELD_MANAGER,
+    NODES,
     Json,
     Kube,
     RetryPolicy,
@@ -48,9 +52,11 @@ from geosched.kube.client import (
 from geosched.kube.cluster_inventory import ClusterRef, FleetView, Unreachable
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, apply_context
-from geosched.kube.jobinput import JobInput, JobKind, read_job_file
+from geosched.kube.inventory import nodes_from_kube
+from geosched.kube.jobinput import JobInput, JobKind, parse_job_object, read_job_file
 from geosched.kube.render import RenderOptions, render
-from geosched.models import NetworkView, Node, NoFit, Placement, Weights
+from geosched.models import NetworkView, Node, NoFit, Placement, Pricing, Weights
+from geosched.store import Store
 
 COMPACT_OBJECTS = {CompactKind.JOB: ("batch/v1", "Job"), CompactKind.JOBSET: ("jobset.x-k8s.io/v1alpha2", "JobSet")}
 # The kinds a placed gang's main object can have, for `jobs`.
@@ -61,6 +67,7 @@ ZONES_NOTE = keys.PREFIX + "zones"
 REGIONS_NOTE = keys.PREFIX + "regions"
 POLICY_NOTE = keys.PREFIX + "policy"
 PLACED_AT_NOTE = keys.PREFIX + "placed-at"
+ASSIGNMENTS_NOTE = keys.PREFIX + "assignments"
 
 
 class SubmitError(GeoschedError):
@@ -116,6 +123,17 @@ class SubmitOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class JobUsage:
+    """What a job's cluster status says about its use of GPUs: when its current (or last) run started and
+    ended (None: not known, or not yet), and the ledger rows that run is made of (one per zone, instance type
+    and market its workers used)."""
+
+    start: float | None
+    end: float | None
+    shares: tuple[usage.Usage, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PlacedJob:
     cluster: str
     namespace: str
@@ -126,6 +144,10 @@ class PlacedJob:
     policy: str | None
     placed_at: str | None
     state: str
+    uid: str | None = None
+    # Filled by `jobs(..., with_usage=True)`: the run's facts, or why the job cannot be accounted.
+    usage: JobUsage | None = None
+    usage_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -301,30 +323,50 @@ def apply_object(kube: Kube, obj: Mapping[str, Any], *, default_namespace: str, 
 # --- listing --------------------------------------------------------------------------------------
 
 def jobs(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
-         clusters: Mapping[str, ClusterConfig] | None = None) -> tuple[list[PlacedJob], list[Unreachable]]:
-    """Every job object carrying geosched's provenance, on every candidate cluster, with zones and state."""
+         clusters: Mapping[str, ClusterConfig] | None = None, *,
+         with_usage: bool = False) -> tuple[list[PlacedJob], list[Unreachable]]:
+    """Every job object carrying geosched's provenance, on every candidate cluster, with zones and state; with
+    `with_usage`, also what each job's run used (which reads the cluster's nodes when a job has started)."""
     refs = cluster_inventory.candidates(kubeconfig, contexts, clusters)
     found: list[PlacedJob] = []
     unreachable: list[Unreachable] = []
     for ref in refs:
         try:
             with Kube.open(ref.context, kubeconfig, name=ref.name) as kube:
-                found.extend(list_placed(kube, ref.name))
+                found.extend(list_placed(kube, ref.name, with_usage=with_usage))
         except Exception as exc:  # reported with the others; the listing goes on
             unreachable.append(Unreachable(ref.name, ref.context, describe(exc)))
     found.sort(key=lambda j: (j.cluster, j.namespace, j.name))
     return found, unreachable
 
 
-def list_placed(kube: Kube, cluster: str) -> list[PlacedJob]:
-    out: list[PlacedJob] = []
+def list_placed(kube: Kube, cluster: str, *, with_usage: bool = False) -> list[PlacedJob]:
+    found: list[tuple[PlacedJob, Json]] = []
     for api_version, kind in JOB_RESOURCES:
         resource = kube.resource(api_version, kind)
         if resource is None:
             continue  # the cluster does not run this controller
         items, _ = kube.list_all(resource.path(), label_selector=keys.JOB_LABEL)
-        out.extend(p for item in items if (p := placed_job(cluster, kind, item)) is not None)
-    return out
+        for item in items:
+            # List items leave out apiVersion and kind; parsing the object (for its gang size) needs them.
+            obj = {**item, "apiVersion": api_version, "kind": kind}
+            if (p := placed_job(cluster, kind, obj)) is not None:
+                found.append((p, obj))
+    if not with_usage:
+        return [p for p, _ in found]
+    ran = any(t != (None, None) for t in (job_times(p.kind, obj) for p, obj in found))
+    nodes = cluster_nodes(kube, cluster) if ran else {}
+    return [_with_usage(p, job_usage(cluster, p.kind, obj, nodes)) for p, obj in found]
+
+
+def cluster_nodes(kube: Kube, cluster: str) -> dict[str, Node]:
+    """The cluster's GPU nodes by name, as fleet nodes (provider, place, instance type, GPU model, labels)."""
+    items, _ = kube.list_all(NODES.path())
+    return {n.name: n for n in nodes_from_kube(items, (), cluster).nodes}
+
+
+def _with_usage(placed: PlacedJob, found: JobUsage | str) -> PlacedJob:
+    return replace(placed, usage=found) if isinstance(found, JobUsage) else replace(placed, usage_note=found)
 
 
 def placed_job(cluster: str, kind: str, obj: Mapping[str, Any]) -> PlacedJob | None:
@@ -343,6 +385,7 @@ def placed_job(cluster: str, kind: str, obj: Mapping[str, Any]) -> PlacedJob | N
         policy=notes.get(POLICY_NOTE),
         placed_at=notes.get(PLACED_AT_NOTE),
         state=job_state(obj),
+        uid=str(meta["uid"]) if meta.get("uid") else None,
     )
 
 
@@ -370,5 +413,159 @@ def _split(value: Any) -> tuple[str, ...]:
     return tuple(v for v in str(value or "").split(",") if v)
 
 
-__all__ = ["Applied", "Existing", "PlacedJob", "Planned", "SubmitError", "SubmitOptions", "SubmitOutcome",
-           "SubmitRefused", "apply_manifests", "find_existing", "jobs", "plan", "submit"]
+# --- usage: when a job ran, on what (pure), and the ledger write --------------------------------------
+
+# Conditions that end a run (status True); Job and TrainJob say Complete, JobSet Completed, PyTorchJob Succeeded.
+END_CONDITIONS = ("Complete", "Completed", "Succeeded", "Failed")
+# Other controllers' node labels for spot or preemptible capacity (read, never written): GKE, EKS, Karpenter.
+SPOT_LABELS = (("cloud.google.com/gke-spot", "true"), ("cloud.google.com/gke-preemptible", "true"),
+               ("eks.amazonaws.com/capacityType", "SPOT"), ("karpenter.sh/capacity-type", "spot"))
+UNKNOWN_GPU = "?"
+
+
+def job_times(kind: str, obj: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """When the job's current (or last) run started and ended, from its status; None where it does not say.
+
+    - Job, PyTorchJob: `status.startTime` (a PyTorchJob without one: its Running condition's time);
+    - JobSet, TrainJob (no start field): when the Suspended condition went False (resumed, e.g. admitted by
+      Kueue); else, once anything shows the run began (a child job counted active, ready, succeeded or failed,
+      or a final condition), `metadata.creationTimestamp`, early by the scheduling delay (cost over-stated);
+    - end: `status.completionTime`, else the time of a Complete/Completed/Succeeded/Failed condition;
+    - suspended now (Suspended condition True): the run ended when it was suspended, and a start from before
+      that is the run that ended; a start after it is ignored (the job is not running).
+    """
+    status = obj.get("status") or {}
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    true = {str(c.get("type")): _when(c.get("lastTransitionTime")) for c in conditions if c.get("status") == "True"}
+    ends = [t for c in END_CONDITIONS if (t := true.get(c)) is not None]
+    end = _when(status.get("completionTime")) or (min(ends) if ends else None)
+    if kind in ("Job", "PyTorchJob"):
+        start = _when(status.get("startTime")) or (true.get("Running") if kind == "PyTorchJob" else None)
+    else:
+        resumed = [_when(c.get("lastTransitionTime")) for c in conditions
+                   if c.get("type") == "Suspended" and c.get("status") == "False"]
+        start = next((t for t in resumed if t is not None), None)
+        if start is None and (_children_ran(status) or end is not None):
+            start = _when((obj.get("metadata") or {}).get("creationTimestamp"))
+    suspended = true.get("Suspended")
+    if end is None and suspended is not None:
+        end = suspended
+        start = start if start is not None and start < suspended else None
+    return start, end
+
+
+def _children_ran(status: Mapping[str, Any]) -> bool:
+    children = [*(status.get("replicatedJobsStatus") or []), *(status.get("jobsStatus") or [])]
+    return any(int(c.get(k) or 0) > 0 for c in children if isinstance(c, Mapping)
+               for k in ("active", "ready", "succeeded", "failed"))
+
+
+def _when(value: Any) -> float | None:
+    """An RFC 3339 time as Unix seconds; None for anything else (a status is read, not validated)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+def job_usage(cluster: str, kind: str, obj: Mapping[str, Any], nodes: Mapping[str, Node]) -> JobUsage | str:
+    """The ledger facts of one placed job, or why it cannot be accounted. Pure: `nodes` are the cluster's.
+
+    One row per node the placement's assignments annotation names (the report charges a job row its GPUs' share
+    of one node), with that node's workers x GPUs per worker (from the object's pod templates, as `submit` read
+    them); the node gives provider, region, zone, instance type, GPU model and market (spot from the node's
+    spot label). A node the cluster no longer has: the placement's region (and zone, if it names one), no
+    instance type (unpriced), GPU model from the pod template's node selector.
+    """
+    meta = obj.get("metadata") or {}
+    notes = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    uid = meta.get("uid")
+    if not uid:
+        return f"{cluster}: {name} has no metadata.uid"
+    start, end = job_times(kind, obj)
+    try:
+        parsed = parse_job_object(obj, f"{cluster}: {kind} {name}").job
+    except InputError as exc:
+        return f"{cluster}: {name}: cannot read its gang ({exc.reason})"
+    regions = [r.split(":", 1) for r in _split(notes.get(REGIONS_NOTE)) if ":" in r]
+    zones = _split(notes.get(ZONES_NOTE))
+    assigned = _assignments(notes.get(ASSIGNMENTS_NOTE)) or {"": parsed.workers}
+    job = str(labels.get(keys.JOB_LABEL) or meta.get("name", ""))
+    shares: list[usage.Usage] = []
+    for node_name, workers in sorted(assigned.items()):
+        node = nodes.get(node_name)
+        place: tuple[str, str, str | None, str | None, str, Pricing]
+        if node is not None:
+            place = (node.provider, node.region, node.zone, node.instance_type, node.gpu, _market(node))
+        elif regions:
+            place = (regions[0][0], regions[0][1], zones[0] if len(zones) == 1 else None, None,
+                     parsed.gpu or UNKNOWN_GPU, Pricing.ON_DEMAND)
+        else:
+            return f"{cluster}: {name}: node {node_name or '(none)'} not found and no {REGIONS_NOTE} annotation"
+        provider, region, zone, instance_type, gpu, pricing = place
+        shares.append(usage.Usage(
+            kind=usage.Kind.JOB, name=name if len(assigned) == 1 else f"{name}@{node_name}", job=job,
+            provider=provider, region=region, zone=zone, cluster=cluster, instance_type=instance_type, gpu=gpu,
+            gpus=workers * parsed.gpus_per_worker, pricing=pricing, source=usage.Source.KUBE, ref=str(uid)))
+    return JobUsage(start, end, tuple(shares))
+
+
+def _assignments(value: Any) -> dict[str, int]:
+    """`node=workers,node=workers` (provenance) as a mapping; malformed entries are skipped."""
+    out: dict[str, int] = {}
+    for entry in _split(value):
+        node, _, count = entry.rpartition("=")
+        if node and count.isdigit():
+            out[node] = out.get(node, 0) + int(count)
+    return out
+
+
+def _market(node: Node) -> Pricing:
+    spot = any(node.labels.get(label) == value for label, value in SPOT_LABELS)
+    return Pricing.SPOT if spot else Pricing.ON_DEMAND
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSync:
+    """What one sync wrote: runs opened, closed, recorded whole, left as they were; open rows closed because
+    their job is gone from a cluster that answered; jobs that could not be accounted, with the reason."""
+
+    opened: int = 0
+    closed: int = 0
+    recorded: int = 0
+    unchanged: int = 0
+    gone: int = 0
+    skipped: tuple[str, ...] = ()
+
+
+def sync_usage(store: Store, found: Sequence[PlacedJob], clusters_read: Collection[str],
+               now: float | None = None) -> UsageSync:
+    """Write what `jobs(with_usage=True)` saw into the ledger, in one transaction; idempotent.
+
+    A job row still open whose job is no longer on its cluster (deleted, e.g. by its TTL after finishing) is
+    closed at `now`: late by up to one sync period. Only clusters in `clusters_read` are judged that way (an
+    unreachable cluster's jobs are not gone)."""
+    now = time.time() if now is None else now
+    counts: Counter[str] = Counter()
+    seen = {(j.cluster, j.uid) for j in found if j.uid}
+    gone = 0
+    with store.transaction() as db:
+        for j in found:
+            if j.usage is not None and j.usage.shares:
+                counts[usage.record_run(db, j.usage.shares, j.usage.start, j.usage.end)] += 1
+        for row_id, _, ref, cluster in usage.open_runs(db, usage.Source.KUBE):
+            if cluster in clusters_read and (cluster, ref) not in seen:
+                usage.close_row(db, row_id, now)
+                gone += 1
+    return UsageSync(counts["opened"], counts["closed"], counts["recorded"], counts["unchanged"], gone,
+                     tuple(j.usage_note for j in found if j.usage_note))
+
+
+__all__ = ["Applied", "Existing", "JobUsage", "PlacedJob", "Planned", "SubmitError", "SubmitOptions", "SubmitOutcome",
+           "SubmitRefused", "UsageSync", "apply_manifests", "find_existing", "job_times", "job_usage", "jobs", "plan",
+           "submit", "sync_usage"]

@@ -4,6 +4,10 @@ Tables (created by the store's migrations): prov_gangs, prov_attempts, prov_inst
 terminating -> terminated), prov_unavailable (refusals with an expiry), prov_meta (this store's owner id).
 Every function is one transaction, so a crash leaves either the old or the new state, never half.
 A `Store` connection belongs to one thread; threads open their own `Store(home)`.
+
+The usage ledger (`geosched.usage`) is written in the same transactions: an instance recorded as launched opens
+a node interval, one recorded or marked terminated closes it. Both are idempotent, so reconcile loops that
+record the same instance again change nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from geosched import usage
 from geosched.models import Pricing
 from geosched.providers.base import Instance, ProviderError, attempt_token
 from geosched.providers.plan import Block, Candidate, GangRequest
@@ -241,7 +246,7 @@ def record_instances(store: Store, gang: str, attempt_id: int | None, found: Seq
             addresses = json.dumps(list(inst.addresses))
             if row is None:
                 template = next((r for r in rows if r.attempt == attempt_id), None)
-                db.execute(
+                cur = db.execute(
                     "INSERT INTO prov_instances (gang, attempt, idx, name, provider, region, zone, instance_type, "
                     "gpu, gpus, pricing, usd_per_hour, provider_id, addresses, state, note, created_at, "
                     "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'adopted', ?, ?)",
@@ -249,6 +254,9 @@ def record_instances(store: Store, gang: str, attempt_id: int | None, found: Seq
                      inst.instance_type, template.gpu if template else gpu, template.gpus if template else gpus,
                      (inst.pricing or Pricing.ON_DEMAND).value, template.usd_per_hour if template else None,
                      inst.provider_id, addresses, state, now, now))
+                adopted = _instance(db.execute(f"SELECT {_INSTANCE_COLUMNS} FROM prov_instances WHERE id = ?",
+                                               (cur.lastrowid,)).fetchone())
+                _ledger(db, adopted, state, now)
                 continue
             taken.add(row.id)
             new_state = state
@@ -258,7 +266,29 @@ def record_instances(store: Store, gang: str, attempt_id: int | None, found: Seq
                 new_state = "terminating"
             db.execute("UPDATE prov_instances SET provider_id = ?, addresses = ?, state = ?, updated_at = ? "
                        "WHERE id = ?", (inst.provider_id, addresses, new_state, now, row.id))
+            _ledger(db, replace(row, provider_id=inst.provider_id), new_state, now)
     return instances(store, gang=gang)
+
+
+def _ledger(db: sqlite3.Connection, row: InstanceRecord, state: str, now: float) -> None:
+    """The node's usage interval after the row went to `state`: open while launched, closed once terminated.
+    `terminating` changes nothing: the machine is still billed until it is gone.
+
+    The start is when the provider first reported the machine (the launch call's answer, or the reconcile that
+    adopted it): no provider reports its launch time to geosched yet."""
+    if row.provider_id is None:
+        return
+    if state == "launched":
+        usage.open_in(db, node_usage(row), now)
+    elif state == "terminated":
+        usage.close_in(db, usage.Kind.NODE, row.name, usage.Source.PROVIDER, row.provider_id, now)
+
+
+def node_usage(row: InstanceRecord) -> usage.Usage:
+    """A journal row as what its ledger interval is of."""
+    return usage.Usage(kind=usage.Kind.NODE, name=row.name, job=row.gang, provider=row.provider, region=row.region,
+                       zone=row.zone, instance_type=row.instance_type, gpu=row.gpu, gpus=row.gpus,
+                       pricing=row.pricing, source=usage.Source.PROVIDER, ref=row.provider_id)
 
 
 def _match(rows: list[InstanceRecord], taken: set[int], inst: Instance,
@@ -286,6 +316,10 @@ def mark(store: Store, row_ids: Iterable[int], state: str, note: str | None = No
     with store.transaction() as db:
         db.executemany("UPDATE prov_instances SET state = ?, note = COALESCE(?, note), updated_at = ? WHERE id = ?",
                        [(state, note, now, i) for i in ids])
+        if state == "terminated":
+            marks = ", ".join("?" * len(ids))
+            for r in db.execute(f"SELECT {_INSTANCE_COLUMNS} FROM prov_instances WHERE id IN ({marks})", ids):
+                _ledger(db, _instance(r), state, now)
 
 
 def instances(store: Store, *, gang: str | None = None, attempt_id: int | None = None,

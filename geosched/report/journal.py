@@ -1,6 +1,7 @@
 """Intervals derived from the providers' journal (`prov_instances`), so a node launched by geosched is in the
-report even when nothing wrote a ledger row for it (a crash between launch and ledger, or a provider not yet
-wired to the ledger).
+report even when no ledger row accounts for it. The journal writes the node's ledger row in the same
+transaction as the row's state (`geosched.providers.journal`), so this is for what that cannot cover: a machine
+first seen already gone (it never was `launched`), and stores written before the journal wrote the ledger.
 
 Which rows: those with a `provider_id`, i.e. a provider reported the machine (the journal sets it when it
 records an instance as launched). Rows still in `intent`, and rows that went to `terminated` without ever

@@ -144,3 +144,28 @@ def test_a_provider_ledger_row_replaces_the_journal_row_of_the_same_instance(sto
     close_interval(store, kind="node", name="done", source="provider", end=T0 + H, ref="i-done")
     (only,) = intervals(store, T0, T0 + 3 * H)
     assert (only.origin, only.start, only.end) == (Origin.LEDGER, T0 + 60, T0 + H)
+
+
+def test_a_window_holding_only_the_journal_s_early_start_does_not_count_the_instance(store: Store) -> None:
+    # The journal says the machine ran from its intent (T0) to its last write (T0 + 2 h); the ledger knows it ran
+    # from T0 + 10 min to T0 + 1 h. A window [T0, T0 + 5 min) or [T0 + 90 min, ...) overlaps only the journal's
+    # edges: the ledger row covers the instance all the same, so nothing is counted there.
+    _journal(store, [("done", "i-done", "terminated", T0, T0 + 2 * H)])
+    open_interval(store, kind="node", name="done", job="g1", provider="aws", region="us-east-1", zone="use1-az1",
+                  instance_type="p4d.24xlarge", gpu="A100", gpus=8, source="provider", start=T0 + 600, ref="i-done")
+    close_interval(store, kind="node", name="done", source="provider", end=T0 + H, ref="i-done")
+    assert intervals(store, T0, T0 + 300) == []
+    assert intervals(store, T0 + 90 * 60, T0 + 3 * H) == []
+    (only,) = intervals(store, T0, T0 + 3 * H)
+    assert only.origin is Origin.LEDGER
+
+
+def test_the_ledger_api_is_the_one_in_geosched_usage(store: Store) -> None:
+    # The write side moved to geosched.usage (the providers write it and may not import the report); the
+    # report's names are the same functions, so old imports keep working.
+    import geosched.report
+    import geosched.report.ledger
+    import geosched.usage
+
+    assert geosched.report.open_interval is geosched.usage.open_interval is geosched.report.ledger.open_interval
+    assert geosched.report.close_interval is geosched.usage.close_interval
