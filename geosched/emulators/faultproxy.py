@@ -34,6 +34,7 @@ from ._http import (
     HttpResponse,
     Times,
 )
+from .ec2_extras import Ec2Extras
 
 ADMIN_PREFIX = "/_emulator"
 
@@ -280,6 +281,8 @@ class Ec2FaultProxy:
         self._map_lock = threading.Lock()
         self._subnet_az: dict[str, str] = {}
         self._instance_az: dict[str, str] = {}
+        # Service quotas and placement groups, which moto does not answer (see ec2_extras.py).
+        self.extras = Ec2Extras()
 
     # -- lifecycle -------------------------------------------------------
 
@@ -316,6 +319,18 @@ class Ec2FaultProxy:
 
     def clear_faults(self) -> None:
         self.faults.clear()
+
+    def set_service_quota(
+        self, quota_code: str, value: float | None, *, region: str | None = None, service_code: str = "ec2"
+    ) -> None:
+        """Answer Service Quotas GetServiceQuota for `quota_code` (e.g. L-417A185B, running on-demand P
+        vCPUs) with `value`, in `region` or every region; None forgets it (moto then answers
+        NoSuchResourceException, as it does for every non-VPC quota)."""
+        self.extras.set_service_quota(service_code, quota_code, value, region)
+
+    def placement_groups(self, region: str) -> dict[str, str]:
+        """Placement groups created through the proxy in `region`: name -> strategy."""
+        return self.extras.placement_groups(region)
 
     @property
     def calls(self) -> list[CallRecord]:
@@ -354,7 +369,12 @@ class Ec2FaultProxy:
             self.log.append(CallRecord(action, hit_zone, fault.http_status, fault.code, True))
             return HttpResponse(fault.http_status, body, list(_XML_HEADERS))
 
-        response = self._forward(req)
+        answered = self.extras.answer(action, params, req)
+        if answered is not None:
+            code = _error_code(answered.body) if answered.status >= 400 else None
+            self.log.append(CallRecord(action, zone, answered.status, code, injected))
+            return answered
+        response = self.extras.rewrite(action, params, self._forward(req))
         self._learn(response)
         code = _error_code(response.body) if response.status >= 400 else None
         self.log.append(CallRecord(action, zone, response.status, code, injected))
@@ -470,7 +490,8 @@ class Ec2FaultProxy:
 
     def _admin(self, req: HttpRequest) -> HttpResponse:
         """POST /_emulator/faults {"fault": Ec2Fault.to_dict(), "zone", "action", "times"};
-        DELETE /_emulator/faults; GET|DELETE /_emulator/calls."""
+        DELETE /_emulator/faults; GET|DELETE /_emulator/calls;
+        POST /_emulator/service-quota {"quotaCode", "value", "region", "serviceCode"}."""
         route = (req.method, req.path[len(ADMIN_PREFIX) :])
         try:
             data: dict[str, Any] = json.loads(req.body) if req.body else {}
@@ -484,6 +505,14 @@ class Ec2FaultProxy:
                 return _json(200, {"id": rule.id})
             if route == ("DELETE", "/faults"):
                 self.clear_faults()
+                return _json(200, {})
+            if route == ("POST", "/service-quota"):
+                self.set_service_quota(
+                    data["quotaCode"],
+                    data.get("value"),
+                    region=data.get("region"),
+                    service_code=data.get("serviceCode", "ec2"),
+                )
                 return _json(200, {})
             if route == ("GET", "/calls"):
                 return _json(200, {"calls": [asdict(c) for c in self.calls]})

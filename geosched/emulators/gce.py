@@ -796,6 +796,28 @@ class GceDouble:
             "supportsPzs": False,
         }
 
+    def _project_json(self, project: str) -> JSON:
+        """projects.get: the project-wide quotas (GPUS_ALL_REGIONS, CPUS_ALL_REGIONS) with their usage,
+        in the `quotas: [{metric, limit, usage}]` shape GCE uses for regions too."""
+        usage = self._current_usage(project, None)
+        metrics = set(GLOBAL_METRICS) | {m for (r, m) in self._quota_limits if r is None}
+        return {
+            "kind": "compute#project",
+            "id": self._stable_id(f"project/{project}"),
+            "creationTimestamp": "1969-12-31T16:00:00.000-08:00",
+            "name": project,
+            "quotas": [
+                {
+                    "metric": m,
+                    "limit": self._quota_limits.get((None, m), DEFAULT_QUOTA_LIMIT),
+                    "usage": usage.get(m, 0.0),
+                }
+                for m in sorted(metrics)
+            ],
+            "selfLink": self._link(project),
+            "defaultNetworkTier": "PREMIUM",
+        }
+
     def _machine_types_in(self, zone: str) -> list[MachineTypeSpec]:
         return [m for m in self.machine_types.values() if m.zones is None or zone in m.zones]
 
@@ -964,6 +986,7 @@ class GceDouble:
     _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         (verb, re.compile("^/compute/v1/projects/(?P<project>[^/]+)" + pattern + "$"), method)
         for verb, pattern, method in (
+            ("GET", r"", "projects.get"),
             ("POST", r"/zones/(?P<zone>[^/]+)/instances", "instances.insert"),
             ("GET", r"/zones/(?P<zone>[^/]+)/instances", "instances.list"),
             ("GET", r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "instances.get"),
@@ -1085,6 +1108,8 @@ class GceDouble:
         zone = p.get("zone", "")
         if "zone" in p and zone not in self.zones:
             raise _not_found(f"projects/{project}/zones/{zone}")
+        if method == "projects.get":
+            return 200, self._project_json(project)
         if method == "instances.insert":
             return 200, self._insert(project, zone, body, op_fault)
         if method == "instances.delete":

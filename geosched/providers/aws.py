@@ -51,6 +51,7 @@ from geosched.providers.base import (
     UnsupportedError,
 )
 from geosched.providers.config import AwsSettings
+from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
 
 NAME = "aws"
 T = TypeVar("T")
@@ -86,6 +87,11 @@ VCPU_QUOTA_CODES: Mapping[tuple[str, Pricing], str] = {
     ("p", Pricing.ON_DEMAND): "L-417A185B", ("g", Pricing.ON_DEMAND): "L-DB2E81BA",
     ("p", Pricing.SPOT): "L-7212CCBC", ("g", Pricing.SPOT): "L-3819A6DF",
 }
+# Families whose running vCPUs count against each quota class (the letter of VCPU_QUOTA_CODES): the G quota
+# is "Running On-Demand G and VT instances".
+QUOTA_CLASS_FAMILIES: Mapping[str, tuple[str, ...]] = {"p": ("p",), "g": ("g", "vt")}
+# States that hold vCPU quota: a stopped instance releases it.
+QUOTA_STATES = ("pending", "running")
 STATES = {"pending": InstanceState.PENDING, "running": InstanceState.RUNNING, "stopping": InstanceState.STOPPING,
           "stopped": InstanceState.STOPPED, "shutting-down": InstanceState.GONE, "terminated": InstanceState.GONE}
 # Per-call read timeouts come from the zone budget; rounding down to these keeps the number of cached
@@ -159,27 +165,47 @@ def user_data(spec: LaunchSpec) -> str | None:
             f"    ssh_authorized_keys:\n      - {key}\n")
 
 
-def tags(spec: LaunchSpec) -> list[dict[str, str]]:
-    return [{"Key": GANG_TAG, "Value": spec.gang}, {"Key": OWNER_TAG, "Value": spec.owner},
-            {"Key": ATTEMPT_TAG, "Value": spec.token}, {"Key": NAME_TAG, "Value": spec.token}]
+def tags(spec: LaunchSpec, extra: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """geosched's tags over the network's launch tags: ours win, so a module's tag can never rename a gang
+    or an attempt (the owner tags agree, `check_owner` saw to that before any call)."""
+    merged = dict(extra or {})
+    merged.update({GANG_TAG: spec.gang, OWNER_TAG: spec.owner, ATTEMPT_TAG: spec.token, NAME_TAG: spec.token})
+    return [{"Key": k, "Value": v} for k, v in merged.items()]
 
 
-def run_params(spec: LaunchSpec, ami: str, zone_name: str, key_name: str | None) -> dict[str, Any]:
+def run_params(spec: LaunchSpec, ami: str, zone_name: str, key_name: str | None,
+               network: AwsRegionNetwork | None = None) -> dict[str, Any]:
+    """The RunInstances request. With a Terraform network, the subnet of the zone, the module's security
+    group, key pair and (when the zone has one) cluster placement group; the IAM policy the module writes
+    allows launches into exactly those, tagged with its launch tags."""
+    placement: dict[str, str] = {"AvailabilityZone": zone_name}
+    launch_tags = tags(spec, network.launch_tags if network is not None else None)
     params: dict[str, Any] = {
         "ImageId": ami,
         "InstanceType": spec.instance_type,
         "MinCount": spec.count,
         "MaxCount": spec.count,
         "ClientToken": spec.token,
-        "Placement": {"AvailabilityZone": zone_name},
-        "TagSpecifications": [{"ResourceType": "instance", "Tags": tags(spec)},
-                              {"ResourceType": "volume", "Tags": tags(spec)}],
+        "Placement": placement,
+        "TagSpecifications": [{"ResourceType": "instance", "Tags": launch_tags},
+                              {"ResourceType": "volume", "Tags": launch_tags}],
         "InstanceInitiatedShutdownBehavior": "terminate",
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
     }
     data = user_data(spec)
     if data:
         params["UserData"] = data
+    if network is not None:
+        subnet = network.subnet_for(spec.zone)
+        if subnet is None:
+            raise UnsupportedError(f"zone {spec.zone}: no subnet in the Terraform output", code="NoSubnet")
+        params["SubnetId"] = subnet
+        params["SecurityGroupIds"] = [network.security_group_id]
+        group = network.placement_group_for(spec.zone)
+        if group is not None:
+            placement["GroupName"] = group
+        # The module's key pair is the one its IAM policy allows; user data still installs the user's key.
+        key_name = network.key_name
     if key_name:
         params["KeyName"] = key_name
     if spec.pricing is Pricing.SPOT:
@@ -228,6 +254,7 @@ class AwsProvider:
         self._zone_maps: dict[str, dict[str, str]] = {}
         self._amis: dict[str, str] = {}
         self._quotas: dict[tuple[str, str], float | None] = {}
+        self._vcpus: dict[str, float] = {}
 
     @property
     def name(self) -> str:
@@ -382,12 +409,27 @@ class AwsProvider:
         return tuple(out)
 
     def check_quota(self, spec: LaunchSpec, budget: Budget) -> QuotaCheck:
-        code = VCPU_QUOTA_CODES.get((spec.instance_type[:1], spec.pricing))
-        if code is None:
+        """The family's Service Quotas vCPU limit minus the vCPUs running and pending instances of the same
+        quota class and market already hold in the region. An unreadable limit skips the check (no usage
+        calls): the launch itself then tells."""
+        klass = quota_class(spec.instance_type)
+        code = VCPU_QUOTA_CODES.get((klass, spec.pricing)) if klass else None
+        if klass is None or code is None:
             return QuotaCheck(False, f"no vCPU quota code known for {spec.instance_type}")
-        key = (spec.region, code)
+        limit = self._quota_limit(spec.region, code, budget)
+        if limit is None:
+            return QuotaCheck(False, f"quota {code} not readable in {spec.region}")
+        used = self.vcpus_in_use(spec.region, klass, spec.pricing, budget)
+        need = spec.vcpus * spec.count
+        if need + used > limit:
+            raise QuotaError(f"the gang needs {need:g} vCPUs, {used:g} of the {limit:g} of quota {code} in "
+                             f"{spec.region} are in use", code="VcpuLimitExceeded")
+        return QuotaCheck(True, f"quota {code}: {limit - used:g} of {limit:g} vCPUs free")
+
+    def _quota_limit(self, region: str, code: str, budget: Budget) -> float | None:
+        key = (region, code)
         if key not in self._quotas:
-            quotas = self._client("service-quotas", spec.region, budget)
+            quotas = self._client("service-quotas", region, budget)
             budget.tick()
             try:
                 value: float | None = float(
@@ -395,21 +437,60 @@ class AwsProvider:
             except Exception:  # no permission, or no such endpoint: the launch itself will tell
                 value = None
             self._quotas[key] = value
-        limit = self._quotas[key]
-        if limit is None:
-            return QuotaCheck(False, f"quota {code} not readable in {spec.region}")
-        need = spec.vcpus * spec.count
-        if need > limit:
-            raise QuotaError(f"the gang needs {need:g} vCPUs, quota {code} in {spec.region} is {limit:g}",
-                             code="VcpuLimitExceeded")
-        return QuotaCheck(True, f"quota {code} = {limit:g} vCPUs (usage not counted)")
+        return self._quotas[key]
+
+    def vcpus_in_use(self, region: str, klass: str, pricing: Pricing, budget: Budget) -> float:
+        """vCPUs of pending and running instances of quota class `klass` ("p", "g") in `pricing`'s market:
+        DescribeInstances for the instances (any owner: the quota is the account's), DescribeInstanceTypes
+        for the vCPUs of their types."""
+        # Filtered by state on the server and by class here: not every EC2 implementation (moto) takes
+        # wildcards in the instance-type filter.
+        reservations = self._pages(budget, region, "describe_instances", "Reservations", MaxResults=1000,
+                                   Filters=[{"Name": "instance-state-name", "Values": list(QUOTA_STATES)}])
+        counts: dict[str, int] = {}
+        for r in reservations:
+            for raw in r.get("Instances", []):
+                name = str(raw.get("InstanceType", ""))
+                spot = raw.get("InstanceLifecycle") == "spot"
+                if quota_class(name) == klass and spot == (pricing is Pricing.SPOT):
+                    counts[name] = counts.get(name, 0) + 1
+        vcpus = self._type_vcpus(region, sorted(counts), budget)
+        return vcpu_usage(counts, vcpus)
+
+    def _type_vcpus(self, region: str, names: Sequence[str], budget: Budget) -> dict[str, float]:
+        with self._lock:
+            missing = [n for n in names if n not in self._vcpus]
+        if missing:
+            found = self._pages(budget, region, "describe_instance_types", "InstanceTypes", InstanceTypes=missing)
+            with self._lock:
+                for t in found:
+                    self._vcpus[str(t["InstanceType"])] = float(t["VCpuInfo"]["DefaultVCpus"])
+        with self._lock:
+            return {n: self._vcpus[n] for n in names if n in self._vcpus}
 
     # -- how to launch there -----------------------------------------------------------------------
 
+    def network(self, region: str, zone: str) -> AwsRegionNetwork | None:
+        """The Terraform network a launch in `zone` uses; None without a config. A zone the config does not
+        cover is refused before any call (the plan leaves such zones out; this guards direct callers)."""
+        config = self.settings.terraform
+        if config is None:
+            return None
+        net = config.aws.get(region)
+        if net is None or net.subnet_for(zone) is None:
+            raise UnsupportedError(f"zone {zone}: no subnet in the Terraform output {config.source}",
+                                   code="NoSubnet", region_wide=net is None)
+        return net
+
     def launch(self, spec: LaunchSpec, budget: Budget) -> tuple[Instance, ...]:
+        net = self.network(spec.region, spec.zone)
+        if net is not None and net.launch_tags.get(OWNER_KEY) != spec.owner:
+            # `check_owner` refuses this before any call; a direct caller still must not burn a denied launch.
+            raise AuthError(f"the Terraform output's {OWNER_KEY} tag is not this store's owner id {spec.owner}: "
+                            "the IAM policy would deny the launch", code="OwnerMismatch")
         zone_name = self._zone_name(spec.region, spec.zone, budget)
         ami = self._ami(spec.region, budget)
-        params = run_params(spec, ami, zone_name, self.settings.key_name)
+        params = run_params(spec, ami, zone_name, self.settings.key_name, net)
         ec2 = self._client("ec2", spec.region, budget)
         reservation = self._call(budget, lambda: ec2.run_instances(**params), mutating=True)
         zone_ids = self._zone_map(spec.region, budget)
@@ -484,6 +565,18 @@ class AwsProvider:
             except ProviderError as exc:
                 items.append(CheckItem(NAME, "api", False, f"EC2 in {probe}: {exc.kind}: {exc}"))
         return tuple(items)
+
+
+def quota_class(instance_type: str) -> str | None:
+    """The vCPU quota class ("p", "g") of an instance type, from its family; None for other families."""
+    family = instance_type.split(".", 1)[0]
+    return next((k for k, fams in QUOTA_CLASS_FAMILIES.items() if family.startswith(fams)), None)
+
+
+def vcpu_usage(counts: Mapping[str, int], vcpus: Mapping[str, float]) -> float:
+    """vCPUs held by `counts` instances per type. A type whose vCPUs are unknown counts as 0: the check can
+    then only under-count usage, and the launch itself is the final word."""
+    return sum(n * vcpus.get(name, 0.0) for name, n in counts.items())
 
 
 def _region_price(instance_type: str, region: str) -> float | None:

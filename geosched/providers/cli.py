@@ -33,6 +33,7 @@ from geosched.providers.gang import (
 )
 from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode
 from geosched.providers.refresh import refresh_catalog
+from geosched.providers.terraform import NetworkConfig, check_owner, check_project
 from geosched.store import Store, default_home
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
@@ -51,8 +52,25 @@ def _home(ctx: typer.Context) -> Path:
     return Path(home) if home else default_home()
 
 
-def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None) -> ProviderSettings:
-    return from_env(os.environ, _home(ctx), public_key_path=ssh_key, inventory=inventory)
+def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None,
+              network: Path | None = None) -> ProviderSettings:
+    return from_env(os.environ, _home(ctx), public_key_path=ssh_key, inventory=inventory, network=network)
+
+
+NetworkOption = Annotated[Path | None, typer.Option(
+    "--network", help="`terraform output -json` of geosched's Terraform modules: launch into its subnets "
+    "(default: $GEOSCHED_TERRAFORM_OUTPUT, else the default VPC/network).")]
+
+
+def _check_network(settings: ProviderSettings, store: Store, names: tuple[str, ...]) -> None:
+    """Refuse, before any API call, a network whose owner is not this store's or whose GCP project is not
+    the configured one (exit 2)."""
+    net = settings.network
+    if net is None:
+        return
+    check_owner(net, journal.owner(store), [n for n in names if n in registry.CLOUDS])
+    if "gcp" in names:
+        check_project(net, settings.gcp.project)
 
 
 def _split(values: list[str]) -> tuple[str, ...]:
@@ -107,17 +125,20 @@ def provision_cmd(
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
     ssh_key: Annotated[Path | None, typer.Option(help="SSH public key to install (default: ~/.ssh/*.pub).")]
     = None,
+    network: NetworkOption = None,
     output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
 ) -> None:
     """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider."""
-    settings = _settings(ctx, inventory, ssh_key)
+    settings = _settings(ctx, inventory, ssh_key, network)
     psettings = ProvisionSettings(zone_timeout_s=zone_timeout, parallel=parallel,
-                                  ssh_public_key=settings.ssh_public_key, ssh_user=settings.ssh_user)
+                                  ssh_public_key=settings.ssh_public_key, ssh_user=settings.ssh_user,
+                                  network=settings.network)
     with Store(_home(ctx)) as store:
         if resume_gang:
             record = journal.gang_record(store, resume_gang)
             if record is None or record.request is None:
                 raise InputError("--resume", "", f"no gang {resume_gang!r} in {store.path}")
+            _check_network(settings, store, record.request.providers or DEFAULT_PROVIDERS)
             providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
             result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings, observer=obs))
             _show_result(result, output)
@@ -131,8 +152,9 @@ def provision_cmd(
                               weights=Weights(network=0.0, cost=cost_weight, carbon=carbon_weight))
         if name:
             check_gang_name(name)
+        _check_network(settings, store, names)
         providers = _providers(names, settings)
-        plan = plan_gang(request, providers, store)
+        plan = plan_gang(request, providers, store, network=settings.network)
         if dry_run or not plan.candidates:
             _show_plan(plan, output, dry_run)
             if not plan.candidates:
@@ -187,28 +209,47 @@ class _ProgressView:
 
 def _plain(text: str) -> str:
     # Provider messages are untrusted text: never let them be read as rich markup.
-    return text.replace("[", "(").replace("]", ")")[:140]
+    return _unmarked(text)[:140]
+
+
+def _unmarked(text: str) -> str:
+    return text.replace("[", "(").replace("]", ")")
+
+
+def _subnet(plan: Plan, c: Candidate) -> str | None:
+    """The subnet a candidate launches into: the AWS subnet id, or the GCP subnetwork's name (its self link
+    is too long for a table; the JSON has it whole)."""
+    if plan.coverage is None:
+        return None
+    subnet = plan.coverage.subnet(c.provider, c.zone)
+    return subnet.rsplit("/", 1)[-1] if subnet else None
 
 
 def _plan_rows(plan: Plan, limit: int | None) -> list[dict[str, Any]]:
     rows = []
     for i, c in enumerate(plan.candidates[:limit] if limit else plan.candidates, start=1):
-        rows.append({"#": i, "provider": c.provider, "region": c.region, "zone": c.zone,
-                     "instance type": c.instance_type, "market": c.pricing.value, "$/h": c.usd_per_hour,
-                     "kgCO2e/h": c.gco2e_per_hour / 1000 if c.gco2e_per_hour is not None else None,
-                     "score": c.score})
+        row: dict[str, Any] = {"#": i, "provider": c.provider, "region": c.region, "zone": c.zone}
+        if plan.coverage is not None:
+            row["subnet"] = _subnet(plan, c) or "(default)"
+        row.update({"instance type": c.instance_type, "market": c.pricing.value, "$/h": c.usd_per_hour,
+                    "kgCO2e/h": c.gco2e_per_hour / 1000 if c.gco2e_per_hour is not None else None,
+                    "score": c.score})
+        rows.append(row)
     return rows
 
 
-def _candidate_doc(c: Candidate) -> dict[str, Any]:
-    return {"provider": c.provider, "region": c.region, "zone": c.zone, "instance_type": c.instance_type,
-            "gpu": c.gpu, "gpus_per_node": c.gpus, "pricing": c.pricing.value, "usd_per_hour": c.usd_per_hour,
-            "gco2e_per_hour": c.gco2e_per_hour, "score": c.score}
+def _candidate_doc(c: Candidate, plan: Plan | None = None) -> dict[str, Any]:
+    doc = {"provider": c.provider, "region": c.region, "zone": c.zone, "instance_type": c.instance_type,
+           "gpu": c.gpu, "gpus_per_node": c.gpus, "pricing": c.pricing.value, "usd_per_hour": c.usd_per_hour,
+           "gco2e_per_hour": c.gco2e_per_hour, "score": c.score}
+    if plan is not None and plan.coverage is not None:
+        doc["subnet"] = plan.coverage.subnet(c.provider, c.zone)
+    return doc
 
 
 def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS) -> None:
     if output is Output.json:
-        render.data({"plan": [_candidate_doc(c) for c in plan.candidates],
+        render.data({"plan": [_candidate_doc(c, plan) for c in plan.candidates],
                      "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}, "json")
         return
     rows = _plan_rows(plan, limit)
@@ -219,11 +260,11 @@ def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PL
     render.table(f"plan for {req.nodes} x {req.gpu}:{req.gpus_per_node} ({req.pricing.value})", rows,
                  caption=caption.strip() or None)
     if plan.skipped:
-        render.table("remembered as unavailable", [{"provider": s.candidate.provider, "zone": s.candidate.zone,
-                                                    "instance type": s.candidate.instance_type,
-                                                    "market": s.candidate.pricing.value,
-                                                   "reason": _plain(s.reason)}
-                                                   for s in plan.skipped[:PLAN_ROWS]])
+        rows_skipped = [{"provider": s.candidate.provider, "zone": s.candidate.zone,
+                         "instance type": s.candidate.instance_type, "market": s.candidate.pricing.value,
+                         "reason": _plain(s.reason)} for s in plan.skipped[:PLAN_ROWS]]
+        more_skipped = len(plan.skipped) - len(rows_skipped)
+        render.table("skipped", rows_skipped, caption=f"... and {more_skipped} more" if more_skipped > 0 else None)
 
 
 def _attempt_rows(attempts: Any) -> list[dict[str, Any]]:
@@ -322,10 +363,13 @@ def status_cmd(
             render.table("instances", machines)
             return
         rows = [_gang_row(store, g) for g in journal.gangs(store)]
+        owner = journal.owner(store)
     if output is Output.json:
         render.data(rows, "json")
     else:
         render.table("gangs", rows)
+        # The Terraform modules' `owner` variable must be this id (see terraform/README.md).
+        render.out.print(f"owner id of this store: {owner}")
 
 
 def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
@@ -378,6 +422,32 @@ def sweep_cmd(
         raise typer.Exit(1)
 
 
+def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
+                  settings: ProviderSettings) -> list[dict[str, Any]]:
+    """Per cloud: is a Terraform network loaded, which regions (and zones) it covers, and does its owner
+    agree with this store's (else every launch is refused before the first call)."""
+    if net is None:
+        return [{"provider": provider, "item": "network", "ok": "yes",
+                 "detail": "no Terraform output loaded (--network or GEOSCHED_TERRAFORM_OUTPUT): launches use the "
+                 "default " + ("VPC" if provider == "aws" else "network")}]
+    regions = net.regions(provider)
+    if not regions:
+        return [{"provider": provider, "item": "network", "ok": "no",
+                 "detail": _plain(f"{net.source} covers no {provider} region: no {provider} zone can be used")}]
+    covered = "; ".join(f"{name} ({', '.join(r.zones)})" for name, r in regions.items())
+    rows = [{"provider": provider, "item": "network", "ok": "yes", "detail": _unmarked(f"{net.source}: {covered}")}]
+    problems: list[str] = []
+    try:
+        check_owner(net, owner, (provider,))
+        if provider == "gcp":
+            check_project(net, settings.gcp.project)
+    except InputError as exc:
+        problems.append(f"{exc.field}: {exc.reason}")
+    rows.append({"provider": provider, "item": "network owner", "ok": "no" if problems else "yes",
+                 "detail": _unmarked("; ".join(problems)) if problems else f"{owner} (this store's owner id)"})
+    return rows
+
+
 def _confirm(question: str) -> bool:
     try:
         return bool(typer.confirm(question, default=False))
@@ -391,11 +461,14 @@ def check_cmd(
     provider: Annotated[list[str], typer.Option(help="Providers to check (default: aws,gcp, and ssh with "
                                                 "--inventory).")] = [],  # noqa: B006
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
+    network: NetworkOption = None,
 ) -> None:
     """Verify credentials and settings per provider and say what is missing (no secret is printed)."""
     names = _split(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
-    settings = _settings(ctx, inventory)
+    settings = _settings(ctx, inventory, network=network)
     providers = registry.build(names, settings)
+    with Store(_home(ctx)) as store:
+        owner = journal.owner(store)
     rows = []
     for name in names:
         try:
@@ -405,6 +478,8 @@ def check_cmd(
             continue
         rows.extend({"provider": i.provider, "item": i.item, "ok": "yes" if i.ok else "no",
                      "detail": _plain(i.detail)} for i in items)
+        if name in registry.CLOUDS:
+            rows.extend(_network_rows(name, settings.network, owner, settings))
     rows.append({"provider": "all", "item": "ssh public key", "ok": "yes" if settings.ssh_public_key else "no",
                  "detail": "found" if settings.ssh_public_key else "none: pass --ssh-key or set "
                  "GEOSCHED_SSH_PUBLIC_KEY (nodes will not accept your logins)"})

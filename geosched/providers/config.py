@@ -5,6 +5,9 @@ Credentials and API endpoints are never settings of geosched:
   or AWS_ENDPOINT_URL_EC2 for another endpoint such as a local emulator).
 - GCP: google.auth's application default credentials; GEOSCHED_GCP_ENDPOINT sets the Compute API endpoint
   (client_options.api_endpoint) for a local emulator or a private endpoint.
+
+The network to launch into is the `terraform output -json` of geosched's Terraform modules (`--network` or
+GEOSCHED_TERRAFORM_OUTPUT); without one, launches use the default VPC (AWS) and default network (GCP).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from geosched.providers.terraform import NetworkConfig, load_terraform_output
 
 ENV_AWS_REGIONS = "GEOSCHED_AWS_REGIONS"
 ENV_AWS_AMI = "GEOSCHED_AWS_AMI"
@@ -22,6 +27,7 @@ ENV_GCP_IMAGE = "GEOSCHED_GCP_IMAGE"
 ENV_INVENTORY = "GEOSCHED_INVENTORY"
 ENV_SSH_PUBLIC_KEY = "GEOSCHED_SSH_PUBLIC_KEY"
 ENV_SSH_USER = "GEOSCHED_SSH_USER"
+ENV_TERRAFORM_OUTPUT = "GEOSCHED_TERRAFORM_OUTPUT"
 
 # Deep Learning AMIs (NVIDIA driver, CUDA, PyTorch) as Amazon publishes them; the newest match wins.
 AWS_AMI_NAME_PATTERN = "Deep Learning*"
@@ -38,6 +44,8 @@ class AwsSettings:
     key_name: str | None = None
     ami_name_pattern: str = AWS_AMI_NAME_PATTERN
     connect_timeout_s: float = 10.0
+    # Subnets, security group, key pair, placement groups and launch tags per region (None: default VPC).
+    terraform: NetworkConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,9 @@ class GcpSettings:
     image: str = GCP_DEFAULT_IMAGE
     network: str = "global/networks/default"
     disk_gb: int = 200
+    # Network, subnetwork, firewall tag, placement policy, service account and labels per region (None: the
+    # default network above).
+    terraform: NetworkConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,21 +73,26 @@ class ProviderSettings:
     ssh: SshSettings = field(default_factory=SshSettings)
     ssh_public_key: str | None = None
     ssh_user: str = DEFAULT_SSH_USER
+    network: NetworkConfig | None = None
 
 
 def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None = None,
-             inventory: Path | None = None) -> ProviderSettings:
+             inventory: Path | None = None, network: Path | None = None) -> ProviderSettings:
     """Settings from environment variables (see module docstring), with the state directory for the SSH
     leases file. The SSH public key is read from `public_key_path`, GEOSCHED_SSH_PUBLIC_KEY or the usual
-    ~/.ssh/*.pub, first found."""
+    ~/.ssh/*.pub, first found; the network from `network` or GEOSCHED_TERRAFORM_OUTPUT (a bad file is an
+    InputError naming it)."""
+    net_path = network or (Path(env[ENV_TERRAFORM_OUTPUT]).expanduser() if env.get(ENV_TERRAFORM_OUTPUT) else None)
+    net = load_terraform_output(net_path) if net_path is not None else None
     regions = tuple(r.strip() for r in env.get(ENV_AWS_REGIONS, "").split(",") if r.strip())
-    aws = AwsSettings(regions=regions, ami=env.get(ENV_AWS_AMI) or None, key_name=env.get(ENV_AWS_KEY_NAME) or None)
+    aws = AwsSettings(regions=regions, ami=env.get(ENV_AWS_AMI) or None, key_name=env.get(ENV_AWS_KEY_NAME) or None,
+                      terraform=net)
     gcp = GcpSettings(project=env.get(ENV_GCP_PROJECT) or None, endpoint=env.get(ENV_GCP_ENDPOINT) or None,
-                      image=env.get(ENV_GCP_IMAGE) or GCP_DEFAULT_IMAGE)
+                      image=env.get(ENV_GCP_IMAGE) or GCP_DEFAULT_IMAGE, terraform=net)
     inv = inventory or (Path(env[ENV_INVENTORY]).expanduser() if env.get(ENV_INVENTORY) else None)
     ssh = SshSettings(inventory=inv, leases=home / "ssh-leases.json")
     return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh, ssh_public_key=read_public_key(env, public_key_path),
-                            ssh_user=env.get(ENV_SSH_USER) or DEFAULT_SSH_USER)
+                            ssh_user=env.get(ENV_SSH_USER) or DEFAULT_SSH_USER, network=net)
 
 
 def read_public_key(env: Mapping[str, str], explicit: Path | None = None) -> str | None:

@@ -44,10 +44,12 @@ from geosched.providers.base import (
 from geosched.providers.failover import Ttls, blocks_for, first_block
 from geosched.providers.journal import AttemptRecord
 from geosched.providers.lifecycle import LifecycleSettings
-from geosched.providers.plan import Block, Candidate, GangRequest, Plan, build_plan
+from geosched.providers.plan import Block, Candidate, Coverage, GangRequest, Plan, build_plan
 from geosched.providers.refresh import record_prices
+from geosched.providers.registry import CLOUDS
 from geosched.providers.retry import OnRetry, RetryPolicy, call
 from geosched.providers.sources import planning_offerings, planning_regions
+from geosched.providers.terraform import NetworkConfig, check_owner
 from geosched.store import Store
 
 
@@ -63,6 +65,9 @@ class ProvisionSettings:
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     ssh_public_key: str | None = None
     ssh_user: str = "geosched"
+    # The Terraform network the providers launch into (the same config their settings carry): zones it does
+    # not cover are no candidates, and its owner must be this store's.
+    network: NetworkConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,14 +120,35 @@ def check_gang_name(name: str) -> str:
     return name
 
 
+def coverage(network: NetworkConfig | None) -> Coverage | None:
+    """What the plan needs of a network config: the subnet of every zone it built, for the clouds."""
+    if network is None:
+        return None
+    subnets: dict[tuple[str, str], str] = {}
+    for provider, _region, zone in network.zones():
+        net = network.for_zone(provider, zone)
+        subnet = net.subnet_for(zone) if net is not None else None
+        if subnet is not None:
+            subnets[(provider, zone)] = subnet
+    return Coverage(network.source, subnets, frozenset(CLOUDS))
+
+
+def check_network(network: NetworkConfig | None, store: Store, providers: Mapping[str, Provider]) -> None:
+    """Before any API call: the network's owner tag must be this store's owner id (InputError otherwise)."""
+    if network is not None:
+        check_owner(network, journal.owner(store), [p for p in providers if p in CLOUDS])
+
+
 def plan_gang(request: GangRequest, providers: Mapping[str, Provider], store: Store | None,
-              offerings: Sequence[Offering] | None = None, now: float | None = None) -> Plan:
+              offerings: Sequence[Offering] | None = None, now: float | None = None,
+              network: NetworkConfig | None = None) -> Plan:
     """The ordered plan, without any launch call (dry run): offerings from the refreshed or shipped catalog,
-    minus what the store remembers as unavailable."""
+    minus what the store remembers as unavailable and, with a network, minus the zones it does not cover."""
     offers = list(offerings) if offerings is not None else planning_offerings(store, providers)
     offers = [o for o in offers if o.provider in providers]
     blocks = journal.active_blocks(store, now) if store is not None else []
-    return build_plan(request, offers, planning_regions(providers, offers), catalog.gpu_power(), blocks)
+    return build_plan(request, offers, planning_regions(providers, offers), catalog.gpu_power(), blocks,
+                      coverage(network))
 
 
 def provision(request: GangRequest, providers: Mapping[str, Provider], store: Store,
@@ -133,6 +159,7 @@ def provision(request: GangRequest, providers: Mapping[str, Provider], store: St
     name = check_gang_name(gang) if gang else new_gang_name()
     if journal.gang_record(store, name) is not None:
         raise InputError("--name", "", f"gang {name!r} exists in {store.path} (use --resume to continue it)")
+    check_network(settings.network, store, providers)
     journal.create_gang(store, name, journal.owner(store), request)
     return _run(store, providers, name, request, settings, observer, offerings, started)
 
@@ -146,6 +173,7 @@ def resume(gang: str, providers: Mapping[str, Provider], store: Store,
     record = journal.gang_record(store, gang)
     if record is None or record.request is None:
         raise InputError("--resume", "", f"no gang {gang!r} in the store")
+    check_network(settings.network, store, providers)
     if record.state in ("terminating", "terminated"):
         result = lifecycle.down(store, providers, gang, settings.lifecycle)
         return _result(store, gang, None, result.api_calls, started, "gang was being taken down; finished that")
@@ -168,7 +196,7 @@ def _run(store: Store, providers: Mapping[str, Provider], gang: str, request: Ga
          settings: ProvisionSettings, observer: Observer | None, offerings: Sequence[Offering] | None,
          started: float, calls: int = 0) -> ProvisionResult:
     emit = observer or (lambda _event: None)
-    plan = plan_gang(request, providers, store, offerings)
+    plan = plan_gang(request, providers, store, offerings, network=settings.network)
     emit(Event("plan", None, None, f"{len(plan.candidates)} candidates, {len(plan.skipped)} remembered as "
                                    "unavailable"))
     for skipped in plan.skipped:

@@ -49,6 +49,7 @@ from geosched.providers.base import (
     UnsupportedError,
 )
 from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT, GcpSettings
+from geosched.providers.terraform import GcpRegionNetwork
 
 NAME = "gcp"
 T = TypeVar("T")
@@ -84,6 +85,11 @@ STATES = {"PROVISIONING": InstanceState.PENDING, "STAGING": InstanceState.PENDIN
           "SUSPENDING": InstanceState.STOPPING, "TERMINATED": InstanceState.STOPPED,
           "SUSPENDED": InstanceState.STOPPED}
 DONE = compute_v1.Operation.Status.DONE
+# The project-wide GPU limit (every region, every GPU model, spot included), from projects.get.
+GLOBAL_GPU_METRIC = "GPUS_ALL_REGIONS"
+# Nodes get the cloud-platform scope; what they may do is the service account's IAM roles (the module gives
+# its node account logs and metrics only).
+NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
 
 # --- error classification ---------------------------------------------------------------------------
@@ -155,11 +161,17 @@ def _reason(exc: gexc.GoogleAPICallError) -> str | None:
 
 # --- pure request building --------------------------------------------------------------------------
 
-def labels(spec: LaunchSpec, index: int) -> dict[str, str]:
-    return {GANG_TAG: spec.gang, OWNER_TAG: spec.owner, ATTEMPT_TAG: spec.token, INDEX_TAG: str(index)}
+def labels(spec: LaunchSpec, index: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """geosched's labels over the network's launch labels: ours win (the owners agree: `check_owner`)."""
+    merged = dict(extra or {})
+    merged.update({GANG_TAG: spec.gang, OWNER_TAG: spec.owner, ATTEMPT_TAG: spec.token, INDEX_TAG: str(index)})
+    return merged
 
 
-def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings) -> compute_v1.Instance:
+def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings,
+                  network: GcpRegionNetwork | None = None) -> compute_v1.Instance:
+    """The instances.insert body. With a Terraform network: its network and subnetwork, the firewall tag,
+    the compact placement policy when there is one, the node service account, and its launch labels."""
     zone = spec.zone
     spot = spec.pricing is Pricing.SPOT
     scheduling = compute_v1.Scheduling(
@@ -172,16 +184,23 @@ def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings) -> comput
     body = compute_v1.Instance(
         name=spec.names[index],
         machine_type=f"zones/{zone}/machineTypes/{spec.instance_type}",
-        labels=labels(spec, index),
+        labels=labels(spec, index, network.launch_labels if network is not None else None),
         scheduling=scheduling,
         disks=[compute_v1.AttachedDisk(
             boot=True, auto_delete=True,
             initialize_params=compute_v1.AttachedDiskInitializeParams(source_image=settings.image,
                                                                        disk_size_gb=settings.disk_gb))],
         network_interfaces=[compute_v1.NetworkInterface(
-            network=settings.network,
+            network=network.network if network is not None else settings.network,
             access_configs=[compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")])],
     )
+    if network is not None:
+        body.network_interfaces[0].subnetwork = network.subnetwork
+        body.tags = compute_v1.Tags(items=[network.firewall_tag])
+        body.service_accounts = [compute_v1.ServiceAccount(email=network.service_account_email,
+                                                           scopes=list(NODE_SCOPES))]
+        if network.placement_policy is not None:
+            body.resource_policies = [network.placement_policy]
     if not spec.instance_type.startswith(BUNDLED_FAMILIES):
         accelerator = ACCELERATORS.get(spec.gpu, (spec.gpu, ""))[0]
         body.guest_accelerators = [compute_v1.AcceleratorConfig(
@@ -190,6 +209,19 @@ def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings) -> comput
         body.metadata = compute_v1.Metadata(items=[compute_v1.Items(
             key="ssh-keys", value=f"{spec.ssh_user}:{spec.ssh_public_key.strip()}")])
     return body
+
+
+def quota_verdict(quotas: Iterable[Any], metric: str, need: int, where: str, *, all_regions: bool) -> QuotaCheck:
+    """Raise QuotaError when `need` GPUs exceed what `metric` has free among `quotas` (a region's or the
+    project's `quotas` list); else say what is free. A global limit (`all_regions`) blocks every region."""
+    quota = next((q for q in quotas if q.metric == metric), None)
+    if quota is None:
+        return QuotaCheck(False, f"{metric} not listed")
+    free = float(quota.limit) - float(quota.usage)
+    if need > free:
+        raise QuotaError(f"Quota '{metric}' exceeded: the gang needs {need} GPUs, {free:g} of {quota.limit:g} "
+                         f"free in {where}", code="QUOTA_EXCEEDED", all_regions=all_regions)
+    return QuotaCheck(True, f"{metric}: {free:g} of {quota.limit:g} free")
 
 
 def instance_from(raw: compute_v1.Instance) -> Instance:
@@ -364,32 +396,51 @@ class GcpProvider:
         return tuple(out)
 
     def check_quota(self, spec: LaunchSpec, budget: Budget) -> QuotaCheck:
-        metric = ACCELERATORS.get(spec.gpu, ("", ""))[1]
-        if not metric:
-            return QuotaCheck(False, f"no quota metric known for GPU {spec.gpu}")
-        if spec.pricing is Pricing.SPOT:
-            metric = f"PREEMPTIBLE_{metric}"
-        client = self._client("RegionsClient")
-        region = self._call(budget, lambda t: client.get(project=self.project, region=spec.region, retry=None,
-                                                         timeout=t))
-        quota = next((q for q in region.quotas if q.metric == metric), None)
-        if quota is None:
-            return QuotaCheck(False, f"quota {metric} not listed in {spec.region}")
+        """The region's GPU metric (PREEMPTIBLE_* for spot) from regions.get, then the project's
+        GPUS_ALL_REGIONS from projects.get; a gang that exceeds the second is a global QuotaError."""
         need = spec.gpus * spec.count
-        free = quota.limit - quota.usage
-        if need > free:
-            raise QuotaError(f"Quota '{metric}' exceeded: the gang needs {need} GPUs, {free:g} of {quota.limit:g} "
-                             f"free in region {spec.region}", code="QUOTA_EXCEEDED")
-        return QuotaCheck(True, f"{metric}: {free:g} of {quota.limit:g} free")
+        checks: list[QuotaCheck] = []
+        metric = ACCELERATORS.get(spec.gpu, ("", ""))[1]
+        if metric:
+            if spec.pricing is Pricing.SPOT:
+                metric = f"PREEMPTIBLE_{metric}"
+            regions = self._client("RegionsClient")
+            region = self._call(budget, lambda t: regions.get(project=self.project, region=spec.region,
+                                                              retry=None, timeout=t))
+            checks.append(quota_verdict(region.quotas, metric, need, f"region {spec.region}", all_regions=False))
+        else:
+            checks.append(QuotaCheck(False, f"no quota metric known for GPU {spec.gpu}"))
+        projects = self._client("ProjectsClient")
+        project = self._call(budget, lambda t: projects.get(project=self.project, retry=None, timeout=t))
+        checks.append(quota_verdict(project.quotas, GLOBAL_GPU_METRIC, need, "all regions", all_regions=True))
+        return QuotaCheck(any(c.known for c in checks), "; ".join(c.detail for c in checks))
 
     # -- how to launch there -----------------------------------------------------------------------
 
+    def network(self, region: str, zone: str) -> GcpRegionNetwork | None:
+        """The Terraform network a launch in `zone` uses; None without a config. Refused before any call when
+        the config does not cover the zone or puts it in another project than the one configured."""
+        config = self.settings.terraform
+        if config is None:
+            return None
+        net = config.gcp.get(region)
+        if net is None or net.subnet_for(zone) is None:
+            raise UnsupportedError(f"zone {zone}: no subnet in the Terraform output {config.source}",
+                                   code="NoSubnet", region_wide=net is None)
+        if net.project != self.project:
+            # Not retryable anywhere in this provider: every insert would name a network of another project.
+            raise AuthError(f"the Terraform output {config.source} builds {region} in project {net.project}, but "
+                            f"geosched is configured for project {self.project} ({ENV_GCP_PROJECT} or the "
+                            "application default credentials)", code="ProjectMismatch")
+        return net
+
     def launch(self, spec: LaunchSpec, budget: Budget) -> tuple[Instance, ...]:
+        net = self.network(spec.region, spec.zone)
         client = self._client("InstancesClient")
         accepted: list[tuple[str, str]] = []  # (name, operation name) of inserts the API took
         failure: ProviderError | None = None
         for i, name in enumerate(spec.names):
-            body = instance_body(spec, i, self.settings)
+            body = instance_body(spec, i, self.settings, net)
             try:
                 op = self._call(budget, timed(client.insert, project=self.project, zone=spec.zone,
                                               instance_resource=body, retry=None), mutating=True)

@@ -11,6 +11,9 @@ terms, normalised exactly as there:
 
 gCO2e/h = GPUs x (idle + utilisation x (max - idle)) W / 1000 x PUE x grid gCO2e/kWh, as in the policies.
 Ties go to the cheaper candidate, then by provider and zone name, so a plan is deterministic.
+
+With a network `Coverage` (the Terraform output), a zone of a covered provider without a subnet there is no
+candidate: it goes to `skipped`, saying so.
 """
 
 from __future__ import annotations
@@ -132,10 +135,30 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """The zones a network config built, with the subnet (AWS subnet id, GCP subnetwork) each launches into.
+    Only `providers` are restricted: an inventory provider (ssh) has no Terraform network."""
+
+    source: str
+    subnets: Mapping[tuple[str, str], str]
+    providers: frozenset[str]
+
+    def subnet(self, provider: str, zone: str) -> str | None:
+        return self.subnets.get((provider, zone))
+
+    def excludes(self, c: Candidate) -> bool:
+        return c.provider in self.providers and (c.provider, c.zone) not in self.subnets
+
+    def reason(self) -> str:
+        return f"no subnet in the Terraform output ({self.source})"
+
+
+@dataclass(frozen=True)
 class Plan:
     request: GangRequest
     candidates: tuple[Candidate, ...]
     skipped: tuple[Skipped, ...] = field(default=())
+    coverage: Coverage | None = None
 
 
 def gang_carbon(o: Offering, nodes: int, regions: Mapping[str, Region], power: Mapping[str, GpuPower],
@@ -157,8 +180,9 @@ def matches(request: GangRequest, o: Offering) -> bool:
 
 
 def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Mapping[str, Region],
-               power: Mapping[str, GpuPower], blocks: Sequence[Block] = ()) -> Plan:
-    """Every offering that can hold the gang, best first; blocked ones go to `skipped` with the reason."""
+               power: Mapping[str, GpuPower], blocks: Sequence[Block] = (), coverage: Coverage | None = None) -> Plan:
+    """Every offering that can hold the gang, best first; blocked ones and ones outside the network's
+    coverage go to `skipped` with the reason."""
     raw: list[Candidate] = []
     seen: set[tuple[str, str, str, Pricing]] = set()
     for o in offerings:
@@ -174,7 +198,10 @@ def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Map
                 provider=o.provider, region=o.region, zone=o.zone, instance_type=o.instance_type, gpu=o.gpu,
                 gpus=o.gpus, vcpus=o.vcpus, pricing=pricing, node_usd_per_hour=price,
                 usd_per_hour=price * request.nodes, gco2e_per_hour=gang_carbon(o, request.nodes, regions, power)))
-    ranked = rank(raw, request)
+    # Zones outside the network are not candidates at all: they take no part in the normalisation either.
+    outside = [c for c in raw if coverage is not None and coverage.excludes(c)]
+    excluded = set(outside)
+    ranked = rank([c for c in raw if c not in excluded], request)
     keep: list[Candidate] = []
     skipped: list[Skipped] = []
     for c in ranked:
@@ -183,7 +210,9 @@ def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Map
             keep.append(c)
         else:
             skipped.append(Skipped(c, describe_block(block)))
-    return Plan(request, tuple(keep), tuple(skipped))
+    if coverage is not None:
+        skipped.extend(Skipped(c, coverage.reason()) for c in rank(outside, request))
+    return Plan(request, tuple(keep), tuple(skipped), coverage)
 
 
 def rank(candidates: Sequence[Candidate], request: GangRequest) -> list[Candidate]:

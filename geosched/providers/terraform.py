@@ -22,7 +22,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -118,6 +118,8 @@ class NetworkConfig:
     gcp: Mapping[str, GcpRegionNetwork]
     # Terraform marked the output sensitive: callers should not log these values either.
     sensitive: bool = False
+    # The output's name in `terraform output -json`, the head of every field path in errors.
+    output: str = OUTPUT_NAME
 
     def regions(self, provider: str) -> Mapping[str, RegionNetwork]:
         """Region name to network for "aws" or "gcp"; empty for any other provider (ssh, on-prem)."""
@@ -141,6 +143,40 @@ class NetworkConfig:
             for name, net in regions.items():
                 out.extend((provider, name, zone) for zone in net.zones)
         return tuple(out)
+
+
+def check_owner(config: NetworkConfig, owner: str, providers: Iterable[str] = ("aws", "gcp")) -> None:
+    """The modules' `owner` must be this store's owner id: on AWS the IAM policy lets RunInstances and
+    TerminateInstances through only with the tag geosched-owner = var.owner, so any other value makes every
+    launch a denial; on GCP geosched lists and sweeps its VMs by that label. Checked before any API call."""
+    for provider in providers:
+        field = "launch_tags" if provider == "aws" else "launch_labels"
+        for index, (name, net) in enumerate(config.regions(provider).items()):
+            tags = net.launch_tags if isinstance(net, AwsRegionNetwork) else net.launch_labels
+            found = tags.get(OWNER_KEY, "")
+            if found == owner:
+                continue
+            region = f"<region #{index + 1}>" if config.sensitive else name
+            what = "the value" if config.sensitive else repr(found)
+            why = ("the IAM policy lets RunInstances through only with this tag" if provider == "aws"
+                   else "geosched finds and sweeps its VMs by this label")
+            raise InputError(config.source, f"{config.output}.value.{provider}.{region}.{field}.{OWNER_KEY}",
+                             f"{what} is not this store's owner id {owner!r} ({why}): set the Terraform modules' "
+                             f"`owner` variable to {owner!r}, apply, and export `terraform output -json` again")
+
+
+def check_project(config: NetworkConfig, project: str | None) -> None:
+    """Every GCP region of the output must be in the project geosched launches into."""
+    if project is None:
+        return
+    for index, (name, net) in enumerate(config.gcp.items()):
+        if net.project != project:
+            region = f"<region #{index + 1}>" if config.sensitive else name
+            shown = "" if config.sensitive else f" {net.project!r}"
+            raise InputError(config.source, f"{config.output}.value.gcp.{region}.project",
+                             f"project{shown} is not the configured project {project!r} "
+                             "(GEOSCHED_GCP_PROJECT or the application default credentials): launch with the "
+                             "project the network was built in")
 
 
 def load_terraform_output(path: Path, output: str = OUTPUT_NAME) -> NetworkConfig:
@@ -283,7 +319,7 @@ class _Reader:
             raise self.fail(path, "no regions: both aws and gcp are empty")
         self.unique_zones(path, aws, gcp)
         return NetworkConfig(source=self.source, aws=MappingProxyType(aws), gcp=MappingProxyType(gcp),
-                             sensitive=self.sensitive)
+                             sensitive=self.sensitive, output=path.split(".", 1)[0])
 
     def region_entries(self, value: Any, path: str, pattern: re.Pattern[str],
                        what: str) -> list[tuple[str, str, Any]]:

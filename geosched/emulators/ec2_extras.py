@@ -1,0 +1,196 @@
+"""What moto (5.2) does not answer and the provider tests need, answered by the fault proxy in front of it:
+
+- **Service Quotas** `GetServiceQuota` for EC2: moto knows only VPC quotas and answers every EC2 quota code
+  with NoSuchResourceException. Configured quotas are answered here; the rest still go to moto.
+- **Placement groups**: moto implements neither CreatePlacementGroup nor DescribePlacementGroups, and drops
+  `Placement.GroupName` from RunInstances. Here groups are created, described and deleted per region; a
+  RunInstances naming an unknown group is refused as EC2 refuses it (InvalidPlacementGroup.Unknown); a known
+  one is forwarded, and the group is filled into `placement.groupName` of the instances in RunInstances and
+  DescribeInstances responses.
+
+Everything else passes through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+
+from ._http import HttpRequest, HttpResponse
+
+EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+_XML_HEADERS = [("Content-Type", "text/xml;charset=UTF-8"), ("Server", "AmazonEC2")]
+_PLACEMENT_ACTIONS = frozenset({"CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup"})
+# SigV4's credential scope names the region the client signed for: AKID/date/REGION/service/aws4_request.
+_SCOPE_RE = re.compile(r"Credential=[^/]+/\d+/([^/]+)/")
+
+
+def request_region(req: HttpRequest) -> str:
+    scope = _SCOPE_RE.search(req.headers.get("authorization", ""))
+    return scope.group(1) if scope else "us-east-1"
+
+
+class Ec2Extras:
+    """Service quotas and placement groups, in memory, thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # (service code, quota code, region or None for every region) -> value
+        self._quotas: dict[tuple[str, str, str | None], float] = {}
+        # (region, group name) -> strategy
+        self._groups: dict[tuple[str, str], str] = {}
+        self._instance_group: dict[str, str] = {}
+
+    # -- control -----------------------------------------------------------
+
+    def set_service_quota(self, service_code: str, quota_code: str, value: float | None, region: str | None) -> None:
+        with self._lock:
+            if value is None:
+                self._quotas.pop((service_code, quota_code, region), None)
+            else:
+                self._quotas[(service_code, quota_code, region)] = float(value)
+
+    def placement_groups(self, region: str) -> dict[str, str]:
+        with self._lock:
+            return {name: strategy for (r, name), strategy in self._groups.items() if r == region}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._quotas.clear()
+            self._groups.clear()
+            self._instance_group.clear()
+
+    # -- requests ------------------------------------------------------------
+
+    def answer(self, action: str, params: Mapping[str, str], req: HttpRequest) -> HttpResponse | None:
+        """A response for what moto cannot answer; None to forward the request."""
+        if action == "GetServiceQuota":
+            return self._service_quota(req)
+        if action in _PLACEMENT_ACTIONS:
+            return self._placement(action, params, request_region(req))
+        if action == "RunInstances" and params.get("Placement.GroupName"):
+            name = params["Placement.GroupName"]
+            with self._lock:
+                known = (request_region(req), name) in self._groups
+            if not known:
+                return _error(400, "InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+        return None
+
+    def rewrite(self, action: str, params: Mapping[str, str], response: HttpResponse) -> HttpResponse:
+        """Fill placement.groupName into instance descriptions (moto leaves it empty)."""
+        if response.status != 200 or action not in ("RunInstances", "DescribeInstances"):
+            return response
+        group = params.get("Placement.GroupName") if action == "RunInstances" else None
+        with self._lock:
+            if not group and not self._instance_group:
+                return response
+        try:
+            root = ET.fromstring(response.body)
+        except ET.ParseError:
+            return response
+        # moto's namespace has no trailing slash, EC2's has one: match on local names, keep moto's namespace.
+        ns = root.tag[1:].split("}", 1)[0] if root.tag.startswith("{") else ""
+        changed = False
+        with self._lock:
+            for item in root.iter():
+                if _local(item.tag) != "item":
+                    continue
+                instance_id = _child(item, "instanceId")
+                placement = _child(item, "placement")
+                if instance_id is None or not instance_id.text or placement is None:
+                    continue
+                if group:
+                    self._instance_group[instance_id.text] = group
+                name = self._instance_group.get(instance_id.text)
+                if name is None:
+                    continue
+                elem = _child(placement, "groupName")
+                if elem is None:
+                    elem = ET.SubElement(placement, f"{{{ns}}}groupName" if ns else "groupName")
+                elem.text = name
+                changed = True
+        if not changed:
+            return response
+        if ns:
+            ET.register_namespace("", ns)
+        body = b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root)
+        return HttpResponse(response.status, body, [(k, v) for k, v in response.headers
+                                                    if k.lower() != "content-length"])
+
+    def _service_quota(self, req: HttpRequest) -> HttpResponse | None:
+        try:
+            data = json.loads(req.body or b"{}")
+        except ValueError:
+            return None
+        service, code = str(data.get("ServiceCode", "")), str(data.get("QuotaCode", ""))
+        region = request_region(req)
+        with self._lock:
+            value = self._quotas.get((service, code, region), self._quotas.get((service, code, None)))
+        if value is None:
+            return None
+        body = {"Quota": {
+            "ServiceCode": service, "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)", "QuotaCode": code,
+            "QuotaArn": f"arn:aws:servicequotas:{region}:123456789012:{service}/{code}", "QuotaName": code,
+            "Value": value, "Unit": "None", "Adjustable": True, "GlobalQuota": False,
+        }}
+        headers = [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))]
+        return HttpResponse(200, json.dumps(body).encode(), headers)
+
+    def _placement(self, action: str, params: Mapping[str, str], region: str) -> HttpResponse:
+        name = params.get("GroupName", "")
+        with self._lock:
+            if action == "CreatePlacementGroup":
+                if (region, name) in self._groups:
+                    return _error(400, "InvalidPlacementGroup.Duplicate",
+                                  f"The Placement Group '{name}' already exists.")
+                self._groups[(region, name)] = params.get("Strategy", "cluster")
+                return _ok(action, [("return", "true")])
+            if action == "DeletePlacementGroup":
+                if self._groups.pop((region, name), None) is None:
+                    return _error(400, "InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+                return _ok(action, [("return", "true")])
+            wanted = {v for k, v in params.items() if re.fullmatch(r"GroupName\.\d+", k)}
+            groups = sorted((n, s) for (r, n), s in self._groups.items() if r == region and (not wanted or n in wanted))
+        root = _response_root(action)
+        items = ET.SubElement(root, "placementGroupSet")
+        for group_name, strategy in groups:
+            item = ET.SubElement(items, "item")
+            ET.SubElement(item, "groupName").text = group_name
+            ET.SubElement(item, "strategy").text = strategy
+            ET.SubElement(item, "state").text = "available"
+            ET.SubElement(item, "groupId").text = f"pg-{uuid.uuid5(uuid.NAMESPACE_DNS, region + group_name).hex[:17]}"
+        return HttpResponse(200, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _child(elem: ET.Element, name: str) -> ET.Element | None:
+    return next((c for c in elem if _local(c.tag) == name), None)
+
+
+def _response_root(action: str) -> ET.Element:
+    root = ET.Element(f"{action}Response", {"xmlns": EC2_NS})
+    ET.SubElement(root, "requestId").text = str(uuid.uuid4())
+    return root
+
+
+def _ok(action: str, fields: list[tuple[str, str]]) -> HttpResponse:
+    root = _response_root(action)
+    for key, value in fields:
+        ET.SubElement(root, key).text = value
+    return HttpResponse(200, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
+
+
+def _error(status: int, code: str, message: str) -> HttpResponse:
+    root = ET.Element("Response")
+    err = ET.SubElement(ET.SubElement(root, "Errors"), "Error")
+    ET.SubElement(err, "Code").text = code
+    ET.SubElement(err, "Message").text = message
+    ET.SubElement(root, "RequestID").text = str(uuid.uuid4())
+    return HttpResponse(status, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
