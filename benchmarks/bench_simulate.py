@@ -1,6 +1,7 @@
 """Trace replay: policy comparison on the shipped Gavel traces, carbon trade-off, replay speed.
 
-Run by hand: python benchmarks/bench_simulate.py [--jobs 100000] [--sweep-jobs 20000] [--skip-speed]
+Run by hand: python benchmarks/bench_simulate.py [--jobs 100000] [--sweep-jobs 20000] [--jitter-copies 5]
+             [--skip-speed] [--skip-traces] [--skip-synthetic]
 
 1. Every shipped Gavel trace x every registered policy on the embedded default fleet: avg/p95 JCT, cost,
    kgCO2e, mean network slow-down, gangs split over zones; zone-first's JCT against spread and pack.
@@ -11,6 +12,11 @@ Run by hand: python benchmarks/bench_simulate.py [--jobs 100000] [--sweep-jobs 2
 2b. The same traces on a fleet of the size they were written for: Gavel's experiments used 108 GPUs, so
    14 H100 nodes (112 GPUs) of one regional cluster (EKS us-east-1), dealt round-robin over its 4 zones,
    all free. Here gangs queue and multi-node gangs must choose zones, which is what placement is about.
+2c. How much of 2b is noise: each trace again with every duration multiplied by exp(0.01 x N(0,1)) (a 1%
+   jitter, `--jitter-copies` seeded copies), zone-first, spread and pack on each copy. Under strict FIFO a
+   queued trace is chaotic: which of several equally good nodes a small job takes decides when a whole node
+   next frees, so one replay's ratio can move by +-10% with no change of policy. The ratio that means
+   something is the one that holds across the copies.
 3. The same on a synthetic trace (`--sweep-jobs` jobs, Gavel-like, 2% of them 16- or 32-GPU gangs) at
    offered loads 60% and 90% of the fleet's free GPUs. The shipped traces were written for a ~100-GPU
    cluster: even arriving all at once, a whole trace barely fills the ~4,000 free GPUs of the default
@@ -27,6 +33,7 @@ import cProfile
 import pstats
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -42,6 +49,7 @@ from geosched.simulate.synthetic import synthetic_trace
 
 CARBON_WEIGHTS = (0.5, 1.0, 2.0)
 SWEEP_LOADS = (0.6, 0.9)
+JITTER = 0.01  # section 2c: relative spread of the durations of the jittered copies
 PINNED_GPU = "H100"  # the default fleet's largest pools
 HEADER = (f"{'policy':<11} {'avg JCT h':>10} {'p95 JCT h':>10} {'queue h':>8} {'cost $':>11} {'kgCO2e':>9} "
           f"{'slowdown':>8} {'multi-zone':>10} {'unplaced':>8}")
@@ -70,6 +78,35 @@ def compare(ctx: PlacementContext, traces: dict[str, list[TraceJob]], label: str
         for r in results:
             print(row(r))
         print(ratios(results))
+
+
+def jittered(jobs: Sequence[TraceJob], seed: int, sigma: float = JITTER) -> list[TraceJob]:
+    """The same trace with every duration multiplied by exp(sigma x N(0,1)), seeded."""
+    rng = np.random.default_rng(seed)
+    factors = np.exp(sigma * rng.standard_normal(len(jobs)))
+    return [replace(j, duration_s=j.duration_s * float(f)) for j, f in zip(jobs, factors, strict=True)]
+
+
+def robustness(ctx: PlacementContext, traces: dict[str, list[TraceJob]], label: str, copies: int,
+               gpu: str | None = PINNED_GPU) -> None:
+    trio = ["pack", "spread", "zone-first"]
+    print(f"\n== {label}: avg JCT ratios vs zone-first on {copies} copies with {JITTER:.0%} duration jitter")
+    head = "shipped   mean   [min, max]   zf wins"
+    print(f"{'trace':<20} {'vs spread: ' + head:>50} {'vs pack: ' + head:>50}")
+    for name, jobs in traces.items():
+        shipped = {r.policy: r.avg_jct_s for r in simulate(jobs, ctx, trio, options=SimOptions(gpu=gpu))}
+        ratios: dict[str, list[float]] = {"spread": [], "pack": []}
+        for seed in range(1, copies + 1):
+            by = {r.policy: r.avg_jct_s for r in simulate(jittered(jobs, seed), ctx, trio, options=SimOptions(gpu=gpu))}
+            for other in ratios:
+                ratios[other].append(by[other] / by["zone-first"] if by["zone-first"] else 1.0)
+        cells = []
+        for other, values in ratios.items():
+            v = np.array(values)
+            base = shipped[other] / shipped["zone-first"] if shipped["zone-first"] else 1.0
+            wins = int((v > 1).sum())
+            cells.append(f"{base:7.3f}x {v.mean():6.3f}x [{v.min():.3f}, {v.max():.3f}] {wins:3d}/{copies}")
+        print(f"{name:<20} {cells[0]:>50} {cells[1]:>50}")
 
 
 def carbon(ctx: PlacementContext, traces: dict[str, list[TraceJob]], label: str, gpu: str | None = None) -> None:
@@ -170,6 +207,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=100_000, help="synthetic trace length for the speed run")
     parser.add_argument("--sweep-jobs", type=int, default=20_000, help="synthetic trace length for section 3")
+    parser.add_argument("--jitter-copies", type=int, default=5, help="jittered copies per trace for section 2c")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-traces", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
@@ -183,6 +221,8 @@ def main() -> None:
         sized = PlacementContext(small, default_network())
         compare(sized, traces, f"Gavel traces on a Gavel-sized fleet ({len(small.nodes)} x 8 {PINNED_GPU} in "
                 f"{len(small.zones)} zones of one cluster)")
+        if args.jitter_copies > 0:
+            robustness(sized, traces, "Gavel traces on the Gavel-sized fleet", args.jitter_copies)
         carbon(ctx, traces, "Gavel traces as shipped, default fleet")
         carbon(ctx, traces, "Gavel traces as shipped, default fleet", gpu=PINNED_GPU)
     if not args.skip_synthetic:

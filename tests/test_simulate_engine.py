@@ -105,6 +105,22 @@ def test_network_slowdown_is_the_ring_all_reduce_over_the_worst_link() -> None:
     assert spread.avg_jct_s == pytest.approx(3003.0)
 
 
+@pytest.mark.parametrize(("free", "slowdown"), [
+    ((8,), 1.0),  # all 4 workers on one node: consolidated, no network step
+    ((4, 4), 1240.6 / 1000),  # comm = 2(4-1)/4 * 1000 MB * 8 / 50 Gbit/s + (4-1) * 0.2 ms = 240.6 ms
+    ((2, 2, 2, 2), 1240.6 / 1000),  # four nodes: the ring's every link still carries 2(n-1)/n, same step
+])
+def test_a_gang_split_over_nodes_pays_the_ring_once_whatever_the_number_of_nodes(
+        free: tuple[int, ...], slowdown: float) -> None:
+    # 8 GPUs as 4 workers x 2 (the trace's layout), default profile: 1000 MB after 1000 ms of compute.
+    f = fleet([node(f"n{i}", "za", free=k) for i, k in enumerate(free)])
+    results = simulate([job(1, 0, 8, 1000, per_worker=2)], PlacementContext(f, network(f)), ["zone-first", "pack"])
+    for result in results:
+        assert result.records[0].zones == ("za",)
+        assert result.avg_slowdown == pytest.approx(slowdown)
+        assert result.avg_jct_s == pytest.approx(1000 * slowdown)
+
+
 def test_zone_first_beats_spread_when_the_cross_zone_link_is_slow() -> None:
     trace = [job(i, 100 * i, 16, 1000) for i in range(1, 6)] + [job(9, 50, 4, 300)]
     zone_first, spread = simulate(trace, two_zone_ctx(cross_zone_slow=True), ["zone-first", "spread"])

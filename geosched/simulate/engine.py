@@ -19,6 +19,14 @@ all-reduce over the placement's worst link, over compute alone (1.0 for a gang o
 no pool could hold even on the idle fleet, or that the policy refuses on the idle fleet, is reported as
 unplaced, not queued forever.
 
+Consolidation, as modelled. A gang on one node has no network step (Gavel's "consolidated" throughput);
+a gang on two or more nodes pays the ring all-reduce among its workers over the worst link it spans
+(Gavel's "unconsolidated" one, see gavel.py). A worker is one process holding all its GPUs on one node,
+so a job of up to 8 GPUs is never split over nodes (gangs.py). The ring's cost does not grow with the
+number of nodes beyond two: every link of a ring carries 2(n-1)/n of the message whatever the layout, so a
+4 x 2 gang on two nodes or on four pays the same. Same zone vs other zone of a region is the only
+network difference a single-region fleet has.
+
 Before each policy call a necessary condition is checked in a few vector operations (some pool of ready
 nodes has enough workers' worth of free GPUs, as every policy requires); a call that could only return
 NoFit is not made. Results are identical with or without this check; it only saves time.
