@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from geosched.providers import journal
+from geosched.report import intervals
+from geosched.store import Store
+
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
 JOBS = ROOT / "examples" / "jobs"
@@ -117,10 +121,38 @@ def test_catalog_outputs(tmp_path: Path) -> None:
 def test_demo_runs_end_to_end_and_records(tmp_path: Path) -> None:
     run = geosched("demo", home=tmp_path)
     assert run.returncode == 0, run.stderr
-    for stage in ("1. Fleet", "2. Network", "3. Placement", "4. Hand-off", "5. Trace replay", "6. Recorded"):
-        assert stage in run.stdout
+    text = " ".join(run.stdout.split())
+    stages = ("1. Fleet", "2. Network", "3. Placement", "4. Hand-off", "5. Provisioning on emulated clouds",
+              "6. Trace replay", "7. Recorded", "8. Cost and carbon")
+    at = [text.index(stage) for stage in stages]
+    assert at == sorted(at) and "Not in this demo yet" not in text
     manifests = sorted((tmp_path / "demo" / "manifests").rglob("*.yaml"))
     assert sorted(m.name for m in manifests) == ["finetune-8.yaml", "pretrain-512.yaml", "pretrain-64.yaml"]
     assert all("kueue.x-k8s.io/queue-name: training" in m.read_text() for m in manifests)
     listed = geosched("placements", "-o", "json", home=tmp_path)
-    assert {r["job"] for r in json.loads(listed.stdout)} == {"finetune-8", "pretrain-64", "pretrain-512"}
+    placed = {"finetune-8", "pretrain-64", "pretrain-512"}
+    assert {r["job"] for r in json.loads(listed.stdout)} == placed
+    # Provisioning: said where it runs, injected one fault, launched a gang elsewhere, took it down to nothing.
+    assert "127.0.0.1, no cloud account" in text and "injected fault" in text
+    assert "emulated clouds hold 0 live instance(s)" in text
+    demo_home = tmp_path / "demo" / "store"
+    with Store(demo_home) as demo:
+        (gang,) = journal.gangs(demo)
+        attempts = journal.attempts(demo, gang.gang)
+        machines = journal.instances(demo, gang=gang.gang)
+    assert gang.state == "terminated" and [a.outcome for a in attempts] == ["failed", "launched"]
+    assert attempts[0].error_kind == "capacity"
+    assert len([m for m in machines if m.provider_id]) == 8 and {m.state for m in machines} == {"terminated"}
+    # Cost and carbon, from the demo store: the three jobs and the gang, each costed; the HTML written.
+    assert "assumed 1 h each" in text and "nothing ran" in text
+    report = geosched("report", "cost", "--by", "job", "--until", "2100-01-01", "-o", "json", home=demo_home)
+    assert report.returncode == 0, report.stderr
+    rows = {r["job"]: r for r in json.loads(report.stdout)["rows"]}
+    assert set(rows) == placed | {gang.gang}
+    assert all(r["cost_usd"] > 0 for r in rows.values())
+    assert rows["pretrain-64"]["gpu_hours"] == pytest.approx(64.0) and rows[gang.gang]["gpu_hours"] < 1.0
+    page = tmp_path / "demo" / "report.html"
+    assert str(page) in text and all(job in page.read_text() for job in placed)
+    # The user's own store holds no emulated machines and no assumed usage.
+    with Store(tmp_path) as own:
+        assert journal.gangs(own) == [] and intervals(own) == []

@@ -1,4 +1,5 @@
-"""`geosched demo`: the main job, end to end, on the embedded default fleet. Each stage says what is real."""
+"""The demo's offline stages: the embedded fleet and network, placement against every baseline, the Kueue
+hand-off, and a trace replay. Each prints what it did and what is real about it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from importlib import resources
 from pathlib import Path
 
 from geosched import policies, render
-from geosched.default_fleet import default_fleet, default_network
 from geosched.documents import job_to_dict, parse_job
 from geosched.fields import load_document, write_atomic
 from geosched.kube.config import Backend, ClusterConfig
@@ -37,29 +37,25 @@ def demo_jobs() -> list[Job]:
     return jobs
 
 
-def run_demo(store: Store) -> list[Placement]:
-    fleet, network = default_fleet(), default_network()
-    gpus = sum(n.gpus for n in fleet.nodes)
-    free = sum(n.gpus_free for n in fleet.nodes)
+def show_fleet(n: int, fleet: Fleet) -> None:
+    gpus = sum(node.gpus for node in fleet.nodes)
+    free = sum(node.gpus_free for node in fleet.nodes)
     providers = sorted({r.provider for r in fleet.regions.values()})
-    render.out.print(f"[bold]1. Fleet[/] (embedded default, built from the shipped catalog): {len(fleet.nodes)} nodes, "
-                     f"{gpus} GPUs ({free} free) in {len(fleet.zones)} zones of {len(fleet.regions)} regions "
+    render.out.print(f"[bold]{n}. Fleet[/] (embedded default, built from the shipped catalog): {len(fleet.nodes)} "
+                     f"nodes, {gpus} GPUs ({free} free) in {len(fleet.zones)} zones of {len(fleet.regions)} regions "
                      f"on {', '.join(providers)}")
-    render.out.print(f"[bold]2. Network[/] (the shipped model, not live probes: `geosched probe run` measures real "
+
+
+def show_network(n: int, network: NetworkView) -> None:
+    render.out.print(f"[bold]{n}. Network[/] (the shipped model, not live probes: `geosched probe run` measures real "
                      f"nodes): {len(network.zone_links)} zone pairs from measured inter-region RTT and throughput, "
                      f"{len(network.node_links)} modelled intra-zone node pairs")
-    placed = _place(store, PlacementContext(fleet, network))
-    _handoff(placed, fleet, store.home / "demo" / "manifests")
-    _replay(fleet, network)
-    render.out.print(f"[bold]6. Recorded[/] {len(placed)} placements in {store.path} (`geosched placements`)")
-    render.out.print("Not in this demo yet: provisioning on emulated clouds and the cost and carbon report "
-                     "(see the open issues).")
-    return placed
 
 
-def _place(store: Store, ctx: PlacementContext) -> list[Placement]:
+def place(n: int, store: Store, ctx: PlacementContext) -> list[Placement]:
+    """Every demo job under every policy; the default policy's placements are recorded in `store`."""
     placed: list[Placement] = []
-    render.out.print("[bold]3. Placement[/], zone first, score second, against every baseline:")
+    render.out.print(f"[bold]{n}. Placement[/], zone first, score second, against every baseline:")
     for job in demo_jobs():
         rows = []
         for name in policies.names():
@@ -82,7 +78,7 @@ def _place(store: Store, ctx: PlacementContext) -> list[Placement]:
     return placed
 
 
-def _handoff(placed: list[Placement], fleet: Fleet, out: Path) -> None:
+def handoff(n: int, placed: list[Placement], fleet: Fleet, out: Path) -> None:
     """Each placed job as the manifests its cluster would get (Kueue backend): written, not applied."""
     now = datetime.now(UTC).replace(microsecond=0)
     written = []
@@ -95,13 +91,13 @@ def _handoff(placed: list[Placement], fleet: Fleet, out: Path) -> None:
         write_atomic(path, to_yaml(manifests))
         kinds = ", ".join(m["kind"] for m in manifests)
         written.append(f"  {path} ({kinds})")
-    render.out.print("[bold]4. Hand-off[/] (rendered for the chosen clusters with the Kueue backend; not applied: "
+    render.out.print(f"[bold]{n}. Hand-off[/] (rendered for the chosen clusters with the Kueue backend; not applied: "
                      "no cluster here, `geosched submit` applies them):")
     for line in written:
         render.out.print(line, markup=False)
 
 
-def _replay(fleet: Fleet, network: NetworkView) -> None:
+def replay(n: int, fleet: Fleet, network: NetworkView) -> None:
     """A shipped Gavel trace replayed on a fleet of the size it was written for, under three policies."""
     small = sized_fleet(fleet, GAVEL_NODES, TRACE_CLUSTER, TRACE_GPU)
     folder = resources.files("geosched.data").joinpath("gavel")
@@ -109,7 +105,7 @@ def _replay(fleet: Fleet, network: NetworkView) -> None:
         jobs = list(read_trace(path).jobs)
     ctx = PlacementContext(small, network)
     results = simulate(jobs, ctx, list(TRACE_POLICIES), options=SimOptions(gpu=TRACE_GPU))
-    render.out.print(f"[bold]5. Trace replay[/] (simulated): Gavel trace {DEMO_TRACE}, {len(jobs)} jobs, on "
+    render.out.print(f"[bold]{n}. Trace replay[/] (simulated): Gavel trace {DEMO_TRACE}, {len(jobs)} jobs, on "
                      f"{len(small.nodes)} x 8 {TRACE_GPU} over {len(small.zones)} zones of {TRACE_CLUSTER}:")
     render.table("policy comparison", table_rows(results))
     render.out.print("  This trace has many multi-node gangs; on the other shipped traces zone-first's gain over "
