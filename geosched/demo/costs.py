@@ -1,7 +1,8 @@
 """The demo's last stage: cost and carbon of what the demo did, by the same report as `geosched report`, from
-the demo's own store: the emulated gang's real (seconds-long) usage, which the report reads from the providers'
-journal, and the placed jobs, which the demo does not run: each is recorded in the ledger as if it ran for one
-hour from now on its placed nodes. The user's store never receives this assumed usage."""
+the demo's own store: the emulated gang's real (seconds-long) usage, which the providers' journal wrote into the
+ledger as the machines came and went, and the placed jobs, which the demo does not run: each is recorded in the
+ledger as if it ran for one hour from now on its placed nodes. The user's store never receives this assumed
+usage."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store, html: P
     record_assumed_usage(store, placed, fleet, start)
     until = start + ASSUMED_S
     render.out.print(f"[bold]{n}. Cost and carbon[/] of what this demo did (the report `geosched report` makes), "
-                     f"from the demo store {escape(str(store.path))}: the emulated gang's usage as its journal "
+                     f"from the demo store {escape(str(store.path))}: the emulated gang's usage as the ledger "
                      f"recorded it, and the {len(placed)} placed jobs, assumed 1 h each from now on their placed "
                      "nodes (nothing ran). Your own store gets none of this usage.")
     result = report(store, ReportKind.COST, Grouping.JOB, until=until, output=Output.HTML, out=html)

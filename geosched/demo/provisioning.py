@@ -11,15 +11,14 @@ import importlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rich.markup import escape
 
 from geosched import catalog, render
 from geosched.models import Fleet, Offering, Placement
 from geosched.providers import lifecycle
+from geosched.providers.cli import attempt_rows
 from geosched.providers.gang import ProvisionSettings, plan_gang, provision
-from geosched.providers.journal import AttemptRecord
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest
 from geosched.providers.retry import RetryPolicy
@@ -96,20 +95,6 @@ def moto_missing() -> str | None:
     return None
 
 
-def attempt_rows(attempts: Sequence[AttemptRecord]) -> list[dict[str, Any]]:
-    """The attempt report as `geosched provision` prints it (same columns as providers/cli.py)."""
-    return [{"#": a.seq, "provider": a.provider, "zone": a.zone, "instance type": a.instance_type,
-             "market": a.pricing.value, "outcome": a.outcome, "error": a.error_kind, "code": a.error_code,
-             "calls": a.api_calls, "retries": a.retries,
-             "seconds": round((a.finished_at or a.started_at) - a.started_at, 2),
-             "why": _plain(a.message or "")[:80]} for a in attempts]
-
-
-def _plain(text: str) -> str:
-    # Provider messages are untrusted text: never let them be read as rich markup.
-    return text.replace("[", "(").replace("]", ")")[:140]
-
-
 def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store) -> GangOutcome | None:
     """The stage: prints what it does; returns what happened to the gang, or None when skipped."""
     head = f"[bold]{n}. Provisioning[/] on emulated clouds"
@@ -147,7 +132,7 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store) -> Gang
                          "(out of capacity), so the gang must fail over")
         result = provision(req, providers, store, SETTINGS)
         render.table(f"attempts for {result.gang}", attempt_rows(result.attempts))
-        render.out.print(f"  {result.gang}: {result.state}: {_plain(result.message)} ({result.api_calls} API calls, "
+        render.out.print(f"  {result.gang}: {result.state}: {result.message} ({result.api_calls} API calls, "
                          f"{result.elapsed_s:.1f} s)", markup=False)
         if result.ok:
             time.sleep(HOLD_S)  # held briefly, so its (tiny) usage shows in the cost report

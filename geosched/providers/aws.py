@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import boto3  # type: ignore[import-untyped]
 import botocore.exceptions as bex  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
+from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 
 from geosched import catalog
 from geosched.models import Offering, Pricing, Region
@@ -125,6 +126,12 @@ def classify(exc: Exception, *, mutating: bool, budget: Budget) -> ProviderError
         if mutating or budget.expired:
             return StallError(f"no answer in time ({type(exc).__name__}); outcome unknown", code="Timeout")
         return TransientError(f"no answer in time: {type(exc).__name__}", code="Timeout")
+    if isinstance(exc, ResponseParserError):
+        # A proxy or load balancer answered with something that is not EC2's XML (an HTML 502 page): the request
+        # may or may not have reached EC2.
+        if mutating or budget.expired:
+            return StallError("unreadable answer from the EC2 endpoint; outcome unknown", code="ResponseParserError")
+        return TransientError("unreadable answer from the EC2 endpoint", code="ResponseParserError")
     if isinstance(exc, bex.BotoCoreError):
         return TransientError(f"{type(exc).__name__}", code=type(exc).__name__)
     raise exc
@@ -238,7 +245,13 @@ def instance_from(raw: Mapping[str, Any], region: str, zone_ids: Mapping[str, st
         index=int(index) if index is not None else None,
         addresses=addresses,
         pricing=Pricing.SPOT if raw.get("InstanceLifecycle") == "spot" else Pricing.ON_DEMAND,
+        launched_at=_timestamp(raw.get("LaunchTime")),
     )
+
+
+def _timestamp(value: Any) -> float | None:
+    """boto3 parses EC2's timestamps into aware datetimes."""
+    return value.timestamp() if isinstance(value, datetime) else None
 
 
 # --- the provider -----------------------------------------------------------------------------------

@@ -87,6 +87,8 @@ class Instance:
     index: int | None = None
     addresses: tuple[str, ...] = ()
     pricing: Pricing | None = None
+    # When the provider says the machine started (Unix seconds): billing starts there, not when we looked.
+    launched_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

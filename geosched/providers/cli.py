@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -267,7 +268,8 @@ def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PL
         render.table("skipped", rows_skipped, caption=f"... and {more_skipped} more" if more_skipped > 0 else None)
 
 
-def _attempt_rows(attempts: Any) -> list[dict[str, Any]]:
+def attempt_rows(attempts: Sequence[journal.AttemptRecord]) -> list[dict[str, Any]]:
+    """The attempt report: what was tried, in which order, and why each failed (also the demo's)."""
     return [{"#": a.seq, "provider": a.provider, "zone": a.zone, "instance type": a.instance_type,
              "market": a.pricing.value, "outcome": a.outcome, "error": a.error_kind, "code": a.error_code,
              "calls": a.api_calls, "retries": a.retries,
@@ -282,9 +284,9 @@ def _show_result(result: ProvisionResult, output: Output) -> None:
                      "chosen": _candidate_doc(result.candidate) if result.candidate else None,
                      "nodes": [{"name": n.name, "zone": n.zone, "provider_id": n.provider_id,
                                 "addresses": list(n.addresses)} for n in result.nodes],
-                     "attempts": _attempt_rows(result.attempts)}, "json")
+                     "attempts": attempt_rows(result.attempts)}, "json")
     else:
-        render.table(f"attempts for {result.gang}", _attempt_rows(result.attempts))
+        render.table(f"attempts for {result.gang}", attempt_rows(result.attempts))
         render.table("nodes", [{"name": n.name, "zone": n.zone, "instance type": n.instance_type,
                                 "provider id": n.provider_id, "addresses": list(n.addresses)}
                                for n in result.nodes])
@@ -350,7 +352,7 @@ def status_cmd(
             record = journal.gang_record(store, gang)
             if record is None:
                 raise InputError("GANG", "", f"no gang {gang!r} in {store.path}")
-            attempts = _attempt_rows(journal.attempts(store, gang))
+            attempts = attempt_rows(journal.attempts(store, gang))
             machines = [{"name": r.name, "provider": r.provider, "zone": r.zone, "provider id": r.provider_id,
                          "state": r.state, "note": _plain(r.note or "") or None}
                         for r in journal.instances(store, gang=gang)]

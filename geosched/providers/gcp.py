@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import requests
@@ -247,7 +248,16 @@ def instance_from(raw: compute_v1.Instance) -> Instance:
         index=int(index) if index.isdigit() else None,
         addresses=tuple(addresses),
         pricing=Pricing.SPOT if raw.scheduling.provisioning_model == "SPOT" else Pricing.ON_DEMAND,
+        launched_at=_timestamp(raw.creation_timestamp),
     )
+
+
+def _timestamp(text: str) -> float | None:
+    """GCE's RFC 3339 `creationTimestamp` (with its offset); None when absent or unreadable."""
+    try:
+        return datetime.fromisoformat(text).timestamp() if text else None
+    except ValueError:
+        return None
 
 
 def timed(fn: Callable[..., T], **kwargs: Any) -> Callable[[float], T]:

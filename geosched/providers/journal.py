@@ -256,7 +256,7 @@ def record_instances(store: Store, gang: str, attempt_id: int | None, found: Seq
                      inst.provider_id, addresses, state, now, now))
                 adopted = _instance(db.execute(f"SELECT {_INSTANCE_COLUMNS} FROM prov_instances WHERE id = ?",
                                                (cur.lastrowid,)).fetchone())
-                _ledger(db, adopted, state, now)
+                _ledger(db, adopted, state, now, inst.launched_at)
                 continue
             taken.add(row.id)
             new_state = state
@@ -266,20 +266,22 @@ def record_instances(store: Store, gang: str, attempt_id: int | None, found: Seq
                 new_state = "terminating"
             db.execute("UPDATE prov_instances SET provider_id = ?, addresses = ?, state = ?, updated_at = ? "
                        "WHERE id = ?", (inst.provider_id, addresses, new_state, now, row.id))
-            _ledger(db, replace(row, provider_id=inst.provider_id), new_state, now)
+            _ledger(db, replace(row, provider_id=inst.provider_id), new_state, now, inst.launched_at)
     return instances(store, gang=gang)
 
 
-def _ledger(db: sqlite3.Connection, row: InstanceRecord, state: str, now: float) -> None:
+def _ledger(db: sqlite3.Connection, row: InstanceRecord, state: str, now: float,
+            launched_at: float | None = None) -> None:
     """The node's usage interval after the row went to `state`: open while launched, closed once terminated.
     `terminating` changes nothing: the machine is still billed until it is gone.
 
-    The start is when the provider first reported the machine (the launch call's answer, or the reconcile that
-    adopted it): no provider reports its launch time to geosched yet."""
+    The start is the launch time the provider reports (EC2 LaunchTime, GCE creationTimestamp, the lease time), so
+    a machine found by a resume after a crash is counted from its launch; without one, when it was first seen.
+    Never later than now: a provider's clock ahead of ours must not shorten the interval to nothing."""
     if row.provider_id is None:
         return
     if state == "launched":
-        usage.open_in(db, node_usage(row), now)
+        usage.open_in(db, node_usage(row), now if launched_at is None else min(launched_at, now))
     elif state == "terminated":
         usage.close_in(db, usage.Kind.NODE, row.name, usage.Source.PROVIDER, row.provider_id, now)
 

@@ -146,7 +146,8 @@ class SshProvider:
             instance_type=node.instance_type if node else "", state=InstanceState.RUNNING,
             gang=lease.get("gang"), token=lease.get("token"), owner=lease.get("owner"),
             index=int(lease["index"]) if "index" in lease else None,
-            addresses=node.addresses if node else (), pricing=Pricing.ON_DEMAND)
+            addresses=node.addresses if node else (), pricing=Pricing.ON_DEMAND,
+            launched_at=float(lease["leased_at"]) if isinstance(lease.get("leased_at"), int | float) else None)
 
     def describe(self, gang: str | None, regions: Iterable[str], budget: Budget) -> tuple[Instance, ...]:
         budget.tick()

@@ -1,14 +1,15 @@
 """Cost and carbon of recorded usage (issue 6): a usage ledger, prices of their time, energy and emissions after
 Cloud Carbon Footprint, grouping, outputs, and baselines re-placed for comparison. METHODOLOGY.md has the method.
 
-    geosched.report.ledger   open_interval / close_interval / intervals: what providers and the kube adapter call
+    geosched.report.ledger   intervals (the read side), and open_interval / close_interval re-exported from
+                             geosched.usage, the write side the providers' journal and `geosched jobs` call
     geosched.report.report   report(store, kind, by, since, until, output, out): one report
     geosched.report.cli      make_app(store_factory): the `geosched report cost|carbon` sub-app
 
 Pure: accounting, aggregate, baseline, energy, prices, specs, window, formats, charts, html, assemble.
 I/O: ledger, journal, reads (store reads), report (file write), signal (parses a file's text), cli.
-This package's own import stays light (the ledger API is called from providers): `report` is imported from
-`geosched.report.report`, which brings in the policies and, for HTML, matplotlib.
+This package's own import stays light (the demo and scripts write the ledger through it): `report` is imported
+from `geosched.report.report`, which brings in the policies and, for HTML, matplotlib.
 """
 
 from __future__ import annotations

@@ -6,17 +6,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from geosched.models import Pricing, region_key
+from geosched.usage import Kind, Source
 
-
-class Kind(StrEnum):
-    NODE = "node"
-    JOB = "job"
-
-
-class Source(StrEnum):
-    PROVIDER = "provider"
-    KUBE = "kube"
-    DEMO = "demo"
+__all__ = ["Interval", "Kind", "Line", "Origin", "PricedFrom", "Source"]
 
 
 class PricedFrom(StrEnum):

@@ -75,6 +75,16 @@ def test_aws_codes(code: str, status: int, kind: type) -> None:
     assert type(aws.classify_code(code, "m", status)) is kind
 
 
+def test_an_unreadable_aws_answer_retries_a_read_and_stalls_a_launch() -> None:
+    from botocore.parsers import ResponseParserError
+
+    from geosched.providers.base import Budget, StallError
+
+    html = ResponseParserError("Unable to parse response (syntax error), invalid XML received: b'<html>502'")
+    assert type(aws.classify(html, mutating=False, budget=Budget(10.0))) is TransientError
+    assert type(aws.classify(html, mutating=True, budget=Budget(10.0))) is StallError
+
+
 def test_aws_region_wide_refusals() -> None:
     err = aws.classify_code("InvalidAMIID.NotFound", "m", 400)
     assert isinstance(err, UnsupportedError) and err.region_wide

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from geosched.emulators import GceDouble, MotoServer
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider
+from geosched.providers.base import Budget
 from geosched.providers.gang import provision, resume
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
@@ -67,8 +68,8 @@ def test_launch_opens_and_down_closes_one_row_per_machine(cloud: str, aws: AwsPr
         assert (i.provider, i.region, i.zone, i.instance_type, i.gpu, i.gpus, i.pricing) == \
             (cloud, r.region, r.zone, r.instance_type, "A100", r.gpus, r.pricing)
         assert r.gpus > 0 and i.cluster is None
-        # Opened when the launch call answered, before the gang was ready; still running.
-        assert r.created_at <= i.start <= launched and i.start >= before and i.end is None
+        # Opened at the launch time the provider reports (EC2's LaunchTime has whole seconds); still running.
+        assert before - 1.0 <= i.start <= launched and i.end is None
 
     # Reconcile loops run again and again: nothing is opened twice.
     for _ in range(2):
@@ -133,7 +134,10 @@ def test_crash_after_launch_then_resume_adopts_and_opens_once(gcp: GcpProvider, 
     assert result.ok, result.message
     rows = node_rows(store, gang)
     assert {i.ref for i in rows} == set(gce_alive(gce, gang)) and len(rows) == 3
-    assert all(i.start >= adopted and i.end is None for i in rows)
+    # Counted from the machines' launch (GCE creationTimestamp), not from when the resume found them.
+    assert all(i.start < adopted and i.end is None for i in rows)
+    created = {inst.provider_id: inst.launched_at for inst in gcp.describe(gang, GCP_REGIONS, Budget(10.0))}
+    assert {i.ref: i.start for i in rows} == pytest.approx(created)
     assert [i.id for i in intervals(store) if i.job == gang] == [i.id for i in rows]
     lifecycle.down(store, {"gcp": gcp}, gang, settings.lifecycle)
     assert all(i.end is not None for i in node_rows(store, gang))
