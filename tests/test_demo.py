@@ -97,8 +97,9 @@ def test_provisioning_fails_over_from_the_refused_zone_and_leaves_nothing(
     if winner.provider == "aws":
         # moto keeps its state in the process: a fresh server shows what the demo left there.
         with MotoServer() as moto:
-            ec2 = boto3.client("ec2", region_name=winner.region, endpoint_url=moto.url, aws_access_key_id="x",
-                               aws_secret_access_key="x")
+            # A session of its own: boto3's default one may hold config files read under another environment.
+            ec2 = boto3.session.Session().client("ec2", region_name=winner.region, endpoint_url=moto.url,
+                                                 aws_access_key_id="x", aws_secret_access_key="x")
             found = [i for r in ec2.describe_instances(Filters=[
                 {"Name": "tag:geosched-gang", "Values": [outcome.gang]}])["Reservations"] for i in r["Instances"]]
         assert len(found) == 8 and {i["State"]["Name"] for i in found} == {"terminated"}

