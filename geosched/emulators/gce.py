@@ -2,8 +2,9 @@
 
 Written from the public REST reference so that the unmodified
 ``google-cloud-compute`` client (REST transport) can talk to it. Only the
-slice geosched needs is here: instances, zone operations, zones, regions,
-machine types and accelerator types, plus runtime fault injection.
+slice geosched needs is here: instances, zone operations, firewalls, global
+operations, zones, regions, machine types and accelerator types, plus runtime
+fault injection.
 
 Usage::
 
@@ -51,7 +52,9 @@ SELF_LINK_BASE = "https://www.googleapis.com/compute/v1"
 ADMIN_PREFIX = "/_emulator"
 
 # Only these create operations, so only these can fail asynchronously.
-MUTATING_METHODS = frozenset({"instances.insert", "instances.delete"})
+MUTATING_METHODS = frozenset(
+    {"instances.insert", "instances.delete", "firewalls.insert", "firewalls.update", "firewalls.delete"}
+)
 
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -536,7 +539,7 @@ def compile_filter(text: str) -> Callable[[JSON], bool]:
 class _Operation:
     body: JSON
     project: str
-    zone: str
+    zone: str  # "" for a global operation
     done_at: float
     error: JSON | None = None
     on_done: Callable[[bool], None] | None = None
@@ -603,6 +606,7 @@ class GceDouble:
         self.log = CallLog()
         self._lock = threading.RLock()
         self._instances: dict[tuple[str, str, str], JSON] = {}
+        self._firewalls: dict[tuple[str, str], JSON] = {}
         self._operations: dict[tuple[str, str, str], _Operation] = {}
         self._quota_limits: dict[tuple[str | None, str], float] = {}
         self._capacity: dict[tuple[str, str], Capacity] = {}
@@ -719,6 +723,16 @@ class GceDouble:
                 if (zone is None or z == zone) and (project is None or p == project)
             ]
 
+    def firewalls(self, project: str | None = None) -> list[JSON]:
+        """Firewall rules as stored (the body as sent, plus the fields GCE adds)."""
+        with self._lock:
+            self._advance_locked()
+            return [
+                json.loads(json.dumps(body))
+                for (p, _), body in sorted(self._firewalls.items())
+                if project is None or p == project
+            ]
+
     def set_instance_status(self, project: str, zone: str, name: str, status: str) -> None:
         """E.g. "TERMINATED" to simulate a spot preemption with action STOP."""
         with self._lock:
@@ -736,6 +750,7 @@ class GceDouble:
     def reset(self) -> None:
         with self._lock:
             self._instances.clear()
+            self._firewalls.clear()
             self._operations.clear()
             self._quota_limits.clear()
             self._capacity.clear()
@@ -946,11 +961,12 @@ class GceDouble:
         rand = random.getrandbits
         name = f"operation-{now_ms}-{rand(52):013x}-{rand(32):08x}-{rand(32):08x}"
         ts = _now_rfc3339()
+        # A global operation (zone "") has no `zone` field and lives under global/operations.
+        scope = ("zones", zone) if zone else ("global",)
         body: JSON = {
             "kind": "compute#operation",
             "id": _new_id(),
             "name": name,
-            "zone": self._link(project, "zones", zone),
             "operationType": op_type,
             "targetLink": target["selfLink"],
             "targetId": target["id"],
@@ -959,8 +975,10 @@ class GceDouble:
             "progress": 0,
             "insertTime": ts,
             "startTime": ts,
-            "selfLink": self._link(project, "zones", zone, "operations", name),
+            "selfLink": self._link(project, *scope, "operations", name),
         }
+        if zone:
+            body["zone"] = self._link(project, "zones", zone)
         op = _Operation(body, project, zone, time.monotonic() + self.operation_delay_s, error, on_done)
         self._operations[(project, zone, name)] = op
         self._advance_locked()
@@ -995,6 +1013,13 @@ class GceDouble:
             ("GET", r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)", "zoneOperations.get"),
             ("POST", r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "zoneOperations.wait"),
             ("GET", r"/zones/(?P<zone>[^/]+)/operations", "zoneOperations.list"),
+            ("POST", r"/global/firewalls", "firewalls.insert"),
+            ("GET", r"/global/firewalls", "firewalls.list"),
+            ("GET", r"/global/firewalls/(?P<name>[^/]+)", "firewalls.get"),
+            ("PUT", r"/global/firewalls/(?P<name>[^/]+)", "firewalls.update"),
+            ("DELETE", r"/global/firewalls/(?P<name>[^/]+)", "firewalls.delete"),
+            ("GET", r"/global/operations/(?P<name>[^/]+)", "globalOperations.get"),
+            ("POST", r"/global/operations/(?P<name>[^/]+)/wait", "globalOperations.wait"),
             ("GET", r"/zones", "zones.list"),
             ("GET", r"/zones/(?P<zone>[^/]+)", "zones.get"),
             ("GET", r"/regions", "regions.list"),
@@ -1078,7 +1103,7 @@ class GceDouble:
 
     def _pending_error(self, project: str, op_body: JSON) -> JSON | None:
         with self._lock:
-            op = self._operations.get((project, _last(op_body["zone"]), op_body["name"]))
+            op = self._operations.get((project, _last(op_body.get("zone", "")), op_body["name"]))
             return op.error if op else None
 
     @staticmethod
@@ -1094,6 +1119,8 @@ class GceDouble:
         project = p["project"]
         if method == "zoneOperations.wait":
             return 200, self._wait(project, p["zone"], p["name"])
+        if method == "globalOperations.wait":
+            return 200, self._wait(project, "", p["name"])
         with self._lock:
             status, result = self._dispatch_locked(method, p, req.query, body, op_fault)
             # Serialised after the lock is dropped, so hand out a snapshot.
@@ -1133,6 +1160,13 @@ class GceDouble:
                 },
                 flt,
             )
+        if method.startswith("firewalls."):
+            return 200, self._firewall_call(method, project, p.get("name", ""), body, flt, q, op_fault)
+        if method == "globalOperations.get":
+            gop = self._operations.get((project, "", p["name"]))
+            if gop is None:
+                raise _not_found(f"projects/{project}/global/operations/{p['name']}")
+            return 200, gop.body
         if method == "zoneOperations.get":
             op = self._operations.get((project, zone, p["name"]))
             if op is None:
@@ -1384,16 +1418,98 @@ class GceDouble:
 
         return dict(self._new_operation(project, zone, "delete", inst, op_fault, finish).body)
 
+    def _firewall_call(
+        self,
+        method: str,
+        project: str,
+        name: str,
+        body: JSON,
+        flt: Callable[[JSON], bool],
+        q: Mapping[str, list[str]],
+        op_fault: JSON | None,
+    ) -> JSON:
+        """firewalls.insert|get|list|update|delete. Rules are stored as sent (not checked beyond name,
+        duplicates and allowed/denied), with the fields GCE fills in."""
+        key = (project, name)
+        if method == "firewalls.list":
+            items = [r for (pp, _), r in sorted(self._firewalls.items()) if pp == project]
+            return self._page("compute#firewallList", project, "global/firewalls", items, flt, q)
+        if method == "firewalls.insert":
+            name = str(body.get("name", ""))
+            if not _NAME_RE.match(name):
+                raise _invalid(
+                    "resource.name", name, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"
+                )
+            key = (project, name)
+            if key in self._firewalls:
+                raise ApiError(
+                    409, "alreadyExists", f"The resource 'projects/{project}/global/firewalls/{name}' already exists"
+                )
+            rule = self._firewall_json(project, body, _new_id(), _now_rfc3339())
+            self._firewalls[key] = rule
+
+            def finish(ok: bool) -> None:
+                if not ok and self._firewalls.get(key) is rule:
+                    del self._firewalls[key]
+
+            return dict(self._new_operation(project, "", "insert", rule, op_fault, finish).body)
+        old = self._firewalls.get(key)
+        if old is None:
+            raise _not_found(f"projects/{project}/global/firewalls/{name}")
+        if method == "firewalls.get":
+            return old
+        if method == "firewalls.update":
+            if body.get("name", name) != name:
+                raise _invalid("resource.name", str(body.get("name")), "Cannot change the name of a firewall rule.")
+            if body.get("network") and _last(str(body["network"])) != _last(str(old.get("network", ""))):
+                raise _invalid("resource.network", str(body["network"]), "Cannot change the network of a firewall.")
+            new = self._firewall_json(project, {**body, "name": name, "network": old["network"]}, old["id"],
+                                      old["creationTimestamp"])
+
+            def replace_rule(ok: bool) -> None:
+                if ok and self._firewalls.get(key) is old:
+                    self._firewalls[key] = new
+
+            return dict(self._new_operation(project, "", "update", old, op_fault, replace_rule).body)
+
+        def remove(ok: bool) -> None:
+            if ok and self._firewalls.get(key) is old:
+                del self._firewalls[key]
+
+        return dict(self._new_operation(project, "", "delete", old, op_fault, remove).body)
+
+    def _firewall_json(self, project: str, body: JSON, rule_id: str, created: str) -> JSON:
+        if bool(body.get("allowed")) == bool(body.get("denied")):
+            raise _invalid("resource", "", "Exactly one of 'allowed' or 'denied' must be specified.")
+        rule: JSON = json.loads(json.dumps(body))
+        rule.setdefault("network", self._link(project, "global", "networks", "default"))
+        if not str(rule["network"]).startswith(SELF_LINK_BASE):
+            rule["network"] = self._link(project, "global", "networks", _last(str(rule["network"])))
+        rule.setdefault("direction", "INGRESS")
+        rule.setdefault("priority", 1000)
+        rule.setdefault("disabled", False)
+        rule.update(
+            {
+                "kind": "compute#firewall",
+                "id": rule_id,
+                "creationTimestamp": created,
+                "selfLink": self._link(project, "global", "firewalls", str(rule["name"])),
+            }
+        )
+        return rule
+
     def _wait(self, project: str, zone: str, name: str) -> JSON:
+        """zoneOperations.wait, or globalOperations.wait when `zone` is ""."""
         deadline = time.monotonic() + self.wait_timeout_s
+        where = f"zones/{zone}" if zone else "global"
         while True:
             with self._lock:
-                if zone not in self.zones:
+                if zone and zone not in self.zones:
                     raise _not_found(f"projects/{project}/zones/{zone}")
                 self._advance_locked()
                 op = self._operations.get((project, zone, name))
                 if op is None:
-                    raise _not_found(f"projects/{project}/zones/{zone}/operations/{name}")
+                    raise _not_found(f"projects/{project}/{where}/operations/{name}")
                 if op.body["status"] == "DONE" or time.monotonic() >= deadline:
                     return dict(op.body)
                 pause = min(op.done_at, deadline) - time.monotonic()

@@ -35,6 +35,7 @@ from geosched.providers.base import (
     INDEX_TAG,
     NAME_TAG,
     OWNER_TAG,
+    SSH_PORT,
     AuthError,
     Budget,
     CapacityError,
@@ -50,6 +51,7 @@ from geosched.providers.base import (
     StallError,
     TransientError,
     UnsupportedError,
+    ondemand_group,
 )
 from geosched.providers.config import AwsSettings
 from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
@@ -80,6 +82,13 @@ AUTH_CODES = frozenset({
     "InvalidAccessKeyId", "Blocked", "PendingVerification",
 })
 GONE_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+# The on-demand security group: another process created it between our describe and create (race), a rule
+# that is already there, one that is already gone, and a group id EC2 does not know yet right after creating
+# it (eventual consistency).
+GROUP_DUPLICATE = "InvalidGroup.Duplicate"
+RULE_DUPLICATE = "InvalidPermission.Duplicate"
+RULE_GONE = "InvalidPermission.NotFound"
+GROUP_NOT_YET = "InvalidGroup.NotFound"
 
 # GPU instance families, so catalog calls never page through all ~900 instance types.
 GPU_FAMILIES = ("p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "g4dn", "g5", "g6", "g6e")
@@ -181,10 +190,11 @@ def tags(spec: LaunchSpec, extra: Mapping[str, str] | None = None) -> list[dict[
 
 
 def run_params(spec: LaunchSpec, ami: str, zone_name: str, key_name: str | None,
-               network: AwsRegionNetwork | None = None) -> dict[str, Any]:
+               network: AwsRegionNetwork | None = None, security_group: str | None = None) -> dict[str, Any]:
     """The RunInstances request. With a Terraform network, the subnet of the zone, the module's security
     group, key pair and (when the zone has one) cluster placement group; the IAM policy the module writes
-    allows launches into exactly those, tagged with its launch tags."""
+    allows launches into exactly those, tagged with its launch tags. Without one, the default subnet of the
+    zone and `security_group` (the on-demand group of the store)."""
     placement: dict[str, str] = {"AvailabilityZone": zone_name}
     launch_tags = tags(spec, network.launch_tags if network is not None else None)
     params: dict[str, Any] = {
@@ -202,6 +212,8 @@ def run_params(spec: LaunchSpec, ami: str, zone_name: str, key_name: str | None,
     data = user_data(spec)
     if data:
         params["UserData"] = data
+    if network is None and security_group is not None:
+        params["SecurityGroupIds"] = [security_group]
     if network is not None:
         subnet = network.subnet_for(spec.zone)
         if subnet is None:
@@ -221,6 +233,40 @@ def run_params(spec: LaunchSpec, ami: str, zone_name: str, key_name: str | None,
             "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
         }
     return params
+
+
+def ssh_permission(cidr: str) -> dict[str, Any]:
+    """Ingress on tcp 22 from one admin CIDR (one rule per call: EC2 refuses a whole call when any of its
+    rules exists already, which a racing process can cause)."""
+    key, field = ("Ipv6Ranges", "CidrIpv6") if ":" in cidr else ("IpRanges", "CidrIp")
+    return {"IpProtocol": "tcp", "FromPort": SSH_PORT, "ToPort": SSH_PORT,
+            key: [{field: cidr, "Description": "geosched: SSH from admin CIDRs"}]}
+
+
+def self_permission(group_id: str) -> dict[str, Any]:
+    """Every protocol and port from members of the group itself: probes and NCCL between a gang's nodes."""
+    return {"IpProtocol": "-1",
+            "UserIdGroupPairs": [{"GroupId": group_id, "Description": "geosched: traffic between nodes"}]}
+
+
+def ingress_changes(permissions: Sequence[Mapping[str, Any]], group_id: str,
+                    admin_cidrs: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(rules to authorize, rules to revoke) that turn the group's ingress `permissions` into: tcp 22 from
+    exactly `admin_cidrs`, everything from the group itself. Port-22 sources no longer in the admin CIDRs are
+    revoked, so narrowing GEOSCHED_ADMIN_CIDRS narrows an existing group; other rules are left alone."""
+    ssh: set[str] = set()
+    from_self = False
+    for perm in permissions:
+        proto = str(perm.get("IpProtocol", ""))
+        if proto == "tcp" and perm.get("FromPort") == SSH_PORT and perm.get("ToPort") == SSH_PORT:
+            ssh |= {str(r["CidrIp"]) for r in perm.get("IpRanges", []) or []}
+            ssh |= {str(r["CidrIpv6"]) for r in perm.get("Ipv6Ranges", []) or []}
+        if proto == "-1" and any(g.get("GroupId") == group_id for g in perm.get("UserIdGroupPairs", []) or []):
+            from_self = True
+    add = [] if from_self else [self_permission(group_id)]
+    add += [ssh_permission(c) for c in admin_cidrs if c not in ssh]
+    revoke = [ssh_permission(c) for c in sorted(ssh - set(admin_cidrs))]
+    return add, revoke
 
 
 def instance_from(raw: Mapping[str, Any], region: str, zone_ids: Mapping[str, str]) -> Instance:
@@ -268,6 +314,7 @@ class AwsProvider:
         self._amis: dict[str, str] = {}
         self._quotas: dict[tuple[str, str], float | None] = {}
         self._vcpus: dict[str, float] = {}
+        self._groups: dict[tuple[str, str], str] = {}  # (region, owner) -> on-demand security group id
 
     @property
     def name(self) -> str:
@@ -503,7 +550,8 @@ class AwsProvider:
                             "the IAM policy would deny the launch", code="OwnerMismatch")
         zone_name = self._zone_name(spec.region, spec.zone, budget)
         ami = self._ami(spec.region, budget)
-        params = run_params(spec, ami, zone_name, self.settings.key_name, net)
+        group = self.security_group(spec.region, spec.owner, budget) if net is None else None
+        params = run_params(spec, ami, zone_name, self.settings.key_name, net, group)
         ec2 = self._client("ec2", spec.region, budget)
         reservation = self._call(budget, lambda: ec2.run_instances(**params), mutating=True)
         zone_ids = self._zone_map(spec.region, budget)
@@ -514,6 +562,82 @@ class AwsProvider:
                                 inst.zone, inst.instance_type, inst.state, spec.gang, spec.token, spec.owner,
                                 inst.index, inst.addresses, spec.pricing))
         return tuple(out)
+
+    # -- the on-demand security group (no Terraform network) -------------------------------------------
+
+    def security_group(self, region: str, owner: str, budget: Budget) -> str:
+        """The id of security group `geosched-<owner>` in the region's default VPC, created if missing, with
+        its ingress brought to: tcp 22 from the admin CIDRs, everything from the group itself. Idempotent and
+        safe against a racing process (a duplicate group or rule is taken as done); once per provider and
+        region. Every call is counted on `budget`. Errors: no default VPC is region-wide UnsupportedError,
+        a refused permission AuthError (the account may not manage security groups: no AWS launch will work
+        without a Terraform network)."""
+        key = (region, owner)
+        with self._lock:
+            cached = self._groups.get(key)
+        if cached is not None:
+            return cached
+        name = ondemand_group(owner)
+        try:
+            group_id = self._ensure_group(region, name, owner, budget)
+        except ProviderError as exc:
+            if isinstance(exc, UnsupportedError):
+                exc.region_wide = True  # every zone of the region launches into this group
+            raise exc.with_context(f"on-demand security group {name} in {region}") from None
+        with self._lock:
+            self._groups[key] = group_id
+        return group_id
+
+    def _ensure_group(self, region: str, name: str, owner: str, budget: Budget) -> str:
+        ec2 = self._client("ec2", region, budget)
+        vpcs = self._call(budget, lambda: ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}]))
+        if not vpcs.get("Vpcs"):
+            raise UnsupportedError(f"no default VPC in {region}: create one (`aws ec2 create-default-vpc --region "
+                                   f"{region}`) or launch into a Terraform network (--network)", code="NoDefaultVpc",
+                                   region_wide=True)
+        vpc = str(vpcs["Vpcs"][0]["VpcId"])
+        group = self._find_group(ec2, name, vpc, budget)
+        if group is None:
+            tags = [{"Key": OWNER_TAG, "Value": owner}, {"Key": NAME_TAG, "Value": name}]
+            # Creating and authorizing are idempotent here (duplicates are taken as done), so a timed-out
+            # call is retried like a read (mutating=False) instead of stalling the zone.
+            try:
+                created = self._call(budget, lambda: ec2.create_security_group(
+                    GroupName=name, VpcId=vpc,
+                    Description=f"geosched nodes of store {owner}: SSH from admin CIDRs, all traffic within",
+                    TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}]))
+                group = {"GroupId": created["GroupId"], "IpPermissions": []}
+            except UnsupportedError as exc:
+                if exc.code != GROUP_DUPLICATE:
+                    raise
+                group = self._find_group(ec2, name, vpc, budget)  # another process created it first
+                if group is None:
+                    raise TransientError(f"{name} exists but is not visible yet", code=GROUP_DUPLICATE) from None
+        group_id = str(group["GroupId"])
+        add, revoke = ingress_changes(group.get("IpPermissions", []) or [], group_id,
+                                      self.settings.admin_cidrs)
+        for perm in add:
+            self._change_ingress(budget, partial(ec2.authorize_security_group_ingress, GroupId=group_id,
+                                                 IpPermissions=[perm]), RULE_DUPLICATE)
+        if revoke:
+            self._change_ingress(budget, partial(ec2.revoke_security_group_ingress, GroupId=group_id,
+                                                 IpPermissions=revoke), RULE_GONE)
+        return group_id
+
+    def _find_group(self, ec2: Any, name: str, vpc: str, budget: Budget) -> dict[str, Any] | None:
+        found = self._call(budget, lambda: ec2.describe_security_groups(Filters=[
+            {"Name": "group-name", "Values": [name]}, {"Name": "vpc-id", "Values": [vpc]}]))["SecurityGroups"]
+        return dict(found[0]) if found else None
+
+    def _change_ingress(self, budget: Budget, fn: Callable[[], Any], done_code: str) -> None:
+        try:
+            self._call(budget, fn)
+        except UnsupportedError as exc:
+            if exc.code == GROUP_NOT_YET:
+                # A group created a moment ago that EC2 does not list everywhere yet: retry in place.
+                raise TransientError(exc.message, code=exc.code) from None
+            if exc.code != done_code:
+                raise
 
     def describe(self, gang: str | None, regions: Iterable[str], budget: Budget) -> tuple[Instance, ...]:
         wanted = tuple(regions) or self.regions(budget)

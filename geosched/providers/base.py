@@ -27,6 +27,33 @@ ATTEMPT_TAG = "geosched-attempt"
 INDEX_TAG = "geosched-index"
 NAME_TAG = "Name"
 
+# Without a Terraform network, geosched creates on demand one security group per AWS region (in the default
+# VPC) and two firewall rules per GCP project (on the default network), all named after the store's owner id:
+# shared by every gang of the store, free, and never deleted by `down` or `sweep` (they are reused).
+SSH_PORT = 22
+
+
+def ondemand_group(owner: str) -> str:
+    """The AWS security group name and the GCP network tag of a store's machines."""
+    return f"{TAG_PREFIX}{owner}"
+
+
+def ondemand_firewalls(owner: str) -> tuple[str, str]:
+    """The GCP firewall rules: SSH from the admin CIDRs, and everything between the store's machines."""
+    return f"{TAG_PREFIX}{owner}-ssh", f"{TAG_PREFIX}{owner}-internal"
+
+
+def ondemand_summary(provider: str, owner: str, admin_cidrs: Sequence[str]) -> str:
+    """What a launch without a Terraform network ensures exists first (for `--dry-run` and `check`)."""
+    cidrs = ", ".join(admin_cidrs)
+    if provider == "aws":
+        return (f"security group {ondemand_group(owner)} in each region's default VPC (created if missing): "
+                f"tcp {SSH_PORT} from {cidrs}, all traffic from the group itself")
+    ssh, internal = ondemand_firewalls(owner)
+    return (f"firewall rules {ssh} (tcp {SSH_PORT} from {cidrs}) and {internal} (all traffic between machines "
+            f"tagged {ondemand_group(owner)}) on the default network (created if missing)")
+
+
 # Names end up in GCP instance names and label values: [a-z][-a-z0-9]*, at most 63 characters.
 GANG_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
@@ -193,6 +220,12 @@ class ProviderError(GeoschedError):
 
     def with_launched(self, launched: Sequence[Instance]) -> ProviderError:
         self.launched = tuple(launched)
+        return self
+
+    def with_context(self, context: str) -> ProviderError:
+        """The same error (class, code, flags) with what was being done in front of its message."""
+        self.message = redact(f"{context}: {self.message}")
+        self.args = (f"{self.code}: {self.message}" if self.code else self.message,)
         return self
 
 

@@ -21,8 +21,8 @@ from geosched import catalog, render
 from geosched.errors import EXIT_NO_FIT, InputError
 from geosched.models import Weights
 from geosched.providers import journal, lifecycle, registry
-from geosched.providers.base import Provider
-from geosched.providers.config import ProviderSettings, from_env
+from geosched.providers.base import Provider, ondemand_firewalls, ondemand_group, ondemand_summary
+from geosched.providers.config import ENV_ADMIN_CIDRS, ProviderSettings, from_env
 from geosched.providers.gang import (
     Event,
     ProvisionResult,
@@ -157,7 +157,7 @@ def provision_cmd(
         providers = _providers(names, settings)
         plan = plan_gang(request, providers, store, network=settings.network)
         if dry_run or not plan.candidates:
-            _show_plan(plan, output, dry_run)
+            _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)))
             if not plan.candidates:
                 render.error(f"no offering holds {nodes} x {model}:{per_node} under these constraints")
                 raise typer.Exit(EXIT_NO_FIT)
@@ -248,10 +248,33 @@ def _candidate_doc(c: Candidate, plan: Plan | None = None) -> dict[str, Any]:
     return doc
 
 
-def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS) -> None:
+def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[dict[str, Any]]:
+    """Without a Terraform network: what the first launch per cloud makes sure exists (security group per AWS
+    region, firewall rules per GCP project). Said without any API call, so it cannot tell whether they exist
+    already; they are created only when missing."""
+    if settings.network is not None:
+        return []
+    out: list[dict[str, Any]] = []
+    aws_regions = sorted({c.region for c in plan.candidates if c.provider == "aws"})
+    if aws_regions:
+        out.append({"provider": "aws", "regions": aws_regions, "security_group": ondemand_group(owner),
+                    "admin_cidrs": list(settings.aws.admin_cidrs),
+                    "detail": ondemand_summary("aws", owner, settings.aws.admin_cidrs)})
+    if any(c.provider == "gcp" for c in plan.candidates):
+        out.append({"provider": "gcp", "firewall_rules": list(ondemand_firewalls(owner)),
+                    "network_tag": ondemand_group(owner), "admin_cidrs": list(settings.gcp.admin_cidrs),
+                    "detail": ondemand_summary("gcp", owner, settings.gcp.admin_cidrs)})
+    return out
+
+
+def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS,
+               ondemand: Sequence[dict[str, Any]] = ()) -> None:
     if output is Output.json:
-        render.data({"plan": [_candidate_doc(c, plan) for c in plan.candidates],
-                     "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}, "json")
+        doc: dict[str, Any] = {"plan": [_candidate_doc(c, plan) for c in plan.candidates],
+                               "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}
+        if ondemand:
+            doc["network"] = [{k: v for k, v in item.items() if k != "detail"} for item in ondemand]
+        render.data(doc, "json")
         return
     rows = _plan_rows(plan, limit)
     more = len(plan.candidates) - len(rows)
@@ -266,6 +289,9 @@ def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PL
                          "reason": _plain(s.reason)} for s in plan.skipped[:PLAN_ROWS]]
         more_skipped = len(plan.skipped) - len(rows_skipped)
         render.table("skipped", rows_skipped, caption=f"... and {more_skipped} more" if more_skipped > 0 else None)
+    for item in ondemand:
+        regions = f" ({', '.join(item['regions'])})" if item.get("regions") else ""
+        render.out.print(f"network: {item['provider']}{regions}: {item['detail']}", markup=False)
 
 
 def attempt_rows(attempts: Sequence[journal.AttemptRecord]) -> list[dict[str, Any]]:
@@ -429,9 +455,17 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
     """Per cloud: is a Terraform network loaded, which regions (and zones) it covers, and does its owner
     agree with this store's (else every launch is refused before the first call)."""
     if net is None:
+        cidrs = settings.admin_cidrs
+        if settings.admin_cidrs_set:
+            ssh = f"SSH (tcp 22) from {', '.join(cidrs)} ({ENV_ADMIN_CIDRS})"
+        else:
+            ssh = (f"SSH (tcp 22) open to {', '.join(cidrs)} by default (key-only login); set {ENV_ADMIN_CIDRS} "
+                   "(comma-separated CIDRs, e.g. 203.0.113.0/24) to narrow it")
         return [{"provider": provider, "item": "network", "ok": "yes",
                  "detail": "no Terraform output loaded (--network or GEOSCHED_TERRAFORM_OUTPUT): launches use the "
-                 "default " + ("VPC" if provider == "aws" else "network")}]
+                 "default " + ("VPC" if provider == "aws" else "network") + " with "
+                 + ondemand_summary(provider, owner, cidrs)},
+                {"provider": provider, "item": "admin ssh", "ok": "yes", "detail": _unmarked(ssh)}]
     regions = net.regions(provider)
     if not regions:
         return [{"provider": provider, "item": "network", "ok": "no",

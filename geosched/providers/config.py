@@ -7,15 +7,20 @@ Credentials and API endpoints are never settings of geosched:
   (client_options.api_endpoint) for a local emulator or a private endpoint.
 
 The network to launch into is the `terraform output -json` of geosched's Terraform modules (`--network` or
-GEOSCHED_TERRAFORM_OUTPUT); without one, launches use the default VPC (AWS) and default network (GCP).
+GEOSCHED_TERRAFORM_OUTPUT); without one, launches use the default VPC (AWS) and default network (GCP), with a
+security group / firewall rules geosched creates on demand: SSH (tcp 22) from GEOSCHED_ADMIN_CIDRS (default
+0.0.0.0/0: login is key-only) and all traffic between geosched's own machines.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from geosched.errors import InputError
 from geosched.providers.terraform import NetworkConfig, load_terraform_output
 
 ENV_AWS_REGIONS = "GEOSCHED_AWS_REGIONS"
@@ -28,6 +33,7 @@ ENV_INVENTORY = "GEOSCHED_INVENTORY"
 ENV_SSH_PUBLIC_KEY = "GEOSCHED_SSH_PUBLIC_KEY"
 ENV_SSH_USER = "GEOSCHED_SSH_USER"
 ENV_TERRAFORM_OUTPUT = "GEOSCHED_TERRAFORM_OUTPUT"
+ENV_ADMIN_CIDRS = "GEOSCHED_ADMIN_CIDRS"
 
 # Deep Learning AMIs (NVIDIA driver, CUDA, PyTorch) as Amazon publishes them; the newest match wins.
 AWS_AMI_NAME_PATTERN = "Deep Learning*"
@@ -35,6 +41,10 @@ AWS_AMI_NAME_PATTERN = "Deep Learning*"
 GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
 DEFAULT_SSH_USER = "geosched"
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
+# Who may reach port 22 of on-demand networks when GEOSCHED_ADMIN_CIDRS is not set: anyone, as SkyPilot does,
+# because login is by key only (no password) and `geosched probe` must reach the nodes from wherever it runs.
+# Nothing but port 22 is ever opened to outside the gang.
+DEFAULT_ADMIN_CIDRS = ("0.0.0.0/0",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +56,8 @@ class AwsSettings:
     connect_timeout_s: float = 10.0
     # Subnets, security group, key pair, placement groups and launch tags per region (None: default VPC).
     terraform: NetworkConfig | None = None
+    # Sources of SSH (tcp 22) in the on-demand security group (only without a Terraform network).
+    admin_cidrs: tuple[str, ...] = DEFAULT_ADMIN_CIDRS
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +70,8 @@ class GcpSettings:
     # Network, subnetwork, firewall tag, placement policy, service account and labels per region (None: the
     # default network above).
     terraform: NetworkConfig | None = None
+    # Source ranges of the on-demand SSH firewall rule (only without a Terraform network).
+    admin_cidrs: tuple[str, ...] = DEFAULT_ADMIN_CIDRS
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +88,9 @@ class ProviderSettings:
     ssh_public_key: str | None = None
     ssh_user: str = DEFAULT_SSH_USER
     network: NetworkConfig | None = None
+    admin_cidrs: tuple[str, ...] = DEFAULT_ADMIN_CIDRS
+    # False when GEOSCHED_ADMIN_CIDRS is unset and SSH is open to the default (`geosched check` says so).
+    admin_cidrs_set: bool = False
 
 
 def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None = None,
@@ -84,15 +101,39 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
     InputError naming it)."""
     net_path = network or (Path(env[ENV_TERRAFORM_OUTPUT]).expanduser() if env.get(ENV_TERRAFORM_OUTPUT) else None)
     net = load_terraform_output(net_path) if net_path is not None else None
+    cidrs_text = env.get(ENV_ADMIN_CIDRS, "").strip()
+    cidrs = parse_admin_cidrs(cidrs_text) if cidrs_text else DEFAULT_ADMIN_CIDRS
     regions = tuple(r.strip() for r in env.get(ENV_AWS_REGIONS, "").split(",") if r.strip())
     aws = AwsSettings(regions=regions, ami=env.get(ENV_AWS_AMI) or None, key_name=env.get(ENV_AWS_KEY_NAME) or None,
-                      terraform=net)
+                      terraform=net, admin_cidrs=cidrs)
     gcp = GcpSettings(project=env.get(ENV_GCP_PROJECT) or None, endpoint=env.get(ENV_GCP_ENDPOINT) or None,
-                      image=env.get(ENV_GCP_IMAGE) or GCP_DEFAULT_IMAGE, terraform=net)
+                      image=env.get(ENV_GCP_IMAGE) or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs)
     inv = inventory or (Path(env[ENV_INVENTORY]).expanduser() if env.get(ENV_INVENTORY) else None)
     ssh = SshSettings(inventory=inv, leases=home / "ssh-leases.json")
     return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh, ssh_public_key=read_public_key(env, public_key_path),
-                            ssh_user=env.get(ENV_SSH_USER) or DEFAULT_SSH_USER, network=net)
+                            ssh_user=env.get(ENV_SSH_USER) or DEFAULT_SSH_USER, network=net, admin_cidrs=cidrs,
+                            admin_cidrs_set=bool(cidrs_text))
+
+
+def parse_admin_cidrs(text: str) -> tuple[str, ...]:
+    """GEOSCHED_ADMIN_CIDRS: comma-separated IPv4/IPv6 networks, each written as its network address (a
+    typo like 203.0.113.7/24 is refused rather than silently widened or narrowed). A bare address is one
+    host (/32, /128). Bad input is one InputError naming the variable."""
+    out: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            raise InputError(ENV_ADMIN_CIDRS, "", f"empty entry in {text!r}: expected comma-separated CIDRs such as "
+                             "203.0.113.0/24")
+        try:
+            net = ipaddress.ip_network(item, strict=True)
+        except ValueError as exc:
+            hint = ""
+            with contextlib.suppress(ValueError):
+                hint = f"; did you mean {ipaddress.ip_network(item, strict=False)}?"
+            raise InputError(ENV_ADMIN_CIDRS, "", f"{item!r} is not a CIDR ({exc}){hint}") from None
+        if str(net) not in out:
+            out.append(str(net))
+    return tuple(out)
 
 
 def read_public_key(env: Mapping[str, str], explicit: Path | None = None) -> str | None:

@@ -33,6 +33,7 @@ from geosched.providers.base import (
     GANG_TAG,
     INDEX_TAG,
     OWNER_TAG,
+    SSH_PORT,
     AuthError,
     Budget,
     CapacityError,
@@ -48,6 +49,8 @@ from geosched.providers.base import (
     StallError,
     TransientError,
     UnsupportedError,
+    ondemand_firewalls,
+    ondemand_group,
 )
 from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT, GcpSettings
 from geosched.providers.terraform import GcpRegionNetwork
@@ -170,9 +173,10 @@ def labels(spec: LaunchSpec, index: int, extra: Mapping[str, str] | None = None)
 
 
 def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings,
-                  network: GcpRegionNetwork | None = None) -> compute_v1.Instance:
+                  network: GcpRegionNetwork | None = None, tag: str | None = None) -> compute_v1.Instance:
     """The instances.insert body. With a Terraform network: its network and subnetwork, the firewall tag,
-    the compact placement policy when there is one, the node service account, and its launch labels."""
+    the compact placement policy when there is one, the node service account, and its launch labels.
+    Without one: the default network and `tag`, the target tag of the on-demand firewall rules."""
     zone = spec.zone
     spot = spec.pricing is Pricing.SPOT
     scheduling = compute_v1.Scheduling(
@@ -195,6 +199,8 @@ def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings,
             network=network.network if network is not None else settings.network,
             access_configs=[compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")])],
     )
+    if network is None and tag is not None:
+        body.tags = compute_v1.Tags(items=[tag])
     if network is not None:
         body.network_interfaces[0].subnetwork = network.subnetwork
         body.tags = compute_v1.Tags(items=[network.firewall_tag])
@@ -210,6 +216,37 @@ def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings,
         body.metadata = compute_v1.Metadata(items=[compute_v1.Items(
             key="ssh-keys", value=f"{spec.ssh_user}:{spec.ssh_public_key.strip()}")])
     return body
+
+
+def firewall_bodies(owner: str, network: str, admin_cidrs: Sequence[str]) -> tuple[compute_v1.Firewall, ...]:
+    """The on-demand firewall rules on `network`, both targeting the store's network tag: SSH (tcp 22) from
+    the admin CIDRs, and every protocol from machines with the same tag (probes, NCCL)."""
+    ssh, internal = ondemand_firewalls(owner)
+    tag = ondemand_group(owner)
+    return (
+        compute_v1.Firewall(name=ssh, network=network, direction="INGRESS", priority=1000,
+                            description=f"geosched store {owner}: SSH from admin CIDRs",
+                            source_ranges=list(admin_cidrs), target_tags=[tag],
+                            allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=[str(SSH_PORT)])]),
+        compute_v1.Firewall(name=internal, network=network, direction="INGRESS", priority=1000,
+                            description=f"geosched store {owner}: all traffic between its machines",
+                            source_tags=[tag], target_tags=[tag], allowed=[compute_v1.Allowed(I_p_protocol="all")]),
+    )
+
+
+def firewall_drift(have: compute_v1.Firewall, want: compute_v1.Firewall) -> bool:
+    """Does an existing rule differ from what geosched wants in what it admits? (Narrowing
+    GEOSCHED_ADMIN_CIDRS must narrow an existing rule; the network of a rule cannot change.)"""
+    def allowed(rule: compute_v1.Firewall) -> set[tuple[str, tuple[str, ...]]]:
+        return {(a.I_p_protocol, tuple(sorted(a.ports))) for a in rule.allowed}
+    return (set(have.source_ranges) != set(want.source_ranges) or set(have.source_tags) != set(want.source_tags)
+            or set(have.target_tags) != set(want.target_tags) or allowed(have) != allowed(want)
+            or bool(have.denied) or have.disabled or have.direction != want.direction)
+
+
+def network_link(network: str, project: str) -> str:
+    """GcpSettings.network as a firewall's network: a bare `global/networks/X` is made project-relative."""
+    return f"projects/{project}/{network}" if network.startswith("global/") else network
 
 
 def quota_verdict(quotas: Iterable[Any], metric: str, need: int, where: str, *, all_regions: bool) -> QuotaCheck:
@@ -285,6 +322,7 @@ class GcpProvider:
         self._lock = threading.Lock()
         self._clients: dict[str, Any] = {}
         self._zones: dict[str, tuple[str, ...]] | None = None
+        self._firewalls: set[str] = set()  # owners whose on-demand firewall rules are in place
 
     @property
     def name(self) -> str:
@@ -446,11 +484,12 @@ class GcpProvider:
 
     def launch(self, spec: LaunchSpec, budget: Budget) -> tuple[Instance, ...]:
         net = self.network(spec.region, spec.zone)
+        tag = self.firewalls(spec.owner, budget) if net is None else None
         client = self._client("InstancesClient")
         accepted: list[tuple[str, str]] = []  # (name, operation name) of inserts the API took
         failure: ProviderError | None = None
         for i, name in enumerate(spec.names):
-            body = instance_body(spec, i, self.settings, net)
+            body = instance_body(spec, i, self.settings, net, tag)
             try:
                 op = self._call(budget, timed(client.insert, project=self.project, zone=spec.zone,
                                               instance_resource=body, retry=None), mutating=True)
@@ -497,6 +536,76 @@ class GcpProvider:
         if failure is not None:
             raise failure.with_launched(launched)
         return launched
+
+    # -- the on-demand firewall rules (no Terraform network) -----------------------------------------
+
+    def firewalls(self, owner: str, budget: Budget) -> str:
+        """Ensure the store's two firewall rules exist on the configured network as `firewall_bodies` says
+        (inserted if missing, replaced if they admit something else), and return the network tag instances
+        need. Idempotent and safe against a racing process (409 on insert is taken as done); once per
+        provider and owner; every call counted on `budget`."""
+        with self._lock:
+            if owner in self._firewalls:
+                return ondemand_group(owner)
+        network = network_link(self.settings.network, self.project)
+        for want in firewall_bodies(owner, network, self.settings.admin_cidrs):
+            try:
+                self._ensure_firewall(want, budget)
+            except ProviderError as exc:
+                if isinstance(exc, UnsupportedError):
+                    exc.region_wide = True  # every zone launches behind these rules
+                raise exc.with_context(f"on-demand firewall rule {want.name}") from None
+        with self._lock:
+            self._firewalls.add(owner)
+        return ondemand_group(owner)
+
+    def _ensure_firewall(self, want: compute_v1.Firewall, budget: Budget) -> None:
+        client = self._client("FirewallsClient")
+        have = self._get_firewall(want.name, budget)
+        if have is None:
+            try:
+                op = self._call(budget, timed(client.insert, project=self.project, firewall_resource=want,
+                                              retry=None))
+            except UnsupportedError as exc:
+                if exc.code != "alreadyExists":
+                    raise
+                have = self._get_firewall(want.name, budget)  # another process inserted it first
+                if have is None:
+                    raise TransientError(f"{want.name} exists but is not visible yet", code=exc.code) from None
+            else:
+                self._finish_global(op, budget)
+                return
+        if have is not None and firewall_drift(have, want):
+            # A full replacement (update, not patch: a patch cannot clear a list), on the rule's own network.
+            body = compute_v1.Firewall(want)
+            body.network = have.network or want.network
+            op = self._call(budget, timed(client.update, project=self.project, firewall=want.name,
+                                          firewall_resource=body, retry=None))
+            self._finish_global(op, budget)
+
+    def _get_firewall(self, name: str, budget: Budget) -> compute_v1.Firewall | None:
+        client = self._client("FirewallsClient")
+        try:
+            rule: compute_v1.Firewall = self._call(budget, lambda t: client.get(project=self.project, firewall=name,
+                                                                               retry=None, timeout=t))
+        except UnsupportedError as exc:
+            if exc.code == "notFound":
+                return None
+            raise
+        return rule
+
+    def _finish_global(self, op: Any, budget: Budget) -> None:
+        """Wait for a global operation (GlobalOperationsClient.wait at the configured endpoint, for the same
+        reason as zone operations) and raise its error, if any."""
+        ops = self._client("GlobalOperationsClient")
+        name = op.name
+        while op.status != DONE:
+            op = self._call(budget, timed(ops.wait, project=self.project, operation=name, retry=None))
+            if op.status != DONE and budget.expired:
+                raise StallError(f"operation {name} still running at the zone deadline", code="OperationTimeout")
+        if op.error.errors:
+            first = op.error.errors[0]
+            raise classify_operation(first.code, first.message, int(op.http_error_status_code or 0))
 
     def _ours(self, spec: LaunchSpec, name: str, budget: Budget) -> bool:
         client = self._client("InstancesClient")

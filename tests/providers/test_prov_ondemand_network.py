@@ -1,0 +1,431 @@
+"""Without a Terraform output, geosched creates its network on demand: on AWS the security group
+`geosched-<owner>` in the default VPC (SSH from the admin CIDRs, everything from the group itself), on GCP the
+firewall rules `geosched-<owner>-ssh` / `-internal` on the default network with the network tag
+`geosched-<owner>` on every instance. Against moto behind the fault proxy and the GCE double, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import boto3  # type: ignore[import-untyped]
+import pytest
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import compute_v1
+
+from geosched import render
+from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
+from geosched.errors import EXIT_BAD_INPUT, InputError
+from geosched.models import Pricing
+from geosched.providers import journal, lifecycle
+from geosched.providers.aws import AwsProvider, ingress_changes
+from geosched.providers.base import AuthError, Budget, LaunchSpec, Provider, UnsupportedError
+from geosched.providers.config import (
+    ENV_ADMIN_CIDRS,
+    ENV_TERRAFORM_OUTPUT,
+    AwsSettings,
+    GcpSettings,
+    from_env,
+    parse_admin_cidrs,
+)
+from geosched.providers.gang import provision
+from geosched.providers.gcp import GcpProvider
+from geosched.providers.plan import GangRequest, PricingMode
+from geosched.providers.terraform import parse_terraform_output
+from geosched.store import Store
+from tests.providers.prov_support import PROJECT, aws_provider, fast_settings, gcp_provider, moto_client, warm
+from tests.providers.test_prov_cli import run
+from tests.providers.test_prov_network import AwsNetwork, gcp_region, gcp_with, output_json, write
+
+pytestmark = pytest.mark.integration
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me"
+SG_ACTIONS = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
+              "RevokeSecurityGroupIngress")
+
+
+@pytest.fixture
+def home(tmp_path: Path, proxy: Ec2FaultProxy, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("GEOSCHED_AWS_REGIONS", "us-east-1")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-credentials.json"))
+    for name in (ENV_TERRAFORM_OUTPUT, ENV_ADMIN_CIDRS, "GEOSCHED_GCP_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    key = tmp_path / "id_ed25519.pub"
+    key.write_text(KEY + "\n")
+    monkeypatch.setenv("GEOSCHED_SSH_PUBLIC_KEY", str(key))
+    yield tmp_path / "home"
+
+
+def owner_of(home: Path) -> str:
+    with Store(home) as store:
+        return journal.owner(store)
+
+
+def new_owner() -> str:
+    """A fresh owner id: moto's state outlives a test, so every test gets groups of its own."""
+    return f"o{secrets.token_hex(5)}"
+
+
+def groups(moto_url: str, name: str, region: str = "us-east-1") -> list[dict[str, Any]]:
+    """Security groups of that name in the region's default VPC, straight from moto."""
+    ec2 = moto_client(moto_url, region)
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    found: list[dict[str, Any]] = ec2.describe_security_groups(Filters=[
+        {"Name": "group-name", "Values": [name]}, {"Name": "vpc-id", "Values": [vpc]}])["SecurityGroups"]
+    return found
+
+
+def ingress(group: dict[str, Any]) -> set[tuple[str, Any, Any, str]]:
+    """(protocol, from port, to port, source) of every ingress rule."""
+    out = set()
+    for p in group["IpPermissions"]:
+        key = (p["IpProtocol"], p.get("FromPort"), p.get("ToPort"))
+        out |= {(*key, r["CidrIp"]) for r in p.get("IpRanges", [])}
+        out |= {(*key, r["CidrIpv6"]) for r in p.get("Ipv6Ranges", [])}
+        out |= {(*key, g["GroupId"]) for g in p.get("UserIdGroupPairs", [])}
+    return out
+
+
+def count(proxy: Ec2FaultProxy, action: str) -> int:
+    return proxy.call_count(action)
+
+
+# --- AWS -------------------------------------------------------------------------------------------
+
+def test_first_provision_creates_the_group_and_the_second_reuses_it(
+        home: Path, proxy: Ec2FaultProxy, moto: MotoServer) -> None:
+    owner = owner_of(home)
+    name = f"geosched-{owner}"
+    assert groups(moto.url, name) == []
+    first = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions", "us-east-1",
+                "--yes", "--name", "gang-ond00001", "-o", "json")
+    assert first.exit_code == 0, first.output
+    (group,) = groups(moto.url, name)
+    gid = group["GroupId"]
+    assert ingress(group) == {("tcp", 22, 22, "0.0.0.0/0"), ("-1", None, None, gid)}
+    assert {t["Key"]: t["Value"] for t in group["Tags"]} == {"geosched-owner": owner, "Name": name}
+    doc = json.loads(first.output)
+    raw = moto_client(moto.url).describe_instances(InstanceIds=[n["provider_id"] for n in doc["nodes"]])
+    instances = [i for r in raw["Reservations"] for i in r["Instances"]]
+    assert len(instances) == 2
+    for inst in instances:
+        # (No subnet is named: EC2 takes the zone's default subnet. moto may pick another VPC's subnet in the
+        # zone, so the instance's VPC is not compared.)
+        assert [g["GroupId"] for g in inst["SecurityGroups"]] == [gid]
+    assert (count(proxy, "CreateSecurityGroup"), count(proxy, "AuthorizeSecurityGroupIngress")) == (1, 2)
+
+    # A second run (a new process: nothing cached) finds the group and changes nothing.
+    second = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
+                 "--yes", "--name", "gang-ond00002", "-o", "json")
+    assert second.exit_code == 0, second.output
+    assert (count(proxy, "CreateSecurityGroup"), count(proxy, "AuthorizeSecurityGroupIngress")) == (1, 2)
+    assert count(proxy, "DescribeSecurityGroups") == 2
+    (inst2,) = [i for r in moto_client(moto.url).describe_instances(
+        InstanceIds=[n["provider_id"] for n in json.loads(second.output)["nodes"]])["Reservations"]
+        for i in r["Instances"]]
+    assert [g["GroupId"] for g in inst2["SecurityGroups"]] == [gid]
+    assert [g["GroupId"] for g in groups(moto.url, name)] == [gid]
+
+    # `down` leaves the group: it is shared by the store's gangs, free, and reused.
+    for gang in ("gang-ond00001", "gang-ond00002"):
+        assert run(home, "down", gang, "--yes").exit_code == 0
+    assert run(home, "sweep", "--provider", "aws", "--yes").exit_code == 0
+    assert [g["GroupId"] for g in groups(moto.url, name)] == [gid]
+    assert count(proxy, "DeleteSecurityGroup") == 0
+
+
+def test_calls_are_counted_and_cached_per_provider_and_region(aws: AwsProvider, proxy: Ec2FaultProxy) -> None:
+    owner = new_owner()
+    proxy.log.clear()
+    budget = Budget(30.0, 10.0)
+    gid = aws.security_group("us-east-2", owner, budget)
+    assert [c.method for c in proxy.calls] == ["DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup",
+                                               "AuthorizeSecurityGroupIngress", "AuthorizeSecurityGroupIngress"]
+    assert budget.calls == len(proxy.calls)
+    again = Budget(30.0, 10.0)
+    assert aws.security_group("us-east-2", owner, again) == gid and again.calls == 0  # cached
+    other = Budget(30.0, 10.0)
+    assert aws.security_group("us-east-1", owner, other) != gid  # a group per region
+    assert other.calls == 5
+
+
+def test_two_processes_racing_create_one_group(aws: AwsProvider, proxy: Ec2FaultProxy, moto: MotoServer) -> None:
+    """The first process's CreateSecurityGroup is held in the proxy while a second process describes, creates
+    and authorizes; the first then gets InvalidGroup.Duplicate, describes again and uses the same group."""
+    owner = new_owner()
+    slow, fast = aws_provider(), aws_provider()
+    warm(slow), warm(fast)
+    held = proxy.inject(Ec2Fault.stall(1.5), action="CreateSecurityGroup")
+    proxy.log.clear()
+    got: dict[str, str] = {}
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            got["slow"] = slow.security_group("us-east-2", owner, Budget(30.0, 10.0))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while held.hits == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert held.hits == 1
+    got["fast"] = fast.security_group("us-east-2", owner, Budget(30.0, 10.0))
+    thread.join(10)
+    assert not errors, errors
+    assert got["slow"] == got["fast"]
+    creates = [c for c in proxy.calls if c.method == "CreateSecurityGroup"]
+    assert [c.error_code for c in creates] == [None, "InvalidGroup.Duplicate"]  # the held one answered last
+    (group,) = groups(moto.url, f"geosched-{owner}", "us-east-2")
+    assert ingress(group) == {("tcp", 22, 22, "0.0.0.0/0"), ("-1", None, None, got["fast"])}
+
+
+def test_narrowing_the_admin_cidrs_narrows_the_group(aws: AwsProvider, proxy: Ec2FaultProxy,
+                                                     moto: MotoServer) -> None:
+    owner = new_owner()
+    gid = aws.security_group("us-east-1", owner, Budget(30.0, 10.0))
+    narrow = AwsProvider(AwsSettings(regions=("us-east-1",), admin_cidrs=("203.0.113.0/24", "2001:db8::/32")),
+                         session=boto3.session.Session())
+    assert narrow.security_group("us-east-1", owner, Budget(30.0, 10.0)) == gid
+    (group,) = groups(moto.url, f"geosched-{owner}")
+    assert ingress(group) == {("tcp", 22, 22, "203.0.113.0/24"), ("tcp", 22, 22, "2001:db8::/32"),
+                              ("-1", None, None, gid)}
+    assert count(proxy, "RevokeSecurityGroupIngress") == 1
+
+
+def test_no_default_vpc_is_region_wide_and_denied_is_auth(aws: AwsProvider, proxy: Ec2FaultProxy,
+                                                          moto: MotoServer) -> None:
+    region = "ap-northeast-3"  # used by no other test: its default VPC is removed and put back
+    ec2 = moto_client(moto.url, region)
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    for subnet in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]:
+        ec2.delete_subnet(SubnetId=subnet["SubnetId"])
+    for igw in ec2.describe_internet_gateways(
+            Filters=[{"Name": "attachment.vpc-id", "Values": [vpc]}])["InternetGateways"]:
+        ec2.detach_internet_gateway(InternetGatewayId=igw["InternetGatewayId"], VpcId=vpc)
+        ec2.delete_internet_gateway(InternetGatewayId=igw["InternetGatewayId"])
+    ec2.delete_vpc(VpcId=vpc)
+    try:
+        with pytest.raises(UnsupportedError) as none:
+            aws.security_group(region, new_owner(), Budget(30.0, 10.0))
+        assert none.value.region_wide and none.value.code == "NoDefaultVpc"
+        assert f"no default VPC in {region}" in str(none.value) and "--network" in str(none.value)
+    finally:
+        ec2.create_default_vpc()
+    proxy.inject(Ec2Fault.unauthorized_operation(), action="CreateSecurityGroup")
+    owner = new_owner()
+    with pytest.raises(AuthError) as denied:
+        aws.security_group("us-east-2", owner, Budget(30.0, 10.0))
+    assert str(denied.value).startswith(f"UnauthorizedOperation: on-demand security group geosched-{owner} in "
+                                        "us-east-2: ")
+    assert "emulated" not in str(denied.value)  # the encoded authorization message is redacted
+
+
+def test_a_terraform_output_creates_nothing(home: Path, proxy: Ec2FaultProxy, tmp_path: Path) -> None:
+    owner = owner_of(home)
+    network = AwsNetwork(proxy)
+    net_file = write(tmp_path / "network.json", output_json(owner, aws={"us-east-1": network.region(owner)}))
+    proxy.log.clear()
+    result = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
+                 "--network", str(net_file), "--yes", "--name", "gang-ond00003", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert [c.method for c in proxy.calls if c.method in SG_ACTIONS] == []
+    dry = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
+              "--network", str(net_file), "--dry-run", "-o", "json")
+    assert "network" not in json.loads(dry.output)
+    assert run(home, "down", "gang-ond00003", "--yes").exit_code == 0
+
+
+def test_dry_run_says_what_would_be_created_and_calls_nothing(
+        home: Path, proxy: Ec2FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    owner = owner_of(home)
+    proxy.log.clear()
+    result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions", "us-east-1",
+                 "--dry-run", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["network"] == [
+        {"provider": "aws", "regions": ["us-east-1"], "security_group": f"geosched-{owner}",
+         "admin_cidrs": ["0.0.0.0/0"]}]
+    monkeypatch.setattr(render.out, "width", 300)
+    monkeypatch.setenv(ENV_ADMIN_CIDRS, "203.0.113.0/24")
+    table = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions", "us-east-1",
+                "--dry-run")
+    assert table.exit_code == 0, table.output
+    assert (f"network: aws (us-east-1): security group geosched-{owner} in each region's default VPC (created if "
+            "missing): tcp 22 from 203.0.113.0/24, all traffic from the group itself") in table.output
+    assert proxy.calls == []
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ("10.0.0.1/8", "'10.0.0.1/8' is not a CIDR (10.0.0.1/8 has host bits set); did you mean 10.0.0.0/8?"),
+    ("office", "'office' is not a CIDR ("),
+    ("203.0.113.0/24,,198.51.100.0/24", "empty entry in"),
+    ("10.0.0.0/33", "'10.0.0.0/33' is not a CIDR ("),
+])
+def test_bad_admin_cidrs_exit_2_naming_the_variable(home: Path, proxy: Ec2FaultProxy, value: str, reason: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_ADMIN_CIDRS, value)
+    proxy.log.clear()
+    for args in (("provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--yes"), ("check",)):
+        result = run(home, *args)
+        assert result.exit_code == EXIT_BAD_INPUT, result.output
+        assert isinstance(result.exception, InputError)
+        message = str(result.exception)
+        assert message.startswith(f"{ENV_ADMIN_CIDRS}: {reason}") and "\n" not in message
+    assert proxy.calls == []
+
+
+def test_admin_cidrs_setting() -> None:
+    assert parse_admin_cidrs("203.0.113.0/24, 2001:db8::/32,198.51.100.7,203.0.113.0/24") == (
+        "203.0.113.0/24", "2001:db8::/32", "198.51.100.7/32")
+    settings = from_env({ENV_ADMIN_CIDRS: "203.0.113.0/24"}, Path("/nonexistent"))
+    assert settings.aws.admin_cidrs == settings.gcp.admin_cidrs == ("203.0.113.0/24",)
+    assert settings.admin_cidrs_set
+    default = from_env({}, Path("/nonexistent"))
+    assert default.aws.admin_cidrs == ("0.0.0.0/0",) and not default.admin_cidrs_set
+    # Pure: what a group needs, from what it has.
+    add, revoke = ingress_changes([{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+                                    "IpRanges": [{"CidrIp": "0.0.0.0/0"}]},
+                                   {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443,
+                                    "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}], "sg-1", ("203.0.113.0/24",))
+    assert [p["IpProtocol"] for p in add] == ["-1", "tcp"] and add[1]["IpRanges"][0]["CidrIp"] == "203.0.113.0/24"
+    assert [p["IpRanges"][0]["CidrIp"] for p in revoke] == ["0.0.0.0/0"]  # port 443 is not ours to touch
+
+
+def test_check_says_ssh_is_open_and_how_to_narrow_it(home: Path, proxy: Ec2FaultProxy,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render.out, "width", 400)
+    owner = owner_of(home)
+    result = run(home, "check", "--provider", "aws")
+    assert result.exit_code == 0, result.output
+    assert f"security group geosched-{owner} in each region's default VPC" in result.output
+    assert ("SSH (tcp 22) open to 0.0.0.0/0 by default (key-only login); set GEOSCHED_ADMIN_CIDRS "
+            "(comma-separated CIDRs, e.g. 203.0.113.0/24) to narrow it") in result.output
+    monkeypatch.setenv(ENV_ADMIN_CIDRS, "203.0.113.0/24")
+    narrowed = run(home, "check", "--provider", "aws")
+    assert "SSH (tcp 22) from 203.0.113.0/24 (GEOSCHED_ADMIN_CIDRS)" in narrowed.output
+
+
+# --- GCP -------------------------------------------------------------------------------------------
+
+def test_gcp_firewall_rules_are_created_once_and_instances_carry_the_tag(gce: GceDouble, store: Store) -> None:
+    owner = journal.owner(store)
+    tag = f"geosched-{owner}"
+    req = GangRequest("A100", 8, 2, PricingMode.ON_DEMAND, ("gcp",), ("us-central1",))
+    providers: dict[str, Provider] = {"gcp": gcp_provider(gce.endpoint)}
+    result = provision(req, providers, store, fast_settings(), gang="gang-ond00004")
+    assert result.ok, result.message
+    rules = {r["name"]: r for r in gce.firewalls(PROJECT)}
+    assert set(rules) == {f"{tag}-ssh", f"{tag}-internal"}
+    ssh, internal = rules[f"{tag}-ssh"], rules[f"{tag}-internal"]
+    default = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/global/networks/default"
+    assert (ssh["network"], ssh["direction"], ssh["sourceRanges"], ssh["targetTags"], ssh["allowed"]) == (
+        default, "INGRESS", ["0.0.0.0/0"], [tag], [{"IPProtocol": "tcp", "ports": ["22"]}])
+    assert "sourceTags" not in ssh
+    assert (internal["network"], internal["sourceTags"], internal["targetTags"], internal["allowed"]) == (
+        default, [tag], [tag], [{"IPProtocol": "all"}])
+    assert "sourceRanges" not in internal  # nothing but port 22 is open to outside
+    assert gce.call_count("firewalls.insert") == 2
+    for inst in gce.instances(project=PROJECT):
+        assert inst["tags"]["items"] == [tag]
+        assert inst["networkInterfaces"][0]["network"] == "global/networks/default"
+
+    # A second run in a new process: both rules found, nothing inserted or replaced.
+    again: dict[str, Provider] = {"gcp": gcp_provider(gce.endpoint)}
+    second = provision(replace(req, nodes=1), again, store, fast_settings(), gang="gang-ond00005")
+    assert second.ok, second.message
+    assert gce.call_count("firewalls.insert") == 2 and gce.call_count("firewalls.update") == 0
+    assert gce.call_count("firewalls.get") == 4
+    for gang in ("gang-ond00004", "gang-ond00005"):
+        lifecycle.down(store, again, gang, fast_settings().lifecycle)
+    assert gce.instances() == [] and len(gce.firewalls(PROJECT)) == 2  # `down` keeps the shared rules
+
+
+def test_gcp_waits_on_global_operations_and_counts_every_call() -> None:
+    with GceDouble(operation_delay_s=0.3) as gce:
+        gcp = gcp_provider(gce.endpoint)
+        budget = Budget(30.0, 10.0)
+        owner = new_owner()
+        assert gcp.firewalls(owner, budget) == f"geosched-{owner}"
+        assert gce.call_count("globalOperations.wait") >= 2  # each insert waited on at the configured endpoint
+        assert budget.calls == len(gce.calls)
+        assert all(r["name"].startswith(f"geosched-{owner}-") for r in gce.firewalls(PROJECT))
+        cached = Budget(30.0, 10.0)
+        assert gcp.firewalls(owner, cached) == f"geosched-{owner}" and cached.calls == 0
+
+
+def test_gcp_racing_inserts_and_narrowing(gce: GceDouble) -> None:
+    owner = new_owner()
+    slow, fast = gcp_provider(gce.endpoint), gcp_provider(gce.endpoint)
+    held = gce.inject(GceFault.stall(1.0), method="firewalls.insert")
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            slow.firewalls(owner, Budget(30.0, 10.0))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while held.hits == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert held.hits == 1
+    fast.firewalls(owner, Budget(30.0, 10.0))
+    thread.join(10)
+    assert not errors, errors
+    inserts = [c for c in gce.calls if c.method == "firewalls.insert"]
+    assert sorted(c.status for c in inserts) == [200, 200, 409]
+    assert len(gce.firewalls(PROJECT)) == 2
+
+    narrow = GcpProvider(GcpSettings(project=PROJECT, endpoint=gce.endpoint, admin_cidrs=("203.0.113.0/24",)),
+                         credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
+    narrow.firewalls(owner, Budget(30.0, 10.0))
+    rules = {r["name"]: r for r in gce.firewalls(PROJECT)}
+    assert rules[f"geosched-{owner}-ssh"]["sourceRanges"] == ["203.0.113.0/24"]
+    assert gce.call_count("firewalls.update") == 1  # only the rule that changed
+
+    gce.inject(GceFault.permission_denied("compute.firewalls.create"), method="firewalls.insert")
+    other = new_owner()
+    with pytest.raises(AuthError) as denied:
+        gcp_provider(gce.endpoint).firewalls(other, Budget(30.0, 10.0))
+    assert f"on-demand firewall rule geosched-{other}-ssh: " in str(denied.value)
+
+
+def test_gcp_terraform_output_creates_no_firewall(gce: GceDouble) -> None:
+    owner = new_owner()
+    config = parse_terraform_output(output_json(owner, gcp={"us-central1": gcp_region(owner)}), "network.json")
+    gcp = gcp_with(gce, config)
+    spec = LaunchSpec("gang-ond00006", "gang-ond00006-1", owner, "us-central1", "us-central1-a", "a2-highgpu-8g",
+                      "A100", 8, 96, Pricing.ON_DEMAND, ("gang-ond00006-1-0",))
+    (inst,) = gcp.launch(spec, Budget(30.0, 10.0))
+    assert [c.method for c in gce.calls if c.method.startswith(("firewalls.", "globalOperations."))] == []
+    assert gce.firewalls() == []
+    gcp.terminate([inst], Budget(30.0, 10.0))
+
+
+def test_gce_double_firewalls_through_the_sdk(gce: GceDouble) -> None:
+    """list, delete and globalOperations.get, which geosched does not call, as the SDK sends them."""
+    kwargs = gce.client_kwargs()
+    firewalls = compute_v1.FirewallsClient(**kwargs)
+    ops = compute_v1.GlobalOperationsClient(**kwargs)
+    rule = compute_v1.Firewall(name="fw-a", source_ranges=["198.51.100.0/24"], target_tags=["t"],
+                               allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["22"])])
+    op = firewalls.insert(project=PROJECT, firewall_resource=rule, retry=None)
+    assert ops.get(project=PROJECT, operation=op.name, retry=None).status == compute_v1.Operation.Status.DONE
+    assert [r.name for r in firewalls.list(project=PROJECT, retry=None)] == ["fw-a"]
+    bad = compute_v1.Firewall(name="fw-b", source_ranges=["198.51.100.0/24"])  # neither allowed nor denied
+    with pytest.raises(Exception, match="allowed"):
+        firewalls.insert(project=PROJECT, firewall_resource=bad, retry=None)
+    deleted = firewalls.delete(project=PROJECT, firewall="fw-a", retry=None)
+    ops.wait(project=PROJECT, operation=deleted.name, retry=None)
+    assert list(firewalls.list(project=PROJECT, retry=None)) == [] and gce.firewalls() == []
