@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import http.server
 import itertools
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 # The emulators must never be reachable from anywhere but this machine.
@@ -81,9 +83,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
 
 
+# A client that goes away mid-request (a killed process, a client timeout) shows up as one of these while
+# the handler reads the request or writes the answer. Real endpoints shrug that off, and so do we.
+CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
 class _AppServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     app: App
+
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
+        """socketserver prints a traceback to stderr for every failed request; not for a client that left
+        (the kill campaign does that on purpose, hundreds of times), but still for anything else."""
+        if isinstance(sys.exc_info()[1], CLIENT_GONE):
+            return
+        super().handle_error(request, client_address)
 
 
 class BackgroundHttpServer:

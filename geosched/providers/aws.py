@@ -102,12 +102,17 @@ VCPU_QUOTA_CODES: Mapping[tuple[str, Pricing], str] = {
 QUOTA_CLASS_FAMILIES: Mapping[str, tuple[str, ...]] = {"p": ("p",), "g": ("g", "vt")}
 # States that hold vCPU quota: a stopped instance releases it.
 QUOTA_STATES = ("pending", "running")
+# (quota class, spot?) -> instance type -> number of pending and running instances, in one region.
+UsageCounts = Mapping[tuple[str, bool], Mapping[str, int]]
 STATES = {"pending": InstanceState.PENDING, "running": InstanceState.RUNNING, "stopping": InstanceState.STOPPING,
           "stopped": InstanceState.STOPPED, "shutting-down": InstanceState.GONE, "terminated": InstanceState.GONE}
 # Per-call read timeouts come from the zone budget; rounding down to these keeps the number of cached
 # clients small while never letting a call outlive the deadline.
 TIMEOUT_STEPS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0)
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+# How long a Service Quotas limit read is reused: limits change only when someone raises them (a support
+# case, minutes to days), so one read serves every zone attempt of a region within one command run.
+QUOTA_TTL_S = 300.0
 
 
 # --- error classification ---------------------------------------------------------------------------
@@ -312,7 +317,15 @@ class AwsProvider:
         self._clients: dict[tuple[str, str, float], Any] = {}
         self._zone_maps: dict[str, dict[str, str]] = {}
         self._amis: dict[str, str] = {}
-        self._quotas: dict[tuple[str, str], float | None] = {}
+        # Quota pre-check caches, shared by the threads of parallel zone attempts (under `_lock`):
+        # (region, quota code) -> (monotonic time read, limit or None when unreadable), reused for `quota_ttl_s`;
+        # region -> instance counts per (quota class, spot) of pending and running instances, reused until
+        # this provider launches or terminates in the region (`_usage_changed`). `_usage_epoch` counts those
+        # changes so that a read that overlapped one is not stored (it may predate the change).
+        self.quota_ttl_s = QUOTA_TTL_S
+        self._quotas: dict[tuple[str, str], tuple[float, float | None]] = {}
+        self._usage: dict[str, UsageCounts] = {}
+        self._usage_epoch: dict[str, int] = {}
         self._vcpus: dict[str, float] = {}
         self._groups: dict[tuple[str, str], str] = {}  # (region, owner) -> on-demand security group id
 
@@ -479,7 +492,7 @@ class AwsProvider:
         limit = self._quota_limit(spec.region, code, budget)
         if limit is None:
             return QuotaCheck(False, f"quota {code} not readable in {spec.region}")
-        used = self.vcpus_in_use(spec.region, klass, spec.pricing, budget)
+        used = self.vcpus_in_use(spec.region, klass, spec.pricing, budget, cached=True)
         need = spec.vcpus * spec.count
         if need + used > limit:
             raise QuotaError(f"the gang needs {need:g} vCPUs, {used:g} of the {limit:g} of quota {code} in "
@@ -487,35 +500,55 @@ class AwsProvider:
         return QuotaCheck(True, f"quota {code}: {limit - used:g} of {limit:g} vCPUs free")
 
     def _quota_limit(self, region: str, code: str, budget: Budget) -> float | None:
+        """The Service Quotas value of `code` in `region`, read at most once per `quota_ttl_s` (an
+        unreadable one too: asking again would only be refused again). Concurrent misses may both read."""
         key = (region, code)
-        if key not in self._quotas:
-            quotas = self._client("service-quotas", region, budget)
-            budget.tick()
-            try:
-                value: float | None = float(
-                    quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
-            except Exception:  # no permission, or no such endpoint: the launch itself will tell
-                value = None
-            self._quotas[key] = value
-        return self._quotas[key]
+        with self._lock:
+            cached = self._quotas.get(key)
+        if cached is not None and time.monotonic() - cached[0] < self.quota_ttl_s:
+            return cached[1]
+        quotas = self._client("service-quotas", region, budget)
+        budget.tick()
+        try:
+            value: float | None = float(
+                quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+        except Exception:  # no permission, or no such endpoint: the launch itself will tell
+            value = None
+        with self._lock:
+            self._quotas[key] = (time.monotonic(), value)
+        return value
 
-    def vcpus_in_use(self, region: str, klass: str, pricing: Pricing, budget: Budget) -> float:
+    def vcpus_in_use(self, region: str, klass: str, pricing: Pricing, budget: Budget, *,
+                     cached: bool = False) -> float:
         """vCPUs of pending and running instances of quota class `klass` ("p", "g") in `pricing`'s market:
         DescribeInstances for the instances (any owner: the quota is the account's), DescribeInstanceTypes
-        for the vCPUs of their types."""
-        # Filtered by state on the server and by class here: not every EC2 implementation (moto) takes
-        # wildcards in the instance-type filter.
-        reservations = self._pages(budget, region, "describe_instances", "Reservations", MaxResults=1000,
-                                   Filters=[{"Name": "instance-state-name", "Values": list(QUOTA_STATES)}])
-        counts: dict[str, int] = {}
-        for r in reservations:
-            for raw in r.get("Instances", []):
-                name = str(raw.get("InstanceType", ""))
-                spot = raw.get("InstanceLifecycle") == "spot"
-                if quota_class(name) == klass and spot == (pricing is Pricing.SPOT):
-                    counts[name] = counts.get(name, 0) + 1
+        for the vCPUs of their types. `cached`: reuse the region's last read unless this provider launched
+        or terminated there since (others' launches are not seen: the pre-check is best effort anyway)."""
+        counts = self._instance_counts(region, budget, cached=cached).get((klass, pricing is Pricing.SPOT), {})
         vcpus = self._type_vcpus(region, sorted(counts), budget)
         return vcpu_usage(counts, vcpus)
+
+    def _instance_counts(self, region: str, budget: Budget, *, cached: bool) -> UsageCounts:
+        with self._lock:
+            epoch = self._usage_epoch.get(region, 0)
+            hit = self._usage.get(region) if cached else None
+        if hit is not None:
+            return hit
+        # Filtered by state on the server and by class here: not every EC2 implementation (moto) takes
+        # wildcards in the instance-type filter. One read serves every class and market.
+        reservations = self._pages(budget, region, "describe_instances", "Reservations", MaxResults=1000,
+                                   Filters=[{"Name": "instance-state-name", "Values": list(QUOTA_STATES)}])
+        counts = instance_counts(raw for r in reservations for raw in r.get("Instances", []))
+        with self._lock:
+            if self._usage_epoch.get(region, 0) == epoch:  # no launch or terminate of ours overlapped the read
+                self._usage[region] = counts
+        return counts
+
+    def _usage_changed(self, region: str) -> None:
+        """This provider launched or terminated in `region`: the next pre-check there reads usage again."""
+        with self._lock:
+            self._usage_epoch[region] = self._usage_epoch.get(region, 0) + 1
+            self._usage.pop(region, None)
 
     def _type_vcpus(self, region: str, names: Sequence[str], budget: Budget) -> dict[str, float]:
         with self._lock:
@@ -553,7 +586,14 @@ class AwsProvider:
         group = self.security_group(spec.region, spec.owner, budget) if net is None else None
         params = run_params(spec, ami, zone_name, self.settings.key_name, net, group)
         ec2 = self._client("ec2", spec.region, budget)
-        reservation = self._call(budget, lambda: ec2.run_instances(**params), mutating=True)
+        try:
+            reservation = self._call(budget, lambda: ec2.run_instances(**params), mutating=True)
+        except ProviderError as exc:
+            if may_have_created(exc):
+                self._usage_changed(spec.region)
+            raise
+        # After the call, not before: a usage read that overlapped it must not be reused.
+        self._usage_changed(spec.region)
         zone_ids = self._zone_map(spec.region, budget)
         out = []
         for raw in reservation.get("Instances", []):
@@ -657,16 +697,19 @@ class AwsProvider:
             by_region.setdefault(inst.region, []).append(inst.provider_id)
         for region, ids in by_region.items():
             ec2 = self._client("ec2", region, budget)
-            for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
-                try:
-                    self._call(budget, partial(ec2.terminate_instances, InstanceIds=chunk))
-                except UnsupportedError as exc:
-                    if exc.code not in GONE_CODES:
-                        raise
-                    # One unknown id fails the whole call: terminate the rest one by one.
-                    for one in chunk:
-                        self._terminate_one(ec2, one, budget)
+            try:
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start:start + 500]
+                    try:
+                        self._call(budget, partial(ec2.terminate_instances, InstanceIds=chunk))
+                    except UnsupportedError as exc:
+                        if exc.code not in GONE_CODES:
+                            raise
+                        # One unknown id fails the whole call: terminate the rest one by one.
+                        for one in chunk:
+                            self._terminate_one(ec2, one, budget)
+            finally:  # even a failed terminate may have released some (a rolled-back gang's vCPUs)
+                self._usage_changed(region)
 
     def _terminate_one(self, ec2: Any, instance_id: str, budget: Budget) -> None:
         try:
@@ -708,6 +751,25 @@ def quota_class(instance_type: str) -> str | None:
     """The vCPU quota class ("p", "g") of an instance type, from its family; None for other families."""
     family = instance_type.split(".", 1)[0]
     return next((k for k, fams in QUOTA_CLASS_FAMILIES.items() if family.startswith(fams)), None)
+
+
+def instance_counts(instances: Iterable[Mapping[str, Any]]) -> UsageCounts:
+    """Instances (DescribeInstances items) per quota class and market, then per type; other families are left
+    out."""
+    out: dict[tuple[str, bool], dict[str, int]] = {}
+    for raw in instances:
+        name = str(raw.get("InstanceType", ""))
+        klass = quota_class(name)
+        if klass is not None:
+            per_type = out.setdefault((klass, raw.get("InstanceLifecycle") == "spot"), {})
+            per_type[name] = per_type.get(name, 0) + 1
+    return out
+
+
+def may_have_created(exc: ProviderError) -> bool:
+    """Could a launch that failed with `exc` have created instances? (Then usage is read again.) Refusals
+    (capacity, quota, unsupported, auth) create nothing; a lost answer or a partial gang may have."""
+    return bool(exc.launched) or isinstance(exc, StallError | TransientError | RateError)
 
 
 def vcpu_usage(counts: Mapping[str, int], vcpus: Mapping[str, float]) -> float:

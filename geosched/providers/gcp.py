@@ -94,6 +94,11 @@ GLOBAL_GPU_METRIC = "GPUS_ALL_REGIONS"
 # Nodes get the cloud-platform scope; what they may do is the service account's IAM roles (the module gives
 # its node account logs and metrics only).
 NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+# How long a quota read (regions.get / projects.get: limits and usage in one answer) is reused at most. Limits
+# change when someone raises them (minutes to days); usage is read again sooner, after our own launches.
+QUOTA_TTL_S = 300.0
+# The quota cache's key for the project-wide quotas (region keys are region names).
+PROJECT_SCOPE = ""
 
 
 # --- error classification ---------------------------------------------------------------------------
@@ -151,6 +156,12 @@ def classify(exc: Exception, *, mutating: bool, budget: Budget) -> ProviderError
             return StallError(f"connection lost ({type(exc).__name__}); outcome unknown", code="ConnectionError")
         return TransientError(f"connection failed: {type(exc).__name__}", code="ConnectionError")
     raise exc
+
+
+def may_have_created(exc: ProviderError) -> bool:
+    """Could an insert that failed with `exc` have created an instance? (Then quotas are read again.)
+    Refusals (capacity, quota, unsupported, auth) create nothing; a lost answer may have."""
+    return bool(exc.launched) or isinstance(exc, StallError | TransientError | RateError)
 
 
 def _reason(exc: gexc.GoogleAPICallError) -> str | None:
@@ -323,6 +334,14 @@ class GcpProvider:
         self._clients: dict[str, Any] = {}
         self._zones: dict[str, tuple[str, ...]] | None = None
         self._firewalls: set[str] = set()  # owners whose on-demand firewall rules are in place
+        # Quota pre-check cache, shared by the threads of parallel zone attempts (under `_lock`): a region's
+        # `quotas` from regions.get (key: the region) and the project's from projects.get (key PROJECT_SCOPE),
+        # with the monotonic time read. Reused for `quota_ttl_s`, and until this provider launches or
+        # terminates there (`_usage_changed`); `_quota_epoch` counts those changes so that a read that
+        # overlapped one is not stored (it may predate the change).
+        self.quota_ttl_s = QUOTA_TTL_S
+        self._quota_reads: dict[str, tuple[float, tuple[Any, ...]]] = {}
+        self._quota_epoch: dict[str, int] = {}
 
     @property
     def name(self) -> str:
@@ -453,15 +472,38 @@ class GcpProvider:
             if spec.pricing is Pricing.SPOT:
                 metric = f"PREEMPTIBLE_{metric}"
             regions = self._client("RegionsClient")
-            region = self._call(budget, lambda t: regions.get(project=self.project, region=spec.region,
-                                                              retry=None, timeout=t))
-            checks.append(quota_verdict(region.quotas, metric, need, f"region {spec.region}", all_regions=False))
+            region_quotas = self._quotas(spec.region, budget, lambda t: regions.get(
+                project=self.project, region=spec.region, retry=None, timeout=t).quotas)
+            checks.append(quota_verdict(region_quotas, metric, need, f"region {spec.region}", all_regions=False))
         else:
             checks.append(QuotaCheck(False, f"no quota metric known for GPU {spec.gpu}"))
         projects = self._client("ProjectsClient")
-        project = self._call(budget, lambda t: projects.get(project=self.project, retry=None, timeout=t))
-        checks.append(quota_verdict(project.quotas, GLOBAL_GPU_METRIC, need, "all regions", all_regions=True))
+        project_quotas = self._quotas(PROJECT_SCOPE, budget, lambda t: projects.get(
+            project=self.project, retry=None, timeout=t).quotas)
+        checks.append(quota_verdict(project_quotas, GLOBAL_GPU_METRIC, need, "all regions", all_regions=True))
         return QuotaCheck(any(c.known for c in checks), "; ".join(c.detail for c in checks))
+
+    def _quotas(self, scope: str, budget: Budget, read: Callable[[float], Iterable[Any]]) -> tuple[Any, ...]:
+        """The `quotas` list of a region (scope: its name) or of the project (PROJECT_SCOPE), from the cache
+        when fresh; else `read` once (counted on `budget`). Concurrent misses may both read."""
+        with self._lock:
+            epoch = self._quota_epoch.get(scope, 0)
+            hit = self._quota_reads.get(scope)
+        if hit is not None and time.monotonic() - hit[0] < self.quota_ttl_s:
+            return hit[1]
+        quotas = tuple(self._call(budget, read))
+        with self._lock:
+            if self._quota_epoch.get(scope, 0) == epoch:  # no launch or terminate of ours overlapped the read
+                self._quota_reads[scope] = (time.monotonic(), quotas)
+        return quotas
+
+    def _usage_changed(self, regions: Iterable[str]) -> None:
+        """This provider launched or terminated in `regions`: their quotas and the project's (whose
+        GPUS_ALL_REGIONS counts every region) are read again by the next pre-check."""
+        with self._lock:
+            for scope in (*regions, PROJECT_SCOPE):
+                self._quota_epoch[scope] = self._quota_epoch.get(scope, 0) + 1
+                self._quota_reads.pop(scope, None)
 
     # -- how to launch there -----------------------------------------------------------------------
 
@@ -533,6 +575,9 @@ class GcpProvider:
             else:
                 failure = failure or error
         launched = self._by_token(spec, budget, done) if done else ()
+        if accepted or (failure is not None and may_have_created(failure)):
+            # After the inserts and waits, not before: a quota read that overlapped them must not be reused.
+            self._usage_changed((spec.region,))
         if failure is not None:
             raise failure.with_launched(launched)
         return launched
@@ -662,6 +707,12 @@ class GcpProvider:
         return tuple(out)
 
     def terminate(self, instances: Sequence[Instance], budget: Budget) -> None:
+        try:
+            self._terminate(instances, budget)
+        finally:  # even a failed terminate may have released some (a rolled-back gang's GPUs)
+            self._usage_changed({inst.region for inst in instances})
+
+    def _terminate(self, instances: Sequence[Instance], budget: Budget) -> None:
         client = self._client("InstancesClient")
         pending: list[tuple[str, str]] = []
         for inst in instances:

@@ -11,17 +11,19 @@ gang over the global limit is a global QuotaError that blocks every GCP region.
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.request
 
 import pytest
 from google.cloud import compute_v1
 from google.protobuf import json_format  # type: ignore[import-untyped]
 
-from geosched.emulators import Ec2FaultProxy, GceDouble, MotoServer
+from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from geosched.models import Pricing
 from geosched.providers import lifecycle
 from geosched.providers.aws import AwsProvider, quota_class, vcpu_usage
-from geosched.providers.base import Budget, LaunchSpec, Provider, QuotaError
+from geosched.providers.base import Budget, CapacityError, LaunchSpec, Provider, QuotaError
 from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest, PricingMode
@@ -135,9 +137,10 @@ def test_gcp_global_gpu_quota_counts_usage_everywhere(gcp: GcpProvider, gce: Gce
     with pytest.raises(QuotaError) as caught:
         gcp.check_quota(gcp_spec("gang-q0000012-1", 2), Budget(30.0))  # another region: still too many
     assert caught.value.all_regions and "GPUS_ALL_REGIONS" in str(caught.value)
-    assert gce.call_count("projects.get") == 2
+    assert gce.call_count("projects.get") == 1  # read after the launch, then reused
     gcp.terminate(launched, Budget(30.0))
     assert gcp.check_quota(gcp_spec("gang-q0000012-1", 2), Budget(30.0)).known
+    assert gce.call_count("projects.get") == 2  # the terminate freed GPUs: read again
 
 
 def test_gcp_global_quota_blocks_every_region_before_any_insert(gcp: GcpProvider, gce: GceDouble,
@@ -152,3 +155,141 @@ def test_gcp_global_quota_blocks_every_region_before_any_insert(gcp: GcpProvider
     assert rest and all(a.outcome == "skipped" for a in rest)
     assert {a.zone.rsplit("-", 1)[0] for a in rest} == {"europe-west4", "us-central1"}
     assert gce.call_count("instances.insert") == 0
+
+
+# --- the quota cache: one read per region and command run, again after our own launches ------------------
+
+def test_aws_second_zone_of_a_region_reuses_the_limit_and_usage(aws: AwsProvider, proxy: Ec2FaultProxy) -> None:
+    proxy.set_service_quota(P_ON_DEMAND, 100_000)
+    proxy.log.clear()
+    assert aws.check_quota(aws_spec("gang-q0000020-1", 2, zone="use1-az1"), Budget(30.0)).known
+    assert (proxy.call_count("GetServiceQuota"), proxy.call_count("DescribeInstances")) == (1, 1)
+    assert aws.check_quota(aws_spec("gang-q0000020-2", 2, zone="use1-az2"), Budget(30.0)).known
+    assert aws.check_quota(aws_spec("gang-q0000020-3", 2, zone="use1-az6"), Budget(30.0)).known
+    assert (proxy.call_count("GetServiceQuota"), proxy.call_count("DescribeInstances")) == (1, 1)
+    # Another region has its own limit and usage.
+    assert aws.check_quota(aws_spec("gang-q0000020-4", 2, region="us-east-2", zone="use2-az1"), Budget(30.0)).known
+    assert (proxy.call_count("GetServiceQuota"), proxy.call_count("DescribeInstances")) == (2, 2)
+    # A refused launch (no capacity) creates nothing: the next zone still reuses the reads.
+    proxy.inject(Ec2Fault.insufficient_instance_capacity(), zone="us-east-1b", action="RunInstances")
+    with pytest.raises(CapacityError):
+        aws.launch(aws_spec("gang-q0000020-5", 2, zone="use1-az1"), Budget(30.0))
+    assert aws.check_quota(aws_spec("gang-q0000020-6", 2, zone="use1-az2"), Budget(30.0)).known
+    assert (proxy.call_count("GetServiceQuota"), proxy.call_count("DescribeInstances")) == (2, 2)
+    # The limit is only reused for a while.
+    aws.quota_ttl_s = 0.0
+    assert aws.check_quota(aws_spec("gang-q0000020-7", 2, zone="use1-az2"), Budget(30.0)).known
+    assert (proxy.call_count("GetServiceQuota"), proxy.call_count("DescribeInstances")) == (3, 2)
+
+
+def test_aws_usage_is_read_again_after_a_launch_and_a_terminate(aws: AwsProvider, proxy: Ec2FaultProxy) -> None:
+    base = aws.vcpus_in_use("us-east-1", "p", Pricing.ON_DEMAND, Budget(30.0))  # other tests' leftovers
+    proxy.set_service_quota(P_ON_DEMAND, base + 3 * 96, region="us-east-1")  # room for three p4d
+    assert aws.check_quota(aws_spec("gang-q0000021-1", 2, zone="use1-az1"), Budget(30.0)).known
+    launched = aws.launch(aws_spec("gang-q0000021-1", 2, zone="use1-az1"), Budget(30.0))
+    try:
+        proxy.log.clear()
+        with pytest.raises(QuotaError):  # two more would make four
+            aws.check_quota(aws_spec("gang-q0000022-1", 2, zone="use1-az2"), Budget(30.0))
+        assert (proxy.call_count("GetServiceQuota"), proxy.call_count("DescribeInstances")) == (0, 1)
+    finally:
+        aws.terminate(launched, Budget(30.0))
+    assert aws.check_quota(aws_spec("gang-q0000022-1", 2, zone="use1-az2"), Budget(30.0)).known
+    assert proxy.call_count("DescribeInstances") == 2  # the terminate freed vCPUs: read again
+
+
+def test_aws_a_usage_read_that_overlaps_a_launch_is_not_reused(aws: AwsProvider, proxy: Ec2FaultProxy) -> None:
+    proxy.set_service_quota(P_ON_DEMAND, 100_000)
+    proxy.log.clear()
+    stall = proxy.inject(Ec2Fault.stall(1.5), action="DescribeInstances")
+    reader = threading.Thread(target=aws.check_quota, args=(aws_spec("gang-q0000023-2", 1), Budget(30.0, 10.0)))
+    reader.start()
+    deadline = time.monotonic() + 10.0
+    while not stall.hits and time.monotonic() < deadline:  # until the usage read is on its way
+        reader.join(0.01)
+    assert stall.hits == 1
+    launched = aws.launch(aws_spec("gang-q0000023-3", 1, zone="use1-az2"), Budget(30.0))
+    reader.join(10.0)
+    try:
+        assert not reader.is_alive() and proxy.call_count("DescribeInstances") == 1
+        aws.check_quota(aws_spec("gang-q0000023-4", 1), Budget(30.0))
+        assert proxy.call_count("DescribeInstances") == 2  # the overlapping read was not kept
+    finally:
+        aws.terminate(launched, Budget(30.0))
+
+
+def test_aws_second_gang_over_the_quota_is_refused_with_the_same_provider(
+        aws: AwsProvider, proxy: Ec2FaultProxy, store: Store) -> None:
+    """The gang loop with parallel zone attempts (K=4): the first gang fills the region's quota; the second,
+    planned by the same provider instance (one command run), is refused before any RunInstances."""
+    providers: dict[str, Provider] = {"aws": aws}
+    base = aws.vcpus_in_use("us-east-2", "p", Pricing.ON_DEMAND, Budget(30.0))
+    proxy.set_service_quota(P_ON_DEMAND, base + 2 * 96, region="us-east-2")
+    request = GangRequest("A100", 8, 2, PricingMode.ON_DEMAND, ("aws",), ("us-east-2",))
+    first = provision(request, providers, store, fast_settings(parallel=4))
+    try:
+        assert first.ok, first.message
+        proxy.log.clear()
+        second = provision(request, providers, store, fast_settings(parallel=4))
+        assert not second.ok
+        assert {(a.outcome, a.error_kind) for a in second.attempts} <= {("failed", "quota"), ("skipped", None)}
+        assert proxy.call_count("RunInstances") == 0
+        # Read again after the first gang's launch (once per zone attempt at most: the two zones of the region
+        # are tried at once, and concurrent misses both read).
+        assert 1 <= proxy.call_count("DescribeInstances") <= 2
+    finally:
+        lifecycle.down(store, providers, first.gang, fast_settings().lifecycle)
+
+
+def test_gcp_second_zone_of_a_region_reuses_the_quota_reads(gcp: GcpProvider, gce: GceDouble) -> None:
+    assert gcp.check_quota(gcp_spec("gang-q0000030-1", 1, zone="us-central1-a"), Budget(30.0)).known
+    assert gcp.check_quota(gcp_spec("gang-q0000030-2", 1, zone="us-central1-b"), Budget(30.0)).known
+    assert (gce.call_count("regions.get"), gce.call_count("projects.get")) == (1, 1)
+    # Another region: its own regions.get; the project's quotas are the same.
+    assert gcp.check_quota(gcp_spec("gang-q0000030-3", 1, zone="europe-west4-a"), Budget(30.0)).known
+    assert (gce.call_count("regions.get"), gce.call_count("projects.get")) == (2, 1)
+    # An insert refused for capacity creates nothing: the reads are still good.
+    gce.inject(GceFault.zone_resource_pool_exhausted(), zone="us-central1-a", method="instances.insert")
+    with pytest.raises(CapacityError):
+        gcp.launch(gcp_spec("gang-q0000030-4", 1, zone="us-central1-a"), Budget(30.0))
+    assert gcp.check_quota(gcp_spec("gang-q0000030-5", 1, zone="us-central1-c"), Budget(30.0)).known
+    assert (gce.call_count("regions.get"), gce.call_count("projects.get")) == (2, 1)
+    gcp.quota_ttl_s = 0.0  # reused only for a while
+    assert gcp.check_quota(gcp_spec("gang-q0000030-6", 1, zone="us-central1-c"), Budget(30.0)).known
+    assert (gce.call_count("regions.get"), gce.call_count("projects.get")) == (3, 2)
+
+
+def test_gcp_quotas_are_read_again_after_a_launch_and_a_terminate(gcp: GcpProvider, gce: GceDouble) -> None:
+    gce.set_quota("NVIDIA_A100_GPUS", 24, region="us-central1")  # three a2-highgpu-8g
+    assert gcp.check_quota(gcp_spec("gang-q0000031-1", 2, zone="us-central1-a"), Budget(30.0)).known
+    launched = gcp.launch(gcp_spec("gang-q0000031-1", 2, zone="us-central1-a"), Budget(30.0))
+    with pytest.raises(QuotaError) as caught:  # two more would make four
+        gcp.check_quota(gcp_spec("gang-q0000032-1", 2, zone="us-central1-b"), Budget(30.0))
+    assert "NVIDIA_A100_GPUS" in str(caught.value) and not caught.value.all_regions
+    assert (gce.call_count("regions.get"), gce.call_count("projects.get")) == (2, 1)  # regional quota failed first
+    # A launch in another region changes the project's usage, not this region's.
+    elsewhere = gcp.launch(gcp_spec("gang-q0000033-1", 1, zone="europe-west4-a"), Budget(30.0))
+    with pytest.raises(QuotaError):
+        gcp.check_quota(gcp_spec("gang-q0000032-1", 2, zone="us-central1-b"), Budget(30.0))
+    assert gce.call_count("regions.get") == 2
+    gcp.terminate(launched + elsewhere, Budget(30.0))
+    assert gcp.check_quota(gcp_spec("gang-q0000032-1", 2, zone="us-central1-b"), Budget(30.0)).known
+    assert (gce.call_count("regions.get"), gce.call_count("projects.get")) == (3, 2)
+
+
+def test_gcp_second_gang_over_the_quota_is_refused_with_the_same_provider(
+        gcp: GcpProvider, gce: GceDouble, store: Store) -> None:
+    """Sequential zone attempts (the AWS case above runs them in parallel)."""
+    providers: dict[str, Provider] = {"gcp": gcp}
+    gce.set_quota("NVIDIA_A100_GPUS", 16, region="us-central1")  # room for one gang of two
+    request = GangRequest("A100", 8, 2, PricingMode.ON_DEMAND, ("gcp",), ("us-central1",))
+    first = provision(request, providers, store, fast_settings())
+    try:
+        assert first.ok, first.message
+        inserts = gce.call_count("instances.insert")
+        second = provision(request, providers, store, fast_settings())
+        assert not second.ok
+        assert {(a.outcome, a.error_kind) for a in second.attempts} <= {("failed", "quota"), ("skipped", None)}
+        assert gce.call_count("instances.insert") == inserts  # refused by the pre-check, not by GCE
+    finally:
+        lifecycle.down(store, providers, first.gang, fast_settings().lifecycle)
