@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 # The emulators must never be reachable from anywhere but this machine.
@@ -259,3 +259,51 @@ class CallLog:
             and (status is None or r.status == status)
             and (error_code is None or r.error_code == error_code)
         )
+
+
+class Emulator(Generic[F]):
+    """What every emulator here shares: served on loopback from a background thread, fault rules of its own
+    fault type, and a log of the calls it saw. Subclasses implement `_app` and their own `inject`."""
+
+    def __init__(self) -> None:
+        self.faults: FaultRules[F] = FaultRules()
+        self.log = CallLog()
+        self._server = BackgroundHttpServer(self._app)
+
+    def _app(self, req: HttpRequest) -> HttpResponse:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``: boto3's ``endpoint_url``, or ClientOptions(api_endpoint=...)."""
+        return self._server.url
+
+    @property
+    def endpoint(self) -> str:
+        return self.url
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        return self.log.snapshot()
+
+    def call_count(self, method: str | None = None, zone: str | None = None, status: int | None = None,
+                   error_code: str | None = None) -> int:
+        """Calls seen of `method` (an EC2 Action or a GCE method id), optionally in `zone`, answered `status`
+        or carrying `error_code`."""
+        return self.log.count(method, zone, status, error_code)

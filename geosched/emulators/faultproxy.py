@@ -25,11 +25,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from ._http import (
     LOOPBACK,
-    BackgroundHttpServer,
-    CallLog,
     CallRecord,
+    Emulator,
     FaultRule,
-    FaultRules,
     HttpRequest,
     HttpResponse,
     Times,
@@ -258,7 +256,7 @@ class MotoServer:
 # --------------------------------------------------------------------------
 
 
-class Ec2FaultProxy:
+class Ec2FaultProxy(Emulator[Ec2Fault]):
     """Loopback HTTP proxy that injects EC2 faults and forwards the rest.
 
     The zone of a request is taken from any parameter ending in
@@ -275,36 +273,12 @@ class Ec2FaultProxy:
             raise ValueError("the proxy only forwards to a loopback upstream")
         self._upstream_host = parts.hostname or LOOPBACK
         self._upstream_port = parts.port or 80
-        self.faults: FaultRules[Ec2Fault] = FaultRules()
-        self.log = CallLog()
-        self._server = BackgroundHttpServer(self._app)
+        super().__init__()
         self._map_lock = threading.Lock()
         self._subnet_az: dict[str, str] = {}
         self._instance_az: dict[str, str] = {}
         # Service quotas and placement groups, which moto does not answer (see ec2_extras.py).
         self.extras = Ec2Extras()
-
-    # -- lifecycle -------------------------------------------------------
-
-    def start(self) -> Ec2FaultProxy:
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> Ec2FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        """Pass as boto3's ``endpoint_url``."""
-        return self._server.url
-
-    endpoint = url
 
     # -- control -----------------------------------------------------------
 
@@ -317,9 +291,6 @@ class Ec2FaultProxy:
         A zone-scoped fault never fires on a request with no resolvable AZ."""
         return self.faults.add(fault, zone=zone, method=action, times=times)
 
-    def clear_faults(self) -> None:
-        self.faults.clear()
-
     def set_service_quota(
         self, quota_code: str, value: float | None, *, region: str | None = None, service_code: str = "ec2"
     ) -> None:
@@ -331,19 +302,6 @@ class Ec2FaultProxy:
     def placement_groups(self, region: str) -> dict[str, str]:
         """Placement groups created through the proxy in `region`: name -> strategy."""
         return self.extras.placement_groups(region)
-
-    @property
-    def calls(self) -> list[CallRecord]:
-        return self.log.snapshot()
-
-    def call_count(
-        self,
-        action: str | None = None,
-        zone: str | None = None,
-        status: int | None = None,
-        error_code: str | None = None,
-    ) -> int:
-        return self.log.count(action, zone, status, error_code)
 
     # -- request handling ------------------------------------------------
 

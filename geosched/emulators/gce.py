@@ -33,11 +33,9 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials, Credentials
 
 from ._http import (
-    BackgroundHttpServer,
-    CallLog,
     CallRecord,
+    Emulator,
     FaultRule,
-    FaultRules,
     HttpRequest,
     HttpResponse,
     Times,
@@ -580,7 +578,7 @@ class _HasTransport(Protocol):
     def transport(self) -> Any: ...
 
 
-class GceDouble:
+class GceDouble(Emulator[GceFault]):
     """Compute Engine v1 REST double on 127.0.0.1:<ephemeral port>.
 
     All state is in memory and reset on construction. Thread-safe.
@@ -602,37 +600,15 @@ class GceDouble:
         # zoneOperations.wait returns a not-yet-DONE operation after this long,
         # as GCE does after ~2 minutes.
         self.wait_timeout_s = wait_timeout_s
-        self.faults: FaultRules[GceFault] = FaultRules()
-        self.log = CallLog()
+        super().__init__()
         self._lock = threading.RLock()
         self._instances: dict[tuple[str, str, str], JSON] = {}
         self._firewalls: dict[tuple[str, str], JSON] = {}
         self._operations: dict[tuple[str, str, str], _Operation] = {}
         self._quota_limits: dict[tuple[str | None, str], float] = {}
         self._capacity: dict[tuple[str, str], Capacity] = {}
-        self._server = BackgroundHttpServer(self._app)
         self._ids: dict[str, str] = {}
         self._ip_counter = 2
-
-    # -- lifecycle -------------------------------------------------------
-
-    def start(self) -> GceDouble:
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> GceDouble:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def endpoint(self) -> str:
-        """``http://127.0.0.1:PORT``; pass as ClientOptions(api_endpoint=...)."""
-        return self._server.url
 
     # -- client wiring ---------------------------------------------------
 
@@ -677,22 +653,6 @@ class GceDouble:
         "zoneOperations.wait", "zones.list"; None matches any. `zone` None
         matches any call, including zone-less ones such as aggregatedList."""
         return self.faults.add(fault, zone=zone, method=method, times=times)
-
-    def clear_faults(self) -> None:
-        self.faults.clear()
-
-    @property
-    def calls(self) -> list[CallRecord]:
-        return self.log.snapshot()
-
-    def call_count(
-        self,
-        method: str | None = None,
-        zone: str | None = None,
-        status: int | None = None,
-        error_code: str | None = None,
-    ) -> int:
-        return self.log.count(method, zone, status, error_code)
 
     def set_quota(self, metric: str, limit: float, region: str | None = None) -> None:
         """Enforced at insert time; `region` None for GPUS_ALL_REGIONS /
