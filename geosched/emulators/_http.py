@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Self, TypeVar
@@ -261,7 +262,7 @@ class CallLog:
         )
 
 
-class Emulator(Generic[F]):
+class Emulator(ABC, Generic[F]):
     """What every emulator here shares: served on loopback from a background thread, fault rules of its own
     fault type, and a log of the calls it saw. Subclasses implement `_app` and their own `inject`."""
 
@@ -270,8 +271,9 @@ class Emulator(Generic[F]):
         self.log = CallLog()
         self._server = BackgroundHttpServer(self._app)
 
+    @abstractmethod
     def _app(self, req: HttpRequest) -> HttpResponse:
-        raise NotImplementedError
+        """Answer one request (runs on the server's threads)."""
 
     def start(self) -> Self:
         self._server.start()
