@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import http.server
 import itertools
+import json
 import socket
 import sys
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, Literal, Self, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -262,6 +263,13 @@ class CallLog:
         )
 
 
+ADMIN_PREFIX = "/_emulator"
+
+
+def json_response(status: int, body: Any) -> HttpResponse:
+    return HttpResponse(status, json.dumps(body).encode(), [("Content-Type", "application/json; charset=UTF-8")])
+
+
 class Emulator(ABC, Generic[F]):
     """What every emulator here shares: served on loopback from a background thread, fault rules of its own
     fault type, and a log of the calls it saw. Subclasses implement `_app` and their own `inject`."""
@@ -273,7 +281,45 @@ class Emulator(ABC, Generic[F]):
 
     @abstractmethod
     def _app(self, req: HttpRequest) -> HttpResponse:
-        """Answer one request (runs on the server's threads)."""
+        """Answer one request (runs on the server's threads); hand `ADMIN_PREFIX/...` paths to `_admin`."""
+
+    @abstractmethod
+    def _fault(self, doc: Mapping[str, Any]) -> F:
+        """A fault of this emulator's kind from its `to_dict()` form."""
+
+    def _admin_route(self, route: tuple[str, str], data: dict[str, Any]) -> HttpResponse | None:
+        """This emulator's own control routes (quota, capacity, ...); None: no such route."""
+        return None
+
+    def _admin(self, req: HttpRequest) -> HttpResponse:
+        """The control API for a process that cannot reach this object (a geosched subprocess under test):
+
+            POST   /_emulator/faults  {"fault": <Fault.to_dict()>, "zone", "method" (GCE) | "action" (EC2), "times"}
+            DELETE /_emulator/faults
+            GET    /_emulator/calls ; DELETE /_emulator/calls
+        plus the routes of `_admin_route`."""
+        try:
+            data: dict[str, Any] = json.loads(req.body) if req.body else {}
+        except ValueError:
+            return json_response(400, {"error": "body must be JSON"})
+        route = (req.method, req.path[len(ADMIN_PREFIX):])
+        try:
+            if route == ("POST", "/faults"):
+                rule = self.faults.add(self._fault(data["fault"]), zone=data.get("zone"),
+                                       method=data.get("method", data.get("action")), times=data.get("times", 1))
+                return json_response(200, {"id": rule.id})
+            if route == ("DELETE", "/faults"):
+                self.clear_faults()
+                return json_response(200, {})
+            if route == ("GET", "/calls"):
+                return json_response(200, {"calls": [asdict(c) for c in self.calls]})
+            if route == ("DELETE", "/calls"):
+                self.log.clear()
+                return json_response(200, {})
+            own = self._admin_route(route, data)
+        except (KeyError, TypeError, ValueError) as exc:
+            return json_response(400, {"error": repr(exc)})
+        return own if own is not None else json_response(404, {"error": f"no admin route {route}"})
 
     def start(self) -> Self:
         self._server.start()

@@ -12,7 +12,6 @@ Usage::
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 import re
 import threading
@@ -24,6 +23,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from ._http import (
+    ADMIN_PREFIX,
     LOOPBACK,
     CallRecord,
     Emulator,
@@ -31,10 +31,9 @@ from ._http import (
     HttpRequest,
     HttpResponse,
     Times,
+    json_response,
 )
 from .ec2_extras import Ec2Extras
-
-ADMIN_PREFIX = "/_emulator"
 
 # Not forwarded: they describe the client<->proxy hop, not the request.
 _HOP_BY_HOP = frozenset(
@@ -446,44 +445,16 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
 
     # -- admin HTTP API -----------------------------------------------------
 
-    def _admin(self, req: HttpRequest) -> HttpResponse:
-        """POST /_emulator/faults {"fault": Ec2Fault.to_dict(), "zone", "action", "times"};
-        DELETE /_emulator/faults; GET|DELETE /_emulator/calls;
-        POST /_emulator/service-quota {"quotaCode", "value", "region", "serviceCode"}."""
-        route = (req.method, req.path[len(ADMIN_PREFIX) :])
-        try:
-            data: dict[str, Any] = json.loads(req.body) if req.body else {}
-            if route == ("POST", "/faults"):
-                rule = self.inject(
-                    Ec2Fault.from_dict(data["fault"]),
-                    zone=data.get("zone"),
-                    action=data.get("action"),
-                    times=data.get("times", 1),
-                )
-                return _json(200, {"id": rule.id})
-            if route == ("DELETE", "/faults"):
-                self.clear_faults()
-                return _json(200, {})
-            if route == ("POST", "/service-quota"):
-                self.set_service_quota(
-                    data["quotaCode"],
-                    data.get("value"),
-                    region=data.get("region"),
-                    service_code=data.get("serviceCode", "ec2"),
-                )
-                return _json(200, {})
-            if route == ("GET", "/calls"):
-                return _json(200, {"calls": [asdict(c) for c in self.calls]})
-            if route == ("DELETE", "/calls"):
-                self.log.clear()
-                return _json(200, {})
-        except (KeyError, TypeError, ValueError) as exc:
-            return _json(400, {"error": repr(exc)})
-        return _json(404, {"error": f"no admin route {route}"})
+    def _fault(self, doc: Mapping[str, Any]) -> Ec2Fault:
+        return Ec2Fault.from_dict(doc)
 
-
-def _json(status: int, body: dict[str, Any]) -> HttpResponse:
-    return HttpResponse(status, json.dumps(body).encode(), [("Content-Type", "application/json")])
+    def _admin_route(self, route: tuple[str, str], data: dict[str, Any]) -> HttpResponse | None:
+        """POST /_emulator/service-quota {"quotaCode", "value", "region", "serviceCode"}."""
+        if route != ("POST", "/service-quota"):
+            return None
+        self.set_service_quota(data["quotaCode"], data.get("value"), region=data.get("region"),
+                               service_code=data.get("serviceCode", "ec2"))
+        return json_response(200, {})
 
 
 def _target_action(headers: Mapping[str, str]) -> str | None:

@@ -33,12 +33,14 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials, Credentials
 
 from ._http import (
+    ADMIN_PREFIX,
     CallRecord,
     Emulator,
     FaultRule,
     HttpRequest,
     HttpResponse,
     Times,
+    json_response,
 )
 
 JSON = dict[str, Any]
@@ -47,7 +49,6 @@ JSON = dict[str, Any]
 # of them, they never follow them.
 SELF_LINK_BASE = "https://www.googleapis.com/compute/v1"
 
-ADMIN_PREFIX = "/_emulator"
 
 # Only these create operations, so only these can fail asynchronously.
 MUTATING_METHODS = frozenset(
@@ -569,10 +570,6 @@ def _last(url_or_name: str) -> str:
     return url_or_name.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _json(status: int, body: JSON) -> HttpResponse:
-    return HttpResponse(status, json.dumps(body).encode(), [("Content-Type", "application/json; charset=UTF-8")])
-
-
 class _HasTransport(Protocol):
     @property
     def transport(self) -> Any: ...
@@ -1002,7 +999,7 @@ class GceDouble(Emulator[GceFault]):
                 params = {k: unquote(v) for k, v in m.groupdict().items()}
                 return self._call(method, params, req)
         self.log.append(CallRecord(f"{req.method} {req.path}", None, 404, "notFound"))
-        return _json(404, _not_found(req.path).body())
+        return json_response(404, _not_found(req.path).body())
 
     def _call(self, method: str, params: dict[str, str], req: HttpRequest) -> HttpResponse:
         zone = params.get("zone")
@@ -1020,7 +1017,7 @@ class GceDouble(Emulator[GceFault]):
             except ValueError:
                 err = ApiError(400, "parseError", "Parse Error")
                 self.log.append(CallRecord(method, zone, 400, err.reason))
-                return _json(400, err.body())
+                return json_response(400, err.body())
         if method == "instances.insert":
             ctx["instance"] = str(body.get("name", ""))
             ctx["machine_type"] = _last(str(body.get("machineType", "")))
@@ -1043,7 +1040,7 @@ class GceDouble(Emulator[GceFault]):
         if fault is not None and fault.kind == "http_error":
             err = ApiError(fault.http_status, fault.code, fault.message.format_map(ctx), fault.domain)
             self.log.append(CallRecord(method, zone, err.status, err.reason, True))
-            return _json(err.status, err.body())
+            return json_response(err.status, err.body())
         op_fault = None
         if fault is not None:
             injected = True
@@ -1053,13 +1050,13 @@ class GceDouble(Emulator[GceFault]):
             status, result = self._handle(method, params, req, body, op_fault)
         except ApiError as err:
             self.log.append(CallRecord(method, zone, err.status, err.reason, injected))
-            return _json(err.status, err.body())
+            return json_response(err.status, err.body())
         error_code = None
         if result.get("kind") == "compute#operation":
             failure = self._pending_error(params["project"], result)
             error_code = failure["error"]["code"] if failure else None
         self.log.append(CallRecord(method, zone, status, error_code, injected))
-        return _json(status, result)
+        return json_response(status, result)
 
     def _pending_error(self, project: str, op_body: JSON) -> JSON | None:
         with self._lock:
@@ -1480,52 +1477,20 @@ class GceDouble(Emulator[GceFault]):
 
     # -- admin HTTP API -----------------------------------------------------
 
-    def _admin(self, req: HttpRequest) -> HttpResponse:
-        """JSON control surface for processes that cannot reach the Python
-        object (e.g. a geosched subprocess under test):
+    def _fault(self, doc: Mapping[str, Any]) -> GceFault:
+        return GceFault.from_dict(doc)
 
-        POST   /_emulator/faults    {"fault": GceFault.to_dict(), "zone", "method", "times"}
-        DELETE /_emulator/faults
-        GET    /_emulator/calls     ; DELETE /_emulator/calls
-        POST   /_emulator/quota     {"metric", "limit", "region"}
-        POST   /_emulator/capacity  {"zone", "machineType", "count", "withDetails"}
-        """
-        try:
-            data: JSON = json.loads(req.body) if req.body else {}
-        except ValueError:
-            return _json(400, {"error": "body must be JSON"})
-        route = (req.method, req.path[len(ADMIN_PREFIX) :])
-        try:
-            if route == ("POST", "/faults"):
-                rule = self.inject(
-                    GceFault.from_dict(data["fault"]),
-                    zone=data.get("zone"),
-                    method=data.get("method"),
-                    times=data.get("times", 1),
-                )
-                return _json(200, {"id": rule.id})
-            if route == ("DELETE", "/faults"):
-                self.clear_faults()
-                return _json(200, {})
-            if route == ("GET", "/calls"):
-                return _json(200, {"calls": [asdict(c) for c in self.calls]})
-            if route == ("DELETE", "/calls"):
-                self.log.clear()
-                return _json(200, {})
-            if route == ("POST", "/quota"):
-                self.set_quota(data["metric"], float(data["limit"]), data.get("region"))
-                return _json(200, {})
-            if route == ("POST", "/capacity"):
-                self.set_capacity(
-                    data["zone"],
-                    data["machineType"],
-                    data.get("count"),
-                    with_details=bool(data.get("withDetails")),
-                )
-                return _json(200, {})
-        except (KeyError, TypeError, ValueError) as exc:
-            return _json(400, {"error": repr(exc)})
-        return _json(404, {"error": f"no admin route {route}"})
+    def _admin_route(self, route: tuple[str, str], data: JSON) -> HttpResponse | None:
+        """POST /_emulator/quota {"metric", "limit", "region"};
+        POST /_emulator/capacity {"zone", "machineType", "count", "withDetails"}."""
+        if route == ("POST", "/quota"):
+            self.set_quota(data["metric"], float(data["limit"]), data.get("region"))
+            return json_response(200, {})
+        if route == ("POST", "/capacity"):
+            self.set_capacity(data["zone"], data["machineType"], data.get("count"),
+                              with_details=bool(data.get("withDetails")))
+            return json_response(200, {})
+        return None
 
 
 def with_zones(*names: str) -> tuple[ZoneSpec, ...]:
