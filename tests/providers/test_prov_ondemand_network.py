@@ -9,10 +9,10 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3  # type: ignore[import-untyped]
 import pytest
@@ -20,7 +20,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 from geosched import render
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
+from geosched.emulators import Ec2Fault, Ec2FaultProxy, FaultRule, GceDouble, GceFault, MotoServer
 from geosched.errors import EXIT_BAD_INPUT, InputError
 from geosched.models import Pricing
 from geosched.providers import journal, lifecycle
@@ -155,20 +155,18 @@ def test_calls_are_counted_and_cached_per_provider_and_region(aws: AwsProvider, 
     assert other.calls == 5
 
 
-def test_two_processes_racing_create_one_group(aws: AwsProvider, proxy: Ec2FaultProxy, moto: MotoServer) -> None:
-    """The first process's CreateSecurityGroup is held in the proxy while a second process describes, creates
-    and authorizes; the first then gets InvalidGroup.Duplicate, describes again and uses the same group."""
-    owner = new_owner()
-    slow, fast = aws_provider(), aws_provider()
-    warm(slow), warm(fast)
-    held = proxy.inject(Ec2Fault.stall(1.5), action="CreateSecurityGroup")
-    proxy.log.clear()
-    got: dict[str, str] = {}
+T = TypeVar("T")
+
+
+def race(held: FaultRule[Any], slow: Callable[[], T], fast: Callable[[], T]) -> tuple[T, T]:
+    """Run `slow` in a thread until the emulator holds its request (`held`), then `fast` to completion while it
+    waits; both results once `slow` is answered."""
+    got: list[T] = []
     errors: list[BaseException] = []
 
     def first() -> None:
         try:
-            got["slow"] = slow.security_group("us-east-2", owner, Budget(30.0, 10.0))
+            got.append(slow())
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -178,14 +176,27 @@ def test_two_processes_racing_create_one_group(aws: AwsProvider, proxy: Ec2Fault
     while held.hits == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert held.hits == 1
-    got["fast"] = fast.security_group("us-east-2", owner, Budget(30.0, 10.0))
+    second = fast()
     thread.join(10)
     assert not errors, errors
-    assert got["slow"] == got["fast"]
+    return got[0], second
+
+
+def test_two_processes_racing_create_one_group(aws: AwsProvider, proxy: Ec2FaultProxy, moto: MotoServer) -> None:
+    """The first process's CreateSecurityGroup is held in the proxy while a second process describes, creates
+    and authorizes; the first then gets InvalidGroup.Duplicate, describes again and uses the same group."""
+    owner = new_owner()
+    slow, fast = aws_provider(), aws_provider()
+    warm(slow), warm(fast)
+    held = proxy.inject(Ec2Fault.stall(1.5), action="CreateSecurityGroup")
+    proxy.log.clear()
+    first, second = race(held, lambda: slow.security_group("us-east-2", owner, Budget(30.0, 10.0)),
+                         lambda: fast.security_group("us-east-2", owner, Budget(30.0, 10.0)))
+    assert first == second
     creates = [c for c in proxy.calls if c.method == "CreateSecurityGroup"]
     assert [c.error_code for c in creates] == [None, "InvalidGroup.Duplicate"]  # the held one answered last
     (group,) = groups(moto.url, f"geosched-{owner}", "us-east-2")
-    assert ingress(group) == {("tcp", 22, 22, "0.0.0.0/0"), ("-1", None, None, got["fast"])}
+    assert ingress(group) == {("tcp", 22, 22, "0.0.0.0/0"), ("-1", None, None, second)}
 
 
 def test_narrowing_the_admin_cidrs_narrows_the_group(aws: AwsProvider, proxy: Ec2FaultProxy,
@@ -366,23 +377,7 @@ def test_gcp_racing_inserts_and_narrowing(gce: GceDouble) -> None:
     owner = new_owner()
     slow, fast = gcp_provider(gce.endpoint), gcp_provider(gce.endpoint)
     held = gce.inject(GceFault.stall(1.0), method="firewalls.insert")
-    errors: list[BaseException] = []
-
-    def first() -> None:
-        try:
-            slow.firewalls(owner, Budget(30.0, 10.0))
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    thread = threading.Thread(target=first)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while held.hits == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert held.hits == 1
-    fast.firewalls(owner, Budget(30.0, 10.0))
-    thread.join(10)
-    assert not errors, errors
+    race(held, lambda: slow.firewalls(owner, Budget(30.0, 10.0)), lambda: fast.firewalls(owner, Budget(30.0, 10.0)))
     inserts = [c for c in gce.calls if c.method == "firewalls.insert"]
     assert sorted(c.status for c in inserts) == [200, 200, 409]
     assert len(gce.firewalls(PROJECT)) == 2
