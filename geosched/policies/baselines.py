@@ -47,11 +47,12 @@ def _spread_order(view: JobView, pool: IntArray) -> IntArray:
     return pool[np.lexsort((zone, rank))]
 
 
-def _spread_fill(view: JobView, pool: IntArray) -> tuple[IntArray, IntArray]:
+def spread_fill(view: JobView, pool: IntArray, need: int | None = None) -> tuple[IntArray, IntArray]:
+    """`need` workers (default: the gang) the default scheduler's way over `pool` (karmada uses it per cluster)."""
     order = _spread_order(view, pool)
     cap = view.capacity[order].copy()
     taken = np.zeros_like(cap)
-    need = view.job.workers
+    need = view.job.workers if need is None else need
     while need > 0 and (cap > 0).any():
         live = np.flatnonzero(cap > 0)[:need]
         taken[live] += 1
@@ -102,7 +103,7 @@ def _by_score(attr: str) -> Choose:
     return choose
 
 
-_baseline("spread", _spread_order, _most_free, _spread_fill)
+_baseline("spread", _spread_order, _most_free, spread_fill)
 _baseline("pack", lambda v, p: p[np.lexsort((p, v.ctx.gpus_free[p]))], _least_free)
 _baseline("random", lambda v, p: _rng(v).permutation(p),
           lambda v, o: int(_rng(v).integers(len(o))))
