@@ -21,7 +21,7 @@ from geosched.models import Fleet, Placement, Weights
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
-from geosched.simulate.command import run_simulate_command
+from geosched.simulate.command import Workload, run_simulate_command
 from geosched.store import Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
@@ -213,9 +213,21 @@ def placements(job: Annotated[str | None, typer.Option(help="Only this job.")] =
 
 @app.command(name="simulate")
 def simulate_cmd(
-    trace: Annotated[Path, typer.Option("--trace", help="Gavel .trace, Alibaba 2023 pod CSV, Philly cluster_job_log "
-                                        "JSON, or CSV submit_time,gpus,duration[,model].")],
-    fleet: FleetOpt = None,
+    trace: Annotated[Path | None, typer.Option("--trace", help="Gavel .trace, Alibaba 2023 pod CSV, Philly "
+                                               "cluster_job_log JSON, or CSV submit_time,gpus,duration[,model].")]
+    = None,
+    workload: Annotated[str | None, typer.Option(help="Generate a workload instead of --trace: 'llm' (job sizes, "
+                                                 "run times, arrivals from published LLM-cluster statistics).")]
+    = None,
+    jobs: Annotated[int, typer.Option(help="--workload: number of jobs.")] = Workload.jobs,
+    load: Annotated[float, typer.Option(help="--workload: offered load, a fraction of the fleet's GPUs.")]
+    = Workload.load,
+    min_gpus: Annotated[int, typer.Option(help="--workload: smallest job in GPUs.")] = Workload.min_gpus,
+    like: Annotated[str, typer.Option(help="--workload: the cluster whose statistics it follows (kalos, seren, "
+                                      "philly, helios).")] = Workload.like,
+    seed: Annotated[int, typer.Option(help="--workload: random seed.")] = Workload.seed,
+    fleet: Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON), or 'geo' for the shipped "
+                                               "geo fleet; default: embedded.")] = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
     policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat to compare (default: zone-first).")]
@@ -233,7 +245,9 @@ def simulate_cmd(
     plot: Annotated[Path | None, typer.Option(help="Also write a PNG comparison.")] = None,
 ) -> None:
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
-    run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], fleet=fleet, network=network, snapshot=snapshot,
+    generated = Workload(workload, jobs, load, min_gpus, like, seed) if workload is not None else None
+    run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], workload=generated, fleet=fleet, network=network,
+                         snapshot=snapshot,
                          trace_format=trace_format, output=output.value, plot=plot, gpu=gpu,
                          weights=Weights(network_weight, cost_weight, carbon_weight), strict=not lenient,
                          backfill=backfill)

@@ -44,8 +44,31 @@ def _short(instance_type: str) -> str:
     return instance_type.split(".")[0] if "." in instance_type else instance_type.split("-")[0]
 
 
-def _cluster(provider: str, region: str) -> str:
+def cluster_name(provider: str, region: str) -> str:
     return f"{'eks' if provider == 'aws' else 'gke'}-{region}"
+
+
+def catalog_node(offer: Offering, index: int, gpus_free: int) -> Node:
+    """Node `index` of an offering, named, labelled and priced as its cloud's nodes are (the geo fleet too)."""
+    return Node(
+        name=f"{offer.provider}-{offer.zone}-{_short(offer.instance_type)}-{index:02d}",
+        provider=offer.provider,
+        region=offer.region,
+        zone=offer.zone,
+        instance_type=offer.instance_type,
+        gpu=offer.gpu,
+        gpus=offer.gpus,
+        gpus_free=gpus_free,
+        price_ondemand=offer.price_ondemand,
+        price_spot=offer.price_spot,
+        cluster=cluster_name(offer.provider, offer.region),
+        labels={
+            "topology.kubernetes.io/region": offer.region,
+            "topology.kubernetes.io/zone": offer.zone,
+            "node.kubernetes.io/instance-type": offer.instance_type,
+            "nvidia.com/gpu.product": offer.gpu,
+        },
+    )
 
 
 def _nodes(rng: random.Random) -> list[Node]:
@@ -64,35 +87,15 @@ def _nodes(rng: random.Random) -> list[Node]:
                 for i in range(count):
                     busy = rng.random() < BUSY_FRACTION
                     free = rng.choice([0, 2, 4, 6]) if busy else offer.gpus
-                    nodes.append(
-                        Node(
-                            name=f"{provider}-{zone}-{_short(offer.instance_type)}-{i:02d}",
-                            provider=provider,
-                            region=region,
-                            zone=zone,
-                            instance_type=offer.instance_type,
-                            gpu=offer.gpu,
-                            gpus=offer.gpus,
-                            gpus_free=free,
-                            price_ondemand=offer.price_ondemand,
-                            price_spot=offer.price_spot,
-                            cluster=_cluster(provider, region),
-                            labels={
-                                "topology.kubernetes.io/region": region,
-                                "topology.kubernetes.io/zone": zone,
-                                "node.kubernetes.io/instance-type": offer.instance_type,
-                                "nvidia.com/gpu.product": offer.gpu,
-                            },
-                        )
-                    )
+                    nodes.append(catalog_node(offer, i, free))
     return nodes
 
 
-def _node_links(rng: random.Random, nodes: list[Node]) -> dict[tuple[str, str], LinkStats]:
-    """Each node measured against its next peers in its zone, as a sampled probe plan would."""
+def degraded_nics(rng: random.Random, nodes: list[Node], fraction: float) -> dict[str, LinkStats]:
+    """Which nodes have a bad NIC and how it shows: half slow (2.5 ms, 4 Gbit/s), half lossy (1% loss)."""
     degraded: dict[str, LinkStats] = {}
     for node in nodes:
-        if rng.random() < DEGRADED_FRACTION:
+        if rng.random() < fraction:
             slow = rng.random() < 0.5
             degraded[node.name] = LinkStats(
                 rtt_p50_ms=2.5 if slow else 0.6,
@@ -100,6 +103,13 @@ def _node_links(rng: random.Random, nodes: list[Node]) -> dict[tuple[str, str], 
                 loss=0.0 if slow else 0.01,
                 throughput_gbps=4.0 if slow else 20.0,
             )
+    return degraded
+
+
+def node_links(rng: random.Random, nodes: list[Node],
+               degraded: dict[str, LinkStats]) -> dict[tuple[str, str], LinkStats]:
+    """Each node measured against its next peers in its zone, as a sampled probe plan would; a link to or
+    from a degraded node shows that node's bad NIC."""
     by_zone: dict[str, list[Node]] = {}
     for node in nodes:
         by_zone.setdefault(node.zone, []).append(node)
@@ -142,5 +152,5 @@ def default_network() -> NetworkView:
     rng = random.Random(SEED + 1)
     return NetworkView(
         zone_links=netmodel.zone_links(fleet.zones.values()),
-        node_links=_node_links(rng, list(fleet.nodes)),
+        node_links=node_links(rng, list(fleet.nodes), degraded_nics(rng, list(fleet.nodes), DEGRADED_FRACTION)),
     )
