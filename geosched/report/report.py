@@ -175,7 +175,8 @@ def _document(data: ReportData, rows: list[dict[str, Any]]) -> dict[str, Any]:
                          "baseline_gco2e": s.baseline_gco2e, "recorded_gco2e": s.reference_gco2e,
                          "saved_gco2e": s.gco2e_saved} for s in data.savings],
             "jobs": [{"job": o.job, "placement": o.label, "policy": o.policy, "usd": o.usd, "gco2e": o.gco2e,
-                      "zones": list(o.zones), "regions": list(o.regions), "note": o.note} for o in data.outcomes],
+                      "zones": list(o.zones), "regions": list(o.regions), "run_ratio": o.run_ratio, "note": o.note}
+                     for o in data.outcomes],
         },
         "notes": list(data.notes),
         "methodology": "geosched/report/METHODOLOGY.md",
