@@ -55,7 +55,7 @@ from geosched.kube.config import ClusterConfig, apply_context
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import JobInput, JobKind, parse_job_object, read_job_file
 from geosched.kube.render import RenderOptions, render
-from geosched.models import NetworkView, Node, NoFit, Placement, Pricing, Weights
+from geosched.models import NetworkView, Node, NoFit, Placement, Pricing, Rejection, Weights
 from geosched.store import Store
 
 COMPACT_OBJECTS = {CompactKind.JOB: ("batch/v1", "Job"), CompactKind.JOBSET: ("jobset.x-k8s.io/v1alpha2", "JobSet")}
@@ -214,7 +214,11 @@ def plan(job: JobInput, view: FleetView, clusters: Mapping[str, ClusterConfig], 
     result = policies.place(placed_job.job, ctx, policy, weights)
     if isinstance(result, NoFit):
         return result
-    assert result.cluster is not None, "every node of a live fleet belongs to a cluster"
+    if result.cluster is None:  # a policy that divides gangs across clusters (karmada): nothing to apply as one
+        spanned = ", ".join(sorted({n.cluster or "?" for n in view.fleet.nodes
+                                    if n.name in {a.node for a in result.assignments}}))
+        return NoFit(result.job, policy, (Rejection("policy", f"{policy} splits the gang over clusters {spanned}; "
+                                                    "submit applies a gang to one cluster"),))
     cluster = clusters[result.cluster]
     nodes = {n.name: n for n in view.fleet.nodes if n.cluster == cluster.name}
     manifests = render(job, _restore_clusters(result, job), cluster,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,12 @@ def test_jobs_lists_placed_jobs_across_clusters(fleet: MultiCluster, tmp_path: P
     assert len(rows) == 2 and all(name != "other" for _, name in rows)
     small = next(j for j in found if j.name == "small")
     assert small.state == "Pending" and len(small.zones) == 1 and small.policy == "zone-first"
+
+
+def test_a_policy_that_splits_the_gang_over_clusters_is_no_fit_not_a_crash(fleet: MultiCluster,
+                                                                             tmp_path: Path) -> None:
+    # karmada divides the 4 workers over the three clusters by their available replicas.
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=replace(FAST, policy="karmada"))
+    assert outcome.status == "no-fit" and outcome.nofit is not None
+    assert "splits the gang over clusters cluster-a, cluster-b, cluster-c" in outcome.nofit.message
+    assert writes(fleet) == {"cluster-a": 0, "cluster-b": 0, "cluster-c": 0}
