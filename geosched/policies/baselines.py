@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from geosched.models import NoFit, Placement, Rejection
-from geosched.policies.base import fill, group_ids, limits_ok, no_capacity, placed, register
+from geosched.policies.base import fill, fitting_pools, limits_ok, no_capacity, placed, pool_label, register
 from geosched.policies.context import IntArray, JobView
 from geosched.policies.scoring import evaluate
 
@@ -69,17 +69,13 @@ def _baseline(name: str, order: Order, choose: Choose,
         cand = view.candidates
         if cand.size == 0:
             return no_capacity(view, name)
-        groups = group_ids(view)[cand]
         options: list[tuple[IntArray, IntArray, IntArray]] = []
         skipped: list[Rejection] = []
-        for g in np.unique(groups).tolist():
-            pool = cand[groups == g]
-            if view.capacity[pool].sum() < view.job.workers:
-                continue
+        for _, pool in fitting_pools(view):
             nodes, workers = fill_pool(view, pool) if fill_pool else fill(view, order(view, pool))
             problem = limits_ok(view, nodes)
             if problem:
-                skipped.append(Rejection(f"pool of {view.ctx.names[int(pool[0])]}", problem))
+                skipped.append(Rejection(pool_label(view, pool), problem))
                 continue
             options.append((pool, nodes, workers))
         if not options:

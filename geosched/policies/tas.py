@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geosched.models import NoFit, Placement, Rejection
-from geosched.policies.base import group_ids, limits_ok, no_capacity, placed, register
+from geosched.policies.base import fitting_pools, limits_ok, no_capacity, placed, pool_label, register
 from geosched.policies.context import IntArray, JobView
 
 NAME = "tas"
@@ -120,19 +120,15 @@ def tas(view: JobView) -> Placement | NoFit:
     cand = view.candidates
     if cand.size == 0:
         return no_capacity(view, NAME)
-    groups = group_ids(view)[cand]
     options: list[tuple[tuple[int, int, int], _Assignment]] = []
     skipped: list[Rejection] = []
-    for g in np.unique(groups).tolist():
-        pool = cand[groups == g]
-        if int(view.capacity[pool].sum()) < view.job.workers:
-            continue
+    for g, pool in fitting_pools(view):
         found = assign(view, pool)
         problem = limits_ok(view, found.nodes)
         if problem:
-            skipped.append(Rejection(f"pool of {view.ctx.names[int(pool[0])]}", problem))
+            skipped.append(Rejection(pool_label(view, pool), problem))
             continue
-        options.append(((-found.level, found.fit_count, int(g)), found))
+        options.append(((-found.level, found.fit_count, g), found))
     if not options:
         return no_capacity(view, NAME, skipped)
     best = min(options, key=lambda o: o[0])[1]

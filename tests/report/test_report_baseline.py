@@ -25,15 +25,20 @@ HOURS = 2
 def placed(tmp_path: Path) -> tuple[Store, Placement]:
     """finetune-8 placed by zone-first on the embedded fleet and run there for 2 h (a kube job interval)."""
     store = Store(tmp_path)
-    result = policies.place(JOB, policies.PlacementContext(default_fleet(), default_network()))
+    return store, run_recorded(store, JOB)
+
+
+def run_recorded(store: Store, job: Job) -> Placement:
+    """`job` placed by zone-first on the embedded fleet, recorded, and run there for HOURS (kube job intervals)."""
+    result = policies.place(job, policies.PlacementContext(default_fleet(), default_network()))
     assert isinstance(result, Placement)
     store.record_placement(result)
     for a in result.assignments:
         node = default_fleet().by_name[a.node]
-        used(store, f"{JOB.name}-{a.node}", T0, T0 + HOURS * H, kind="job", job=JOB.name, provider=node.provider,
+        used(store, f"{job.name}-{a.node}", T0, T0 + HOURS * H, kind="job", job=job.name, provider=node.provider,
              region=node.region, zone=node.zone, cluster=node.cluster, instance_type=node.instance_type,
-             gpu=node.gpu, gpus=a.workers * JOB.gpus_per_worker, source="kube")
-    return store, result
+             gpu=node.gpu, gpus=a.workers * job.gpus_per_worker, source="kube")
+    return result
 
 
 def _doc(store: Store) -> dict[str, Any]:
@@ -104,16 +109,9 @@ def test_each_baseline_is_charged_for_its_own_predicted_run_time(tmp_path: Path)
     """A baseline whose placement makes every step slower runs longer, and pays for it (issue 11, item 7)."""
     store = Store(tmp_path)
     gang = Job(name="pretrain-16", workers=2, gpus_per_worker=8, gpu="H100")
-    ctx = policies.PlacementContext(default_fleet(), default_network())
-    recorded = policies.place(gang, ctx)
-    assert isinstance(recorded, Placement) and len(recorded.zones) == 1
-    store.record_placement(recorded)
-    for a in recorded.assignments:
-        node = default_fleet().by_name[a.node]
-        used(store, f"{gang.name}-{a.node}", T0, T0 + HOURS * H, kind="job", job=gang.name, provider=node.provider,
-             region=node.region, zone=node.zone, cluster=node.cluster, instance_type=node.instance_type,
-             gpu=node.gpu, gpus=a.workers * gang.gpus_per_worker, source="kube")
-    spread = policies.place(gang, ctx, "spread")
+    recorded = run_recorded(store, gang)
+    assert len(recorded.zones) == 1
+    spread = policies.place(gang, policies.PlacementContext(default_fleet(), default_network()), "spread")
     assert isinstance(spread, Placement) and len(spread.zones) == 2  # across zones: a slower ring
     ratio = spread.score.step_ms / recorded.score.step_ms
     assert ratio > 1.1
