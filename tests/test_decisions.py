@@ -39,7 +39,6 @@ def one_zone_only_with_a_lossy_node() -> PlacementContext:
     return ctx_of(nodes, bad={"a3": DEGRADED})
 
 
-@OPEN
 def test_two_clean_zones_beat_one_zone_that_needs_a_lossy_node():
     job = Job("j", workers=4, gpus_per_worker=8, profile=FAST_COMPUTE)
     p = ok(place(job, one_zone_only_with_a_lossy_node()))
@@ -56,7 +55,6 @@ def test_a_clean_single_zone_still_beats_two_clean_zones():
     assert p.zones == ("za",)
 
 
-@OPEN
 def test_fewer_zones_win_inside_the_tolerance_and_lose_outside_it():
     """za's gang costs 1.6x zb+zc's; with the network term equal enough, the tolerance decides."""
     nodes = ([node(f"a{i}", "za", price=20.0) for i in range(4)] + [node(f"b{i}", "zb", price=8.0) for i in range(2)]
@@ -69,7 +67,6 @@ def test_fewer_zones_win_inside_the_tolerance_and_lose_outside_it():
     assert loose.zones == ("za",)
 
 
-@OPEN
 def test_carbon_weight_trades_zones_on_the_embedded_default():
     ctx = PlacementContext(default_fleet(), default_network())
     job = load_job(JOBS / "train-64.yaml")
@@ -89,7 +86,6 @@ def test_best_fit_among_equal_zones_keeps_the_larger_zone_whole():
 
 # --- 2. ring model -----------------------------------------------------------------------------------------
 
-@OPEN
 def test_a_cross_region_ring_is_bounded_by_its_slowest_hop_not_a_mix_of_pairs():
     """12 workers over two regions, one 1%-loss node in r1. The old worst link took r1-r2's 60 ms RTT with
     the lossy node's 1% loss, a pair that does not exist; the ring crosses r1-r2 from clean nodes."""
@@ -104,7 +100,6 @@ def test_a_cross_region_ring_is_bounded_by_its_slowest_hop_not_a_mix_of_pairs():
     assert (p.score.worst_rtt_ms, p.score.worst_loss) == (LOSSY.rtt_p50_ms, LOSSY.loss)
 
 
-@OPEN
 def test_the_ring_crosses_each_zone_boundary_once():
     nodes = [node(f"a{i}", "za") for i in range(3)] + [node(f"b{i}", "zb") for i in range(3)]
     p = ok(place(Job("j", workers=6, gpus_per_worker=8), ctx_of(nodes)))
@@ -113,7 +108,6 @@ def test_the_ring_crosses_each_zone_boundary_once():
     assert p.score.hop is not None and {p.score.hop[0][0], p.score.hop[1][0]} == {"a", "b"}
 
 
-@OPEN
 def test_a_latency_sensitive_job_is_judged_on_rtt_p95():
     nodes = [node(f"a{i}", "za") for i in range(2)]
     c = ctx_of(nodes)
@@ -124,7 +118,6 @@ def test_a_latency_sensitive_job_is_judged_on_rtt_p95():
     assert sensitive.score.worst_rtt_ms == GOOD.rtt_p95_ms
 
 
-@OPEN
 def test_explain_json_names_the_hop_that_bounds_the_step():
     nodes = [node(f"a{i}", "za") for i in range(6)] + [node(f"d{i}", "zd", "r2") for i in range(6)]
     doc = placement_to_dict(ok(place(Job("j", workers=12, gpus_per_worker=8), ctx_of(nodes, bad={"a2": LOSSY}))))
@@ -134,7 +127,6 @@ def test_explain_json_names_the_hop_that_bounds_the_step():
 
 # --- 5. explanations that are true --------------------------------------------------------------------------
 
-@OPEN
 def test_a_zone_with_one_filtered_node_is_not_reported_as_having_none():
     nodes = [node("h0", "za", gpu="H100"), node("h1", "za", gpu="H100"), node("a0", "za", gpu="A100")]
     result = place(Job("j", workers=3, gpus_per_worker=8, gpu="H100"), ctx_of(nodes))
@@ -145,7 +137,6 @@ def test_a_zone_with_one_filtered_node_is_not_reported_as_having_none():
     assert any("holds 2 of 3 workers" in r for r in za), za
 
 
-@OPEN
 def test_a_binding_zone_limit_is_named():
     nodes = [node(f"a{i}", "za") for i in range(2)] + [node(f"b{i}", "zb") for i in range(2)]
     result = place(Job("j", workers=3, gpus_per_worker=8, max_zones=1), ctx_of(nodes))
@@ -153,7 +144,6 @@ def test_a_binding_zone_limit_is_named():
     assert "max_zones" in result.message
 
 
-@OPEN
 def test_a_binding_region_limit_is_named():
     nodes = [node(f"a{i}", "za", "r1") for i in range(2)] + [node(f"d{i}", "zd", "r2") for i in range(2)]
     result = place(Job("j", workers=3, gpus_per_worker=8, max_regions=1), ctx_of(nodes))
@@ -161,7 +151,6 @@ def test_a_binding_region_limit_is_named():
     assert "max_regions" in result.message
 
 
-@OPEN
 def test_every_candidate_is_listed():
     nodes = [node(f"{z}{i}", z) for z in ("za", "zb", "zc", "zd", "ze", "zf", "zg", "zh") for i in range(2)]
     p = ok(place(Job("j", workers=2, gpus_per_worker=8), ctx_of(nodes)))
