@@ -286,7 +286,11 @@ def load_network(path: Path, fleet: Fleet | None = None) -> NetworkView:
 
 # --- placements -----------------------------------------------------------------------------------
 
-def score_to_dict(score: Score) -> dict[str, float | None]:
+def score_to_dict(score: Score) -> dict[str, Any]:
+    tput = score.min_throughput_gbps if score.min_throughput_gbps != float("inf") else None
+    hop = None if score.hop is None else {"from": score.hop[0], "to": score.hop[1],
+                                          "rtt_ms": score.worst_rtt_ms, "loss": score.worst_loss,
+                                          "throughput_gbps": tput}
     return {
         "total": round(score.total, 6),
         "network": round(score.network, 6),
@@ -298,7 +302,8 @@ def score_to_dict(score: Score) -> dict[str, float | None]:
         "gco2e_per_hour": round(score.gco2e_per_hour, 2),
         "worst_rtt_ms": round(score.worst_rtt_ms, 3),
         "worst_loss": score.worst_loss,
-        "min_throughput_gbps": score.min_throughput_gbps if score.min_throughput_gbps != float("inf") else None,
+        "min_throughput_gbps": tput,
+        "bounding_hop": hop,
     }
 
 
