@@ -57,13 +57,18 @@ def _domains(view: JobView, nodes: IntArray, level: int) -> list[_Domain]:
     """The domains of `level` that contain `nodes`, in Kueue's sort order: count descending, then values."""
     ctx = view.ctx
     keys = (ctx.region_of, ctx.zone_of, np.arange(len(ctx.names)))[level][nodes]
-    out = []
-    for key in np.unique(keys).tolist():
-        members = nodes[keys == key]
-        head = int(members[0])
-        path = (ctx.region_keys[int(ctx.region_of[head])], ctx.zone_names[int(ctx.zone_of[head])], ctx.names[head])
-        out.append(_Domain(path[: level + 1], members, int(view.capacity[members].sum())))
+    order = np.argsort(keys, kind="stable")
+    nodes, keys = nodes[order], keys[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    counts = np.add.reduceat(view.capacity[nodes], starts).tolist() if nodes.size else []
+    out = [_Domain(_path(view, head)[: level + 1], members, int(count))
+           for head, members, count in zip(nodes[starts].tolist(), np.split(nodes, starts[1:]), counts, strict=True)]
     return sorted(out, key=lambda d: (-d.count, d.values))
+
+
+def _path(view: JobView, node: int) -> tuple[str, str, str]:
+    ctx = view.ctx
+    return ctx.region_keys[int(ctx.region_of[node])], ctx.zone_names[int(ctx.zone_of[node])], ctx.names[node]
 
 
 def _best_fit(domains: list[_Domain], needed: int) -> _Domain:
@@ -93,6 +98,14 @@ def _find_level(view: JobView, pool: IntArray, level: int) -> tuple[int, list[_D
     """`findLevelWithFitDomains` for a preferred request: one domain at the lowest level that holds the gang,
     else one level up; at the top, as few domains as hold it."""
     needed = view.job.workers
+    if level == HOSTNAME:  # the same rule without a domain per node: most gangs fit on no single node
+        caps = view.capacity[pool]
+        if caps.max() < needed:
+            return _find_level(view, pool, level - 1)
+        fit = pool[caps >= needed]
+        tight = fit[view.capacity[fit] == view.capacity[fit].min()]
+        node = min(tight.tolist(), key=lambda i: _path(view, i))
+        return level, [_Domain(_path(view, node), np.array([node], dtype=np.int64), int(view.capacity[node]))]
     domains = _domains(view, pool, level)
     if domains[0].count >= needed:
         return level, [_best_fit(domains, needed)]
