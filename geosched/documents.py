@@ -26,6 +26,7 @@ from geosched.models import (
     Pricing,
     Region,
     Score,
+    Weights,
     Zone,
     pair_key,
     region_key,
@@ -62,11 +63,15 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
         raise f.error("gpu", f"unknown GPU model {gpu!r} (known: {', '.join(sorted(known))})")
     profile = CommProfile()
     if f.has("profile"):
-        p = Fields(f.raw("profile"), source, "profile", {"message_mb", "compute_ms", "utilisation"})
+        p = Fields(f.raw("profile"), source, "profile", {"message_mb", "compute_ms", "utilisation",
+                                                          "latency_sensitive"})
+        sensitive = p.raw("latency_sensitive") if p.has("latency_sensitive") else False
+        p.check("latency_sensitive", isinstance(sensitive, bool), f"expected true or false, got {sensitive!r}")
         profile = CommProfile(
             message_mb=p.number("message_mb", minimum=0.0, default=profile.message_mb),
             compute_ms=p.number("compute_ms", minimum=0.0, exclusive_minimum=True, default=profile.compute_ms),
             utilisation=p.number("utilisation", minimum=0.0, maximum=1.0, default=profile.utilisation),
+            latency_sensitive=bool(sensitive),
         )
     return Job(
         name=name,
@@ -86,6 +91,18 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
     )
 
 
+WEIGHT_FIELDS = {"network", "cost", "carbon", "zone_tolerance"}
+
+
+def parse_weights(data: Any, source: str, path: str) -> Weights:
+    """The `weights` block of a config file (GitOps, scheduler): each term's weight and the zone tolerance."""
+    w, d = Fields(data, source, path, WEIGHT_FIELDS), Weights()
+    return Weights(network=w.number("network", minimum=0.0, default=d.network),
+                   cost=w.number("cost", minimum=0.0, default=d.cost),
+                   carbon=w.number("carbon", minimum=0.0, default=d.carbon),
+                   zone_tolerance=w.number("zone_tolerance", minimum=0.0, default=d.zone_tolerance))
+
+
 def job_to_dict(job: Job) -> dict[str, Any]:
     out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Job", "name": job.name,
                            "namespace": job.namespace, "workers": job.workers,
@@ -99,6 +116,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     out["pricing"] = job.pricing.value
     out["profile"] = {"message_mb": job.profile.message_mb, "compute_ms": job.profile.compute_ms,
                       "utilisation": job.profile.utilisation}
+    if job.profile.latency_sensitive:
+        out["profile"]["latency_sensitive"] = True
     return out
 
 

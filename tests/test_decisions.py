@@ -3,6 +3,8 @@ regression test: zone first as a tolerance, not an absolute rule; the ring model
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from geosched.comm import comm_ms
@@ -156,3 +158,30 @@ def test_every_candidate_is_listed():
     p = ok(place(Job("j", workers=2, gpus_per_worker=8), ctx_of(nodes)))
     assert len(p.alternatives) == 7
     assert len(placement_to_dict(p)["alternatives"]) == 7
+
+
+def test_place_explain_pages_the_candidates_and_json_lists_them_all(tmp_path):
+    from tests.test_cli import geosched
+
+    doc = json.loads(geosched("place", JOBS / "train-64.yaml", "-o", "json", home=tmp_path).stdout)
+    shown = geosched("place", JOBS / "train-64.yaml", "--explain", "--limit", "3", home=tmp_path).stdout
+    assert f"3 of {len(doc['alternatives']) + 1} shown" in shown and "bounded by the ring hop" in shown
+    assert len(doc["alternatives"]) >= 6 and doc["score"]["bounding_hop"]["from"]
+    # Without the tolerance the lowest total wins outright; with it, best fit may take a near-equal zone.
+    strict = json.loads(geosched("place", JOBS / "train-64.yaml", "-o", "json", "--zone-tolerance", "0",
+                                 home=tmp_path).stdout)
+    assert all(strict["score"]["total"] <= a["score"]["total"] for a in strict["alternatives"])
+
+
+def test_job_files_and_configs_carry_latency_sensitivity_and_the_zone_tolerance():
+    from geosched.documents import job_to_dict, parse_job, parse_weights
+    from geosched.errors import InputError
+
+    doc = {"name": "j", "workers": 2, "gpus_per_worker": 8, "profile": {"latency_sensitive": True}}
+    job = parse_job(doc, "j.yaml")
+    assert job.profile.latency_sensitive and parse_job(job_to_dict(job), "again.yaml") == job
+    with pytest.raises(InputError, match=r"latency_sensitive.*true or false"):
+        parse_job({**doc, "profile": {"latency_sensitive": "yes"}}, "j.yaml")
+    assert parse_weights({"zone_tolerance": 0.2}, "gitops.yaml", "weights").zone_tolerance == 0.2
+    with pytest.raises(InputError, match="zone_tolerance"):
+        parse_weights({"zone_tolerance": -1}, "gitops.yaml", "weights")

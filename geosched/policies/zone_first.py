@@ -342,7 +342,8 @@ def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, us
                                    minlength=starts.size).astype(np.float64)
     best = float(total.min())
     band = total <= best * (1 + view.weights.zone_tolerance) + 1e-12
-    order = np.lexsort((np.arange(total.size), usd, total, left, zones, regions, ~band))
+    # Outside the band only the total counts (it orders the alternatives shown).
+    order = np.lexsort((np.arange(total.size), usd, total, left * band, zones * band, regions * band, ~band))
     return Ranking(order, total, zones, regions, left, best)
 
 
