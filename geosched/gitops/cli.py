@@ -1,6 +1,7 @@
 """`geosched gitops render | check`: the typer sub-app. Parses arguments, calls the library, prints.
 
-Exit codes: 0 done / up to date; 1 `check` found the tree stale; 2 bad input (one line on stderr).
+Exit codes: 0 done / up to date; 1 `check` found the tree stale or pods no snapshot node admits; 2 bad input
+(one line on stderr).
 """
 
 from __future__ import annotations
@@ -69,11 +70,12 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
 @app.command("check")
 def check_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
               config: ConfigOpt = None, at: AtOpt = None) -> None:
-    """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to."""
+    """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to, or with the
+    pods no node of the snapshot admits (a pinned label value no node carries)."""
     with _bad_input():
         result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at))
     sys.stdout.write(result.report())
-    if not result.up_to_date:
+    if not result.passed:
         raise typer.Exit(1)
 
 
