@@ -263,20 +263,22 @@ def sweep(store: Store, providers: Mapping[str, Provider], *, regions: Mapping[s
     return SweepResult(tuple(orphans), tuple(foreign), listed, terminated, budget.calls + calls, tuple(errors))
 
 
-NODE_LABELS = ("topology.kubernetes.io/region", "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type",
-               "nvidia.com/gpu.product")
+GANG_LABEL = "geosched.io/gang"
 
 
 def fleet_nodes(store: Store, gang: str | None = None) -> tuple[Node, ...]:
-    """Provisioned machines that are up, as fleet nodes: one identity, `provider_id` the provider's id."""
+    """Provisioned machines that are up, as fleet nodes: one identity, `provider_id` the provider's id.
+
+    A machine that is not a Kubernetes node carries no Kubernetes labels, so none is made up (an AWS zone's name
+    on a node differs per account; the GPU product label comes from GPU feature discovery): it carries only its
+    gang. When it joins a cluster, the cluster's node record brings the labels (`kube.inventory.merge_launched`)."""
     rows = journal.instances(store, gang=gang, states=("launched",))
     ready = {g.gang for g in journal.gangs(store, ("ready",))}
     out = []
     for r in rows:
         if r.gang not in ready:
             continue
-        labels = dict(zip(NODE_LABELS, (r.region, r.zone, r.instance_type, r.gpu), strict=True))
-        labels["geosched.io/gang"] = r.gang
+        labels = {GANG_LABEL: r.gang}
         out.append(Node(
             name=r.name, provider=r.provider, region=r.region, zone=r.zone, instance_type=r.instance_type, gpu=r.gpu,
             gpus=r.gpus, gpus_free=r.gpus,

@@ -153,6 +153,8 @@ def test_attempt_log_says_what_was_tried_in_order_and_why(gcp: GcpProvider, gce:
     assert {(b.kind, b.scope) for b in blocks} == {("capacity", "zone"), ("quota", "region")}
     nodes = lifecycle.fleet_nodes(store)
     assert {n.provider_id for n in nodes} == set(gce_alive(gce, result.gang))
+    # Not (yet) a Kubernetes node: no Kubernetes labels made up for it, only its gang.
+    assert all(dict(n.labels) == {"geosched.io/gang": result.gang} for n in nodes)
     lifecycle.down(store, {"gcp": gcp}, result.gang, fast_settings().lifecycle)
     assert lifecycle.fleet_nodes(store) == ()
 
