@@ -17,6 +17,7 @@ from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
 from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
+from geosched.kube.config import load_cluster_config
 from geosched.models import Fleet, Placement, Weights
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
@@ -171,13 +172,38 @@ def snapshot_export(
     directory: Annotated[Path, typer.Argument(help="Directory to write fleet and network files into.")],
     embedded: Annotated[bool, typer.Option("--embedded", help="Export the embedded default instead of the store.")]
     = False,
+    from_clusters: Annotated[bool, typer.Option(
+        "--from-clusters", help="The live clusters' GPU nodes (free GPUs, labels as they are) on the store's "
+        "measured network, the shipped model where nothing was measured: what a GitOps tree renders from.")] = False,
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="With --from-clusters: kubeconfig file "
+                                                    "(default: $KUBECONFIG, else ~/.kube/config).")] = None,
+    context: Annotated[list[str] | None, typer.Option("--context", help="With --from-clusters: only this context "
+                                                      "or cluster (repeatable).")] = None,
+    clusters: Annotated[Path | None, typer.Option("--clusters", help="With --from-clusters: cluster config naming "
+                                                  "the clusters (the GitOps tree's clusters.yaml).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="yaml or json.")] = "yaml",
 ) -> None:
     """Write the store's fleet (with the provisioned machines that are up) and measured network view as files."""
     if fmt not in ("yaml", "json"):
         raise InputError("--format", "", f"expected yaml or json, got {fmt!r}")
+    if embedded and from_clusters:
+        raise InputError("--from-clusters", "", "give either --embedded or --from-clusters, not both")
+    if not from_clusters and (kubeconfig or context or clusters):
+        raise InputError("--kubeconfig/--context/--clusters", "", "only with --from-clusters")
     if embedded:
         paths = write_snapshot(directory, default_fleet(), default_network(), fmt)
+    elif from_clusters:
+        # The API client is imported when used, as by the kube commands (`geosched --help` stays light).
+        from geosched.kube.cluster_inventory import snapshot as cluster_snapshot
+
+        configs = load_cluster_config(clusters) if clusters is not None else None
+        with State.store() as store:
+            measured = store.network_view()
+        view, network = cluster_snapshot(kubeconfig, tuple(context or ()), configs, measured)
+        for note in (*(f"{r.subject}: {r.reason}" for r in view.skipped), *view.assumptions):
+            render.err.print(f"note: {note}", markup=False)
+        paths = write_snapshot(directory, view.fleet, network, fmt)
+        render.out.print(f"{len(view.fleet.nodes)} GPU nodes from {', '.join(view.clusters)}")
     else:
         with State.store() as store:
             # Measured links only: a re-import must not turn the shipped model into measurements.

@@ -34,7 +34,7 @@ from pathlib import Path
 from statistics import median
 
 from geosched import catalog, netmodel
-from geosched.errors import InputError
+from geosched.errors import GeoschedError, InputError
 from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_files, list_contexts
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
@@ -233,10 +233,31 @@ def _unique_names(nodes: Sequence[Node]) -> list[Node]:
 
 
 def network_for(fleet: Fleet, measured: NetworkView | None = None) -> NetworkView:
-    """The network a live fleet is placed on: the shipped model (`geosched.netmodel`) for every zone pair it
-    knows, overridden by measured zone links; measured node links as they are."""
+    """The network a live fleet is placed on: the shipped model (`geosched.netmodel`, links with `samples: 0`)
+    for every zone pair it knows, overridden by measured zone links; measured node links as they are. Only links
+    between the fleet's own zones and nodes: a snapshot names nothing the fleet does not hold."""
     links = netmodel.zone_links(fleet.zones.values())
     if measured is None:
         return NetworkView(zone_links=links)
-    links.update(measured.zone_links)
-    return NetworkView(zone_links=links, node_links=measured.node_links, stale_after_s=measured.stale_after_s)
+    links.update((pair, link) for pair, link in measured.zone_links.items()
+                 if pair[0] in fleet.zones and pair[1] in fleet.zones)
+    names = fleet.by_name
+    node_links = {pair: link for pair, link in measured.node_links.items() if pair[0] in names and pair[1] in names}
+    return NetworkView(zone_links=links, node_links=node_links, stale_after_s=measured.stale_after_s)
+
+
+class ClustersUnreachable(GeoschedError):
+    """A snapshot without a cluster would move every job off it: refused rather than written."""
+
+
+def snapshot(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
+             clusters: Mapping[str, ClusterConfig] | None = None, measured: NetworkView | None = None,
+             ) -> tuple[FleetView, NetworkView]:
+    """The live fleet of every candidate cluster and the network it is placed on, as the files a GitOps tree
+    renders from (`geosched snapshot export --from-clusters`): the same reading `submit` places on."""
+    view = load(kubeconfig, contexts, clusters)
+    if view.unreachable:
+        names = "; ".join(f"{u.cluster} (context {u.context}): {u.reason}" for u in view.unreachable)
+        raise ClustersUnreachable(f"cannot read {names}; nothing written (a snapshot without a cluster would "
+                                  "move its jobs away; leave it out with --context)")
+    return view, network_for(view.fleet, measured)

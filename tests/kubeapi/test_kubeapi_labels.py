@@ -5,6 +5,9 @@ select the nodes the gang was placed on, on clusters whose nodes are shaped like
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,10 +22,11 @@ from geosched.documents import load_fleet, load_job
 from geosched.kube import keys
 from geosched.kube.config import load_cluster_config
 from geosched.kube.submit import SubmitOptions, submit
-from geosched.models import Node, Placement
+from geosched.models import LinkStats, Node, Placement
 from geosched.policies import PlacementContext
+from geosched.store import Sample, Store
 from tests.kubeapi.real_nodes import eks_us_east_1, gke_us_central1, pod_specs, seed, selected
-from tests.kubeemu import MultiCluster, node_manifest
+from tests.kubeemu import MultiCluster, node_manifest, pod_manifest
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,3 +140,91 @@ def test_the_demo_handoff_selects_the_nodes_of_its_cluster(tmp_path: Path, examp
     with MultiCluster(names=[placement.cluster], directory=tmp_path) as mc:
         seed(mc[placement.cluster], [node_object(n) for n in fleet.nodes if n.cluster == placement.cluster])
         assert_selects_its_nodes(mc, placement.cluster, obj)
+
+
+# --- snapshot export --from-clusters, then GitOps from it --------------------------------------------
+
+CLUSTER_CONFIG = """\
+apiVersion: geosched.io/v1alpha1
+kind: ClusterConfig
+clusters:
+  eks-us-east-1: {context: eks-us-east-1, backend: kueue, queue: team-a, namespace: ml}
+  gke-us-central1: {context: gke-us-central1, backend: coscheduling, namespace: ml}
+"""
+MEASURED = LinkStats(rtt_p50_ms=0.31, rtt_p95_ms=0.52, loss=0.0, throughput_gbps=42.0, samples=20)
+
+
+def geosched(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "geosched", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd)
+
+
+def gitops_repo(root: Path, real: MultiCluster) -> Path:
+    """A GitOps repository whose snapshot is exported from the live clusters, one job per cluster."""
+    (root / "clusters.yaml").write_text(CLUSTER_CONFIG, encoding="utf-8")
+    (root / "jobs").mkdir(parents=True)
+    for name, cluster, gpu in (("llm", "eks-us-east-1", "H100"), ("vision", "gke-us-central1", "H100")):
+        (root / "jobs" / f"{name}.yaml").write_text(
+            f"name: {name}\nworkers: 2\ngpus_per_worker: 8\ngpu: {gpu}\nclusters: [{cluster}]\n"
+            "image: ghcr.io/example/llm:1.0\n", encoding="utf-8")
+    home = root / "home"
+    with Store(home) as store:
+        # The store measured one zone's own links; every other zone pair comes from the shipped model.
+        store.add_samples([Sample("zone", "use1-az6", "use1-az6", time.time(), MEASURED)])
+    run = geosched("--home", str(home), "snapshot", "export", str(root / "snapshot"), "--from-clusters",
+                   "--kubeconfig", str(real.kubeconfig), "--clusters", str(root / "clusters.yaml"))
+    assert run.returncode == 0, run.stderr
+    return root
+
+
+def test_snapshot_export_from_clusters_reads_the_nodes_as_they_are(real: MultiCluster, tmp_path: Path) -> None:
+    eks = real["eks-us-east-1"]
+    # A running 8-GPU pod holds one p4d node; a finished one holds nothing.
+    eks.add_namespace("ml")
+    eks.create(pod_manifest("busy", "ml", node_name="ip-10-0-2-14.ec2.internal", phase="Running", gpus=8))
+    eks.create(pod_manifest("done", "ml", node_name="ip-10-0-2-88.ec2.internal", phase="Succeeded", gpus=8))
+    repo = gitops_repo(tmp_path, real)
+    fleet = load_fleet(repo / "snapshot" / "fleet.yaml")
+    nodes = fleet.by_name
+    seeded = {n["metadata"]["name"]: n for n in (*eks_us_east_1(), *gke_us_central1())}
+    assert set(nodes) == set(seeded)
+    for name, node in nodes.items():
+        assert dict(node.labels) == seeded[name]["metadata"]["labels"]  # labels as they are
+        assert node.provider_id == seeded[name]["spec"]["providerID"]
+    p5 = nodes["ip-10-0-1-23.ec2.internal"]
+    # AWS: provider from the providerID, the zone ID (the catalog's key) from topology.k8s.aws/zone-id.
+    assert (p5.provider, p5.region, p5.zone, p5.instance_type, p5.gpu, p5.cluster) == (
+        "aws", "us-east-1", "use1-az6", "p5.48xlarge", "H100", "eks-us-east-1")
+    assert (p5.price_ondemand, p5.price_spot) == (98.32, 25.3026)  # the catalog's p5.48xlarge in use1-az6
+    assert (nodes["ip-10-0-2-14.ec2.internal"].gpus_free, nodes["ip-10-0-2-88.ec2.internal"].gpus_free) == (0, 8)
+    gke = nodes["gke-train-central-h100-pool-5c2f3a1b-x7k2"]
+    assert (gke.provider, gke.zone, gke.instance_type, gke.gpu, gke.price_ondemand) == (
+        "gcp", "us-central1-c", "a3-highgpu-8g", "H100", 43.06615)
+    network = yaml.safe_load((repo / "snapshot" / "network.yaml").read_text(encoding="utf-8"))
+    zones = {(z["a"], z["b"]): z for z in network["zones"]}
+    assert set(zones) == {(a, b) for a in fleet.zones for b in fleet.zones if a <= b}
+    assert zones[("use1-az6", "use1-az6")]["samples"] == 20  # measured
+    assert zones[("use1-az2", "use1-az6")]["samples"] == 0  # the shipped model
+
+
+def test_a_gitops_tree_rendered_from_the_live_snapshot_selects_the_real_nodes(real: MultiCluster,
+                                                                            tmp_path: Path) -> None:
+    repo = gitops_repo(tmp_path, real)
+    args = ["--jobs", "jobs", "--snapshot", "snapshot", "--clusters", "clusters.yaml", "--out", "."]
+    run = geosched("gitops", "render", *args, cwd=repo)
+    assert run.returncode == 0 and "2 placed, 0 unplaced" in run.stdout, run.stdout + run.stderr
+    for cluster, job in (("eks-us-east-1", "llm"), ("gke-us-central1", "vision")):
+        [obj] = placed_objects(repo / "clusters" / cluster / "ml" / f"{job}.yaml")
+        assert_selects_its_nodes(real, cluster, obj)
+    check = geosched("gitops", "check", *args, cwd=repo)
+    assert (check.returncode, check.stdout) == (0, "the tree is up to date\n"), check.stdout
+
+
+def test_snapshot_export_from_clusters_writes_nothing_when_a_cluster_cannot_be_read(real: MultiCluster,
+                                                                                  tmp_path: Path) -> None:
+    real["gke-us-central1"].inject(500, path=r"^/api/v1/nodes$", times=None)
+    run = geosched("--home", str(tmp_path / "home"), "snapshot", "export", str(tmp_path / "snap"),
+                   "--from-clusters", "--kubeconfig", str(real.kubeconfig))
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "cannot read gke-us-central1 (context gke-us-central1)" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "snap").exists()
