@@ -15,6 +15,7 @@ from geosched.demo import run_demo
 from geosched.documents import load_job
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
+from geosched.gitops.index import placed_jobs
 from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
@@ -181,6 +182,8 @@ def snapshot_export(
                                                       "or cluster (repeatable).")] = None,
     clusters: Annotated[Path | None, typer.Option("--clusters", help="With --from-clusters: cluster config naming "
                                                   "the clusters (the GitOps tree's clusters.yaml).")] = None,
+    placements: Annotated[Path | None, typer.Option("--placements", help="With --from-clusters: the GitOps tree's "
+                                                    "placements.yaml; GPUs its jobs' pods hold count as free.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="yaml or json.")] = "yaml",
 ) -> None:
     """Write the store's fleet (with the provisioned machines that are up) and measured network view as files."""
@@ -188,8 +191,8 @@ def snapshot_export(
         raise InputError("--format", "", f"expected yaml or json, got {fmt!r}")
     if embedded and from_clusters:
         raise InputError("--from-clusters", "", "give either --embedded or --from-clusters, not both")
-    if not from_clusters and (kubeconfig or context or clusters):
-        raise InputError("--kubeconfig/--context/--clusters", "", "only with --from-clusters")
+    if not from_clusters and (kubeconfig or context or clusters or placements):
+        raise InputError("--kubeconfig/--context/--clusters/--placements", "", "only with --from-clusters")
     if embedded:
         paths = write_snapshot(directory, default_fleet(), default_network(), fmt)
     elif from_clusters:
@@ -197,9 +200,10 @@ def snapshot_export(
         from geosched.kube.cluster_inventory import snapshot as cluster_snapshot
 
         configs = load_cluster_config(clusters) if clusters is not None else None
+        released = placed_jobs(placements) if placements is not None else None
         with State.store() as store:
             measured = store.network_view()
-        view, network = cluster_snapshot(kubeconfig, tuple(context or ()), configs, measured)
+        view, network = cluster_snapshot(kubeconfig, tuple(context or ()), configs, measured, released)
         for note in (*(f"{r.subject}: {r.reason}" for r in view.skipped), *view.assumptions):
             render.err.print(f"note: {note}", markup=False)
         paths = write_snapshot(directory, view.fleet, network, fmt)

@@ -26,7 +26,7 @@ one identity.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cache
@@ -38,12 +38,17 @@ from geosched.errors import GeoschedError, InputError
 from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_files, list_contexts
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
+from geosched.kube.keys import JOB_LABEL
 from geosched.models import Fleet, NetworkView, Node, Region, Rejection, Zone, region_key
 
 DEFAULT_GRID_GCO2E_PER_KWH = 480.0
 DEFAULT_PUE = 1.58
 # Bound pods that are not finished: the only ones holding GPUs (the same rule as inventory.gpus_in_use).
 LIVE_BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+JobRef = tuple[str, str]
+"""A job geosched rendered, as (namespace, name): its pods carry `geosched.io/job: <name>`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +141,30 @@ def read_clusters(refs: Sequence[ClusterRef], kubeconfig: Path | None = None, *,
 
 
 def load(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
-         clusters: Mapping[str, ClusterConfig] | None = None, launched: Sequence[Node] = ()) -> FleetView:
-    """The live fleet over every candidate cluster that answered."""
+         clusters: Mapping[str, ClusterConfig] | None = None, launched: Sequence[Node] = (),
+         released: Mapping[str, Collection[JobRef]] | None = None) -> FleetView:
+    """The live fleet over every candidate cluster that answered; GPUs held by the pods of `released` jobs
+    (per cluster) count as free (see `release`)."""
     refs = candidates(kubeconfig, contexts, clusters)
     readings, unreachable = read_clusters(refs, kubeconfig)
+    if released:
+        readings = [release(r, released.get(r.cluster, ())) for r in readings]
     view = build_fleet(readings, launched)
     return replace(view, unreachable=tuple(unreachable))
+
+
+def release(reading: ClusterReading, jobs: Collection[JobRef]) -> ClusterReading:
+    """The reading without the pods of `jobs`: the GPUs they hold count as free. A GitOps tree's snapshot is what
+    its own jobs may use, so taken while they run it must not show their GPUs as someone else's."""
+    wanted = set(jobs)
+    if not wanted:
+        return reading
+
+    def own(pod: Json) -> bool:
+        meta = pod.get("metadata") or {}
+        return (meta.get("namespace"), (meta.get("labels") or {}).get(JOB_LABEL)) in wanted
+
+    return replace(reading, pods=tuple(p for p in reading.pods if not own(p)))
 
 
 # --- building the fleet (pure) --------------------------------------------------------------------
@@ -252,10 +275,10 @@ class ClustersUnreachable(GeoschedError):
 
 def snapshot(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
              clusters: Mapping[str, ClusterConfig] | None = None, measured: NetworkView | None = None,
-             ) -> tuple[FleetView, NetworkView]:
+             released: Mapping[str, Collection[JobRef]] | None = None) -> tuple[FleetView, NetworkView]:
     """The live fleet of every candidate cluster and the network it is placed on, as the files a GitOps tree
     renders from (`geosched snapshot export --from-clusters`): the same reading `submit` places on."""
-    view = load(kubeconfig, contexts, clusters)
+    view = load(kubeconfig, contexts, clusters, released=released)
     if view.unreachable:
         names = "; ".join(f"{u.cluster} (context {u.context}): {u.reason}" for u in view.unreachable)
         raise ClustersUnreachable(f"cannot read {names}; nothing written (a snapshot without a cluster would "

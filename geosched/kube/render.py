@@ -6,7 +6,7 @@ The user's own object comes back with the placement added; nothing else of it ch
   `topology.kubernetes.io/region` when the gang sits in one region, on `nvidia.com/gpu.product` when the
   placed nodes' product labels are known, and on `kubernetes.io/hostname` when the cluster pins hosts;
 - the backend's handoff (Kueue, coscheduling, Volcano; see backends/);
-- provenance annotations under `geosched.io/`;
+- provenance annotations under `geosched.io/`, and the `geosched.io/job` label on the object and its pods;
 - a Karmada PropagationPolicy when the cluster sits behind Karmada.
 
 Host pinning is per gang, not per worker: one pod template serves every worker of an Indexed Job, so the
@@ -88,7 +88,7 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
                 gpus=job.job.gpus, zones=placement.zones, regions=placement.regions)
     plan = handoff(gang, cluster)
 
-    _apply_pods(obj, kind, pod_sets, plan, constraints, cluster, job.source)
+    _apply_pods(obj, kind, pod_sets, plan, constraints, cluster, job)
     _apply_object(obj, kind, plan)
 
     digest = provenance.inputs_digest({
@@ -169,15 +169,17 @@ def _check(job: JobInput, placement: Placement, cluster: ClusterConfig) -> None:
 
 
 def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], plan: Handoff,
-                constraints: Constraints, cluster: ClusterConfig, source: str) -> None:
+                constraints: Constraints, cluster: ClusterConfig, job: JobInput) -> None:
     if kind is JobKind.TRAINJOB:
-        _apply_trainjob(obj, plan, constraints, cluster, source)
+        _apply_trainjob(obj, plan, constraints, cluster, job.source)
         return
     for pod_set in pod_sets:
         assert pod_set.path is not None, "only a TrainJob has pods without a template"
         template = _resolve(obj, pod_set.path)
         meta = template.setdefault("metadata", {})
-        _merge(meta, "labels", plan.pod_labels)
+        # The job's label on its pods too, so the GPUs they hold can be told from others' (`snapshot export
+        # --from-clusters --placements`: a GitOps tree's own jobs do not compete with themselves).
+        _merge(meta, "labels", {keys.JOB_LABEL: job.name, **plan.pod_labels})
         _merge(meta, "annotations", plan.pod_annotations)
         spec = template["spec"]
         if plan.scheduler_name is not None:

@@ -148,6 +148,8 @@ def _check_provenance(obj: Mapping[str, Any], zones: tuple[str, ...]) -> None:
                                                             "total": 1.0523}
     assert len(annotations["geosched.io/inputs-sha256"]) == 64
     assert obj["metadata"]["labels"][keys.JOB_LABEL] == obj["metadata"]["name"]
+    for template, _ in pod_templates(obj):
+        assert template["metadata"]["labels"][keys.JOB_LABEL] == obj["metadata"]["name"]
 
 
 def _check_placement(obj: Mapping[str, Any], zones: tuple[str, ...], regions: tuple[str, ...]) -> None:

@@ -19,6 +19,7 @@ from geosched import policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo.stages import handoff
 from geosched.documents import load_fleet, load_job
+from geosched.gitops import check_tree
 from geosched.kube import keys
 from geosched.kube.config import load_cluster_config
 from geosched.kube.submit import SubmitOptions, submit
@@ -228,3 +229,55 @@ def test_snapshot_export_from_clusters_writes_nothing_when_a_cluster_cannot_be_r
     assert run.returncode == 1, run.stdout + run.stderr
     assert "cannot read gke-us-central1 (context gke-us-central1)" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "snap").exists()
+
+
+def test_the_scheduled_export_keeps_running_jobs_where_they_are(real: MultiCluster, tmp_path: Path) -> None:
+    """The flow of examples/gitops/README.md: render, the jobs run, a fresh export, render again. With the tree's
+    placements.yaml the export counts its own jobs' GPUs as theirs, and nothing moves; without it the jobs would
+    compete with themselves."""
+    repo = gitops_repo(tmp_path, real)
+    args = ["--jobs", "jobs", "--snapshot", "snapshot", "--clusters", "clusters.yaml", "--out", "."]
+    assert geosched("gitops", "render", *args, cwd=repo).returncode == 0
+    for cluster, job in (("eks-us-east-1", "llm"), ("gke-us-central1", "vision")):
+        [obj] = placed_objects(repo / "clusters" / cluster / "ml" / f"{job}.yaml")
+        labels = obj["spec"]["template"]["metadata"]["labels"]
+        real[cluster].add_namespace("ml")
+        for i, node in enumerate(sorted(assigned(obj))):  # what the Job controller and scheduler would do
+            real[cluster].create(pod_manifest(f"{job}-{i}", "ml", node_name=node, phase="Running", gpus=8,
+                                              labels=labels))
+    export = ["--home", str(tmp_path / "home"), "snapshot", "export", "snapshot", "--from-clusters",
+              "--kubeconfig", str(real.kubeconfig), "--clusters", "clusters.yaml"]
+    run = geosched(*export, "--placements", "placements.yaml", cwd=repo)
+    assert run.returncode == 0, run.stderr
+    # Only the index changes (the network's digest: its measurement is older now); no job moves.
+    result = check_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo)
+    assert (result.written, result.removed, result.unmatched) == (("placements.yaml",), (), ()), result.report()
+    # Without the tree's placements the same export sees its jobs' nodes as busy: the jobs would move.
+    assert geosched(*export, cwd=repo).returncode == 0
+    result = check_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo)
+    assert any(path.startswith("clusters/") for path in (*result.written, *result.removed)), result.report()
+
+
+def test_the_example_snapshot_workflow_runs_on_live_clusters(real: MultiCluster, tmp_path: Path) -> None:
+    """examples/gitops/.github/workflows/snapshot.yaml's own commands and arguments, against emulated clusters."""
+    workflow = yaml.safe_load((EXAMPLE / ".github" / "workflows" / "snapshot.yaml").read_text(encoding="utf-8"))
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as true
+    assert "schedule" in triggers and workflow["jobs"]["snapshot"]["permissions"] == {"contents": "write"}
+    steps = " ".join(step.get("run", "") for step in workflow["jobs"]["snapshot"]["steps"])
+    commands = ["geosched snapshot import snapshot", "geosched snapshot export snapshot $EXPORT_ARGS",
+                'geosched gitops render $TREE_ARGS --at "$(git log -1 --format=%cI)"']
+    assert all(c in steps for c in commands) and "git push" in steps
+    env = workflow["env"]
+    repo = gitops_repo(tmp_path, real)
+    (repo / "gitops.yaml").write_text("apiVersion: geosched.io/v1alpha1\nkind: GitOpsConfig\n", encoding="utf-8")
+    (repo / "kubeconfig").write_text(real.kubeconfig.read_text(encoding="utf-8"), encoding="utf-8")
+    tree = env["TREE_ARGS"].split()
+    assert geosched("gitops", "render", *tree, cwd=repo).returncode == 0
+    home = ["--home", str(repo / env["GEOSCHED_HOME"])]
+    for args in (["snapshot", "import", "snapshot"], ["snapshot", "export", "snapshot", *env["EXPORT_ARGS"].split()],
+                 ["gitops", "render", *tree, "--at", "2025-03-01T13:00:00Z"]):
+        run = geosched(*home, *args, cwd=repo)
+        assert run.returncode == 0, f"{args}: {run.stderr}"
+    for cluster, job in (("eks-us-east-1", "llm"), ("gke-us-central1", "vision")):
+        [obj] = placed_objects(repo / "clusters" / cluster / "ml" / f"{job}.yaml")
+        assert_selects_its_nodes(real, cluster, obj)
