@@ -45,7 +45,10 @@ def region_key(provider: str, region: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Zone:
-    """A failure and network domain. `name` is unique in a fleet (AWS zone IDs, GCP zone names)."""
+    """A failure and network domain. `name` is unique in a fleet and keys the catalog and the network: AWS zone
+    IDs (`use1-az1`, the same place in every account), GCP zone names. The value nodes carry in
+    `topology.kubernetes.io/zone` (on AWS the zone's name, which differs per account) is in the nodes' labels,
+    read from the clusters, never derived from the ID."""
 
     name: str
     provider: str
