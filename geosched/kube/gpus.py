@@ -75,6 +75,11 @@ def model_from_product(product: str) -> str | None:
     return None
 
 
+def model_from_gke_accelerator(accelerator: str) -> str | None:
+    """The catalog GPU model for a `cloud.google.com/gke-accelerator` value, or None when it names no known part."""
+    return next((model for model, p in PARTS.items() if p.gke_accelerator == accelerator), None)
+
+
 def whole_count(value: Any) -> int | None:
     """A Kubernetes quantity that must be a whole number (extended resources are never fractional)."""
     if isinstance(value, bool):

@@ -114,6 +114,16 @@ def test_gce_provider_and_zone_name() -> None:
     assert (node.provider, node.zone, node.gpu, node.price_ondemand) == ("gcp", "us-central1-a", "A100", 29.38708)
 
 
+def test_a_gke_node_without_gpu_feature_discovery_takes_the_gpu_from_its_accelerator_label() -> None:
+    # A GKE zone the catalog does not price a3 in, and no GFD (GKE's own driver installer runs none).
+    labels = {keys.REGION: "us-central1", keys.ZONE: "us-central1-f", keys.INSTANCE_TYPE: "a3-highgpu-8g",
+              keys.GKE_ACCELERATOR: "nvidia-h100-80gb"}
+    node = kube_node("gke-a3", provider_id="gce://proj/us-central1-f/gke-a3", labels=labels)
+    del node["metadata"]["labels"][keys.GPU_PRODUCT]
+    (found,) = nodes_from_kube([node], [], "gke").nodes
+    assert (found.provider, found.zone, found.gpu, found.price_ondemand) == ("gcp", "us-central1-f", "H100", None)
+
+
 def test_client_models_are_accepted() -> None:
     v1 = client.V1Node(
         metadata=client.V1ObjectMeta(name="n1", labels=kube_node("n1")["metadata"]["labels"]),

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from geosched.cli import app
 from geosched.default_fleet import default_fleet
 from geosched.documents import load_fleet
-from geosched.kube.gpus import PARTS, model_from_product, part
+from geosched.kube.gpus import PARTS, model_from_gke_accelerator, model_from_product, part
 from geosched.models import Node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,3 +89,5 @@ def test_each_product_name_reads_back_as_its_model(model: str) -> None:
     assert product is not None
     # The H100 of a3-megagpu is the same part as any H100: GFD cannot tell them apart, the catalog can.
     assert model_from_product(product) == ("H100" if model == "H100-MEGA" else model)
+    accelerator = part(model).gke_accelerator
+    assert accelerator is None or model_from_gke_accelerator(accelerator) == model
