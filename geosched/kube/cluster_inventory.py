@@ -38,7 +38,7 @@ from geosched.errors import GeoschedError, InputError
 from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_files, list_contexts
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
-from geosched.kube.keys import JOB_LABEL
+from geosched.kube.keys import AWS_ZONE_ID, JOB_LABEL
 from geosched.models import Fleet, NetworkView, Node, Region, Rejection, Zone, region_key
 
 DEFAULT_GRID_GCO2E_PER_KWH = 480.0
@@ -209,6 +209,12 @@ def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], lis
     for gpu, count in sorted(estimated.items()):
         assumptions.append(f"{count} {gpu} node(s) without a catalog price: priced at the catalog's median "
                            f"$/GPU-hour for {gpu}")
+    by_name = sorted({n.zone for n in kept if n.provider == "aws" and AWS_ZONE_ID not in n.labels})
+    if by_name:
+        # Which ID a zone name stands for differs per account: not guessed, so these zones stay apart from the
+        # catalog's and the measured network's zone IDs.
+        assumptions.append(f"AWS zone(s) {', '.join(by_name)} named by nodes without {AWS_ZONE_ID} (EKS before "
+                           "1.30): keyed by name, so no catalog price or zone-ID measurement applies to them")
     fleet = Fleet(regions=regions, zones=zones, nodes=tuple(kept), gpu_power=catalog.gpu_power())
     return fleet, skipped, assumptions
 

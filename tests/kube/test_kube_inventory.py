@@ -174,3 +174,14 @@ def test_one_identity_with_a_launched_node() -> None:
     assert merged["gpu-b"].provider_id == "aws:///us-east-1a/i-0ccc" and merged["gpu-b"].cluster == "eks-east"
     assert merged["foreign"].cluster == "eks-east" and merged["foreign"].price_ondemand == 32.7726
     assert merged["pending"].state is NodeState.PROVISIONING and merged["pending"].cluster is None
+
+
+def test_an_eks_node_without_a_zone_id_is_keyed_by_its_zone_name_and_said_so() -> None:
+    from geosched.kube.cluster_inventory import ClusterReading, build_fleet
+
+    node = kube_node("ip-10-0-1-9.ec2.internal")
+    del node["metadata"]["labels"][keys.AWS_ZONE_ID]  # EKS before 1.30 sets no zone-id label
+    view = build_fleet([ClusterReading("eks", (node,), ())])
+    (found,) = view.fleet.nodes
+    assert found.zone == "us-east-1a"  # never mapped to an ID by guess
+    assert any("us-east-1a named by nodes without topology.k8s.aws/zone-id" in a for a in view.assumptions)
