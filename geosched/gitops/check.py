@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from geosched.fields import SAFE_LOADER
 from geosched.gitops.explain import explain
 from geosched.gitops.plan import CLUSTERS_DIR, Placed
 from geosched.gitops.render import Rendered, render_in_memory
@@ -76,7 +77,7 @@ def unmatched_pins(rendered: Rendered) -> list[str]:
         if len(parts) != 4 or parts[0] != CLUSTERS_DIR or not path.endswith(".yaml"):
             continue
         nodes = by_cluster.get(parts[1], [])
-        for obj in yaml.safe_load_all(text):
+        for obj in yaml.load_all(text, Loader=SAFE_LOADER):  # libyaml when present: a tree has many files
             if not isinstance(obj, dict):
                 continue
             for constraint in affinity.node_constraints(obj):
