@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from geosched.errors import one_line
 from geosched.fields import SAFE_LOADER
 from geosched.gitops.explain import explain
 from geosched.gitops.plan import CLUSTERS_DIR, Placed
@@ -85,7 +86,8 @@ def unmatched_pins(rendered: Rendered) -> list[str]:
                     reason = affinity.why_none(constraint, nodes) if nodes else \
                         f"the snapshot has no node of cluster {parts[1]}"
                     name = (obj.get("metadata") or {}).get("name")
-                    out.append(f"{path}: {obj.get('kind')}/{name} {constraint.path}: {reason}")
+                    # One line each, whatever the label values hold (they come from the inputs).
+                    out.append(one_line(f"{path}: {obj.get('kind')}/{name} {constraint.path}: {reason}"))
     return out
 
 

@@ -17,7 +17,7 @@ import typer
 
 from geosched import render as console
 from geosched.errors import EXIT_BAD_INPUT, InputError
-from geosched.gitops.check import check_tree
+from geosched.gitops.check import check_tree, unmatched_pins
 from geosched.gitops.config import parse_time
 from geosched.gitops.render import render_tree
 
@@ -65,6 +65,8 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
         sys.stdout.write(f"unplaced {u.spec.key} ({u.spec.input.job.gpus} GPUs): {reason}\n")
     sys.stdout.write(f"{result.placed} placed, {len(result.unplaced)} unplaced; {len(changes.written)} written, "
                      f"{len(changes.removed)} removed, {changes.unchanged} unchanged\n")
+    for line in unmatched_pins(result):  # written anyway: the job's own constraint, which `check` fails on
+        sys.stderr.write(f"warning: no node of the snapshot admits {line}\n")
 
 
 @app.command("check")

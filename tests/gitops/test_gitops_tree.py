@@ -219,3 +219,5 @@ def test_check_fails_when_a_pinned_value_matches_no_node_of_the_snapshot(repo: P
     assert "nvidia.com/gpu.product In [A100] matches no node (they carry NVIDIA-A100-SXM4-40GB)" in line
     run = gitops("check", *tree_args(repo))
     assert run.returncode == 1 and "no node of the snapshot admits these pods:" in run.stdout, run.stdout
+    run = gitops("render", *tree_args(repo))
+    assert run.returncode == 0 and "warning: no node of the snapshot admits clusters/east-a/ml/alpha.yaml" in run.stderr
