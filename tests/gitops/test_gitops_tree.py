@@ -13,7 +13,7 @@ from gitops_support import AT, CLUSTERS, gitops, kube_validator, lab_fleet, tree
 from geosched.errors import InputError
 from geosched.gitops import check_tree, render_tree
 from geosched.gitops.config import parse_time
-from geosched.gitops.index import INDEX
+from geosched.gitops.index import INDEX, placed_jobs
 from geosched.store import write_snapshot
 
 WHEN = parse_time(AT, "test", "")
@@ -221,3 +221,14 @@ def test_check_fails_when_a_pinned_value_matches_no_node_of_the_snapshot(repo: P
     assert run.returncode == 1 and "no node of the snapshot admits these pods:" in run.stdout, run.stdout
     run = gitops("render", *tree_args(repo))
     assert run.returncode == 0 and "warning: no node of the snapshot admits clusters/east-a/ml/alpha.yaml" in run.stderr
+
+
+def test_placed_jobs_reads_the_jobs_of_a_rendered_tree_and_refuses_anything_else(repo: Path) -> None:
+    render(repo)
+    expected = {"east-a": {("ml", "alpha")}, "west": {("default", "beta"), ("research", "gamma")}}
+    assert placed_jobs(repo / INDEX) == expected
+    (repo / "other.yaml").write_text("kind: Something\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"other\.yaml: kind: not a PlacementIndex"):
+        placed_jobs(repo / "other.yaml")
+    with pytest.raises(InputError, match="no such file"):
+        placed_jobs(repo / "missing.yaml")
