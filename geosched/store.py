@@ -21,7 +21,7 @@ import platformdirs
 
 from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
 from geosched.fields import dump, load_document, write_atomic
-from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key
+from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 
 HOME_ENV = "GEOSCHED_HOME"
 DB_NAME = "geosched.db"
@@ -189,6 +189,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX usage_window ON usage (started_at, ended_at);
     CREATE INDEX usage_open ON usage (kind, name, source) WHERE ended_at IS NULL;
     """,
+    # Inventory machines (geosched.inventory) the ssh provider leases from: kept when a gang is provisioned
+    # from an inventory file, so the store's fleet, the usage ledger and reports know each machine's declared
+    # provider, region (grid intensity, PUE) and price without the file at hand. One row per node, and the
+    # regions the inventory declares; a later save of the same source replaces its rows.
+    """
+    CREATE TABLE inventory_nodes (
+        name TEXT PRIMARY KEY,
+        source TEXT NOT NULL,
+        document TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE inventory_regions (
+        key TEXT PRIMARY KEY,
+        document TEXT NOT NULL
+    );
+    """,
 )
 
 
@@ -268,13 +284,38 @@ class Store:
                     db.execute("INSERT INTO fleet_meta (key, document) VALUES (?, ?)", (key, json.dumps(doc[key])))
 
     def load_fleet(self) -> Fleet | None:
-        rows = self.db.execute("SELECT document FROM nodes ORDER BY rowid").fetchall()
-        if not rows:
+        """The imported snapshot and the inventory machines, one fleet. An imported node wins over the inventory's
+        node of the same name: a snapshot says what the machine is doing (busy GPUs), an inventory only declares it."""
+        imported = [json.loads(r[0]) for r in self.db.execute("SELECT document FROM nodes ORDER BY rowid")]
+        names = {n.get("name") for n in imported}
+        declared = [json.loads(doc) for name, doc in
+                    self.db.execute("SELECT name, document FROM inventory_nodes ORDER BY source, rowid")
+                    if name not in names]
+        if not imported and not declared:
             return None
-        doc: dict[str, Any] = {"kind": "Fleet", "nodes": [json.loads(r[0]) for r in rows]}
+        doc: dict[str, Any] = {"kind": "Fleet", "nodes": imported + declared}
         for key, value in self.db.execute("SELECT key, document FROM fleet_meta"):
             doc[key] = json.loads(value)
+        have = {_region_key(r) for r in doc.get("regions", [])}
+        regions = [json.loads(r[0]) for r in self.db.execute("SELECT document FROM inventory_regions ORDER BY key")]
+        extra = [r for r in regions if _region_key(r) not in have]
+        if extra:
+            doc["regions"] = [*doc.get("regions", []), *extra]
         return parse_fleet(doc, f"{self.path} (nodes)")
+
+    def save_inventory(self, fleet: Fleet, source: str) -> None:
+        """Keep an inventory's machines and declared regions (see the migration above), replacing what the same
+        source saved before."""
+        doc = fleet_to_dict(fleet)
+        now = time.time()
+        with self.transaction() as db:
+            db.execute("DELETE FROM inventory_nodes WHERE source = ?", (source,))
+            db.executemany("INSERT OR REPLACE INTO inventory_nodes (name, source, document, updated_at) "
+                           "VALUES (?, ?, ?, ?)",
+                           [(n["name"], source, json.dumps(n, sort_keys=True), now) for n in doc["nodes"]])
+            db.executemany("INSERT OR REPLACE INTO inventory_regions (key, document) VALUES (?, ?)",
+                           [(_region_key(r), json.dumps(r, sort_keys=True)) for r in doc.get("regions", [])])
+
 
     # --- network ----------------------------------------------------------------------------------
 
@@ -370,3 +411,16 @@ def snapshot_paths(directory: Path) -> tuple[Path, Path]:
         path = next((p for p in candidates if p.exists()), candidates[0])
         found.append(path)
     return found[0], found[1]
+
+
+def _region_key(doc: dict[str, Any]) -> str:
+    return region_key(str(doc.get("provider")), str(doc.get("name")))
+
+
+def inventory_site(db: sqlite3.Connection, name: str) -> tuple[str, str] | None:
+    """(provider, region) an inventory declares for machine `name`, read inside the caller's transaction."""
+    row = db.execute("SELECT document FROM inventory_nodes WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return None
+    doc = json.loads(row[0])
+    return str(doc["provider"]), str(doc["region"])

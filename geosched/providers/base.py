@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
 from geosched.errors import GeoschedError
-from geosched.models import Offering, Pricing, Region
+from geosched.models import Fleet, Offering, Pricing, Region
 
 # Tags (AWS) / labels (GCP) / lease fields (SSH) that tie a machine to the store. Lower case with dashes so
 # the same keys are valid GCP label keys.
@@ -31,6 +31,21 @@ NAME_TAG = "Name"
 # VPC) and two firewall rules per GCP project (on the default network), all named after the store's owner id:
 # shared by every gang of the store, free, and never deleted by `down` or `sweep` (they are reused).
 SSH_PORT = 22
+# Providers that lease machines an inventory declares: the inventory, not the provider, says where each one is.
+INVENTORY_PROVIDERS = frozenset({"ssh"})
+
+
+@runtime_checkable
+class DeclaresFleet(Protocol):
+    """A provider whose machines an inventory declares (provider, region, price of each), as the ssh provider."""
+
+    def in_use(self) -> bool:
+        """Whether an inventory is configured at all."""
+        ...
+
+    def declared_fleet(self) -> tuple[Fleet, str] | None:
+        """The inventory's machines with GPUs as fleet nodes, and where they were read from."""
+        ...
 
 
 def ondemand_group(owner: str) -> str:

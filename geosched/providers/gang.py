@@ -30,6 +30,7 @@ from geosched.providers.base import (
     GANG_NAME_RE,
     Budget,
     CapacityError,
+    DeclaresFleet,
     Instance,
     InstanceState,
     LaunchSpec,
@@ -151,6 +152,16 @@ def plan_gang(request: GangRequest, providers: Mapping[str, Provider], store: St
                       coverage(network))
 
 
+def remember_inventories(store: Store, providers: Mapping[str, Provider]) -> None:
+    """Before leasing from an inventory, keep what it declares in the store (journal before acting): the store's
+    fleet, the ledger and reports then know where each leased machine is without the file at hand."""
+    for provider in providers.values():
+        if isinstance(provider, DeclaresFleet) and provider.in_use():
+            declared = provider.declared_fleet()
+            if declared is not None:
+                store.save_inventory(*declared)
+
+
 def provision(request: GangRequest, providers: Mapping[str, Provider], store: Store,
               settings: ProvisionSettings = ProvisionSettings(), *, gang: str | None = None,
               observer: Observer | None = None, offerings: Sequence[Offering] | None = None) -> ProvisionResult:
@@ -196,6 +207,7 @@ def _run(store: Store, providers: Mapping[str, Provider], gang: str, request: Ga
          settings: ProvisionSettings, observer: Observer | None, offerings: Sequence[Offering] | None,
          started: float, calls: int = 0) -> ProvisionResult:
     emit = observer or (lambda _event: None)
+    remember_inventories(store, providers)
     plan = plan_gang(request, providers, store, offerings, network=settings.network)
     emit(Event("plan", None, None, f"{len(plan.candidates)} candidates, {len(plan.skipped)} remembered as "
                                    "unavailable"))

@@ -22,9 +22,9 @@ from typing import Any
 
 from geosched import usage
 from geosched.models import Pricing
-from geosched.providers.base import Instance, ProviderError, attempt_token
+from geosched.providers.base import INVENTORY_PROVIDERS, Instance, ProviderError, attempt_token
 from geosched.providers.plan import Block, Candidate, GangRequest
-from geosched.store import Store
+from geosched.store import Store, inventory_site
 
 GANG_STATES = ("provisioning", "ready", "failed", "terminating", "terminated")
 LIVE_GANG_STATES = ("provisioning", "ready", "failed", "terminating")
@@ -281,9 +281,16 @@ def _ledger(db: sqlite3.Connection, row: InstanceRecord, state: str, now: float,
     if row.provider_id is None:
         return
     if state == "launched":
-        usage.open_in(db, node_usage(row), now if launched_at is None else min(launched_at, now))
+        usage.open_in(db, node_usage(at_site(db, row)), now if launched_at is None else min(launched_at, now))
     elif state == "terminated":
         usage.close_in(db, usage.Kind.NODE, row.name, usage.Source.PROVIDER, row.provider_id, now)
+
+
+def at_site(db: sqlite3.Connection, row: InstanceRecord) -> InstanceRecord:
+    """A leased inventory machine is accounted where its inventory says it is (provider and region: grid
+    intensity, PUE, price), not under the provider that leased it; any other row as it is."""
+    site = inventory_site(db, row.provider_id) if row.provider in INVENTORY_PROVIDERS and row.provider_id else None
+    return row if site is None else replace(row, provider=site[0], region=site[1])
 
 
 def node_usage(row: InstanceRecord) -> usage.Usage:
