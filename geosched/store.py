@@ -21,6 +21,7 @@ import platformdirs
 
 from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
 from geosched.fields import dump, load_document, write_atomic
+from geosched.inventory import Inventory, parse_inventory
 from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 
 HOME_ENV = "GEOSCHED_HOME"
@@ -189,20 +190,15 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX usage_window ON usage (started_at, ended_at);
     CREATE INDEX usage_open ON usage (kind, name, source) WHERE ended_at IS NULL;
     """,
-    # Inventory machines (geosched.inventory) the ssh provider leases from: kept when a gang is provisioned
-    # from an inventory file, so the store's fleet, the usage ledger and reports know each machine's declared
-    # provider, region (grid intensity, PUE) and price without the file at hand. One row per node, and the
-    # regions the inventory declares; a later save of the same source replaces its rows.
+    # Inventories (geosched.inventory) the ssh provider leases from, kept as their files said when a gang was
+    # provisioned from them: the store's fleet, the usage ledger, reports and `probe run --store` then know each
+    # machine's declared provider, region (grid intensity, PUE), price and how to reach it without the file.
     """
-    CREATE TABLE inventory_nodes (
-        name TEXT PRIMARY KEY,
-        source TEXT NOT NULL,
+    CREATE TABLE inventories (
+        source TEXT PRIMARY KEY,
         document TEXT NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE TABLE inventory_regions (
-        key TEXT PRIMARY KEY,
-        document TEXT NOT NULL
+        base TEXT,
+        saved_at REAL NOT NULL
     );
     """,
 )
@@ -284,38 +280,38 @@ class Store:
                     db.execute("INSERT INTO fleet_meta (key, document) VALUES (?, ?)", (key, json.dumps(doc[key])))
 
     def load_fleet(self) -> Fleet | None:
-        """The imported snapshot and the inventory machines, one fleet. An imported node wins over the inventory's
-        node of the same name: a snapshot says what the machine is doing (busy GPUs), an inventory only declares it."""
+        """The imported snapshot and the kept inventories' machines, one fleet. An imported node wins over an
+        inventory's node of the same name: a snapshot says what the machine is doing (busy GPUs), an inventory
+        only declares it."""
         imported = [json.loads(r[0]) for r in self.db.execute("SELECT document FROM nodes ORDER BY rowid")]
         names = {n.get("name") for n in imported}
-        declared = [json.loads(doc) for name, doc in
-                    self.db.execute("SELECT name, document FROM inventory_nodes ORDER BY source, rowid")
-                    if name not in names]
+        declared: list[dict[str, Any]] = []
+        regions: list[dict[str, Any]] = []
+        for inventory in self.inventories():
+            if inventory.fleet is not None:
+                doc = fleet_to_dict(inventory.fleet)
+                declared += [n for n in doc["nodes"] if n["name"] not in names]
+                regions += doc.get("regions", [])
         if not imported and not declared:
             return None
-        doc: dict[str, Any] = {"kind": "Fleet", "nodes": imported + declared}
+        fleet: dict[str, Any] = {"kind": "Fleet", "nodes": imported + declared}
         for key, value in self.db.execute("SELECT key, document FROM fleet_meta"):
-            doc[key] = json.loads(value)
-        have = {_region_key(r) for r in doc.get("regions", [])}
-        regions = [json.loads(r[0]) for r in self.db.execute("SELECT document FROM inventory_regions ORDER BY key")]
-        extra = [r for r in regions if _region_key(r) not in have]
+            fleet[key] = json.loads(value)
+        have = {_region_key(r) for r in fleet.get("regions", [])}
+        extra = list({_region_key(r): r for r in regions if _region_key(r) not in have}.values())
         if extra:
-            doc["regions"] = [*doc.get("regions", []), *extra]
-        return parse_fleet(doc, f"{self.path} (nodes)")
+            fleet["regions"] = [*fleet.get("regions", []), *extra]
+        return parse_fleet(fleet, f"{self.path} (nodes)")
 
-    def save_inventory(self, fleet: Fleet, source: str) -> None:
-        """Keep an inventory's machines and declared regions (see the migration above), replacing what the same
-        source saved before."""
-        doc = fleet_to_dict(fleet)
-        now = time.time()
+    def save_inventory(self, inventory: Inventory) -> None:
+        """Keep an inventory as its file says now (see the migration), replacing what the same file said before."""
         with self.transaction() as db:
-            db.execute("DELETE FROM inventory_nodes WHERE source = ?", (source,))
-            db.executemany("INSERT OR REPLACE INTO inventory_nodes (name, source, document, updated_at) "
-                           "VALUES (?, ?, ?, ?)",
-                           [(n["name"], source, json.dumps(n, sort_keys=True), now) for n in doc["nodes"]])
-            db.executemany("INSERT OR REPLACE INTO inventory_regions (key, document) VALUES (?, ?)",
-                           [(_region_key(r), json.dumps(r, sort_keys=True)) for r in doc.get("regions", [])])
+            db.execute("INSERT OR REPLACE INTO inventories (source, document, base, saved_at) VALUES (?, ?, ?, ?)",
+                       (inventory.source, json.dumps(inventory.document, sort_keys=True),
+                        None if inventory.base is None else str(inventory.base), time.time()))
 
+    def inventories(self) -> list[Inventory]:
+        return inventories_in(self.db)
 
     # --- network ----------------------------------------------------------------------------------
 
@@ -417,10 +413,16 @@ def _region_key(doc: dict[str, Any]) -> str:
     return region_key(str(doc.get("provider")), str(doc.get("name")))
 
 
+def inventories_in(db: sqlite3.Connection) -> list[Inventory]:
+    """The kept inventories, read with `db` (a caller's transaction may hold it)."""
+    return [parse_inventory(json.loads(doc), source, base=Path(base) if base else None)
+            for source, doc, base in db.execute("SELECT source, document, base FROM inventories ORDER BY source")]
+
+
 def inventory_site(db: sqlite3.Connection, name: str) -> tuple[str, str] | None:
-    """(provider, region) an inventory declares for machine `name`, read inside the caller's transaction."""
-    row = db.execute("SELECT document FROM inventory_nodes WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        return None
-    doc = json.loads(row[0])
-    return str(doc["provider"]), str(doc["region"])
+    """(provider, region) a kept inventory declares for machine `name`."""
+    for inventory in inventories_in(db):
+        target = inventory.by_name().get(name)
+        if target is not None:
+            return target.provider, target.region
+    return None

@@ -16,7 +16,8 @@ from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
 from geosched.errors import GeoschedError
-from geosched.models import Fleet, Offering, Pricing, Region
+from geosched.inventory import Inventory
+from geosched.models import Offering, Pricing, Region
 
 # Tags (AWS) / labels (GCP) / lease fields (SSH) that tie a machine to the store. Lower case with dashes so
 # the same keys are valid GCP label keys.
@@ -36,15 +37,11 @@ INVENTORY_PROVIDERS = frozenset({"ssh"})
 
 
 @runtime_checkable
-class DeclaresFleet(Protocol):
-    """A provider whose machines an inventory declares (provider, region, price of each), as the ssh provider."""
+class DeclaresInventory(Protocol):
+    """A provider whose machines an inventory declares (where each is, its price, how to reach it): ssh."""
 
-    def in_use(self) -> bool:
-        """Whether an inventory is configured at all."""
-        ...
-
-    def declared_fleet(self) -> tuple[Fleet, str] | None:
-        """The inventory's machines with GPUs as fleet nodes, and where they were read from."""
+    def declared_inventory(self) -> Inventory | None:
+        """The inventory in use, or None when none is configured."""
         ...
 
 

@@ -30,7 +30,7 @@ from geosched.providers.base import (
     GANG_NAME_RE,
     Budget,
     CapacityError,
-    DeclaresFleet,
+    DeclaresInventory,
     Instance,
     InstanceState,
     LaunchSpec,
@@ -153,13 +153,13 @@ def plan_gang(request: GangRequest, providers: Mapping[str, Provider], store: St
 
 
 def remember_inventories(store: Store, providers: Mapping[str, Provider]) -> None:
-    """Before leasing from an inventory, keep what it declares in the store (journal before acting): the store's
-    fleet, the ledger and reports then know where each leased machine is without the file at hand."""
+    """Before leasing from an inventory, keep it in the store (journal before acting): the store's fleet, the
+    ledger, reports and probes then know where each leased machine is and how to reach it without the file."""
     for provider in providers.values():
-        if isinstance(provider, DeclaresFleet) and provider.in_use():
-            declared = provider.declared_fleet()
-            if declared is not None:
-                store.save_inventory(*declared)
+        if isinstance(provider, DeclaresInventory):
+            inventory = provider.declared_inventory()
+            if inventory is not None:
+                store.save_inventory(inventory)
 
 
 def provision(request: GangRequest, providers: Mapping[str, Provider], store: Store,

@@ -15,11 +15,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Literal
 
+from geosched.inventory import SshTarget
 from geosched.models import Node, NodeState, Pricing
 from geosched.providers import journal
-from geosched.providers.base import Budget, Instance, InstanceState, Provider, ProviderError
+from geosched.providers.base import INVENTORY_PROVIDERS, Budget, Instance, InstanceState, Provider, ProviderError
 from geosched.providers.journal import InstanceRecord
 from geosched.providers.retry import RetryPolicy, call
 from geosched.store import Store
@@ -284,3 +286,42 @@ def fleet_nodes(store: Store, gang: str | None = None) -> tuple[Node, ...]:
             price_spot=r.usd_per_hour if r.pricing is Pricing.SPOT else None,
             addresses=r.addresses, labels=labels, state=NodeState.READY, provider_id=r.provider_id))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class ProbeTargets:
+    """What `probe run --store` reaches: the machines to measure and the jump hosts on the way to them."""
+
+    probe: tuple[SshTarget, ...]
+    jumps: tuple[SshTarget, ...]
+    unpinned: tuple[str, ...]
+
+
+def probe_targets(store: Store, gang: str | None, user: str, key: Path | None) -> ProbeTargets:
+    """The store's machines as SSH targets: every machine of the kept inventories (leased or not) with its pinned
+    host key, and the provisioned cloud machines that are up (`user` and private `key` as they were launched
+    with; their host keys come from the store's known_hosts when a run pinned them). With `gang`, that gang's
+    machines only; inventory jump hosts stay reachable. `unpinned` names the targets with no host key here: they
+    are reached only with --trust-on-first-use or a known_hosts entry, never silently."""
+    inventories = store.inventories()
+    inventory_targets = {t.name: t for inv in inventories for t in inv.targets}
+    with_gpus = {name for inv in inventories if inv.fleet is not None for name in inv.fleet.by_name}
+    rows = journal.instances(store, gang=gang, states=("launched",))
+    ready = {g.gang for g in journal.gangs(store, ("ready",))}
+    rows = [r for r in rows if r.gang in ready]
+    probe: dict[str, SshTarget] = {}
+    if gang is None:
+        probe.update((name, t) for name, t in inventory_targets.items() if name in with_gpus)
+    for r in rows:
+        leased = inventory_targets.get(r.provider_id or "") if r.provider in INVENTORY_PROVIDERS else None
+        if leased is not None:
+            probe[leased.name] = leased
+        elif r.addresses:
+            # The operator reaches a cloud machine at its public address (the last one a provider reports); its
+            # peers measure the private network the gang trains on (the first).
+            probe[r.name] = SshTarget(name=r.name, address=r.addresses[-1], zone=r.zone, region=r.region,
+                                      provider=r.provider, user=user, key=key, peer_address=r.addresses[0])
+    jumps = tuple(t for name, t in sorted(inventory_targets.items())
+                  if name not in probe and any(p.proxy_jump == name for p in probe.values()))
+    unpinned = tuple(sorted(name for name, t in probe.items() if t.host_key is None))
+    return ProbeTargets(tuple(probe[k] for k in sorted(probe)), jumps, unpinned)

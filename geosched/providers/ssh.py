@@ -19,7 +19,7 @@ from typing import Any
 
 from geosched.fields import write_atomic
 from geosched.inventory import Inventory, load_inventory
-from geosched.models import Fleet, Node, Offering, Pricing, Region
+from geosched.models import Node, Offering, Pricing, Region
 from geosched.providers.base import (
     Budget,
     CapacityError,
@@ -54,12 +54,10 @@ class SshProvider:
             self._inventory = load_inventory(self.settings.inventory)
         return self._inventory
 
-    def in_use(self) -> bool:
-        return self._inventory is not None or self.settings.inventory is not None
-
-    def declared_fleet(self) -> tuple[Fleet, str] | None:
-        fleet = self.inventory.fleet
-        return (fleet, self.inventory.source) if fleet is not None else None
+    def declared_inventory(self) -> Inventory | None:
+        if self._inventory is None and self.settings.inventory is None:
+            return None
+        return self.inventory
 
     def _nodes(self) -> tuple[Node, ...]:
         fleet = self.inventory.fleet
