@@ -698,6 +698,9 @@ class GceDouble(Emulator[GceFault]):
             if inst is None:
                 raise KeyError((project, zone, name))
             inst["status"] = status
+            if status == "TERMINATED":
+                # Compute Engine stamps every stop (Instance.lastStopTimestamp, RFC 3339).
+                inst["lastStopTimestamp"] = _now_rfc3339()
 
     def remove_instance(self, project: str, zone: str, name: str) -> None:
         """Simulates an out-of-band deletion (spot preemption with action DELETE)."""

@@ -119,7 +119,7 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
             if found.unpinned and not trust_on_first_use:
                 render.err.print(f"{len(found.unpinned)} machine(s) have no pinned host key "
                                  f"({', '.join(found.unpinned[:5])}): they are reached only if known_hosts has "
-                                 "them, or with --trust-on-first-use", markup=False, highlight=False)
+                                 "them, or with --trust-on-first-use", markup=False, highlight=False, soft_wrap=True)
         try:
             chosen = parse_kinds(kinds)
         except ValueError as exc:

@@ -297,7 +297,20 @@ def instance_from(raw: Mapping[str, Any], region: str, zone_ids: Mapping[str, st
         addresses=addresses,
         pricing=Pricing.SPOT if raw.get("InstanceLifecycle") == "spot" else Pricing.ON_DEMAND,
         launched_at=_timestamp(raw.get("LaunchTime")),
+        ended_at=transition_time(str(raw.get("StateTransitionReason") or "")),
     )
+
+
+# EC2's StateTransitionReason carries the time of the last state change, e.g. "User initiated (2015-11-20
+# 20:28:59 GMT)" (DescribeInstances, Instance.StateTransitionReason; moto writes "... UTC").
+_TRANSITION_RE = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+def transition_time(reason: str) -> float | None:
+    match = _TRANSITION_RE.search(reason)
+    if match is None:
+        return None
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
 
 
 def _timestamp(value: Any) -> float | None:

@@ -128,6 +128,9 @@ class Instance:
     pricing: Pricing | None = None
     # When the provider says the machine started (Unix seconds): billing starts there, not when we looked.
     launched_at: float | None = None
+    # When the provider says it stopped or was terminated (a spot reclaim, a person in the console): billing ends
+    # there, not when a refresh noticed.
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

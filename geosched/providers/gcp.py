@@ -297,6 +297,8 @@ def instance_from(raw: compute_v1.Instance) -> Instance:
         addresses=tuple(addresses),
         pricing=Pricing.SPOT if raw.scheduling.provisioning_model == "SPOT" else Pricing.ON_DEMAND,
         launched_at=_timestamp(raw.creation_timestamp),
+        # Set when the machine last stopped (a spot preemption with action STOP, a person's stop).
+        ended_at=_timestamp(raw.last_stop_timestamp) if raw.status in ("TERMINATED", "SUSPENDED") else None,
     )
 
 

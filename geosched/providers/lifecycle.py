@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+from geosched import usage
 from geosched.inventory import SshTarget
 from geosched.models import Node, NodeState, Pricing
 from geosched.providers import journal
@@ -26,7 +27,9 @@ from geosched.providers.journal import InstanceRecord
 from geosched.providers.retry import RetryPolicy, call
 from geosched.store import Store
 
-Mode = Literal["keep", "down"]
+# keep: terminate what the gang does not keep; down: keep nothing; observe: only bring the journal (and the usage
+# ledger) in line with what the providers report, terminating nothing (`status --refresh`).
+Mode = Literal["keep", "down", "observe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +154,8 @@ def reconcile(store: Store, providers: Mapping[str, Provider], gang: str, mode: 
 
     keeper = _keeper(store, gang, mode, nodes)
     alive = journal.instances(store, gang=gang, states=("launched", "terminating"))
-    doomed = [r for r in alive if keeper is None or r.attempt != keeper or r.state == "terminating"]
+    doomed = [] if mode == "observe" else [r for r in alive if keeper is None or r.attempt != keeper
+                                           or r.state == "terminating"]
     terminated, term_errors = terminate_rows(store, providers, doomed, settings, budget,
                                              "reconcile" if mode == "keep" else "down")
     errors.extend(term_errors)
@@ -325,3 +329,51 @@ def probe_targets(store: Store, gang: str | None, user: str, key: Path | None) -
                   if name not in probe and any(p.proxy_jump == name for p in probe.values()))
     unpinned = tuple(sorted(name for name, t in probe.items() if t.host_key is None))
     return ProbeTargets(tuple(probe[k] for k in sorted(probe)), jumps, unpinned)
+
+
+@dataclass(frozen=True, slots=True)
+class GangHealth:
+    """A gang as the providers report it now: how many of its machines are up, which were lost and how."""
+
+    gang: str
+    state: str
+    wanted: int
+    up: int
+    lost: tuple[str, ...]
+    errors: tuple[str, ...]
+    advice: str | None
+
+    @property
+    def degraded(self) -> bool:
+        return self.state == "ready" and self.up < self.wanted
+
+
+def refresh(store: Store, providers: Mapping[str, Provider], gangs: Sequence[str],
+            settings: LifecycleSettings = LifecycleSettings()) -> list[GangHealth]:
+    """Read the providers for each gang and bring the journal and the usage ledger in line (machines preempted
+    or deleted behind geosched's back are closed at the time the provider reports), terminating nothing."""
+    out = []
+    for gang in gangs:
+        record = journal.gang_record(store, gang)
+        if record is None:
+            continue
+        before = {r.id for r in billed(store, gang, record.attempt)}
+        report = reconcile(store, providers, gang, "observe", settings)
+        launched = billed(store, gang, record.attempt)
+        lost = tuple(sorted(r.name for r in journal.instances(store, gang=gang)
+                            if r.id in before and r not in launched))
+        wanted = record.request.nodes if record.request else len(launched)
+        advice = None
+        if record.state == "ready" and len(launched) < wanted:
+            advice = (f"{wanted - len(launched)} of {wanted} machines are gone: `geosched provision --resume {gang}` "
+                      f"refills the gang, `geosched down {gang}` ends it")
+        out.append(GangHealth(gang, record.state, wanted, len(launched), lost, report.errors, advice))
+    return out
+
+
+def billed(store: Store, gang: str, attempt: int | None = None) -> list[InstanceRecord]:
+    """The gang's machines that are up: launched and billed. A machine the provider reports stopped (a GCE spot
+    preemption with action STOP) is still there to delete, but its ledger interval closed when it stopped."""
+    return [r for r in journal.instances(store, gang=gang, states=("launched",))
+            if r.provider_id is not None and (attempt is None or r.attempt == attempt)
+            and usage.is_open(store.db, usage.Kind.NODE, r.name, usage.Source.PROVIDER, r.provider_id)]

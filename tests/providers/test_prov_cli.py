@@ -86,6 +86,20 @@ def test_provision_status_down(home: Path, proxy: Ec2FaultProxy, moto: MotoServe
     assert [i["state"] for i in detail["instances"]] == ["terminated"] * 2 + ["launched"] * 2
     assert run(home, "status", "gang-cli00001").exit_code == 0
 
+    # A machine terminated behind geosched's back: plain status does not know (no API call), --refresh does.
+    from tests.providers.prov_support import moto_client
+
+    lost = doc["nodes"][0]
+    moto_client(moto.url, "us-east-1").terminate_instances(InstanceIds=[lost["provider_id"]])
+    stale = json.loads(run(home, "status", "-o", "json").output)
+    assert [(g["state"], g["nodes up"]) for g in stale] == [("ready", "2/2")]
+    refreshed = run(home, "status", "--refresh")
+    assert refreshed.exit_code == 0, refreshed.output
+    assert f"gone since the last look: {lost['name']}" in refreshed.output
+    assert "geosched provision --resume gang-cli00001" in refreshed.output
+    after = json.loads(run(home, "status", "-o", "json").output)
+    assert [(g["state"], g["nodes up"]) for g in after] == [("degraded", "1/2")]
+
     down = run(home, "down", "gang-cli00001", "--yes")
     assert down.exit_code == 0, down.output
     assert aws_alive(moto.url, "gang-cli00001") == {}
