@@ -323,6 +323,13 @@ def _match(rows: list[InstanceRecord], taken: set[int], inst: Instance,
     return next((r for r in unassigned if r.state == "intent"), None)
 
 
+def move_to_attempt(store: Store, row_ids: Iterable[int], attempt_id: int) -> None:
+    """Machines that survived an attempt join the attempt that filled the gang up, which the gang then keeps."""
+    with store.transaction() as db:
+        db.executemany("UPDATE prov_instances SET attempt = ?, updated_at = ? WHERE id = ?",
+                       [(attempt_id, time.time(), i) for i in row_ids])
+
+
 def mark(store: Store, row_ids: Iterable[int], state: str, note: str | None = None) -> None:
     ids = list(row_ids)
     if not ids:

@@ -105,10 +105,12 @@ def terminate_rows(store: Store, providers: Mapping[str, Provider], rows: Sequen
 
 
 def reconcile(store: Store, providers: Mapping[str, Provider], gang: str, mode: Mode,
-              settings: LifecycleSettings = LifecycleSettings(), nodes: int | None = None) -> ReconcileReport:
+              settings: LifecycleSettings = LifecycleSettings(), nodes: int | None = None, *,
+              keep_partial: bool = False) -> ReconcileReport:
     """Bring the journal in line with the providers for one gang, then terminate what the gang does not
     keep. In `keep` mode the gang keeps its chosen attempt, or (after a crash mid-launch) an attempt whose
-    machines are all there; in `down` mode it keeps nothing."""
+    machines are all there, or with `keep_partial` the attempt with the most machines up (a resume fills it up);
+    in `down` mode it keeps nothing."""
     budget = Budget(settings.budget_s, settings.call_timeout_s)
     record = journal.gang_record(store, gang)
     if record is None:
@@ -152,7 +154,7 @@ def reconcile(store: Store, providers: Mapping[str, Provider], gang: str, mode: 
     journal.mark(store, stale, "terminated", "never appeared")
     pending = len([r for r in journal.instances(store, gang=gang, states=("intent",))])
 
-    keeper = _keeper(store, gang, mode, nodes)
+    keeper = _keeper(store, gang, mode, nodes, keep_partial)
     alive = journal.instances(store, gang=gang, states=("launched", "terminating"))
     doomed = [] if mode == "observe" else [r for r in alive if keeper is None or r.attempt != keeper
                                            or r.state == "terminating"]
@@ -163,7 +165,7 @@ def reconcile(store: Store, providers: Mapping[str, Provider], gang: str, mode: 
     return ReconcileReport(gang, found_count, terminated, pending, keeper, kept, budget.calls, tuple(errors))
 
 
-def _keeper(store: Store, gang: str, mode: Mode, nodes: int | None) -> int | None:
+def _keeper(store: Store, gang: str, mode: Mode, nodes: int | None, partial: bool = False) -> int | None:
     if mode == "down":
         return None
     record = journal.gang_record(store, gang)
@@ -179,16 +181,21 @@ def _keeper(store: Store, gang: str, mode: Mode, nodes: int | None) -> int | Non
         if r.attempt is not None:
             alive[r.attempt] = alive.get(r.attempt, 0) + 1
     complete = [a for a, n in alive.items() if n == want]
-    return max(complete) if complete else None
+    if complete:
+        return max(complete)
+    if partial and alive:
+        return max(alive, key=lambda a: (alive[a], a))
+    return None
 
 
 def settle(store: Store, providers: Mapping[str, Provider], gang: str, mode: Mode,
-           settings: LifecycleSettings, nodes: int | None = None) -> ReconcileReport:
+           settings: LifecycleSettings, nodes: int | None = None, *, keep_partial: bool = False
+           ) -> ReconcileReport:
     """Reconcile until no intent is left open: a launch request that stalled may still create machines until
     `settle_s` after its intent was written, so wait that long for them (and terminate them) at most."""
     calls = 0
     while True:
-        report = reconcile(store, providers, gang, mode, settings, nodes)
+        report = reconcile(store, providers, gang, mode, settings, nodes, keep_partial=keep_partial)
         calls += report.api_calls
         if report.pending == 0 or report.errors:
             return _with_calls(report, calls)
