@@ -178,3 +178,27 @@ def test_catalog_refresh_writes_offerings_and_prices(home: Path, proxy: Ec2Fault
     with Store(home) as store:
         rows = store.db.execute("SELECT COUNT(*) FROM catalog_offerings WHERE provider = 'aws'").fetchone()[0]
     assert rows > 0
+
+
+def test_catalog_shows_refreshed_prices_with_their_age_and_agrees_with_the_plan(
+        home: Path, proxy: Ec2FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: `geosched catalog` never showed refreshed data, so it and `provision --dry-run` disagreed."""
+    from geosched.cli import app as geosched_app
+
+    proxy.set_ondemand_price("p4d.24xlarge", "us-east-1", 21.9576)
+    assert run(home, "catalog", "refresh", "--provider", "aws", "--regions", "us-east-1").exit_code == 0
+    shown = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider", "aws",
+                                              "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    listed = {r["zone"]: r for r in json.loads(shown.output) if r["instance_type"] == "p4d.24xlarge"}
+    assert listed["use1-az1"]["usd_per_hour"] == pytest.approx(21.9576)
+    assert listed["use1-az1"]["price_observed_at"] is not None  # read from the price list just now
+    assert listed["use2-az1"]["usd_per_hour"] == pytest.approx(32.7726)  # a region not refreshed: shipped
+    assert listed["use2-az1"]["price_observed_at"] is None
+    table = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider",
+                                              "aws"], env={"COLUMNS": "200"})
+    assert "0 h ago" in table.output and "shipped" in table.output
+    dry = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--dry-run", "-o", "json")
+    planned = {c["zone"]: c["usd_per_hour"] / 2 for c in json.loads(dry.output)["plan"]}
+    assert planned["use1-az1"] == pytest.approx(listed["use1-az1"]["usd_per_hour"])
+    assert planned["use2-az1"] == pytest.approx(listed["use2-az1"]["usd_per_hour"])

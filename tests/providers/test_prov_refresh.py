@@ -6,19 +6,25 @@ import time
 
 import pytest
 
+from geosched import catalog
+from geosched.emulators import Ec2FaultProxy
 from geosched.models import Pricing
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import PriceObservation
 from geosched.providers.gang import plan_gang
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
-from geosched.providers.refresh import price_at, record_prices, refresh_catalog, refreshed_offerings
+from geosched.providers.refresh import price_ages, price_at, record_prices, refresh_catalog, refreshed_offerings
 from geosched.store import Store
 
 pytestmark = pytest.mark.integration
 
 
-def test_aws_refresh_reads_types_offerings_and_spot_history(aws: AwsProvider, store: Store) -> None:
+def test_aws_refresh_reads_types_offerings_and_spot_history(aws: AwsProvider, proxy: Ec2FaultProxy,
+                                                             store: Store) -> None:
+    # The Price List API lists p4d.24xlarge in us-east-1 at a price the shipped catalog (32.7726) does not have.
+    proxy.set_ondemand_price("p4d.24xlarge", "us-east-1", 21.9576)
+    proxy.set_ondemand_price("p4d.24xlarge", "us-east-2", 23.0)  # another region: not asked for
     result = refresh_catalog(aws, store, regions=("us-east-1",))
     assert result.regions == ("us-east-1",) and not result.errors
     offers = refreshed_offerings(store, "aws")
@@ -27,7 +33,22 @@ def test_aws_refresh_reads_types_offerings_and_spot_history(aws: AwsProvider, st
     assert {"use1-az1", "use1-az2", "use1-az6"} <= set(p4d)  # zone ids, as the catalog names them
     sample = p4d["use1-az1"]
     assert (sample.gpu, sample.gpus, sample.vcpus) == ("A100", 8, 96.0)
-    assert sample.price_ondemand == pytest.approx(32.7726)  # EC2 has no on-demand price API: the catalog's
+    assert sample.price_ondemand == pytest.approx(21.9576)  # from GetProducts, every zone of the region
+    assert all(o.price_ondemand == pytest.approx(21.9576) for o in p4d.values())
+    # Valid from the on-demand term's effective date; before that, the shipped price.
+    assert price_at(store, "aws", "p4d.24xlarge", "use1-az1", Pricing.ON_DEMAND, 1.7e9) == pytest.approx(32.7726)
+    # A type the price list does not list keeps the shipped price, and no observation claims otherwise.
+    p5 = next(o for o in offers if o.instance_type == "p5.48xlarge" and o.zone == "use1-az6")
+    shipped = catalog.offering_index()[("aws", "p5.48xlarge", "use1-az6")]
+    assert p5.price_ondemand == shipped.price_ondemand
+    ages = price_ages(store, "aws")
+    assert ("p4d.24xlarge", "use1-az1", Pricing.ON_DEMAND) in ages
+    assert ("p5.48xlarge", "use1-az6", Pricing.ON_DEMAND) not in ages
+    # Refreshing us-east-1 keeps us-east-2 in the plans (shipped), and `catalog` and the plan agree.
+    plan = plan_gang(GangRequest("A100", 8, 2, providers=("aws",)), {"aws": aws}, store)
+    assert {"use1-az1", "use2-az1"} <= {c.zone for c in plan.candidates}
+    planned = {c.zone: c.node_usd_per_hour for c in plan.candidates}
+    assert planned["use1-az1"] == pytest.approx(21.9576) and planned["use2-az1"] == pytest.approx(32.7726)
     # moto's spot history is a placeholder price with a 2006 timestamp: recorded as valid from then.
     spot_now = price_at(store, "aws", "p4d.24xlarge", "use1-az1", Pricing.SPOT, time.time())
     assert spot_now is not None and spot_now < 1.0
