@@ -7,7 +7,8 @@ import time
 import pytest
 
 from geosched import catalog
-from geosched.emulators import Ec2FaultProxy
+from geosched.emulators import Ec2FaultProxy, GceDouble
+from geosched.emulators.billing import Sku
 from geosched.models import Pricing
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import PriceObservation
@@ -55,6 +56,38 @@ def test_aws_refresh_reads_types_offerings_and_spot_history(aws: AwsProvider, pr
     before_history = price_at(store, "aws", "p4d.24xlarge", "use1-az1", Pricing.SPOT, 0.0)
     assert before_history == pytest.approx(6.7915)  # nothing observed that early: the shipped catalog
     assert result.api_calls >= 3
+
+
+# Compute Engine SKUs as the Cloud Billing Catalog lists them (descriptions, usage types and us-central1 rates
+# of cloud.google.com/compute/gpus-pricing and /vm-instance-pricing), with the A100 rate changed from 2.933908
+# to 2.5 so that a price read from the API is told apart from the shipped one (29.38708 for a2-highgpu-8g).
+AMERICAS = ("us-central1", "us-east4")
+SKUS = [
+    Sku("A2 Instance Core running in Americas", "CPU", "OnDemand", AMERICAS, 0.031611),
+    Sku("A2 Instance Ram running in Americas", "RAM", "OnDemand", AMERICAS, 0.004237, "GiBy.h"),
+    Sku("Nvidia Tesla A100 GPU running in Americas", "GPU", "OnDemand", AMERICAS, 2.5),
+    Sku("Spot Preemptible A2 Instance Core running in Americas", "CPU", "Preemptible", AMERICAS, 0.0095),
+    Sku("Spot Preemptible A2 Instance Ram running in Americas", "RAM", "Preemptible", AMERICAS, 0.0013, "GiBy.h"),
+    Sku("Spot Preemptible Nvidia Tesla A100 GPU running in Americas", "GPU", "Preemptible", AMERICAS, 1.1),
+    Sku("Commitment v1: A2 Cpu in Americas for 1 Year", "CPU", "Commit1Yr", AMERICAS, 0.02),
+]
+
+
+def test_gcp_prices_from_the_cloud_billing_catalog(gcp: GcpProvider, gce: GceDouble, store: Store) -> None:
+    gce.billing.set_skus(SKUS)
+    result = refresh_catalog(gcp, store, regions=("us-central1",))
+    assert result.regions == ("us-central1",) and not result.errors
+    offers = {(o.instance_type, o.zone): o for o in refreshed_offerings(store, "gcp") or ()}
+    a2 = offers[("a2-highgpu-8g", "us-central1-a")]
+    assert a2.price_ondemand == pytest.approx(96 * 0.031611 + 680 * 0.004237 + 8 * 2.5)
+    assert a2.price_spot == pytest.approx(96 * 0.0095 + 680 * 0.0013 + 8 * 1.1)
+    # No SKU for the H100 machines' parts here: their shipped prices stand, and no observation claims otherwise.
+    a3 = offers[("a3-highgpu-8g", "us-central1-a")]
+    assert a3.price_ondemand == catalog.offering_index()[("gcp", "a3-highgpu-8g", "us-central1-a")].price_ondemand
+    ages = price_ages(store, "gcp")
+    assert ("a2-highgpu-8g", "us-central1-a", Pricing.ON_DEMAND) in ages
+    assert not any(key[0].startswith("a3-") for key in ages)
+    assert gce.call_count("services.skus.list") == 1
 
 
 def test_gcp_refresh_follows_what_the_api_offers(gcp: GcpProvider, store: Store) -> None:
