@@ -19,12 +19,12 @@ from geosched.gitops.index import placed_jobs
 from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
-from geosched.models import Fleet, Placement, Weights
+from geosched.models import Fleet, Offering, Placement, Weights
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
 from geosched.simulate.command import run_simulate_command
-from geosched.store import Store, default_home, write_snapshot
+from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
 
@@ -149,7 +149,9 @@ def catalog_cmd(
         if not text.isdigit() or int(text) < 1:
             raise InputError("--gpu", "", f"count after ':' must be a positive integer, got {text!r}")
         count = int(text)
-    rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort))
+    offerings, observed = _known_offerings()
+    rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort), offerings,
+                             observed)
     if output is DataOutput.json:
         render.data(rows, "json")
     elif output is DataOutput.csv:
@@ -159,6 +161,20 @@ def catalog_cmd(
         more = " (--limit 0 shows all)" if len(shown) < len(rows) else ""
         render.table("GPU offerings", [catalog_view.compact(r) for r in shown],
                      caption=f"{len(shown)} of {len(rows)} offerings{more}")
+
+
+def _known_offerings() -> tuple[list[Offering], catalog_view.Observed]:
+    """The shipped catalog merged with what `catalog refresh` recorded in the store (if there is one): the same
+    offerings `provision` plans with, each price with when it was observed."""
+    from geosched.providers.refresh import current_offerings, price_ages
+    from geosched.providers.registry import CLOUDS
+
+    if not (State.home or default_home()).joinpath(DB_NAME).exists():
+        return list(catalog.offerings()), {}
+    with State.store() as store:
+        offerings = [o for name in CLOUDS for o in current_offerings(store, name)]
+        observed = {(name, *key): at for name in CLOUDS for key, at in price_ages(store, name).items()}
+    return offerings, observed
 
 
 @app.command(name="policies")

@@ -87,6 +87,9 @@ class Offering:
     price_spot: float | None
     gpu_idle_watts: float | None = None
     gpu_max_watts: float | None = None
+    # A finite pool (inventory machines): the on-demand price of each node free now, cheapest first. None for a
+    # cloud, whose capacity is only known by trying.
+    free_node_prices: tuple[float, ...] | None = None
 
     def price(self, pricing: Pricing) -> float | None:
         return self.price_ondemand if pricing is Pricing.ON_DEMAND else self.price_spot
