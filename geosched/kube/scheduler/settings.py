@@ -73,15 +73,15 @@ def parse_settings(data: Any, source: str) -> SchedulerSettings:
         scheduler_name=f.string("scheduler_name", default="geosched"),
         namespaces=tuple(f.strings("namespaces")),
         policy=policy,
-        weights=_weights(f),
-        leader_election=_leader(f),
+        weights=parse_weights(f),
+        leader_election=parse_leader_election(f),
         backoff_initial_s=initial,
         backoff_max_s=f.number("backoff_max_s", minimum=initial, default=max(60.0, initial)),
         watch_timeout_s=f.integer("watch_timeout_s", minimum=1, default=300),
     )
 
 
-def _weights(f: Fields) -> Weights:
+def parse_weights(f: Fields) -> Weights:
     if not f.has("weights"):
         return Weights()
     w = Fields(f.raw("weights"), f.source, f.at("weights"), WEIGHTS)
@@ -91,9 +91,9 @@ def _weights(f: Fields) -> Weights:
                    carbon=w.number("carbon", minimum=0.0, default=d.carbon))
 
 
-def _leader(f: Fields) -> LeaderElection:
+def parse_leader_election(f: Fields, default_name: str = "geosched-scheduler") -> LeaderElection:
     if not f.has("leader_election"):
-        return LeaderElection()
+        return LeaderElection(name=default_name)
     e = Fields(f.raw("leader_election"), f.source, f.at("leader_election"), LEADER)
     enabled = e.raw("enabled")
     if enabled is not None and not isinstance(enabled, bool):
@@ -104,7 +104,7 @@ def _leader(f: Fields) -> LeaderElection:
     duration = e.number("lease_duration_s", minimum=renew, exclusive_minimum=True, default=max(15.0, renew * 1.5))
     return LeaderElection(enabled=True if enabled is None else enabled,
                           namespace=e.string("namespace", default=DEFAULT_NAMESPACE),
-                          name=e.string("name", default="geosched-scheduler"),
+                          name=e.string("name", default=default_name),
                           lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry)
 
 

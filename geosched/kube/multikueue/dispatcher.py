@@ -1,0 +1,466 @@
+"""The dispatcher: Workloads in the manager cluster in, `.status.nominatedClusterNames` out.
+
+Each pass (woken by a change the watches saw, or when a nomination round ends):
+
+1. Only the leader acts (the scheduler's Lease election), and only while Kueue's Configuration names this
+   dispatcher (`multiKueue.dispatcherName`); otherwise AllAtOnce or Incremental would be nominating too.
+2. The worker clusters are the MultiKueueClusters; their nodes are read in the background (`workers`), and a
+   cluster unreachable for longer than its staleness limit is left out. The placement context over all fresh
+   clusters is rebuilt when a reading or the network view changes.
+3. Every Workload that is up for nomination (`kueue.skip_reason`), oldest first: its PodSets become a gang
+   (`kueue.workload_gang`), the clusters of its MultiKueueConfig are ranked (`rank.rank`), and the best
+   `nominate` are written. The gang's GPUs are then held on the first nominated cluster's nodes until the
+   Workload is admitted (clusterName set) or goes, so the next Workload of the pass is not sent to the same
+   capacity.
+4. A Workload nominated `renominate_after_s` ago and still not admitted gets the next best cluster added (as
+   Kueue's Incremental dispatcher adds clusters: the earlier ones keep their chance). A round begun before this
+   replica led is counted from when it first saw the Workload.
+5. Once `.status.clusterName` is set the Workload is never written again.
+
+Every decision is an Event on the Workload (reason Nominated, Renominated or NotNominated, with every term of
+the winning score, the runners-up and the clusters left out) and, with a recorder, a placement in the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from geosched import render
+from geosched.errors import InputError
+from geosched.kube.client import APPLY_PATCH, Json, Kube, Resource, describe
+from geosched.kube.cluster_inventory import ClusterReading, build_fleet, network_for
+from geosched.kube.multikueue import kueue
+from geosched.kube.multikueue.metrics import Metrics
+from geosched.kube.multikueue.rank import Ranking, rank, taken
+from geosched.kube.multikueue.settings import DispatcherSettings
+from geosched.kube.multikueue.workers import Workers
+from geosched.kube.scheduler.events import EventSink
+from geosched.kube.scheduler.lease import LeaderElector
+from geosched.kube.scheduler.network import NetworkSource, no_network
+from geosched.kube.scheduler.reflector import Reflector
+from geosched.models import NetworkView, Placement
+from geosched.policies import PlacementContext
+
+log = logging.getLogger(__name__)
+CONFIGMAPS = Resource("v1", "ConfigMap", "configmaps", True)
+NETWORK_EVERY_S = 30.0
+WORKLOADS, QUEUES, CHECKS, CONFIGS, CLUSTERS = "workloads", "clusterqueues", "admissionchecks", \
+    "multikueueconfigs", "multikueueclusters"
+KINDS = {WORKLOADS: "Workload", QUEUES: "ClusterQueue", CHECKS: "AdmissionCheck", CONFIGS: "MultiKueueConfig",
+         CLUSTERS: "MultiKueueCluster"}
+
+
+class ManagerCache:
+    """The manager's Kueue objects, kept by reflectors (a `reflector.Sink`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.changed = threading.Event()
+        self._objects: dict[str, dict[tuple[str, str], Json]] = {k: {} for k in KINDS}
+        self.synced: set[str] = set()
+
+    @staticmethod
+    def _key(obj: Json) -> tuple[str, str]:
+        meta = obj.get("metadata") or {}
+        return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+    def replace(self, kind: str, items: Iterable[Json]) -> None:
+        with self._lock:
+            self._objects[kind] = {self._key(o): o for o in items}
+            self.synced.add(kind)
+        self.changed.set()
+
+    def apply(self, kind: str, event: str, obj: Json) -> None:
+        with self._lock:
+            if event == "DELETED":
+                self._objects[kind].pop(self._key(obj), None)
+            else:
+                self._objects[kind][self._key(obj)] = obj
+        self.changed.set()
+
+    def items(self, kind: str) -> list[Json]:
+        with self._lock:
+            return list(self._objects[kind].values())
+
+
+@dataclass
+class _Round:
+    started: float
+    nominated: tuple[str, ...]
+
+
+@dataclass
+class _Context:
+    ctx: PlacementContext
+    index: dict[str, int]
+    base_free: Any
+
+
+class Dispatcher:
+    def __init__(self, manager: Kube, settings: DispatcherSettings | None = None, *,
+                 network: NetworkSource = no_network, identity: str | None = None,
+                 clock: Callable[[], float] = time.monotonic, events: bool = True,
+                 recorder: Callable[[Placement], None] | None = None, metrics: Metrics | None = None,
+                 api_version: str | None = None) -> None:
+        self.manager = manager
+        self.settings = s = settings or DispatcherSettings()
+        self.network = network
+        self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
+        self.clock = clock
+        self.recorder = recorder
+        self.metrics = metrics or Metrics()
+        self.stop = threading.Event()
+        self.cache = ManagerCache()
+        self.workers = Workers(manager, s.kueue_namespace, refresh_s=s.refresh_s, stale_after_s=s.stale_after_s,
+                               clock=clock)
+        self.elector = LeaderElector(manager, s.leader_election, self.identity) if s.leader_election.enabled \
+            else None
+        self.events = EventSink(manager, self.identity) if events else None
+        self._api_version = api_version
+        self._rounds: dict[str, _Round] = {}
+        self._held: dict[str, Placement] = {}  # Workload uid -> the placement its GPUs are held for
+        self._said: dict[str, str] = {}  # Workload uid -> the last NotNominated message (said once)
+        self._context: _Context | None = None
+        self._context_key: tuple[int, int] | None = None
+        self._left_out: dict[str, str] = {}
+        self._network_view: NetworkView | None = None
+        self._network_at = float("-inf")
+        self._configured: tuple[float, str | None] = (float("-inf"), None)
+
+    # ---- where things are ----
+
+    @property
+    def api_version(self) -> str:
+        """The Kueue API version the manager serves (v1beta2 first)."""
+        if self._api_version is None:
+            for version in kueue.VERSIONS:
+                if self.manager.resource(f"{kueue.GROUP}/{version}", "Workload") is not None:
+                    self._api_version = f"{kueue.GROUP}/{version}"
+                    break
+            else:
+                raise InputError(f"context {self.manager.name}", "kueue.x-k8s.io",
+                                 "the cluster serves no Kueue Workload API (is Kueue installed?)")
+        return self._api_version
+
+    def path(self, kind: str, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        return Resource(self.api_version, KINDS[kind], kind, kind == WORKLOADS).path(namespace, name, subresource)
+
+    def leading(self) -> bool:
+        return self.elector.leading() if self.elector is not None else not self.stop.is_set()
+
+    # ---- lifecycle ----
+
+    def load(self) -> None:
+        """One list of every kind (a single pass, or a test driving passes by hand)."""
+        for kind in KINDS:
+            items, _ = self.manager.list_all(self.path(kind))
+            self.cache.replace(kind, items)
+
+    def __enter__(self) -> Dispatcher:
+        if self.events is not None:
+            self.events.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.events is not None:
+            self.events.close()
+        self.workers.close()
+
+    def pass_once(self) -> tuple[str, ...]:
+        """List everything, read every worker cluster that is due, one pass (`--once`, and tests that drive
+        passes by hand). Returns the Workloads written."""
+        self.load()
+        self.workers.poll(self.cluster_objects(), block=True)
+        return self.dispatch()
+
+    def run(self, stop: threading.Event | None = None, *, release_on_stop: bool = True) -> None:
+        """Watch and dispatch until `stop` (or `self.stop`) is set. Use inside `with dispatcher:`."""
+        if stop is not None:
+            threading.Thread(target=_link, args=(stop, self.stop), daemon=True).start()
+        reflectors = [Reflector(self.manager, kind, self.path(kind), self.cache, self.stop) for kind in KINDS]
+        for r in reflectors:
+            r.start()
+        lease = None
+        if self.elector is not None:
+            lease = threading.Thread(target=self.elector.run, args=(self.stop,),
+                                     kwargs={"release_on_stop": release_on_stop}, daemon=True,
+                                     name=f"lease-{self.manager.name}")
+            lease.start()
+        try:
+            while not self.stop.is_set():
+                self.cache.changed.wait(self._sleep_s())
+                self.cache.changed.clear()
+                if not all(r.synced.is_set() for r in reflectors):
+                    continue
+                self.workers.poll(self.cluster_objects())
+                try:
+                    self.dispatch()
+                except Exception as exc:  # one bad pass (a server hiccup) must not end the dispatcher
+                    log.warning("dispatch pass failed: %s", describe(exc))
+        finally:
+            self.stop.set()
+            for r in reflectors:
+                r.join(2.0)
+            if lease is not None:
+                lease.join(self.settings.leader_election.renew_deadline_s)
+
+    def _sleep_s(self) -> float:
+        now = self.clock()
+        due = [r.started + self.settings.renominate_after_s for r in self._rounds.values()]
+        soonest = min(due, default=now + 1.0)
+        return float(min(1.0, max(0.05, soonest - now)))
+
+    # ---- one pass ----
+
+    def dispatch(self) -> tuple[str, ...]:
+        """One pass over the pending Workloads; the keys of those written."""
+        self.metrics.stats.passes += 1
+        if not self.leading() or not self._kueue_names_us():
+            return ()
+        context = self._context_now()
+        checks = kueue.multikueue_checks(self.cache.items(CHECKS))
+        queues = {kueue.name_of(q): kueue.queue_checks(q) for q in self.cache.items(QUEUES)}
+        configs = {kueue.name_of(c): [str(n) for n in (c.get("spec") or {}).get("clusters") or []]
+                   for c in self.cache.items(CONFIGS)}
+        inactive = self._inactive()
+        pending: list[kueue.Pending] = []
+        alive: set[str] = set()
+        for wl in sorted(self.cache.items(WORKLOADS), key=_age):
+            uid = str((wl.get("metadata") or {}).get("uid") or "")
+            if kueue.skip_reason(wl, checks, queues) is None:
+                pending.append(kueue.pending_of(wl, checks))
+                alive.add(uid)
+        self._forget(alive, context)
+        written: list[str] = []
+        for item in pending:
+            if not self.leading():
+                break
+            if self._decide(item, configs, context, inactive):
+                written.append(item.key)
+        return tuple(written)
+
+    def _decide(self, item: kueue.Pending, configs: Mapping[str, list[str]], context: _Context | None,
+                inactive: Mapping[str, str]) -> bool:
+        started = time.perf_counter()
+        now = self.clock()
+        s = self.settings
+        current = self._rounds.get(item.uid)
+        if item.nominated:
+            if current is None or current.nominated != item.nominated:
+                # Nominated before this replica saw it (a restart, another leader): the round starts now.
+                self._rounds[item.uid] = _Round(now, item.nominated)
+                return False
+            if now - current.started < s.renominate_after_s:
+                return False
+        if item.config not in configs:
+            return self._refuse(item, f"MultiKueueConfig {item.config} not found", started)
+        try:
+            job = kueue.workload_gang(item.obj)
+        except InputError as exc:
+            return self._refuse(item, f"not a gang geosched can place: {exc}", started, outcome="not_a_gang")
+        left_out = {**self._left_out, **inactive}
+        candidates = [c for c in configs[item.config] if c not in left_out]
+        if context is None:
+            ranking = Ranking(job, (), ())
+        else:
+            ranking = rank(job, context.ctx, candidates, policy=s.policy, weights=s.weights)
+        order = ranking.cluster_names()
+        if item.nominated:
+            fresh = [c for c in order if c not in item.nominated][:1]
+            if not fresh:
+                self._rounds[item.uid] = _Round(now, item.nominated)  # asked again after the next timeout
+                return self._refuse(item, "no other cluster holds the gang", started, ranking, left_out,
+                                    configs[item.config])
+            nominated = (*item.nominated, *fresh)[:kueue.MAX_NOMINATED]
+            reason, outcome, best = "Renominated", "renominated", next(p for p in ranking.fits
+                                                                       if p.cluster == fresh[0])
+        else:
+            if not order:
+                return self._refuse(item, "no worker cluster holds the gang", started, ranking, left_out,
+                                    configs[item.config])
+            nominated = tuple(order[:s.nominate])
+            reason, outcome, best = "Nominated", "nominated", ranking.fits[0]
+        if not self.leading():
+            return False
+        try:
+            answer = self.manager.request(
+                "PATCH", self.path(WORKLOADS, item.namespace, item.name, "status"),
+                query={"fieldManager": s.field_manager, "force": True},
+                body=kueue.nomination_apply(item.obj, nominated, s.field_manager), content_type=APPLY_PATCH)
+        except ApiException as exc:
+            if exc.status == 409:  # changed since read (Kueue admitted or evicted it): the watch brings it
+                self.metrics.decided("conflict")
+                return False
+            self.metrics.decided("error")
+            log.warning("workload %s: %s", item.key, describe(exc))
+            return False
+        if isinstance(answer, dict):
+            self.cache.apply(WORKLOADS, "MODIFIED", answer)
+        self._rounds[item.uid] = _Round(now, nominated)
+        self._said.pop(item.uid, None)
+        if not item.nominated and context is not None:
+            self._hold(item.uid, best, context)
+        message = _message(nominated, best, ranking, left_out, configs[item.config])
+        self._event(item, reason, message)
+        if self.recorder is not None:
+            self.recorder(best)
+        self.metrics.decided(outcome, time.perf_counter() - started)
+        log.info("%s %s: %s", reason.lower(), item.key, ", ".join(nominated))
+        return True
+
+    def _refuse(self, item: kueue.Pending, why: str, started: float, ranking: Ranking | None = None,
+                left_out: Mapping[str, str] | None = None, candidates: Iterable[str] = (),
+                outcome: str = "no_fit") -> bool:
+        parts = [why]
+        if ranking is not None:
+            parts += [f"{c}: {reason}" for c, reason in sorted(ranking.refused)]
+        parts += [f"{c}: left out, {reason}" for c, reason in sorted((left_out or {}).items()) if c in candidates]
+        message = "; ".join(parts)
+        self.metrics.decided(outcome, time.perf_counter() - started)
+        if self._said.get(item.uid) != message:
+            self._said[item.uid] = message
+            self._event(item, "NotNominated", message, warning=True)
+            log.info("not nominated %s: %s", item.key, message)
+        return False
+
+    def _event(self, item: kueue.Pending, reason: str, message: str, *, warning: bool = False) -> None:
+        if self.events is None:
+            return
+        involved = {"apiVersion": item.obj.get("apiVersion") or self.api_version, "kind": "Workload",
+                    "name": item.name, "namespace": item.namespace, "uid": item.uid}
+        self.events.emit_about(involved, reason, message, warning=warning)
+
+    # ---- state kept between passes ----
+
+    def _forget(self, alive: set[str], context: _Context | None) -> None:
+        """Rounds and held GPUs of Workloads no longer pending (admitted, finished, gone) end here."""
+        for uid in set(self._rounds) - alive:
+            del self._rounds[uid]
+        for uid in set(self._said) - alive:
+            del self._said[uid]
+        gone = set(self._held) - alive
+        for uid in gone:
+            del self._held[uid]
+        if gone and context is not None:
+            self._reapply(context)
+
+    def _hold(self, uid: str, placement: Placement, context: _Context) -> None:
+        self._held[uid] = placement
+        if all(a.node in context.index for a in placement.assignments):
+            context.ctx = context.ctx.with_free(taken(context.ctx, placement, context.index))
+
+    def _reapply(self, context: _Context) -> None:
+        context.ctx = context.ctx.with_free(context.base_free.copy())
+        for placement in self._held.values():
+            if all(a.node in context.index for a in placement.assignments):
+                context.ctx = context.ctx.with_free(taken(context.ctx, placement, context.index))
+
+    def cluster_objects(self) -> dict[str, Json]:
+        return {kueue.name_of(c): c for c in self.cache.items(CLUSTERS)}
+
+    def _inactive(self) -> dict[str, str]:
+        """MultiKueueClusters Kueue itself reports inactive (condition Active=False)."""
+        out = {}
+        for c in self.cache.items(CLUSTERS):
+            for cond in (c.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "Active" and cond.get("status") == "False":
+                    out[kueue.name_of(c)] = f"Kueue reports it inactive ({cond.get('reason') or 'no reason'})"
+        return out
+
+    def _context_now(self) -> _Context | None:
+        readings, left_out = self.workers.usable()
+        network_changed = self._refresh_network()
+        key = (self.workers.version, id(self._network_view))
+        if key != self._context_key or network_changed or set(left_out) != set(self._left_out):
+            self._context = self._build(readings)
+            self._context_key = key
+            if self._context is not None:
+                self._reapply(self._context)
+        self._left_out = left_out
+        self.metrics.workers(len(readings), len(left_out))
+        return self._context
+
+    def _build(self, readings: Mapping[str, ClusterReading]) -> _Context | None:
+        if not readings:
+            return None
+        view = build_fleet(readings.values())
+        ctx = PlacementContext(view.fleet, network_for(view.fleet, self._network_view))
+        return _Context(ctx, {n: i for i, n in enumerate(ctx.names)}, ctx.gpus_free.copy())
+
+    def _refresh_network(self) -> bool:
+        now = self.clock()
+        if now - self._network_at < NETWORK_EVERY_S:
+            return False
+        self._network_at = now
+        try:
+            latest = self.network()
+        except Exception as exc:  # keep deciding on the last view rather than stop
+            log.warning("network view: %s", describe(exc))
+            return False
+        changed = latest is not self._network_view
+        self._network_view = latest
+        return changed
+
+    def _kueue_names_us(self) -> bool:
+        """Kueue's Configuration (its manager ConfigMap) names this dispatcher; read at most every refresh."""
+        at, name = self._configured
+        now = self.clock()
+        if now - at >= self.settings.refresh_s:
+            s = self.settings
+            try:
+                found = self.manager.get(CONFIGMAPS.path(s.kueue_namespace, s.kueue_configmap))
+            except Exception as exc:  # keep the last answer while the manager does not answer
+                log.warning("Kueue configuration: %s", describe(exc))
+                found = None if name is None else {"_keep": True}
+            if found is not None and "_keep" not in found:
+                text = (found.get("data") or {}).get(kueue.KUEUE_CONFIG_KEY) or ""
+                try:
+                    name = kueue.dispatcher_of(yaml.safe_load(text) or {})
+                except yaml.YAMLError:
+                    name = None
+            elif found is None:
+                name = None
+            if name != self.settings.dispatcher_name:
+                log.warning("Kueue's configuration %s/%s names dispatcher %s, not %s: nominating nothing",
+                            s.kueue_namespace, s.kueue_configmap, name or "(unreadable)", s.dispatcher_name)
+            self._configured = (now, name)
+        return self._configured[1] == self.settings.dispatcher_name
+
+
+def _link(outer: threading.Event, inner: threading.Event) -> None:
+    outer.wait()
+    inner.set()
+
+
+def _age(wl: Json) -> tuple[str, str, str]:
+    meta = wl.get("metadata") or {}
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _message(nominated: tuple[str, ...], best: Placement, ranking: Ranking, left_out: Mapping[str, str],
+             candidates: Iterable[str]) -> str:
+    """What `kubectl describe workload` shows: the choice, every score term, the others, who was left out."""
+    job, score = best.job, best.score
+    parts = [f"nominated {', '.join(nominated)}; {best.cluster}: {job.workers} x {job.gpus_per_worker} GPUs in "
+             f"{', '.join(best.zones)} by {best.policy}, {render.score_line(score, best.weights)}"]
+    others = [f"{p.cluster} {p.score.total:.3f}" for p in ranking.fits if p is not best]
+    if others:
+        parts.append("others: " + ", ".join(others))
+    parts += [f"{c}: {reason}" for c, reason in sorted(ranking.refused)]
+    parts += [f"{c}: left out, {reason}" for c, reason in sorted(left_out.items()) if c in set(candidates)]
+    return "; ".join(parts)
+
+
+__all__ = ["Dispatcher", "ManagerCache"]

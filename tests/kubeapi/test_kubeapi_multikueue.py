@@ -1,0 +1,245 @@
+"""geosched as MultiKueue's external dispatcher, end to end on emulated clusters over HTTP.
+
+A manager cluster (Kueue's CRDs from their published schemas, a MultiKueue ClusterQueue, AdmissionCheck,
+MultiKueueConfig, MultiKueueClusters with kubeconfig Secrets) and three worker clusters:
+
+| worker | nodes (8 x H100 each) | where | $/h per node | grid gCO2e/kWh | measured intra-zone link |
+|---|---|---|---|---|---|
+| worker-1 | 3, 1 busy | GKE us-central1-a, a3-highgpu-8g | 43.07 | 413 | healthy |
+| worker-2 | 8 | GKE europe-north1-c, a3-highgpu-8g | 96.71 | 39 | 2% loss, 5 Gbit/s |
+| worker-3 | 8, 2 busy | EKS us-east-1a (use1-az1), p5.48xlarge | 98.32 | 379 | healthy |
+
+Prices and grids are the shipped catalog's; the links are the measured network view handed to the dispatcher.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geosched.kube.client import Kube
+from geosched.kube.multikueue import Dispatcher, DispatcherSettings
+from geosched.kube.scheduler import fixed
+from geosched.kube.scheduler.settings import LeaderElection
+from geosched.models import LinkStats, NetworkView
+from geosched.store import Store
+from tests.kube.kube_support import validate_manifest
+from tests.kubeapi.kubeapi_support import FAST_LEASE, wait_until
+from tests.kubeapi.multikueue_support import (
+    FakeClock,
+    Site,
+    add_site,
+    admit,
+    manager_setup,
+    register_kueue_crds,
+    reserve_quota,
+    seeded,
+    validatable,
+    workload,
+)
+from tests.kubeemu import MultiCluster
+
+WORKERS = ("worker-1", "worker-2", "worker-3")
+SITES = {
+    "worker-1": Site("gcp", "us-central1", "us-central1-a", "a3-highgpu-8g", nodes=3, busy=1),
+    "worker-2": Site("gcp", "europe-north1", "europe-north1-c", "a3-highgpu-8g", nodes=8),
+    "worker-3": Site("aws", "us-east-1", "us-east-1a", "p5.48xlarge", nodes=8, busy=2, zone_id="use1-az1"),
+}
+NETWORK = NetworkView(zone_links={
+    ("us-central1-a", "us-central1-a"): LinkStats(0.3, 0.5, 0.0, 100.0, samples=40),
+    ("europe-north1-c", "europe-north1-c"): LinkStats(0.4, 0.9, 0.02, 5.0, samples=40),
+    ("use1-az1", "use1-az1"): LinkStats(0.3, 0.5, 0.0, 100.0, samples=40),
+})
+SETTINGS = DispatcherSettings(renominate_after_s=60.0, refresh_s=10.0, stale_after_s=30.0,
+                              leader_election=LeaderElection(enabled=False))
+STATUS = r"/workloads/[^/]+/status$"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[MultiCluster]:
+    with MultiCluster(4, names=["manager", *WORKERS], directory=tmp_path) as mc:
+        for cluster in mc:
+            register_kueue_crds(cluster)
+        mc["manager"].add_namespace("geosched-system")
+        for name, site in SITES.items():
+            add_site(mc[name], site)
+        manager_setup(mc, "manager", WORKERS)
+        yield mc
+        for cluster in mc:
+            assert cluster.server_errors == [], cluster.server_errors
+
+
+@pytest.fixture
+def kube(world: MultiCluster) -> Iterator[Kube]:
+    with Kube.open("manager", world.kubeconfig) as k:
+        yield k
+
+
+def dispatcher(world: MultiCluster, clock: FakeClock, settings: DispatcherSettings = SETTINGS,
+               **kw: Any) -> Dispatcher:
+    return Dispatcher(Kube.open("manager", world.kubeconfig), settings, network=fixed(NETWORK), clock=clock, **kw)
+
+
+def pending(world: MultiCluster, kube: Kube, name: str, pods: int, gpus: int = 8, **kw: Any) -> dict[str, Any]:
+    wl = seeded(world["manager"], workload(name, pods, gpus, **kw))
+    return reserve_quota(kube, wl)
+
+
+def status(world: MultiCluster, name: str) -> dict[str, Any]:
+    found = world["manager"].get("kueue.x-k8s.io/v1beta2/workloads", f"job-{name}-3f9a2", "default")
+    assert found is not None
+    return found
+
+
+def events_of(world: MultiCluster, name: str) -> list[dict[str, Any]]:
+    return [e for e in world["manager"].list("v1/events", "default")
+            if e["involvedObject"]["name"] == f"job-{name}-3f9a2"]
+
+
+def test_nominates_the_cluster_geosched_chose_and_says_why(world: MultiCluster, kube: Kube, tmp_path: Path) -> None:
+    pending(world, kube, "big", 4)     # 32 GPUs: worker-1 has 2 free nodes; worker-2's link loses 2%
+    pending(world, kube, "small", 1)   # one node: the cheapest cluster
+    with Store(tmp_path / "home") as store, dispatcher(world, FakeClock(), recorder=store.record_placement) as d:
+        written = d.pass_once()
+        placements = store.placements()
+    assert sorted(written) == ["default/job-big-3f9a2", "default/job-small-3f9a2"]
+    big, small = status(world, "big"), status(world, "small")
+    assert big["status"]["nominatedClusterNames"] == ["worker-3"]
+    assert small["status"]["nominatedClusterNames"] == ["worker-1"]
+    # Kueue's quota reservation survives our write (the whole admission status re-applied, as Kueue does) ...
+    assert [c["type"] for c in big["status"]["conditions"]] == ["QuotaReserved"]
+    assert big["status"]["admission"]["clusterQueue"] == "cluster-queue"
+    # ... under the field manager Kueue's docs require, on the status subresource.
+    owners = {(m["manager"], m["operation"], m.get("subresource")) for m in big["metadata"]["managedFields"]}
+    assert owners == {("kueue-admission", "Apply", "status")}
+    validate_manifest(validatable(big))
+    # kubectl describe workload: the choice, every score term, the others and why worker-1 could not.
+    (event,) = events_of(world, "big")
+    assert event["reason"] == "Nominated" and event["type"] == "Normal"
+    assert "nominated worker-3" in event["message"]
+    assert "x network" in event["message"] and "x cost" in event["message"] and "x carbon" in event["message"]
+    assert "others: worker-2" in event["message"]
+    assert "worker-1: the largest pool holds 2 of 4 workers" in event["message"]
+    assert {(p["job"], p["cluster"]) for p in placements} == {("job-big-3f9a2", "worker-3"),
+                                                              ("job-small-3f9a2", "worker-1")}
+
+
+def test_nominates_the_k_best_that_hold_it(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "big", 4)
+    with dispatcher(world, FakeClock(), replace(SETTINGS, nominate=3)) as d:
+        d.pass_once()
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-3", "worker-2"]
+
+
+def test_capacity_nominated_is_held_for_the_next_workload(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "first", 4)
+    pending(world, kube, "second", 4)   # worker-3 has 6 free nodes: after the first, only worker-2 holds it
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "first")["status"]["nominatedClusterNames"] == ["worker-3"]
+    assert status(world, "second")["status"]["nominatedClusterNames"] == ["worker-2"]
+
+
+def test_renominates_after_timeout_and_stops_after_admission(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "big", 4)
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        d.pass_once()
+        assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-3"]
+        clock.advance(59)
+        assert d.pass_once() == ()
+        clock.advance(2)
+        assert d.pass_once() == ("default/job-big-3f9a2",)
+        assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-3", "worker-2"]
+        wait_until(lambda: len(events_of(world, "big")) == 2, what="the Renominated event")  # sent on its own thread
+        assert sorted(e["reason"] for e in events_of(world, "big")) == ["Nominated", "Renominated"]
+        admitted = admit(kube, status(world, "big"), "worker-2")
+        assert admitted["status"]["clusterName"] == "worker-2"
+        world["manager"].clear_requests()
+        for _ in range(3):
+            clock.advance(120)
+            assert d.pass_once() == ()
+    assert world["manager"].count("PATCH", STATUS) == 0
+    assert "nominatedClusterNames" not in status(world, "big")["status"]
+
+
+def test_worker_cluster_that_disappears_is_left_out(world: MultiCluster, kube: Kube) -> None:
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        d.pass_once()
+        world["worker-3"].stop()
+        clock.advance(15)  # a read is due, fails; the last good one is 15 s old: still usable
+        pending(world, kube, "early", 1)
+        d.pass_once()
+        clock.advance(20)  # 35 s since the last good read, limit 30 s
+        pending(world, kube, "big", 4)
+        d.pass_once()
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-2"]
+    (event,) = events_of(world, "big")
+    assert "worker-3: left out, unreachable for 35s, longer than its staleness limit of 30s" in event["message"]
+
+
+def test_leaves_alone_what_is_not_its_own(world: MultiCluster, kube: Kube) -> None:
+    m = world["manager"]
+    local = seeded(m, workload("local", 1, 8))
+    reserve_quota(kube, local, queue="local-only", checks=())          # not a MultiKueue queue
+    seeded(m, workload("queued", 1, 8))                                # no quota reservation yet
+    admitted = pending(world, kube, "done", 1)
+    admit(kube, admitted, "worker-1")                                  # already admitted
+    m.clear_requests()
+    with dispatcher(world, FakeClock()) as d:
+        assert d.pass_once() == ()
+    assert m.count("PATCH", STATUS) == 0
+
+
+def test_does_nothing_while_kueue_names_another_dispatcher(world: MultiCluster, kube: Kube) -> None:
+    m = world["manager"]
+    config = m.get("v1/configmaps", "kueue-manager-config", "kueue-system")
+    assert config is not None
+    config["data"]["controller_manager_config.yaml"] = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "multiKueue:\n  dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental\n")
+    m.apply(config)
+    pending(world, kube, "big", 4)
+    m.clear_requests()
+    with dispatcher(world, FakeClock()) as d:
+        assert d.pass_once() == ()
+    assert m.count("PATCH", STATUS) == 0
+
+
+def test_two_replicas_only_the_leader_writes(world: MultiCluster, kube: Kube) -> None:
+    settings = replace(SETTINGS, leader_election=FAST_LEASE)
+    replicas = [Dispatcher(Kube.open("manager", world.kubeconfig), settings, network=fixed(NETWORK),
+                           identity=f"replica-{i}") for i in range(2)]
+    stops = [threading.Event() for _ in replicas]
+    threads = []
+    for d, stop in zip(replicas, stops, strict=True):
+        d.__enter__()
+        t = threading.Thread(target=d.run, args=(stop,), daemon=True)
+        t.start()
+        threads.append(t)
+    try:
+        for name in ("a", "b", "c"):
+            pending(world, kube, name, 1)
+        wait_until(lambda: all(status(world, n)["status"].get("nominatedClusterNames") for n in "abc"),
+                   timeout=20, what="three nominations")
+        decided = [d.metrics.stats.outcomes["nominated"] for d in replicas]
+        assert sorted(decided) == [0, 3], decided
+        leader = decided.index(3)
+        # The leader stops; the other takes over and nominates the next Workload.
+        stops[leader].set()
+        threads[leader].join(10)
+        pending(world, kube, "d", 1)
+        wait_until(lambda: status(world, "d")["status"].get("nominatedClusterNames"), timeout=20,
+                   what="the successor's nomination")
+        assert replicas[1 - leader].metrics.stats.outcomes["nominated"] == 1
+    finally:
+        for d, stop, t in zip(replicas, stops, threads, strict=True):
+            stop.set()
+            t.join(10)
+            d.__exit__(None, None, None)
