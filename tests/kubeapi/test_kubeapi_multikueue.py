@@ -14,16 +14,22 @@ Prices and grids are the shipped catalog's; the links are the measured network v
 
 from __future__ import annotations
 
+import socket
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from geosched.cli import app as cli_app
 from geosched.kube.client import Kube
-from geosched.kube.multikueue import Dispatcher, DispatcherSettings
+from geosched.kube.multikueue.dispatcher import Dispatcher
+from geosched.kube.multikueue.metrics import Metrics
+from geosched.kube.multikueue.settings import DispatcherSettings
 from geosched.kube.scheduler import fixed
 from geosched.kube.scheduler.settings import LeaderElection
 from geosched.models import LinkStats, NetworkView
@@ -243,3 +249,58 @@ def test_two_replicas_only_the_leader_writes(world: MultiCluster, kube: Kube) ->
             stop.set()
             t.join(10)
             d.__exit__(None, None, None)
+
+
+def test_metrics_endpoint_counts_decisions(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "big", 4)
+    metrics = Metrics()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    metrics.serve(port)
+    try:
+        with dispatcher(world, FakeClock(), metrics=metrics) as d:
+            d.pass_once()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    finally:
+        metrics.close()
+    assert 'geosched_multikueue_decisions_total{outcome="nominated"} 1.0' in text
+    assert "geosched_multikueue_decision_seconds_count 1.0" in text
+    assert 'geosched_multikueue_worker_clusters{state="usable"} 3.0' in text
+
+
+def test_cli_once_records_in_the_store(world: MultiCluster, kube: Kube, tmp_path: Path) -> None:
+    pending(world, kube, "big", 4)
+    result = CliRunner().invoke(cli_app, ["--home", str(tmp_path / "home"), "multikueue", "dispatch", "--once",
+                                          "--context", "manager", "--kubeconfig", str(world.kubeconfig)])
+    assert result.exit_code == 0, result.output
+    assert "nominated 1 Workload(s)" in result.stderr
+    # Without measurements the shipped network model: worker-2's link is healthy and it is the cheaper.
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-2"]
+    with Store(tmp_path / "home") as store:
+        assert [(p["job"], p["cluster"]) for p in store.placements()] == [("job-big-3f9a2", "worker-2")]
+    lease = world["manager"].get("coordination.k8s.io/v1/leases", "geosched-multikueue", "geosched-system")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""  # held for the pass, then released
+
+
+def test_cli_once_refuses_beside_a_leader(world: MultiCluster, kube: Kube) -> None:
+    world["manager"].create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                             "metadata": {"name": "geosched-multikueue", "namespace": "geosched-system"},
+                             "spec": {"holderIdentity": "replica-0", "leaseDurationSeconds": 15}})
+    pending(world, kube, "big", 4)
+    result = CliRunner().invoke(cli_app, ["multikueue", "dispatch", "--once", "--no-record", "--context", "manager",
+                                          "--kubeconfig", str(world.kubeconfig)])
+    assert result.exit_code == 1, result.output
+    assert "another dispatcher holds the Lease geosched-system/geosched-multikueue" in result.stderr
+    assert "nominatedClusterNames" not in status(world, "big")["status"]
+
+
+def test_cli_bad_config_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "dispatcher.yaml"
+    config.write_text("dispatcher_name: kueue.x-k8s.io/multikueue-dispatcher-incremental\n", encoding="utf-8")
+    result = CliRunner().invoke(cli_app, ["multikueue", "dispatch", "--once", "--context", "x", "--config",
+                                          str(config)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert str(config) in result.stderr and "dispatcher_name" in result.stderr

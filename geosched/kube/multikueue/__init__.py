@@ -2,13 +2,7 @@
 
 Pure core: `kueue` (what Kueue's objects say; the status write), `rank` (worker clusters ranked by the placement
 policy). I/O at the edges: `workers` (worker clusters through their kubeconfig Secrets), `dispatcher` (watches,
-leader election, writes, Events), `metrics`, `settings`. See README.md.
+leader election, writes, Events), `metrics`, `settings`; `cli` parses and prints. See README.md.
+
+Nothing is imported here: `geosched --help` must not load the Kubernetes client (import the modules).
 """
-
-from __future__ import annotations
-
-from geosched.kube.multikueue.dispatcher import Dispatcher
-from geosched.kube.multikueue.metrics import Metrics
-from geosched.kube.multikueue.settings import DispatcherSettings, load_settings, parse_settings
-
-__all__ = ["Dispatcher", "DispatcherSettings", "Metrics", "load_settings", "parse_settings"]

@@ -36,7 +36,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from geosched import render
-from geosched.errors import InputError
+from geosched.errors import GeoschedError, InputError
 from geosched.kube.client import APPLY_PATCH, Json, Kube, Resource, describe
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet, network_for
 from geosched.kube.multikueue import kueue
@@ -177,6 +177,18 @@ class Dispatcher:
         if self.events is not None:
             self.events.close()
         self.workers.close()
+
+    def run_once(self) -> tuple[str, ...]:
+        """`--once`: one pass holding the Lease (when leader election is on), so it never writes beside a running
+        replica. Raises GeoschedError when another replica holds it."""
+        if self.elector is not None and not self.elector.try_acquire_or_renew():
+            raise GeoschedError(f"another dispatcher holds the Lease {self.settings.leader_election.namespace}/"
+                                f"{self.settings.leader_election.name}; nothing done")
+        try:
+            return self.pass_once()
+        finally:
+            if self.elector is not None:
+                self.elector.release()
 
     def pass_once(self) -> tuple[str, ...]:
         """List everything, read every worker cluster that is due, one pass (`--once`, and tests that drive

@@ -53,7 +53,14 @@ class Metrics:
         }
         for outcome in OUTCOMES:
             self._prom["decisions"].labels(outcome)
-        prom.start_http_server(port, addr=address, registry=self.registry)
+        self._server = prom.start_http_server(port, addr=address, registry=self.registry)
+
+    def close(self) -> None:
+        server = getattr(self, "_server", None)
+        if server is not None:
+            server[0].shutdown()
+            server[0].server_close()
+            self._server = None
 
     def decided(self, outcome: str, seconds: float | None = None) -> None:
         self.stats.outcomes[outcome] += 1
