@@ -17,7 +17,8 @@ weigh their carbon.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -202,3 +203,29 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+# | worker | nodes (8 x H100 each) | where | $/h per node | grid gCO2e/kWh |
+# | worker1 | 3, 1 busy | GKE us-central1-a, a3-highgpu-8g | 43.07 | 413 |
+# | worker2 | 8 | GKE europe-north1-c, a3-highgpu-8g | 96.71 | 39 |
+# | worker3 | 8, 2 busy | EKS us-east-1a (use1-az1), p5.48xlarge | 98.32 | 379 |
+SITES = {
+    "worker1": Site("gcp", "us-central1", "us-central1-a", "a3-highgpu-8g", nodes=3, busy=1),
+    "worker2": Site("gcp", "europe-north1", "europe-north1-c", "a3-highgpu-8g", nodes=8),
+    "worker3": Site("aws", "us-east-1", "us-east-1a", "p5.48xlarge", nodes=8, busy=2, zone_id="use1-az1"),
+}
+
+
+@contextmanager
+def kueue_world(directory: Path, sites: Mapping[str, Site]) -> Iterator[MultiCluster]:
+    """A manager (`manager`) and one worker cluster per site, Kueue set up as MultiKueue's guide does."""
+    with MultiCluster(1 + len(sites), names=["manager", *sites], directory=directory) as mc:
+        for cluster in mc:
+            register_kueue_crds(cluster)
+        mc["manager"].add_namespace("geosched-system")
+        for name, site in sites.items():
+            add_site(mc[name], site)
+        manager_setup(mc, "manager", list(sites))
+        yield mc
+        for cluster in mc:
+            assert cluster.server_errors == [], cluster.server_errors

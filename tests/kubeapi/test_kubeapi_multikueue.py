@@ -5,9 +5,9 @@ MultiKueueConfig, MultiKueueClusters with kubeconfig Secrets) and three worker c
 
 | worker | nodes (8 x H100 each) | where | $/h per node | grid gCO2e/kWh | measured intra-zone link |
 |---|---|---|---|---|---|
-| worker-1 | 3, 1 busy | GKE us-central1-a, a3-highgpu-8g | 43.07 | 413 | healthy |
-| worker-2 | 8 | GKE europe-north1-c, a3-highgpu-8g | 96.71 | 39 | 2% loss, 5 Gbit/s |
-| worker-3 | 8, 2 busy | EKS us-east-1a (use1-az1), p5.48xlarge | 98.32 | 379 | healthy |
+| worker1 | 3, 1 busy | GKE us-central1-a, a3-highgpu-8g | 43.07 | 413 | healthy |
+| worker2 | 8 | GKE europe-north1-c, a3-highgpu-8g | 96.71 | 39 | 2% loss, 5 Gbit/s |
+| worker3 | 8, 2 busy | EKS us-east-1a (use1-az1), p5.48xlarge | 98.32 | 379 | healthy |
 
 Prices and grids are the shipped catalog's; the links are the measured network view handed to the dispatcher.
 """
@@ -37,12 +37,10 @@ from geosched.store import Store
 from tests.kube.kube_support import validate_manifest
 from tests.kubeapi.kubeapi_support import FAST_LEASE, wait_until
 from tests.kubeapi.multikueue_support import (
+    SITES,
     FakeClock,
-    Site,
-    add_site,
     admit,
-    manager_setup,
-    register_kueue_crds,
+    kueue_world,
     reserve_quota,
     seeded,
     validatable,
@@ -50,12 +48,7 @@ from tests.kubeapi.multikueue_support import (
 )
 from tests.kubeemu import MultiCluster
 
-WORKERS = ("worker-1", "worker-2", "worker-3")
-SITES = {
-    "worker-1": Site("gcp", "us-central1", "us-central1-a", "a3-highgpu-8g", nodes=3, busy=1),
-    "worker-2": Site("gcp", "europe-north1", "europe-north1-c", "a3-highgpu-8g", nodes=8),
-    "worker-3": Site("aws", "us-east-1", "us-east-1a", "p5.48xlarge", nodes=8, busy=2, zone_id="use1-az1"),
-}
+WORKERS = tuple(SITES)
 NETWORK = NetworkView(zone_links={
     ("us-central1-a", "us-central1-a"): LinkStats(0.3, 0.5, 0.0, 100.0, samples=40),
     ("europe-north1-c", "europe-north1-c"): LinkStats(0.4, 0.9, 0.02, 5.0, samples=40),
@@ -68,16 +61,8 @@ STATUS = r"/workloads/[^/]+/status$"
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[MultiCluster]:
-    with MultiCluster(4, names=["manager", *WORKERS], directory=tmp_path) as mc:
-        for cluster in mc:
-            register_kueue_crds(cluster)
-        mc["manager"].add_namespace("geosched-system")
-        for name, site in SITES.items():
-            add_site(mc[name], site)
-        manager_setup(mc, "manager", WORKERS)
+    with kueue_world(tmp_path, SITES) as mc:
         yield mc
-        for cluster in mc:
-            assert cluster.server_errors == [], cluster.server_errors
 
 
 @pytest.fixture
@@ -108,15 +93,15 @@ def events_of(world: MultiCluster, name: str) -> list[dict[str, Any]]:
 
 
 def test_nominates_the_cluster_geosched_chose_and_says_why(world: MultiCluster, kube: Kube, tmp_path: Path) -> None:
-    pending(world, kube, "big", 4)     # 32 GPUs: worker-1 has 2 free nodes; worker-2's link loses 2%
+    pending(world, kube, "big", 4)     # 32 GPUs: worker1 has 2 free nodes; worker2's link loses 2%
     pending(world, kube, "small", 1)   # one node: the cheapest cluster
     with Store(tmp_path / "home") as store, dispatcher(world, FakeClock(), recorder=store.record_placement) as d:
         written = d.pass_once()
         placements = store.placements()
     assert sorted(written) == ["default/job-big-3f9a2", "default/job-small-3f9a2"]
     big, small = status(world, "big"), status(world, "small")
-    assert big["status"]["nominatedClusterNames"] == ["worker-3"]
-    assert small["status"]["nominatedClusterNames"] == ["worker-1"]
+    assert big["status"]["nominatedClusterNames"] == ["worker3"]
+    assert small["status"]["nominatedClusterNames"] == ["worker1"]
     # Kueue's quota reservation survives our write (the whole admission status re-applied, as Kueue does) ...
     assert [c["type"] for c in big["status"]["conditions"]] == ["QuotaReserved"]
     assert big["status"]["admission"]["clusterQueue"] == "cluster-queue"
@@ -124,31 +109,31 @@ def test_nominates_the_cluster_geosched_chose_and_says_why(world: MultiCluster, 
     owners = {(m["manager"], m["operation"], m.get("subresource")) for m in big["metadata"]["managedFields"]}
     assert owners == {("kueue-admission", "Apply", "status")}
     validate_manifest(validatable(big))
-    # kubectl describe workload: the choice, every score term, the others and why worker-1 could not.
+    # kubectl describe workload: the choice, every score term, the others and why worker1 could not.
     (event,) = events_of(world, "big")
     assert event["reason"] == "Nominated" and event["type"] == "Normal"
-    assert "nominated worker-3" in event["message"]
+    assert "nominated worker3" in event["message"]
     assert "x network" in event["message"] and "x cost" in event["message"] and "x carbon" in event["message"]
-    assert "others: worker-2" in event["message"]
-    assert "worker-1: the largest pool holds 2 of 4 workers" in event["message"]
-    assert {(p["job"], p["cluster"]) for p in placements} == {("job-big-3f9a2", "worker-3"),
-                                                              ("job-small-3f9a2", "worker-1")}
+    assert "others: worker2" in event["message"]
+    assert "worker1: the largest pool holds 2 of 4 workers" in event["message"]
+    assert {(p["job"], p["cluster"]) for p in placements} == {("job-big-3f9a2", "worker3"),
+                                                              ("job-small-3f9a2", "worker1")}
 
 
 def test_nominates_the_k_best_that_hold_it(world: MultiCluster, kube: Kube) -> None:
     pending(world, kube, "big", 4)
     with dispatcher(world, FakeClock(), replace(SETTINGS, nominate=3)) as d:
         d.pass_once()
-    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-3", "worker-2"]
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker3", "worker2"]
 
 
 def test_capacity_nominated_is_held_for_the_next_workload(world: MultiCluster, kube: Kube) -> None:
     pending(world, kube, "first", 4)
-    pending(world, kube, "second", 4)   # worker-3 has 6 free nodes: after the first, only worker-2 holds it
+    pending(world, kube, "second", 4)   # worker3 has 6 free nodes: after the first, only worker2 holds it
     with dispatcher(world, FakeClock()) as d:
         d.pass_once()
-    assert status(world, "first")["status"]["nominatedClusterNames"] == ["worker-3"]
-    assert status(world, "second")["status"]["nominatedClusterNames"] == ["worker-2"]
+    assert status(world, "first")["status"]["nominatedClusterNames"] == ["worker3"]
+    assert status(world, "second")["status"]["nominatedClusterNames"] == ["worker2"]
 
 
 def test_renominates_after_timeout_and_stops_after_admission(world: MultiCluster, kube: Kube) -> None:
@@ -156,16 +141,16 @@ def test_renominates_after_timeout_and_stops_after_admission(world: MultiCluster
     clock = FakeClock()
     with dispatcher(world, clock) as d:
         d.pass_once()
-        assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-3"]
+        assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker3"]
         clock.advance(59)
         assert d.pass_once() == ()
         clock.advance(2)
         assert d.pass_once() == ("default/job-big-3f9a2",)
-        assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-3", "worker-2"]
+        assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker3", "worker2"]
         wait_until(lambda: len(events_of(world, "big")) == 2, what="the Renominated event")  # sent on its own thread
         assert sorted(e["reason"] for e in events_of(world, "big")) == ["Nominated", "Renominated"]
-        admitted = admit(kube, status(world, "big"), "worker-2")
-        assert admitted["status"]["clusterName"] == "worker-2"
+        admitted = admit(kube, status(world, "big"), "worker2")
+        assert admitted["status"]["clusterName"] == "worker2"
         world["manager"].clear_requests()
         for _ in range(3):
             clock.advance(120)
@@ -178,16 +163,16 @@ def test_worker_cluster_that_disappears_is_left_out(world: MultiCluster, kube: K
     clock = FakeClock()
     with dispatcher(world, clock) as d:
         d.pass_once()
-        world["worker-3"].stop()
+        world["worker3"].stop()
         clock.advance(15)  # a read is due, fails; the last good one is 15 s old: still usable
         pending(world, kube, "early", 1)
         d.pass_once()
         clock.advance(20)  # 35 s since the last good read, limit 30 s
         pending(world, kube, "big", 4)
         d.pass_once()
-    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-2"]
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker2"]
     (event,) = events_of(world, "big")
-    assert "worker-3: left out, unreachable for 35s, longer than its staleness limit of 30s" in event["message"]
+    assert "worker3: left out, unreachable for 35s, longer than its staleness limit of 30s" in event["message"]
 
 
 def test_leaves_alone_what_is_not_its_own(world: MultiCluster, kube: Kube) -> None:
@@ -196,7 +181,7 @@ def test_leaves_alone_what_is_not_its_own(world: MultiCluster, kube: Kube) -> No
     reserve_quota(kube, local, queue="local-only", checks=())          # not a MultiKueue queue
     seeded(m, workload("queued", 1, 8))                                # no quota reservation yet
     admitted = pending(world, kube, "done", 1)
-    admit(kube, admitted, "worker-1")                                  # already admitted
+    admit(kube, admitted, "worker1")                                  # already admitted
     m.clear_requests()
     with dispatcher(world, FakeClock()) as d:
         assert d.pass_once() == ()
@@ -276,10 +261,10 @@ def test_cli_once_records_in_the_store(world: MultiCluster, kube: Kube, tmp_path
                                           "--context", "manager", "--kubeconfig", str(world.kubeconfig)])
     assert result.exit_code == 0, result.output
     assert "nominated 1 Workload(s)" in result.stderr
-    # Without measurements the shipped network model: worker-2's link is healthy and it is the cheaper.
-    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker-2"]
+    # Without measurements the shipped network model: worker2's link is healthy and it is the cheaper.
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker2"]
     with Store(tmp_path / "home") as store:
-        assert [(p["job"], p["cluster"]) for p in store.placements()] == [("job-big-3f9a2", "worker-2")]
+        assert [(p["job"], p["cluster"]) for p in store.placements()] == [("job-big-3f9a2", "worker2")]
     lease = world["manager"].get("coordination.k8s.io/v1/leases", "geosched-multikueue", "geosched-system")
     assert lease is not None and lease["spec"]["holderIdentity"] == ""  # held for the pass, then released
 

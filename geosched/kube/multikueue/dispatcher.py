@@ -239,7 +239,7 @@ class Dispatcher:
     def dispatch(self) -> tuple[str, ...]:
         """One pass over the pending Workloads; the keys of those written."""
         self.metrics.stats.passes += 1
-        if not self.leading() or not self._kueue_names_us():
+        if not self.leading() or self.workers.warming() or not self._kueue_names_us():
             return ()
         context = self._context_now()
         checks = kueue.multikueue_checks(self.cache.items(CHECKS))

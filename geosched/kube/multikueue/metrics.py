@@ -33,6 +33,7 @@ class Metrics:
         self.stats = Stats()
         self._prom: dict[str, Any] = {}
         self.registry: Any = None
+        self._server: tuple[Any, Any] | None = None
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Export on http://address:port/metrics (loopback unless an address is chosen)."""
@@ -56,10 +57,9 @@ class Metrics:
         self._server = prom.start_http_server(port, addr=address, registry=self.registry)
 
     def close(self) -> None:
-        server = getattr(self, "_server", None)
-        if server is not None:
-            server[0].shutdown()
-            server[0].server_close()
+        if self._server is not None:
+            self._server[0].shutdown()
+            self._server[0].server_close()
             self._server = None
 
     def decided(self, outcome: str, seconds: float | None = None) -> None:

@@ -143,6 +143,11 @@ class Workers:
 
     # ---- what decisions may use ----
 
+    def warming(self) -> bool:
+        """Some cluster's first read has not ended yet: deciding now would leave it out for nothing."""
+        return any(w.reading is None and (w.pending is not None or w.started_at == float("-inf"))
+                   for w in self._workers.values())
+
     def usable(self) -> tuple[dict[str, ClusterReading], dict[str, str]]:
         """Readings fresh enough to decide on, and why each other cluster is left out."""
         now = self._clock()
