@@ -95,7 +95,7 @@ def events_of(world: MultiCluster, name: str) -> list[dict[str, Any]]:
 def test_nominates_the_cluster_geosched_chose_and_says_why(world: MultiCluster, kube: Kube, tmp_path: Path) -> None:
     pending(world, kube, "big", 4)     # 32 GPUs: worker1 has 2 free nodes; worker2's link loses 2%
     pending(world, kube, "small", 1)   # one node: the cheapest cluster
-    with Store(tmp_path / "home") as store, dispatcher(world, FakeClock(), recorder=store.record_placement) as d:
+    with Store(tmp_path / "home") as store, dispatcher(world, FakeClock(), recorder=store.record_placements) as d:
         written = d.pass_once()
         placements = store.placements()
     assert sorted(written) == ["default/job-big-3f9a2", "default/job-small-3f9a2"]

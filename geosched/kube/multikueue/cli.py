@@ -11,17 +11,14 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from geosched import policies, render
 from geosched.errors import InputError
 from geosched.kube.cli import KubeconfigOpt, _errors
-from geosched.models import Placement, Weights
-
-if TYPE_CHECKING:
-    from geosched.store import Store
+from geosched.models import Weights
 
 DEFAULT_WEIGHTS = Weights()
 
@@ -104,8 +101,8 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
                 stack.callback(metrics.close)
             store = stack.enter_context(Store(home())) if record else None
             kube = stack.enter_context(Kube.open(context, kubeconfig, in_cluster=in_cluster))
-            dispatcher = stack.enter_context(Dispatcher(
-                kube, s, network=source, metrics=metrics, recorder=_recorder(store)))
+            recorder = store.record_placements if store is not None else None
+            dispatcher = stack.enter_context(Dispatcher(kube, s, network=source, metrics=metrics, recorder=recorder))
             if once:
                 written = dispatcher.run_once()
                 render.err.print(f"nominated {len(written)} Workload(s)", markup=False)
@@ -120,11 +117,3 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
 
     return app
 
-
-def _recorder(store: Store | None) -> Callable[[Placement], None] | None:
-    if store is None:
-        return None
-
-    def record(placement: Placement) -> None:
-        store.record_placement(placement)
-    return record

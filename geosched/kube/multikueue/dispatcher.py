@@ -28,7 +28,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +56,7 @@ from geosched.policies import PlacementContext
 log = logging.getLogger(__name__)
 CONFIGMAPS = Resource("v1", "ConfigMap", "configmaps", True)
 NETWORK_EVERY_S = 30.0
+WRITERS = 4
 WORKLOADS, QUEUES, CHECKS, CONFIGS, CLUSTERS = "workloads", "clusterqueues", "admissionchecks", \
     "multikueueconfigs", "multikueueclusters"
 KINDS = {WORKLOADS: "Workload", QUEUES: "ClusterQueue", CHECKS: "AdmissionCheck", CONFIGS: "MultiKueueConfig",
@@ -99,6 +102,19 @@ class _Round:
     nominated: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Write:
+    item: kueue.Pending
+    reason: str  # Nominated | Renominated
+    nominated: tuple[str, ...]
+    best: Placement
+    message: str
+    held: bool
+    started: float
+    sent: float
+    future: Future[Any]
+
+
 @dataclass
 class _Context:
     ctx: PlacementContext
@@ -110,7 +126,7 @@ class Dispatcher:
     def __init__(self, manager: Kube, settings: DispatcherSettings | None = None, *,
                  network: NetworkSource = no_network, identity: str | None = None,
                  clock: Callable[[], float] = time.monotonic, events: bool = True,
-                 recorder: Callable[[Placement], None] | None = None, metrics: Metrics | None = None,
+                 recorder: Callable[[Sequence[Placement]], object] | None = None, metrics: Metrics | None = None,
                  api_version: str | None = None) -> None:
         self.manager = manager
         self.settings = s = settings or DispatcherSettings()
@@ -136,6 +152,9 @@ class Dispatcher:
         self._network_view: NetworkView | None = None
         self._network_at = float("-inf")
         self._configured: tuple[float, str | None] = (float("-inf"), None)
+        self._decided: list[Placement] = []  # this pass's decisions, recorded together at its end
+        # Status writes in flight while the next Workload is decided (an API server's round trip each).
+        self._writer = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="nominate")
 
     # ---- where things are ----
 
@@ -174,6 +193,7 @@ class Dispatcher:
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
+        self._writer.shutdown(wait=True)
         if self.events is not None:
             self.events.close()
         self.workers.close()
@@ -255,16 +275,34 @@ class Dispatcher:
                 pending.append(kueue.pending_of(wl, checks))
                 alive.add(uid)
         self._forget(alive, context)
+        inflight: deque[_Write] = deque()
         written: list[str] = []
-        for item in pending:
-            if not self.leading():
-                break
-            if self._decide(item, configs, context, inactive):
-                written.append(item.key)
+
+        def settle_done(limit: int) -> None:
+            # In order, so Events and records follow the decisions; blocking only while too many are in flight.
+            while inflight and (len(inflight) > limit or inflight[0].future.done()):
+                w = inflight.popleft()
+                if self._settle(w, context):
+                    written.append(w.item.key)
+
+        try:
+            for item in pending:
+                if not self.leading():
+                    break
+                write = self._decide(item, configs, context, inactive)
+                if write is not None:
+                    inflight.append(write)
+                settle_done(2 * WRITERS)
+        finally:
+            settle_done(0)
+            if self.recorder is not None and self._decided:
+                self.recorder(self._decided)
+            self._decided = []
         return tuple(written)
 
     def _decide(self, item: kueue.Pending, configs: Mapping[str, list[str]], context: _Context | None,
-                inactive: Mapping[str, str]) -> bool:
+                inactive: Mapping[str, str]) -> _Write | None:
+        """Choose, hold the capacity, and start the write (the next Workload is decided while it is in flight)."""
         started = time.perf_counter()
         now = self.clock()
         s = self.settings
@@ -273,15 +311,17 @@ class Dispatcher:
             if current is None or current.nominated != item.nominated:
                 # Nominated before this replica saw it (a restart, another leader): the round starts now.
                 self._rounds[item.uid] = _Round(now, item.nominated)
-                return False
+                return None
             if now - current.started < s.renominate_after_s:
-                return False
+                return None
         if item.config not in configs:
-            return self._refuse(item, f"MultiKueueConfig {item.config} not found", started)
+            self._refuse(item, f"MultiKueueConfig {item.config} not found", started)
+            return None
         try:
             job = kueue.workload_gang(item.obj)
         except InputError as exc:
-            return self._refuse(item, f"not a gang geosched can place: {exc}", started, outcome="not_a_gang")
+            self._refuse(item, f"not a gang geosched can place: {exc}", started, outcome="not_a_gang")
+            return None
         left_out = {**self._left_out, **inactive}
         candidates = [c for c in configs[item.config] if c not in left_out]
         if context is None:
@@ -293,48 +333,58 @@ class Dispatcher:
             fresh = [c for c in order if c not in item.nominated][:1]
             if not fresh:
                 self._rounds[item.uid] = _Round(now, item.nominated)  # asked again after the next timeout
-                return self._refuse(item, "no other cluster holds the gang", started, ranking, left_out,
-                                    configs[item.config])
+                self._refuse(item, "no other cluster holds the gang", started, ranking, left_out,
+                             configs[item.config])
+                return None
             nominated = (*item.nominated, *fresh)[:kueue.MAX_NOMINATED]
-            reason, outcome, best = "Renominated", "renominated", next(p for p in ranking.fits
-                                                                       if p.cluster == fresh[0])
+            reason, best = "Renominated", next(p for p in ranking.fits if p.cluster == fresh[0])
         else:
             if not order:
-                return self._refuse(item, "no worker cluster holds the gang", started, ranking, left_out,
-                                    configs[item.config])
+                self._refuse(item, "no worker cluster holds the gang", started, ranking, left_out,
+                             configs[item.config])
+                return None
             nominated = tuple(order[:s.nominate])
-            reason, outcome, best = "Nominated", "nominated", ranking.fits[0]
+            reason, best = "Nominated", ranking.fits[0]
         if not self.leading():
-            return False
+            return None
+        # Held now, so the next Workload of this pass sees it taken; given back if the write fails.
+        self._rounds[item.uid] = _Round(now, nominated)
+        held = not item.nominated and context is not None
+        if held and context is not None:
+            self._hold(item.uid, best, context)
+        future = self._writer.submit(
+            _timed, self.manager.request, "PATCH", self.path(WORKLOADS, item.namespace, item.name, "status"),
+            query={"fieldManager": s.field_manager, "force": True},
+            body=kueue.nomination_apply(item.obj, nominated, s.field_manager), content_type=APPLY_PATCH)
+        message = _message(nominated, best, ranking, left_out, configs[item.config])
+        return _Write(item, reason, nominated, best, message, held, started, time.perf_counter(), future)
+
+    def _settle(self, w: _Write, context: _Context | None) -> bool:
+        """The write's outcome: Event, record and metrics when it landed; the hold given back when not."""
         try:
-            answer = self.manager.request(
-                "PATCH", self.path(WORKLOADS, item.namespace, item.name, "status"),
-                query={"fieldManager": s.field_manager, "force": True},
-                body=kueue.nomination_apply(item.obj, nominated, s.field_manager), content_type=APPLY_PATCH)
-        except ApiException as exc:
-            if exc.status == 409:  # changed since read (Kueue admitted or evicted it): the watch brings it
-                self.metrics.decided("conflict")
-                return False
-            self.metrics.decided("error")
-            log.warning("workload %s: %s", item.key, describe(exc))
+            answer, done_at = w.future.result()
+        except Exception as exc:
+            if isinstance(exc, ApiException) and exc.status == 409:
+                self.metrics.decided("conflict")  # changed since read (admitted, evicted): the watch brings it
+            else:
+                self.metrics.decided("error")
+                log.warning("workload %s: %s", w.item.key, describe(exc))
+            self._rounds.pop(w.item.uid, None)
+            if w.held and self._held.pop(w.item.uid, None) is not None and context is not None:
+                self._reapply(context)
             return False
         if isinstance(answer, dict):
             self.cache.apply(WORKLOADS, "MODIFIED", answer)
-        self._rounds[item.uid] = _Round(now, nominated)
-        self._said.pop(item.uid, None)
-        if not item.nominated and context is not None:
-            self._hold(item.uid, best, context)
-        message = _message(nominated, best, ranking, left_out, configs[item.config])
-        self._event(item, reason, message)
-        if self.recorder is not None:
-            self.recorder(best)
-        self.metrics.decided(outcome, time.perf_counter() - started)
-        log.info("%s %s: %s", reason.lower(), item.key, ", ".join(nominated))
+        self._said.pop(w.item.uid, None)
+        self._event(w.item, w.reason, w.message)
+        self._decided.append(w.best)
+        self.metrics.decided(w.reason.lower(), done_at - w.started, w.sent - w.started)
+        log.info("%s %s: %s", w.reason.lower(), w.item.key, ", ".join(w.nominated))
         return True
 
     def _refuse(self, item: kueue.Pending, why: str, started: float, ranking: Ranking | None = None,
                 left_out: Mapping[str, str] | None = None, candidates: Iterable[str] = (),
-                outcome: str = "no_fit") -> bool:
+                outcome: str = "no_fit") -> None:
         parts = [why]
         if ranking is not None:
             parts += [f"{c}: {reason}" for c, reason in sorted(ranking.refused)]
@@ -345,7 +395,6 @@ class Dispatcher:
             self._said[item.uid] = message
             self._event(item, "NotNominated", message, warning=True)
             log.info("not nominated %s: %s", item.key, message)
-        return False
 
     def _event(self, item: kueue.Pending, reason: str, message: str, *, warning: bool = False) -> None:
         if self.events is None:
@@ -449,6 +498,12 @@ class Dispatcher:
                             s.kueue_namespace, s.kueue_configmap, name or "(unreadable)", s.dispatcher_name)
             self._configured = (now, name)
         return self._configured[1] == self.settings.dispatcher_name
+
+
+def _timed(fn: Callable[..., Any], *args: Any, **kw: Any) -> tuple[Any, float]:
+    """The answer, and when it came (a decision's latency ends when its write is answered)."""
+    answer = fn(*args, **kw)
+    return answer, time.perf_counter()
 
 
 def _link(outer: threading.Event, inner: threading.Event) -> None:

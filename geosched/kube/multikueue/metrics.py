@@ -24,6 +24,8 @@ class Stats:
     passes: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     latencies_s: deque[float] = field(default_factory=lambda: deque(maxlen=100_000))  # the latest, for p99
+    # The decision alone (Workload read to its write sent): parsing, ranking, the apply body; no API round trip.
+    decide_s: deque[float] = field(default_factory=lambda: deque(maxlen=100_000))
     usable: int = 0
     left_out: int = 0
 
@@ -62,8 +64,10 @@ class Metrics:
             self._server[0].server_close()
             self._server = None
 
-    def decided(self, outcome: str, seconds: float | None = None) -> None:
+    def decided(self, outcome: str, seconds: float | None = None, deciding: float | None = None) -> None:
         self.stats.outcomes[outcome] += 1
+        if deciding is not None:
+            self.stats.decide_s.append(deciding)
         if self._prom:
             self._prom["decisions"].labels(outcome).inc()
         if seconds is not None:

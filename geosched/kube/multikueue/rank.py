@@ -1,10 +1,12 @@
 """Worker clusters ranked for one gang by the placement policy. Pure: a placement context in, a ranking out.
 
 The context holds every worker cluster's nodes at once (one `PlacementContext`, nodes tagged with their
-MultiKueueCluster's name), so the score's references (the median $/GPU-h and gCO2e/GPU-h of eligible nodes,
-the ideal step time) are the same for every cluster and scores compare across clusters. The job's view is
-built once (`policies.job_view`); each cluster is then the same view with the other clusters' nodes made
-ineligible, given to the registered policy. A cluster holds the gang when the policy places it there.
+MultiKueueCluster's name), so the score's references (the median $/GPU-h and gCO2e/GPU-h of eligible nodes
+of all the clusters read, the ideal step time) are the same for every cluster and scores compare across
+clusters. The job's view is built once (`policies.job_view`); each cluster is then the same view with the
+other clusters' nodes made ineligible, given to the registered policy. A cluster holds the gang when the
+policy places it there; one whose free slots (free GPUs // GPUs per worker, on eligible nodes) are fewer than
+the workers is refused without asking the policy.
 
 Order: for `zone-first`, its own ranking of candidates (one region before several, fewer zones, then the
 score); for every other policy, the score. Ties: cheaper per hour, then the cluster name.
@@ -45,8 +47,13 @@ def rank(job: Job, ctx: PlacementContext, clusters: Sequence[str], *, policy: st
     refused: list[tuple[str, str]] = [(c, "no GPU node read from it") for c in clusters if c not in index]
     fits: list[Placement] = []
     if known:
-        view = job_view(ctx, replace(job, clusters=tuple(known)), weights or Weights(), explain=False)
+        view = job_view(ctx, job, weights or Weights(), explain=False)
+        room = np.bincount(ctx.cluster_of, weights=view.capacity, minlength=len(ctx.cluster_names))
         for cluster in known:
+            if room[index[cluster]] < job.workers:  # cannot hold it whatever the policy: no need to ask
+                refused.append((cluster, f"the largest pool holds {int(room[index[cluster]])} of {job.workers} "
+                                         f"workers"))
+                continue
             mine = ctx.cluster_of == index[cluster]
             outcome = fn(replace(view, eligible=view.eligible & mine, capacity=np.where(mine, view.capacity, 0)))
             if isinstance(outcome, Placement):
