@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from geosched import policies
-from geosched.documents import API_VERSION
 from geosched.fields import Fields, load_document
 from geosched.kube.multikueue.kueue import (
     ADMISSION_FIELD_MANAGER,
@@ -35,7 +34,13 @@ from geosched.kube.multikueue.kueue import (
     KUEUE_NAMESPACE,
     MAX_NOMINATED,
 )
-from geosched.kube.scheduler.settings import LeaderElection, parse_leader_election, parse_weights
+from geosched.kube.scheduler.settings import (
+    LeaderElection,
+    check_kind,
+    parse_leader_election,
+    parse_policy,
+    parse_weights,
+)
 from geosched.models import Weights
 
 LEASE_NAME = "geosched-multikueue"
@@ -60,12 +65,8 @@ class DispatcherSettings:
 
 def parse_settings(data: Any, source: str) -> DispatcherSettings:
     f = Fields(data or {}, source, "", TOP)
-    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
-        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
-    if f.has("kind") and f.raw("kind") != "DispatcherConfig":
-        raise f.error("kind", f"expected 'DispatcherConfig', got {f.raw('kind')!r}")
-    policy = f.string("policy", default=policies.DEFAULT_POLICY)
-    f.check("policy", policy in policies.names(), f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+    check_kind(f, "DispatcherConfig")
+    policy = parse_policy(f)
     name = f.string("dispatcher_name", default=DEFAULT_DISPATCHER)
     f.check("dispatcher_name", name not in (ALL_AT_ONCE, INCREMENTAL),
             f"{name} is one of Kueue's built-in dispatchers; name ours (e.g. {DEFAULT_DISPATCHER})")

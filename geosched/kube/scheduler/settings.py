@@ -62,12 +62,8 @@ class SchedulerSettings:
 
 def parse_settings(data: Any, source: str) -> SchedulerSettings:
     f = Fields(data or {}, source, "", TOP)
-    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
-        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
-    if f.has("kind") and f.raw("kind") != "SchedulerConfig":
-        raise f.error("kind", f"expected 'SchedulerConfig', got {f.raw('kind')!r}")
-    policy = f.string("policy", default=policies.DEFAULT_POLICY)
-    f.check("policy", policy in policies.names(), f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+    check_kind(f, "SchedulerConfig")
+    policy = parse_policy(f)
     initial = f.number("backoff_initial_s", minimum=0.0, default=1.0)
     return SchedulerSettings(
         scheduler_name=f.string("scheduler_name", default="geosched"),
@@ -79,6 +75,20 @@ def parse_settings(data: Any, source: str) -> SchedulerSettings:
         backoff_max_s=f.number("backoff_max_s", minimum=initial, default=max(60.0, initial)),
         watch_timeout_s=f.integer("watch_timeout_s", minimum=1, default=300),
     )
+
+
+def check_kind(f: Fields, kind: str) -> None:
+    """The optional apiVersion and kind of a geosched settings document."""
+    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
+        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
+    if f.has("kind") and f.raw("kind") != kind:
+        raise f.error("kind", f"expected {kind!r}, got {f.raw('kind')!r}")
+
+
+def parse_policy(f: Fields) -> str:
+    policy = f.string("policy", default=policies.DEFAULT_POLICY)
+    f.check("policy", policy in policies.names(), f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+    return policy
 
 
 def parse_weights(f: Fields) -> Weights:
