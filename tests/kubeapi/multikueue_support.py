@@ -17,6 +17,7 @@ weigh their carbon.
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from tests.kubeemu import EmulatedCluster, MultiCluster, node_manifest
 from tests.kubeemu.multicluster import kubeconfig_dict
 
 V1B2 = "kueue.x-k8s.io/v1beta2"
+V1B1 = "kueue.x-k8s.io/v1beta1"
 CHECK = "multikueue-check"
 CONFIG = "multikueue-config"
 QUEUE = "cluster-queue"
@@ -54,8 +56,12 @@ class Site:
     zone_id: str | None = None  # AWS zone ID (topology.k8s.aws/zone-id)
 
 
-def register_kueue_crds(cluster: EmulatedCluster) -> None:
+def register_kueue_crds(cluster: EmulatedCluster, *, served: Sequence[str] = ("v1beta1", "v1beta2")) -> None:
+    """Kueue's CRDs as published; `served` narrows the versions served (a Kueue before v1beta2 serves v1beta1)."""
     for crd in kueue_crds(crd_dir()):
+        crd = copy.deepcopy(crd)
+        for version in crd["spec"]["versions"]:
+            version["served"] = version["name"] in served
         cluster.register_crd(crd)
 
 
@@ -89,7 +95,7 @@ def add_site(cluster: EmulatedCluster, site: Site) -> list[str]:
 
 
 def manager_setup(mc: MultiCluster, manager: str, workers: Sequence[str], *,
-                  dispatcher: str = DISPATCHER) -> None:
+                  dispatcher: str = DISPATCHER, api: str = V1B2) -> None:
     """Kueue's objects in the manager: the Configuration, a MultiKueue ClusterQueue, the worker clusters."""
     m = mc[manager]
     m.add_namespace("kueue-system")
@@ -98,43 +104,46 @@ def manager_setup(mc: MultiCluster, manager: str, workers: Sequence[str], *,
     m.create({"apiVersion": "v1", "kind": "ConfigMap",
               "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
               "data": {"controller_manager_config.yaml": yaml.safe_dump(configuration)}})
-    seeded(m, {"apiVersion": V1B2, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}})
-    seeded(m, cluster_queue(QUEUE, [CHECK]))
-    seeded(m, cluster_queue("local-only", []))
-    seeded(m, {"apiVersion": V1B2, "kind": "AdmissionCheck", "metadata": {"name": CHECK},
+    seeded(m, {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}})
+    seeded(m, cluster_queue(QUEUE, [CHECK], api))
+    seeded(m, cluster_queue("local-only", [], api))
+    seeded(m, {"apiVersion": api, "kind": "AdmissionCheck", "metadata": {"name": CHECK},
                "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
                         "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": CONFIG}}})
-    seeded(m, {"apiVersion": V1B2, "kind": "MultiKueueConfig", "metadata": {"name": CONFIG},
+    seeded(m, {"apiVersion": api, "kind": "MultiKueueConfig", "metadata": {"name": CONFIG},
                "spec": {"clusters": list(workers)}})
     for w in workers:
-        add_worker(mc, manager, w)
+        add_worker(mc, manager, w, api)
 
 
-def add_worker(mc: MultiCluster, manager: str, worker: str) -> None:
+def add_worker(mc: MultiCluster, manager: str, worker: str, api: str = V1B2) -> None:
     m = mc[manager]
     kubeconfig = yaml.safe_dump(kubeconfig_dict([mc[worker]]))
     m.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
               "metadata": {"name": f"{worker}-secret", "namespace": "kueue-system"},
               "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()}})
-    seeded(m, {"apiVersion": V1B2, "kind": "MultiKueueCluster", "metadata": {"name": worker},
-               "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
-                                                         "location": f"{worker}-secret"}}}})
+    ref = {"locationType": "Secret", "location": f"{worker}-secret"}
+    # v1beta2 moved the kubeconfig under clusterSource (beside clusterProfileRef).
+    spec = {"clusterSource": {"kubeConfig": ref}} if api == V1B2 else {"kubeConfig": ref}
+    seeded(m, {"apiVersion": api, "kind": "MultiKueueCluster", "metadata": {"name": worker}, "spec": spec})
 
 
-def cluster_queue(name: str, checks: Sequence[str]) -> dict[str, Any]:
+def cluster_queue(name: str, checks: Sequence[str], api: str = V1B2) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "namespaceSelector": {},
         "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
                             "flavors": [{"name": "default-flavor",
                                          "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 10000}]}]}],
     }
-    if checks:
+    if checks and api == V1B2:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
-    return {"apiVersion": V1B2, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+    elif checks:
+        spec["admissionChecks"] = list(checks)  # v1beta1's list (v1beta2 keeps only the strategy)
+    return {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 
 def workload(name: str, pods: int, gpus: int, *, namespace: str = "default",
-             topology: str | None = None) -> dict[str, Any]:
+             topology: str | None = None, api: str = V1B2) -> dict[str, Any]:
     """A Workload as Kueue's batch/Job integration creates it for an Indexed Job of `pods` GPU pods."""
     container = {"name": "trainer", "image": "ghcr.io/example/trainer:1.0",
                  "resources": {"limits": {keys.GPU: str(gpus)}, "requests": {keys.GPU: str(gpus)}}}
@@ -143,7 +152,7 @@ def workload(name: str, pods: int, gpus: int, *, namespace: str = "default",
                                                                      "restartPolicy": "Never"}}}
     if topology:
         pod_set["topologyRequest"] = {"required": topology}
-    return {"apiVersion": V1B2, "kind": "Workload",
+    return {"apiVersion": api, "kind": "Workload",
             "metadata": {"name": f"job-{name}-3f9a2", "namespace": namespace,
                          "labels": {"kueue.x-k8s.io/job-uid": f"uid-{name}"}},
             "spec": {"active": True, "podSets": [pod_set], "priority": 0, "queueName": "user-queue"}}
@@ -169,9 +178,10 @@ def reserve_quota(kube: Kube, wl: Mapping[str, Any], *, queue: str = QUEUE,
 
 def kueue_status(kube: Kube, wl: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
     meta = wl["metadata"]
-    body = {"apiVersion": V1B2, "kind": "Workload",
+    api = wl["apiVersion"]
+    body = {"apiVersion": api, "kind": "Workload",
             "metadata": {"name": meta["name"], "namespace": meta["namespace"]}, "status": dict(status)}
-    path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{meta['namespace']}/workloads/{meta['name']}/status"
+    path = f"/apis/{api}/namespaces/{meta['namespace']}/workloads/{meta['name']}/status"
     answer = kube.request("PATCH", path, query={"fieldManager": "kueue-admission", "force": True}, body=body,
                           content_type=APPLY_PATCH)
     assert isinstance(answer, dict)
@@ -217,15 +227,17 @@ SITES = {
 
 
 @contextmanager
-def kueue_world(directory: Path, sites: Mapping[str, Site]) -> Iterator[MultiCluster]:
-    """A manager (`manager`) and one worker cluster per site, Kueue set up as MultiKueue's guide does."""
+def kueue_world(directory: Path, sites: Mapping[str, Site], *, api: str = V1B2) -> Iterator[MultiCluster]:
+    """A manager (`manager`) and one worker cluster per site, Kueue set up as MultiKueue's guide does; with
+    `api` v1beta1 the manager serves only v1beta1 (a Kueue that predates v1beta2)."""
     with MultiCluster(1 + len(sites), names=["manager", *sites], directory=directory) as mc:
         for cluster in mc:
-            register_kueue_crds(cluster)
+            register_kueue_crds(cluster, served=(api.rpartition("/")[2],) if cluster.name == "manager"
+                                else ("v1beta1", "v1beta2"))
         mc["manager"].add_namespace("geosched-system")
         for name, site in sites.items():
             add_site(mc[name], site)
-        manager_setup(mc, "manager", list(sites))
+        manager_setup(mc, "manager", list(sites), api=api)
         yield mc
         for cluster in mc:
             assert cluster.server_errors == [], cluster.server_errors

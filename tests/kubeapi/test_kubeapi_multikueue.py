@@ -38,6 +38,7 @@ from tests.kube.kube_support import validate_manifest
 from tests.kubeapi.kubeapi_support import FAST_LEASE, wait_until
 from tests.kubeapi.multikueue_support import (
     SITES,
+    V1B1,
     FakeClock,
     admit,
     kueue_world,
@@ -289,3 +290,19 @@ def test_cli_bad_config_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.strip().count("\n") == 0
     assert str(config) in result.stderr and "dispatcher_name" in result.stderr
+
+
+def test_a_manager_that_serves_only_v1beta1(tmp_path: Path) -> None:
+    """Kueue before v1beta2: MultiKueueCluster spec.kubeConfig, ClusterQueue spec.admissionChecks, v1beta1 paths."""
+    with kueue_world(tmp_path, SITES, api=V1B1) as mc, Kube.open("manager", mc.kubeconfig) as kube:
+        reserve_quota(kube, seeded(mc["manager"], workload("big", 4, 8, api=V1B1)))
+        assert mc["manager"].count("GET", r"/apis/kueue.x-k8s.io/v1beta2/workloads") == 0
+        with dispatcher(mc, FakeClock()) as d:
+            assert d.api_version == V1B1
+            assert d.pass_once() == ("default/job-big-3f9a2",)
+        found = mc["manager"].get("kueue.x-k8s.io/v1beta1/workloads", "job-big-3f9a2", "default")
+        assert found is not None
+        assert found["status"]["nominatedClusterNames"] == ["worker3"]
+        assert [c["type"] for c in found["status"]["conditions"]] == ["QuotaReserved"]
+        assert found["metadata"]["managedFields"][0]["apiVersion"] == V1B1
+        validate_manifest(validatable(found))
