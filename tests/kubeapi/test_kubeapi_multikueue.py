@@ -14,6 +14,7 @@ Prices and grids are the shipped catalog's; the links are the measured network v
 
 from __future__ import annotations
 
+import copy
 import socket
 import threading
 import urllib.request
@@ -306,3 +307,24 @@ def test_a_manager_that_serves_only_v1beta1(tmp_path: Path) -> None:
         assert [c["type"] for c in found["status"]["conditions"]] == ["QuotaReserved"]
         assert found["metadata"]["managedFields"][0]["apiVersion"] == V1B1
         validate_manifest(validatable(found))
+
+
+def test_what_it_cannot_place_it_says_once(world: MultiCluster, kube: Kube) -> None:
+    odd = workload("odd", 2, 8)
+    odd["spec"]["podSets"].append(copy.deepcopy(odd["spec"]["podSets"][0]) | {"name": "aux", "count": 1})
+    odd["spec"]["podSets"][1]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": "4"}}
+    reserve_quota(kube, seeded(world["manager"], odd))
+    pending(world, kube, "huge", 64)  # 512 GPUs: more than any worker has free
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        for _ in range(3):
+            assert d.pass_once() == ()
+            clock.advance(61)
+    (said,) = events_of(world, "odd")
+    assert (said["reason"], said["type"]) == ("NotNominated", "Warning")
+    assert "not a gang geosched can place" in said["message"] and "same number of GPUs" in said["message"]
+    (said,) = events_of(world, "huge")
+    assert said["message"].startswith("no worker cluster holds the gang; worker1: the largest pool holds 2 of 64")
+    assert "worker2: the largest pool holds 8 of 64" in said["message"]
+    assert "nominatedClusterNames" not in status(world, "huge")["status"]
