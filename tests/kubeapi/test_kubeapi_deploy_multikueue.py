@@ -23,9 +23,11 @@ from tests.kubeapi.test_kubeapi_deploy import allowed, attributes, find, manifes
 from tests.kubeemu import MultiCluster
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "multikueue"
+WORKER = DEPLOY / "worker"
 
 
-@pytest.mark.parametrize("obj", manifests(DEPLOY), ids=lambda o: f"{o['kind']}-{o['metadata']['name']}")
+@pytest.mark.parametrize("obj", manifests(DEPLOY) + manifests(WORKER),
+                         ids=lambda o: f"{o['kind']}-{o['metadata']['name']}")
 def test_every_object_is_valid_for_kubernetes(obj: dict[str, Any]) -> None:
     validate(obj)
 
@@ -73,7 +75,7 @@ def test_the_pieces_fit_together() -> None:
 
 
 def test_no_rule_is_broader_than_needed() -> None:
-    for role in (m for m in manifests(DEPLOY) if m["kind"] in ("ClusterRole", "Role")):
+    for role in (m for m in manifests(DEPLOY) + manifests(WORKER) if m["kind"] in ("ClusterRole", "Role")):
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
             if {"secrets", "configmaps"} & set(rule["resources"]):
@@ -124,3 +126,8 @@ def test_rbac_allows_every_request_of_a_dispatcher_run(world: MultiCluster) -> N
     # ...and the rules allow each one.
     denied = sorted(a for a in seen if not allowed(a, DEPLOY))
     assert denied == []
+    # In each worker cluster, what it reads is what deploy/multikueue/worker grants MultiKueue's identity.
+    for name in SITES:
+        reads = {attributes(r) for r in world[name].requests if r.fault is None}
+        assert {(g, r, v) for g, r, v, _, _ in reads} == {("", "nodes", "list"), ("", "pods", "list")}
+        assert all(allowed(a, WORKER) for a in reads)
