@@ -328,3 +328,17 @@ def test_what_it_cannot_place_it_says_once(world: MultiCluster, kube: Kube) -> N
     assert said["message"].startswith("no worker cluster holds the gang; worker1: the largest pool holds 2 of 64")
     assert "worker2: the largest pool holds 8 of 64" in said["message"]
     assert "nominatedClusterNames" not in status(world, "huge")["status"]
+
+
+def test_a_worker_that_forbids_reading_its_nodes_is_left_out_saying_what_to_grant(world: MultiCluster,
+                                                                                   kube: Kube) -> None:
+    world["worker3"].inject(403, method="GET", path=r"/api/v1/nodes$", times=None,
+                            message='nodes is forbidden: User "system:serviceaccount:kueue-system:multikueue-sa" '
+                                    'cannot list resource "nodes" in API group "" at the cluster scope')
+    pending(world, kube, "big", 4)
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker2"]
+    (event,) = events_of(world, "big")
+    assert "worker3: left out, not read yet (403 nodes is forbidden" in event["message"]
+    assert "must list nodes and pods: deploy/multikueue/worker" in event["message"]

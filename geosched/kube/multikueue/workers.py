@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from geosched.errors import InputError
-from geosched.kube.client import Json, Kube, Resource, connect_config, describe
+from geosched.kube.client import Json, Kube, Resource, connect_config, describe, status_of
 from geosched.kube.cluster_inventory import ClusterReading, read_cluster
 from geosched.kube.multikueue.kueue import KUBECONFIG_KEY, kubeconfig_ref
 
@@ -116,6 +116,8 @@ class Workers:
             self.version += 1
         except Exception as exc:  # an unreachable cluster is that cluster's problem, never the dispatcher's
             worker.error = describe(exc)
+            if status_of(exc) == 403:
+                worker.error += " (MultiKueue's identity there must list nodes and pods: deploy/multikueue/worker)"
             log.warning("worker cluster %s: %s", worker.name, worker.error)
 
     def _connect(self, worker: _Worker, obj: Json) -> Kube:
