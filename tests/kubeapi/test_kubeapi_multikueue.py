@@ -342,3 +342,17 @@ def test_a_worker_that_forbids_reading_its_nodes_is_left_out_saying_what_to_gran
     (event,) = events_of(world, "big")
     assert "worker3: left out, not read yet (403 nodes is forbidden" in event["message"]
     assert "must list nodes and pods: deploy/multikueue/worker" in event["message"]
+
+
+def test_the_context_is_rebuilt_only_when_a_worker_changed(world: MultiCluster) -> None:
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        d.pass_once()
+        first = d.workers.version
+        clock.advance(11)  # every worker read again, nothing changed
+        d.pass_once()
+        assert d.workers.version == first
+        world["worker1"].add_pod("tenant-0", node_name="worker1-gpu-2", phase="Running", gpus=8)
+        clock.advance(11)
+        d.pass_once()
+        assert d.workers.version == first + 1

@@ -8,9 +8,10 @@ plugin, since a Secret must not make the dispatcher run a program. `Path` kubeco
 not followed (the dispatcher does not share Kueue's filesystem); such clusters are left out, saying so.
 
 Each cluster is read (nodes, and the bound pods that hold GPUs: `cluster_inventory.read_cluster`, the code
-`geosched submit` uses) every `refresh_s`, on a thread pool, so a slow cluster never holds up a decision. A
-failed read keeps the last good one; a cluster whose last good reading is older than `stale_after_s` is left
-out of every decision until it answers again, and the reason says since when.
+`geosched submit` uses) every `refresh_s`, on a thread pool, so a slow cluster never holds up a decision; only
+a reading in which some object changed (its resourceVersion) counts as new. A failed read keeps the last good
+one; a cluster whose last good reading is older than `stale_after_s` is left out of every decision until it
+answers again, and the reason says since when.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class _Worker:
     read_at: float = float("-inf")
     started_at: float = float("-inf")
     error: str = "not read yet"
+    seal: int = 0  # fingerprint of the reading: a refresh that changes nothing changes nothing
     pending: Future[ClusterReading] | None = field(default=None, repr=False)
 
 
@@ -110,10 +112,14 @@ class Workers:
             return
         worker.pending = None
         try:
-            worker.reading = future.result()
+            reading = future.result()
             worker.read_at = worker.started_at
             worker.error = ""
-            self.version += 1
+            seal = fingerprint(reading)
+            if seal != worker.seal or worker.reading is None:
+                # Only a change rebuilds the placement context (10,000 nodes take a second or two).
+                worker.reading, worker.seal = reading, seal
+                self.version += 1
         except Exception as exc:  # an unreachable cluster is that cluster's problem, never the dispatcher's
             worker.error = describe(exc)
             if status_of(exc) == 403:
@@ -165,6 +171,14 @@ class Workers:
                 out[name] = (f"unreachable for {age:.0f}s, longer than its staleness limit of "
                              f"{self.stale_after_s:.0f}s ({w.error})")
         return fresh, out
+
+
+def fingerprint(reading: ClusterReading) -> int:
+    """What the API server says changed: every object's name (uid) and resourceVersion."""
+    def seal(objects: tuple[Json, ...], key: str) -> frozenset[tuple[str, str]]:
+        return frozenset((str((o.get("metadata") or {}).get(key)), str((o.get("metadata") or {}).get(
+            "resourceVersion"))) for o in objects)
+    return hash((seal(reading.nodes, "name"), seal(reading.pods, "uid")))
 
 
 def parse_kubeconfig(secret: Mapping[str, Any], source: str) -> dict[str, Any]:
