@@ -52,6 +52,7 @@ from geosched.kube.scheduler.network import NetworkSource, no_network
 from geosched.kube.scheduler.reflector import Reflector
 from geosched.models import NetworkView, Placement
 from geosched.policies import PlacementContext
+from geosched.policies.context import IntArray
 
 log = logging.getLogger(__name__)
 CONFIGMAPS = Resource("v1", "ConfigMap", "configmaps", True)
@@ -119,7 +120,7 @@ class _Write:
 class _Context:
     ctx: PlacementContext
     index: dict[str, int]
-    base_free: Any
+    base_free: IntArray
 
 
 class Dispatcher:
@@ -475,29 +476,35 @@ class Dispatcher:
         return changed
 
     def _kueue_names_us(self) -> bool:
-        """Kueue's Configuration (its manager ConfigMap) names this dispatcher; read at most every refresh."""
+        """Kueue's Configuration (its manager ConfigMap) names this dispatcher; read at most every refresh. While
+        the manager does not answer, the last answer stands."""
         at, name = self._configured
         now = self.clock()
-        if now - at >= self.settings.refresh_s:
-            s = self.settings
-            try:
-                found = self.manager.get(CONFIGMAPS.path(s.kueue_namespace, s.kueue_configmap))
-            except Exception as exc:  # keep the last answer while the manager does not answer
-                log.warning("Kueue configuration: %s", describe(exc))
-                found = None if name is None else {"_keep": True}
-            if found is not None and "_keep" not in found:
-                text = (found.get("data") or {}).get(kueue.KUEUE_CONFIG_KEY) or ""
-                try:
-                    name = kueue.dispatcher_of(yaml.safe_load(text) or {})
-                except yaml.YAMLError:
-                    name = None
-            elif found is None:
-                name = None
-            if name != self.settings.dispatcher_name:
-                log.warning("Kueue's configuration %s/%s names dispatcher %s, not %s: nominating nothing",
-                            s.kueue_namespace, s.kueue_configmap, name or "(unreadable)", s.dispatcher_name)
-            self._configured = (now, name)
-        return self._configured[1] == self.settings.dispatcher_name
+        if now - at < self.settings.refresh_s:
+            return name == self.settings.dispatcher_name
+        s = self.settings
+        try:
+            found = self.manager.get(CONFIGMAPS.path(s.kueue_namespace, s.kueue_configmap))
+            name = _named(found)
+        except Exception as exc:
+            log.warning("Kueue configuration: %s", describe(exc))
+        if name != s.dispatcher_name:
+            log.warning("Kueue's configuration %s/%s names dispatcher %s, not %s: nominating nothing",
+                        s.kueue_namespace, s.kueue_configmap, name or "(none: no such ConfigMap, or unreadable)",
+                        s.dispatcher_name)
+        self._configured = (now, name)
+        return name == s.dispatcher_name
+
+
+def _named(configmap: Json | None) -> str | None:
+    """The dispatcher a Kueue manager ConfigMap names, None when there is none or it cannot be read."""
+    if configmap is None:
+        return None
+    try:
+        return kueue.dispatcher_of(yaml.safe_load((configmap.get("data") or {}).get(kueue.KUEUE_CONFIG_KEY) or "")
+                                   or {})
+    except yaml.YAMLError:
+        return None
 
 
 def _timed(fn: Callable[..., Any], *args: Any, **kw: Any) -> tuple[Any, float]:

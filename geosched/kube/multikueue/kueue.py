@@ -61,9 +61,9 @@ ADMISSION_CONDITIONS = ("QuotaReserved", "BlockedOnPreemptionGates", "Evicted", 
 ZONE_OR_FINER = "zone or finer"
 
 
-def dispatcher_of(configuration: Mapping[str, Any] | None) -> str:
+def dispatcher_of(configuration: Any) -> str:
     """The dispatcher a Kueue Configuration names (Kueue's default when it names none)."""
-    multikueue = (configuration or {}).get("multiKueue") or {}
+    multikueue = configuration.get("multiKueue") if isinstance(configuration, Mapping) else None
     name = multikueue.get("dispatcherName") if isinstance(multikueue, Mapping) else None
     return name if isinstance(name, str) and name else ALL_AT_ONCE
 
