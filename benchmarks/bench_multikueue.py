@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import random
 import statistics
 import tempfile
@@ -197,6 +198,7 @@ def main() -> None:
         manager.add_namespace("geosched-system")
         manager_setup(mc, "manager", [w.name for w in WORKERS])
         free = {w.name: seed_worker(mc[w.name], w, args.nodes, rng) for w in WORKERS}
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work on this machine)")
         print(f"seeded in {time.perf_counter() - started:.1f}s: {len(WORKERS)} workers x {args.nodes} nodes; "
               "free GPUs per worker: " + ", ".join(f"{c} {sum(f.values())}" for c, f in free.items()))
 
@@ -227,6 +229,7 @@ def main() -> None:
         with Store(Path(home)) as store:
             placements = {p["job"]: p for p in store.placements()}
 
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     _, latencies, deciding, outcomes, passes = stats
     print(f"{len(workloads)} Workloads created in {t_created - t0:.2f}s; {done} nominated "
           f"{last - t0:.2f}s after the first was created: {done / (last - t0):.0f} Workloads/s end to end "

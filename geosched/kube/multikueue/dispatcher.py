@@ -235,6 +235,7 @@ class Dispatcher:
             while not self.stop.is_set():
                 self.cache.changed.wait(self._sleep_s())
                 self.cache.changed.clear()
+                self.stop.wait(0.02)  # let a burst of watch events land before a pass, as the scheduler does
                 if not all(r.synced.is_set() for r in reflectors):
                     continue
                 self.workers.poll(self.cluster_objects())
