@@ -241,3 +241,37 @@ def kueue_world(directory: Path, sites: Mapping[str, Site], *, api: str = V1B2) 
         yield mc
         for cluster in mc:
             assert cluster.server_errors == [], cluster.server_errors
+
+
+def multikueue_sync(mc: MultiCluster, kube: Kube, workers: Sequence[str], manager: str = "manager") -> None:
+    """A stand-in for one reconcile of MultiKueue's Workload controller with an external dispatcher (Kueue cannot
+    run here), following pkg/controller/admissionchecks/multikueue/workload.go: a copy of the Workload in each
+    nominated worker and in no other; once a worker's copy holds a quota reservation, that worker becomes
+    `.status.clusterName` (nominations cleared, as Kueue writes it) and the other copies go."""
+    resource = "kueue.x-k8s.io/v1beta2/workloads"
+    for wl in mc[manager].list(resource):
+        meta, status = wl["metadata"], wl.get("status") or {}
+        cluster = status.get("clusterName")
+        if not cluster:
+            reserved = [w for w in status.get("nominatedClusterNames") or []
+                        if (copy_ := mc[w].get(resource, meta["name"], meta["namespace"])) is not None
+                        and any(c.get("type") == "QuotaReserved" and c.get("status") == "True"
+                                for c in (copy_.get("status") or {}).get("conditions") or [])]
+            if reserved:
+                cluster = reserved[0]
+                admit(kube, wl, cluster)
+        targets = [cluster] if cluster else list(status.get("nominatedClusterNames") or [])
+        for w in workers:
+            remote = mc[w].get(resource, meta["name"], meta["namespace"])
+            if w in targets and remote is None:
+                mc[w].create({"apiVersion": V1B2, "kind": "Workload",
+                              "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                                           "labels": dict(meta.get("labels") or {})},
+                              "spec": copy.deepcopy(wl["spec"])})
+            elif w not in targets and remote is not None:
+                mc[w].delete(resource, meta["name"], meta["namespace"])
+
+
+def copies(mc: MultiCluster, name: str, workers: Sequence[str]) -> list[str]:
+    """The workers holding a copy of the Workload `job-<name>-3f9a2`."""
+    return [w for w in workers if mc[w].get("kueue.x-k8s.io/v1beta2/workloads", f"job-{name}-3f9a2", "default")]

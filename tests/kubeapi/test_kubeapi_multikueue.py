@@ -42,7 +42,9 @@ from tests.kubeapi.multikueue_support import (
     V1B1,
     FakeClock,
     admit,
+    copies,
     kueue_world,
+    multikueue_sync,
     reserve_quota,
     seeded,
     validatable,
@@ -356,3 +358,27 @@ def test_the_context_is_rebuilt_only_when_a_worker_changed(world: MultiCluster) 
         clock.advance(11)
         d.pass_once()
         assert d.workers.version == first + 1
+
+
+def test_multikueue_sends_the_workload_only_where_geosched_chose(world: MultiCluster, kube: Kube) -> None:
+    """End to end with a stand-in for MultiKueue's copying (multikueue_sync, after Kueue's workload.go)."""
+    pending(world, kube, "big", 4)
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        d.pass_once()
+        multikueue_sync(world, kube, WORKERS)
+        assert copies(world, "big", WORKERS) == ["worker3"]
+        clock.advance(61)  # worker3 has not admitted it: the next best is added, and MultiKueue copies it there
+        d.pass_once()
+        multikueue_sync(world, kube, WORKERS)
+        assert copies(world, "big", WORKERS) == ["worker2", "worker3"]
+        world["worker2"].set_status("kueue.x-k8s.io/v1beta2/workloads", "job-big-3f9a2", {"conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+             "lastTransitionTime": "2026-12-03T08:05:00Z"}]}, "default")
+        multikueue_sync(world, kube, WORKERS)
+        assert status(world, "big")["status"]["clusterName"] == "worker2"
+        assert copies(world, "big", WORKERS) == ["worker2"]
+        world["manager"].clear_requests()
+        clock.advance(1000)
+        assert d.pass_once() == ()
+    assert world["manager"].count("PATCH", STATUS) == 0
