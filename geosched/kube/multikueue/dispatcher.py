@@ -42,6 +42,7 @@ from geosched.errors import GeoschedError, InputError
 from geosched.kube.client import APPLY_PATCH, Json, Kube, Resource, describe
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet, network_for
 from geosched.kube.multikueue import kueue
+from geosched.kube.multikueue.cache import CHECKS, CLUSTERS, CONFIGS, KINDS, QUEUES, WORKLOADS, ManagerCache
 from geosched.kube.multikueue.metrics import Metrics
 from geosched.kube.multikueue.rank import Ranking, rank, taken
 from geosched.kube.multikueue.settings import DispatcherSettings
@@ -58,45 +59,6 @@ log = logging.getLogger(__name__)
 CONFIGMAPS = Resource("v1", "ConfigMap", "configmaps", True)
 NETWORK_EVERY_S = 30.0
 WRITERS = 4
-WORKLOADS, QUEUES, CHECKS, CONFIGS, CLUSTERS = "workloads", "clusterqueues", "admissionchecks", \
-    "multikueueconfigs", "multikueueclusters"
-KINDS = {WORKLOADS: "Workload", QUEUES: "ClusterQueue", CHECKS: "AdmissionCheck", CONFIGS: "MultiKueueConfig",
-         CLUSTERS: "MultiKueueCluster"}
-
-
-class ManagerCache:
-    """The manager's Kueue objects, kept by reflectors (a `reflector.Sink`)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.changed = threading.Event()
-        self._objects: dict[str, dict[tuple[str, str], Json]] = {k: {} for k in KINDS}
-        self.synced: set[str] = set()
-
-    @staticmethod
-    def _key(obj: Json) -> tuple[str, str]:
-        meta = obj.get("metadata") or {}
-        return str(meta.get("namespace") or ""), str(meta.get("name") or "")
-
-    def replace(self, kind: str, items: Iterable[Json]) -> None:
-        with self._lock:
-            self._objects[kind] = {self._key(o): o for o in items}
-            self.synced.add(kind)
-        self.changed.set()
-
-    def apply(self, kind: str, event: str, obj: Json) -> None:
-        with self._lock:
-            if event == "DELETED":
-                self._objects[kind].pop(self._key(obj), None)
-            else:
-                self._objects[kind][self._key(obj)] = obj
-        self.changed.set()
-
-    def items(self, kind: str) -> list[Json]:
-        with self._lock:
-            return list(self._objects[kind].values())
-
-
 @dataclass
 class _Round:
     started: float
@@ -538,4 +500,4 @@ def _message(nominated: tuple[str, ...], best: Placement, ranking: Ranking, left
     return "; ".join(parts)
 
 
-__all__ = ["Dispatcher", "ManagerCache"]
+__all__ = ["Dispatcher"]
