@@ -132,6 +132,8 @@ def check(workloads: list[tuple[str, int, int]], free: dict[str, dict[str, int]]
         slots = {c: sum(f // gpus for f in nodes.values()) for c, nodes in ledger.items()}
         can = {c for c, s in slots.items() if s >= pods}
         chosen = nominated.get(name)
+        if can and len(can) < len(ledger):
+            result["(of which some cluster could no longer hold it)"] += 1
         if not chosen:
             result["not nominated, none could hold it" if not can else "MISS: not nominated, one could hold it"] += 1
             continue
