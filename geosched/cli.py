@@ -19,6 +19,7 @@ from geosched.gitops.index import placed_jobs
 from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
+from geosched.kube.multikueue import cli as multikueue_cli
 from geosched.models import Fleet, Offering, Placement, Weights
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
@@ -38,6 +39,7 @@ app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
 # Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
 app.registered_commands.extend(kube_cli.app.registered_commands)
 app.add_typer(kube_cli.scheduler_app, name="scheduler")
+app.add_typer(multikueue_cli.make_app(lambda: State.home), name="multikueue")
 # Provisioning verbs join the top level too: `geosched provision`, `down`, `status`, `check`, `sweep`.
 app.registered_commands.extend(providers_cli.app.registered_commands)
 
