@@ -35,7 +35,9 @@ def test_geo_fleet_is_several_clusters_in_several_regions_with_uneven_zones():
     sizes = [sum(n.zone == z for n in fleet.nodes) for z in fleet.zones]
     assert len(set(sizes)) >= 5
     assert all(n.gpu == "H100" and n.gpus == n.gpus_free == 8 and n.price_ondemand for n in fleet.nodes)
-    assert all(n.labels["topology.kubernetes.io/zone"] == n.zone for n in fleet.nodes)
+    # EKS nodes carry the zone name and the zone ID (our key); GKE nodes the zone name (our key).
+    assert all(n.labels.get("topology.k8s.aws/zone-id", n.labels["topology.kubernetes.io/zone"]) == n.zone
+               for n in fleet.nodes)
 
 
 def test_geo_fleet_links_are_measured_and_heterogeneous():
