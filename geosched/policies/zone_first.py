@@ -180,23 +180,28 @@ def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Reject
     def members(chosen: tuple[int, ...]) -> IntArray:
         return np.concatenate([cells.order[cells.starts[c]:ends[c]] for c in chosen])
 
-    # Link levels: the nodes whose own link is within the tolerance of the best, then the next band, ...,
-    # then every node. A zone set is tried at each level, so the gang can leave out degraded nodes by
-    # spreading over more zones (at most MAX_LEVELS levels, the last being every node).
+    # Link bands: the nodes whose own link is within the tolerance of the best, then the next band, and so
+    # on. A zone set is tried with the nodes of the lowest bands only, so the gang can leave out degraded
+    # nodes by spreading over more zones: at the first level (bands up to MAX_LEVELS - 1) that holds the
+    # gang, and with every node.
     own = cells.own[cells.order]
-    levels: list[float] = []
+    bands: list[float] = []
     for value in np.unique(own).tolist():
-        if not levels or value > levels[-1] * tol:
-            levels.append(value)
-    levels = [*levels[: MAX_LEVELS - 1], np.inf]
+        if not bands or value > bands[-1] * tol:
+            bands.append(value)
+    band = np.zeros(len(ctx.names), dtype=np.int64)
+    band[cells.order] = np.searchsorted(np.array(bands), own, side="right") - 1
+    levels = [*bands[: MAX_LEVELS - 1], np.inf]
     level_capacity = [np.add.reduceat(view.capacity[cells.order] * (own <= level), cells.starts)
                       for level in levels]
 
     def consider(chosen: IntArray, label: str) -> bool:
-        """At each link level, the fewest cells of `chosen` that hold the gang, and one more: each zone set's
-        best fill."""
+        """At the lowest link level that holds the gang and with every node, the fewest cells of `chosen`
+        that hold it and one more: each zone set's best fill."""
         found = False
         for level, capacity in zip(levels, level_capacity, strict=True):
+            if found and level != np.inf:
+                continue
             ranked = chosen[np.argsort(-capacity[chosen], kind="stable")]
             reach = np.cumsum(capacity[ranked])
             if reach.size == 0 or reach[-1] < job.workers:
@@ -217,13 +222,13 @@ def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Reject
         return found
 
     def fill_around(pool: IntArray) -> bool:
-        """The best fill of `pool` by node score, and the fills that leave out one link class it took: two
-        degraded nodes side by side in the ring cost more than their own scores say (a hop takes the worse
-        delay of one and the worse loss of the other)."""
+        """The best fill of `pool` by node score, and the fills that leave out one of the two worst link bands
+        it took: two degraded nodes side by side in the ring cost more than their own scores say (a hop takes
+        the worse delay of one and the worse loss of the other)."""
         nodes, workers = _fill(view, pool)
         fills = [(nodes, workers)]
-        for value in np.unique(cells.own[nodes]).tolist()[1:]:
-            fills.append(_fill(view, pool[cells.own[pool] != value]))
+        for worse in np.unique(band[nodes]).tolist()[1:][-2:]:
+            fills.append(_fill(view, pool[band[pool] != worse]))
         found = False
         for nodes, workers in fills:
             if workers.sum() == job.workers and np.unique(ctx.zone_of[nodes]).size > 1:
@@ -355,12 +360,17 @@ def _choose(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]
     if not view.explain:
         return placed(view, NAME, *s.members(chosen), score=s.scores(view, [chosen])[0])
     every = s.scores(view, order)
-    groups = group_ids(view)
+    # A gang never leaves its (cluster, GPU) group: its first node names the group and the cluster.
+    ctx = view.ctx
+    zone_lists = np.split(ctx.zone_of[s.nodes], s.starts[1:])
+    heads = s.nodes[s.starts]
+    groups = group_ids(view)[heads].tolist()
+    clusters = ctx.cluster_of[heads].tolist()
     alternatives, rejected = [], []
     for k, score in zip(order[1:], every[1:], strict=True):
-        nodes = s.members(k)[0]
-        alternatives.append(_candidate(view, nodes, score))
-        rejected.append(Rejection(_label(view, nodes, groups), _why_not(view, r, k, chosen)))
+        zones = tuple(sorted({ctx.zone_names[z] for z in zone_lists[k].tolist()}))
+        alternatives.append(Candidate(zones, ctx.cluster_names[clusters[k]], score))
+        rejected.append(Rejection(f"{'+'.join(zones)} ({ctx.group_labels[groups[k]]})", _why_not(view, r, k, chosen)))
     rejected += limits + _short_cells(view, cells)
     rejected += [Rejection(z, r) for z, r in sorted(view.filtered.items())]
     return placed(view, NAME, *s.members(chosen), rejected, alternatives, every[0])
@@ -411,16 +421,3 @@ def _nearest_regions(view: JobView, cells: _Cells, in_group: IntArray, region: I
     distance[seed] = -1.0
     ordered = sorted(distance, key=lambda r: (distance[r], r))[:max_regions]
     return [ordered[: i + 1] for i in range(1, len(ordered))]
-
-
-def _label(view: JobView, nodes: IntArray, groups: IntArray) -> str:
-    ctx = view.ctx
-    zones = "+".join(sorted({ctx.zone_names[z] for z in ctx.zone_of[nodes].tolist()}))
-    return f"{zones} ({ctx.group_labels[int(groups[nodes[0]])]})"
-
-
-def _candidate(view: JobView, nodes: IntArray, score: Score) -> Candidate:
-    ctx = view.ctx
-    zones = tuple(sorted({ctx.zone_names[z] for z in ctx.zone_of[nodes]}))
-    clusters = {ctx.cluster_names[c] for c in ctx.cluster_of[nodes]}
-    return Candidate(zones=zones, cluster=clusters.pop() if len(clusters) == 1 else None, score=score)
