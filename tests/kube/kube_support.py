@@ -20,8 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import kubernetes_validate
+import jsonschema  # type: ignore[import-untyped]
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from packaging.version import Version

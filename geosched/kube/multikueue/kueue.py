@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.kube import keys
-from geosched.kube.gpus import whole_count
+from geosched.kube.quantity import whole_count
 from geosched.kube.jobinput import pod_templates_gang
 from geosched.kube.objpath import At
 from geosched.models import Job
