@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.kube import keys
-from geosched.kube.quantity import whole_count
 from geosched.kube.jobinput import pod_templates_gang
 from geosched.kube.objpath import At
+from geosched.kube.quantity import whole_count
 from geosched.models import Job
 
 GROUP = "kueue.x-k8s.io"
