@@ -29,7 +29,9 @@ from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+# -h as well as --help on every command (kubectl's habit); `--install-completion` / `--show-completion` on the root.
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Zone-first placement of distributed training gangs across geo-distributed GPU clusters.")
 snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet + network snapshots.")
 app.add_typer(snapshot_app, name="snapshot")
@@ -333,13 +335,40 @@ def simulate_cmd(
 @app.command()
 def demo() -> None:
     """Run the main job end to end on the embedded default fleet (no cloud account needed)."""
-    with State.store() as store:
-        run_demo(store)
+    run_demo(State.home or default_home())
+
+
+# Options of the root command that may also be written after the verb (`geosched place job.yaml --home X`).
+GLOBAL_OPTIONS = ("--home",)
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move global options written after the verb to the front, where the root command reads them. Nothing after
+    a `--` moves (it belongs to the command)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if i > 0 and name in GLOBAL_OPTIONS:
+            if "=" in arg:
+                front.append(arg)
+            else:
+                front.extend(argv[i:i + 2])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 def main() -> None:
     try:
-        app()
+        app(args=hoist_global_options(sys.argv[1:]), prog_name="geosched")
     except GeoschedError as exc:
         render.error(str(exc))
         sys.exit(exc.exit_code)

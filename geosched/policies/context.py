@@ -196,14 +196,14 @@ class JobView:
     def filtered(self) -> dict[str, str]:
         """Zone -> how many of its nodes the filters took out, and which filter took how many."""
         ctx = self.ctx
-        total = np.bincount(ctx.zone_of, minlength=len(ctx.zone_names))
+        total = np.bincount(ctx.zone_of, minlength=len(ctx.zone_names)).tolist()
+        hit = np.flatnonzero(self.removed.sum(axis=0))
         out: dict[str, str] = {}
-        for z in np.flatnonzero(self.removed.sum(axis=0)).tolist():
-            counts = self.removed[:, z]
-            gone = int(counts.sum())
+        for z, counts in zip(hit.tolist(), self.removed[:, hit].T.tolist(), strict=True):
+            gone = sum(counts)
             head = ("its one node" if gone == 1 else f"all {gone} nodes") if gone == total[z] else \
-                f"{gone} of {int(total[z])} nodes"
-            parts = ", ".join(f"{int(counts[f])} {self.filters[f]}" for f in np.flatnonzero(counts).tolist())
+                f"{gone} of {total[z]} nodes"
+            parts = ", ".join(f"{c} {name}" for c, name in zip(counts, self.filters, strict=True) if c)
             out[ctx.zone_names[z]] = f"{head} filtered out ({parts})"
         return out
 

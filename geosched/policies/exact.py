@@ -22,8 +22,8 @@ import numpy as np
 
 from geosched.models import Score
 from geosched.policies.base import group_ids
-from geosched.policies.context import FloatArray, IntArray, JobView
-from geosched.policies.scoring import ring, scores, scores_of
+from geosched.policies.context import IntArray, JobView
+from geosched.policies.scoring import Scored
 from geosched.policies.zone_first import rank
 
 MAX_NODES = 24
@@ -70,18 +70,12 @@ def solve_exact(view: JobView) -> Exact | None:
             workers.extend(1 + take[ok])
     if not nodes:
         return None
-    flat_nodes = np.concatenate(nodes)
-    flat_workers = np.concatenate(workers)
-    starts = np.cumsum([0] + [n.size for n in nodes[:-1]]).astype(np.int64)
-    rings = ring(view, flat_nodes, starts)
-    gpus = flat_workers * job.gpus_per_worker
-    usd: FloatArray = np.add.reduceat(gpus * view.price_gpu[flat_nodes], starts)
-    gco2e: FloatArray = np.add.reduceat(gpus * view.carbon_gpu[flat_nodes], starts)
-    terms = scores(view, rings, usd, gco2e)
-    ranked = rank(view, flat_nodes, starts, terms[0], usd)
+    sizes = np.array([n.size for n in nodes], dtype=np.int64)
+    scored = Scored.of(view, np.concatenate(nodes), np.concatenate(workers), np.cumsum(sizes) - sizes)
+    ranked = rank(view, scored.nodes, scored.starts, scored.total, scored.usd)
     k = int(ranked.order[0])
-    return Exact(nodes[k], workers[k], scores_of(view, rings, terms, usd, gco2e, [k])[0], int(ranked.zones[k]),
-                 int(ranked.regions[k]), ranked.best)
+    return Exact(nodes[k], workers[k], scored.scores(view, [k])[0], int(ranked.zones[k]), int(ranked.regions[k]),
+                 ranked.best)
 
 
 def _within_limits(view: JobView, members: IntArray) -> np.ndarray:

@@ -114,12 +114,43 @@ def scores_of(view: JobView, rings: Rings, terms: tuple[FloatArray, ...], usd: F
     return out
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A batch of assignments scored at once: option k is workers[j] on nodes[j] for j in its run."""
+
+    nodes: IntArray
+    workers: IntArray
+    starts: IntArray
+    terms: tuple[FloatArray, ...]
+    usd: FloatArray
+    gco2e: FloatArray
+    rings: Rings
+
+    @staticmethod
+    def of(view: JobView, nodes: IntArray, workers: IntArray, starts: IntArray) -> Scored:
+        rings = ring(view, nodes, starts)
+        gpus = workers * view.job.gpus_per_worker
+        usd: FloatArray = np.add.reduceat(gpus * view.price_gpu[nodes], starts)
+        gco2e: FloatArray = np.add.reduceat(gpus * view.carbon_gpu[nodes], starts)
+        return Scored(nodes, workers, starts, scores(view, rings, usd, gco2e), usd, gco2e, rings)
+
+    @property
+    def total(self) -> FloatArray:
+        return self.terms[0]
+
+    @property
+    def best(self) -> float:
+        return float(self.terms[0].min())
+
+    def members(self, k: int) -> tuple[IntArray, IntArray]:
+        end = self.starts[k + 1] if k + 1 < self.starts.size else self.nodes.size
+        return self.nodes[self.starts[k]:end], self.workers[self.starts[k]:end]
+
+    def scores(self, view: JobView, ks: list[int]) -> list[Score]:
+        return scores_of(view, self.rings, self.terms, self.usd, self.gco2e, ks)
+
+
 def evaluate(view: JobView, nodes: IntArray, workers: IntArray) -> Score:
     """Score a concrete assignment: `workers[k]` workers on node `nodes[k]`."""
     keep = workers > 0
-    used, taken = nodes[keep], workers[keep]
-    gpus = taken * view.job.gpus_per_worker
-    usd = np.array([float((gpus * view.price_gpu[used]).sum())])
-    gco2e = np.array([float((gpus * view.carbon_gpu[used]).sum())])
-    rings = ring(view, used, np.zeros(1, dtype=np.int64))
-    return scores_of(view, rings, scores(view, rings, usd, gco2e), usd, gco2e, [0])[0]
+    return Scored.of(view, nodes[keep], workers[keep], np.zeros(1, dtype=np.int64)).scores(view, [0])[0]

@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
 from geosched.comm import comm_ms
-from geosched.models import Candidate, NoFit, Placement, Rejection, Score
-from geosched.policies.base import group_ids, no_capacity, placed, register
+from geosched.models import Candidate, NoFit, Placement, Rejection
+from geosched.policies.base import fill, group_ids, no_capacity, placed, register
 from geosched.policies.context import FloatArray, IntArray, JobView
-from geosched.policies.scoring import Rings, ring, run_ids, run_starts, scores, scores_of
+from geosched.policies.scoring import Scored, run_ids, run_starts
 
 NAME = "zone-first"
 MAX_COMBOS = 32
@@ -62,7 +63,7 @@ class _Batch:
     workers: list[IntArray] = field(default_factory=list)
     sizes: list[IntArray] = field(default_factory=list)
     seen: set[bytes] = field(default_factory=set)
-    _scored: _Scored | None = None
+    _scored: Scored | None = None
 
     def add_runs(self, nodes: IntArray, workers: IntArray, sizes: IntArray) -> None:
         if sizes.size:
@@ -71,10 +72,12 @@ class _Batch:
             self.sizes.append(sizes)
             self._scored = None
 
-    def scored(self, view: JobView) -> _Scored:
+    def scored(self, view: JobView) -> Scored:
         """Every option scored at once (kept until the next option is added)."""
         if self._scored is None:
-            self._scored = _Scored.of(view, self)
+            sizes = np.concatenate(self.sizes)
+            self._scored = Scored.of(view, np.concatenate(self.nodes), np.concatenate(self.workers),
+                                     np.cumsum(sizes) - sizes)
         return self._scored
 
     def best(self, view: JobView) -> float | None:
@@ -180,23 +183,35 @@ def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Reject
     def members(chosen: tuple[int, ...]) -> IntArray:
         return np.concatenate([cells.order[cells.starts[c]:ends[c]] for c in chosen])
 
-    # Link levels: the nodes whose own link is within the tolerance of the best, then the next band, ...,
-    # then every node. A zone set is tried at each level, so the gang can leave out degraded nodes by
-    # spreading over more zones (at most MAX_LEVELS levels, the last being every node).
-    own = cells.own[cells.order]
-    levels: list[float] = []
-    for value in np.unique(own).tolist():
-        if not levels or value > levels[-1] * tol:
-            levels.append(value)
-    levels = [*levels[: MAX_LEVELS - 1], np.inf]
-    level_capacity = [np.add.reduceat(view.capacity[cells.order] * (own <= level), cells.starts)
-                      for level in levels]
+    # Link bands: the nodes whose own link is within the tolerance of the best, then the next band, and so
+    # on. A zone set is tried with the nodes of the lowest bands only, so the gang can leave out degraded
+    # nodes by spreading over more zones: at the first level (bands up to MAX_LEVELS - 1) that holds the
+    # gang, and with every node.
+    @cache
+    def bands() -> tuple[IntArray, list[float], list[IntArray]]:
+        """Each node's link band (geometric, of width the tolerance, from the best own link), the levels
+        tried (band numbers, then every node) and each cell's capacity at each level. Only computed when a
+        multi-zone search runs."""
+        own = cells.own[cells.order]
+        if w.zone_tolerance > 0:
+            of_order = np.floor(np.log(own / own.min()) / np.log1p(w.zone_tolerance)).astype(np.int64)
+        else:
+            of_order = np.unique(own, return_inverse=True)[1].astype(np.int64)
+        band = np.zeros(len(ctx.names), dtype=np.int64)
+        band[cells.order] = of_order
+        levels = [*np.unique(of_order)[: MAX_LEVELS - 1].tolist(), np.inf]
+        capacity = [np.add.reduceat(view.capacity[cells.order] * (of_order <= level), cells.starts)
+                    for level in levels]
+        return band, levels, capacity
 
     def consider(chosen: IntArray, label: str) -> bool:
-        """At each link level, the fewest cells of `chosen` that hold the gang, and one more: each zone set's
-        best fill."""
+        """At the lowest link level that holds the gang and with every node, the fewest cells of `chosen`
+        that hold it and one more: each zone set's best fill."""
+        band, levels, level_capacity = bands()
         found = False
         for level, capacity in zip(levels, level_capacity, strict=True):
+            if found and level != np.inf:
+                continue
             ranked = chosen[np.argsort(-capacity[chosen], kind="stable")]
             reach = np.cumsum(capacity[ranked])
             if reach.size == 0 or reach[-1] < job.workers:
@@ -212,18 +227,19 @@ def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Reject
                           if capacity[list(c)].sum() >= job.workers)
                 for combo in itertools.islice(combos, MAX_COMBOS):
                     pool = members(combo)
-                    pool = pool[cells.own[pool] <= level]
+                    pool = pool[band[pool] <= level]
                     found |= fill_around(pool[np.lexsort((pool, ctx.gpus_free[pool], cells.score[pool]))])
         return found
 
     def fill_around(pool: IntArray) -> bool:
-        """The best fill of `pool` by node score, and the fills that leave out one link class it took: two
-        degraded nodes side by side in the ring cost more than their own scores say (a hop takes the worse
-        delay of one and the worse loss of the other)."""
-        nodes, workers = _fill(view, pool)
+        """The best fill of `pool` by node score, and the fills that leave out one of the two worst link bands
+        it took: two degraded nodes side by side in the ring cost more than their own scores say (a hop takes
+        the worse delay of one and the worse loss of the other)."""
+        band = bands()[0]
+        nodes, workers = fill(view, pool)
         fills = [(nodes, workers)]
-        for value in np.unique(cells.own[nodes]).tolist()[1:]:
-            fills.append(_fill(view, pool[cells.own[pool] != value]))
+        for worse in np.unique(band[nodes]).tolist()[1:][-2:]:
+            fills.append(fill(view, pool[band[pool] != worse]))
         found = False
         for nodes, workers in fills:
             if workers.sum() == job.workers and np.unique(ctx.zone_of[nodes]).size > 1:
@@ -262,53 +278,6 @@ def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Reject
         if not found and cells.capacity[in_group].sum() >= job.workers and max_regions < len(regions):
             limits.append(Rejection(ctx.group_labels[g], f"the job's max_regions {max_regions} binds: the "
                                     f"nearest {max_regions} regions do not hold the gang"))
-
-
-def _fill(view: JobView, order: IntArray) -> tuple[IntArray, IntArray]:
-    cap = view.capacity[order]
-    take = np.clip(view.job.workers - (np.cumsum(cap) - cap), 0, cap)
-    keep = take > 0
-    return order[keep], take[keep]
-
-
-@dataclass(frozen=True)
-class _Scored:
-    """A batch scored at once: one ring per option."""
-
-    nodes: IntArray
-    workers: IntArray
-    starts: IntArray
-    terms: tuple[FloatArray, ...]
-    usd: FloatArray
-    gco2e: FloatArray
-    rings: Rings
-
-    @staticmethod
-    def of(view: JobView, batch: _Batch) -> _Scored:
-        nodes = np.concatenate(batch.nodes)
-        workers = np.concatenate(batch.workers)
-        sizes = np.concatenate(batch.sizes)
-        starts = np.cumsum(sizes) - sizes
-        rings = ring(view, nodes, starts)
-        gpus = workers * view.job.gpus_per_worker
-        usd = np.add.reduceat(gpus * view.price_gpu[nodes], starts)
-        gco2e = np.add.reduceat(gpus * view.carbon_gpu[nodes], starts)
-        return _Scored(nodes, workers, starts, scores(view, rings, usd, gco2e), usd, gco2e, rings)
-
-    @property
-    def total(self) -> FloatArray:
-        return self.terms[0]
-
-    @property
-    def best(self) -> float:
-        return float(self.terms[0].min())
-
-    def members(self, k: int) -> tuple[IntArray, IntArray]:
-        end = self.starts[k + 1] if k + 1 < self.starts.size else self.nodes.size
-        return self.nodes[self.starts[k]:end], self.workers[self.starts[k]:end]
-
-    def scores(self, view: JobView, ks: list[int]) -> list[Score]:
-        return scores_of(view, self.rings, self.terms, self.usd, self.gco2e, ks)
 
 
 @dataclass(frozen=True)
@@ -355,12 +324,17 @@ def _choose(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]
     if not view.explain:
         return placed(view, NAME, *s.members(chosen), score=s.scores(view, [chosen])[0])
     every = s.scores(view, order)
-    groups = group_ids(view)
+    # A gang never leaves its (cluster, GPU) group: its first node names the group and the cluster.
+    ctx = view.ctx
+    zone_lists = np.split(ctx.zone_of[s.nodes], s.starts[1:])
+    heads = s.nodes[s.starts]
+    groups = group_ids(view)[heads].tolist()
+    clusters = ctx.cluster_of[heads].tolist()
     alternatives, rejected = [], []
     for k, score in zip(order[1:], every[1:], strict=True):
-        nodes = s.members(k)[0]
-        alternatives.append(_candidate(view, nodes, score))
-        rejected.append(Rejection(_label(view, nodes, groups), _why_not(view, r, k, chosen)))
+        zones = tuple(sorted({ctx.zone_names[z] for z in zone_lists[k].tolist()}))
+        alternatives.append(Candidate(zones, ctx.cluster_names[clusters[k]], score))
+        rejected.append(Rejection(f"{'+'.join(zones)} ({ctx.group_labels[groups[k]]})", _why_not(view, r, k, chosen)))
     rejected += limits + _short_cells(view, cells)
     rejected += [Rejection(z, r) for z, r in sorted(view.filtered.items())]
     return placed(view, NAME, *s.members(chosen), rejected, alternatives, every[0])
@@ -411,16 +385,3 @@ def _nearest_regions(view: JobView, cells: _Cells, in_group: IntArray, region: I
     distance[seed] = -1.0
     ordered = sorted(distance, key=lambda r: (distance[r], r))[:max_regions]
     return [ordered[: i + 1] for i in range(1, len(ordered))]
-
-
-def _label(view: JobView, nodes: IntArray, groups: IntArray) -> str:
-    ctx = view.ctx
-    zones = "+".join(sorted({ctx.zone_names[z] for z in ctx.zone_of[nodes].tolist()}))
-    return f"{zones} ({ctx.group_labels[int(groups[nodes[0]])]})"
-
-
-def _candidate(view: JobView, nodes: IntArray, score: Score) -> Candidate:
-    ctx = view.ctx
-    zones = tuple(sorted({ctx.zone_names[z] for z in ctx.zone_of[nodes]}))
-    clusters = {ctx.cluster_names[c] for c in ctx.cluster_of[nodes]}
-    return Candidate(zones=zones, cluster=clusters.pop() if len(clusters) == 1 else None, score=score)
