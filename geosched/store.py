@@ -19,8 +19,10 @@ from typing import Any
 
 import platformdirs
 
+from geosched import writes
 from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
-from geosched.fields import dump, load_document, write_atomic
+from geosched.errors import InputError
+from geosched.fields import dump, load_document
 from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key
 
 HOME_ENV = "GEOSCHED_HOME"
@@ -353,20 +355,31 @@ class Store:
         return len(fleet.nodes), self.import_network(network)
 
 
+SNAPSHOT_EXTENSIONS = ("yaml", "yml", "json")
+
+
 def write_snapshot(directory: Path, fleet: Fleet, network: NetworkView, fmt: str = "yaml") -> list[Path]:
-    written = []
-    for name, doc in (("fleet", fleet_to_dict(fleet)), ("network", network_to_dict(network))):
-        path = directory / f"{name}.{fmt}"
-        write_atomic(path, dump(doc, fmt))
-        written.append(path)
-    return written
+    """fleet and network committed as one unit (a crash between them would pair a fleet with another's
+    network); the same files in the other formats go in the same unit, so a reader cannot pick an old one."""
+    docs = {f"{name}.{fmt}": dump(doc, fmt)
+            for name, doc in (("fleet", fleet_to_dict(fleet)), ("network", network_to_dict(network)))}
+    stale = [f"{name}.{ext}" for name in ("fleet", "network") for ext in SNAPSHOT_EXTENSIONS
+             if ext != fmt and (directory / f"{name}.{ext}").exists()]
+    writes.commit(directory, docs, stale)
+    return [directory / name for name in docs]
 
 
 def snapshot_paths(directory: Path) -> tuple[Path, Path]:
-    """fleet.{yaml,yml,json} and network.{yaml,yml,json} in a snapshot directory."""
+    """fleet.{yaml,yml,json} and network.{yaml,yml,json} in a snapshot directory; an export a kill
+    interrupted is finished (or undone) first, so the two always come from one export."""
+    try:
+        writes.recover(directory)
+    except OSError as exc:
+        raise InputError(str(directory), "", f"an interrupted snapshot export is left and cannot be finished "
+                         f"here ({exc.strerror}); export again") from None
     found = []
     for name in ("fleet", "network"):
-        candidates = [directory / f"{name}.{ext}" for ext in ("yaml", "yml", "json")]
+        candidates = [directory / f"{name}.{ext}" for ext in SNAPSHOT_EXTENSIONS]
         path = next((p for p in candidates if p.exists()), candidates[0])
         found.append(path)
     return found[0], found[1]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from geosched import writes
 from geosched.gitops.explain import explain
 from geosched.gitops.plan import Placed
 from geosched.gitops.render import Rendered, render_in_memory
@@ -45,7 +46,10 @@ def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_di
     changes = rendered.changes
     if changes.clean:
         return CheckResult((), (), (), "")
-    return CheckResult(changes.written, changes.removed, tuple(reasons(rendered)), unified_diff(rendered))
+    why = reasons(rendered)
+    if writes.pending(out_dir):
+        why.insert(0, f"a render was interrupted ({writes.JOURNAL} is left): render again to finish it")
+    return CheckResult(changes.written, changes.removed, tuple(why), unified_diff(rendered))
 
 
 def reasons(rendered: Rendered) -> list[str]:
