@@ -101,3 +101,15 @@ def test_a_bad_snapshot_writes_nothing(tmp_path: Path) -> None:
         with pytest.raises(Exception, match="unknown zone 'nowhere'"):
             store.import_snapshot(snap)
         assert store.load_fleet() is None
+
+
+def test_an_export_in_another_format_replaces_the_pair_so_a_reader_cannot_pick_an_old_file(tmp_path: Path) -> None:
+    from geosched.store import snapshot_paths
+    from geosched.testing import fleet, network, node
+
+    snap = tmp_path / "snap"
+    write_snapshot(snap, default_fleet(), default_network())
+    small = fleet([node("a-1", "a"), node("b-1", "b")])
+    write_snapshot(snap, small, network(small), "json")
+    assert sorted(p.name for p in snap.iterdir()) == ["fleet.json", "network.json"]
+    assert snapshot_paths(snap) == (snap / "fleet.json", snap / "network.json")
