@@ -7,8 +7,10 @@ documents the CLI reads, so a store can be reproduced from files in a Git reposi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
+import stat
 import statistics
 import time
 from collections.abc import Iterable, Iterator
@@ -27,6 +29,9 @@ from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key
 
 HOME_ENV = "GEOSCHED_HOME"
 DB_NAME = "geosched.db"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = writes.PRIVATE
+log = logging.getLogger(__name__)
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -213,8 +218,11 @@ class Sample:
 class Store:
     def __init__(self, home: Path | None = None) -> None:
         self.home = home or default_home()
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         self.path = self.home / DB_NAME
+        # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the database's mode.
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
+        self._narrow_modes()
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA foreign_keys=ON")
@@ -222,6 +230,24 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+    def _narrow_modes(self) -> None:
+        """The store says who ran what, where and at what cost, and holds the host keys geosched trusts: only
+        its owner may read it. A store made before this rule (0755 directory, 0644 database) is narrowed on
+        open, with a note on stderr (logging's last-resort handler when the caller set none)."""
+        narrowed = []
+        for path, allowed in ((self.home, PRIVATE_DIR),
+                              *((self.home / f"{DB_NAME}{suffix}", PRIVATE_FILE) for suffix in ("", "-wal", "-shm"))):
+            try:
+                mode = stat.S_IMODE(path.stat().st_mode)
+            except FileNotFoundError:
+                continue
+            if mode & ~allowed:
+                path.chmod(mode & allowed)
+                narrowed.append(f"{path.name} {mode:o} -> {mode & allowed:o}")
+        if narrowed:
+            log.warning("note: the store at %s was readable by other users; narrowed %s", self.home,
+                        ", ".join(narrowed))
 
     def __enter__(self) -> Store:
         return self
