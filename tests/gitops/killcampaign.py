@@ -38,6 +38,7 @@ from geosched.gitops.config import parse_time
 from geosched.store import Store, snapshot_paths, write_snapshot
 from geosched.testing import fleet, network
 from tests.gitops.gitops_support import AT, lab_fleet, tree_args, write_inputs, write_snapshot_files
+from tests.kill import run_killable
 
 Tree = dict[str, bytes]
 
@@ -190,17 +191,7 @@ def _spawn(mp: Any, scenario: Scenario, run: Path, delay_s: float | None = None,
            count_file: Path | None = None) -> tuple[bool, int | None]:
     proc = mp.Process(target=child, args=(scenario.argv(run), str(run / "home"), kill_at,
                                           str(count_file) if count_file else None))
-    proc.start()
-    killed = False
-    if delay_s is not None:
-        proc.join(delay_s)
-        if proc.is_alive():
-            proc.kill()  # SIGKILL, this child only
-            killed = True
-    proc.join(120.0)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(10.0)
+    killed = run_killable(proc, delay_s, 120.0)
     return killed or proc.exitcode == -signal.SIGKILL, proc.exitcode
 
 
