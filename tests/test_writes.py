@@ -182,3 +182,19 @@ def test_the_heatmap_replaces_a_link_at_its_path_instead_of_writing_through_it(t
     assert target.read_bytes() == b"not yours"
     assert not link.is_symlink() and link.read_bytes().startswith(b"\x89PNG")
     assert temps(tmp_path) == []
+
+
+def test_state_kept_beside_the_store_is_private(tmp_path: Path) -> None:
+    import asyncssh
+
+    from geosched.inventory import SshTarget
+    from geosched.probes.hostkeys import HostKeys
+    from geosched.probes.service import next_run
+
+    with umask(0o022):
+        keys = HostKeys(tmp_path / "home" / "known_hosts")
+        keys.pin(SshTarget(name="n1", address="192.0.2.1", zone="z", region="r"),
+                 asyncssh.generate_private_key("ssh-ed25519").convert_to_public())
+        next_run(tmp_path / "home")
+    assert {p.name: mode(p) for p in (tmp_path / "home").iterdir() if not p.name.endswith(".lock")} == \
+        {"known_hosts": 0o600, "probes-state.json": 0o600}

@@ -31,7 +31,7 @@ from geosched.providers.base import (
     UnsupportedError,
 )
 from geosched.providers.config import ENV_INVENTORY, SshSettings
-from geosched.writes import write_file
+from geosched.writes import PRIVATE, write_file
 
 NAME = "ssh"
 
@@ -77,7 +77,7 @@ class SshProvider:
                 yield leases
                 after = json.dumps(leases, sort_keys=True, indent=1)
                 if json.dumps(leases, sort_keys=True) != before:
-                    write_file(path, after + "\n")
+                    write_file(path, after + "\n", mode=PRIVATE)  # store state, beside the store
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
