@@ -114,33 +114,27 @@ def _recover(root: Path) -> bool:
         return True
     for rel, tmp in journal.get("write", ()):
         parts = _relative(root, root / rel)
-        try:
-            with _directory(root, parts[:-1], create=False) as dfd:
-                _unlink(dfd, tmp)
-        except (FileNotFoundError, InputError):  # never staged: its directory is missing or a link
-            pass
+        # Not staged if its directory is missing or a link: nothing to remove there.
+        with suppress(FileNotFoundError, InputError), _directory(root, parts[:-1], create=False) as dfd:
+            _unlink(dfd, tmp)
     _drop_journal(root)
     return True
 
 
 def _finish(root: Path, journal: Mapping[str, Any]) -> None:
-    """Rename each staged file over its target (idempotent: a target already renamed has no temp file left)."""
+    """Rename each staged file over its target and make the removals; idempotent (a target already renamed has
+    no temp file left). An entry whose directory is gone or has become a link since is skipped: a journal that
+    cannot finish would block every later run, and the next render or export writes the set again anyway."""
     for rel, tmp in journal.get("write", ()):
         parts = _relative(root, root / rel)
-        with _directory(root, parts[:-1], create=True) as dfd:
-            try:
-                os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
-            except FileNotFoundError:
-                continue
+        with suppress(FileNotFoundError, InputError), _directory(root, parts[:-1], create=False) as dfd:
+            os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
             os.fsync(dfd)
     for rel in journal.get("remove", ()):
         parts = _relative(root, root / rel)
-        try:
-            with _directory(root, parts[:-1], create=False) as dfd:
-                _unlink(dfd, parts[-1])
-                os.fsync(dfd)
-        except FileNotFoundError:
-            pass
+        with suppress(FileNotFoundError, InputError), _directory(root, parts[:-1], create=False) as dfd:
+            _unlink(dfd, parts[-1])
+            os.fsync(dfd)
     _drop_journal(root)
 
 

@@ -198,3 +198,15 @@ def test_state_kept_beside_the_store_is_private(tmp_path: Path) -> None:
         next_run(tmp_path / "home")
     assert {p.name: mode(p) for p in (tmp_path / "home").iterdir() if not p.name.endswith(".lock")} == \
         {"known_hosts": 0o600, "probes-state.json": 0o600}
+
+
+def test_a_journal_whose_directory_became_a_link_is_dropped_without_writing_through_it(tmp_path: Path) -> None:
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    (tree / "clusters").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "job.yaml").write_text("not geosched's")
+    (tree / "clusters" / "east").symlink_to(outside, target_is_directory=True)
+    (tree / JOURNAL).write_text('{"state": "commit", "write": [["clusters/east/new.yaml", ".geosched-tmp.x.1.ab"]], '
+                                '"remove": ["clusters/east/job.yaml"]}')
+    assert recover(tree)
+    assert not pending(tree) and sorted(p.name for p in outside.iterdir()) == ["job.yaml"]
