@@ -17,7 +17,7 @@ from geosched.errors import InputError
 from geosched.gitops import files
 from geosched.gitops.config import EPOCH
 from geosched.gitops.index import INDEX, Index, parse_index
-from geosched.gitops.load import load_inputs
+from geosched.gitops.load import TreeInputs, load_inputs
 from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
 from geosched.gitops.tree import GITIGNORE, Tree, build_tree
 
@@ -27,6 +27,7 @@ class Rendered:
     """A tree rendered in memory beside what the output directory holds now."""
 
     tree: Tree
+    inputs: TreeInputs
     existing: dict[str, bytes]
     previous: Index
     changes: files.Changes
@@ -51,7 +52,7 @@ def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, 
     tree = build_tree(inputs, plan(inputs, previous.before()), previous, when)
     if GITIGNORE in on_disk.foreign:  # the repository's own: it should carry writes.IGNORE_PATTERN itself
         tree = replace(tree, files={k: v for k, v in tree.files.items() if k != GITIGNORE})
-    return Rendered(tree, existing, previous, files.compare(tree.files, on_disk))
+    return Rendered(tree, inputs, existing, previous, files.compare(tree.files, on_disk))
 
 
 def _apart(jobs_dir: Path, out_dir: Path) -> None:
