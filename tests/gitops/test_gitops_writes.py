@@ -88,3 +88,17 @@ def test_a_killed_render_leaves_nothing_to_commit_is_reported_by_check_and_finis
     assert again.returncode == 0, again.stderr
     assert list(repo.rglob(f"{TMP_PREFIX}*")) == []
     assert gitops("check", *tree_args(repo)).returncode == 0
+
+
+def test_the_tree_ships_a_gitignore_for_temp_files_unless_the_repository_has_its_own(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    run = gitops("render", *tree_args(repo), "--at", AT)
+    assert run.returncode == 0, run.stderr
+    assert f"{TMP_PREFIX}*" in (repo / ".gitignore").read_text().splitlines()
+    own = "# the repository's own\n*.swp\n.geosched-tmp.*\n"
+    (repo / ".gitignore").write_text(own)
+    again = gitops("render", *tree_args(repo), "--at", AT)
+    assert again.returncode == 0 and "0 written, 0 removed" in again.stdout, again.stdout + again.stderr
+    assert (repo / ".gitignore").read_text() == own
+    assert gitops("check", *tree_args(repo)).returncode == 0
