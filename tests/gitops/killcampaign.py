@@ -52,8 +52,8 @@ class Scenario:
     """The command, as typed after `geosched`."""
     out: str
     """The output directory, relative to the run's directory."""
-    read: Callable[[Path], None]
-    """What a reader of the output does first (and so sees the set whole)."""
+    read: Callable[[Path], object]
+    """What a reader of the output does first (and so sees the set whole); its result is not used."""
 
 
 def _gitops_old(run: Path) -> None:
