@@ -14,6 +14,7 @@ from pathlib import Path
 from geosched.gitops.explain import explain
 from geosched.gitops.plan import Placed
 from geosched.gitops.render import Rendered, render_in_memory
+from geosched.stable import Rebalance
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,10 @@ class CheckResult:
 
 
 def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
-               config: Path | None = None, at: datetime | None = None) -> CheckResult:
-    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at)
+               config: Path | None = None, at: datetime | None = None,
+               rebalance: Rebalance | None = None) -> CheckResult:
+    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at,
+                                rebalance=rebalance)
     changes = rendered.changes
     if changes.clean:
         return CheckResult((), (), (), "")

@@ -5,9 +5,10 @@ Per placed job: its cluster, zones, nodes, every score term, the digest of the d
 the reasons. At the top: a digest of each shared input (fleet, network, clusters, settings), so the diff also
 names which input changed.
 
-The previous index is read back for two things only: the time a still-identical decision was first rendered
-(kept, so an unchanged job's file keeps its bytes) and the "before" side of `check`'s explanation. A missing
-or damaged index costs those, nothing else: the tree is re-rendered from its inputs either way.
+The previous index is read back for three things: where each job is now (its cluster, zones and nodes, which
+it keeps while they fit: see plan.py), the time a still-identical decision was first rendered (kept, so an
+unchanged job's file keeps its bytes) and the "before" side of `check`'s explanation. A missing or damaged
+index costs those: every job is then placed afresh, as in a new repository.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import yaml
 
 from geosched.documents import API_VERSION, score_to_dict
 from geosched.gitops.load import TreeInputs
-from geosched.gitops.plan import Before, Outcome, Placed
+from geosched.gitops.plan import Outcome, Placed
+from geosched.stable import Current
 
 INDEX = "placements.yaml"
 KIND = "PlacementIndex"
@@ -52,14 +54,15 @@ class Index:
     inputs: Mapping[str, str] = field(default_factory=dict)
     entries: Mapping[str, Entry] = field(default_factory=dict)
 
-    def before(self) -> dict[str, Before]:
-        """Where each placed job was, for `plan` to keep its nodes; entries it cannot read are skipped."""
-        out: dict[str, Before] = {}
+    def before(self) -> dict[str, Current]:
+        """Where each placed job is, for `plan` to keep it there; entries it cannot read are skipped (placed as
+        new jobs)."""
+        out: dict[str, Current] = {}
         for key, e in self.entries.items():
             pairs = [item.rpartition("=") for item in e.assignments]
             if e.cluster is None or not pairs or any(not name or not n.isdigit() for name, _, n in pairs):
                 continue
-            out[key] = Before(e.cluster, e.zones, tuple((name, int(n)) for name, _, n in pairs))
+            out[key] = Current(e.cluster, e.zones, tuple((name, int(n)) for name, _, n in pairs))
         return out
 
 

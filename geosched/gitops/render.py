@@ -1,6 +1,7 @@
 """`render_tree`: job specs + snapshot + cluster config -> `clusters/<cluster>/<namespace>/<job>.yaml` on disk.
 
-Deterministic: the same inputs give byte-identical files (jobs placed in a fixed order, manifests with sorted
+Deterministic: the same inputs over the same previous tree give byte-identical files (jobs kept where the previous
+index puts them while they fit, the others placed in a fixed order; see plan.py), manifests with sorted
 keys, the provenance time from `--at` or the settings, never the clock). Only files whose bytes change are
 written; files of jobs that moved, left or no longer fit are removed. See tree.py for the layout and
 index.py for `placements.yaml`.
@@ -19,6 +20,7 @@ from geosched.gitops.index import INDEX, Index, parse_index
 from geosched.gitops.load import load_inputs
 from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
 from geosched.gitops.tree import Tree, build_tree
+from geosched.stable import Rebalance
 
 
 @dataclass(frozen=True)
@@ -40,14 +42,15 @@ class Rendered:
 
 
 def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
-                     config: Path | None = None, at: datetime | None = None) -> Rendered:
+                     config: Path | None = None, at: datetime | None = None,
+                     rebalance: Rebalance | None = None) -> Rendered:
     _apart(jobs_dir, out_dir)
     inputs = load_inputs(jobs_dir, snapshot_dir, clusters_config, config)
     on_disk = files.read_tree(out_dir)
     existing = on_disk.owned
     previous = parse_index(existing.get(INDEX, b"").decode("utf-8", errors="replace"))
     when = at or inputs.config.at or EPOCH
-    tree = build_tree(inputs, plan(inputs, previous.before()), previous, when)
+    tree = build_tree(inputs, plan(inputs, previous.before(), rebalance), previous, when)
     return Rendered(tree, existing, previous, files.compare(tree.files, on_disk))
 
 
@@ -60,8 +63,10 @@ def _apart(jobs_dir: Path, out_dir: Path) -> None:
 
 
 def render_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
-                config: Path | None = None, at: datetime | None = None) -> Rendered:
+                config: Path | None = None, at: datetime | None = None,
+                rebalance: Rebalance | None = None) -> Rendered:
     """Render and write: afterwards `out_dir` holds exactly the rendered tree (in the files geosched owns)."""
-    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at)
+    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at,
+                                rebalance=rebalance)
     files.apply(out_dir, rendered.tree.files, rendered.changes)
     return rendered
