@@ -5,7 +5,8 @@ by its edge: `gitops render` from the previous render's index (`placements.yaml`
 objects' `geosched.io/` annotations. (The scheduler binds pods, and a binding is final: a bound gang cannot move,
 and a part-bound one is completed in its members' zones; see geosched/kube/scheduler/decide.py.)
 
-1. **Kept first**, in order of key. A job keeps its cluster, zones and nodes when that assignment is still
+1. **Kept first**, in order of key (jobs that now ask for more GPUs per worker than they held last, after the
+   others). A job keeps its cluster, zones and nodes when that assignment is still
    feasible for the job's spec as it is now on the fleet minus the jobs kept before it: every node still in the
    fleet, ready and free enough, still allowed by the job (GPU model, providers, regions, zones, clusters,
    pricing), the gang's size unchanged, its zone and region limits kept. Only then is its capacity reserved.
@@ -49,6 +50,12 @@ class Current:
     cluster: str | None
     zones: tuple[str, ...]
     nodes: tuple[tuple[str, int], ...] = ()
+    gpus_per_worker: int | None = None
+    """What each worker held (None: not recorded): a job that now asks for more per worker is checked after the
+    jobs that do not, so growing in place cannot squeeze out a neighbour on a shared node."""
+
+    def grows(self, job: Job) -> bool:
+        return self.gpus_per_worker is not None and job.gpus_per_worker > self.gpus_per_worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +102,10 @@ def place_all(requests: Sequence[Request], ctx: PlacementContext, free: IntArray
     decided: dict[int, Decision] = {}
     kept: dict[int, Placement] = {}
     why_not: dict[int, str] = {}
-    for i in order:
+    holders = [i for i in order if requests[i].current is not None]
+    for i in sorted(holders, key=lambda i: _grows(requests[i])):  # stable: by key within each round
         current = requests[i].current
-        if current is None:
-            continue
+        assert current is not None
         outcome = keep(requests[i].job, current, ctx.with_free(free), policy, weights, position)
         if isinstance(outcome, Placement) and usable is not None and (refused := usable(outcome)) is not None:
             outcome = refused
@@ -133,6 +140,10 @@ def place_all(requests: Sequence[Request], ctx: PlacementContext, free: IntArray
             if isinstance(again, NoFit):
                 decided[i] = _fresh(requests[i], again, why_not.get(i))
     return tuple(decided[i] for i in range(len(requests)))
+
+
+def _grows(request: Request) -> bool:
+    return request.current is not None and request.current.grows(request.job)
 
 
 def _fresh(request: Request, result: Placement | NoFit, lost: str | None) -> Decision:
@@ -255,7 +266,8 @@ def _shift(free: IntArray, placement: Placement, position: Mapping[str, int], si
 
 
 def current_of(placement: Placement) -> Current:
-    return Current(placement.cluster, placement.zones, tuple((a.node, a.workers) for a in placement.assignments))
+    return Current(placement.cluster, placement.zones, tuple((a.node, a.workers) for a in placement.assignments),
+                   placement.job.gpus_per_worker)
 
 
 def moved_keys(before: Mapping[str, Current], decisions: Iterable[Decision]) -> list[str]:

@@ -123,3 +123,17 @@ def test_random_edit_sequences_move_no_untouched_job() -> None:
     scratch = run(20, 5, seed=11, decide=scratch_decider(ctx, free), fleet=ctx.fleet)
     assert scratch.untouched_moved > 0
     assert np.isfinite(stable.seconds)
+
+
+def test_a_job_that_grows_per_worker_in_place_cannot_squeeze_out_a_neighbour() -> None:
+    """Found by the 1,000-sequence run: `a` (1 x 1 GPU) shares a node with `b` (1 x 1 GPU); `a` now asks for 8 GPUs
+    per worker. Checked first by key, it kept its node and took all 8 GPUs, moving `b`. Growing jobs are checked
+    after the others."""
+    f = fleet([node("n0", "z1", cluster="c", free=2), node("n1", "z1", cluster="c", free=8)])
+    ctx = PlacementContext(f, network(f))
+    a, b = Job("a", workers=1, gpus_per_worker=1), Job("b", workers=1, gpus_per_worker=1)
+    on_n0 = Current("c", ("z1",), (("n0", 1),), gpus_per_worker=1)
+    out = decide(ctx, Request("a", replace(a, gpus_per_worker=2), on_n0), Request("b", b, on_n0))
+    assert out["b"].fate is Fate.KEPT
+    assert out["a"].fate is Fate.MOVED and out["a"].result.assignments[0].node == "n1"
+    assert out["a"].note == "moved: node n0 has 1 free GPUs, its 1 worker(s) need 2"
