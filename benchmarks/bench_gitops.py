@@ -25,9 +25,9 @@ from typing import TypeVar
 import yaml
 
 from geosched.default_fleet import default_fleet, default_network
+from geosched.fields import parse_time
 from geosched.gitops import check_tree, render_tree
 from geosched.gitops import files as tree_files
-from geosched.gitops.config import parse_time
 from geosched.gitops.index import INDEX, parse_index
 from geosched.gitops.load import load_inputs
 from geosched.gitops.plan import plan

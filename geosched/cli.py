@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from geosched import catalog, catalog_view, policies, render
+from geosched.carbon import decision_signal, decision_time, load_carbon
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
 from geosched.documents import load_job
@@ -69,6 +70,11 @@ def _root(home: Annotated[Path | None, typer.Option(
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]
 NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view file (YAML/JSON).")]
 SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
+CarbonHourlyOpt = Annotated[Path | None, typer.Option(
+    "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (hourly grid intensity, e.g. from Electricity Maps' "
+    "history; format in geosched/carbon.py): decisions use the hour the job starts instead of the yearly mean.")]
+AtOpt = Annotated[str | None, typer.Option(
+    "--at", help="When the job starts, RFC 3339 with offset (default: now): the hour of --carbon-hourly used.")]
 StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (imported snapshot) plus the machines "
                                         "geosched provisioned that are up, on the store's measured network.")]
 
@@ -88,6 +94,8 @@ def place(
     explain: Annotated[bool, typer.Option(help="Show every term of every candidate and the rejected zones.")] = False,
     output: Annotated[PlaceOutput, typer.Option("--output", "-o")] = PlaceOutput.table,
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
+    carbon_hourly: CarbonHourlyOpt = None,
+    at: AtOpt = None,
 ) -> None:
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
     if policy not in policies.names():
@@ -98,11 +106,15 @@ def place(
     else:
         snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
-    ctx = policies.PlacementContext(snap.fleet, snap.network)
+    carbon = decision_signal(snap.fleet, load_carbon(carbon_hourly), decision_time(at))
+    ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal)
     result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight))
     if output is PlaceOutput.table:
         if isinstance(result, Placement):
             render.placement(result, explain)
+            if explain:
+                for note in carbon.notes:
+                    render.out.print(note, markup=False)
         else:
             render.error(result.message)
     else:

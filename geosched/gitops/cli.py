@@ -16,8 +16,8 @@ import typer
 
 from geosched import render as console
 from geosched.errors import EXIT_BAD_INPUT, InputError
+from geosched.fields import parse_time
 from geosched.gitops.check import check_tree
-from geosched.gitops.config import parse_time
 from geosched.gitops.plan import Placed
 from geosched.gitops.render import render_tree
 from geosched.stable import DEFAULT_MIN_GAIN, Fate, Rebalance

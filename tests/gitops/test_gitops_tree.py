@@ -10,8 +10,8 @@ import yaml
 from gitops_support import AT, CLUSTERS, kube_validator, write_inputs
 
 from geosched.errors import InputError
+from geosched.fields import parse_time
 from geosched.gitops import check_tree, render_tree
-from geosched.gitops.config import parse_time
 from geosched.gitops.index import INDEX
 
 WHEN = parse_time(AT, "test", "")
