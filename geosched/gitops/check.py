@@ -42,9 +42,9 @@ class CheckResult:
 
 def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
                config: Path | None = None, at: datetime | None = None,
-               rebalance: Rebalance | None = None) -> CheckResult:
+               rebalance: Rebalance | None = None, carbon_hourly: Path | None = None) -> CheckResult:
     rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at,
-                                rebalance=rebalance)
+                                rebalance=rebalance, carbon_hourly=carbon_hourly)
     changes = rendered.changes
     if changes.clean:
         return CheckResult((), (), (), "")

@@ -39,6 +39,9 @@ RebalanceOpt = Annotated[bool, typer.Option(
     "(each move restarts a gang). Without it a job moves only when its nodes no longer hold it.")]
 MinGainOpt = Annotated[float, typer.Option(
     "--min-gain", help="With --rebalance: the least improvement of a job's total score, in percent, worth a move.")]
+CarbonHourlyOpt = Annotated[Path | None, typer.Option(
+    "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/carbon.py): new decisions use "
+    "the grid intensity of the hour of --at instead of the yearly mean.")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="One line per job: kept (still fits), moved: why, new.")]
 
 
@@ -65,12 +68,16 @@ def _rebalance(on: bool, min_gain: float) -> Rebalance | None:
 @app.command("render")
 def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
                config: ConfigOpt = None, at: AtOpt = None, rebalance: RebalanceOpt = False,
-               min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, explain: ExplainOpt = False) -> None:
+               min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, explain: ExplainOpt = False,
+               carbon_hourly: CarbonHourlyOpt = None) -> None:
     """Place every job and write the tree; only files whose bytes change are written. Jobs the tree already
     places keep their nodes while they fit."""
     with _bad_input():
         result = render_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
-                             rebalance=_rebalance(rebalance, min_gain))
+                             rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly)
+    if explain:
+        for note in result.carbon_notes:
+            sys.stdout.write(note + "\n")
     for o in result.tree.outcomes:
         if isinstance(o, Placed) and (explain or o.fate is not Fate.KEPT):
             sys.stdout.write(f"{o.spec.key}: {o.note}\n")
@@ -89,11 +96,11 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
 @app.command("check")
 def check_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
               config: ConfigOpt = None, at: AtOpt = None, rebalance: RebalanceOpt = False,
-              min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100) -> None:
+              min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, carbon_hourly: CarbonHourlyOpt = None) -> None:
     """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to."""
     with _bad_input():
         result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
-                            rebalance=_rebalance(rebalance, min_gain))
+                            rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly)
     sys.stdout.write(result.report())
     if not result.up_to_date:
         raise typer.Exit(1)

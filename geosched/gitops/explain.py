@@ -20,7 +20,7 @@ from geosched.gitops.plan import Outcome, Placed
 TERMS = ("total", "network", "cost", "carbon", "step_ms", "comm_ms", "worst_rtt_ms", "worst_loss",
          "min_throughput_gbps", "usd_per_hour", "gco2e_per_hour")
 INPUT_NAMES = {"fleet": "fleet snapshot", "network": "network snapshot", "clusters": "cluster config",
-               "config": "policy settings"}
+               "config": "policy settings", "carbon": "hourly carbon"}
 
 
 def explain(previous: Index, inputs: Mapping[str, str], outcomes: Sequence[Outcome],

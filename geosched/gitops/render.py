@@ -9,10 +9,11 @@ index.py for `placements.yaml`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from geosched.carbon import decision_signal, load_carbon
 from geosched.errors import InputError
 from geosched.gitops import files
 from geosched.gitops.config import EPOCH
@@ -20,6 +21,7 @@ from geosched.gitops.index import INDEX, Index, parse_index
 from geosched.gitops.load import load_inputs
 from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
 from geosched.gitops.tree import Tree, build_tree
+from geosched.kube.provenance import inputs_digest
 from geosched.stable import Rebalance
 
 
@@ -31,6 +33,7 @@ class Rendered:
     existing: dict[str, bytes]
     previous: Index
     changes: files.Changes
+    carbon_notes: tuple[str, ...] = ()
 
     @property
     def unplaced(self) -> tuple[Unplaced, ...]:
@@ -43,15 +46,22 @@ class Rendered:
 
 def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
                      config: Path | None = None, at: datetime | None = None,
-                     rebalance: Rebalance | None = None) -> Rendered:
+                     rebalance: Rebalance | None = None, carbon_hourly: Path | None = None) -> Rendered:
+    """`carbon_hourly`: an hourly grid-intensity series; new decisions use its hour of `at` (kept jobs stay)."""
     _apart(jobs_dir, out_dir)
     inputs = load_inputs(jobs_dir, snapshot_dir, clusters_config, config)
     on_disk = files.read_tree(out_dir)
     existing = on_disk.owned
     previous = parse_index(existing.get(INDEX, b"").decode("utf-8", errors="replace"))
     when = at or inputs.config.at or EPOCH
+    notes: tuple[str, ...] = ()
+    if carbon_hourly is not None:
+        carbon = decision_signal(inputs.fleet, load_carbon(carbon_hourly), when)
+        # The intensities of the hour are an input like the snapshot: the index names them when they change.
+        digests = {**inputs.digests, "carbon": inputs_digest(dict(carbon.signal.intensity))}
+        inputs, notes = replace(inputs, carbon=carbon.signal, digests=digests), carbon.notes
     tree = build_tree(inputs, plan(inputs, previous.before(), rebalance), previous, when)
-    return Rendered(tree, existing, previous, files.compare(tree.files, on_disk))
+    return Rendered(tree, existing, previous, files.compare(tree.files, on_disk), notes)
 
 
 def _apart(jobs_dir: Path, out_dir: Path) -> None:
@@ -64,9 +74,9 @@ def _apart(jobs_dir: Path, out_dir: Path) -> None:
 
 def render_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
                 config: Path | None = None, at: datetime | None = None,
-                rebalance: Rebalance | None = None) -> Rendered:
+                rebalance: Rebalance | None = None, carbon_hourly: Path | None = None) -> Rendered:
     """Render and write: afterwards `out_dir` holds exactly the rendered tree (in the files geosched owns)."""
     rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at,
-                                rebalance=rebalance)
+                                rebalance=rebalance, carbon_hourly=carbon_hourly)
     files.apply(out_dir, rendered.tree.files, rendered.changes)
     return rendered

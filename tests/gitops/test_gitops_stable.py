@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gitops_support import ROOT, git, gitops
+from gitops_support import ROOT, git, gitops, init_repo, tree_args
 
 EXAMPLE = ROOT / "examples" / "gitops"
 LLM = "clusters/eks-us-east-1/research/llm-pretrain.yaml"
@@ -110,3 +110,41 @@ def test_rebalance_moves_a_kept_job_only_for_the_minimum_gain(repo: Path) -> Non
     assert "research/llm-pretrain: moved: rebalanced, total" in moved.stdout
     assert placed(repo)["research/llm-pretrain"]["zones"] != before["research/llm-pretrain"]["zones"]
     assert gitops("render", *args(repo, "--rebalance", "--min-gain", "-1")).returncode == 2
+
+
+# Hourly grid intensity of the lab regions (gitops_support: r1 holds east-a and east-b, r2 holds west).
+CARBON = """\
+region,datetime,gco2e_per_kwh
+lab:r1,2025-03-01T12:00:00Z,500
+lab:r2,2025-03-01T12:00:00Z,50
+lab:r1,2025-03-01T18:00:00Z,50
+lab:r2,2025-03-01T18:00:00Z,500
+"""
+DELTA = "name: delta\nworkers: 1\ngpus_per_worker: 8\ngpu: A100\nimage: ghcr.io/example/llm:1.0\n"
+
+
+def test_new_decisions_use_the_hour_of_at_and_kept_jobs_stay_when_it_changes(tmp_path: Path) -> None:
+    repo = tmp_path / "lab"
+    init_repo(repo)
+    git(repo, "rm", "-q", "jobs/beta.yaml")  # leaves two nodes free in r2-a (west)
+    (repo / "jobs" / "delta.yaml").write_text(DELTA, encoding="utf-8")
+    (repo / "carbon.csv").write_text(CARBON, encoding="utf-8")
+    (repo / "gitops.yaml").write_text("weights: {network: 1.0, cost: 0.0, carbon: 5.0}\n", encoding="utf-8")
+    lab = [*tree_args(repo), "--config", str(repo / "gitops.yaml"), "--carbon-hourly", str(repo / "carbon.csv")]
+    noon = gitops("render", *lab, "--at", "2025-03-01T12:00:00Z", "--explain")
+    assert noon.returncode == 0, noon.stderr
+    assert placed(repo)["delta"]["cluster"] == "west"  # r2 is the clean grid at noon
+    # In a fresh tree at 18:00 the same job goes east; over the committed tree it stays where it runs.
+    evening = gitops("render", *[a if a != str(repo) else str(tmp_path / "fresh") for a in lab],
+                     "--at", "2025-03-01T18:00:00Z")
+    assert evening.returncode == 0, evening.stderr
+    fresh = yaml.safe_load((tmp_path / "fresh" / "placements.yaml").read_text(encoding="utf-8"))
+    assert fresh["placed"]["delta"]["cluster"] in ("east-a", "east-b")
+    again = gitops("render", *lab, "--at", "2025-03-01T18:00:00Z", "--explain")
+    assert again.returncode == 0, again.stderr
+    assert "delta: kept (still fits)" in again.stdout
+    assert placed(repo)["delta"]["cluster"] == "west"
+    outside = gitops("render", *lab, "--at", "2025-03-02T00:00:00Z", "--explain")
+    assert "carbon lab:r1: yearly mean 400 gCO2e/kWh; 2025-03-02T00:00Z is outside its hourly series" in outside.stdout
+    check = gitops("check", *lab, "--at", "2025-03-01T12:00:00Z")
+    assert check.returncode == 1 and "inputs changed: hourly carbon" in check.stdout
