@@ -22,14 +22,15 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from geosched.errors import InputError
 from geosched.fields import parse_time, read_text
-from geosched.models import HOUR_S, CarbonSignal, Fleet
+from geosched.models import HOUR_S, CarbonSignal, Fleet, NetworkView
+from geosched.policies import PlacementContext
 
 REQUIRED = ("region", "gco2e_per_kwh")
 
@@ -145,3 +146,21 @@ def series_start(signal: CarbonSignal | None) -> datetime | None:
     """The first measured hour of any region, or None without a series."""
     hours = [h for series in (signal.hourly.values() if signal else ()) for h in series]
     return datetime.fromtimestamp(min(hours) * HOUR_S, UTC) if hours else None
+
+
+def contexts_by_hour(fleet: Fleet, network: NetworkView, signal: CarbonSignal | None, start: datetime,
+                     ) -> Callable[[float], PlacementContext]:
+    """For a replay: the placement context of the hour `start + t` seconds falls in. Contexts are built once per
+    distinct set of intensities (every hour outside the series shares the yearly one)."""
+    built: dict[tuple[float, ...], PlacementContext] = {}
+    origin = start.timestamp()
+
+    def at(t: float) -> PlacementContext:
+        resolved = decision_signal(fleet, signal, datetime.fromtimestamp(origin + t, UTC)).signal
+        key = tuple(resolved.intensity[k] for k in sorted(resolved.intensity))
+        ctx = built.get(key)
+        if ctx is None:
+            ctx = built[key] = PlacementContext(fleet, network, resolved)
+        return ctx
+
+    return at

@@ -243,12 +243,16 @@ def simulate_cmd(
                                             "plentiful; 'any' lets each policy choose).")] = None,
     output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
     plot: Annotated[Path | None, typer.Option(help="Also write a PNG comparison.")] = None,
+    carbon_hourly: CarbonHourlyOpt = None,
+    at: Annotated[str | None, typer.Option(
+        "--at", help="With --carbon-hourly: the time of the trace's start, RFC 3339 (default: the series' first "
+        "hour); each job uses the hour it starts.")] = None,
 ) -> None:
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
     run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], fleet=fleet, network=network, snapshot=snapshot,
                          trace_format=trace_format, output=output.value, plot=plot, gpu=gpu,
                          weights=Weights(network_weight, cost_weight, carbon_weight), strict=not lenient,
-                         backfill=backfill)
+                         backfill=backfill, carbon_hourly=carbon_hourly, at=at)
 
 
 @app.command()

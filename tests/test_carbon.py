@@ -101,3 +101,38 @@ def test_place_uses_the_hour_the_job_starts(tmp_path: Path) -> None:
     bad = geosched(*base, "--carbon-hourly", tmp_path / "bad.csv", home=tmp_path)
     assert bad.returncode == 2 and "bad.csv: line 2: gco2e_per_kwh must be a number" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_simulate_places_and_counts_each_job_at_the_hour_it_starts(tmp_path: Path) -> None:
+    from geosched.carbon import contexts_by_hour
+    from geosched.models import Weights
+    from geosched.policies import PlacementContext
+    from geosched.simulate.engine import simulate
+    from geosched.simulate.traces.model import TraceJob
+
+    f = lab_fleet()
+    net = network(f)
+    signal = parse_carbon_csv(SERIES, "c.csv")
+    # Trace time 0 = 11:00 (r1 cleaner), the second job arrives at 12:10 (r2 far cleaner).
+    trace = [TraceJob("early", 0.0, 8, 1800.0), TraceJob("noon", 4200.0, 8, 1800.0)]
+    at = contexts_by_hour(f, net, signal, datetime(2025, 3, 1, 11, tzinfo=UTC))
+    green = Weights(network=1.0, cost=0.0, carbon=1.0)
+    [hourly] = simulate(trace, PlacementContext(f, net), ["zone-first"], green, context_at=at)
+    [yearly] = simulate(trace, PlacementContext(f, net), ["zone-first"], green)
+    assert [r.zones for r in hourly.records] == [("r1-a",), ("r2-a",)]
+    assert [r.zones for r in yearly.records] == [("r1-a",), ("r1-a",)]
+    # Emissions at the hour's intensity: 120 then 40 g/kWh, against 100 and 100 on the yearly means.
+    per_kwh = yearly.records[0].kgco2e / 100.0
+    assert hourly.records[0].kgco2e == pytest.approx(per_kwh * 120.0)
+    assert hourly.records[1].kgco2e == pytest.approx(per_kwh * 40.0)
+
+    (tmp_path / "trace.csv").write_text("submit_time,gpus,duration\n0,8,1800\n4200,8,1800\n")
+    (tmp_path / "carbon.csv").write_text(SERIES)
+    write_snapshot(tmp_path / "snap", f, net)
+    run = geosched("simulate", "--trace", tmp_path / "trace.csv", "--snapshot", tmp_path / "snap", "-o", "json",
+                   "--carbon-weight", "1", "--cost-weight", "0", "--carbon-hourly", tmp_path / "carbon.csv",
+                   home=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "trace time 0 = 2025-03-01T11:00:00Z" in run.stderr
+    kg = json.loads(run.stdout)["results"][0]["kgco2e"]
+    assert kg == pytest.approx(hourly.kgco2e)
