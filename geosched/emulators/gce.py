@@ -42,6 +42,7 @@ from ._http import (
     Times,
     json_response,
 )
+from .billing import BillingCatalog
 
 JSON = dict[str, Any]
 
@@ -606,6 +607,7 @@ class GceDouble(Emulator[GceFault]):
         self._capacity: dict[tuple[str, str], Capacity] = {}
         self._ids: dict[str, str] = {}
         self._ip_counter = 2
+        self.billing = BillingCatalog()
 
     # -- client wiring ---------------------------------------------------
 
@@ -698,6 +700,9 @@ class GceDouble(Emulator[GceFault]):
             if inst is None:
                 raise KeyError((project, zone, name))
             inst["status"] = status
+            if status == "TERMINATED":
+                # Compute Engine stamps every stop (Instance.lastStopTimestamp, RFC 3339).
+                inst["lastStopTimestamp"] = _now_rfc3339()
 
     def remove_instance(self, project: str, zone: str, name: str) -> None:
         """Simulates an out-of-band deletion (spot preemption with action DELETE)."""
@@ -711,6 +716,7 @@ class GceDouble(Emulator[GceFault]):
             self._operations.clear()
             self._quota_limits.clear()
             self._capacity.clear()
+        self.billing.reset()
         self.faults.clear()
         self.log.clear()
 
@@ -993,6 +999,10 @@ class GceDouble(Emulator[GceFault]):
     def _app(self, req: HttpRequest) -> HttpResponse:
         if req.path.startswith(ADMIN_PREFIX + "/"):
             return self._admin(req)
+        billed = self.billing.answer(req)  # the Cloud Billing Catalog's Compute Engine SKUs, same host
+        if billed is not None:
+            self.log.append(CallRecord("services.skus.list", None, billed.status, None))
+            return billed
         for verb, pattern, method in self._ROUTES:
             m = pattern.match(req.path)
             if m and verb == req.method:

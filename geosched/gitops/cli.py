@@ -1,6 +1,7 @@
 """`geosched gitops render | check`: the typer sub-app. Parses arguments, calls the library, prints.
 
-Exit codes: 0 done / up to date; 1 `check` found the tree stale; 2 bad input (one line on stderr).
+Exit codes: 0 done / up to date; 1 `check` found the tree stale or pods no snapshot node admits; 2 bad input
+(one line on stderr).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Annotated
 import typer
 
 from geosched import render as console
-from geosched.errors import EXIT_BAD_INPUT, InputError
+from geosched.errors import EXIT_BAD_INPUT, InputError, one_line
 from geosched.fields import parse_time
-from geosched.gitops.check import check_tree
+from geosched.gitops.check import check_tree, unmatched_pins
 from geosched.gitops.plan import Placed
 from geosched.gitops.render import render_tree
 from geosched.stable import DEFAULT_MIN_GAIN, Fate, Rebalance
@@ -77,10 +78,10 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
                              rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly)
     if explain:
         for note in result.carbon_notes:
-            sys.stdout.write(note + "\n")
+            sys.stdout.write(one_line(note) + "\n")
     for o in result.tree.outcomes:
         if isinstance(o, Placed) and (explain or o.fate is not Fate.KEPT):
-            sys.stdout.write(f"{o.spec.key}: {o.note}\n")
+            sys.stdout.write(one_line(f"{o.spec.key}: {o.note}") + "\n")  # node names come from the snapshot
     changes = result.changes
     for path in changes.written:
         sys.stdout.write(f"wrote   {path}\n")
@@ -91,18 +92,21 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
         sys.stdout.write(f"unplaced {u.spec.key} ({u.spec.input.job.gpus} GPUs): {reason}\n")
     sys.stdout.write(f"{result.placed} placed, {len(result.unplaced)} unplaced; {len(changes.written)} written, "
                      f"{len(changes.removed)} removed, {changes.unchanged} unchanged\n")
+    for line in unmatched_pins(result):  # written anyway: the job's own constraint, which `check` fails on
+        sys.stderr.write(f"warning: no node of the snapshot admits {line}\n")
 
 
 @app.command("check")
 def check_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
               config: ConfigOpt = None, at: AtOpt = None, rebalance: RebalanceOpt = False,
               min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, carbon_hourly: CarbonHourlyOpt = None) -> None:
-    """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to."""
+    """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to, or with the
+    pods no node of the snapshot admits (a pinned label value no node carries)."""
     with _bad_input():
         result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
                             rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly)
     sys.stdout.write(result.report())
-    if not result.up_to_date:
+    if not result.passed:
         raise typer.Exit(1)
 
 

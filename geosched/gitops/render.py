@@ -18,7 +18,7 @@ from geosched.errors import InputError
 from geosched.gitops import files
 from geosched.gitops.config import EPOCH
 from geosched.gitops.index import INDEX, Index, parse_index
-from geosched.gitops.load import load_inputs
+from geosched.gitops.load import TreeInputs, load_inputs
 from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
 from geosched.gitops.tree import Tree, build_tree
 from geosched.kube.provenance import inputs_digest
@@ -30,6 +30,7 @@ class Rendered:
     """A tree rendered in memory beside what the output directory holds now."""
 
     tree: Tree
+    inputs: TreeInputs
     existing: dict[str, bytes]
     previous: Index
     changes: files.Changes
@@ -61,7 +62,7 @@ def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, 
         digests = {**inputs.digests, "carbon": inputs_digest(dict(carbon.signal.intensity))}
         inputs, notes = replace(inputs, carbon=carbon.signal, digests=digests), carbon.notes
     tree = build_tree(inputs, plan(inputs, previous.before(), rebalance), previous, when)
-    return Rendered(tree, existing, previous, files.compare(tree.files, on_disk), notes)
+    return Rendered(tree, inputs, existing, previous, files.compare(tree.files, on_disk), notes)
 
 
 def _apart(jobs_dir: Path, out_dir: Path) -> None:

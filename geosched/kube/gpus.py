@@ -1,16 +1,61 @@
-"""GPU names and counts as Kubernetes writes them, turned into the catalog's names and plain integers."""
+"""GPU names as Kubernetes nodes carry them, both ways: label values -> the catalog's model, and the catalog's
+model -> the label values a node with that GPU carries. The one table of GPU names (`PARTS`).
+
+Sources of the label values:
+- `nvidia.com/gpu.product`: NVIDIA GPU feature discovery (GFD, part of the GPU operator) writes the driver's
+  product name with spaces as dashes (github.com/NVIDIA/k8s-device-plugin, docs/gpu-feature-discovery: e.g.
+  `NVIDIA-H100-80GB-HBM3`, `NVIDIA-A100-SXM4-40GB`, `NVIDIA-A10G`, `NVIDIA-L4`, `Tesla-T4`, `Tesla-V100-SXM2-16GB`).
+  The parts are those of the cloud instance types the catalog prices (p4d and a2-highgpu: A100 SXM4 40GB; p4de
+  and a2-ultragpu: A100 SXM4 80GB; p5 and a3-highgpu/-megagpu: H100 SXM5 80GB HBM3; p3: V100 SXM2 16GB; p3dn:
+  V100 SXM2 32GB).
+- `cloud.google.com/gke-accelerator`: GKE sets the Compute Engine accelerator type on GPU nodes
+  (cloud.google.com/kubernetes-engine/docs/how-to/gpus: `nvidia-tesla-a100`, `nvidia-a100-80gb`,
+  `nvidia-h100-80gb`, `nvidia-h100-mega-80gb`, `nvidia-h200-141gb`, `nvidia-l4`, `nvidia-tesla-t4`, ...).
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
-# Base parts named in `nvidia.com/gpu.product` values (GPU feature discovery: the driver's product name
-# with spaces as dashes, e.g. NVIDIA-A100-SXM4-80GB, Tesla-V100-SXM2-16GB, NVIDIA-H100-80GB-HBM3).
+
+@dataclass(frozen=True, slots=True)
+class GpuPart:
+    """The label values of one catalog GPU model; None where no such label value exists."""
+
+    product: str | None
+    gke_accelerator: str | None
+
+
+PARTS: dict[str, GpuPart] = {
+    "A100": GpuPart("NVIDIA-A100-SXM4-40GB", "nvidia-tesla-a100"),
+    "A100-80GB": GpuPart("NVIDIA-A100-SXM4-80GB", "nvidia-a100-80gb"),
+    "A10G": GpuPart("NVIDIA-A10G", None),
+    "H100": GpuPart("NVIDIA-H100-80GB-HBM3", "nvidia-h100-80gb"),
+    "H100-MEGA": GpuPart("NVIDIA-H100-80GB-HBM3", "nvidia-h100-mega-80gb"),
+    "H200": GpuPart("NVIDIA-H200", "nvidia-h200-141gb"),
+    "L4": GpuPart("NVIDIA-L4", "nvidia-l4"),
+    "L40S": GpuPart("NVIDIA-L40S", None),
+    "T4": GpuPart("Tesla-T4", "nvidia-tesla-t4"),
+    "V100": GpuPart("Tesla-V100-SXM2-16GB", "nvidia-tesla-v100"),
+    "V100-32GB": GpuPart("Tesla-V100-SXM2-32GB", None),
+    "K80": GpuPart("Tesla-K80", "nvidia-tesla-k80"),
+    "M60": GpuPart("Tesla-M60", None),
+    "P4": GpuPart("Tesla-P4", "nvidia-tesla-p4"),
+    "P100": GpuPart("Tesla-P100-PCIE-16GB", "nvidia-tesla-p100"),
+    "K520": GpuPart("GRID-K520", None),
+}
+
+# Base parts named in `nvidia.com/gpu.product` values, and the memory variants the catalog prices separately.
 _BASES = ("A100", "A10G", "H100", "H200", "L4", "L40S", "T4", "V100", "K80", "M60", "P4", "P100", "K520")
-# Memory variants the catalog prices separately.
 _VARIANTS = {("A100", "80GB"): "A100-80GB", ("V100", "32GB"): "V100-32GB"}
 _WHOLE = re.compile(r"^[0-9]+$")
+
+
+def part(model: str) -> GpuPart:
+    """The label values for a catalog GPU model (none known: a part that is not NVIDIA's, e.g. an AMD GPU)."""
+    return PARTS.get(model, GpuPart(None, None))
 
 
 def model_from_product(product: str) -> str | None:
@@ -28,6 +73,11 @@ def model_from_product(product: str) -> str | None:
                     return name
             return base
     return None
+
+
+def model_from_gke_accelerator(accelerator: str) -> str | None:
+    """The catalog GPU model for a `cloud.google.com/gke-accelerator` value, or None when it names no known part."""
+    return next((model for model, p in PARTS.items() if p.gke_accelerator == accelerator), None)
 
 
 def whole_count(value: Any) -> int | None:
