@@ -196,6 +196,10 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
         names = ", ".join(f"{u.cluster} ({u.reason})" for u in unread)
         raise SubmitRefused(f"cannot read the jobs geosched placed on {names}; placing now could take their nodes. "
                             "Retry, leave the cluster out with --context, or pass --skip-unreachable")
+    if held:
+        names = ", ".join(r.key for r in held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        seen = replace(seen, assumptions=(*seen.assumptions, f"{len(held)} job(s) geosched placed that have not "
+                                          f"started keep their nodes: {names}"))
     planned = plan(job, view, configs, network=network, policy=opts.policy, weights=opts.weights,
                    compact_kind=opts.compact_kind, now=now or datetime.now(UTC), held=held, carbon=opts.carbon)
     if isinstance(planned, NoFit):

@@ -230,6 +230,8 @@ def test_a_new_job_never_takes_the_nodes_of_a_placed_job_that_has_not_started(fl
     assert second.status == "applied" and second.placement is not None
     assert not held & {a.node for a in second.placement.assignments}
     assert second.zones != ("europe-west4-b",)
+    assert "1 job(s) geosched placed that have not started keep their nodes: cluster-b/default/train" \
+        in second.assumptions
     # Once `train` runs, its bound pods hold the GPUs (the annotation no longer counts): still not free.
     for i, node in enumerate(sorted(held)):
         fleet["cluster-b"].add_pod(f"train-{i}", node_name=node, phase="Running", gpus=8)
