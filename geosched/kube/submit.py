@@ -18,6 +18,12 @@ Never a duplicate job:
   be read might hold the job, so submit refuses (`SubmitRefused`) unless told to skip unreachable clusters.
   Two submits of one job racing on different clusters are not prevented: there is no cross-cluster lock.
 
+Never a placed job's nodes: a job geosched placed that has not started (Pending, or Suspended while Kueue holds
+it) holds no GPUs the cluster can see yet, only the nodes its `geosched.io/assignments` annotation names. Submit
+reads those objects on every candidate cluster and keeps their nodes for them first (`geosched.stable`), so a new
+job is placed around them; a started job's bound pods already hold their GPUs. A cluster whose jobs cannot be read
+refuses the submit as above.
+
 Retries: 429, 5xx and dropped connections are retried with exponential backoff and full jitter, at least the
 server's Retry-After. A 409 on apply (another field manager owns a field we set, or a racing writer) is re-read
 and re-applied once, then reported with the server's message, unless `force` takes the fields over.
