@@ -112,6 +112,8 @@ class Planned:
     placement: Placement
     cluster: ClusterConfig
     manifests: tuple[Json, ...]
+    notes: tuple[str, ...] = ()
+    """Where the decision's grid intensity came from, when an hourly series did not cover the hour."""
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,8 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
     cluster = planned.cluster
     target = apply_context(cluster)
     rendered = replace(seen, status="dry-run", cluster=cluster.name, context=target,
-                       zones=planned.placement.zones, placement=planned.placement, manifests=planned.manifests)
+                       zones=planned.placement.zones, placement=planned.placement, manifests=planned.manifests,
+                       assumptions=(*seen.assumptions, *planned.notes))
     if opts.dry_run:
         return rendered
     with Kube.open(target, kubeconfig, name=cluster.name) as kube:
@@ -234,8 +237,8 @@ def plan(job: JobInput, view: FleetView, clusters: Mapping[str, ClusterConfig], 
     reachable = tuple(c for c in view.clusters if c in clusters)
     allowed = tuple(c for c in reachable if not job.job.clusters or c in job.job.clusters)
     placed_job = _with_clusters(job, allowed)
-    grid = decision_signal(view.fleet, carbon, now).signal
-    ctx = policies.PlacementContext(view.fleet, cluster_inventory.network_for(view.fleet, network), grid)
+    grid = decision_signal(view.fleet, carbon, now)
+    ctx = policies.PlacementContext(view.fleet, cluster_inventory.network_for(view.fleet, network), grid.signal)
     # The new job's key sorts before any other, so only kept placements come before it.
     decisions = place_all([*held, Request("", placed_job.job)], ctx, ctx.gpus_free, policy=policy, weights=weights)
     result = decisions[-1].result
@@ -246,7 +249,7 @@ def plan(job: JobInput, view: FleetView, clusters: Mapping[str, ClusterConfig], 
     nodes = {n.name: n for n in view.fleet.nodes if n.cluster == cluster.name}
     manifests = render(job, _restore_clusters(result, job), cluster,
                        RenderOptions(now=now, compact_kind=compact_kind, nodes=nodes))
-    return Planned(job, result, cluster, tuple(manifests))
+    return Planned(job, result, cluster, tuple(manifests), grid.notes)
 
 
 def _with_clusters(job: JobInput, clusters: tuple[str, ...]) -> JobInput:

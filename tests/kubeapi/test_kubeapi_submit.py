@@ -260,3 +260,5 @@ def test_submit_places_at_the_carbon_of_the_hour_it_starts(fleet: MultiCluster, 
     later = submit(path, kubeconfig=fleet.kubeconfig, options=replace(green, carbon=series),
                    now=datetime(2025, 3, 2, 12, tzinfo=UTC))
     assert later.cluster == yearly.cluster
+    assert any(n.startswith("carbon kubeemu:asia-southeast1: yearly mean ") and "2025-03-02T12:00Z is outside its "
+               "hourly series" in n for n in later.assumptions)
