@@ -6,6 +6,9 @@
   products set with `set_ondemand_price` are answered in the documented aws_v1 shape (each PriceList entry a JSON
   string with `product.attributes` and `terms.OnDemand.*.priceDimensions.*.pricePerUnit.USD`), filtered by
   TERM_MATCH on their attributes; nothing set, nothing listed.
+- **Console output** `GetConsoleOutput`: moto answers a fixed boot log without cloud-init's host key block; for
+  instances given host keys with `set_host_keys` the answer carries the block cloud-init prints
+  (`-----BEGIN SSH HOST KEY KEYS-----` ... `-----END SSH HOST KEY KEYS-----`), base64 as EC2 sends it.
 - **Placement groups**: moto implements neither CreatePlacementGroup nor DescribePlacementGroups, and drops
   `Placement.GroupName` from RunInstances. Here groups are created, described and deleted per region; a
   RunInstances naming an unknown group is refused as EC2 refuses it (InvalidPlacementGroup.Unknown); a known
@@ -17,6 +20,7 @@ Everything else passes through untouched.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -51,6 +55,8 @@ class Ec2Extras:
         self._instance_group: dict[str, str] = {}
         # (instance type, region code) -> USD per hour, on-demand Linux shared tenancy
         self._ondemand: dict[tuple[str, str], float] = {}
+        # instance id -> public host key lines its console shows
+        self._host_keys: dict[str, tuple[str, ...]] = {}
 
     # -- control -----------------------------------------------------------
 
@@ -68,6 +74,10 @@ class Ec2Extras:
             else:
                 self._ondemand[(instance_type, region)] = float(usd_per_hour)
 
+    def set_host_keys(self, instance_id: str, keys: tuple[str, ...]) -> None:
+        with self._lock:
+            self._host_keys[instance_id] = tuple(keys)
+
     def placement_groups(self, region: str) -> dict[str, str]:
         with self._lock:
             return {name: strategy for (r, name), strategy in self._groups.items() if r == region}
@@ -78,6 +88,7 @@ class Ec2Extras:
             self._groups.clear()
             self._instance_group.clear()
             self._ondemand.clear()
+            self._host_keys.clear()
 
     # -- requests ------------------------------------------------------------
 
@@ -87,6 +98,8 @@ class Ec2Extras:
             return self._service_quota(req)
         if action == "GetProducts":
             return self._products(req)
+        if action == "GetConsoleOutput":
+            return self._console(params.get("InstanceId", ""))
         if action in _PLACEMENT_ACTIONS:
             return self._placement(action, params, request_region(req))
         if action == "RunInstances" and params.get("Placement.GroupName"):
@@ -156,6 +169,16 @@ class Ec2Extras:
         }}
         headers = [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))]
         return HttpResponse(200, json.dumps(body).encode(), headers)
+
+    def _console(self, instance_id: str) -> HttpResponse | None:
+        with self._lock:
+            keys = self._host_keys.get(instance_id)
+        if keys is None:
+            return None
+        text = ("Cloud-init v. 24.1 running 'modules:final'\n-----BEGIN SSH HOST KEY KEYS-----\n"
+                + "".join(f"{k} root@{instance_id}\n" for k in keys) + "-----END SSH HOST KEY KEYS-----\n")
+        return _ok("GetConsoleOutput", [("instanceId", instance_id), ("timestamp", "2026-12-03T00:00:00.000Z"),
+                                        ("output", base64.b64encode(text.encode()).decode())])
 
     def _products(self, req: HttpRequest) -> HttpResponse:
         try:

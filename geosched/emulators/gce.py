@@ -608,6 +608,7 @@ class GceDouble(Emulator[GceFault]):
         self._ids: dict[str, str] = {}
         self._ip_counter = 2
         self.billing = BillingCatalog()
+        self._guest_host_keys: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
     # -- client wiring ---------------------------------------------------
 
@@ -703,6 +704,11 @@ class GceDouble(Emulator[GceFault]):
             if status == "TERMINATED":
                 # Compute Engine stamps every stop (Instance.lastStopTimestamp, RFC 3339).
                 inst["lastStopTimestamp"] = _now_rfc3339()
+
+    def set_guest_host_keys(self, project: str, zone: str, name: str, keys: tuple[str, ...]) -> None:
+        """The host keys the instance's guest agent publishes (getGuestAttributes, query path hostkeys/)."""
+        with self._lock:
+            self._guest_host_keys[(project, zone, name)] = tuple(keys)
 
     def remove_instance(self, project: str, zone: str, name: str) -> None:
         """Simulates an out-of-band deletion (spot preemption with action DELETE)."""
@@ -971,6 +977,8 @@ class GceDouble(Emulator[GceFault]):
             ("POST", r"/zones/(?P<zone>[^/]+)/instances", "instances.insert"),
             ("GET", r"/zones/(?P<zone>[^/]+)/instances", "instances.list"),
             ("GET", r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "instances.get"),
+            ("GET", r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/getGuestAttributes",
+             "instances.getGuestAttributes"),
             ("DELETE", r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "instances.delete"),
             ("GET", r"/aggregated/instances", "instances.aggregatedList"),
             ("GET", r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)", "zoneOperations.get"),
@@ -1113,6 +1121,14 @@ class GceDouble(Emulator[GceFault]):
             if inst is None:
                 raise _not_found(f"projects/{project}/zones/{zone}/instances/{p['name']}")
             return 200, inst
+        if method == "instances.getGuestAttributes":
+            # As the guest agent publishes them (namespace hostkeys, one key per type); 404 before it has.
+            keys = self._guest_host_keys.get((project, zone, p["name"]))
+            if keys is None or (project, zone, p["name"]) not in self._instances:
+                raise _not_found(f"projects/{project}/zones/{zone}/instances/{p['name']}/guestAttributes")
+            items = [{"namespace": "hostkeys", "key": k.split()[0], "value": k.split()[1]} for k in keys]
+            return 200, {"kind": "compute#guestAttributes", "queryPath": "hostkeys/",
+                         "queryValue": {"items": items}}
         if method == "instances.list":
             items = [i for (pp, z, _), i in sorted(self._instances.items()) if pp == project and z == zone]
             return 200, self._page("compute#instanceList", project, f"zones/{zone}/instances", items, flt, q)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
+import asyncssh
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -21,16 +23,39 @@ from geosched.inventory import SshTarget, load_inventory
 from geosched.probes import exports, service
 from geosched.probes.aggregate import NodeScope
 from geosched.probes.engine import PlanOptions
+from geosched.probes.hostkeys import KNOWN_HOSTS_NAME, HostKeys
 from geosched.probes.results import report_to_dict
 from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod, parse_kinds
-from geosched.providers.config import DEFAULT_SSH_USER, ENV_SSH_USER
-from geosched.providers.lifecycle import ProbeTargets, probe_targets
+from geosched.providers import journal, registry
+from geosched.providers.config import DEFAULT_SSH_USER, ENV_SSH_USER, from_env
+from geosched.providers.lifecycle import ProbeTargets, probe_targets, reported_host_keys
 from geosched.store import Store
 
 
 def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTargets:
-    """The store's machines as probe targets, reached as `provision` set them up (GEOSCHED_SSH_USER)."""
-    return probe_targets(store, gang, os.environ.get(ENV_SSH_USER) or DEFAULT_SSH_USER, key)
+    """The store's machines as probe targets, reached as `provision` set them up (GEOSCHED_SSH_USER). Machines
+    geosched launched get their host keys pinned as their cloud reports them (EC2 console output, GCE guest
+    attributes), so they are verified without trusting the network on first use."""
+    found = probe_targets(store, gang, os.environ.get(ENV_SSH_USER) or DEFAULT_SSH_USER, key)
+    if not found.unpinned:
+        return found
+    rows = {r.name: r.provider for r in journal.instances(store, states=("launched",))}
+    wanted = [n for n in found.unpinned if rows.get(n) in registry.CLOUDS]
+    if not wanted:
+        return found
+    providers = registry.build(sorted({rows[n] for n in wanted}), from_env(os.environ, store.home))
+    keys, errors = reported_host_keys(store, providers, wanted)
+    for line in errors:
+        render.err.print(line, markup=False, highlight=False, soft_wrap=True)
+    pinned = HostKeys(store.home / KNOWN_HOSTS_NAME)
+    by_name = {t.name: t for t in found.probe}
+    for name, lines in keys.items():
+        for text in lines:
+            try:
+                pinned.pin(by_name[name], asyncssh.import_public_key(text))
+            except (asyncssh.KeyImportError, ValueError):
+                render.err.print(f"{name}: the cloud reported an unreadable host key", markup=False)
+    return replace(found, unpinned=tuple(n for n in found.unpinned if n not in keys))
 
 DEFAULTS = ProbeSettings()
 

@@ -13,6 +13,9 @@ errors to the taxonomy and `retry.py` decides what to retry.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import json
 import math
 import re
@@ -302,6 +305,20 @@ def instance_from(raw: Mapping[str, Any], region: str, zone_ids: Mapping[str, st
     )
 
 
+# cloud-init's cc_keys_to_console writes the machine's public host keys between these lines at first boot.
+_KEYS_BLOCK_RE = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----\r?\n(.*?)-----END SSH HOST KEY KEYS-----", re.S)
+_KEY_LINE_RE = re.compile(r"^(ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|ssh-rsa) ([A-Za-z0-9+/=]+)")
+
+
+def console_host_keys(console: str) -> tuple[str, ...]:
+    """The key lines of cloud-init's host key block in a console output (comments dropped)."""
+    block = _KEYS_BLOCK_RE.search(console)
+    if block is None:
+        return ()
+    keys = (_KEY_LINE_RE.match(line.strip()) for line in block.group(1).splitlines())
+    return tuple(f"{m.group(1)} {m.group(2)}" for m in keys if m)
+
+
 # The Price List API is served from us-east-1 (also eu-central-1, ap-south-1) and lists every region's prices.
 PRICE_LIST_REGION = "us-east-1"
 
@@ -525,6 +542,15 @@ class AwsProvider:
                 out += [PriceObservation(NAME, instance_type, region, z, Pricing.ON_DEMAND, found[0], found[1],
                                          "aws:price-list") for z in zones]
         return tuple(out)
+
+    def host_keys(self, instance: Instance, budget: Budget) -> tuple[str, ...]:
+        """The host keys cloud-init prints to the console at boot (GetConsoleOutput, base64)."""
+        ec2 = self._client("ec2", instance.region, budget)
+        answer = self._call(budget, lambda: ec2.get_console_output(InstanceId=instance.provider_id))
+        text = answer.get("Output") or ""
+        with contextlib.suppress(ValueError, binascii.Error):  # EC2 sends base64; some SDKs decode it already
+            text = base64.b64decode(text, validate=True).decode("utf-8", "replace")
+        return console_host_keys(text)
 
     def ondemand_price(self, region: str, instance_type: str, budget: Budget) -> tuple[float, float] | None:
         """(USD per hour, valid from) of on-demand Linux, shared tenancy, from the Price List API (served in

@@ -45,6 +45,17 @@ class DeclaresInventory(Protocol):
         ...
 
 
+@runtime_checkable
+class ReportsHostKeys(Protocol):
+    """A cloud that reports a machine's SSH host keys out of band, over its authenticated API: EC2 in the console
+    output cloud-init writes, Compute Engine as guest attributes. Keys so read may be pinned without trusting
+    the network on first use."""
+
+    def host_keys(self, instance: Instance, budget: Budget) -> tuple[str, ...]:
+        """Public host key lines ("ssh-ed25519 AAAA..."); empty when the machine has not published them yet."""
+        ...
+
+
 def ondemand_group(owner: str) -> str:
     """The AWS security group name and the GCP network tag of a store's machines."""
     return f"{TAG_PREFIX}{owner}"

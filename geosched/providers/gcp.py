@@ -226,9 +226,12 @@ def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings,
         accelerator = ACCELERATORS.get(spec.gpu, (spec.gpu, ""))[0]
         body.guest_accelerators = [compute_v1.AcceleratorConfig(
             accelerator_type=f"zones/{zone}/acceleratorTypes/{accelerator}", accelerator_count=spec.gpus)]
+    # The guest agent publishes the machine's host keys as guest attributes (namespace hostkeys/), which
+    # `host_keys` reads over the API: probes pin them without trusting the network on first use.
+    items = [compute_v1.Items(key="enable-guest-attributes", value="TRUE")]
     if spec.ssh_public_key:
-        body.metadata = compute_v1.Metadata(items=[compute_v1.Items(
-            key="ssh-keys", value=f"{spec.ssh_user}:{spec.ssh_public_key.strip()}")])
+        items.append(compute_v1.Items(key="ssh-keys", value=f"{spec.ssh_user}:{spec.ssh_public_key.strip()}"))
+    body.metadata = compute_v1.Metadata(items=items)
     return body
 
 
@@ -473,6 +476,21 @@ class GcpProvider:
                     out.append(PriceObservation(NAME, o.instance_type, region, o.zone, pricing, price, now,
                                                 "gcp:cloud-billing-catalog"))
         return tuple(out)
+
+    def host_keys(self, instance: Instance, budget: Budget) -> tuple[str, ...]:
+        """The host keys the guest agent published as guest attributes (instances.getGuestAttributes, query
+        path hostkeys/: one item per key type, its value the base64 blob)."""
+        client = self._client("InstancesClient")
+        try:
+            request = compute_v1.GetGuestAttributesInstanceRequest(
+                project=self.project, zone=instance.zone, instance=instance.provider_id, query_path="hostkeys/")
+            found = self._call(budget, timed(client.get_guest_attributes, request=request, retry=None))
+        except UnsupportedError as exc:
+            if exc.code == "notFound":  # not published yet (the guest agent has not run)
+                return ()
+            raise
+        return tuple(f"{item.key} {item.value}" for item in found.query_value.items
+                     if item.namespace == "hostkeys" and item.key and item.value)
 
     def _sku_rates(self, budget: Budget) -> Rates:
         if self._rates is None:

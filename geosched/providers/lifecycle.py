@@ -22,7 +22,15 @@ from geosched import usage
 from geosched.inventory import SshTarget
 from geosched.models import Node, NodeState, Pricing
 from geosched.providers import journal
-from geosched.providers.base import INVENTORY_PROVIDERS, Budget, Instance, InstanceState, Provider, ProviderError
+from geosched.providers.base import (
+    INVENTORY_PROVIDERS,
+    Budget,
+    Instance,
+    InstanceState,
+    Provider,
+    ProviderError,
+    ReportsHostKeys,
+)
 from geosched.providers.journal import InstanceRecord
 from geosched.providers.retry import RetryPolicy, call
 from geosched.store import Store
@@ -386,3 +394,29 @@ def billed(store: Store, gang: str, attempt: int | None = None) -> list[Instance
     return [r for r in journal.instances(store, gang=gang, states=("launched",))
             if r.provider_id is not None and (attempt is None or r.attempt == attempt)
             and usage.is_open(store.db, usage.Kind.NODE, r.name, usage.Source.PROVIDER, r.provider_id)]
+
+
+HostKeyLines = dict[str, tuple[str, ...]]
+
+
+def reported_host_keys(store: Store, providers: Mapping[str, Provider], names: Sequence[str],
+                       settings: LifecycleSettings = LifecycleSettings()) -> tuple[HostKeyLines, list[str]]:
+    """The host keys each provisioned machine in `names` reports over its cloud's API (see `ReportsHostKeys`),
+    and what could not be read. Keys read so come over an authenticated channel: pinning them is not trust on
+    first use."""
+    budget = Budget(settings.budget_s, settings.call_timeout_s)
+    wanted = set(names)
+    found: HostKeyLines = {}
+    errors: list[str] = []
+    for row in journal.instances(store, states=("launched",)):
+        provider = providers.get(row.provider)
+        if row.name not in wanted or not isinstance(provider, ReportsHostKeys) or row.provider_id is None:
+            continue
+        try:
+            keys = call(partial(provider.host_keys, as_instance(row), budget), budget, settings.retry)
+        except ProviderError as exc:
+            errors.append(f"{row.name}: host keys unreadable: {exc.kind}: {exc}")
+            continue
+        if keys:
+            found[row.name] = keys
+    return found, errors
