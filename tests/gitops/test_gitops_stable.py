@@ -96,8 +96,11 @@ def test_rebalance_moves_a_kept_job_only_for_the_minimum_gain(repo: Path) -> Non
     before = placed(repo)
     zone = str(before["research/llm-pretrain"]["zones"][0])  # type: ignore[index]
     network = yaml.safe_load((repo / "snapshot" / "network.yaml").read_text(encoding="utf-8"))
-    for link in network["zones"]:
-        if link["a"] == zone and link["b"] == zone:
+    fleet = yaml.safe_load((repo / "snapshot" / "fleet.yaml").read_text(encoding="utf-8"))
+    inside = {n["name"] for n in fleet["nodes"] if n["zone"] == zone}
+    # The zone's own link and every measured node pair inside it (the ring model reads measured pairs first).
+    for link in [*network["zones"], *(network.get("nodes") or [])]:
+        if (link["a"], link["b"]) == (zone, zone) or {link["a"], link["b"]} <= inside:
             link.update(rtt_p50_ms=3.0, rtt_p95_ms=5.0, throughput_gbps=4.0)
     (repo / "snapshot" / "network.yaml").write_text(yaml.safe_dump(network, sort_keys=False), encoding="utf-8")
     kept = gitops("render", *args(repo))
