@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from geosched import catalog, catalog_view, gpus, policies, render
+from geosched.carbon import decision_signal, decision_time, load_carbon
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
 from geosched.documents import load_job
@@ -77,6 +78,11 @@ NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view
 SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
 ZoneToleranceOpt = Annotated[float, typer.Option(
     min=0.0, help="A placement in fewer zones wins while its total is within this fraction of the best.")]
+CarbonHourlyOpt = Annotated[Path | None, typer.Option(
+    "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (hourly grid intensity, e.g. from Electricity Maps' "
+    "history; format in geosched/carbon.py): decisions use the hour the job starts instead of the yearly mean.")]
+AtOpt = Annotated[str | None, typer.Option(
+    "--at", help="When the job starts, RFC 3339 with offset (default: now): the hour of --carbon-hourly used.")]
 StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (imported snapshot) plus the machines "
                                         "geosched provisioned that are up, on the store's measured network.")]
 
@@ -99,6 +105,8 @@ def place(
                                        "and YAML always list all).")] = 20,
     output: Annotated[PlaceOutput, typer.Option("--output", "-o")] = PlaceOutput.table,
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
+    carbon_hourly: CarbonHourlyOpt = None,
+    at: AtOpt = None,
 ) -> None:
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
     if policy not in policies.names():
@@ -109,11 +117,15 @@ def place(
     else:
         snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
-    ctx = policies.PlacementContext(snap.fleet, snap.network)
+    carbon = decision_signal(snap.fleet, load_carbon(carbon_hourly), decision_time(at))
+    ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal)
     result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance))
     if output is PlaceOutput.table:
         if isinstance(result, Placement):
             render.placement(result, explain, limit)
+            if explain:
+                for note in carbon.notes:
+                    render.out.print(note, markup=False)
         else:
             render.error(result.message)
     else:
@@ -321,6 +333,10 @@ def simulate_cmd(
                                             "plentiful; 'any' lets each policy choose).")] = None,
     output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
     plot: Annotated[Path | None, typer.Option(help="Also write a PNG comparison.")] = None,
+    carbon_hourly: CarbonHourlyOpt = None,
+    at: Annotated[str | None, typer.Option(
+        "--at", help="With --carbon-hourly: the time of the trace's start, RFC 3339 (default: the series' first "
+        "hour); each job uses the hour it starts.")] = None,
 ) -> None:
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
     generated = Workload(workload, jobs, load, min_gpus, like, seed) if workload is not None else None
@@ -328,8 +344,7 @@ def simulate_cmd(
                          snapshot=snapshot,
                          trace_format=trace_format, output=output.value, plot=plot, gpu=gpu,
                          weights=Weights(network_weight, cost_weight, carbon_weight, zone_tolerance),
-                         strict=not lenient,
-                         backfill=backfill)
+                         strict=not lenient, backfill=backfill, carbon_hourly=carbon_hourly, at=at)
 
 
 @app.command()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from geosched import policies, render
+from geosched.carbon import decision_time, load_carbon
 from geosched.documents import load_network
 from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT, GeoschedError, InputError
 from geosched.kube.compact import CompactKind
@@ -106,8 +107,15 @@ def submit_cmd(
     skip_unreachable: Annotated[bool, typer.Option(
         help="Submit even if a cluster cannot be checked for an existing copy of the job.")] = False,
     output: OutputOpt = Output.table,
+    carbon_hourly: Annotated[Path | None, typer.Option(
+        "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/carbon.py): place at the "
+        "grid intensity of the hour the job starts, not the yearly mean.")] = None,
+    at: Annotated[str | None, typer.Option(
+        "--at", help="When the job starts, RFC 3339 with offset (default: now): the carbon hour and the "
+        "geosched.io/placed-at stamp.")] = None,
 ) -> None:
-    """Place a job on the live clusters and apply it there, once."""
+    """Place a job on the live clusters and apply it there, once. Jobs geosched placed that have not started keep
+    their nodes: the new job is placed around them."""
     from geosched.kube import submit as submitting
 
     with _errors():
@@ -116,10 +124,10 @@ def submit_cmd(
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
                                                                                  zone_tolerance),
                                            compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,
-                                           skip_unreachable=skip_unreachable)
+                                           skip_unreachable=skip_unreachable, carbon=load_carbon(carbon_hourly))
         outcome = submitting.submit(job_file, kubeconfig=kubeconfig, contexts=tuple(context or ()),
                                     clusters=_clusters(clusters), network=load_network(network) if network else None,
-                                    options=options)
+                                    options=options, now=decision_time(at))
     _warn(outcome.unreachable, outcome.assumptions)
     if output is Output.json:
         render.data(_outcome_doc(outcome), "json")

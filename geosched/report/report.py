@@ -8,7 +8,7 @@ the pure modules (`accounting`, `aggregate`, `baseline`, `energy`, `assemble`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,7 @@ def _fleet_signal(fleet: Fleet, carbon: CarbonSignal | None) -> CarbonSignal | N
     only hourly values, is completed with the fleet's own grid figures."""
     if carbon is None:
         return None
-    return CarbonSignal({**CarbonSignal.from_fleet(fleet).intensity, **carbon.intensity}, carbon.hourly)
+    return replace(carbon, intensity={**CarbonSignal.from_fleet(fleet).intensity, **carbon.intensity})
 
 
 def _rates(store: Store, used: list[Interval], fleet: Fleet | None, carbon: CarbonSignal | None, embodied: bool,

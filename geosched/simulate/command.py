@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geosched import policies, render
+from geosched.carbon import contexts_by_hour, decision_time, load_carbon, series_start
 from geosched.errors import InputError
 from geosched.inputs import Snapshot, resolve
 from geosched.models import Fleet, Weights
@@ -63,6 +64,8 @@ def run_simulate_command(
     strict: bool = True,
     backfill: bool = False,
     gpu: str | None = None,
+    carbon_hourly: Path | None = None,
+    at: str | None = None,
 ) -> list[PolicyResult]:
     """Validate the arguments, replay the trace once per policy, print the comparison, write the plot."""
     names = list(policy_names) or [policies.DEFAULT_POLICY]
@@ -91,7 +94,16 @@ def run_simulate_command(
     read = read_trace(trace, trace_format, strict=strict) if trace is not None else _generate(workload, snap, gpu)
     _report_rows(read)
     ctx = policies.PlacementContext(snap.fleet, snap.network)
-    results = simulate(read.jobs, ctx, names, weights, options=SimOptions(backfill=backfill, gpu=gpu))
+    signal = load_carbon(carbon_hourly)
+    context_at = None
+    if signal is not None:
+        # Trace time 0 is --at, else the series' first hour, so by default the replay runs over the series.
+        start = decision_time(at) if at is not None else series_start(signal) or decision_time(None)
+        context_at = contexts_by_hour(snap.fleet, snap.network, signal, start)
+        _note(f"carbon: each job at the grid intensity of the hour it starts, trace time 0 = "
+              f"{start:%Y-%m-%dT%H:%M:%SZ}; hours outside the series use the yearly mean")
+    results = simulate(read.jobs, ctx, names, weights, options=SimOptions(backfill=backfill, gpu=gpu),
+                       context_at=context_at)
     for result in results:
         for job in result.unplaced_jobs:
             _note(f"{read.source}: line {job.line}: job {job.id} not placed by {result.policy}: {job.reason}")

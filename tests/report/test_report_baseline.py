@@ -100,7 +100,7 @@ def test_the_placement_a_window_ran_under() -> None:
 
 def test_an_hourly_only_signal_still_lets_the_baselines_score_carbon(placed: tuple[Store, Placement]) -> None:
     store, _ = placed
-    signal = CarbonSignal(intensity={}, hourly={"gcp:us-central1": (10.0, 20.0)})
+    signal = CarbonSignal(intensity={}, profile={"gcp:us-central1": (10.0, 20.0)})
     text = report(store, "carbon", "job", T0, T0 + 24 * H, "json", now=T0 + 24 * H, carbon=signal).text
     assert len(json.loads(text or "")["baselines"]["jobs"]) == 5
 
