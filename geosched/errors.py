@@ -23,6 +23,18 @@ class InputError(GeoschedError):
         super().__init__(one_line(f"{where}: {reason}"))
 
 
+class MissingExtra(GeoschedError):
+    """An optional dependency is not installed: one line naming the extra that brings it, exit 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, extra: str, module: str) -> None:
+        self.extra = extra
+        self.module = module
+        super().__init__(f"{module} is not installed; it comes with the {extra!r} extra: "
+                         f"pip install 'geosched[{extra}]'")
+
+
 def one_line(text: str) -> str:
     """Field names and values come from the input: escape what would break the one-line promise."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

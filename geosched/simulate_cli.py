@@ -1,5 +1,7 @@
 """`geosched simulate`: read the trace and the snapshot, replay, print. The CLI only parses arguments.
 
+Outside geosched/simulate/ because it does I/O (snapshot files, the store, the console): the replay itself stays pure.
+
     run_simulate_command(trace, ["zone-first", "spread"], output="table", plot=Path("out.png"))
 
 Bad rows: strict (default) stops at the first with exit 2; lenient (`strict=False`) prints each on stderr
