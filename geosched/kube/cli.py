@@ -1,4 +1,4 @@
-"""`geosched kube submit | jobs | scheduler run`: the typer sub-app. Parses arguments, calls the library, prints.
+"""`geosched submit | jobs | scheduler run`: the typer sub-app the top-level CLI mounts. Parses, calls, prints.
 
 geosched/cli.py puts these commands at the top level: `geosched submit`, `geosched jobs`, `geosched scheduler run`.
 
