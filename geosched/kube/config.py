@@ -12,7 +12,8 @@ clusters:
     karmada_context: karmada-apiserver  # with karmada: the Karmada control plane's context (submit applies there)
     pin_hosts: false                    # pin the gang to the placement's nodes (kubernetes.io/hostname)
     namespace: ml                       # used when the job object names none
-    scheduler_name: scheduler-plugins-scheduler  # optional: pods' schedulerName (volcano: default volcano)
+    scheduler_name: my-scheduler        # optional: pods' schedulerName (default: coscheduling
+                                        # scheduler-plugins-scheduler, volcano volcano, none: the cluster's default)
     volcano_zone_tier: 1                # optional: HyperNode tier that spans one zone (default 1)
     volcano_region_tier: 2              # optional: HyperNode tier that spans one region (default 2)
 ```

@@ -186,6 +186,10 @@ def _check_backend(manifests: list[dict[str, Any]], obj: Mapping[str, Any], job:
     else:
         assert keys.KUEUE_QUEUE not in labels
     if backend is Backend.COSCHEDULING:
+        # With no scheduler_name configured, the name scheduler-plugins installs its second scheduler under: without
+        # it the pods would go to the default scheduler, which knows no gangs.
+        for template, _ in templates:
+            assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
         if obj["kind"] == "PyTorchJob":
             assert obj["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == pods
             assert not groups
@@ -420,10 +424,12 @@ def test_explicit_namespace_wins_over_config() -> None:
 
 
 def test_coscheduling_scheduler_name_from_config() -> None:
+    # A cluster that runs coscheduling in its default scheduler (manifests/coscheduling/scheduler-config.yaml in
+    # scheduler-plugins: profile schedulerName default-scheduler) says so in the cluster config.
     job = job_input("batch")
-    config = replace(cluster(Backend.COSCHEDULING), scheduler_name="scheduler-plugins-scheduler")
+    config = replace(cluster(Backend.COSCHEDULING), scheduler_name="default-scheduler")
     obj = main_object(render(job, make_placement(job.job), config, RenderOptions(now=NOW)), job)
-    assert obj["spec"]["template"]["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    assert obj["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"
 
 
 def test_multi_doc_extras_ride_along_unchanged() -> None:
