@@ -102,6 +102,9 @@ def submit_cmd(
     force_conflicts: Annotated[bool, typer.Option(help="Take over fields another field manager owns.")] = False,
     skip_unreachable: Annotated[bool, typer.Option(
         help="Submit even if a cluster cannot be checked for an existing copy of the job.")] = False,
+    check_queues: Annotated[bool, typer.Option(
+        help="On a Kueue cluster, first check its LocalQueue, ClusterQueue, ResourceFlavors and Topology, and "
+        "refuse, saying what is missing.")] = False,
     output: OutputOpt = Output.table,
 ) -> None:
     """Place a job on the live clusters and apply it there, once."""
@@ -112,7 +115,7 @@ def submit_cmd(
             raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight),
                                            compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,
-                                           skip_unreachable=skip_unreachable)
+                                           skip_unreachable=skip_unreachable, check_queues=check_queues)
         outcome = submitting.submit(job_file, kubeconfig=kubeconfig, contexts=tuple(context or ()),
                                     clusters=_clusters(clusters), network=load_network(network) if network else None,
                                     options=options)
