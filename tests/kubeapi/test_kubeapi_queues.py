@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from geosched.kube import keys
+from geosched.kube.cli import app
 from geosched.kube.config import Backend, ClusterConfig
 from geosched.kube.submit import SubmitOptions, SubmitRefused, submit
 from tests.kube.kube_support import validate_manifest
@@ -99,3 +101,15 @@ def test_a_complete_queue_admits_and_the_job_is_applied(fleet: MultiCluster, tmp
 def test_without_the_flag_nothing_is_read(fleet: MultiCluster, tmp_path: Path) -> None:  # noqa: F811
     submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, clusters=CLUSTERS, options=FAST)
     assert fleet["cluster-b"].count("GET", "/apis/kueue.x-k8s.io/v1beta1/namespaces/default/localqueues/team-a") == 0
+
+
+def test_the_cli_says_what_is_missing_in_one_line(fleet: MultiCluster, tmp_path: Path) -> None:  # noqa: F811
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text("clusters:\n  west: {context: cluster-b, backend: kueue, queue: team-a, namespace: default}\n"
+                        "  east: {context: cluster-a}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["submit", str(job_file(tmp_path)), "--clusters", str(clusters),
+                                      "--kubeconfig", str(fleet.kubeconfig), "--check-queues"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        "error: cluster west cannot admit 'train' through Kueue: LocalQueue default/team-a not found"]
+    assert writes(fleet)["cluster-b"] == 0
