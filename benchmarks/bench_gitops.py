@@ -32,7 +32,7 @@ from geosched.gitops.index import INDEX, parse_index
 from geosched.gitops.load import load_inputs
 from geosched.gitops.plan import plan
 from geosched.gitops.tree import build_tree
-from geosched.kube.gpus import part
+from geosched.gpus import part
 from geosched.models import LinkStats, NetworkView, pair_key
 from geosched.store import write_snapshot
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from geosched import catalog, catalog_view, policies, render
+from geosched import catalog, catalog_view, gpus, policies, render
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
 from geosched.documents import load_job
@@ -149,6 +149,11 @@ def catalog_cmd(
         if not text.isdigit() or int(text) < 1:
             raise InputError("--gpu", "", f"count after ':' must be a positive integer, got {text!r}")
         count = int(text)
+    if gpu:
+        try:
+            gpu = gpus.resolve(gpu, catalog.gpu_models())
+        except gpus.GpuNameError as exc:
+            raise InputError("--gpu", "", str(exc)) from None
     offerings, observed = _known_offerings()
     rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort), offerings,
                              observed)
@@ -175,6 +180,23 @@ def _known_offerings() -> tuple[list[Offering], catalog_view.Observed]:
         offerings = [o for name in CLOUDS for o in current_offerings(store, name)]
         observed = {(name, *key): at for name in CLOUDS for key, at in price_ages(store, name).items()}
     return offerings, observed
+
+
+@app.command(name="gpus")
+def gpus_cmd(output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table) -> None:
+    """GPU models geosched knows, with the names other tools give them (any of which a job file or --gpu takes)."""
+    offered: dict[str, set[str]] = {}
+    for o in catalog.offerings():
+        offered.setdefault(o.gpu, set()).add(o.provider)
+    rows = [{"gpu": model, "gfd_product": part.product, "gke_accelerator": part.gke_accelerator,
+             "offered_by": ",".join(sorted(offered.get(model, ()))) or None}
+            for model, part in sorted(gpus.PARTS.items()) if model in offered or model in catalog.gpu_models()]
+    if output is DataOutput.json:
+        render.data(rows, "json")
+    elif output is DataOutput.csv:
+        render.rows_csv(rows)
+    else:
+        render.table("GPU models (names are case-insensitive; GFD and GKE names are accepted too)", rows)
 
 
 @app.command(name="policies")

@@ -27,9 +27,10 @@ from datetime import date, datetime
 from typing import Any
 
 from geosched import catalog
+from geosched.gpus import model_from_gke_accelerator, model_from_product
 from geosched.kube import keys
-from geosched.kube.gpus import model_from_gke_accelerator, model_from_product, whole_count
 from geosched.kube.objpath import At
+from geosched.kube.quantity import whole_count
 from geosched.models import Node, NodeState, Offering, Rejection
 
 PROVIDERS = {"aws": "aws", "gce": "gcp"}

@@ -16,7 +16,7 @@ What each platform sets (a node carries these; geosched emits nothing else as a 
   `cloud.google.com/gke-accelerator` on GPU nodes (`nvidia-h100-80gb`), `cloud.google.com/machine-family`.
   providerID `gce://<project>/<zone>/<instance name>` (cloud-provider-gcp).
 - GPU feature discovery: `nvidia.com/gpu.product` (`NVIDIA-H100-80GB-HBM3`), `nvidia.com/gpu.count`,
-  `nvidia.com/gpu.present`; values per GPU model in `geosched.kube.gpus`.
+  `nvidia.com/gpu.present`; values per GPU model in `geosched.gpus`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
+from geosched.gpus import part
 from geosched.kube import keys
-from geosched.kube.gpus import part
 from geosched.models import Node
 
 

@@ -17,7 +17,7 @@ import click
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from geosched import catalog, render
+from geosched import catalog, gpus, render
 from geosched.errors import EXIT_NO_FIT, InputError
 from geosched.models import Weights
 from geosched.providers import journal, lifecycle, registry
@@ -85,8 +85,11 @@ def parse_gpu(text: str) -> tuple[str, int]:
         raise InputError("--gpu", "", f"expected MODEL:COUNT such as A100:8, got {text!r}")
     if sep and (not count.isdigit() or int(count) < 1):
         raise InputError("--gpu", "", f"count after ':' must be a positive integer, got {count!r}")
-    known = {g.lower(): g for g in catalog.gpu_models()}
-    return known.get(model.lower(), model), int(count) if sep else 8
+    try:
+        resolved = gpus.resolve(model, catalog.gpu_models())
+    except gpus.GpuNameError as exc:
+        raise InputError("--gpu", "", str(exc)) from None
+    return resolved, int(count) if sep else 8
 
 
 def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:

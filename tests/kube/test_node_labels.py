@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from geosched.cli import app
 from geosched.default_fleet import default_fleet
 from geosched.documents import load_fleet
-from geosched.kube.gpus import PARTS, model_from_gke_accelerator, model_from_product, part
+from geosched.gpus import PARTS, model_from_gke_accelerator, model_from_product, part
 from geosched.models import Node
 
 ROOT = Path(__file__).resolve().parents[2]

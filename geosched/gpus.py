@@ -1,5 +1,8 @@
-"""GPU names as Kubernetes nodes carry them, both ways: label values -> the catalog's model, and the catalog's
-model -> the label values a node with that GPU carries. The one table of GPU names (`PARTS`).
+"""GPU names: the one table of them (`PARTS`) and the one resolver every path uses (`resolve`: job files, flags,
+the catalog, Kubernetes labels). Pure.
+
+Label values both ways: label values -> the catalog's model, and the catalog's model -> the label values a node
+with that GPU carries.
 
 Sources of the label values:
 - `nvidia.com/gpu.product`: NVIDIA GPU feature discovery (GFD, part of the GPU operator) writes the driver's
@@ -15,9 +18,10 @@ Sources of the label values:
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +54,6 @@ PARTS: dict[str, GpuPart] = {
 # Base parts named in `nvidia.com/gpu.product` values, and the memory variants the catalog prices separately.
 _BASES = ("A100", "A10G", "H100", "H200", "L4", "L40S", "T4", "V100", "K80", "M60", "P4", "P100", "K520")
 _VARIANTS = {("A100", "80GB"): "A100-80GB", ("V100", "32GB"): "V100-32GB"}
-_WHOLE = re.compile(r"^[0-9]+$")
 
 
 def part(model: str) -> GpuPart:
@@ -80,12 +83,20 @@ def model_from_gke_accelerator(accelerator: str) -> str | None:
     return next((model for model, p in PARTS.items() if p.gke_accelerator == accelerator), None)
 
 
-def whole_count(value: Any) -> int | None:
-    """A Kubernetes quantity that must be a whole number (extended resources are never fractional)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, str) and _WHOLE.match(value.strip()):
-        return int(value.strip())
-    return None
+class GpuNameError(ValueError):
+    """A GPU name that names no known model; the message says which were meant, if any look alike."""
+
+
+def resolve(name: str, known: Collection[str]) -> str:
+    """The model in `known` (the catalog's names: A100, A100-80GB, H100, L4, ...) that `name` means, whatever the
+    habit it is written in: any case (`a100`), with its memory (`A100-40GB`, `H100 80GB`, `a100_80gb`), as GPU
+    feature discovery labels it (`NVIDIA-H100-80GB-HBM3`), or as GKE does (`nvidia-h100-80gb`)."""
+    text = name.strip()
+    exact = {k.upper(): k for k in known}
+    for candidate in (text.upper(), model_from_gke_accelerator(text.lower()),
+                      model_from_product(re.sub(r"[\s_]+", "-", text))):
+        if candidate is not None and candidate.upper() in exact:
+            return exact[candidate.upper()]
+    close = difflib.get_close_matches(text.upper(), list(exact), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(exact[c] for c in close)}?" if close else ""
+    raise GpuNameError(f"unknown GPU model {name!r}{hint} (`geosched gpus` lists them)")
