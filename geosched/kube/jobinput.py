@@ -26,9 +26,10 @@ from geosched import catalog
 from geosched.documents import API_VERSION, NAME_RE, parse_job
 from geosched.errors import InputError
 from geosched.fields import describe, parse_yaml, read_text
+from geosched.gpus import model_from_product
 from geosched.kube import keys
-from geosched.kube.gpus import model_from_product, whole_count
 from geosched.kube.objpath import At
+from geosched.kube.quantity import whole_count
 from geosched.models import Job
 
 PathKey = str | int
