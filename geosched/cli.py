@@ -20,6 +20,7 @@ from geosched.gitops.index import placed_jobs
 from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
+from geosched.kube.multikueue import cli as multikueue_cli
 from geosched.models import Fleet, Offering, Placement, Weights
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
@@ -29,7 +30,9 @@ from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+# -h as well as --help on every command (kubectl's habit); `--install-completion` / `--show-completion` on the root.
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Zone-first placement of distributed training gangs across geo-distributed GPU clusters.")
 snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet + network snapshots.")
 app.add_typer(snapshot_app, name="snapshot")
@@ -39,6 +42,7 @@ app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
 # Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
 app.registered_commands.extend(kube_cli.app.registered_commands)
 app.add_typer(kube_cli.scheduler_app, name="scheduler")
+app.add_typer(multikueue_cli.make_app(lambda: State.home), name="multikueue")
 # Provisioning verbs join the top level too: `geosched provision`, `down`, `status`, `check`, `sweep`.
 app.registered_commands.extend(providers_cli.app.registered_commands)
 
@@ -327,13 +331,40 @@ def simulate_cmd(
 @app.command()
 def demo() -> None:
     """Run the main job end to end on the embedded default fleet (no cloud account needed)."""
-    with State.store() as store:
-        run_demo(store)
+    run_demo(State.home or default_home())
+
+
+# Options of the root command that may also be written after the verb (`geosched place job.yaml --home X`).
+GLOBAL_OPTIONS = ("--home",)
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move global options written after the verb to the front, where the root command reads them. Nothing after
+    a `--` moves (it belongs to the command)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if i > 0 and name in GLOBAL_OPTIONS:
+            if "=" in arg:
+                front.append(arg)
+            else:
+                front.extend(argv[i:i + 2])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 def main() -> None:
     try:
-        app()
+        app(args=hoist_global_options(sys.argv[1:]), prog_name="geosched")
     except GeoschedError as exc:
         render.error(str(exc))
         sys.exit(exc.exit_code)

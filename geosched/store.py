@@ -11,7 +11,7 @@ import os
 import sqlite3
 import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,12 +358,20 @@ class Store:
     # --- placements -------------------------------------------------------------------------------
 
     def record_placement(self, placement: Placement) -> int:
+        return self.record_placements([placement])[0]
+
+    def record_placements(self, placements: Sequence[Placement]) -> list[int]:
+        """Several placements in one transaction (one commit for a dispatcher's pass, not one per decision)."""
+        ids: list[int] = []
+        now = time.time()
         with self.transaction() as db:
-            cur = db.execute(
-                "INSERT INTO placements (job, policy, cluster, created_at, document) VALUES (?, ?, ?, ?, ?)",
-                (placement.job.name, placement.policy, placement.cluster, time.time(),
-                 json.dumps(placement_to_dict(placement), sort_keys=True)))
-            return int(cur.lastrowid or 0)
+            for placement in placements:
+                cur = db.execute(
+                    "INSERT INTO placements (job, policy, cluster, created_at, document) VALUES (?, ?, ?, ?, ?)",
+                    (placement.job.name, placement.policy, placement.cluster, now,
+                     json.dumps(placement_to_dict(placement), sort_keys=True)))
+                ids.append(int(cur.lastrowid or 0))
+        return ids
 
     def placements(self, job: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT id, created_at, document FROM placements"

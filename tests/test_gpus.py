@@ -47,7 +47,7 @@ def test_job_files_and_flags_take_the_same_names() -> None:
     assert parse_job({"name": "j", "workers": 1, "gpus_per_worker": 8, "gpu": "NVIDIA-H100-80GB-HBM3"},
                      "job.yaml").gpu == "H100"
     assert parse_gpu("nvidia-l4:4") == ("L4", 4)
-    with pytest.raises(InputError, match=r"job.yaml: gpu: unknown GPU model 'H10'; did you mean H100"):
+    with pytest.raises(InputError, match=r"job\.yaml: gpu: unknown GPU model 'H10'; did you mean H100"):
         parse_job({"name": "j", "workers": 1, "gpus_per_worker": 8, "gpu": "H10"}, "job.yaml")
     with pytest.raises(InputError, match="did you mean"):
         parse_gpu("H10:8")

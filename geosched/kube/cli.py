@@ -164,8 +164,8 @@ def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
 def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: KubeconfigOpt = None,
              context: ContextOpt = None, output: OutputOpt = Output.table,
              record: Annotated[bool, typer.Option(
-                 "--record/--no-record", help="Write each job's start and end (from its status) into the usage "
-                 "ledger that `geosched report` prices.")] = True) -> None:
+                 "--record", help="Also write each job's start and end (from its status) into the usage ledger "
+                 "that `geosched report` prices (a read-only command otherwise).")] = False) -> None:
     """Jobs geosched placed, on every cluster, with their zones and state."""
     from geosched.kube import cluster_inventory
     from geosched.kube import submit as submitting
