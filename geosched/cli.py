@@ -92,6 +92,8 @@ def installed_version() -> str:
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]
 NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view file (YAML/JSON).")]
 SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
+ZoneToleranceOpt = Annotated[float, typer.Option(
+    min=0.0, help="A placement in fewer zones wins while its total is within this fraction of the best.")]
 StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (imported snapshot) plus the machines "
                                         "geosched provisioned that are up, on the store's measured network.")]
 
@@ -108,7 +110,10 @@ def place(
     = DEFAULT_WEIGHTS.network,
     cost_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the $ term.")] = DEFAULT_WEIGHTS.cost,
     carbon_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the carbon term.")] = DEFAULT_WEIGHTS.carbon,
-    explain: Annotated[bool, typer.Option(help="Show every term of every candidate and the rejected zones.")] = False,
+    zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
+    explain: Annotated[bool, typer.Option(help="Show every term of every candidate and why each lost.")] = False,
+    limit: Annotated[int, typer.Option(min=0, help="Candidates and rejections --explain shows (0: all; JSON "
+                                       "and YAML always list all).")] = 20,
     output: Annotated[PlaceOutput, typer.Option("--output", "-o")] = PlaceOutput.table,
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
 ) -> None:
@@ -122,10 +127,10 @@ def place(
         snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
     ctx = policies.PlacementContext(snap.fleet, snap.network)
-    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight))
+    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance))
     if output is PlaceOutput.table:
         if isinstance(result, Placement):
-            render.placement(result, explain)
+            render.placement(result, explain, limit)
         else:
             render.error(result.message)
     else:
@@ -314,6 +319,7 @@ def simulate_cmd(
     network_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.network,
     cost_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.cost,
     carbon_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
     lenient: Annotated[bool, typer.Option(help="Print bad rows and replay the rest.")] = False,
     backfill: Annotated[bool, typer.Option(help="EASY backfill behind a blocked head of the queue.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Run every gang on this GPU model (default: the fleet's most "
@@ -324,7 +330,8 @@ def simulate_cmd(
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
     run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], fleet=fleet, network=network, snapshot=snapshot,
                          trace_format=trace_format, output=output.value, plot=plot, gpu=gpu,
-                         weights=Weights(network_weight, cost_weight, carbon_weight), strict=not lenient,
+                         weights=Weights(network_weight, cost_weight, carbon_weight, zone_tolerance),
+                         strict=not lenient,
                          backfill=backfill)
 
 
