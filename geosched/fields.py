@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,19 +42,6 @@ def parse_yaml(text: str, source: str, *, stream: bool = False) -> Any:
 
 def load_document(path: Path) -> Any:
     return parse_yaml(read_text(path), str(path))
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temp file beside the target and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def dump(data: Any, fmt: str) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from geosched import writes
 from geosched.errors import one_line
 from geosched.fields import SAFE_LOADER
 from geosched.gitops.explain import explain
@@ -63,7 +64,10 @@ def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_di
     unmatched = tuple(unmatched_pins(rendered))
     if changes.clean:
         return CheckResult((), (), (), "", unmatched)
-    return CheckResult(changes.written, changes.removed, tuple(reasons(rendered)), unified_diff(rendered), unmatched)
+    why = reasons(rendered)
+    if writes.pending(out_dir):
+        why.insert(0, f"a render was interrupted ({writes.JOURNAL} is left): render again to finish it")
+    return CheckResult(changes.written, changes.removed, tuple(why), unified_diff(rendered), unmatched)
 
 
 def unmatched_pins(rendered: Rendered) -> list[str]:

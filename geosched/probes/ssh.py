@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
@@ -114,7 +115,8 @@ async def tcp_connect(address: str, port: int, timeout: float) -> socket.socket:
         except TimeoutError:
             reason = f"no TCP answer within {timeout:g}s"
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
+            # By errno: asyncio words a refusal "Connect call failed (addr)", which does not say it was refused.
+            reason = os.strerror(exc.errno) if exc.errno else exc.strerror or type(exc).__name__
         except BaseException:
             sock.close()
             raise
