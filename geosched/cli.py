@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
@@ -25,7 +26,7 @@ from geosched.models import Fleet, Offering, Placement, Weights
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
-from geosched.simulate.command import Workload, run_simulate_command
+from geosched.simulate_cli import Workload, run_simulate_command
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
@@ -67,10 +68,26 @@ class State:
         return Store(cls.home)
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        render.out.print(f"geosched {installed_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(home: Annotated[Path | None, typer.Option(
-        "--home", help=f"State directory (default: ${'{'}GEOSCHED_HOME{'}'} or {default_home()}).")] = None) -> None:
+        "--home", help=f"State directory (default: ${'{'}GEOSCHED_HOME{'}'} or {default_home()}).")] = None,
+          version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
+                                                help="Print the installed version and exit.")] = False) -> None:
     State.home = home
+
+
+def installed_version() -> str:
+    """The version of the installed distribution (its metadata), so a wheel and a checkout say the same."""
+    try:
+        return metadata.version("geosched")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]

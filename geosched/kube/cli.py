@@ -1,4 +1,4 @@
-"""`geosched kube submit | jobs | scheduler run`: the typer sub-app. Parses arguments, calls the library, prints.
+"""`geosched submit | jobs | scheduler run`: the typer sub-app the top-level CLI mounts. Parses, calls, prints.
 
 geosched/cli.py puts these commands at the top level: `geosched submit`, `geosched jobs`, `geosched scheduler run`.
 
@@ -106,6 +106,9 @@ def submit_cmd(
     force_conflicts: Annotated[bool, typer.Option(help="Take over fields another field manager owns.")] = False,
     skip_unreachable: Annotated[bool, typer.Option(
         help="Submit even if a cluster cannot be checked for an existing copy of the job.")] = False,
+    check_queues: Annotated[bool, typer.Option(
+        help="On a Kueue cluster, first check its LocalQueue, ClusterQueue, ResourceFlavors and Topology, and "
+        "refuse, saying what is missing.")] = False,
     output: OutputOpt = Output.table,
     carbon_hourly: Annotated[Path | None, typer.Option(
         "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/carbon.py): place at the "
@@ -124,7 +127,8 @@ def submit_cmd(
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
                                                                                  zone_tolerance),
                                            compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,
-                                           skip_unreachable=skip_unreachable, carbon=load_carbon(carbon_hourly))
+                                           skip_unreachable=skip_unreachable, carbon=load_carbon(carbon_hourly),
+                                           check_queues=check_queues)
         outcome = submitting.submit(job_file, kubeconfig=kubeconfig, contexts=tuple(context or ()),
                                     clusters=_clusters(clusters), network=load_network(network) if network else None,
                                     options=options, now=decision_time(at))

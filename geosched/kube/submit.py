@@ -58,9 +58,10 @@ from geosched.kube.client import (
 )
 from geosched.kube.cluster_inventory import ClusterRef, FleetView, Unreachable
 from geosched.kube.compact import CompactKind
-from geosched.kube.config import ClusterConfig, apply_context
+from geosched.kube.config import Backend, ClusterConfig, apply_context
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import JobInput, JobKind, parse_job_object, read_job_file
+from geosched.kube.queues import check_queues
 from geosched.kube.render import RenderOptions, render
 from geosched.models import CarbonSignal, Job, NetworkView, Node, NoFit, Placement, Pricing, Rejection, Weights
 from geosched.stable import Current, Request, place_all
@@ -83,7 +84,8 @@ class SubmitError(GeoschedError):
 
 
 class SubmitRefused(GeoschedError):
-    """Submitting could create a second copy of the job (a candidate cluster could not be checked)."""
+    """Submitting could create a second copy of the job (a candidate cluster could not be checked), or, with
+    `check_queues`, the chosen Kueue cluster lacks what would admit it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +170,8 @@ class SubmitOptions:
     dry_run: bool = False
     force: bool = False
     skip_unreachable: bool = False
+    # Kueue clusters: read the queue's ClusterQueue, flavors and Topology first; refuse, saying what is missing.
+    check_queues: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     carbon: CarbonSignal | None = None
     """An hourly grid-intensity series; the job is placed at the intensity of the hour it starts (`now`)."""
@@ -217,6 +221,14 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
     rendered = replace(seen, status="dry-run", cluster=cluster.name, context=target,
                        zones=planned.placement.zones, placement=planned.placement, manifests=planned.manifests,
                        assumptions=(*seen.assumptions, *planned.notes))
+    if opts.check_queues and cluster.backend is Backend.KUEUE:
+        assert cluster.queue is not None, "config parsing requires a queue for kueue"
+        # The member cluster runs Kueue, also when a Karmada control plane takes the manifests.
+        with Kube.open(cluster.context, kubeconfig, name=cluster.name) as kube:
+            lacking = check_queues(kube, planned.manifests, _namespace(job, cluster), cluster.queue)
+        if lacking:
+            raise SubmitRefused(f"cluster {cluster.name} cannot admit {job.name!r} through Kueue: "
+                                + "; ".join(lacking))
     if opts.dry_run:
         return rendered
     with Kube.open(target, kubeconfig, name=cluster.name) as kube:

@@ -1,6 +1,8 @@
 """`geosched simulate`: read the trace (or generate a workload) and the snapshot, replay, print. The CLI only
 parses arguments.
 
+Outside geosched/simulate/ because it does I/O (snapshot files, the store, the console): the replay itself stays pure.
+
     run_simulate_command(trace, ["zone-first", "spread"], output="table", plot=Path("out.png"))
     run_simulate_command(None, ["zone-first", "tas"], workload=Workload(jobs=500), fleet=Path(GEO_FLEET))
 
