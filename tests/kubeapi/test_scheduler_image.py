@@ -250,9 +250,12 @@ def test_the_sandbox_is_read_only_and_runs_as_the_images_user(runtime: Stage, po
                                                               tmp_path: Path) -> None:
     # The sandbox itself: writes outside the emptyDirs fail, inside succeed, as uid 65532; and the command this
     # file replaced (`geosched kube scheduler run`) fails there, so the test above can fail.
+    # /var/tmp is world-writable on the host (mode 1777), so only the read-only root can refuse the write there,
+    # wherever the checkout sits (under /tmp, the emptyDir, a root-owned venv would refuse uid 65532 anyway).
     probe = ("import os, pathlib, sys; print(os.getuid());"
              "pathlib.Path('/tmp/x').write_text('ok');"
-             "\ntry:\n    pathlib.Path(sys.prefix, 'x').write_text('no')\nexcept OSError as e:\n    print(e.errno)")
+             "\ntry:\n    pathlib.Path('/var/tmp', 'geosched-sandbox-probe').write_text('no')\n"
+             "except OSError as e:\n    print(e.errno)")
     run = run_as_in_the_pod([sys.executable, "-c", probe], runtime, pod, tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["65532", "30"]  # EROFS

@@ -73,14 +73,18 @@ def test_jobs_syncs_the_run_into_the_ledger_and_the_report_prices_it(fleet: Mult
     uid = cluster.get("batch/v1/jobs", "train", "default")["metadata"]["uid"]  # type: ignore[index]
 
     # Not started yet: listed, nothing to account.
-    (pending,) = geosched(home, "jobs", "-o", "json")
+    (pending,) = geosched(home, "jobs", "--record", "-o", "json")
     assert (pending["state"], pending["started"], pending["ended"]) == ("Pending", None, None)
     assert not (home / "geosched.db").exists() or job_rows(home) == []
 
     start = float(int(time.time()) - 3 * 3600)
     cluster.set_status("batch/v1/jobs", "train", {"startTime": stamp(start), "active": 2}, "default")
+    # Without --record, `jobs` only reads (issue 14): the run it sees is not written to the ledger.
+    (seen,) = geosched(home, "jobs", "-o", "json")
+    assert seen["state"] == "Running" and (not (home / "geosched.db").exists() or job_rows(home) == [])
+    cluster.set_status("batch/v1/jobs", "train", {"startTime": stamp(start), "active": 2}, "default")
     for _ in range(2):  # a second sync changes nothing
-        (running,) = geosched(home, "jobs", "-o", "json")
+        (running,) = geosched(home, "jobs", "--record", "-o", "json")
     assert (running["state"], running["started"], running["ended"]) == ("Running", stamp(start), None)
     opened = job_rows(home)
     # One row per node of the placement, each with its node's 8 GPUs (2 workers x 8 GPUs in all).
@@ -94,7 +98,7 @@ def test_jobs_syncs_the_run_into_the_ledger_and_the_report_prices_it(fleet: Mult
         "active": 0, "succeeded": 2, "completionTime": stamp(end),
         "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": stamp(end)}]}, "default")
     for _ in range(2):
-        (done,) = geosched(home, "jobs", "-o", "json")
+        (done,) = geosched(home, "jobs", "--record", "-o", "json")
     assert (done["state"], done["ended"]) == ("Succeeded", stamp(end))
     closed = job_rows(home)
     assert [(i.id, i.start, i.end) for i in closed] == [(i.id, start, end) for i in opened]
@@ -108,7 +112,7 @@ def test_jobs_syncs_the_run_into_the_ledger_and_the_report_prices_it(fleet: Mult
 
     # Deleted (a TTL after finishing): its rows stay as they are.
     cluster.delete("batch/v1/jobs", "train", "default")
-    assert geosched(home, "jobs", "-o", "json") == []
+    assert geosched(home, "jobs", "--record", "-o", "json") == []
     assert [(i.start, i.end) for i in job_rows(home)] == [(start, end), (start, end)]
 
 
@@ -120,15 +124,15 @@ def test_a_job_deleted_while_running_is_closed_when_a_sync_sees_it_gone(fleet: M
     submit(job, kubeconfig=fleet.kubeconfig)
     start = float(int(time.time()) - 600)
     fleet["cluster-a"].set_status("batch/v1/jobs", "short", {"startTime": stamp(start), "active": 1}, "default")
-    geosched(home, "jobs", "-o", "json")
+    geosched(home, "jobs", "--record", "-o", "json")
     (row,) = job_rows(home)
     assert (row.name, row.gpus, row.end) == ("default/short", 4, None)
 
     # A listing of cluster-b alone says nothing about cluster-a's jobs; cluster-a answering without it does.
-    geosched(home, "jobs", "--context", "cluster-b", "-o", "json")
+    geosched(home, "jobs", "--record", "--context", "cluster-b", "-o", "json")
     assert job_rows(home)[0].end is None
     fleet["cluster-a"].delete("batch/v1/jobs", "short", "default")
     seen_gone = time.time()
-    geosched(home, "jobs", "-o", "json")
+    geosched(home, "jobs", "--record", "-o", "json")
     (gone,) = job_rows(home)
     assert gone.end is not None and gone.end >= seen_gone
