@@ -18,6 +18,7 @@ from geosched.gitops.cli import app as gitops_app
 from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.models import Fleet, Placement, Weights
+from geosched.options import finite
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
@@ -81,10 +82,12 @@ def place(
     snapshot: SnapshotOpt = None,
     from_store: StoreOpt = False,
     policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).")] = policies.DEFAULT_POLICY,
-    network_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the network term.")]
+    network_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the network term.")]
     = DEFAULT_WEIGHTS.network,
-    cost_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the $ term.")] = DEFAULT_WEIGHTS.cost,
-    carbon_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the carbon term.")] = DEFAULT_WEIGHTS.carbon,
+    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the $ term.")]
+    = DEFAULT_WEIGHTS.cost,
+    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the carbon term.")]
+    = DEFAULT_WEIGHTS.carbon,
     explain: Annotated[bool, typer.Option(help="Show every term of every candidate and the rejected zones.")] = False,
     output: Annotated[PlaceOutput, typer.Option("--output", "-o")] = PlaceOutput.table,
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
@@ -222,9 +225,9 @@ def simulate_cmd(
     = None,
     trace_format: Annotated[str | None, typer.Option("--format", help="gavel, alibaba, philly or csv (default: "
                                                      "detected from the content).")] = None,
-    network_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.network,
-    cost_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.cost,
-    carbon_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    network_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.network,
+    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.cost,
+    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.carbon,
     lenient: Annotated[bool, typer.Option(help="Print bad rows and replay the rest.")] = False,
     backfill: Annotated[bool, typer.Option(help="EASY backfill behind a blocked head of the queue.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Run every gang on this GPU model (default: the fleet's most "

@@ -43,7 +43,7 @@ def run_demo(store: Store) -> list[Placement]:
             demo_store.record_placement(p)  # the report compares each job's placement with the baselines
         provisioning.run(next(stage), placed, fleet, demo_store)
         stages.replay(next(stage), fleet, network)
-        render.out.print(f"[bold]{next(stage)}. Recorded[/] {len(placed)} placements in {store.path} "
-                         "(`geosched placements`)")
+        render.out.print(f"[bold]{next(stage)}. Recorded[/] {len(placed)} placements in {render.safe(store.path)} "
+                         "(`geosched placements`)", markup=True)
         costs.run(next(stage), placed, fleet, demo_store, out / "report.html")
     return placed

@@ -20,7 +20,8 @@ from typing import Any
 from geosched import policies
 from geosched.documents import API_VERSION
 from geosched.errors import InputError
-from geosched.fields import Fields, load_document
+from geosched.fields import Fields
+from geosched.gate import Kind, load_document
 from geosched.kube.compact import CompactKind
 from geosched.models import Weights
 
@@ -86,4 +87,4 @@ def config_to_dict(config: GitOpsConfig) -> dict[str, Any]:
 
 
 def load_config(path: Path | None) -> GitOpsConfig:
-    return GitOpsConfig() if path is None else parse_config(load_document(path), str(path))
+    return GitOpsConfig() if path is None else parse_config(load_document(path, Kind.SETTINGS), str(path))

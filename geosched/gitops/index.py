@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 
 from geosched.documents import API_VERSION, score_to_dict
+from geosched.errors import InputError
+from geosched.gate import parse_yaml
 from geosched.gitops.load import TreeInputs
 from geosched.gitops.plan import Before, Outcome, Placed
 
@@ -112,9 +114,8 @@ def parse_index(text: str | None) -> Index:
     if not text:
         return Index()
     try:
-        # libyaml when present: the index of a thousand jobs is tens of thousands of lines.
-        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
+        doc = parse_yaml(text, INDEX)  # bounded like every input: anyone who can commit can edit it
+    except InputError:
         return Index()
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         return Index()

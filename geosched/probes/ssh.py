@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
@@ -93,6 +94,18 @@ def classify(exc: BaseException, target: SshTarget, trust: Trust, settings: Prob
     if isinstance(exc, OSError):
         return ProbeError(FailureKind.UNREACHABLE, f"{where}: {exc.strerror or type(exc).__name__}")
     return ProbeError(FailureKind.CONNECTION_LOST, f"{where}: {type(exc).__name__}")
+
+
+def check_key_file(target: SshTarget) -> None:
+    """The inventory's private key must be a readable file before anything is dialled: asyncssh would raise a
+    plain OSError, which reads as an unreachable node."""
+    if target.key is None:
+        return
+    if not target.key.is_file():
+        problem = "does not exist" if not target.key.exists() else "is not a regular file"
+        raise ProbeError(FailureKind.KEY, f"private key {target.key} for {target.name} {problem}")
+    if not os.access(target.key, os.R_OK):
+        raise ProbeError(FailureKind.KEY, f"private key {target.key} for {target.name} is not readable")
 
 
 async def tcp_connect(address: str, port: int, timeout: float) -> socket.socket:
@@ -258,6 +271,7 @@ class SshPool:
     async def _dial(self, target: SshTarget, trust: Trust,
                     tunnel: asyncssh.SSHClientConnection | None) -> asyncssh.SSHClientConnection:
         """One connection attempt (the seam unit tests replace)."""
+        check_key_file(target)
         sock = None
         if tunnel is None:
             sock = await tcp_connect(target.address, target.port, self.settings.connect_timeout_s)

@@ -6,39 +6,43 @@ which the report reads at (whole hours since the Unix epoch) mod N, so 24 rows a
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 
 from geosched.errors import InputError
+from geosched.gate import CsvRows
 from geosched.models import CarbonSignal
 
 COLUMNS = ("region", "hour", "gco2e_per_kwh")
 
 
 def parse_signal(text: str, source: str) -> CarbonSignal:
-    reader = csv.DictReader(io.StringIO(text))
-    if reader.fieldnames is None or set(COLUMNS) - set(reader.fieldnames):
+    reader = CsvRows(text, source)
+    header = [c.strip() for c in next(reader, [])]
+    if set(COLUMNS) - set(header):
         raise InputError(source, "line 1", f"expected the columns {', '.join(COLUMNS)}")
     means: dict[str, float] = {}
     hours: dict[str, dict[int, float]] = {}
-    for number, row in enumerate(reader, start=2):
-        where = f"line {number}"
-        region = (row["region"] or "").strip()
+    for cells in reader:
+        if not cells:
+            continue
+        where = f"line {reader.line_num}"
+        row = dict(zip(header, cells, strict=False))
+        region = (row.get("region") or "").strip()
         if ":" not in region:
             raise InputError(source, where, f"region must be provider:region, got {region!r}")
         try:
-            value = float(row["gco2e_per_kwh"])
-        except (TypeError, ValueError):
-            raise InputError(source, where, f"gco2e_per_kwh must be a number, got {row['gco2e_per_kwh']!r}") from None
+            value = float(row.get("gco2e_per_kwh") or "")
+        except ValueError:
+            raise InputError(source, where, f"gco2e_per_kwh must be a number, got {row.get('gco2e_per_kwh')!r:.60}"
+                             ) from None
         if not math.isfinite(value) or value < 0:
             raise InputError(source, where, f"gco2e_per_kwh must be a finite number >= 0, got {value:g}")
-        hour_text = (row["hour"] or "").strip()
+        hour_text = (row.get("hour") or "").strip()
         if not hour_text:
             means[region] = value
             continue
-        if not hour_text.isdigit():
-            raise InputError(source, where, f"hour must be an integer >= 0, got {hour_text!r}")
+        if not (hour_text.isascii() and hour_text.isdigit() and len(hour_text) <= 6):
+            raise InputError(source, where, f"hour must be an integer from 0 to 999999, got {hour_text!r:.60}")
         series = hours.setdefault(region, {})
         if int(hour_text) in series:
             raise InputError(source, where, f"hour {hour_text} of {region} given twice")

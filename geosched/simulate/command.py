@@ -51,6 +51,7 @@ def run_simulate_command(
     if trace_format is not None and trace_format not in FORMATS:
         raise InputError("--format", "", f"expected one of {', '.join(FORMATS)}, got {trace_format!r}")
     snap = resolve(fleet, network, snapshot)
+    read = read_trace(trace, trace_format, strict=strict)  # every input read before anything is said
     models = sorted({n.gpu for n in snap.fleet.nodes})
     if gpu is None:
         gpu = pinned_gpu(snap.fleet)
@@ -60,7 +61,6 @@ def run_simulate_command(
         gpu = None
     elif gpu not in models:
         raise InputError("--gpu", "", f"no {gpu} in the fleet (it has: {', '.join(models)}, or {ANY_GPU})")
-    read = read_trace(trace, trace_format, strict=strict)
     _report_rows(read)
     ctx = policies.PlacementContext(snap.fleet, snap.network)
     results = simulate(read.jobs, ctx, names, weights, options=SimOptions(backfill=backfill, gpu=gpu))

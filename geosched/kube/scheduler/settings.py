@@ -28,7 +28,8 @@ from typing import Any
 
 from geosched import policies
 from geosched.documents import API_VERSION
-from geosched.fields import Fields, load_document
+from geosched.fields import Fields
+from geosched.gate import Kind, load_document
 from geosched.models import Weights
 
 TOP = {"apiVersion", "kind", "scheduler_name", "namespaces", "policy", "weights", "leader_election",
@@ -109,4 +110,4 @@ def _leader(f: Fields) -> LeaderElection:
 
 
 def load_settings(path: Path) -> SchedulerSettings:
-    return parse_settings(load_document(path), str(path))
+    return parse_settings(load_document(path, Kind.SETTINGS), str(path))
