@@ -57,13 +57,14 @@ class Kind(StrEnum):
     TERRAFORM = "terraform"
     CARBON = "carbon"
     THROUGHPUTS = "throughputs"
+    KUBECONFIG = "kubeconfig"
 
 
 # Each an order of magnitude above the largest real file of its kind: a fleet of 40,000 nodes is ~20 MiB of
 # YAML, Philly's cluster_job_log ~200 MiB, a node-pair network view of 2,000 nodes ~300 MiB.
 LIMITS_MIB: Mapping[Kind, int] = {
     Kind.JOB: 4, Kind.FLEET: 256, Kind.NETWORK: 512, Kind.INVENTORY: 64, Kind.TRACE: 1024, Kind.CLUSTERS: 4,
-    Kind.SETTINGS: 4, Kind.TERRAFORM: 16, Kind.CARBON: 64, Kind.THROUGHPUTS: 16,
+    Kind.SETTINGS: 4, Kind.TERRAFORM: 16, Kind.CARBON: 64, Kind.THROUGHPUTS: 16, Kind.KUBECONFIG: 16,
 }
 
 
@@ -83,6 +84,16 @@ def limit_bytes(kind: Kind, env: Mapping[str, str] | None = None) -> int:
 
 def read_bytes(path: Path, kind: Kind) -> bytes:
     """The whole file, if it is a regular file within its kind's limit."""
+    return _through(path, kind, read=True)
+
+
+def check_file(path: Path, kind: Kind) -> None:
+    """The same checks without reading, for a file a library reads itself (the Kubernetes client's
+    kubeconfig)."""
+    _through(path, kind, read=False)
+
+
+def _through(path: Path, kind: Kind, *, read: bool) -> bytes:
     source = str(path)
     try:
         # Non-blocking: opening a FIFO for reading would otherwise wait for a writer, forever.
@@ -92,14 +103,14 @@ def read_bytes(path: Path, kind: Kind) -> bytes:
     except OSError as exc:
         raise InputError(source, "", f"cannot read: {exc.strerror or exc}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InputError(source, "", f"not a regular file ({_file_type(mode)}): give a {kind.value} file")
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(source, "", f"not a regular file ({_file_type(info.st_mode)}): give a {kind.value} file")
         limit = limit_bytes(kind)
-        data = _read_up_to(fd, limit + 1)
+        data = _read_up_to(fd, limit + 1) if read else b""
     finally:
         os.close(fd)
-    if len(data) > limit:
+    if max(len(data), info.st_size) > limit:
         raise InputError(source, "", f"larger than the {limit // MIB} MiB limit for {kind.value} files "
                          f"(raise it with {ENV_LIMITS}={kind.value}=MiB)")
     return data

@@ -133,7 +133,7 @@ def test_a_nan_weight_is_a_usage_error(tmp_path: Path) -> None:
 # --- 3. special files -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero", "directory"])
-@pytest.mark.parametrize("role", ["job", "fleet", "trace", "terraform"])
+@pytest.mark.parametrize("role", ["job", "fleet", "trace", "terraform", "kubeconfig"])
 def test_special_files_are_refused_without_reading(tmp_path: Path, special: str, role: str) -> None:
     if special == "fifo":
         path = tmp_path / "pipe.yaml"
@@ -148,6 +148,7 @@ def test_special_files_are_refused_without_reading(tmp_path: Path, special: str,
         "fleet": ["place", JOB, "--fleet", path],
         "trace": ["simulate", "--trace", path],
         "terraform": ["provision", "--gpu", "A100:8", "--nodes", "1", "--network", path, "--dry-run"],
+        "kubeconfig": ["jobs", "--kubeconfig", path],
     }
     started = time.monotonic()
     run = geosched(*args[role], home=tmp_path, timeout=30)
