@@ -6,7 +6,7 @@ model) are generated with a fixed seed. Measured, each the best of `--repeat` ru
 
 1. a first render into an empty directory;
 2. a render again with nothing changed (every file compared, none written);
-3. `check` on the up-to-date tree;
+3. `check` on the up-to-date tree (which also matches every pod's node constraints against the snapshot's nodes);
 4. a render after one zone's own links became slow (the jobs placed there move).
 
 Each render is also split into its phases: reading inputs, placing, rendering manifests, comparing/writing.
@@ -32,6 +32,7 @@ from geosched.gitops.index import INDEX, parse_index
 from geosched.gitops.load import load_inputs
 from geosched.gitops.plan import plan
 from geosched.gitops.tree import build_tree
+from geosched.gpus import part
 from geosched.models import LinkStats, NetworkView, pair_key
 from geosched.store import write_snapshot
 
@@ -63,7 +64,8 @@ def write_jobs(directory: Path, count: int, seed: int = 7) -> None:
 
 
 def batch_job(name: str, namespace: str, workers: int, per_worker: int, gpu: str | None) -> str:
-    selector = f"      nodeSelector:\n        nvidia.com/gpu.product: {gpu}\n" if gpu else ""
+    # The product name GPU feature discovery writes on the nodes (a short name like `L4` matches no node).
+    selector = f"      nodeSelector:\n        nvidia.com/gpu.product: {part(gpu).product}\n" if gpu else ""
     return (f"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n"
             f"  completionMode: Indexed\n  completions: {workers}\n  parallelism: {workers}\n  template:\n"
             f"    spec:\n      restartPolicy: Never\n{selector}      containers:\n        - name: trainer\n"

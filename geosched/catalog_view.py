@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from geosched import catalog
-from geosched.models import Offering
+from geosched.models import Offering, Pricing
 
 SORT_KEYS = ("price", "spot", "carbon", "gpus", "name")
 UTILISATION = 0.9
@@ -31,9 +33,17 @@ def carbon_g_per_hour(o: Offering) -> float | None:
     return o.gpus * watts / 1000.0 * region.pue * region.grid_gco2e_per_kwh
 
 
-def rows(query: CatalogQuery) -> list[dict[str, Any]]:
+# (provider, instance type, zone, pricing) -> when that price was observed (Unix seconds).
+Observed = Mapping[tuple[str, str, str, Pricing], float]
+
+
+def rows(query: CatalogQuery, offerings: Iterable[Offering] | None = None, observed: Observed | None = None,
+         now: float | None = None) -> list[dict[str, Any]]:
+    """`offerings` default to the shipped catalog; `observed` says which prices a refresh observed and when, so
+    each row says how old its on-demand price is (None: the shipped catalog's list price)."""
     out: list[dict[str, Any]] = []
-    for o in catalog.offerings():
+    observed = observed or {}
+    for o in catalog.offerings() if offerings is None else offerings:
         if query.gpu and o.gpu.lower() != query.gpu.lower():
             continue
         if query.count is not None and o.gpus != query.count:
@@ -51,6 +61,7 @@ def rows(query: CatalogQuery) -> list[dict[str, Any]]:
             "usd_per_hour": o.price_ondemand, "spot_usd_per_hour": o.price_spot,
             "usd_per_gpu_hour": round(o.price_ondemand / o.gpus, 4) if o.price_ondemand else None,
             "gco2e_per_hour": round(carbon, 1) if carbon is not None else None,
+            "price_observed_at": observed.get((o.provider, o.instance_type, o.zone, Pricing.ON_DEMAND)),
         })
     key = {"price": "usd_per_gpu_hour", "spot": "spot_usd_per_hour", "carbon": "gco2e_per_hour",
            "gpus": "gpus", "name": "instance_type"}[query.sort]
@@ -61,9 +72,16 @@ def rows(query: CatalogQuery) -> list[dict[str, Any]]:
     return out
 
 
-def compact(row: dict[str, Any]) -> dict[str, Any]:
+def compact(row: dict[str, Any], now: float | None = None) -> dict[str, Any]:
     """The columns a person compares; JSON and CSV keep every field."""
     return {"zone": f"{row['provider']}:{row['zone']}", "instance": row["instance_type"],
             "gpus": f"{row['gpus']}x {row['gpu']}", "$/h": row["usd_per_hour"], "spot $/h": row["spot_usd_per_hour"],
             "$/GPU-h": row["usd_per_gpu_hour"],
-            "gCO2e/h": row["gco2e_per_hour"]}
+            "gCO2e/h": row["gco2e_per_hour"], "price seen": _age(row["price_observed_at"], now)}
+
+
+def _age(at: float | None, now: float | None) -> str:
+    if at is None:
+        return "shipped"
+    hours = max(0.0, ((time.time() if now is None else now) - at) / 3600.0)
+    return f"{hours:.0f} h ago" if hours < 48 else f"{hours / 24:.0f} d ago"

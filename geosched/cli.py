@@ -9,21 +9,24 @@ from typing import Annotated
 
 import typer
 
-from geosched import catalog, catalog_view, policies, render
+from geosched import catalog, catalog_view, gpus, policies, render
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
 from geosched.documents import load_job
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
+from geosched.gitops.index import placed_jobs
 from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
-from geosched.models import Fleet, Placement, Weights
+from geosched.kube.config import load_cluster_config
+from geosched.kube.multikueue import cli as multikueue_cli
+from geosched.models import Fleet, Offering, Placement, Weights
 from geosched.options import finite
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
 from geosched.simulate.command import run_simulate_command
-from geosched.store import Store, default_home, write_snapshot
+from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
 
@@ -37,6 +40,7 @@ app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
 # Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
 app.registered_commands.extend(kube_cli.app.registered_commands)
 app.add_typer(kube_cli.scheduler_app, name="scheduler")
+app.add_typer(multikueue_cli.make_app(lambda: State.home), name="multikueue")
 # Provisioning verbs join the top level too: `geosched provision`, `down`, `status`, `check`, `sweep`.
 app.registered_commands.extend(providers_cli.app.registered_commands)
 
@@ -150,7 +154,14 @@ def catalog_cmd(
         if not text.isdigit() or int(text) < 1:
             raise InputError("--gpu", "", f"count after ':' must be a positive integer, got {text!r}")
         count = int(text)
-    rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort))
+    if gpu:
+        try:
+            gpu = gpus.resolve(gpu, catalog.gpu_models())
+        except gpus.GpuNameError as exc:
+            raise InputError("--gpu", "", str(exc)) from None
+    offerings, observed = _known_offerings()
+    rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort), offerings,
+                             observed)
     if output is DataOutput.json:
         render.data(rows, "json")
     elif output is DataOutput.csv:
@@ -160,6 +171,37 @@ def catalog_cmd(
         more = " (--limit 0 shows all)" if len(shown) < len(rows) else ""
         render.table("GPU offerings", [catalog_view.compact(r) for r in shown],
                      caption=f"{len(shown)} of {len(rows)} offerings{more}")
+
+
+def _known_offerings() -> tuple[list[Offering], catalog_view.Observed]:
+    """The shipped catalog merged with what `catalog refresh` recorded in the store (if there is one): the same
+    offerings `provision` plans with, each price with when it was observed."""
+    from geosched.providers.refresh import current_offerings, price_ages
+    from geosched.providers.registry import CLOUDS
+
+    if not (State.home or default_home()).joinpath(DB_NAME).exists():
+        return list(catalog.offerings()), {}
+    with State.store() as store:
+        offerings = [o for name in CLOUDS for o in current_offerings(store, name)]
+        observed = {(name, *key): at for name in CLOUDS for key, at in price_ages(store, name).items()}
+    return offerings, observed
+
+
+@app.command(name="gpus")
+def gpus_cmd(output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table) -> None:
+    """GPU models geosched knows, with the names other tools give them (any of which a job file or --gpu takes)."""
+    offered: dict[str, set[str]] = {}
+    for o in catalog.offerings():
+        offered.setdefault(o.gpu, set()).add(o.provider)
+    rows = [{"gpu": model, "gfd_product": part.product, "gke_accelerator": part.gke_accelerator,
+             "offered_by": ",".join(sorted(offered.get(model, ()))) or None}
+            for model, part in sorted(gpus.PARTS.items()) if model in offered or model in catalog.gpu_models()]
+    if output is DataOutput.json:
+        render.data(rows, "json")
+    elif output is DataOutput.csv:
+        render.rows_csv(rows)
+    else:
+        render.table("GPU models (names are case-insensitive; GFD and GKE names are accepted too)", rows)
 
 
 @app.command(name="policies")
@@ -174,13 +216,41 @@ def snapshot_export(
     directory: Annotated[Path, typer.Argument(help="Directory to write fleet and network files into.")],
     embedded: Annotated[bool, typer.Option("--embedded", help="Export the embedded default instead of the store.")]
     = False,
+    from_clusters: Annotated[bool, typer.Option(
+        "--from-clusters", help="The live clusters' GPU nodes (free GPUs, labels as they are) on the store's "
+        "measured network, the shipped model where nothing was measured: what a GitOps tree renders from.")] = False,
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="With --from-clusters: kubeconfig file "
+                                                    "(default: $KUBECONFIG, else ~/.kube/config).")] = None,
+    context: Annotated[list[str] | None, typer.Option("--context", help="With --from-clusters: only this context "
+                                                      "or cluster (repeatable).")] = None,
+    clusters: Annotated[Path | None, typer.Option("--clusters", help="With --from-clusters: cluster config naming "
+                                                  "the clusters (the GitOps tree's clusters.yaml).")] = None,
+    placements: Annotated[Path | None, typer.Option("--placements", help="With --from-clusters: the GitOps tree's "
+                                                    "placements.yaml; GPUs its jobs' pods hold count as free.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="yaml or json.")] = "yaml",
 ) -> None:
     """Write the store's fleet (with the provisioned machines that are up) and measured network view as files."""
     if fmt not in ("yaml", "json"):
         raise InputError("--format", "", f"expected yaml or json, got {fmt!r}")
+    if embedded and from_clusters:
+        raise InputError("--from-clusters", "", "give either --embedded or --from-clusters, not both")
+    if not from_clusters and (kubeconfig or context or clusters or placements):
+        raise InputError("--kubeconfig/--context/--clusters/--placements", "", "only with --from-clusters")
     if embedded:
         paths = write_snapshot(directory, default_fleet(), default_network(), fmt)
+    elif from_clusters:
+        # The API client is imported when used, as by the kube commands (`geosched --help` stays light).
+        from geosched.kube.cluster_inventory import snapshot as cluster_snapshot
+
+        configs = load_cluster_config(clusters) if clusters is not None else None
+        released = placed_jobs(placements) if placements is not None else None
+        with State.store() as store:
+            measured = store.network_view()
+        view, network = cluster_snapshot(kubeconfig, tuple(context or ()), configs, measured, released)
+        for note in (*(f"{r.subject}: {r.reason}" for r in view.skipped), *view.assumptions):
+            render.err.print(f"note: {note}", markup=False)
+        paths = write_snapshot(directory, view.fleet, network, fmt)
+        render.out.print(f"{len(view.fleet.nodes)} GPU nodes from {', '.join(view.clusters)}")
     else:
         with State.store() as store:
             # Measured links only: a re-import must not turn the shipped model into measurements.

@@ -3,6 +3,13 @@
 Deterministic (fixed seed) so that a placement on it is reproducible. Twelve regions over AWS and GCP with
 their real GPU offerings and prices per zone; each region is one Kubernetes cluster (EKS or GKE); some nodes
 are busy; a few have a slow or lossy NIC, which shows in their intra-zone measurements.
+
+Each node carries the labels and providerID a node of that cloud really has (`geosched.kube.nodelabels`): on
+EKS the zone name in `topology.kubernetes.io/zone` and the zone ID in `topology.k8s.aws/zone-id`, GPU feature
+discovery's product names, GKE's accelerator label. The fleet names AWS zones by ID (the catalog's and the
+network's key); which name an ID has differs per AWS account, so the names here are one example account's
+mapping (`EXAMPLE_AWS_ZONE_NAMES`), not a fact about yours: `snapshot export --from-clusters` reads yours from
+your nodes, and the AWS provider from DescribeAvailabilityZones.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import random
 from functools import cache
 
 from geosched import catalog, netmodel
+from geosched.kube.nodelabels import cloud_labels, provider_id
 from geosched.models import Fleet, LinkStats, NetworkView, Node, Offering, Zone, pair_key
 
 REGIONS: tuple[tuple[str, str], ...] = (
@@ -38,6 +46,18 @@ SEED = 7
 BUSY_FRACTION = 0.3
 DEGRADED_FRACTION = 0.04
 PEERS_MEASURED = 2
+# Zone ID -> zone name as DescribeAvailabilityZones answers it in one example account (the shape of a real
+# answer: us-east-1 has six zones and ap-northeast-1 no `b` in newer accounts; the pairing is per account).
+EXAMPLE_AWS_ZONE_NAMES = {
+    "use1-az6": "us-east-1a", "use1-az2": "us-east-1b", "use1-az4": "us-east-1c", "use1-az1": "us-east-1d",
+    "use2-az1": "us-east-2a", "use2-az2": "us-east-2b", "use2-az3": "us-east-2c",
+    "usw2-az2": "us-west-2a", "usw2-az1": "us-west-2b", "usw2-az3": "us-west-2c", "usw2-az4": "us-west-2d",
+    "euc1-az2": "eu-central-1a", "euc1-az3": "eu-central-1b", "euc1-az1": "eu-central-1c",
+    "eun1-az1": "eu-north-1a", "eun1-az2": "eu-north-1b", "eun1-az3": "eu-north-1c",
+    "apne1-az4": "ap-northeast-1a", "apne1-az1": "ap-northeast-1c", "apne1-az2": "ap-northeast-1d",
+}
+# The GCP project the example GKE clusters run in (it names their nodes' providerIDs).
+EXAMPLE_GCP_PROJECT = "geosched-example"
 
 
 def _short(instance_type: str) -> str:
@@ -61,12 +81,14 @@ def _nodes(rng: random.Random) -> list[Node]:
             for offer in sorted(by_zone[zone], key=lambda o: o.instance_type):
                 big = (provider, region) in LARGE_REGIONS and offer.gpu == "H100"
                 count = rng.randint(24, 30) if big else rng.randint(2, 8)
+                zone_label = EXAMPLE_AWS_ZONE_NAMES[zone] if provider == "aws" else zone
                 for i in range(count):
                     busy = rng.random() < BUSY_FRACTION
                     free = rng.choice([0, 2, 4, 6]) if busy else offer.gpus
+                    name = f"{provider}-{zone}-{_short(offer.instance_type)}-{i:02d}"
                     nodes.append(
                         Node(
-                            name=f"{provider}-{zone}-{_short(offer.instance_type)}-{i:02d}",
+                            name=name,
                             provider=provider,
                             region=region,
                             zone=zone,
@@ -77,12 +99,11 @@ def _nodes(rng: random.Random) -> list[Node]:
                             price_ondemand=offer.price_ondemand,
                             price_spot=offer.price_spot,
                             cluster=_cluster(provider, region),
-                            labels={
-                                "topology.kubernetes.io/region": region,
-                                "topology.kubernetes.io/zone": zone,
-                                "node.kubernetes.io/instance-type": offer.instance_type,
-                                "nvidia.com/gpu.product": offer.gpu,
-                            },
+                            labels=cloud_labels(
+                                provider=provider, region=region, zone=zone, zone_label=zone_label,
+                                instance_type=offer.instance_type, gpu=offer.gpu, gpus=offer.gpus, hostname=name,
+                                pool=f"gpu-{offer.instance_type.replace('.', '-')}"),
+                            provider_id=provider_id(provider, zone_label, name, EXAMPLE_GCP_PROJECT),
                         )
                     )
     return nodes

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from geosched import catalog
+from geosched import catalog, gpus
 from geosched.errors import InputError
 from geosched.fields import Fields, each
 from geosched.gate import Kind, load_document
@@ -59,8 +59,11 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
             "must be a lowercase RFC 1123 name (a-z, 0-9, '-', at most 63 characters)")
     gpu = f.opt_string("gpu")
     known = gpu_models if gpu_models is not None else catalog.gpu_models()
-    if gpu is not None and gpu not in known:
-        raise f.error("gpu", f"unknown GPU model {gpu!r} (known: {', '.join(sorted(known))})")
+    if gpu is not None:
+        try:
+            gpu = gpus.resolve(gpu, known)
+        except gpus.GpuNameError as exc:
+            raise f.error("gpu", str(exc)) from None
     profile = CommProfile()
     if f.has("profile"):
         p = Fields(f.raw("profile"), source, "profile", {"message_mb", "compute_ms", "utilisation"})

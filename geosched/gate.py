@@ -58,6 +58,7 @@ class Kind(StrEnum):
     CARBON = "carbon"
     THROUGHPUTS = "throughputs"
     KUBECONFIG = "kubeconfig"
+    INDEX = "index"
 
 
 # Each an order of magnitude above the largest real file of its kind: a fleet of 40,000 nodes is ~20 MiB of
@@ -65,6 +66,7 @@ class Kind(StrEnum):
 LIMITS_MIB: Mapping[Kind, int] = {
     Kind.JOB: 4, Kind.FLEET: 256, Kind.NETWORK: 512, Kind.INVENTORY: 64, Kind.TRACE: 1024, Kind.CLUSTERS: 4,
     Kind.SETTINGS: 4, Kind.TERRAFORM: 16, Kind.CARBON: 64, Kind.THROUGHPUTS: 16, Kind.KUBECONFIG: 16,
+    Kind.INDEX: 64,
 }
 
 

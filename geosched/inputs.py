@@ -9,8 +9,10 @@ from pathlib import Path
 
 from geosched import catalog, netmodel
 from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import load_fleet, load_network
+from geosched.documents import load_network, parse_fleet
 from geosched.errors import InputError
+from geosched.gate import Kind, load_document
+from geosched.inventory import parse_inventory
 from geosched.models import Fleet, NetworkView, Node, Zone
 from geosched.store import Store, snapshot_paths
 
@@ -37,12 +39,26 @@ def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None, sto
         return Snapshot(default_fleet(), default_network(), "embedded default")
     if fleet is None:
         raise InputError("--network", "", "a network file needs its fleet (--fleet)")
-    loaded = load_fleet(fleet)
+    loaded = load_fleet_file(fleet)
     if network is None:
         # A fleet without measurements is placed on the shipped inter-region model.
         view = NetworkView(zone_links=netmodel.zone_links(loaded.zones.values()))
         return Snapshot(loaded, view, f"{fleet} + shipped network model")
     return Snapshot(loaded, load_network(network, loaded), f"{fleet} + {network}")
+
+
+def load_fleet_file(path: Path) -> Fleet:
+    """A fleet file, or an inventory file (its nodes say how to reach them: `address`), whose machines with GPUs
+    are the fleet."""
+    doc = load_document(path, Kind.FLEET)
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    if isinstance(nodes, list) and any(isinstance(n, dict) and "address" in n for n in nodes):
+        inventory = parse_inventory(doc, str(path), base=path.parent)
+        if inventory.fleet is None:
+            raise InputError(str(path), "nodes", "no inventory node declares its GPUs (gpu, gpus), so there is no "
+                             "fleet to place on")
+        return inventory.fleet
+    return parse_fleet(doc, str(path))
 
 
 def from_store(store: Store) -> Snapshot:
@@ -72,7 +88,8 @@ def with_nodes(base: Fleet | None, extra: Sequence[Node]) -> Fleet:
     for node in extra:
         same = by_name.get(node.name) or (by_name.get(node.provider_id) if node.provider_id else None)
         if same is not None:
-            node = replace(node, name=same.name, provider=same.provider, region=same.region, zone=same.zone)
+            node = replace(node, name=same.name, provider=same.provider, region=same.region, zone=same.zone,
+                           cluster=node.cluster or same.cluster, labels={**same.labels, **node.labels})
         merged[node.name] = node
     nodes = tuple(n for n in by_name.values() if n.name not in merged) + tuple(merged.values())
     zones = {n.zone: Zone(n.zone, n.provider, n.region) for n in nodes}

@@ -55,6 +55,12 @@ class SshTarget:
     key: Path | None = None
     host_key: str | None = None
     proxy_jump: str | None = None
+    # Where peers reach it when that differs from where the operator does (a cloud machine's private address).
+    peer_address: str | None = None
+
+    @property
+    def peer(self) -> str:
+        return self.peer_address or self.address
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,9 @@ class Inventory:
     targets: tuple[SshTarget, ...]
     fleet: Fleet | None
     source: str
+    # The document as read (validated), and the folder relative key paths are read from: what a store keeps.
+    document: Any = None
+    base: Path | None = None
 
     def by_name(self) -> dict[str, SshTarget]:
         return {t.name: t for t in self.targets}
@@ -121,7 +130,7 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
             # The fleet saw only the nodes with GPUs: point back at the node's place in this file.
             field = re.sub(r"^nodes\[(\d+)\]", lambda m: f"nodes[{origin[int(m.group(1))]}]", exc.field)
             raise InputError(source, field, exc.reason) from None
-    return Inventory(targets=tuple(targets), fleet=fleet, source=source)
+    return Inventory(targets=tuple(targets), fleet=fleet, source=source, document=data, base=base)
 
 
 def load_inventory(path: Path) -> Inventory:

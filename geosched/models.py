@@ -45,7 +45,10 @@ def region_key(provider: str, region: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Zone:
-    """A failure and network domain. `name` is unique in a fleet (AWS zone IDs, GCP zone names)."""
+    """A failure and network domain. `name` is unique in a fleet and keys the catalog and the network: AWS zone
+    IDs (`use1-az1`, the same place in every account), GCP zone names. The value nodes carry in
+    `topology.kubernetes.io/zone` (on AWS the zone's name, which differs per account) is in the nodes' labels,
+    read from the clusters, never derived from the ID."""
 
     name: str
     provider: str
@@ -84,6 +87,9 @@ class Offering:
     price_spot: float | None
     gpu_idle_watts: float | None = None
     gpu_max_watts: float | None = None
+    # A finite pool (inventory machines): the on-demand price of each node free now, cheapest first. None for a
+    # cloud, whose capacity is only known by trying.
+    free_node_prices: tuple[float, ...] | None = None
 
     def price(self, pricing: Pricing) -> float | None:
         return self.price_ondemand if pricing is Pricing.ON_DEMAND else self.price_spot

@@ -16,7 +16,7 @@ from rich.text import Text
 from geosched.documents import nofit_to_dict, placement_to_dict
 from geosched.errors import one_line
 from geosched.fields import dump
-from geosched.models import NoFit, Placement, Score
+from geosched.models import NoFit, Placement, Score, Weights
 
 
 def printable(text: str) -> str:
@@ -90,16 +90,20 @@ def _score_row(score: Score) -> dict[str, Any]:
             "worst rtt ms": score.worst_rtt_ms, "worst loss": score.worst_loss}
 
 
+def score_line(s: Score, w: Weights) -> str:
+    """Every term of a score on one line (also the MultiKueue dispatcher's Events)."""
+    return (f"score {s.total:.3f} = {w.network:g} x network {s.network:.3f} + {w.cost:g} x cost {s.cost:.3f} + "
+            f"{w.carbon:g} x carbon {s.carbon:.3f}; step {s.step_ms:.0f} ms (comm {s.comm_ms:.0f} ms), "
+            f"${s.usd_per_hour:,.2f}/h, {s.gco2e_per_hour / 1000:,.2f} kgCO2e/h")
+
+
 def placement(p: Placement, explain: bool) -> None:
     head = (f"[bold]{safe(p.job.name)}[/]: {p.job.workers} x {p.job.gpus_per_worker} GPUs -> cluster "
             f"[bold]{safe(p.cluster or '(none)')}[/], zone{'s' if len(p.zones) > 1 else ''} "
             f"[bold]{safe(', '.join(p.zones))}[/] ({safe(', '.join(p.regions))}) by {safe(p.policy)}")
     out.print(head, markup=True)
     table("assignment", [{"node": a.node, "zone": a.zone, "workers": a.workers} for a in p.assignments])
-    s = p.score
-    out.print(f"score {s.total:.3f} = {p.weights.network:g} x network {s.network:.3f} + {p.weights.cost:g} x cost "
-              f"{s.cost:.3f} + {p.weights.carbon:g} x carbon {s.carbon:.3f}; step {s.step_ms:.0f} ms "
-              f"(comm {s.comm_ms:.0f} ms), ${s.usd_per_hour:,.2f}/h, {s.gco2e_per_hour / 1000:,.2f} kgCO2e/h")
+    out.print(score_line(p.score, p.weights))
     if not explain:
         return
     rows = [{"zones": list(p.zones), "cluster": p.cluster, **_score_row(p.score)}]

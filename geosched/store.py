@@ -11,7 +11,7 @@ import os
 import sqlite3
 import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,8 @@ import platformdirs
 from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
 from geosched.fields import dump, write_atomic
 from geosched.gate import Kind, load_document
-from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key
+from geosched.inventory import Inventory, parse_inventory
+from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 
 HOME_ENV = "GEOSCHED_HOME"
 DB_NAME = "geosched.db"
@@ -190,6 +191,17 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX usage_window ON usage (started_at, ended_at);
     CREATE INDEX usage_open ON usage (kind, name, source) WHERE ended_at IS NULL;
     """,
+    # Inventories (geosched.inventory) the ssh provider leases from, kept as their files said when a gang was
+    # provisioned from them: the store's fleet, the usage ledger, reports and `probe run --store` then know each
+    # machine's declared provider, region (grid intensity, PUE), price and how to reach it without the file.
+    """
+    CREATE TABLE inventories (
+        source TEXT PRIMARY KEY,
+        document TEXT NOT NULL,
+        base TEXT,
+        saved_at REAL NOT NULL
+    );
+    """,
 )
 
 
@@ -269,13 +281,38 @@ class Store:
                     db.execute("INSERT INTO fleet_meta (key, document) VALUES (?, ?)", (key, json.dumps(doc[key])))
 
     def load_fleet(self) -> Fleet | None:
-        rows = self.db.execute("SELECT document FROM nodes ORDER BY rowid").fetchall()
-        if not rows:
+        """The imported snapshot and the kept inventories' machines, one fleet. An imported node wins over an
+        inventory's node of the same name: a snapshot says what the machine is doing (busy GPUs), an inventory
+        only declares it."""
+        imported = [json.loads(r[0]) for r in self.db.execute("SELECT document FROM nodes ORDER BY rowid")]
+        names = {n.get("name") for n in imported}
+        declared: list[dict[str, Any]] = []
+        regions: list[dict[str, Any]] = []
+        for inventory in self.inventories():
+            if inventory.fleet is not None:
+                doc = fleet_to_dict(inventory.fleet)
+                declared += [n for n in doc["nodes"] if n["name"] not in names]
+                regions += doc.get("regions", [])
+        if not imported and not declared:
             return None
-        doc: dict[str, Any] = {"kind": "Fleet", "nodes": [json.loads(r[0]) for r in rows]}
+        fleet: dict[str, Any] = {"kind": "Fleet", "nodes": imported + declared}
         for key, value in self.db.execute("SELECT key, document FROM fleet_meta"):
-            doc[key] = json.loads(value)
-        return parse_fleet(doc, f"{self.path} (nodes)")
+            fleet[key] = json.loads(value)
+        have = {_region_key(r) for r in fleet.get("regions", [])}
+        extra = list({_region_key(r): r for r in regions if _region_key(r) not in have}.values())
+        if extra:
+            fleet["regions"] = [*fleet.get("regions", []), *extra]
+        return parse_fleet(fleet, f"{self.path} (nodes)")
+
+    def save_inventory(self, inventory: Inventory) -> None:
+        """Keep an inventory as its file says now (see the migration), replacing what the same file said before."""
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO inventories (source, document, base, saved_at) VALUES (?, ?, ?, ?)",
+                       (inventory.source, json.dumps(inventory.document, sort_keys=True),
+                        None if inventory.base is None else str(inventory.base), time.time()))
+
+    def inventories(self) -> list[Inventory]:
+        return inventories_in(self.db)
 
     # --- network ----------------------------------------------------------------------------------
 
@@ -322,12 +359,20 @@ class Store:
     # --- placements -------------------------------------------------------------------------------
 
     def record_placement(self, placement: Placement) -> int:
+        return self.record_placements([placement])[0]
+
+    def record_placements(self, placements: Sequence[Placement]) -> list[int]:
+        """Several placements in one transaction (one commit for a dispatcher's pass, not one per decision)."""
+        ids: list[int] = []
+        now = time.time()
         with self.transaction() as db:
-            cur = db.execute(
-                "INSERT INTO placements (job, policy, cluster, created_at, document) VALUES (?, ?, ?, ?, ?)",
-                (placement.job.name, placement.policy, placement.cluster, time.time(),
-                 json.dumps(placement_to_dict(placement), sort_keys=True)))
-            return int(cur.lastrowid or 0)
+            for placement in placements:
+                cur = db.execute(
+                    "INSERT INTO placements (job, policy, cluster, created_at, document) VALUES (?, ?, ?, ?, ?)",
+                    (placement.job.name, placement.policy, placement.cluster, now,
+                     json.dumps(placement_to_dict(placement), sort_keys=True)))
+                ids.append(int(cur.lastrowid or 0))
+        return ids
 
     def placements(self, job: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT id, created_at, document FROM placements"
@@ -371,3 +416,22 @@ def snapshot_paths(directory: Path) -> tuple[Path, Path]:
         path = next((p for p in candidates if p.exists()), candidates[0])
         found.append(path)
     return found[0], found[1]
+
+
+def _region_key(doc: dict[str, Any]) -> str:
+    return region_key(str(doc.get("provider")), str(doc.get("name")))
+
+
+def inventories_in(db: sqlite3.Connection) -> list[Inventory]:
+    """The kept inventories, read with `db` (a caller's transaction may hold it)."""
+    return [parse_inventory(json.loads(doc), source, base=Path(base) if base else None)
+            for source, doc, base in db.execute("SELECT source, document, base FROM inventories ORDER BY source")]
+
+
+def inventory_site(db: sqlite3.Connection, name: str) -> tuple[str, str] | None:
+    """(provider, region) a kept inventory declares for machine `name`."""
+    for inventory in inventories_in(db):
+        target = inventory.by_name().get(name)
+        if target is not None:
+            return target.provider, target.region
+    return None

@@ -111,6 +111,11 @@ def close_in(db: sqlite3.Connection, kind: Kind, name: str, source: Source, ref:
     return 1
 
 
+def is_open(db: sqlite3.Connection, kind: Kind, name: str, source: Source, ref: str | None) -> bool:
+    """Whether the interval of this node or job is still running (billed) in the ledger."""
+    return _open_row(db, kind, name, source, ref) is not None
+
+
 def record_run(db: sqlite3.Connection, shares: Sequence[Usage], start: float | None, end: float | None) -> str:
     """Bring the ledger in line with one run of one object whose start and end an outside system reports (a
     Kubernetes job's status), however often it is called. `shares` are the rows the run is made of (one per

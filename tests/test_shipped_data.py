@@ -67,7 +67,9 @@ def test_default_fleet_is_realistic_and_deterministic() -> None:
     assert len(fleet.nodes) >= 300
     assert len({n.instance_type for n in fleet.nodes}) >= 5
     assert any(n.gpus_free < n.gpus for n in fleet.nodes)
-    assert all(n.labels["topology.kubernetes.io/zone"] == n.zone for n in fleet.nodes)
+    # The fleet's zone is what nodes carry: GKE's zone name, EKS's zone ID (the zone label holds its name).
+    assert all(n.labels["topology.kubernetes.io/zone"] == n.zone for n in fleet.nodes if n.provider == "gcp")
+    assert all(n.labels["topology.k8s.aws/zone-id"] == n.zone for n in fleet.nodes if n.provider == "aws")
     network = default_network()
     assert all(network.zone_link(a, b) for a in fleet.zones for b in fleet.zones)
     summaries = network.node_summaries({n.name: n.zone for n in fleet.nodes})

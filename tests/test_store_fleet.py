@@ -83,12 +83,14 @@ def test_place_from_the_store_uses_provisioned_machines(site: Path) -> None:
     assert after.returncode == 3  # the machines went back: the store's fleet no longer holds them
 
 
-def test_a_provisioned_region_with_no_known_grid_is_a_clear_error(site: Path) -> None:
+def test_leased_machines_need_no_import_the_inventory_declares_their_region(site: Path) -> None:
     home = site / "home"
-    provision_two(site, home)  # nothing imported: the journal knows the machines, not zurich's grid and PUE
-    run = geosched("place", site / "job.yaml", "--store", home=home)
-    assert run.returncode == 2
-    assert run.stderr.count("\n") == 1 and "zurich" in run.stderr and "Traceback" not in run.stderr
+    # Nothing imported: the store kept what the inventory declares (zurich's grid and PUE) when it leased.
+    # (Before issue 15 this was "'ssh:zurich' is neither in the catalog nor in the imported fleet".)
+    provision_two(site, home)
+    run = geosched("place", site / "job.yaml", "--store", "-o", "json", home=home)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["zones"] == ["zrh-a"]
 
 
 def test_an_empty_store_says_how_to_fill_it(site: Path) -> None:

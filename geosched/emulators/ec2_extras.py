@@ -2,6 +2,13 @@
 
 - **Service Quotas** `GetServiceQuota` for EC2: moto knows only VPC quotas and answers every EC2 quota code
   with NoSuchResourceException. Configured quotas are answered here; the rest still go to moto.
+- **Price List** `GetProducts` (AWSPriceListService, the on-demand price API; moto has no `pricing` service):
+  products set with `set_ondemand_price` are answered in the documented aws_v1 shape (each PriceList entry a JSON
+  string with `product.attributes` and `terms.OnDemand.*.priceDimensions.*.pricePerUnit.USD`), filtered by
+  TERM_MATCH on their attributes; nothing set, nothing listed.
+- **Console output** `GetConsoleOutput`: moto answers a fixed boot log without cloud-init's host key block; for
+  instances given host keys with `set_host_keys` the answer carries the block cloud-init prints
+  (`-----BEGIN SSH HOST KEY KEYS-----` ... `-----END SSH HOST KEY KEYS-----`), base64 as EC2 sends it.
 - **Placement groups**: moto implements neither CreatePlacementGroup nor DescribePlacementGroups, and drops
   `Placement.GroupName` from RunInstances. Here groups are created, described and deleted per region; a
   RunInstances naming an unknown group is refused as EC2 refuses it (InvalidPlacementGroup.Unknown); a known
@@ -13,12 +20,14 @@ Everything else passes through untouched.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from typing import Any
 
 from ._http import HttpRequest, HttpResponse
 
@@ -44,6 +53,10 @@ class Ec2Extras:
         # (region, group name) -> strategy
         self._groups: dict[tuple[str, str], str] = {}
         self._instance_group: dict[str, str] = {}
+        # (instance type, region code) -> USD per hour, on-demand Linux shared tenancy
+        self._ondemand: dict[tuple[str, str], float] = {}
+        # instance id -> public host key lines its console shows
+        self._host_keys: dict[str, tuple[str, ...]] = {}
 
     # -- control -----------------------------------------------------------
 
@@ -54,6 +67,17 @@ class Ec2Extras:
             else:
                 self._quotas[(service_code, quota_code, region)] = float(value)
 
+    def set_ondemand_price(self, instance_type: str, region: str, usd_per_hour: float | None) -> None:
+        with self._lock:
+            if usd_per_hour is None:
+                self._ondemand.pop((instance_type, region), None)
+            else:
+                self._ondemand[(instance_type, region)] = float(usd_per_hour)
+
+    def set_host_keys(self, instance_id: str, keys: tuple[str, ...]) -> None:
+        with self._lock:
+            self._host_keys[instance_id] = tuple(keys)
+
     def placement_groups(self, region: str) -> dict[str, str]:
         with self._lock:
             return {name: strategy for (r, name), strategy in self._groups.items() if r == region}
@@ -63,6 +87,8 @@ class Ec2Extras:
             self._quotas.clear()
             self._groups.clear()
             self._instance_group.clear()
+            self._ondemand.clear()
+            self._host_keys.clear()
 
     # -- requests ------------------------------------------------------------
 
@@ -70,6 +96,10 @@ class Ec2Extras:
         """A response for what moto cannot answer; None to forward the request."""
         if action == "GetServiceQuota":
             return self._service_quota(req)
+        if action == "GetProducts":
+            return self._products(req)
+        if action == "GetConsoleOutput":
+            return self._console(params.get("InstanceId", ""))
         if action in _PLACEMENT_ACTIONS:
             return self._placement(action, params, request_region(req))
         if action == "RunInstances" and params.get("Placement.GroupName"):
@@ -140,6 +170,33 @@ class Ec2Extras:
         headers = [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))]
         return HttpResponse(200, json.dumps(body).encode(), headers)
 
+    def _console(self, instance_id: str) -> HttpResponse | None:
+        with self._lock:
+            keys = self._host_keys.get(instance_id)
+        if keys is None:
+            return None
+        text = ("Cloud-init v. 24.1 running 'modules:final'\n-----BEGIN SSH HOST KEY KEYS-----\n"
+                + "".join(f"{k} root@{instance_id}\n" for k in keys) + "-----END SSH HOST KEY KEYS-----\n")
+        return _ok("GetConsoleOutput", [("instanceId", instance_id), ("timestamp", "2026-12-03T00:00:00.000Z"),
+                                        ("output", base64.b64encode(text.encode()).decode())])
+
+    def _products(self, req: HttpRequest) -> HttpResponse:
+        try:
+            data = json.loads(req.body or b"{}")
+        except ValueError:
+            return _json_error(400, "InvalidParameterException", "unreadable request")
+        wanted = {str(f.get("Field")): str(f.get("Value")) for f in data.get("Filters", []) or []
+                  if f.get("Type") == "TERM_MATCH"}
+        with self._lock:
+            prices = sorted(self._ondemand.items())
+        items = [_price_list_item(t, r, usd) for (t, r), usd in prices]
+        matching = [json.dumps(i) for i in items
+                    if data.get("ServiceCode") == "AmazonEC2"
+                    and all(i["product"]["attributes"].get(k) == v for k, v in wanted.items())]
+        body = {"FormatVersion": "aws_v1", "PriceList": matching}
+        headers = [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))]
+        return HttpResponse(200, json.dumps(body).encode(), headers)
+
     def _placement(self, action: str, params: Mapping[str, str], region: str) -> HttpResponse:
         name = params.get("GroupName", "")
         with self._lock:
@@ -194,3 +251,29 @@ def _error(status: int, code: str, message: str) -> HttpResponse:
     ET.SubElement(err, "Message").text = message
     ET.SubElement(root, "RequestID").text = str(uuid.uuid4())
     return HttpResponse(status, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
+
+
+def _price_list_item(instance_type: str, region: str, usd_per_hour: float) -> dict[str, Any]:
+    """One product of the EC2 price list as GetProducts returns it (aws_v1; the Billing User Guide, "Reading the
+    service price list file": product attributes, OnDemand term with its price dimensions)."""
+    sku = uuid.uuid5(uuid.NAMESPACE_URL, f"{instance_type}/{region}").hex[:16].upper()
+    term, rate = f"{sku}.JRTCKXETXF", f"{sku}.JRTCKXETXF.6YS6EN2CT7"
+    return {
+        "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+            "servicecode": "AmazonEC2", "instanceType": instance_type, "regionCode": region,
+            "operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
+            "licenseModel": "No License required", "usagetype": f"BoxUsage:{instance_type}"}},
+        "serviceCode": "AmazonEC2",
+        "terms": {"OnDemand": {term: {
+            "offerTermCode": "JRTCKXETXF", "sku": sku, "effectiveDate": "2026-11-01T00:00:00Z", "termAttributes": {},
+            "priceDimensions": {rate: {
+                "rateCode": rate, "unit": "Hrs", "beginRange": "0", "endRange": "Inf", "appliesTo": [],
+                "description": f"${usd_per_hour:.4f} per On Demand Linux {instance_type} Instance Hour",
+                "pricePerUnit": {"USD": f"{usd_per_hour:.10f}"}}}}}},
+        "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z",
+    }
+
+
+def _json_error(status: int, code: str, message: str) -> HttpResponse:
+    body = json.dumps({"__type": code, "message": message}).encode()
+    return HttpResponse(status, body, [("Content-Type", "application/x-amz-json-1.1")])

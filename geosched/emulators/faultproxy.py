@@ -290,6 +290,14 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         A zone-scoped fault never fires on a request with no resolvable AZ."""
         return self.faults.add(fault, zone=zone, method=action, times=times)
 
+    def set_host_keys(self, instance_id: str, keys: tuple[str, ...]) -> None:
+        """GetConsoleOutput for this instance shows these public host keys in cloud-init's block."""
+        self.extras.set_host_keys(instance_id, keys)
+
+    def set_ondemand_price(self, instance_type: str, region: str, usd_per_hour: float | None) -> None:
+        """Answer the Price List API (GetProducts) with this on-demand Linux price; None forgets it."""
+        self.extras.set_ondemand_price(instance_type, region, usd_per_hour)
+
     def set_service_quota(
         self, quota_code: str, value: float | None, *, region: str | None = None, service_code: str = "ec2"
     ) -> None:

@@ -42,6 +42,7 @@ from ._http import (
     Times,
     json_response,
 )
+from .billing import BillingCatalog
 
 JSON = dict[str, Any]
 
@@ -606,6 +607,8 @@ class GceDouble(Emulator[GceFault]):
         self._capacity: dict[tuple[str, str], Capacity] = {}
         self._ids: dict[str, str] = {}
         self._ip_counter = 2
+        self.billing = BillingCatalog()
+        self._guest_host_keys: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
     # -- client wiring ---------------------------------------------------
 
@@ -698,6 +701,14 @@ class GceDouble(Emulator[GceFault]):
             if inst is None:
                 raise KeyError((project, zone, name))
             inst["status"] = status
+            if status == "TERMINATED":
+                # Compute Engine stamps every stop (Instance.lastStopTimestamp, RFC 3339).
+                inst["lastStopTimestamp"] = _now_rfc3339()
+
+    def set_guest_host_keys(self, project: str, zone: str, name: str, keys: tuple[str, ...]) -> None:
+        """The host keys the instance's guest agent publishes (getGuestAttributes, query path hostkeys/)."""
+        with self._lock:
+            self._guest_host_keys[(project, zone, name)] = tuple(keys)
 
     def remove_instance(self, project: str, zone: str, name: str) -> None:
         """Simulates an out-of-band deletion (spot preemption with action DELETE)."""
@@ -711,6 +722,7 @@ class GceDouble(Emulator[GceFault]):
             self._operations.clear()
             self._quota_limits.clear()
             self._capacity.clear()
+        self.billing.reset()
         self.faults.clear()
         self.log.clear()
 
@@ -965,6 +977,8 @@ class GceDouble(Emulator[GceFault]):
             ("POST", r"/zones/(?P<zone>[^/]+)/instances", "instances.insert"),
             ("GET", r"/zones/(?P<zone>[^/]+)/instances", "instances.list"),
             ("GET", r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "instances.get"),
+            ("GET", r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/getGuestAttributes",
+             "instances.getGuestAttributes"),
             ("DELETE", r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "instances.delete"),
             ("GET", r"/aggregated/instances", "instances.aggregatedList"),
             ("GET", r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)", "zoneOperations.get"),
@@ -993,6 +1007,10 @@ class GceDouble(Emulator[GceFault]):
     def _app(self, req: HttpRequest) -> HttpResponse:
         if req.path.startswith(ADMIN_PREFIX + "/"):
             return self._admin(req)
+        billed = self.billing.answer(req)  # the Cloud Billing Catalog's Compute Engine SKUs, same host
+        if billed is not None:
+            self.log.append(CallRecord("services.skus.list", None, billed.status, None))
+            return billed
         for verb, pattern, method in self._ROUTES:
             m = pattern.match(req.path)
             if m and verb == req.method:
@@ -1103,6 +1121,14 @@ class GceDouble(Emulator[GceFault]):
             if inst is None:
                 raise _not_found(f"projects/{project}/zones/{zone}/instances/{p['name']}")
             return 200, inst
+        if method == "instances.getGuestAttributes":
+            # As the guest agent publishes them (namespace hostkeys, one key per type); 404 before it has.
+            keys = self._guest_host_keys.get((project, zone, p["name"]))
+            if keys is None or (project, zone, p["name"]) not in self._instances:
+                raise _not_found(f"projects/{project}/zones/{zone}/instances/{p['name']}/guestAttributes")
+            items = [{"namespace": "hostkeys", "key": k.split()[0], "value": k.split()[1]} for k in keys]
+            return 200, {"kind": "compute#guestAttributes", "queryPath": "hostkeys/",
+                         "queryValue": {"items": items}}
         if method == "instances.list":
             items = [i for (pp, z, _), i in sorted(self._instances.items()) if pp == project and z == zone]
             return 200, self._page("compute#instanceList", project, f"zones/{zone}/instances", items, flt, q)

@@ -1,4 +1,8 @@
 """`check_tree`: is the committed tree what its inputs render to? If not, a unified diff and the reasons.
+And would its pods find nodes? Every pod's node constraints (nodeSelector, required node affinity: geosched's
+pins and the job's own) must admit at least one node of its cluster in the snapshot, matched on the labels
+the nodes carry (`geosched.kube.nodelabels.selectable`); a value no node carries is reported with the values
+they do carry.
 
 Renders in memory over the tree as it is (so decisions that did not change keep their provenance time, and a
 tree rendered with another `--at` is still up to date) and compares bytes; nothing on disk changes.
@@ -11,9 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from geosched.errors import one_line
+from geosched.gate import parse_yaml
 from geosched.gitops.explain import explain
-from geosched.gitops.plan import Placed
+from geosched.gitops.plan import CLUSTERS_DIR, Placed
 from geosched.gitops.render import Rendered, render_in_memory
+from geosched.kube import affinity, nodelabels
 
 
 @dataclass(frozen=True)
@@ -26,26 +33,60 @@ class CheckResult:
     """The reasons, job by job (see explain.py)."""
     diff: str
     """Unified diff, tree on disk (a/) -> rendered tree (b/)."""
+    unmatched: tuple[str, ...] = ()
+    """Pods of the rendered tree that no node of their cluster in the snapshot admits, with the reason."""
 
     @property
     def up_to_date(self) -> bool:
         return not self.written and not self.removed
 
+    @property
+    def passed(self) -> bool:
+        return self.up_to_date and not self.unmatched
+
     def report(self) -> str:
+        pins = ["no node of the snapshot admits these pods:", *(f"  {line}" for line in self.unmatched), ""] \
+            if self.unmatched else []
         if self.up_to_date:
-            return "the tree is up to date\n"
+            return "\n".join([*pins, "the tree is up to date", ""])
         head = [f"the tree is stale: {len(self.written)} file(s) to write, {len(self.removed)} to remove"]
         why = ["", "why:", *(f"  {line}" for line in self.why)] if self.why else []
-        return "\n".join([*head, *why, "", ""]) + self.diff
+        return "\n".join([*pins, *head, *why, "", ""]) + self.diff
 
 
 def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
                config: Path | None = None, at: datetime | None = None) -> CheckResult:
     rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at)
     changes = rendered.changes
+    unmatched = tuple(unmatched_pins(rendered))
     if changes.clean:
-        return CheckResult((), (), (), "")
-    return CheckResult(changes.written, changes.removed, tuple(reasons(rendered)), unified_diff(rendered))
+        return CheckResult((), (), (), "", unmatched)
+    return CheckResult(changes.written, changes.removed, tuple(reasons(rendered)), unified_diff(rendered), unmatched)
+
+
+def unmatched_pins(rendered: Rendered) -> list[str]:
+    """`<file>: <kind>/<name> <path>: <reason>` for each pod no node of its cluster in the snapshot admits."""
+    by_cluster: dict[str, list[dict[str, str]]] = {}
+    for node in rendered.inputs.fleet.nodes:
+        if node.cluster is not None:
+            by_cluster.setdefault(node.cluster, []).append(dict(nodelabels.selectable(node)))
+    out: list[str] = []
+    for path, text in sorted(rendered.tree.files.items()):
+        parts = path.split("/")
+        if len(parts) != 4 or parts[0] != CLUSTERS_DIR or not path.endswith(".yaml"):
+            continue
+        nodes = by_cluster.get(parts[1], [])
+        for obj in parse_yaml(text, path, stream=True):  # libyaml when present: a tree has many files
+            if not isinstance(obj, dict):
+                continue
+            for constraint in affinity.node_constraints(obj):
+                if not any(affinity.admits(labels, constraint) for labels in nodes):
+                    reason = affinity.why_none(constraint, nodes) if nodes else \
+                        f"the snapshot has no node of cluster {parts[1]}"
+                    name = (obj.get("metadata") or {}).get("name")
+                    # One line each, whatever the label values hold (they come from the inputs).
+                    out.append(one_line(f"{path}: {obj.get('kind')}/{name} {constraint.path}: {reason}"))
+    return out
 
 
 def reasons(rendered: Rendered) -> list[str]:

@@ -1,6 +1,7 @@
 """`geosched gitops render | check`: the typer sub-app. Parses arguments, calls the library, prints.
 
-Exit codes: 0 done / up to date; 1 `check` found the tree stale; 2 bad input (one line on stderr).
+Exit codes: 0 done / up to date; 1 `check` found the tree stale or pods no snapshot node admits; 2 bad input
+(one line on stderr).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 
 from geosched import render as console
 from geosched.errors import EXIT_BAD_INPUT, InputError
-from geosched.gitops.check import check_tree
+from geosched.gitops.check import check_tree, unmatched_pins
 from geosched.gitops.config import parse_time
 from geosched.gitops.render import render_tree
 
@@ -64,16 +65,19 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
         sys.stdout.write(f"unplaced {u.spec.key} ({u.spec.input.job.gpus} GPUs): {reason}\n")
     sys.stdout.write(f"{result.placed} placed, {len(result.unplaced)} unplaced; {len(changes.written)} written, "
                      f"{len(changes.removed)} removed, {changes.unchanged} unchanged\n")
+    for line in unmatched_pins(result):  # written anyway: the job's own constraint, which `check` fails on
+        sys.stderr.write(f"warning: no node of the snapshot admits {line}\n")
 
 
 @app.command("check")
 def check_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
               config: ConfigOpt = None, at: AtOpt = None) -> None:
-    """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to."""
+    """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to, or with the
+    pods no node of the snapshot admits (a pinned label value no node carries)."""
     with _bad_input():
         result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at))
     sys.stdout.write(result.report())
-    if not result.up_to_date:
+    if not result.passed:
         raise typer.Exit(1)
 
 

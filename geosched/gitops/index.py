@@ -15,13 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from geosched.documents import API_VERSION, score_to_dict
 from geosched.errors import InputError
-from geosched.gate import parse_yaml
+from geosched.gate import Kind, parse_yaml, read_text
 from geosched.gitops.load import TreeInputs
 from geosched.gitops.plan import Before, Outcome, Placed
 
@@ -147,3 +148,17 @@ def _entry(key: str, item: Mapping[str, Any]) -> Entry:
                  score=score if isinstance(score, dict) else {}, decision_sha256=text("decision_sha256"),
                  placed_at=stamp if stamp is not None and STAMP_RE.match(stamp) else None,
                  reasons=texts("reasons"))
+
+
+def placed_jobs(path: Path) -> dict[str, set[tuple[str, str]]]:
+    """The jobs a tree's index places, per cluster, as (namespace, name) (from each entry's file,
+    `clusters/<cluster>/<namespace>/<job>.yaml`). Strict, unlike `parse_index`: what this says is used."""
+    text = read_text(path, Kind.INDEX)
+    if parse_index(text) == Index() and text.strip():
+        raise InputError(str(path), "kind", f"not a {KIND} written by `geosched gitops render`")
+    out: dict[str, set[tuple[str, str]]] = {}
+    for entry in parse_index(text).entries.values():
+        parts = (entry.file or "").split("/")
+        if entry.cluster is not None and len(parts) == 4 and parts[3].endswith(".yaml"):
+            out.setdefault(entry.cluster, set()).add((parts[2], parts[3].removesuffix(".yaml")))
+    return out

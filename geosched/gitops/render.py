@@ -16,7 +16,7 @@ from geosched.errors import InputError
 from geosched.gitops import files
 from geosched.gitops.config import EPOCH
 from geosched.gitops.index import INDEX, Index, parse_index
-from geosched.gitops.load import load_inputs
+from geosched.gitops.load import TreeInputs, load_inputs
 from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
 from geosched.gitops.tree import Tree, build_tree
 
@@ -26,6 +26,7 @@ class Rendered:
     """A tree rendered in memory beside what the output directory holds now."""
 
     tree: Tree
+    inputs: TreeInputs
     existing: dict[str, bytes]
     previous: Index
     changes: files.Changes
@@ -48,7 +49,7 @@ def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, 
     previous = parse_index(existing.get(INDEX, b"").decode("utf-8", errors="replace"))
     when = at or inputs.config.at or EPOCH
     tree = build_tree(inputs, plan(inputs, previous.before()), previous, when)
-    return Rendered(tree, existing, previous, files.compare(tree.files, on_disk))
+    return Rendered(tree, inputs, existing, previous, files.compare(tree.files, on_disk))
 
 
 def _apart(jobs_dir: Path, out_dir: Path) -> None:

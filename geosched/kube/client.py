@@ -74,10 +74,7 @@ def connect(context: str | None, kubeconfig: Path | None = None, *, in_cluster: 
 
     persist_config=False: refreshed credentials are never written back into the user's kubeconfig.
     """
-    # type.__call__, as new_client_from_config does: older clients' Configuration() copies a process-wide default,
-    # which could carry another cluster's credentials.
-    configuration: kubernetes.client.Configuration = type.__call__(kubernetes.client.Configuration)
-    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
+    configuration = _configuration()
     if in_cluster:
         kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return ApiClient(configuration)
@@ -88,6 +85,24 @@ def connect(context: str | None, kubeconfig: Path | None = None, *, in_cluster: 
     except kubernetes.config.ConfigException as exc:
         raise InputError(kubeconfig_files(kubeconfig), f"context {context}", _first_line(exc)) from None
     return cast(ApiClient, client)
+
+
+def connect_config(config: Mapping[str, Any], source: str) -> ApiClient:
+    """An ApiClient for the current context of a kubeconfig held in memory (a MultiKueueCluster's Secret)."""
+    try:
+        client = kubernetes.config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
+            config_dict=dict(config), persist_config=False, client_configuration=_configuration())
+    except (kubernetes.config.ConfigException, KeyError, TypeError, ValueError) as exc:
+        raise InputError(source, "kubeconfig", _first_line(exc)) from None
+    return cast(ApiClient, client)
+
+
+def _configuration() -> kubernetes.client.Configuration:
+    # type.__call__, as new_client_from_config does: older clients' Configuration() copies a process-wide default,
+    # which could carry another cluster's credentials.
+    configuration: kubernetes.client.Configuration = type.__call__(kubernetes.client.Configuration)
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
+    return configuration
 
 
 # --- errors ---------------------------------------------------------------------------------------

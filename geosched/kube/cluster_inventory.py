@@ -26,7 +26,7 @@ one identity.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cache
@@ -34,16 +34,21 @@ from pathlib import Path
 from statistics import median
 
 from geosched import catalog, netmodel
-from geosched.errors import InputError
+from geosched.errors import GeoschedError, InputError
 from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_files, list_contexts
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
+from geosched.kube.keys import AWS_ZONE_ID, JOB_LABEL
 from geosched.models import Fleet, NetworkView, Node, Region, Rejection, Zone, region_key
 
 DEFAULT_GRID_GCO2E_PER_KWH = 480.0
 DEFAULT_PUE = 1.58
 # Bound pods that are not finished: the only ones holding GPUs (the same rule as inventory.gpus_in_use).
 LIVE_BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+JobRef = tuple[str, str]
+"""A job geosched rendered, as (namespace, name): its pods carry `geosched.io/job: <name>`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +141,30 @@ def read_clusters(refs: Sequence[ClusterRef], kubeconfig: Path | None = None, *,
 
 
 def load(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
-         clusters: Mapping[str, ClusterConfig] | None = None, launched: Sequence[Node] = ()) -> FleetView:
-    """The live fleet over every candidate cluster that answered."""
+         clusters: Mapping[str, ClusterConfig] | None = None, launched: Sequence[Node] = (),
+         released: Mapping[str, Collection[JobRef]] | None = None) -> FleetView:
+    """The live fleet over every candidate cluster that answered; GPUs held by the pods of `released` jobs
+    (per cluster) count as free (see `release`)."""
     refs = candidates(kubeconfig, contexts, clusters)
     readings, unreachable = read_clusters(refs, kubeconfig)
+    if released:
+        readings = [release(r, released.get(r.cluster, ())) for r in readings]
     view = build_fleet(readings, launched)
     return replace(view, unreachable=tuple(unreachable))
+
+
+def release(reading: ClusterReading, jobs: Collection[JobRef]) -> ClusterReading:
+    """The reading without the pods of `jobs`: the GPUs they hold count as free. A GitOps tree's snapshot is what
+    its own jobs may use, so taken while they run it must not show their GPUs as someone else's."""
+    wanted = set(jobs)
+    if not wanted:
+        return reading
+
+    def own(pod: Json) -> bool:
+        meta = pod.get("metadata") or {}
+        return (meta.get("namespace"), (meta.get("labels") or {}).get(JOB_LABEL)) in wanted
+
+    return replace(reading, pods=tuple(p for p in reading.pods if not own(p)))
 
 
 # --- building the fleet (pure) --------------------------------------------------------------------
@@ -186,6 +209,12 @@ def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], lis
     for gpu, count in sorted(estimated.items()):
         assumptions.append(f"{count} {gpu} node(s) without a catalog price: priced at the catalog's median "
                            f"$/GPU-hour for {gpu}")
+    by_name = sorted({n.zone for n in kept if n.provider == "aws" and AWS_ZONE_ID not in n.labels})
+    if by_name:
+        # Which ID a zone name stands for differs per account: not guessed, so these zones stay apart from the
+        # catalog's and the measured network's zone IDs.
+        assumptions.append(f"AWS zone(s) {', '.join(by_name)} named by nodes without {AWS_ZONE_ID} (EKS before "
+                           "1.30): keyed by name, so no catalog price or zone-ID measurement applies to them")
     fleet = Fleet(regions=regions, zones=zones, nodes=tuple(kept), gpu_power=catalog.gpu_power())
     return fleet, skipped, assumptions
 
@@ -233,10 +262,31 @@ def _unique_names(nodes: Sequence[Node]) -> list[Node]:
 
 
 def network_for(fleet: Fleet, measured: NetworkView | None = None) -> NetworkView:
-    """The network a live fleet is placed on: the shipped model (`geosched.netmodel`) for every zone pair it
-    knows, overridden by measured zone links; measured node links as they are."""
+    """The network a live fleet is placed on: the shipped model (`geosched.netmodel`, links with `samples: 0`)
+    for every zone pair it knows, overridden by measured zone links; measured node links as they are. Only links
+    between the fleet's own zones and nodes: a snapshot names nothing the fleet does not hold."""
     links = netmodel.zone_links(fleet.zones.values())
     if measured is None:
         return NetworkView(zone_links=links)
-    links.update(measured.zone_links)
-    return NetworkView(zone_links=links, node_links=measured.node_links, stale_after_s=measured.stale_after_s)
+    links.update((pair, link) for pair, link in measured.zone_links.items()
+                 if pair[0] in fleet.zones and pair[1] in fleet.zones)
+    names = fleet.by_name
+    node_links = {pair: link for pair, link in measured.node_links.items() if pair[0] in names and pair[1] in names}
+    return NetworkView(zone_links=links, node_links=node_links, stale_after_s=measured.stale_after_s)
+
+
+class ClustersUnreachable(GeoschedError):
+    """A snapshot without a cluster would move every job off it: refused rather than written."""
+
+
+def snapshot(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
+             clusters: Mapping[str, ClusterConfig] | None = None, measured: NetworkView | None = None,
+             released: Mapping[str, Collection[JobRef]] | None = None) -> tuple[FleetView, NetworkView]:
+    """The live fleet of every candidate cluster and the network it is placed on, as the files a GitOps tree
+    renders from (`geosched snapshot export --from-clusters`): the same reading `submit` places on."""
+    view = load(kubeconfig, contexts, clusters, released=released)
+    if view.unreachable:
+        names = "; ".join(f"{u.cluster} (context {u.context}): {u.reason}" for u in view.unreachable)
+        raise ClustersUnreachable(f"cannot read {names}; nothing written (a snapshot without a cluster would "
+                                  "move its jobs away; leave it out with --context)")
+    return view, network_for(view.fleet, measured)

@@ -5,7 +5,8 @@ the caller lists nodes and pods and hands them in, as dicts or kubernetes client
   `topology.k8s.aws/zone-id` when present, since the fleet names AWS zones by ID (zone names differ per
   account); instance type from `node.kubernetes.io/instance-type`;
 - GPU model: the catalog's offering for (provider, instance type, zone) if there is one, else the
-  `nvidia.com/gpu.product` label;
+  `nvidia.com/gpu.product` label (GPU feature discovery), else GKE's `cloud.google.com/gke-accelerator`
+  (GKE's own driver installer runs no GPU feature discovery);
 - GPUs: allocatable `nvidia.com/gpu`; free = allocatable minus what bound, non-terminated pods ask for;
 - cordoned (spec.unschedulable) or NotReady nodes stay in the fleet with state NOT_READY and no free GPU, so
   the node keeps its identity while policies pass it over; nodes without GPUs, or without zone labels or a
@@ -26,9 +27,10 @@ from datetime import date, datetime
 from typing import Any
 
 from geosched import catalog
+from geosched.gpus import model_from_gke_accelerator, model_from_product
 from geosched.kube import keys
-from geosched.kube.gpus import model_from_product, whole_count
 from geosched.kube.objpath import At
+from geosched.kube.quantity import whole_count
 from geosched.models import Node, NodeState, Offering, Rejection
 
 PROVIDERS = {"aws": "aws", "gce": "gcp"}
@@ -95,10 +97,12 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
     instance_type = labels.get(keys.INSTANCE_TYPE, "custom")
     offer = (offers if offers is not None else catalog.offering_index()).get((provider, instance_type, zone))
     product = labels.get(keys.GPU_PRODUCT)
-    gpu = offer.gpu if offer is not None else (model_from_product(product) if product else None)
+    accelerator = labels.get(keys.GKE_ACCELERATOR)
+    gpu = offer.gpu if offer is not None else ((model_from_product(product) if product else None)
+                                               or (model_from_gke_accelerator(accelerator) if accelerator else None))
     if gpu is None:
         return Rejection(name, f"unknown GPU model (no catalog offering for {provider} {instance_type} in {zone}, "
-                         f"{keys.GPU_PRODUCT}={product or '(none)'})")
+                         f"{keys.GPU_PRODUCT}={product or '(none)'}, {keys.GKE_ACCELERATOR}={accelerator or '(none)'})")
     ready = _ready(root) and root.dig("spec", "unschedulable").value is not True
     return Node(
         name=name,

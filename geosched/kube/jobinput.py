@@ -27,9 +27,10 @@ from geosched.documents import API_VERSION, NAME_RE, parse_job
 from geosched.errors import InputError
 from geosched.fields import describe
 from geosched.gate import Kind, parse_yaml, read_text
+from geosched.gpus import model_from_product
 from geosched.kube import keys
-from geosched.kube.gpus import model_from_product, whole_count
 from geosched.kube.objpath import At
+from geosched.kube.quantity import whole_count
 from geosched.models import Job
 
 PathKey = str | int
@@ -187,6 +188,22 @@ def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
         JobKind.PYTORCHJOB: _pytorchjob,
         JobKind.TRAINJOB: _trainjob,
     }[kind](spec)
+    job = _gang(name, namespace or "default", templates, spec, known)
+    pod_sets = tuple(PodSet(t.path, t.pods, t.gpus) for t in templates)
+    assert isinstance(root.value, Mapping)
+    return JobInput(kind, job, root.source, root.value, pod_sets, namespace)
+
+
+def pod_templates_gang(name: str, namespace: str, templates: Sequence[tuple[At, int]], where: At,
+                       known: set[str] | None = None) -> Job:
+    """The gang of `(pod template, pods)` pairs, by the same rules as a job object's templates (a Kueue
+    Workload's podSets, for the MultiKueue dispatcher). `where` is named when no template asks for GPUs."""
+    known = known if known is not None else catalog.gpu_models()
+    read = [_template(t, (), pods) for t, pods in templates]
+    return _gang(name, namespace, read, where, known)
+
+
+def _gang(name: str, namespace: str, templates: Sequence[_Template], spec: At, known: set[str]) -> Job:
     workers = [t for t in templates if t.gpus > 0]
     if not workers:
         raise spec.error(f"no pod asks for GPUs (set resources.limits[\"{keys.GPU}\"] on the workers)")
@@ -196,9 +213,9 @@ def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
     if len(sizes) > 1:
         detail = ", ".join(f"{t.where.path}: {t.gpus}" for t in workers)
         raise workers[-1].where.error(f"all GPU pods of a gang must ask for the same number of GPUs ({detail})")
-    job = Job(
+    return Job(
         name=name,
-        namespace=namespace or "default",
+        namespace=namespace,
         image=next((t.image for t in workers if t.image), None),
         workers=sum(t.pods for t in workers),
         gpus_per_worker=sizes.pop(),
@@ -206,9 +223,6 @@ def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
         zones=_common(templates, "zones"),
         regions=_common(templates, "regions"),
     )
-    pod_sets = tuple(PodSet(t.path, t.pods, t.gpus) for t in templates)
-    assert isinstance(root.value, Mapping)
-    return JobInput(kind, job, root.source, root.value, pod_sets, namespace)
 
 
 def _batch_job(spec: At) -> list[_Template]:

@@ -6,16 +6,17 @@ The user's own object comes back with the placement added; nothing else of it ch
   `topology.kubernetes.io/region` when the gang sits in one region, on `nvidia.com/gpu.product` when the
   placed nodes' product labels are known, and on `kubernetes.io/hostname` when the cluster pins hosts;
 - the backend's handoff (Kueue, coscheduling, Volcano; see backends/);
-- provenance annotations under `geosched.io/`;
+- provenance annotations under `geosched.io/`, and the `geosched.io/job` label on the object and its pods;
 - a Karmada PropagationPolicy when the cluster sits behind Karmada.
 
 Host pinning is per gang, not per worker: one pod template serves every worker of an Indexed Job, so the
 template admits the set of placed hosts and GPU capacity spreads the workers over them; the exact
 node=workers split is recorded in the `geosched.io/assignments` annotation.
 
-Label values come from the nodes when the caller passes them (`RenderOptions.nodes`), since a fleet's zone
-identity may differ from the zone label (AWS: zone IDs in the fleet, zone names on nodes), and a node's
-name from its hostname label. Without nodes, the placement's names are used as they are.
+Label values come from the placed nodes' own labels (`RenderOptions.nodes`), never from geosched's names: a
+fleet's zone identity differs from the zone label on AWS (zone IDs in the fleet, zone names, which differ per
+account, on nodes), and a node's name from its hostname label. An AWS node whose zone label is unknown is an
+error, not a guess. Without nodes (a caller that has none), the placement's names are used as they are.
 
 Same inputs give byte-identical output through `to_yaml` (sorted keys).
 """
@@ -32,7 +33,7 @@ import yaml
 
 from geosched.documents import job_to_dict, placement_to_dict
 from geosched.errors import InputError
-from geosched.kube import affinity, karmada, keys, provenance
+from geosched.kube import affinity, karmada, keys, nodelabels, provenance
 from geosched.kube.backends import handoff
 from geosched.kube.backends import kueue as kueue_backend
 from geosched.kube.backends.base import Gang, Handoff
@@ -87,7 +88,7 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
                 gpus=job.job.gpus, zones=placement.zones, regions=placement.regions)
     plan = handoff(gang, cluster)
 
-    _apply_pods(obj, kind, pod_sets, plan, constraints, cluster, job.source)
+    _apply_pods(obj, kind, pod_sets, plan, constraints, cluster, job)
     _apply_object(obj, kind, plan)
 
     digest = provenance.inputs_digest({
@@ -129,26 +130,30 @@ def to_yaml(manifests: Iterable[Mapping[str, Any]]) -> str:
 
 
 def constraints_for(placement: Placement, nodes: Mapping[str, Node]) -> Constraints:
-    in_zones = [n for n in nodes.values() if n.zone in placement.zones]
-    zone_values = sorted({n.labels.get(keys.ZONE, n.zone) for n in in_zones} |
-                         {z for z in placement.zones if not any(n.zone == z for n in in_zones)})
-    region: str | None = None
-    if len(placement.regions) == 1:
-        names = {n.labels.get(keys.REGION, n.region) for n in in_zones}
-        # Region keys are provider:region; the label holds the bare region.
-        region = names.pop() if len(names) == 1 else placement.regions[0].split(":", 1)[-1]
-    hosts = sorted({_hostname(a.node, nodes) for a in placement.assignments})
-    placed = [nodes[a.node] for a in placement.assignments if a.node in nodes]
-    products = sorted({n.labels[keys.GPU_PRODUCT] for n in placed if keys.GPU_PRODUCT in n.labels})
+    """The label values of the placed nodes themselves (`nodelabels.selectable`), so every value pinned is one
+    that nodes of the target cluster carry. Without nodes, the placement's names as they are."""
+    if not nodes:
+        region = placement.regions[0].split(":", 1)[-1] if len(placement.regions) == 1 else None
+        return Constraints(placement.zones, region, tuple(sorted({a.node for a in placement.assignments})), ())
+    missing = sorted({a.node for a in placement.assignments} - set(nodes))
+    if missing:
+        raise InputError("placement", "assignments", f"node {missing[0]} is not in the fleet rendered from")
+    placed = [nodes[a.node] for a in placement.assignments]
+    labels = [nodelabels.selectable(n) for n in placed]
+    for node, own in zip(placed, labels, strict=True):
+        if keys.ZONE not in own:
+            raise InputError(f"node {node.name}", "labels", f"no {keys.ZONE} label: the gang cannot be held in "
+                             f"zone {node.zone} (an AWS zone's name differs per account; take the snapshot from the "
+                             "clusters with `geosched snapshot export --from-clusters`, or add the label)")
+    zones = sorted({own[keys.ZONE] for own in labels})
+    regions = {own[keys.REGION] for own in labels}
+    region = regions.pop() if len(placement.regions) == 1 and len(regions) == 1 else None
+    hosts = sorted({own[keys.HOSTNAME] for own in labels})
     # A product is known only if every placed node says it; otherwise constraining would exclude the others.
-    if len(placed) != len(placement.assignments) or any(keys.GPU_PRODUCT not in n.labels for n in placed):
+    products = sorted({own[keys.GPU_PRODUCT] for own in labels if keys.GPU_PRODUCT in own})
+    if any(keys.GPU_PRODUCT not in own for own in labels):
         products = []
-    return Constraints(tuple(zone_values), region, tuple(hosts), tuple(products))
-
-
-def _hostname(node: str, nodes: Mapping[str, Node]) -> str:
-    record = nodes.get(node)
-    return record.labels.get(keys.HOSTNAME, node) if record is not None else node
+    return Constraints(tuple(zones), region, tuple(hosts), tuple(products))
 
 
 def _check(job: JobInput, placement: Placement, cluster: ClusterConfig) -> None:
@@ -164,15 +169,17 @@ def _check(job: JobInput, placement: Placement, cluster: ClusterConfig) -> None:
 
 
 def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], plan: Handoff,
-                constraints: Constraints, cluster: ClusterConfig, source: str) -> None:
+                constraints: Constraints, cluster: ClusterConfig, job: JobInput) -> None:
     if kind is JobKind.TRAINJOB:
-        _apply_trainjob(obj, plan, constraints, cluster, source)
+        _apply_trainjob(obj, plan, constraints, cluster, job.source)
         return
     for pod_set in pod_sets:
         assert pod_set.path is not None, "only a TrainJob has pods without a template"
         template = _resolve(obj, pod_set.path)
         meta = template.setdefault("metadata", {})
-        _merge(meta, "labels", plan.pod_labels)
+        # The job's label on its pods too, so the GPUs they hold can be told from others' (`snapshot export
+        # --from-clusters --placements`: a GitOps tree's own jobs do not compete with themselves).
+        _merge(meta, "labels", {keys.JOB_LABEL: job.name, **plan.pod_labels})
         _merge(meta, "annotations", plan.pod_annotations)
         spec = template["spec"]
         if plan.scheduler_name is not None:

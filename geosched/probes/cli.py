@@ -6,24 +6,57 @@ when a command runs, so the root `--home` option is honoured.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
+import asyncssh
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from geosched import render
 from geosched.errors import InputError
-from geosched.inventory import load_inventory
+from geosched.inventory import SshTarget, load_inventory
 from geosched.options import finite
 from geosched.probes import exports, service
 from geosched.probes.aggregate import NodeScope
 from geosched.probes.engine import PlanOptions
+from geosched.probes.hostkeys import KNOWN_HOSTS_NAME, HostKeys
 from geosched.probes.results import report_to_dict
 from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod, parse_kinds
+from geosched.providers import journal, registry
+from geosched.providers.config import DEFAULT_SSH_USER, ENV_SSH_USER, from_env
+from geosched.providers.lifecycle import ProbeTargets, probe_targets, reported_host_keys
 from geosched.store import Store
+
+
+def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTargets:
+    """The store's machines as probe targets, reached as `provision` set them up (GEOSCHED_SSH_USER). Machines
+    geosched launched get their host keys pinned as their cloud reports them (EC2 console output, GCE guest
+    attributes), so they are verified without trusting the network on first use."""
+    found = probe_targets(store, gang, os.environ.get(ENV_SSH_USER) or DEFAULT_SSH_USER, key)
+    if not found.unpinned:
+        return found
+    rows = {r.name: r.provider for r in journal.instances(store, states=("launched",))}
+    wanted = [n for n in found.unpinned if rows.get(n) in registry.CLOUDS]
+    if not wanted:
+        return found
+    providers = registry.build(sorted({rows[n] for n in wanted}), from_env(os.environ, store.home))
+    keys, errors = reported_host_keys(store, providers, wanted)
+    for line in errors:
+        render.err.print(line, markup=False, highlight=False, soft_wrap=True)
+    pinned = HostKeys(store.home / KNOWN_HOSTS_NAME)
+    by_name = {t.name: t for t in found.probe}
+    for name, lines in keys.items():
+        for text in lines:
+            try:
+                pinned.pin(by_name[name], asyncssh.import_public_key(text))
+            except (asyncssh.KeyImportError, ValueError):
+                render.err.print(f"{name}: the cloud reported an unreadable host key", markup=False)
+    return replace(found, unpinned=tuple(n for n in found.unpinned if n not in keys))
 
 DEFAULTS = ProbeSettings()
 
@@ -65,6 +98,11 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
     @app.command("run")
     def run_cmd(
         inventory: InventoryOpt = None,
+        gang: Annotated[str | None, typer.Option(help="Probe this provisioned gang's machines (from the store).")]
+        = None,
+        key: Annotated[Path | None, typer.Option(help="Private key for machines geosched launched (default: the "
+                                                 "SSH agent and ~/.ssh keys, as provision installs ~/.ssh/*.pub).")]
+        = None,
         plan: Annotated[PlanKind, typer.Option(help="full mesh, sampled (O(N + Z^2)), or auto by fleet size.")]
         = PlanKind.AUTO,
         kinds: Annotated[str, typer.Option(help="Comma-separated: rtt, loss, throughput.")] = "rtt,loss,throughput",
@@ -91,10 +129,25 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
                                                       "pair).")] = NodeScope.ALL,
         output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
     ) -> None:
-        """Probe the inventory's nodes and add the measurements to the store."""
-        if inventory is None:
-            raise InputError("--inventory", "", "required: the inventory file of the nodes to probe")
-        inv = load_inventory(inventory)
+        """Probe nodes and add the measurements to the store: an inventory file's, or (without --inventory) the
+        machines the store knows: kept inventories and provisioned gangs that are up (`--gang` for one)."""
+        if inventory is not None and gang is not None:
+            raise InputError("--gang", "", "give either --inventory or --gang, not both")
+        jumps: tuple[SshTarget, ...] = ()
+        if inventory is not None:
+            targets = load_inventory(inventory).targets
+        else:
+            with store_factory() as store:
+                found = store_targets(store, gang, key)
+            targets, jumps = found.probe, found.jumps
+            if not targets:
+                why = (f"no machines of gang {gang!r} are up in the store" if gang else
+                       "the store knows no machines: pass --inventory, or provision first")
+                raise InputError("--gang" if gang else "--inventory", "", why)
+            if found.unpinned and not trust_on_first_use:
+                render.err.print(f"{len(found.unpinned)} machine(s) have no pinned host key "
+                                 f"({', '.join(found.unpinned[:5])}): they are reached only if known_hosts has "
+                                 "them, or with --trust-on-first-use", markup=False, highlight=False, soft_wrap=True)
         try:
             chosen = parse_kinds(kinds)
         except ValueError as exc:
@@ -109,8 +162,8 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         options = PlanOptions(kind=plan, run=-1 if run_number is None else run_number, per_zone_pair=per_zone_pair)
         progress = RichProgress()
         with store_factory() as store, progress.bar:
-            outcome = service.run(store, inv.targets, settings, options, known_hosts=known_hosts,
-                                  progress=progress, node_scope=node_links)
+            outcome = service.run(store, targets, settings, options, known_hosts=known_hosts,
+                                  progress=progress, node_scope=node_links, jumps=jumps)
         report = outcome.report
         if output is Output.json:
             doc = report_to_dict(report)

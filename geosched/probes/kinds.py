@@ -53,7 +53,7 @@ async def measure_echo(remote: Remote, src: SshTarget, dst: SshTarget, settings:
 async def _ping(remote: Remote, src: SshTarget, dst: SshTarget, settings: ProbeSettings) -> EchoRun:
     interval = settings.ping_interval_s
     for _ in range(2):
-        argv = commands.ping(dst.address, settings.ping_count, interval, settings.ping_reply_timeout_s)
+        argv = commands.ping(dst.peer, settings.ping_count, interval, settings.ping_reply_timeout_s)
         # ping ends itself by its -w deadline; the command timeout only catches a stuck channel.
         budget = settings.ping_count * interval + settings.ping_reply_timeout_s + 1
         done = await remote.run(src.name, argv, budget + COMMAND_SLACK_S)
@@ -69,7 +69,7 @@ async def _ping(remote: Remote, src: SshTarget, dst: SshTarget, settings: ProbeS
 
 
 async def _tcp(remote: Remote, src: SshTarget, dst: SshTarget, settings: ProbeSettings) -> EchoRun:
-    argv = commands.tcp_rtt(dst.address, dst.port, settings.ping_count, settings.ping_interval_s,
+    argv = commands.tcp_rtt(dst.peer, dst.port, settings.ping_count, settings.ping_interval_s,
                             settings.ping_reply_timeout_s)
     budget = settings.ping_count * (settings.ping_interval_s + settings.ping_reply_timeout_s)
     done = await remote.run(src.name, argv, budget + COMMAND_SLACK_S)
@@ -124,7 +124,7 @@ async def _listening(server: RemoteProcess, settings: ProbeSettings) -> bool:
 
 
 async def _client(remote: Remote, src: SshTarget, dst: SshTarget, port: int, settings: ProbeSettings) -> IperfRun:
-    argv = commands.iperf_client(dst.address, port, settings.throughput_seconds, settings.throughput_omit_s,
+    argv = commands.iperf_client(dst.peer, port, settings.throughput_seconds, settings.throughput_omit_s,
                                  settings.connect_timeout_s)
     done = await remote.run(src.name, argv, settings.throughput_budget_s + COMMAND_SLACK_S)
     try:

@@ -41,8 +41,10 @@ class RunOutcome:
 
 async def run_async(store: Store, targets: Sequence[SshTarget], settings: ProbeSettings,
                     options: PlanOptions | None = None, *, known_hosts: Sequence[Path] | None = None,
-                    progress: Progress | None = None, node_scope: NodeScope = NodeScope.ALL) -> RunOutcome:
-    """Probe the targets, add the samples to the store, and return what happened.
+                    progress: Progress | None = None, node_scope: NodeScope = NodeScope.ALL,
+                    jumps: Sequence[SshTarget] = ()) -> RunOutcome:
+    """Probe the targets, add the samples to the store, and return what happened. `jumps` are jump hosts
+    (`proxy_jump`) the targets are reached through, not measured themselves.
 
     `options.run` < 0 takes the next run number from the store's home, so the sampled plan rotates.
     """
@@ -52,7 +54,7 @@ async def run_async(store: Store, targets: Sequence[SshTarget], settings: ProbeS
         options = replace(options, run=next_run(store.home))
     hostkeys = HostKeys(store.home / KNOWN_HOSTS_NAME,
                         default_user_files() if known_hosts is None else list(known_hosts))
-    async with SshPool(targets, hostkeys, settings) as pool:
+    async with SshPool([*targets, *jumps], hostkeys, settings) as pool:
         report = await run_probes(pool, targets, settings, options, progress)
     zone_of = {t.name: t.zone for t in targets}
     nodes, zones = to_samples(report, zone_of, report.started_at, prior=store.network_view(),
@@ -64,9 +66,9 @@ async def run_async(store: Store, targets: Sequence[SshTarget], settings: ProbeS
 
 def run(store: Store, targets: Sequence[SshTarget], settings: ProbeSettings, options: PlanOptions | None = None,
         *, known_hosts: Sequence[Path] | None = None, progress: Progress | None = None,
-        node_scope: NodeScope = NodeScope.ALL) -> RunOutcome:
+        node_scope: NodeScope = NodeScope.ALL, jumps: Sequence[SshTarget] = ()) -> RunOutcome:
     return asyncio.run(run_async(store, targets, settings, options, known_hosts=known_hosts, progress=progress,
-                                 node_scope=node_scope))
+                                 node_scope=node_scope, jumps=jumps))
 
 
 def _raise_fd_limit(wanted: int) -> None:

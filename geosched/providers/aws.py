@@ -13,7 +13,11 @@ errors to the taxonomy and `retry.py` decides what to retry.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import json
+import math
 import re
 import threading
 import time
@@ -297,7 +301,62 @@ def instance_from(raw: Mapping[str, Any], region: str, zone_ids: Mapping[str, st
         addresses=addresses,
         pricing=Pricing.SPOT if raw.get("InstanceLifecycle") == "spot" else Pricing.ON_DEMAND,
         launched_at=_timestamp(raw.get("LaunchTime")),
+        ended_at=transition_time(str(raw.get("StateTransitionReason") or "")),
     )
+
+
+# cloud-init's cc_keys_to_console writes the machine's public host keys between these lines at first boot.
+_KEYS_BLOCK_RE = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----\r?\n(.*?)-----END SSH HOST KEY KEYS-----", re.S)
+_KEY_LINE_RE = re.compile(r"^(ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|ssh-rsa) ([A-Za-z0-9+/=]+)")
+
+
+def console_host_keys(console: str) -> tuple[str, ...]:
+    """The key lines of cloud-init's host key block in a console output (comments dropped)."""
+    block = _KEYS_BLOCK_RE.search(console)
+    if block is None:
+        return ()
+    keys = (_KEY_LINE_RE.match(line.strip()) for line in block.group(1).splitlines())
+    return tuple(f"{m.group(1)} {m.group(2)}" for m in keys if m)
+
+
+# The Price List API is served from us-east-1 (also eu-central-1, ap-south-1) and lists every region's prices.
+PRICE_LIST_REGION = "us-east-1"
+
+
+def ondemand_from_price_list(item: str | Mapping[str, Any]) -> tuple[float, float] | None:
+    """(USD per hour, effective date) of one GetProducts entry (a JSON string, aws_v1: `terms.OnDemand.<term>.
+    priceDimensions.<rate>.pricePerUnit.USD` in unit "Hrs"); None for anything else."""
+    try:
+        doc = json.loads(item) if isinstance(item, str) else item
+        for term in (doc.get("terms", {}).get("OnDemand") or {}).values():
+            valid_from = _iso(str(term.get("effectiveDate", "")))
+            for dim in (term.get("priceDimensions") or {}).values():
+                if dim.get("unit") == "Hrs":
+                    usd = float(dim["pricePerUnit"]["USD"])
+                    if usd > 0 and math.isfinite(usd):
+                        return usd, valid_from if valid_from is not None else time.time()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
+def _iso(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+# EC2's StateTransitionReason carries the time of the last state change, e.g. "User initiated (2015-11-20
+# 20:28:59 GMT)" (DescribeInstances, Instance.StateTransitionReason; moto writes "... UTC").
+_TRANSITION_RE = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+def transition_time(reason: str) -> float | None:
+    match = _TRANSITION_RE.search(reason)
+    if match is None:
+        return None
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
 
 
 def _timestamp(value: Any) -> float | None:
@@ -457,8 +516,9 @@ class AwsProvider:
         return tuple(sorted(out, key=lambda o: (o.zone, o.instance_type)))
 
     def prices(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[PriceObservation, ...]:
-        """Spot prices from DescribeSpotPriceHistory (valid from their own timestamps); EC2 has no on-demand
-        price API, so on-demand prices are the shipped catalog's, observed now."""
+        """Spot prices from DescribeSpotPriceHistory and on-demand prices from the Price List API (GetProducts),
+        each valid from its own time (the spot price's timestamp, the on-demand term's effective date). A price
+        nobody observed is not recorded: the shipped catalog stays the fallback, shown as such."""
         if not instance_types:
             return ()
         zone_ids = self._zone_map(region, budget)
@@ -472,14 +532,44 @@ class AwsProvider:
             key = (str(h["InstanceType"]), zone)
             if key not in latest or at > latest[key][0]:
                 latest[key] = (at, float(h["SpotPrice"]))
-        now = time.time()
         out = [PriceObservation(NAME, t, region, z, Pricing.SPOT, price, at, "aws:spot-price-history")
                for (t, z), (at, price) in sorted(latest.items())]
-        for o in catalog.offerings():
-            if o.provider == NAME and o.region == region and o.instance_type in instance_types and o.price_ondemand:
-                out.append(PriceObservation(NAME, o.instance_type, region, o.zone, Pricing.ON_DEMAND,
-                                            o.price_ondemand, now, "catalog"))
+        zones = sorted(set(zone_ids.values()))
+        for instance_type in instance_types:
+            found = self.ondemand_price(region, instance_type, budget)
+            if found is not None:
+                # One price per region: the on-demand rate is the same in every zone of it.
+                out += [PriceObservation(NAME, instance_type, region, z, Pricing.ON_DEMAND, found[0], found[1],
+                                         "aws:price-list") for z in zones]
         return tuple(out)
+
+    def host_keys(self, instance: Instance, budget: Budget) -> tuple[str, ...]:
+        """The host keys cloud-init prints to the console at boot (GetConsoleOutput, base64)."""
+        ec2 = self._client("ec2", instance.region, budget)
+        answer = self._call(budget, lambda: ec2.get_console_output(InstanceId=instance.provider_id))
+        text = answer.get("Output") or ""
+        with contextlib.suppress(ValueError, binascii.Error):  # EC2 sends base64; some SDKs decode it already
+            text = base64.b64decode(text, validate=True).decode("utf-8", "replace")
+        return console_host_keys(text)
+
+    def ondemand_price(self, region: str, instance_type: str, budget: Budget) -> tuple[float, float] | None:
+        """(USD per hour, valid from) of on-demand Linux, shared tenancy, from the Price List API (served in
+        us-east-1 for every region). None when it lists no such product or cannot be read (no
+        pricing:GetProducts permission, say): the shipped catalog's price then stands, marked as shipped."""
+        client = self._client("pricing", PRICE_LIST_REGION, budget)
+        filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in (
+            ("instanceType", instance_type), ("regionCode", region), ("operatingSystem", "Linux"),
+            ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
+        try:
+            answer = self._call(budget, lambda: client.get_products(ServiceCode="AmazonEC2", Filters=filters,
+                                                                    FormatVersion="aws_v1", MaxResults=10))
+        except ProviderError:
+            return None
+        for item in answer.get("PriceList", []):
+            price = ondemand_from_price_list(item)
+            if price is not None:
+                return price
+        return None
 
     def check_quota(self, spec: LaunchSpec, budget: Budget) -> QuotaCheck:
         """The family's Service Quotas vCPU limit minus the vCPUs running and pending instances of the same

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
 from geosched.errors import GeoschedError
+from geosched.inventory import Inventory
 from geosched.models import Offering, Pricing, Region
 
 # Tags (AWS) / labels (GCP) / lease fields (SSH) that tie a machine to the store. Lower case with dashes so
@@ -31,6 +32,28 @@ NAME_TAG = "Name"
 # VPC) and two firewall rules per GCP project (on the default network), all named after the store's owner id:
 # shared by every gang of the store, free, and never deleted by `down` or `sweep` (they are reused).
 SSH_PORT = 22
+# Providers that lease machines an inventory declares: the inventory, not the provider, says where each one is.
+INVENTORY_PROVIDERS = frozenset({"ssh"})
+
+
+@runtime_checkable
+class DeclaresInventory(Protocol):
+    """A provider whose machines an inventory declares (where each is, its price, how to reach it): ssh."""
+
+    def declared_inventory(self) -> Inventory | None:
+        """The inventory in use, or None when none is configured."""
+        ...
+
+
+@runtime_checkable
+class ReportsHostKeys(Protocol):
+    """A cloud that reports a machine's SSH host keys out of band, over its authenticated API: EC2 in the console
+    output cloud-init writes, Compute Engine as guest attributes. Keys so read may be pinned without trusting
+    the network on first use."""
+
+    def host_keys(self, instance: Instance, budget: Budget) -> tuple[str, ...]:
+        """Public host key lines ("ssh-ed25519 AAAA..."); empty when the machine has not published them yet."""
+        ...
 
 
 def ondemand_group(owner: str) -> str:
@@ -116,6 +139,9 @@ class Instance:
     pricing: Pricing | None = None
     # When the provider says the machine started (Unix seconds): billing starts there, not when we looked.
     launched_at: float | None = None
+    # When the provider says it stopped or was terminated (a spot reclaim, a person in the console): billing ends
+    # there, not when a refresh noticed.
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

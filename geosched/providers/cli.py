@@ -17,7 +17,7 @@ import click
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from geosched import catalog, render
+from geosched import catalog, gpus, render
 from geosched.errors import EXIT_NO_FIT, InputError
 from geosched.models import Weights
 from geosched.options import finite
@@ -35,6 +35,7 @@ from geosched.providers.gang import (
 )
 from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode
 from geosched.providers.refresh import refresh_catalog
+from geosched.providers.ssh import SshProvider
 from geosched.providers.terraform import NetworkConfig, check_owner, check_project
 from geosched.store import Store, default_home
 
@@ -85,8 +86,11 @@ def parse_gpu(text: str) -> tuple[str, int]:
         raise InputError("--gpu", "", f"expected MODEL:COUNT such as A100:8, got {text!r}")
     if sep and (not count.isdigit() or int(count) < 1):
         raise InputError("--gpu", "", f"count after ':' must be a positive integer, got {count!r}")
-    known = {g.lower(): g for g in catalog.gpu_models()}
-    return known.get(model.lower(), model), int(count) if sep else 8
+    try:
+        resolved = gpus.resolve(model, catalog.gpu_models())
+    except gpus.GpuNameError as exc:
+        raise InputError("--gpu", "", str(exc)) from None
+    return resolved, int(count) if sep else 8
 
 
 def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
@@ -332,7 +336,13 @@ def _lifecycle_providers(ctx: typer.Context, store: Store, gangs: list[str], inv
                          ) -> dict[str, Provider]:
     names = {r.provider for g in gangs for r in journal.instances(store, gang=g)}
     names |= {a.provider for g in gangs for a in journal.attempts(store, g) if a.outcome != "skipped"}
-    return registry.build(sorted(n for n in names if n in registry.names()), _settings(ctx, inventory))
+    providers = registry.build(sorted(n for n in names if n in registry.names()), _settings(ctx, inventory))
+    ssh = providers.get("ssh")
+    kept = store.inventories()
+    # The store kept the inventory the gang was leased from: no need to pass the file again.
+    if isinstance(ssh, SshProvider) and ssh.declared_inventory() is None and len(kept) == 1:
+        providers["ssh"] = SshProvider(ssh.settings, kept[0])
+    return providers
 
 
 @app.command(name="down")
@@ -375,8 +385,46 @@ def status_cmd(
     ctx: typer.Context,
     gang: Annotated[str | None, typer.Argument(help="Show one gang's attempts and machines.")] = None,
     output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+    refresh_first: Annotated[bool, typer.Option("--refresh", help="Read the providers first: machines preempted or "
+                                                "deleted behind geosched's back are marked and stop being billed "
+                                                "at the time the provider reports; nothing is terminated.")] = False,
+    watch: Annotated[float | None, typer.Option("--watch", min=5.0, metavar="SECONDS", help="Refresh and show "
+                                                "again every SECONDS until interrupted.")] = None,
+    inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider (default: the one "
+                                                   "the store kept).")] = None,
 ) -> None:
-    """Gangs in the store (no API calls): state, zone, nodes up, $/h."""
+    """Gangs in the store: state, zone, nodes up, $/h. Without --refresh/--watch no API call is made."""
+    while True:
+        failed = False
+        if refresh_first or watch is not None:
+            failed = _refresh(ctx, gang, inventory, output)
+        _show_status(ctx, gang, output)
+        if watch is None:
+            break
+        time.sleep(watch)
+    if failed:
+        # A provider could not be read: what is shown may be stale (exit 1, as `sweep`).
+        raise typer.Exit(1)
+
+
+def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, output: Output) -> bool:
+    """Refresh the live gangs (or one); say what changed and what to do. True when a provider could not be read."""
+    with Store(_home(ctx)) as store:
+        gangs = [gang] if gang else [g.gang for g in journal.gangs(store, journal.LIVE_GANG_STATES)]
+        providers = _lifecycle_providers(ctx, store, gangs, inventory)
+        health = lifecycle.refresh(store, providers, gangs)
+    for h in health:
+        for err in h.errors:
+            render.err.print(f"{h.gang}: {err}", markup=False, highlight=False, soft_wrap=True)
+        if output is Output.table and h.lost:
+            render.out.print(f"{h.gang}: gone since the last look: {', '.join(h.lost)}", markup=False,
+                             highlight=False, soft_wrap=True)
+        if h.advice:
+            render.err.print(f"{h.gang}: {h.advice}", markup=False, highlight=False, soft_wrap=True)
+    return any(h.errors for h in health)
+
+
+def _show_status(ctx: typer.Context, gang: str | None, output: Output) -> None:
     with Store(_home(ctx)) as store:
         if gang is not None:
             record = journal.gang_record(store, gang)
@@ -406,14 +454,16 @@ def status_cmd(
 
 def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
     rows = journal.instances(store, gang=g.gang)
-    up = [r for r in rows if r.state == "launched"]
     chosen = journal.attempt(store, g.attempt) if g.attempt else None
-    return {"gang": g.gang, "state": g.state,
+    billed = lifecycle.billed(store, g.gang)
+    # A ready gang that lost machines (as the last refresh saw) says so.
+    state = "degraded" if g.state == "ready" and g.request and len(billed) < g.request.nodes else g.state
+    return {"gang": g.gang, "state": state,
             "where": f"{chosen.provider}/{chosen.zone}" if chosen else None,
             "instance type": chosen.instance_type if chosen else None,
-            "nodes up": f"{len(up)}/{g.request.nodes}" if g.request else str(len(up)),
+            "nodes up": f"{len(billed)}/{g.request.nodes}" if g.request else str(len(billed)),
             "open": len([r for r in rows if r.state in ("intent", "terminating")]),
-            "$/h": sum(r.usd_per_hour or 0.0 for r in up),
+            "$/h": sum(r.usd_per_hour or 0.0 for r in billed),
             "age h": round((time.time() - g.created_at) / 3600, 2)}
 
 

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from geosched import catalog
 from geosched.errors import InputError
@@ -30,6 +30,7 @@ from geosched.providers.base import (
     GANG_NAME_RE,
     Budget,
     CapacityError,
+    DeclaresInventory,
     Instance,
     InstanceState,
     LaunchSpec,
@@ -151,6 +152,16 @@ def plan_gang(request: GangRequest, providers: Mapping[str, Provider], store: St
                       coverage(network))
 
 
+def remember_inventories(store: Store, providers: Mapping[str, Provider]) -> None:
+    """Before leasing from an inventory, keep it in the store (journal before acting): the store's fleet, the
+    ledger, reports and probes then know where each leased machine is and how to reach it without the file."""
+    for provider in providers.values():
+        if isinstance(provider, DeclaresInventory):
+            inventory = provider.declared_inventory()
+            if inventory is not None:
+                store.save_inventory(inventory)
+
+
 def provision(request: GangRequest, providers: Mapping[str, Provider], store: Store,
               settings: ProvisionSettings = ProvisionSettings(), *, gang: str | None = None,
               observer: Observer | None = None, offerings: Sequence[Offering] | None = None) -> ProvisionResult:
@@ -178,24 +189,61 @@ def resume(gang: str, providers: Mapping[str, Provider], store: Store,
         result = lifecycle.down(store, providers, gang, settings.lifecycle)
         return _result(store, gang, None, result.api_calls, started, "gang was being taken down; finished that")
     request = record.request
-    report = lifecycle.settle(store, providers, gang, "keep", settings.lifecycle, request.nodes)
+    # Keep what is up in one attempt (its zone), even short of the gang: filling it up beats starting over.
+    report = lifecycle.settle(store, providers, gang, "keep", settings.lifecycle, request.nodes,
+                              keep_partial=True)
     journal.close_interrupted(store, gang, report.keeper)
+    calls = report.api_calls
     if report.keeper is not None and report.alive_in_keeper == request.nodes:
         journal.set_gang(store, gang, "ready", attempt=report.keeper, message="adopted at resume")
         candidate = _candidate_of(store, report.keeper)
-        return _result(store, gang, candidate, report.api_calls, started, "complete after reconcile")
-    if record.state == "ready":
-        # The kept attempt lost nodes: give up on it and launch anew.
-        journal.set_gang(store, gang, "provisioning", message="nodes lost; relaunching")
-        report = lifecycle.reconcile(store, providers, gang, "keep", settings.lifecycle, request.nodes)
+        return _result(store, gang, candidate, calls, started, "complete after reconcile")
+    if report.keeper is not None and report.alive_in_keeper > 0:
+        filled, fill_calls = _fill(store, providers, gang, report.keeper, request, settings, observer, offerings)
+        calls += fill_calls
+        if filled is not None:
+            message = (f"filled up: {request.nodes - report.alive_in_keeper} new of {request.nodes} x "
+                       f"{filled.instance_type} in {filled.provider}/{filled.zone}")
+            return _result(store, gang, filled, calls, started, message)
+    # Nothing to keep, or the zone cannot fill the gang up: let the survivors go and launch anew.
     journal.set_gang(store, gang, "provisioning", message="resumed")
-    return _run(store, providers, gang, request, settings, observer, offerings, started, report.api_calls)
+    calls += lifecycle.reconcile(store, providers, gang, "keep", settings.lifecycle, request.nodes).api_calls
+    return _run(store, providers, gang, request, settings, observer, offerings, started, calls)
+
+
+def _fill(store: Store, providers: Mapping[str, Provider], gang: str, keeper: int, request: GangRequest,
+          settings: ProvisionSettings, observer: Observer | None, offerings: Sequence[Offering] | None
+          ) -> tuple[Candidate | None, int]:
+    """Launch the machines a partial gang lacks in the zone its survivors are in (one more attempt there); on
+    success the survivors join that attempt, which the gang keeps. None when the zone is no candidate now
+    (blocked, no offering) or the launch fails (its own machines are rolled back, the survivors stay)."""
+    kept = journal.attempt(store, keeper)
+    survivors = journal.instances(store, attempt_id=keeper, states=("launched",))
+    if kept is None or not survivors or kept.provider not in providers:
+        return None, 0
+    missing = replace(request, nodes=request.nodes - len(survivors))
+    plan = plan_gang(missing, providers, store, offerings, network=settings.network)
+    same = next((c for c in plan.candidates if (c.provider, c.zone, c.instance_type, c.pricing) ==
+                 (kept.provider, kept.zone, kept.instance_type, kept.pricing)), None)
+    if same is None:
+        return None, 0
+    journal.set_gang(store, gang, "provisioning", message=f"filling up {missing.nodes} machine(s) in {kept.zone}")
+    outcome = _attempt(store, providers[kept.provider], gang, journal.owner(store), same, missing, settings,
+                       observer or (lambda _event: None), None)
+    if not outcome.ok:
+        return None, outcome.calls
+    journal.move_to_attempt(store, (r.id for r in survivors), outcome.attempt.id)
+    journal.set_gang(store, gang, "ready", attempt=outcome.attempt.id, message="filled up at resume")
+    record_prices(store, [_launch_price(same)])
+    whole = replace(same, usd_per_hour=same.node_usd_per_hour * request.nodes)
+    return whole, outcome.calls
 
 
 def _run(store: Store, providers: Mapping[str, Provider], gang: str, request: GangRequest,
          settings: ProvisionSettings, observer: Observer | None, offerings: Sequence[Offering] | None,
          started: float, calls: int = 0) -> ProvisionResult:
     emit = observer or (lambda _event: None)
+    remember_inventories(store, providers)
     plan = plan_gang(request, providers, store, offerings, network=settings.network)
     emit(Event("plan", None, None, f"{len(plan.candidates)} candidates, {len(plan.skipped)} remembered as "
                                    "unavailable"))

@@ -53,6 +53,7 @@ from geosched.providers.base import (
     ondemand_group,
 )
 from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT, GcpSettings
+from geosched.providers.gcp_prices import Rates, machine_price, rates
 from geosched.providers.terraform import GcpRegionNetwork
 
 NAME = "gcp"
@@ -80,6 +81,8 @@ ACCELERATORS: Mapping[str, tuple[str, str]] = {
     "T4": ("nvidia-tesla-t4", "NVIDIA_T4_GPUS"),
     "V100": ("nvidia-tesla-v100", "NVIDIA_V100_GPUS"),
 }
+# Compute Engine's service in the Cloud Billing Catalog API.
+COMPUTE_SERVICE_ID = "6F81-5844-456A"
 GPU_OF_ACCELERATOR = {acc: gpu for gpu, (acc, _) in ACCELERATORS.items()}
 # Accelerator-optimized families come with their GPUs; only general-purpose ones (N1) take guestAccelerators.
 BUNDLED_FAMILIES = ("a2-", "a3-", "a4-", "g2-", "g4-")
@@ -223,9 +226,12 @@ def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings,
         accelerator = ACCELERATORS.get(spec.gpu, (spec.gpu, ""))[0]
         body.guest_accelerators = [compute_v1.AcceleratorConfig(
             accelerator_type=f"zones/{zone}/acceleratorTypes/{accelerator}", accelerator_count=spec.gpus)]
+    # The guest agent publishes the machine's host keys as guest attributes (namespace hostkeys/), which
+    # `host_keys` reads over the API: probes pin them without trusting the network on first use.
+    items = [compute_v1.Items(key="enable-guest-attributes", value="TRUE")]
     if spec.ssh_public_key:
-        body.metadata = compute_v1.Metadata(items=[compute_v1.Items(
-            key="ssh-keys", value=f"{spec.ssh_user}:{spec.ssh_public_key.strip()}")])
+        items.append(compute_v1.Items(key="ssh-keys", value=f"{spec.ssh_user}:{spec.ssh_public_key.strip()}"))
+    body.metadata = compute_v1.Metadata(items=items)
     return body
 
 
@@ -297,6 +303,8 @@ def instance_from(raw: compute_v1.Instance) -> Instance:
         addresses=tuple(addresses),
         pricing=Pricing.SPOT if raw.scheduling.provisioning_model == "SPOT" else Pricing.ON_DEMAND,
         launched_at=_timestamp(raw.creation_timestamp),
+        # Set when the machine last stopped (a spot preemption with action STOP, a person's stop).
+        ended_at=_timestamp(raw.last_stop_timestamp) if raw.status in ("TERMINATED", "SUSPENDED") else None,
     )
 
 
@@ -334,6 +342,9 @@ class GcpProvider:
         self._clients: dict[str, Any] = {}
         self._zones: dict[str, tuple[str, ...]] | None = None
         self._firewalls: set[str] = set()  # owners whose on-demand firewall rules are in place
+        # What `offerings` found per region (machine specs price by their parts) and the SKU rates, read once.
+        self._specs: dict[str, tuple[Offering, ...]] = {}
+        self._rates: Rates | None = None
         # Quota pre-check cache, shared by the threads of parallel zone attempts (under `_lock`): a region's
         # `quotas` from regions.get (key: the region) and the project's from projects.get (key PROJECT_SCOPE),
         # with the monotonic time read. Reused for `quota_ttl_s`, and until this provider launches or
@@ -445,22 +456,55 @@ class GcpProvider:
                                         mt.memory_mb / 1024.0, region, zone,
                                         shipped.price_ondemand if shipped else None,
                                         shipped.price_spot if shipped else None))
-        return tuple(sorted(out, key=lambda o: (o.zone, o.instance_type)))
+        found = tuple(sorted(out, key=lambda o: (o.zone, o.instance_type)))
+        self._specs[region] = found
+        return found
 
     def prices(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[PriceObservation, ...]:
-        """The Compute API publishes no prices (they live in the Cloud Billing Catalog API): the shipped
-        catalog's prices, observed now, for what is offered."""
+        """On-demand and spot prices of the region's GPU machine types, from the Cloud Billing Catalog API's
+        Compute Engine SKUs (services.skus.list; read once per provider): each machine priced by its parts
+        (`gcp_prices`). A machine whose parts have no SKU there is not recorded: the shipped price stands."""
+        table = self._sku_rates(budget)
         now = time.time()
         out = []
-        for o in catalog.offerings():
-            if o.provider != NAME or o.region != region or o.instance_type not in instance_types:
+        for o in self._specs.get(region, ()):
+            if o.instance_type not in instance_types:
                 continue
             for pricing in (Pricing.ON_DEMAND, Pricing.SPOT):
-                price = o.price(pricing)
+                price = machine_price(table, region, o.instance_type, o.gpu, o.gpus, o.vcpus, o.memory_gib, pricing)
                 if price is not None:
                     out.append(PriceObservation(NAME, o.instance_type, region, o.zone, pricing, price, now,
-                                                "catalog"))
+                                                "gcp:cloud-billing-catalog"))
         return tuple(out)
+
+    def host_keys(self, instance: Instance, budget: Budget) -> tuple[str, ...]:
+        """The host keys the guest agent published as guest attributes (instances.getGuestAttributes, query
+        path hostkeys/: one item per key type, its value the base64 blob)."""
+        client = self._client("InstancesClient")
+        try:
+            request = compute_v1.GetGuestAttributesInstanceRequest(
+                project=self.project, zone=instance.zone, instance=instance.provider_id, query_path="hostkeys/")
+            found = self._call(budget, timed(client.get_guest_attributes, request=request, retry=None))
+        except UnsupportedError as exc:
+            if exc.code == "notFound":  # not published yet (the guest agent has not run)
+                return ()
+            raise
+        return tuple(f"{item.key} {item.value}" for item in found.query_value.items
+                     if item.namespace == "hostkeys" and item.key and item.value)
+
+    def _sku_rates(self, budget: Budget) -> Rates:
+        if self._rates is None:
+            from google.cloud import billing_v1
+
+            creds, _ = self._creds()
+            options = ClientOptions(api_endpoint=self.settings.endpoint) if self.settings.endpoint else None
+            client = billing_v1.CloudCatalogClient(credentials=creds, client_options=options, transport="rest")
+            skus: list[dict[str, Any]] = []
+            request = {"parent": f"services/{COMPUTE_SERVICE_ID}", "page_size": 5000, "currency_code": "USD"}
+            for page in self._list(budget, lambda t: client.list_skus(request=request, retry=None, timeout=t)):
+                skus.extend(type(sku).to_dict(sku, preserving_proto_field_name=False) for sku in page.skus)
+            self._rates = rates(skus)
+        return self._rates
 
     def check_quota(self, spec: LaunchSpec, budget: Budget) -> QuotaCheck:
         """The region's GPU metric (PREEMPTIBLE_* for spot) from regions.get, then the project's

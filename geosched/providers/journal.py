@@ -22,9 +22,9 @@ from typing import Any
 
 from geosched import usage
 from geosched.models import Pricing
-from geosched.providers.base import Instance, ProviderError, attempt_token
+from geosched.providers.base import INVENTORY_PROVIDERS, Instance, InstanceState, ProviderError, attempt_token
 from geosched.providers.plan import Block, Candidate, GangRequest
-from geosched.store import Store
+from geosched.store import Store, inventory_site
 
 GANG_STATES = ("provisioning", "ready", "failed", "terminating", "terminated")
 LIVE_GANG_STATES = ("provisioning", "ready", "failed", "terminating")
@@ -256,7 +256,7 @@ def record_instances(store: Store, gang: str, attempt_id: int | None, found: Seq
                      inst.provider_id, addresses, state, now, now))
                 adopted = _instance(db.execute(f"SELECT {_INSTANCE_COLUMNS} FROM prov_instances WHERE id = ?",
                                                (cur.lastrowid,)).fetchone())
-                _ledger(db, adopted, state, now, inst.launched_at)
+                _ledger(db, adopted, state, now, inst)
                 continue
             taken.add(row.id)
             new_state = state
@@ -266,24 +266,37 @@ def record_instances(store: Store, gang: str, attempt_id: int | None, found: Seq
                 new_state = "terminating"
             db.execute("UPDATE prov_instances SET provider_id = ?, addresses = ?, state = ?, updated_at = ? "
                        "WHERE id = ?", (inst.provider_id, addresses, new_state, now, row.id))
-            _ledger(db, replace(row, provider_id=inst.provider_id), new_state, now, inst.launched_at)
+            _ledger(db, replace(row, provider_id=inst.provider_id), new_state, now, inst)
     return instances(store, gang=gang)
 
 
 def _ledger(db: sqlite3.Connection, row: InstanceRecord, state: str, now: float,
-            launched_at: float | None = None) -> None:
-    """The node's usage interval after the row went to `state`: open while launched, closed once terminated.
-    `terminating` changes nothing: the machine is still billed until it is gone.
+            seen: Instance | None = None) -> None:
+    """The node's usage interval after the row went to `state`, as the provider last reported the machine (`seen`):
+    open while launched and running, closed once terminated or stopped (a stopped machine holds its disks, not
+    its GPUs; it reopens when it runs again). `terminating` changes nothing: still billed until it is gone.
 
     The start is the launch time the provider reports (EC2 LaunchTime, GCE creationTimestamp, the lease time), so
-    a machine found by a resume after a crash is counted from its launch; without one, when it was first seen.
-    Never later than now: a provider's clock ahead of ours must not shorten the interval to nothing."""
+    a machine found by a resume after a crash is counted from its launch; without one, when it was first seen. The
+    end is the time the provider reports it stopped (EC2's state transition, GCE lastStopTimestamp: a spot reclaim
+    hours before anyone looked is not billed until the look); without one, now. Neither is later than now: a
+    provider's clock ahead of ours must not shorten the interval to nothing."""
     if row.provider_id is None:
         return
-    if state == "launched":
-        usage.open_in(db, node_usage(row), now if launched_at is None else min(launched_at, now))
-    elif state == "terminated":
-        usage.close_in(db, usage.Kind.NODE, row.name, usage.Source.PROVIDER, row.provider_id, now)
+    ended = seen.ended_at if seen is not None else None
+    end = now if ended is None else min(ended, now)
+    if state == "launched" and (seen is None or seen.state is not InstanceState.STOPPED):
+        launched_at = seen.launched_at if seen is not None else None
+        usage.open_in(db, node_usage(at_site(db, row)), now if launched_at is None else min(launched_at, now))
+    elif state in ("launched", "terminated"):
+        usage.close_in(db, usage.Kind.NODE, row.name, usage.Source.PROVIDER, row.provider_id, end)
+
+
+def at_site(db: sqlite3.Connection, row: InstanceRecord) -> InstanceRecord:
+    """A leased inventory machine is accounted where its inventory says it is (provider and region: grid
+    intensity, PUE, price), not under the provider that leased it; any other row as it is."""
+    site = inventory_site(db, row.provider_id) if row.provider in INVENTORY_PROVIDERS and row.provider_id else None
+    return row if site is None else replace(row, provider=site[0], region=site[1])
 
 
 def node_usage(row: InstanceRecord) -> usage.Usage:
@@ -308,6 +321,13 @@ def _match(rows: list[InstanceRecord], taken: set[int], inst: Instance,
         if inst.index is not None and r.idx == inst.index and r.state == "intent":
             return r
     return next((r for r in unassigned if r.state == "intent"), None)
+
+
+def move_to_attempt(store: Store, row_ids: Iterable[int], attempt_id: int) -> None:
+    """Machines that survived an attempt join the attempt that filled the gang up, which the gang then keeps."""
+    with store.transaction() as db:
+        db.executemany("UPDATE prov_instances SET attempt = ?, updated_at = ? WHERE id = ?",
+                       [(attempt_id, time.time(), i) for i in row_ids])
 
 
 def mark(store: Store, row_ids: Iterable[int], state: str, note: str | None = None) -> None:

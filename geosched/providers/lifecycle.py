@@ -15,16 +15,29 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Literal
 
+from geosched import usage
+from geosched.inventory import SshTarget
 from geosched.models import Node, NodeState, Pricing
 from geosched.providers import journal
-from geosched.providers.base import Budget, Instance, InstanceState, Provider, ProviderError
+from geosched.providers.base import (
+    INVENTORY_PROVIDERS,
+    Budget,
+    Instance,
+    InstanceState,
+    Provider,
+    ProviderError,
+    ReportsHostKeys,
+)
 from geosched.providers.journal import InstanceRecord
 from geosched.providers.retry import RetryPolicy, call
 from geosched.store import Store
 
-Mode = Literal["keep", "down"]
+# keep: terminate what the gang does not keep; down: keep nothing; observe: only bring the journal (and the usage
+# ledger) in line with what the providers report, terminating nothing (`status --refresh`).
+Mode = Literal["keep", "down", "observe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +113,12 @@ def terminate_rows(store: Store, providers: Mapping[str, Provider], rows: Sequen
 
 
 def reconcile(store: Store, providers: Mapping[str, Provider], gang: str, mode: Mode,
-              settings: LifecycleSettings = LifecycleSettings(), nodes: int | None = None) -> ReconcileReport:
+              settings: LifecycleSettings = LifecycleSettings(), nodes: int | None = None, *,
+              keep_partial: bool = False) -> ReconcileReport:
     """Bring the journal in line with the providers for one gang, then terminate what the gang does not
     keep. In `keep` mode the gang keeps its chosen attempt, or (after a crash mid-launch) an attempt whose
-    machines are all there; in `down` mode it keeps nothing."""
+    machines are all there, or with `keep_partial` the attempt with the most machines up (a resume fills it up);
+    in `down` mode it keeps nothing."""
     budget = Budget(settings.budget_s, settings.call_timeout_s)
     record = journal.gang_record(store, gang)
     if record is None:
@@ -147,9 +162,10 @@ def reconcile(store: Store, providers: Mapping[str, Provider], gang: str, mode: 
     journal.mark(store, stale, "terminated", "never appeared")
     pending = len([r for r in journal.instances(store, gang=gang, states=("intent",))])
 
-    keeper = _keeper(store, gang, mode, nodes)
+    keeper = _keeper(store, gang, mode, nodes, keep_partial)
     alive = journal.instances(store, gang=gang, states=("launched", "terminating"))
-    doomed = [r for r in alive if keeper is None or r.attempt != keeper or r.state == "terminating"]
+    doomed = [] if mode == "observe" else [r for r in alive if keeper is None or r.attempt != keeper
+                                           or r.state == "terminating"]
     terminated, term_errors = terminate_rows(store, providers, doomed, settings, budget,
                                              "reconcile" if mode == "keep" else "down")
     errors.extend(term_errors)
@@ -157,7 +173,7 @@ def reconcile(store: Store, providers: Mapping[str, Provider], gang: str, mode: 
     return ReconcileReport(gang, found_count, terminated, pending, keeper, kept, budget.calls, tuple(errors))
 
 
-def _keeper(store: Store, gang: str, mode: Mode, nodes: int | None) -> int | None:
+def _keeper(store: Store, gang: str, mode: Mode, nodes: int | None, partial: bool = False) -> int | None:
     if mode == "down":
         return None
     record = journal.gang_record(store, gang)
@@ -173,16 +189,21 @@ def _keeper(store: Store, gang: str, mode: Mode, nodes: int | None) -> int | Non
         if r.attempt is not None:
             alive[r.attempt] = alive.get(r.attempt, 0) + 1
     complete = [a for a, n in alive.items() if n == want]
-    return max(complete) if complete else None
+    if complete:
+        return max(complete)
+    if partial and alive:
+        return max(alive, key=lambda a: (alive[a], a))
+    return None
 
 
 def settle(store: Store, providers: Mapping[str, Provider], gang: str, mode: Mode,
-           settings: LifecycleSettings, nodes: int | None = None) -> ReconcileReport:
+           settings: LifecycleSettings, nodes: int | None = None, *, keep_partial: bool = False
+           ) -> ReconcileReport:
     """Reconcile until no intent is left open: a launch request that stalled may still create machines until
     `settle_s` after its intent was written, so wait that long for them (and terminate them) at most."""
     calls = 0
     while True:
-        report = reconcile(store, providers, gang, mode, settings, nodes)
+        report = reconcile(store, providers, gang, mode, settings, nodes, keep_partial=keep_partial)
         calls += report.api_calls
         if report.pending == 0 or report.errors:
             return _with_calls(report, calls)
@@ -263,20 +284,22 @@ def sweep(store: Store, providers: Mapping[str, Provider], *, regions: Mapping[s
     return SweepResult(tuple(orphans), tuple(foreign), listed, terminated, budget.calls + calls, tuple(errors))
 
 
-NODE_LABELS = ("topology.kubernetes.io/region", "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type",
-               "nvidia.com/gpu.product")
+GANG_LABEL = "geosched.io/gang"
 
 
 def fleet_nodes(store: Store, gang: str | None = None) -> tuple[Node, ...]:
-    """Provisioned machines that are up, as fleet nodes: one identity, `provider_id` the provider's id."""
+    """Provisioned machines that are up, as fleet nodes: one identity, `provider_id` the provider's id.
+
+    A machine that is not a Kubernetes node carries no Kubernetes labels, so none is made up (an AWS zone's name
+    on a node differs per account; the GPU product label comes from GPU feature discovery): it carries only its
+    gang. When it joins a cluster, the cluster's node record brings the labels (`kube.inventory.merge_launched`)."""
     rows = journal.instances(store, gang=gang, states=("launched",))
     ready = {g.gang for g in journal.gangs(store, ("ready",))}
     out = []
     for r in rows:
         if r.gang not in ready:
             continue
-        labels = dict(zip(NODE_LABELS, (r.region, r.zone, r.instance_type, r.gpu), strict=True))
-        labels["geosched.io/gang"] = r.gang
+        labels = {GANG_LABEL: r.gang}
         out.append(Node(
             name=r.name, provider=r.provider, region=r.region, zone=r.zone, instance_type=r.instance_type, gpu=r.gpu,
             gpus=r.gpus, gpus_free=r.gpus,
@@ -284,3 +307,116 @@ def fleet_nodes(store: Store, gang: str | None = None) -> tuple[Node, ...]:
             price_spot=r.usd_per_hour if r.pricing is Pricing.SPOT else None,
             addresses=r.addresses, labels=labels, state=NodeState.READY, provider_id=r.provider_id))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class ProbeTargets:
+    """What `probe run --store` reaches: the machines to measure and the jump hosts on the way to them."""
+
+    probe: tuple[SshTarget, ...]
+    jumps: tuple[SshTarget, ...]
+    unpinned: tuple[str, ...]
+
+
+def probe_targets(store: Store, gang: str | None, user: str, key: Path | None) -> ProbeTargets:
+    """The store's machines as SSH targets: every machine of the kept inventories (leased or not) with its pinned
+    host key, and the provisioned cloud machines that are up (`user` and private `key` as they were launched
+    with; their host keys come from the store's known_hosts when a run pinned them). With `gang`, that gang's
+    machines only; inventory jump hosts stay reachable. `unpinned` names the targets with no host key here: they
+    are reached only with --trust-on-first-use or a known_hosts entry, never silently."""
+    inventories = store.inventories()
+    inventory_targets = {t.name: t for inv in inventories for t in inv.targets}
+    with_gpus = {name for inv in inventories if inv.fleet is not None for name in inv.fleet.by_name}
+    rows = journal.instances(store, gang=gang, states=("launched",))
+    ready = {g.gang for g in journal.gangs(store, ("ready",))}
+    rows = [r for r in rows if r.gang in ready]
+    probe: dict[str, SshTarget] = {}
+    if gang is None:
+        probe.update((name, t) for name, t in inventory_targets.items() if name in with_gpus)
+    for r in rows:
+        leased = inventory_targets.get(r.provider_id or "") if r.provider in INVENTORY_PROVIDERS else None
+        if leased is not None:
+            probe[leased.name] = leased
+        elif r.addresses:
+            # The operator reaches a cloud machine at its public address (the last one a provider reports); its
+            # peers measure the private network the gang trains on (the first).
+            probe[r.name] = SshTarget(name=r.name, address=r.addresses[-1], zone=r.zone, region=r.region,
+                                      provider=r.provider, user=user, key=key, peer_address=r.addresses[0])
+    jumps = tuple(t for name, t in sorted(inventory_targets.items())
+                  if name not in probe and any(p.proxy_jump == name for p in probe.values()))
+    unpinned = tuple(sorted(name for name, t in probe.items() if t.host_key is None))
+    return ProbeTargets(tuple(probe[k] for k in sorted(probe)), jumps, unpinned)
+
+
+@dataclass(frozen=True, slots=True)
+class GangHealth:
+    """A gang as the providers report it now: how many of its machines are up, which were lost and how."""
+
+    gang: str
+    state: str
+    wanted: int
+    up: int
+    lost: tuple[str, ...]
+    errors: tuple[str, ...]
+    advice: str | None
+
+    @property
+    def degraded(self) -> bool:
+        return self.state == "ready" and self.up < self.wanted
+
+
+def refresh(store: Store, providers: Mapping[str, Provider], gangs: Sequence[str],
+            settings: LifecycleSettings = LifecycleSettings()) -> list[GangHealth]:
+    """Read the providers for each gang and bring the journal and the usage ledger in line (machines preempted
+    or deleted behind geosched's back are closed at the time the provider reports), terminating nothing."""
+    out = []
+    for gang in gangs:
+        record = journal.gang_record(store, gang)
+        if record is None:
+            continue
+        before = {r.id for r in billed(store, gang, record.attempt)}
+        report = reconcile(store, providers, gang, "observe", settings)
+        launched = billed(store, gang, record.attempt)
+        lost = tuple(sorted(r.name for r in journal.instances(store, gang=gang)
+                            if r.id in before and r not in launched))
+        wanted = record.request.nodes if record.request else len(launched)
+        advice = None
+        if record.state == "ready" and len(launched) < wanted:
+            advice = (f"{wanted - len(launched)} of {wanted} machines are gone: `geosched provision --resume {gang}` "
+                      f"refills the gang, `geosched down {gang}` ends it")
+        out.append(GangHealth(gang, record.state, wanted, len(launched), lost, report.errors, advice))
+    return out
+
+
+def billed(store: Store, gang: str, attempt: int | None = None) -> list[InstanceRecord]:
+    """The gang's machines that are up: launched and billed. A machine the provider reports stopped (a GCE spot
+    preemption with action STOP) is still there to delete, but its ledger interval closed when it stopped."""
+    return [r for r in journal.instances(store, gang=gang, states=("launched",))
+            if r.provider_id is not None and (attempt is None or r.attempt == attempt)
+            and usage.is_open(store.db, usage.Kind.NODE, r.name, usage.Source.PROVIDER, r.provider_id)]
+
+
+HostKeyLines = dict[str, tuple[str, ...]]
+
+
+def reported_host_keys(store: Store, providers: Mapping[str, Provider], names: Sequence[str],
+                       settings: LifecycleSettings = LifecycleSettings()) -> tuple[HostKeyLines, list[str]]:
+    """The host keys each provisioned machine in `names` reports over its cloud's API (see `ReportsHostKeys`),
+    and what could not be read. Keys read so come over an authenticated channel: pinning them is not trust on
+    first use."""
+    budget = Budget(settings.budget_s, settings.call_timeout_s)
+    wanted = set(names)
+    found: HostKeyLines = {}
+    errors: list[str] = []
+    for row in journal.instances(store, states=("launched",)):
+        provider = providers.get(row.provider)
+        if row.name not in wanted or not isinstance(provider, ReportsHostKeys) or row.provider_id is None:
+            continue
+        try:
+            keys = call(partial(provider.host_keys, as_instance(row), budget), budget, settings.retry)
+        except ProviderError as exc:
+            errors.append(f"{row.name}: host keys unreadable: {exc.kind}: {exc}")
+            continue
+        if keys:
+            found[row.name] = keys
+    return found, errors

@@ -184,6 +184,7 @@ def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Map
     """Every offering that can hold the gang, best first; blocked ones and ones outside the network's
     coverage go to `skipped` with the reason."""
     raw: list[Candidate] = []
+    too_small: list[Skipped] = []
     seen: set[tuple[str, str, str, Pricing]] = set()
     for o in offerings:
         if not matches(request, o):
@@ -194,10 +195,18 @@ def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Map
             if price is None or key in seen:
                 continue
             seen.add(key)
-            raw.append(Candidate(
+            # A finite pool is priced node by node (the gang takes its cheapest free nodes) and holds the gang
+            # only with enough free nodes: no attempt is made where it cannot.
+            pool = o.free_node_prices if pricing is Pricing.ON_DEMAND else None
+            gang_usd = sum(pool[: request.nodes]) if pool is not None else price * request.nodes
+            candidate = Candidate(
                 provider=o.provider, region=o.region, zone=o.zone, instance_type=o.instance_type, gpu=o.gpu,
-                gpus=o.gpus, vcpus=o.vcpus, pricing=pricing, node_usd_per_hour=price,
-                usd_per_hour=price * request.nodes, gco2e_per_hour=gang_carbon(o, request.nodes, regions, power)))
+                gpus=o.gpus, vcpus=o.vcpus, pricing=pricing, node_usd_per_hour=gang_usd / request.nodes,
+                usd_per_hour=gang_usd, gco2e_per_hour=gang_carbon(o, request.nodes, regions, power))
+            if pool is not None and len(pool) < request.nodes:
+                too_small.append(Skipped(candidate, f"{len(pool)} free nodes, the gang needs {request.nodes}"))
+            else:
+                raw.append(candidate)
     # Zones outside the network are not candidates at all: they take no part in the normalisation either.
     outside = [c for c in raw if coverage is not None and coverage.excludes(c)]
     excluded = set(outside)
@@ -212,6 +221,7 @@ def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Map
             skipped.append(Skipped(c, describe_block(block)))
     if coverage is not None:
         skipped.extend(Skipped(c, coverage.reason()) for c in rank(outside, request))
+    skipped.extend(too_small)
     return Plan(request, tuple(keep), tuple(skipped), coverage)
 
 

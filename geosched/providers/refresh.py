@@ -1,12 +1,13 @@
 """Catalog refresh and price history: what a provider offers now, and what a price was at a given time.
 
 `refresh_catalog` asks a provider for its GPU offerings per zone (AWS: DescribeInstanceTypes and
-DescribeInstanceTypeOfferings; GCP: machineTypes) and its prices (AWS: DescribeSpotPriceHistory, each
-price valid from its own timestamp; on-demand prices have no EC2 API and GCP publishes none through the
-Compute API, so those are the shipped catalog's, recorded as observed at refresh time). Offerings replace
-the provider's refreshed rows for the regions refreshed; prices are appended to `price_history`, never
-overwritten, so `price_at` can price past usage at the price of its time. Without a refresh the shipped
-catalog is the (offline) default.
+DescribeInstanceTypeOfferings; GCP: machineTypes) and its prices (AWS: DescribeSpotPriceHistory and the Price
+List API's GetProducts for on-demand, each price valid from its own time; GCP: none yet, its prices live in the
+Cloud Billing Catalog API). Only prices a price API answered are recorded; the shipped catalog's stand for the
+rest and are shown as shipped. Offerings replace the provider's refreshed rows for the regions refreshed and
+merge with the shipped catalog for the others (`current_offerings`: a refresh of one region never hides
+another); prices are appended to `price_history`, never overwritten, so `price_at` can price past usage at the
+price of its time. Without a refresh the shipped catalog is the (offline) default.
 """
 
 from __future__ import annotations
@@ -56,14 +57,19 @@ def refresh_catalog(provider: Provider, store: Store, *, regions: Sequence[str] 
         offers.extend(found)
         prices.extend(seen)
         done.append(region)
-    write_refresh(store, provider.name, done, offers, prices)
+    # A refresh of every region the provider lists makes its list authoritative: a shipped region it no longer
+    # lists is gone. One of some regions only replaces those.
+    write_refresh(store, provider.name, done, offers, prices, complete=not regions and not errors)
     return RefreshResult(provider.name, tuple(done), len(offers), len(prices), budget.calls, tuple(errors))
 
 
 def write_refresh(store: Store, provider: str, regions: Sequence[str], offers: Sequence[Offering],
-                  prices: Sequence[PriceObservation], now: float | None = None) -> None:
+                  prices: Sequence[PriceObservation], now: float | None = None, *, complete: bool = False) -> None:
     now = time.time() if now is None else now
     with store.transaction() as db:
+        if complete:
+            db.execute("INSERT OR REPLACE INTO prov_meta (key, value) VALUES (?, ?)", (_complete_key(provider),
+                                                                                         str(now)))
         db.executemany("DELETE FROM catalog_offerings WHERE provider = ? AND region = ?",
                        [(provider, r) for r in regions])
         db.executemany(
@@ -99,6 +105,41 @@ def price_at(store: Store, provider: str, instance_type: str, zone: str, pricing
         return float(row[0])
     shipped = catalog.offering_index().get((provider, instance_type, zone))
     return shipped.price(pricing) if shipped else None
+
+
+def current_offerings(store: Store | None, provider: str, now: float | None = None) -> tuple[Offering, ...]:
+    """What the provider offers as far as geosched knows: the refreshed offerings of every region a refresh read,
+    priced as of `now`, merged with the shipped catalog for the regions no refresh read (a refresh of one region
+    never removes the others). The one source `catalog`, `provision` plans and reports share."""
+    refreshed = refreshed_offerings(store, provider, now) if store is not None else None
+    shipped = [o for o in catalog.offerings() if o.provider == provider]
+    if refreshed is None:
+        return tuple(shipped)
+    assert store is not None
+    complete = store.db.execute("SELECT 1 FROM prov_meta WHERE key = ?", (_complete_key(provider),)).fetchone()
+    read = refreshed_regions(store, provider)
+    kept = [] if complete else [o for o in shipped if o.region not in read]
+    return tuple(sorted([*refreshed, *kept], key=lambda o: (o.region, o.zone, o.instance_type)))
+
+
+def _complete_key(provider: str) -> str:
+    return f"catalog-complete:{provider}"
+
+
+def refreshed_regions(store: Store, provider: str) -> set[str]:
+    return {str(r[0]) for r in store.db.execute("SELECT DISTINCT region FROM catalog_offerings WHERE provider = ?",
+                                                (provider,))}
+
+
+def price_ages(store: Store, provider: str, now: float | None = None) -> dict[tuple[str, str, Pricing], float]:
+    """(instance type, zone, pricing) -> when geosched last read the price in force at `now` from a price API
+    (prices a refresh observed only; the rest are the shipped catalog's)."""
+    now = time.time() if now is None else now
+    rows = store.db.execute(
+        "SELECT instance_type, zone, pricing, MAX(recorded_at) FROM price_history WHERE provider = ? AND "
+        "observed_at <= ? AND source NOT IN ('launch', 'catalog') GROUP BY instance_type, zone, pricing",
+        (provider, now))
+    return {(str(t), str(z), Pricing(p)): float(at) for t, z, p, at in rows}
 
 
 def refreshed_offerings(store: Store, provider: str, now: float | None = None) -> tuple[Offering, ...] | None:

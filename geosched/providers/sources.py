@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from geosched import catalog
 from geosched.models import Offering, Region, region_key
 from geosched.providers.base import Budget, Provider
-from geosched.providers.refresh import refreshed_offerings
+from geosched.providers.refresh import current_offerings
 from geosched.providers.registry import CLOUDS
 from geosched.store import Store
 
@@ -17,8 +17,7 @@ def planning_offerings(store: Store | None, providers: Mapping[str, Provider]) -
     out: list[Offering] = []
     for name, provider in providers.items():
         if name in CLOUDS:
-            refreshed = refreshed_offerings(store, name) if store is not None else None
-            out.extend(refreshed if refreshed is not None else (o for o in catalog.offerings() if o.provider == name))
+            out.extend(current_offerings(store, name))
         else:
             budget = Budget(60.0)
             for region in provider.regions(budget):

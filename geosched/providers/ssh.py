@@ -54,6 +54,11 @@ class SshProvider:
             self._inventory = load_inventory(self.settings.inventory)
         return self._inventory
 
+    def declared_inventory(self) -> Inventory | None:
+        if self._inventory is None and self.settings.inventory is None:
+            return None
+        return self.inventory
+
     def _nodes(self) -> tuple[Node, ...]:
         fleet = self.inventory.fleet
         return fleet.nodes if fleet is not None else ()
@@ -96,15 +101,26 @@ class SshProvider:
         return next((fleet.regions[n.region_key] for n in fleet.nodes if n.region == region), None)
 
     def offerings(self, region: str, budget: Budget) -> tuple[Offering, ...]:
-        seen: dict[tuple[str, str], Offering] = {}
-        for n in self._nodes():
-            if n.region != region or n.gpus_free < n.gpus:
-                continue
-            key = (n.zone, n.instance_type)
-            if key not in seen:
-                seen[key] = Offering(NAME, n.instance_type, n.gpu, n.gpus, 0.0, 0.0, n.region, n.zone,
-                                     n.price_ondemand if n.price_ondemand is not None else 0.0, None)
-        return tuple(seen[k] for k in sorted(seen))
+        """One offering per (zone, instance type, GPUs) with the price of every node free now (not busy, not
+        leased), so a plan knows how many nodes a zone really holds and what the gang's cheapest ones cost."""
+        with self._locked() as leases:
+            leased = set(leases)
+        pools: dict[tuple[str, str, int], list[Node]] = {}
+        for n in self._free(leased):
+            if n.region == region:
+                pools.setdefault((n.zone, n.instance_type, n.gpus), []).append(n)
+        out = []
+        for (zone, instance_type, gpus), nodes in sorted(pools.items()):
+            prices = tuple(sorted(_price(n) for n in nodes))
+            first = nodes[0]
+            out.append(Offering(NAME, instance_type, first.gpu, gpus, 0.0, 0.0, region, zone, prices[0], None,
+                                free_node_prices=prices))
+        return tuple(out)
+
+    def _free(self, leased: set[str]) -> list[Node]:
+        """Nodes that can be leased now, cheapest first (then by name): whole, and not leased by a gang."""
+        free = [n for n in self._nodes() if n.gpus_free == n.gpus and n.name not in leased]
+        return sorted(free, key=lambda n: (_price(n), n.name))
 
     def prices(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[PriceObservation, ...]:
         now = time.time()
@@ -125,14 +141,14 @@ class SshProvider:
             mine = sorted((int(v["index"]), k) for k, v in leases.items() if v.get("token") == spec.token)
             if len(mine) == spec.count:  # the same attempt again: idempotent
                 return tuple(self._instance(node, leases[node]) for _, node in mine)
-            free = [n for n in self._nodes()
-                    if n.zone == spec.zone and n.instance_type == spec.instance_type and n.gpus == spec.gpus
-                    and n.gpus_free == n.gpus and n.name not in leases]
+            free = [n for n in self._free(set(leases))
+                    if n.zone == spec.zone and n.instance_type == spec.instance_type and n.gpus == spec.gpus]
             if len(free) < spec.count:
                 raise CapacityError(f"{len(free)} free {spec.instance_type} nodes in {spec.zone}, the gang needs "
                                     f"{spec.count}", code="NotEnoughFreeNodes")
             now = time.time()
-            for index, node in enumerate(sorted(free, key=lambda n: n.name)[:spec.count]):
+            # The cheapest free nodes, as the plan priced them.
+            for index, node in enumerate(free[:spec.count]):
                 leases[node.name] = {"gang": spec.gang, "token": spec.token, "owner": spec.owner, "index": index,
                                      "name": spec.names[index], "leased_at": now}
             return tuple(self._instance(k, v) for k, v in sorted(leases.items(), key=lambda kv: kv[1]["index"])
@@ -173,3 +189,8 @@ class SshProvider:
         except Exception as exc:  # an unreadable inventory is what check is for
             return (CheckItem(NAME, "inventory", False, str(exc)),)
         return (CheckItem(NAME, "inventory", True, f"{len(nodes)} GPU nodes in {self.inventory.source}"),)
+
+
+def _price(node: Node) -> float:
+    """An inventory machine without a price is already paid for: 0 $/h."""
+    return node.price_ondemand if node.price_ondemand is not None else 0.0

@@ -29,7 +29,7 @@ RUNNING_STATES = ("launched", "terminating")
 
 
 def journal_intervals(store: Store) -> list[Interval]:
-    return instance_intervals(journal.instances(store))
+    return instance_intervals(journal.at_site(store.db, r) for r in journal.instances(store))
 
 
 def instance_intervals(rows: Iterable[journal.InstanceRecord]) -> list[Interval]:

@@ -104,15 +104,18 @@ def _rates(store: Store, used: list[Interval], fleet: Fleet | None, carbon: Carb
     keys: set[PriceKey] = {(i.provider, i.instance_type, i.zone or "", i.pricing.value) for i in used
                            if i.instance_type}
     extra: list[Offering] = []
-    if fleet is not None:
-        keys |= {(n.provider, n.instance_type, n.zone, p.value) for n in fleet.nodes for p in Pricing}
-        known = {(o.provider, o.instance_type, o.zone) for o in shipped}
-        # A snapshot node the catalog does not sell (on-premises, a private price) is priced at its own figure.
-        extra = [Offering(n.provider, n.instance_type, n.gpu, n.gpus, 0.0, 0.0, n.region, n.zone, n.price_ondemand,
-                          n.price_spot) for n in fleet.nodes if (n.provider, n.instance_type, n.zone) not in known]
+    # The store's own fleet (imported snapshot, inventory machines) declares the regions, prices and GPUs of
+    # machines the catalog does not know (on-premises sites), as the comparison snapshot does for its nodes.
+    fleets = [f for f in (store.load_fleet(), fleet) if f is not None]
+    known = {(o.provider, o.instance_type, o.zone) for o in shipped}
+    for f in fleets:
+        keys |= {(n.provider, n.instance_type, n.zone, p.value) for n in f.nodes for p in Pricing}
+        # A node the catalog does not sell (on-premises, a private price) is priced at its own figure.
+        extra += [Offering(n.provider, n.instance_type, n.gpu, n.gpus, 0.0, 0.0, n.region, n.zone, n.price_ondemand,
+                           n.price_spot) for n in f.nodes if (n.provider, n.instance_type, n.zone) not in known]
     specs = spec_index([*shipped, *reads.refreshed_offerings(store)])
-    regions = {**(fleet.regions if fleet else {}), **catalog.regions()}
-    power = {**(fleet.gpu_power if fleet else {}), **catalog.gpu_power()}
+    regions = {k: v for f in fleets for k, v in f.regions.items()} | catalog.regions()
+    power = {k: v for f in fleets for k, v in f.gpu_power.items()} | catalog.gpu_power()
     model = EnergyModel(gpu_power=power, embodied=embodied,
                         gpu_utilisation=DEFAULT_GPU_UTILISATION if utilisation is None else utilisation)
     return Rates(prices=PriceBook.build(reads.price_rows(store, keys), [*shipped, *extra]), specs=specs,

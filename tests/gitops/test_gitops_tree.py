@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
-from gitops_support import AT, CLUSTERS, kube_validator, write_inputs
+from gitops_support import AT, CLUSTERS, gitops, kube_validator, lab_fleet, tree_args, write_inputs
 
 from geosched.errors import InputError
 from geosched.gitops import check_tree, render_tree
 from geosched.gitops.config import parse_time
-from geosched.gitops.index import INDEX
+from geosched.gitops.index import INDEX, placed_jobs
+from geosched.store import write_snapshot
 
 WHEN = parse_time(AT, "test", "")
 LATER = datetime(2025, 3, 5, 9, 30, tzinfo=UTC)
@@ -197,3 +199,36 @@ def test_two_jobs_that_would_render_to_one_file_are_an_input_error(repo: Path) -
 def test_the_jobs_directory_may_not_hold_the_tree(repo: Path) -> None:
     with pytest.raises(InputError, match="must not contain one another"):
         render_tree(repo, repo / "snapshot", repo / "clusters.yaml", repo)
+
+
+def test_check_fails_when_a_pinned_value_matches_no_node_of_the_snapshot(repo: Path) -> None:
+    # The nodes carry GPU feature discovery's product name; the job pins the short name people often write.
+    f, view = lab_fleet()
+    gfd = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count": "8"}
+    write_snapshot(repo / "snapshot", replace(f, nodes=tuple(replace(n, labels=gfd) for n in f.nodes)), view)
+    render(repo)
+    assert check(repo) == ""  # the tree is what its inputs render to...
+    alpha = repo / "jobs" / "alpha.yaml"
+    pinned = "topology.kubernetes.io/region: r1\n        nvidia.com/gpu.product: A100"
+    alpha.write_text(alpha.read_text().replace("topology.kubernetes.io/region: r1", pinned))
+    render(repo)
+    result = check_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo)
+    assert result.up_to_date and not result.passed  # ...but its pods would find no node
+    [line] = result.unmatched
+    assert line.startswith("clusters/east-a/ml/alpha.yaml: Job/alpha spec.template.spec: ")
+    assert "nvidia.com/gpu.product In [A100] matches no node (they carry NVIDIA-A100-SXM4-40GB)" in line
+    run = gitops("check", *tree_args(repo))
+    assert run.returncode == 1 and "no node of the snapshot admits these pods:" in run.stdout, run.stdout
+    run = gitops("render", *tree_args(repo))
+    assert run.returncode == 0 and "warning: no node of the snapshot admits clusters/east-a/ml/alpha.yaml" in run.stderr
+
+
+def test_placed_jobs_reads_the_jobs_of_a_rendered_tree_and_refuses_anything_else(repo: Path) -> None:
+    render(repo)
+    expected = {"east-a": {("ml", "alpha")}, "west": {("default", "beta"), ("research", "gamma")}}
+    assert placed_jobs(repo / INDEX) == expected
+    (repo / "other.yaml").write_text("kind: Something\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"other\.yaml: kind: not a PlacementIndex"):
+        placed_jobs(repo / "other.yaml")
+    with pytest.raises(InputError, match="no such file"):
+        placed_jobs(repo / "missing.yaml")

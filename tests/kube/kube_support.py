@@ -20,8 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import kubernetes_validate
+import jsonschema  # type: ignore[import-untyped]
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from packaging.version import Version
@@ -70,6 +70,9 @@ def _structural(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: _structural(v) for k, v in schema.items()}
+    pattern = out.get("pattern")
+    if isinstance(pattern, str) and pattern.startswith("^(?i)"):
+        out["pattern"] = "(?i)^" + pattern[5:]  # Go's RE2 takes flags after ^ (Kueue's names); Python at the start
     if out.get("nullable") is True and isinstance(out.get("type"), str):
         out["type"] = [out["type"], "null"]
     preserve = out.get("x-kubernetes-preserve-unknown-fields") is True

@@ -114,6 +114,16 @@ def test_gce_provider_and_zone_name() -> None:
     assert (node.provider, node.zone, node.gpu, node.price_ondemand) == ("gcp", "us-central1-a", "A100", 29.38708)
 
 
+def test_a_gke_node_without_gpu_feature_discovery_takes_the_gpu_from_its_accelerator_label() -> None:
+    # A GKE zone the catalog does not price a3 in, and no GFD (GKE's own driver installer runs none).
+    labels = {keys.REGION: "us-central1", keys.ZONE: "us-central1-f", keys.INSTANCE_TYPE: "a3-highgpu-8g",
+              keys.GKE_ACCELERATOR: "nvidia-h100-80gb"}
+    node = kube_node("gke-a3", provider_id="gce://proj/us-central1-f/gke-a3", labels=labels)
+    del node["metadata"]["labels"][keys.GPU_PRODUCT]
+    (found,) = nodes_from_kube([node], [], "gke").nodes
+    assert (found.provider, found.zone, found.gpu, found.price_ondemand) == ("gcp", "us-central1-f", "H100", None)
+
+
 def test_client_models_are_accepted() -> None:
     v1 = client.V1Node(
         metadata=client.V1ObjectMeta(name="n1", labels=kube_node("n1")["metadata"]["labels"]),
@@ -164,3 +174,14 @@ def test_one_identity_with_a_launched_node() -> None:
     assert merged["gpu-b"].provider_id == "aws:///us-east-1a/i-0ccc" and merged["gpu-b"].cluster == "eks-east"
     assert merged["foreign"].cluster == "eks-east" and merged["foreign"].price_ondemand == 32.7726
     assert merged["pending"].state is NodeState.PROVISIONING and merged["pending"].cluster is None
+
+
+def test_an_eks_node_without_a_zone_id_is_keyed_by_its_zone_name_and_said_so() -> None:
+    from geosched.kube.cluster_inventory import ClusterReading, build_fleet
+
+    node = kube_node("ip-10-0-1-9.ec2.internal")
+    del node["metadata"]["labels"][keys.AWS_ZONE_ID]  # EKS before 1.30 sets no zone-id label
+    view = build_fleet([ClusterReading("eks", (node,), ())])
+    (found,) = view.fleet.nodes
+    assert found.zone == "us-east-1a"  # never mapped to an ID by guess
+    assert any("us-east-1a named by nodes without topology.k8s.aws/zone-id" in a for a in view.assumptions)

@@ -148,6 +148,8 @@ def _check_provenance(obj: Mapping[str, Any], zones: tuple[str, ...]) -> None:
                                                             "total": 1.0523}
     assert len(annotations["geosched.io/inputs-sha256"]) == 64
     assert obj["metadata"]["labels"][keys.JOB_LABEL] == obj["metadata"]["name"]
+    for template, _ in pod_templates(obj):
+        assert template["metadata"]["labels"][keys.JOB_LABEL] == obj["metadata"]["name"]
 
 
 def _check_placement(obj: Mapping[str, Any], zones: tuple[str, ...], regions: tuple[str, ...]) -> None:
@@ -315,6 +317,29 @@ def test_labels_come_from_the_nodes_when_known(validate: Validate) -> None:
     # The GPU-less driver stays in the zones but is neither pinned nor held to a GPU product.
     assert values_of(driver, keys.ZONE) == [["us-east-1a", "us-east-1b"]]
     assert values_of(driver, keys.HOSTNAME) == [[]] and values_of(driver, keys.GPU_PRODUCT) == [[]]
+
+
+def test_an_aws_node_without_its_zone_label_is_refused_not_guessed() -> None:
+    # The fleet names AWS zones by ID; the zone name on the node differs per account, so it is never derived.
+    job = job_input("batch")
+    nodes = {name: replace(n, labels={k: v for k, v in n.labels.items() if k != keys.ZONE})
+             for name, n in fleet_nodes().items()}
+    with pytest.raises(InputError, match=r"node ip-10-0-1-1: labels: no topology.kubernetes.io/zone label"):
+        render(job, make_placement(job.job), cluster(Backend.NONE), RenderOptions(now=NOW, nodes=nodes))
+
+
+def test_label_values_come_from_the_placed_nodes_only() -> None:
+    # A node of the same zone ID in another account (another cluster) names the zone differently: only the
+    # placed nodes' values are pinned.
+    job = job_input("batch")
+    other = Node(name="elsewhere", provider="aws", region="us-east-1", zone="use1-az1", instance_type="p4d.24xlarge",
+                 gpu="A100", gpus=8, gpus_free=8, cluster="eks-other",
+                 labels={keys.ZONE: "us-east-1c", keys.REGION: "us-east-1"})
+    manifests = render(job, make_placement(job.job), cluster(Backend.NONE),
+                       RenderOptions(now=NOW, nodes={**fleet_nodes(), "elsewhere": other}))
+    ((template, _),) = pod_templates(main_object(manifests, job))
+    assert values_of(template, keys.ZONE) == [["us-east-1a"]]
+    assert values_of(template, keys.GPU_PRODUCT) == [["NVIDIA-A100-SXM4-40GB"]]
 
 
 def test_pinning_without_nodes_uses_placement_names() -> None:

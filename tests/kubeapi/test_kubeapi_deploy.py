@@ -21,16 +21,19 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "scheduler"
 K8S_VERSIONS = ("1.29", kubernetes_validate.utils.latest_version())
 
 
-def manifests() -> list[dict[str, Any]]:
+def manifests(folder: Path = DEPLOY) -> list[dict[str, Any]]:
+    """Every object the folder's kustomization applies."""
+    listed = yaml.safe_load((folder / "kustomization.yaml").read_text(encoding="utf-8"))["resources"]
     docs: list[dict[str, Any]] = []
-    for path in sorted(DEPLOY.glob("*.yaml")):
-        if path.name != "kustomization.yaml":
+    for path in sorted(folder.glob("*.yaml")):
+        if path.name in listed:
             docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
     return docs
 
 
-def find(kind: str, name: str | None = None) -> dict[str, Any]:
-    return next(m for m in manifests() if m["kind"] == kind and (name is None or m["metadata"]["name"] == name))
+def find(kind: str, name: str | None = None, folder: Path = DEPLOY) -> dict[str, Any]:
+    return next(m for m in manifests(folder)
+                if m["kind"] == kind and (name is None or m["metadata"]["name"] == name))
 
 
 def validate(obj: Mapping[str, Any]) -> None:
@@ -103,11 +106,13 @@ def attributes(record: RequestRecord) -> tuple[str, str, str, str | None, str | 
     return path.group, resource, verb, path.namespace, path.name
 
 
-def allowed(attrs: tuple[str, str, str, str | None, str | None]) -> bool:
+def allowed(attrs: tuple[str, str, str, str | None, str | None], folder: Path = DEPLOY) -> bool:
     group, resource, verb, namespace, name = attrs
-    role = find("Role")
-    grants = [(rule, None) for rule in find("ClusterRole")["rules"]]
-    grants += [(rule, role["metadata"]["namespace"]) for rule in role["rules"]]
+    grants: list[tuple[dict[str, Any], str | None]] = []
+    for m in manifests(folder):
+        if m["kind"] in ("ClusterRole", "Role"):
+            scope = m["metadata"]["namespace"] if m["kind"] == "Role" else None
+            grants += [(rule, scope) for rule in m["rules"]]
     for rule, scope in grants:
         if scope is not None and namespace != scope:
             continue

@@ -176,6 +176,13 @@ class Catalog:
         for version in spec.versions:
             self._by_gvr[(spec.group, version, spec.plural)] = spec
 
+    def remove(self, group: str, plural: str) -> list[str]:
+        """Stop serving a resource (before it is declared again with other versions); the versions it had."""
+        gone = [v for (g, v, p) in self._by_gvr if g == group and p == plural]
+        for version in gone:
+            del self._by_gvr[(group, version, plural)]
+        return gone
+
     def lookup(self, group: str, version: str, plural: str) -> ResourceSpec | None:
         return self._by_gvr.get((group, version, plural))
 
@@ -197,7 +204,7 @@ class Catalog:
 
     def specs(self) -> Iterator[ResourceSpec]:
         seen: set[int] = set()
-        for spec in self._by_gvr.values():
+        for spec in list(self._by_gvr.values()):  # a copy: declaring a spec re-adds it
             if id(spec) not in seen:
                 seen.add(id(spec))
                 yield spec

@@ -104,7 +104,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self.declare(spec)
 
     def declare(self, spec: ResourceSpec) -> None:
-        """Make a resource discoverable (kmock's `resources` registry feeds /api and /apis)."""
+        """Make a resource discoverable (kmock's `resources` registry feeds /api and /apis). Declaring a resource
+        again replaces it, as an updated CRD does: versions it no longer lists are no longer served."""
+        for version in self.catalog.remove(spec.group, spec.plural):
+            self.resources.pop(kmock.resource(spec.group, version, spec.plural), None)
         self.catalog.add(spec)
         for version in spec.versions:
             self.resources[kmock.resource(spec.group, version, spec.plural)] = kmock.ResourceInfo(

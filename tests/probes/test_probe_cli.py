@@ -73,7 +73,8 @@ def test_export_all_three(setup: tuple[Path, Path], tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["run"], "--inventory: required"),
+    (["run"], "the store knows no machines: pass --inventory, or provision first"),
+    (["run", "--inventory", "INV", "--gang", "g"], "give either --inventory or --gang"),
     (["run", "--inventory", "INV", "--kinds", "rtt,bogus"], "unknown kind(s) bogus"),
     (["export"], "nothing to write"),
     (["export", "--inventory", "INV", "--networktopology", "OUT", "--name", "Bad_Name"], "not a Kubernetes object"),

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,6 +283,37 @@ def test_unknown_host_keys_are_refused_unless_trusted_on_first_use(tb: Testbed, 
 
         again = service.run(store, targets, settings, PlanOptions(kind=PlanKind.FULL, run=2), known_hosts=[])
         assert not again.report.failures and len(again.report.echoes) == 1
+
+
+def test_probe_run_gang_measures_a_provisioned_gang_from_the_store(tb: Testbed, workdir: Path) -> None:
+    """provision -> probe without writing a file by hand (issue 15): the store kept the inventory (addresses,
+    users, keys, pinned host keys) when the ssh provider leased the gang, so `probe run --gang` needs no file."""
+    home = workdir / "gang-home"
+    inventory = write_inventory(tb, workdir / "gang.yaml", gpus=GPUS)
+    env = {**os.environ, "GEOSCHED_HOME": str(home)}
+    launched = subprocess.run([sys.executable, "-m", "geosched", "provision", "--provider", "ssh", "--inventory",
+                               str(inventory), "--gpu", "A100:8", "--nodes", "3", "--yes", "-o", "json"],
+                              capture_output=True, text=True, env=env, timeout=120)
+    assert launched.returncode == 0, launched.stderr
+    doc = json.loads(launched.stdout)
+    gang = doc["gang"]
+    # eu and us are the zones with three healthy GPU hosts; eu comes first by name at equal prices.
+    assert sorted(n["provider_id"] for n in doc["nodes"]) == ["eu-1", "eu-2", "eu-3"]
+    inventory.unlink()  # the store is the memory now
+
+    app = make_app(lambda: Store(home))
+    result = CliRunner().invoke(app, ["run", "--gang", gang, "--plan", "full", "--kinds", "rtt", "--ping-count", "5",
+                                      "--known-hosts", str(workdir / "none"), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["failures"] == []
+    with Store(home) as store:
+        pairs = {k for k in store.network_view().node_links}
+    # Every pair of the gang, measured over the pinned host keys; nothing outside the gang.
+    assert pairs == {pair_key(a, b) for a, b in (("eu-1", "eu-2"), ("eu-1", "eu-3"), ("eu-2", "eu-3"))}
+
+    unknown = CliRunner().invoke(app, ["run", "--gang", "nope", "--kinds", "rtt"])
+    assert unknown.exit_code != 0 and "no machines of gang 'nope'" in str(unknown.exception)
 
 
 def replace_settings(settings: ProbeSettings, **changes: object) -> ProbeSettings:

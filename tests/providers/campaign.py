@@ -4,7 +4,10 @@ refusals, throttling, 5xx, stalls and quota faults, killed with SIGKILL at a ran
 
 - nothing leaked: every live instance carrying the gang's tag is recorded in the store by its provider id
   (after resume), and after `down` none is left;
-- no orphan records: after `down` no journal row is still open (intent, launched or terminating).
+- no orphan records: after `down` no journal row is still open (intent, launched or terminating);
+- nothing billed that is gone: some runs also lose a machine behind geosched's back after the kill (an EC2 spot
+  reclaim, a GCE preemption with action STOP or DELETE), some then run `status --refresh` (`lifecycle.refresh`);
+  after the resume no usage-ledger row is open for a machine that is not running, and after `down` none at all.
 
 Children come from a forkserver that has already imported boto3, google-cloud-compute and geosched, so a
 run costs a fork, not an interpreter start. Used by tests/providers/test_prov_campaign.py and
@@ -39,11 +42,13 @@ from tests.providers.prov_support import (
     AWS_ZONES,
     GCP_REGIONS,
     GCP_ZONES,
+    PROJECT,
     aws_alive,
     aws_env,
     aws_provider,
     gce_alive,
     gcp_provider,
+    moto_client,
     warm,
 )
 
@@ -83,6 +88,8 @@ class RunPlan:
     faults: tuple[tuple[str, dict[str, Any]], ...]
     kill_after_s: float | None
     then: str
+    preempt: str | None = None  # "aws", "stop", "delete": how one machine is lost after the kill
+    refresh: bool = False
 
 
 @dataclass
@@ -96,13 +103,14 @@ class RunOutcome:
     unrecorded: int
     leaked_after_down: int
     open_rows: int
+    billed_gone: int
     seconds: float
     child_seconds: float
     notes: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return self.unrecorded == 0 and self.leaked_after_down == 0 and self.open_rows == 0
+        return self.unrecorded == 0 and self.leaked_after_down == 0 and self.open_rows == 0 and self.billed_gone == 0
 
 
 def providers_for(names: tuple[str, ...], env: dict[str, str]) -> dict[str, Provider]:
@@ -155,9 +163,11 @@ def random_plan(rng: random.Random, index: int) -> RunPlan:
     # A launch takes 0.05-1 s against the emulators (less on an idle machine): most kills land mid-flight, some
     # hit a finished run.
     kill = rng.uniform(0.0, 0.4) if rng.random() < 0.8 else None
-    return RunPlan(seed=index, gang=f"gang-c{index:06d}", providers=providers, nodes=nodes,
-                   pricing=rng.choice([PricingMode.ON_DEMAND, PricingMode.ON_DEMAND, PricingMode.SPOT]),
-                   faults=tuple(faults), kill_after_s=kill, then=rng.choice(["resume", "down"]))
+    pricing = rng.choice([PricingMode.ON_DEMAND, PricingMode.ON_DEMAND, PricingMode.SPOT])
+    then = rng.choice(["resume", "down"])
+    preempt = rng.choice(["aws", "stop", "delete"]) if rng.random() < 0.3 else None
+    return RunPlan(seed=index, gang=f"gang-c{index:06d}", providers=providers, nodes=nodes, pricing=pricing,
+                   faults=tuple(faults), kill_after_s=kill, then=then, preempt=preempt, refresh=rng.random() < 0.5)
 
 
 def arm(emu: Emulators, plan: RunPlan) -> None:
@@ -212,7 +222,7 @@ def run_one(emu: Emulators, plan: RunPlan, workdir: Path, mp: Any) -> RunOutcome
     result_file = home / "result.json"
     child_doc = json.loads(result_file.read_text()) if result_file.exists() else None
     outcome = RunOutcome(plan, killed, child_doc["ok"] if child_doc else None, child_doc["calls"] if child_doc else 0,
-                         emulator_calls, None, 0, 0, 0, 0.0, child_seconds)
+                         emulator_calls, None, 0, 0, 0, 0, 0.0, child_seconds)
     providers = providers_for(("aws", "gcp"), env)
     with Store(home) as store:
         record = journal.gang_record(store, plan.gang)
@@ -228,6 +238,10 @@ def run_one(emu: Emulators, plan: RunPlan, workdir: Path, mp: Any) -> RunOutcome
                 if inst.state.exists and inst.token not in tokens:
                     outcome.unrecorded += 1
                     outcome.notes.append(f"{inst.provider_id}: attempt {inst.token} not in the store")
+            if plan.preempt is not None:
+                lose_one(emu, plan)
+            if plan.refresh:
+                lifecycle.refresh(store, providers, [plan.gang], settings().lifecycle)
             if plan.then == "resume":
                 result = resume(plan.gang, providers, store, settings())
                 outcome.resumed_ok = result.ok
@@ -244,13 +258,44 @@ def run_one(emu: Emulators, plan: RunPlan, workdir: Path, mp: Any) -> RunOutcome
                     rows = [(r.name, r.zone, r.state, r.note, r.provider_id)
                             for r in journal.instances(store, gang=plan.gang)]
                     outcome.notes.extend([f"attempts: {tried}", f"rows: {rows}"])
+                outcome.billed_gone += billed_but_not_running(emu, store, plan.gang)
             down = lifecycle.down(store, providers, plan.gang, settings().lifecycle)
             outcome.notes.extend(down.errors)
+            outcome.billed_gone += len(open_ledger(store, plan.gang))
             outcome.open_rows = len(journal.instances(store, gang=plan.gang, states=journal.OPEN_STATES))
         outcome.leaked_after_down = len(alive(emu, plan.gang))
     outcome.seconds = time.monotonic() - started
     shutil.rmtree(home, ignore_errors=True)
     return outcome
+
+
+def lose_one(emu: Emulators, plan: RunPlan) -> None:
+    """One machine of the gang lost behind geosched's back, as a spot reclaim does."""
+    aws = aws_alive(emu.moto.url, plan.gang)
+    gcp = gce_alive(emu.gce, plan.gang)
+    if plan.preempt == "aws" and aws:
+        instance_id, zone = sorted(aws.items())[0]
+        moto_client(emu.moto.url, zone[:-1]).terminate_instances(InstanceIds=[instance_id])
+    elif gcp:
+        name, zone = sorted(gcp.items())[0]
+        if plan.preempt == "stop":
+            emu.gce.set_instance_status(PROJECT, zone, name, "TERMINATED")
+        else:
+            emu.gce.remove_instance(PROJECT, zone, name)
+
+
+def open_ledger(store: Store, gang: str) -> list[str]:
+    """Provider refs of the gang's usage rows still open (billed)."""
+    rows = store.db.execute("SELECT ref FROM usage WHERE job = ? AND ended_at IS NULL AND source = 'provider'",
+                            (gang,))
+    return [str(r[0]) for r in rows]
+
+
+def billed_but_not_running(emu: Emulators, store: Store, gang: str) -> int:
+    running = set(aws_alive(emu.moto.url, gang, states=("pending", "running"))) | {
+        i["name"] for i in emu.gce.instances(project=PROJECT) if i.get("labels", {}).get("geosched-gang") == gang
+        and i.get("status") in ("PROVISIONING", "STAGING", "RUNNING")}
+    return len([ref for ref in open_ledger(store, gang) if ref not in running])
 
 
 def _budget() -> Any:
@@ -298,5 +343,7 @@ def summary(outcomes: list[RunOutcome]) -> dict[str, Any]:
         "unrecorded_instances": sum(o.unrecorded for o in outcomes),
         "leaked_after_down": sum(o.leaked_after_down for o in outcomes),
         "orphan_records": sum(o.open_rows for o in outcomes),
+        "preempted": sum(o.plan.preempt is not None for o in outcomes),
+        "billed_gone": sum(o.billed_gone for o in outcomes),
         "seconds": round(sum(o.seconds for o in outcomes), 1),
     }

@@ -88,10 +88,10 @@ def moto_client(moto_url: str, region: str = "us-east-1") -> Any:
 
 
 def aws_alive(moto_url: str, gang: str | None = None, owner: str | None = None,
-              regions: tuple[str, ...] = AWS_REGIONS) -> dict[str, str]:
-    """Instance id -> zone name of live instances tagged with the gang (or owner)."""
+              regions: tuple[str, ...] = AWS_REGIONS, states: tuple[str, ...] = ALIVE) -> dict[str, str]:
+    """Instance id -> zone name of live instances (in `states`) tagged with the gang (or owner)."""
     out: dict[str, str] = {}
-    filters = [{"Name": "instance-state-name", "Values": list(ALIVE)}]
+    filters = [{"Name": "instance-state-name", "Values": list(states)}]
     if gang is not None:
         filters.append({"Name": "tag:geosched-gang", "Values": [gang]})
     if owner is not None:

@@ -86,6 +86,20 @@ def test_provision_status_down(home: Path, proxy: Ec2FaultProxy, moto: MotoServe
     assert [i["state"] for i in detail["instances"]] == ["terminated"] * 2 + ["launched"] * 2
     assert run(home, "status", "gang-cli00001").exit_code == 0
 
+    # A machine terminated behind geosched's back: plain status does not know (no API call), --refresh does.
+    from tests.providers.prov_support import moto_client
+
+    lost = doc["nodes"][0]
+    moto_client(moto.url, "us-east-1").terminate_instances(InstanceIds=[lost["provider_id"]])
+    stale = json.loads(run(home, "status", "-o", "json").output)
+    assert [(g["state"], g["nodes up"]) for g in stale] == [("ready", "2/2")]
+    refreshed = run(home, "status", "--refresh")
+    assert refreshed.exit_code == 0, refreshed.output
+    assert f"gone since the last look: {lost['name']}" in refreshed.output
+    assert "geosched provision --resume gang-cli00001" in refreshed.output
+    after = json.loads(run(home, "status", "-o", "json").output)
+    assert [(g["state"], g["nodes up"]) for g in after] == [("degraded", "1/2")]
+
     down = run(home, "down", "gang-cli00001", "--yes")
     assert down.exit_code == 0, down.output
     assert aws_alive(moto.url, "gang-cli00001") == {}
@@ -164,3 +178,27 @@ def test_catalog_refresh_writes_offerings_and_prices(home: Path, proxy: Ec2Fault
     with Store(home) as store:
         rows = store.db.execute("SELECT COUNT(*) FROM catalog_offerings WHERE provider = 'aws'").fetchone()[0]
     assert rows > 0
+
+
+def test_catalog_shows_refreshed_prices_with_their_age_and_agrees_with_the_plan(
+        home: Path, proxy: Ec2FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: `geosched catalog` never showed refreshed data, so it and `provision --dry-run` disagreed."""
+    from geosched.cli import app as geosched_app
+
+    proxy.set_ondemand_price("p4d.24xlarge", "us-east-1", 21.9576)
+    assert run(home, "catalog", "refresh", "--provider", "aws", "--regions", "us-east-1").exit_code == 0
+    shown = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider", "aws",
+                                              "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    listed = {r["zone"]: r for r in json.loads(shown.output) if r["instance_type"] == "p4d.24xlarge"}
+    assert listed["use1-az1"]["usd_per_hour"] == pytest.approx(21.9576)
+    assert listed["use1-az1"]["price_observed_at"] is not None  # read from the price list just now
+    assert listed["use2-az1"]["usd_per_hour"] == pytest.approx(32.7726)  # a region not refreshed: shipped
+    assert listed["use2-az1"]["price_observed_at"] is None
+    table = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider",
+                                              "aws"], env={"COLUMNS": "200"})
+    assert "0 h ago" in table.output and "shipped" in table.output
+    dry = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--dry-run", "-o", "json")
+    planned = {c["zone"]: c["usd_per_hour"] / 2 for c in json.loads(dry.output)["plan"]}
+    assert planned["use1-az1"] == pytest.approx(listed["use1-az1"]["usd_per_hour"])
+    assert planned["use2-az1"] == pytest.approx(listed["use2-az1"]["usd_per_hour"])

@@ -130,7 +130,9 @@ def test_gcp_gang_instances_carry_labels_spot_scheduling_and_the_key(gcp: GcpPro
                                   "geosched-index": inst["name"].rsplit("-", 1)[1]}
         assert inst["scheduling"]["provisioningModel"] == "SPOT"
         assert inst["scheduling"]["onHostMaintenance"] == "TERMINATE"
-        assert inst["metadata"]["items"] == [{"key": "ssh-keys", "value": f"geosched:{KEY}"}]
+        # The key to log in with, and the guest agent asked to publish the host keys (read back before probing).
+        assert inst["metadata"]["items"] == [{"key": "enable-guest-attributes", "value": "TRUE"},
+                                             {"key": "ssh-keys", "value": f"geosched:{KEY}"}]
         assert inst["disks"][0]["initializeParams"]["sourceImage"].startswith("projects/deeplearning-platform")
     assert gce.call_count("instances.insert") == 3
     again = gcp.launch(spec, Budget(30.0))  # same attempt again: 409s taken as ours

@@ -43,6 +43,10 @@ class Crashing:
         if self.point == "before-launch":
             self.point = ""
             raise Crash
+        if self.point == "half-launch":  # GCE inserts one machine per call: the process died between them
+            self.point = ""
+            self.inner.launch(replace(spec, names=spec.names[: len(spec.names) - 1]), budget)
+            raise Crash
         launched = self.inner.launch(spec, budget)
         if self.point == "after-launch":
             self.point = ""
@@ -153,6 +157,8 @@ def test_attempt_log_says_what_was_tried_in_order_and_why(gcp: GcpProvider, gce:
     assert {(b.kind, b.scope) for b in blocks} == {("capacity", "zone"), ("quota", "region")}
     nodes = lifecycle.fleet_nodes(store)
     assert {n.provider_id for n in nodes} == set(gce_alive(gce, result.gang))
+    # Not (yet) a Kubernetes node: no Kubernetes labels made up for it, only its gang.
+    assert all(dict(n.labels) == {"geosched.io/gang": result.gang} for n in nodes)
     lifecycle.down(store, {"gcp": gcp}, result.gang, fast_settings().lifecycle)
     assert lifecycle.fleet_nodes(store) == ()
 
@@ -201,15 +207,51 @@ def test_down_unknown_gang_and_resume_unknown_gang(aws: AwsProvider, store: Stor
         resume("gang-nothere1", {"aws": aws}, store)
 
 
-def test_resume_of_a_ready_gang_that_lost_nodes_relaunches(gcp: GcpProvider, gce: GceDouble, store: Store) -> None:
-    result = provision(request(2, ("gcp",)), {"gcp": gcp}, store, fast_settings())
-    lost = next(iter(gce_alive(gce, result.gang)))
-    gce.remove_instance("geosched-test", "europe-west4-a", lost)  # a spot preemption, say
-    again = resume(result.gang, {"gcp": gcp}, store, fast_settings())
-    assert again.ok
-    up = gce_alive(gce, result.gang)
-    assert len(up) == 2 and lost not in up and known_ids(store, result.gang) == set(up)
-    lifecycle.down(store, {"gcp": gcp}, result.gang, fast_settings().lifecycle)
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_resume_of_a_ready_gang_that_lost_nodes_fills_it_up(cloud: str, aws: AwsProvider, gcp: GcpProvider,
+                                                           moto: MotoServer, gce: GceDouble, proxy: Ec2FaultProxy,
+                                                           store: Store) -> None:
+    """Issue 15: a resume used to terminate the survivors and start over; it now launches only what is missing,
+    in the survivors' zone, and keeps them."""
+    provider: Provider = aws if cloud == "aws" else gcp
+    result = provision(request(3, (cloud,)), {cloud: provider}, store, fast_settings())
+    before = alive(provider, result.gang, moto, gce)
+    lost = sorted(before)[0]
+    if cloud == "aws":  # a spot reclaim, say
+        moto_client(moto.url, result.candidate.region if result.candidate else "").terminate_instances(
+            InstanceIds=[lost])
+    else:
+        gce.remove_instance("geosched-test", before[lost], lost)
+    launches = proxy.call_count("RunInstances") + gce.call_count("instances.insert")
+    again = resume(result.gang, {cloud: provider}, store, fast_settings())
+    assert again.ok, again.message
+    up = alive(provider, result.gang, moto, gce)
+    # The two survivors are kept, one machine is added beside them, nothing else is launched or terminated.
+    assert len(up) == 3 and lost not in up and set(before) - {lost} <= set(up)
+    assert len(set(up.values())) == 1 and known_ids(store, result.gang) == set(up)
+    assert proxy.call_count("RunInstances") + gce.call_count("instances.insert") - launches == 1
+    assert [a.outcome for a in again.attempts] == ["launched", "launched"]
+    assert again.message.startswith("filled up: 1 new of 3")
+    lifecycle.down(store, {cloud: provider}, result.gang, fast_settings().lifecycle)
+    assert alive(provider, result.gang, moto, gce) == {}
+
+
+def test_resume_after_half_landed_inserts_creates_only_the_missing(gcp: GcpProvider, gce: GceDouble,
+                                                                   store: Store) -> None:
+    """Issue 15: a GCP gang whose inserts half landed before the process died was terminated and started over."""
+    gang = crash_then(store, gcp, "half-launch")
+    landed = gce_alive(gce, gang)
+    assert len(landed) == 2
+    inserts = gce.call_count("instances.insert")
+    settings = fast_settings(lifecycle=fast_settings().lifecycle.__class__(settle_s=0.2, poll_s=0.05))
+    result = resume(gang, {"gcp": gcp}, store, settings)
+    assert result.ok, result.message
+    up = gce_alive(gce, gang)
+    assert len(up) == 3 and set(landed) <= set(up) and len(set(up.values())) == 1
+    assert gce.call_count("instances.insert") - inserts == 1 and known_ids(store, gang) == set(up)
+    assert not open_rows(store, gang)
+    lifecycle.down(store, {"gcp": gcp}, gang, settings.lifecycle)
+    assert gce_alive(gce, gang) == {}
 
 
 def test_a_launch_landing_after_the_settle_window_is_caught_by_the_next_reconcile(

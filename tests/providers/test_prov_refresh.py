@@ -6,19 +6,26 @@ import time
 
 import pytest
 
+from geosched import catalog
+from geosched.emulators import Ec2FaultProxy, GceDouble
+from geosched.emulators.billing import Sku
 from geosched.models import Pricing
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import PriceObservation
 from geosched.providers.gang import plan_gang
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
-from geosched.providers.refresh import price_at, record_prices, refresh_catalog, refreshed_offerings
+from geosched.providers.refresh import price_ages, price_at, record_prices, refresh_catalog, refreshed_offerings
 from geosched.store import Store
 
 pytestmark = pytest.mark.integration
 
 
-def test_aws_refresh_reads_types_offerings_and_spot_history(aws: AwsProvider, store: Store) -> None:
+def test_aws_refresh_reads_types_offerings_and_spot_history(aws: AwsProvider, proxy: Ec2FaultProxy,
+                                                             store: Store) -> None:
+    # The Price List API lists p4d.24xlarge in us-east-1 at a price the shipped catalog (32.7726) does not have.
+    proxy.set_ondemand_price("p4d.24xlarge", "us-east-1", 21.9576)
+    proxy.set_ondemand_price("p4d.24xlarge", "us-east-2", 23.0)  # another region: not asked for
     result = refresh_catalog(aws, store, regions=("us-east-1",))
     assert result.regions == ("us-east-1",) and not result.errors
     offers = refreshed_offerings(store, "aws")
@@ -27,13 +34,60 @@ def test_aws_refresh_reads_types_offerings_and_spot_history(aws: AwsProvider, st
     assert {"use1-az1", "use1-az2", "use1-az6"} <= set(p4d)  # zone ids, as the catalog names them
     sample = p4d["use1-az1"]
     assert (sample.gpu, sample.gpus, sample.vcpus) == ("A100", 8, 96.0)
-    assert sample.price_ondemand == pytest.approx(32.7726)  # EC2 has no on-demand price API: the catalog's
+    assert sample.price_ondemand == pytest.approx(21.9576)  # from GetProducts, every zone of the region
+    assert all(o.price_ondemand == pytest.approx(21.9576) for o in p4d.values())
+    # Valid from the on-demand term's effective date; before that, the shipped price.
+    assert price_at(store, "aws", "p4d.24xlarge", "use1-az1", Pricing.ON_DEMAND, 1.7e9) == pytest.approx(32.7726)
+    # A type the price list does not list keeps the shipped price, and no observation claims otherwise.
+    p5 = next(o for o in offers if o.instance_type == "p5.48xlarge" and o.zone == "use1-az6")
+    shipped = catalog.offering_index()[("aws", "p5.48xlarge", "use1-az6")]
+    assert p5.price_ondemand == shipped.price_ondemand
+    ages = price_ages(store, "aws")
+    assert ("p4d.24xlarge", "use1-az1", Pricing.ON_DEMAND) in ages
+    assert ("p5.48xlarge", "use1-az6", Pricing.ON_DEMAND) not in ages
+    # Refreshing us-east-1 keeps us-east-2 in the plans (shipped), and `catalog` and the plan agree.
+    plan = plan_gang(GangRequest("A100", 8, 2, providers=("aws",)), {"aws": aws}, store)
+    assert {"use1-az1", "use2-az1"} <= {c.zone for c in plan.candidates}
+    planned = {c.zone: c.node_usd_per_hour for c in plan.candidates}
+    assert planned["use1-az1"] == pytest.approx(21.9576) and planned["use2-az1"] == pytest.approx(32.7726)
     # moto's spot history is a placeholder price with a 2006 timestamp: recorded as valid from then.
     spot_now = price_at(store, "aws", "p4d.24xlarge", "use1-az1", Pricing.SPOT, time.time())
     assert spot_now is not None and spot_now < 1.0
     before_history = price_at(store, "aws", "p4d.24xlarge", "use1-az1", Pricing.SPOT, 0.0)
     assert before_history == pytest.approx(6.7915)  # nothing observed that early: the shipped catalog
     assert result.api_calls >= 3
+
+
+# Compute Engine SKUs as the Cloud Billing Catalog lists them (descriptions, usage types and us-central1 rates
+# of cloud.google.com/compute/gpus-pricing and /vm-instance-pricing), with the A100 rate changed from 2.933908
+# to 2.5 so that a price read from the API is told apart from the shipped one (29.38708 for a2-highgpu-8g).
+AMERICAS = ("us-central1", "us-east4")
+SKUS = [
+    Sku("A2 Instance Core running in Americas", "CPU", "OnDemand", AMERICAS, 0.031611),
+    Sku("A2 Instance Ram running in Americas", "RAM", "OnDemand", AMERICAS, 0.004237, "GiBy.h"),
+    Sku("Nvidia Tesla A100 GPU running in Americas", "GPU", "OnDemand", AMERICAS, 2.5),
+    Sku("Spot Preemptible A2 Instance Core running in Americas", "CPU", "Preemptible", AMERICAS, 0.0095),
+    Sku("Spot Preemptible A2 Instance Ram running in Americas", "RAM", "Preemptible", AMERICAS, 0.0013, "GiBy.h"),
+    Sku("Spot Preemptible Nvidia Tesla A100 GPU running in Americas", "GPU", "Preemptible", AMERICAS, 1.1),
+    Sku("Commitment v1: A2 Cpu in Americas for 1 Year", "CPU", "Commit1Yr", AMERICAS, 0.02),
+]
+
+
+def test_gcp_prices_from_the_cloud_billing_catalog(gcp: GcpProvider, gce: GceDouble, store: Store) -> None:
+    gce.billing.set_skus(SKUS)
+    result = refresh_catalog(gcp, store, regions=("us-central1",))
+    assert result.regions == ("us-central1",) and not result.errors
+    offers = {(o.instance_type, o.zone): o for o in refreshed_offerings(store, "gcp") or ()}
+    a2 = offers[("a2-highgpu-8g", "us-central1-a")]
+    assert a2.price_ondemand == pytest.approx(96 * 0.031611 + 680 * 0.004237 + 8 * 2.5)
+    assert a2.price_spot == pytest.approx(96 * 0.0095 + 680 * 0.0013 + 8 * 1.1)
+    # No SKU for the H100 machines' parts here: their shipped prices stand, and no observation claims otherwise.
+    a3 = offers[("a3-highgpu-8g", "us-central1-a")]
+    assert a3.price_ondemand == catalog.offering_index()[("gcp", "a3-highgpu-8g", "us-central1-a")].price_ondemand
+    ages = price_ages(store, "gcp")
+    assert ("a2-highgpu-8g", "us-central1-a", Pricing.ON_DEMAND) in ages
+    assert not any(key[0].startswith("a3-") for key in ages)
+    assert gce.call_count("services.skus.list") == 1
 
 
 def test_gcp_refresh_follows_what_the_api_offers(gcp: GcpProvider, store: Store) -> None:

@@ -107,11 +107,14 @@ def test_a_machine_seen_gone_is_closed_when_reconcile_notices(aws: AwsProvider, 
     assert result.ok, result.message
     (instance_id,) = aws_alive(moto.url, result.gang)
     # Terminated behind geosched's back (a spot reclaim, a person in the console).
+    terminated = time.time()
     moto_client(moto.url, _region(store, instance_id)).terminate_instances(InstanceIds=[instance_id])
+    time.sleep(1.5)  # EC2 reports the transition in whole seconds: make "when" distinguishable from "noticed"
     noticed = time.time()
     lifecycle.reconcile(store, {"aws": aws}, result.gang, "keep", settings.lifecycle)
     (row,) = node_rows(store, result.gang)
-    assert row.ref == instance_id and row.end is not None and row.end >= noticed
+    # Closed when EC2 says the machine went (its StateTransitionReason time), not when reconcile noticed.
+    assert row.ref == instance_id and row.end is not None and int(terminated) <= row.end < noticed
     lifecycle.down(store, {"aws": aws}, result.gang, settings.lifecycle)
     assert node_rows(store, result.gang) == [row]
 
@@ -141,3 +144,43 @@ def test_crash_after_launch_then_resume_adopts_and_opens_once(gcp: GcpProvider, 
     assert [i.id for i in intervals(store) if i.job == gang] == [i.id for i in rows]
     lifecycle.down(store, {"gcp": gcp}, gang, settings.lifecycle)
     assert all(i.end is not None for i in node_rows(store, gang))
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_status_refresh_marks_preempted_machines_and_stops_billing_them(
+        cloud: str, aws: AwsProvider, gcp: GcpProvider, moto: MotoServer, gce: GceDouble, store: Store) -> None:
+    """Issue 15: a spot gang preempted behind geosched's back stayed "ready" and billed until someone ran `down`.
+    A refresh reads the providers, closes the lost machine's interval at the time the provider reports and says
+    what to do, terminating nothing."""
+    from tests.providers.prov_support import moto_client
+
+    provider = aws if cloud == "aws" else gcp
+    settings = fast_settings()
+    result = provision(request(2, cloud), {cloud: provider}, store, settings, gang=f"gang-refresh-{cloud}")
+    assert result.ok, result.message
+    victim, survivor = sorted(journal.instances(store, gang=result.gang, states=("launched",)), key=lambda r: r.name)
+    assert victim.provider_id is not None
+    preempted = time.time()
+    if cloud == "aws":
+        moto_client(moto.url, victim.region).terminate_instances(InstanceIds=[victim.provider_id])
+    else:  # a spot VM preempted with action STOP: TERMINATED, still there, its GPUs released
+        gce.set_instance_status(gcp.project, victim.zone, victim.provider_id, "TERMINATED")
+    time.sleep(1.5)
+    noticed = time.time()
+
+    (health,) = lifecycle.refresh(store, {cloud: provider}, [result.gang], settings.lifecycle)
+    assert (health.wanted, health.up, health.lost, health.errors) == (2, 1, (victim.name,), ())
+    assert health.degraded and health.advice is not None and f"--resume {result.gang}" in health.advice
+    rows = {i.name: i for i in node_rows(store, result.gang)}
+    gone = rows[victim.name]
+    assert gone.end is not None and int(preempted) <= gone.end < noticed
+    assert rows[survivor.name].end is None
+    # Nothing was terminated by the refresh: the survivor still runs.
+    alive = aws_alive(moto.url, result.gang) if cloud == "aws" else gce_alive(gce, result.gang)
+    assert survivor.provider_id in alive
+
+    # Refreshing again changes nothing (idempotent), then down ends the gang.
+    (again,) = lifecycle.refresh(store, {cloud: provider}, [result.gang], settings.lifecycle)
+    assert (again.up, again.lost) == (1, ())
+    assert node_rows(store, result.gang)[0].end == sorted(rows.values(), key=lambda i: i.name)[0].end
+    lifecycle.down(store, {cloud: provider}, result.gang, settings.lifecycle)

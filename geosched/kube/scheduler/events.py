@@ -1,7 +1,8 @@
-"""Kubernetes Events on pods (Scheduled, FailedScheduling, ...), sent from a thread of their own.
+"""Kubernetes Events on pods (Scheduled, FailedScheduling, ...) and Workloads, sent from a thread of their own.
 
-Events are for people (`kubectl describe pod`); they must never slow or stop binding. So they go through a
-bounded queue, are sent best effort, and are dropped when the queue is full or the server refuses them.
+Events are for people (`kubectl describe pod`, `kubectl describe workload`); they must never slow or stop a
+decision. So they go through a bounded queue, are sent best effort, and are dropped when the queue is full or
+the server refuses them.
 """
 
 from __future__ import annotations
@@ -42,12 +43,16 @@ class EventSink:
         self._thread.join(timeout)
 
     def emit(self, pod: PodInfo, reason: str, message: str, *, warning: bool = False) -> None:
+        self.emit_about({"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace,
+                         "uid": pod.uid}, reason, message, warning=warning)
+
+    def emit_about(self, involved: Json, reason: str, message: str, *, warning: bool = False) -> None:
+        """An Event on any namespaced object (`involved`: apiVersion, kind, name, namespace, uid)."""
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{pod.name}.{secrets.token_hex(8)}", "namespace": pod.namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace,
-                               "uid": pod.uid},
+            "metadata": {"name": f"{involved['name']}.{secrets.token_hex(8)}", "namespace": involved["namespace"]},
+            "involvedObject": dict(involved),
             "reason": reason, "message": message[:1024], "type": "Warning" if warning else "Normal",
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
             "reportingInstance": self.identity[:128], "firstTimestamp": now, "lastTimestamp": now, "count": 1,

@@ -14,18 +14,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 
-from geosched.kube.client import Kube, describe
-from geosched.kube.scheduler.cache import ClusterCache
+from geosched.kube.client import Json, Kube, describe
 
 log = logging.getLogger(__name__)
 
 
+class Sink(Protocol):
+    """Where a reflector puts what it sees (the scheduler's ClusterCache, the dispatcher's ManagerCache)."""
+
+    def replace(self, kind: str, items: Iterable[Json]) -> None: ...
+
+    def apply(self, kind: str, event: str, obj: Json) -> None: ...
+
+
 class Reflector:
-    def __init__(self, kube: Kube, kind: str, path: str, cache: ClusterCache, stop: threading.Event, *,
+    def __init__(self, kube: Kube, kind: str, path: str, cache: Sink, stop: threading.Event, *,
                  field_selector: str | None = None, label_selector: str | None = None, watch_timeout_s: int = 300,
                  optional: bool = False, absent_retry_s: float = 60.0) -> None:
         self.kube = kube

@@ -63,26 +63,36 @@ class SchedulerSettings:
 
 def parse_settings(data: Any, source: str) -> SchedulerSettings:
     f = Fields(data or {}, source, "", TOP)
-    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
-        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
-    if f.has("kind") and f.raw("kind") != "SchedulerConfig":
-        raise f.error("kind", f"expected 'SchedulerConfig', got {f.raw('kind')!r}")
-    policy = f.string("policy", default=policies.DEFAULT_POLICY)
-    f.check("policy", policy in policies.names(), f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+    check_kind(f, "SchedulerConfig")
+    policy = parse_policy(f)
     initial = f.number("backoff_initial_s", minimum=0.0, default=1.0)
     return SchedulerSettings(
         scheduler_name=f.string("scheduler_name", default="geosched"),
         namespaces=tuple(f.strings("namespaces")),
         policy=policy,
-        weights=_weights(f),
-        leader_election=_leader(f),
+        weights=parse_weights(f),
+        leader_election=parse_leader_election(f),
         backoff_initial_s=initial,
         backoff_max_s=f.number("backoff_max_s", minimum=initial, default=max(60.0, initial)),
         watch_timeout_s=f.integer("watch_timeout_s", minimum=1, default=300),
     )
 
 
-def _weights(f: Fields) -> Weights:
+def check_kind(f: Fields, kind: str) -> None:
+    """The optional apiVersion and kind of a geosched settings document."""
+    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
+        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
+    if f.has("kind") and f.raw("kind") != kind:
+        raise f.error("kind", f"expected {kind!r}, got {f.raw('kind')!r}")
+
+
+def parse_policy(f: Fields) -> str:
+    policy = f.string("policy", default=policies.DEFAULT_POLICY)
+    f.check("policy", policy in policies.names(), f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+    return policy
+
+
+def parse_weights(f: Fields) -> Weights:
     if not f.has("weights"):
         return Weights()
     w = Fields(f.raw("weights"), f.source, f.at("weights"), WEIGHTS)
@@ -92,9 +102,9 @@ def _weights(f: Fields) -> Weights:
                    carbon=w.number("carbon", minimum=0.0, default=d.carbon))
 
 
-def _leader(f: Fields) -> LeaderElection:
+def parse_leader_election(f: Fields, default_name: str = "geosched-scheduler") -> LeaderElection:
     if not f.has("leader_election"):
-        return LeaderElection()
+        return LeaderElection(name=default_name)
     e = Fields(f.raw("leader_election"), f.source, f.at("leader_election"), LEADER)
     enabled = e.raw("enabled")
     if enabled is not None and not isinstance(enabled, bool):
@@ -105,7 +115,7 @@ def _leader(f: Fields) -> LeaderElection:
     duration = e.number("lease_duration_s", minimum=renew, exclusive_minimum=True, default=max(15.0, renew * 1.5))
     return LeaderElection(enabled=True if enabled is None else enabled,
                           namespace=e.string("namespace", default=DEFAULT_NAMESPACE),
-                          name=e.string("name", default="geosched-scheduler"),
+                          name=e.string("name", default=default_name),
                           lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry)
 
 

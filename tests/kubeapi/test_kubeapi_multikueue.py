@@ -1,0 +1,384 @@
+"""geosched as MultiKueue's external dispatcher, end to end on emulated clusters over HTTP.
+
+A manager cluster (Kueue's CRDs from their published schemas, a MultiKueue ClusterQueue, AdmissionCheck,
+MultiKueueConfig, MultiKueueClusters with kubeconfig Secrets) and three worker clusters:
+
+| worker | nodes (8 x H100 each) | where | $/h per node | grid gCO2e/kWh | measured intra-zone link |
+|---|---|---|---|---|---|
+| worker1 | 3, 1 busy | GKE us-central1-a, a3-highgpu-8g | 43.07 | 413 | healthy |
+| worker2 | 8 | GKE europe-north1-c, a3-highgpu-8g | 96.71 | 39 | 2% loss, 5 Gbit/s |
+| worker3 | 8, 2 busy | EKS us-east-1a (use1-az1), p5.48xlarge | 98.32 | 379 | healthy |
+
+Prices and grids are the shipped catalog's; the links are the measured network view handed to the dispatcher.
+"""
+
+from __future__ import annotations
+
+import copy
+import socket
+import threading
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from geosched.cli import app as cli_app
+from geosched.kube.client import Kube
+from geosched.kube.multikueue.dispatcher import Dispatcher
+from geosched.kube.multikueue.metrics import Metrics
+from geosched.kube.multikueue.settings import DispatcherSettings
+from geosched.kube.scheduler import fixed
+from geosched.kube.scheduler.settings import LeaderElection
+from geosched.models import LinkStats, NetworkView
+from geosched.store import Store
+from tests.kube.kube_support import validate_manifest
+from tests.kubeapi.kubeapi_support import FAST_LEASE, wait_until
+from tests.kubeapi.multikueue_support import (
+    SITES,
+    V1B1,
+    FakeClock,
+    admit,
+    copies,
+    kueue_world,
+    multikueue_sync,
+    reserve_quota,
+    seeded,
+    validatable,
+    workload,
+)
+from tests.kubeemu import MultiCluster
+
+WORKERS = tuple(SITES)
+NETWORK = NetworkView(zone_links={
+    ("us-central1-a", "us-central1-a"): LinkStats(0.3, 0.5, 0.0, 100.0, samples=40),
+    ("europe-north1-c", "europe-north1-c"): LinkStats(0.4, 0.9, 0.02, 5.0, samples=40),
+    ("use1-az1", "use1-az1"): LinkStats(0.3, 0.5, 0.0, 100.0, samples=40),
+})
+SETTINGS = DispatcherSettings(renominate_after_s=60.0, refresh_s=10.0, stale_after_s=30.0,
+                              leader_election=LeaderElection(enabled=False))
+STATUS = r"/workloads/[^/]+/status$"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[MultiCluster]:
+    with kueue_world(tmp_path, SITES) as mc:
+        yield mc
+
+
+@pytest.fixture
+def kube(world: MultiCluster) -> Iterator[Kube]:
+    with Kube.open("manager", world.kubeconfig) as k:
+        yield k
+
+
+def dispatcher(world: MultiCluster, clock: FakeClock, settings: DispatcherSettings = SETTINGS,
+               **kw: Any) -> Dispatcher:
+    return Dispatcher(Kube.open("manager", world.kubeconfig), settings, network=fixed(NETWORK), clock=clock, **kw)
+
+
+def pending(world: MultiCluster, kube: Kube, name: str, pods: int, gpus: int = 8, **kw: Any) -> dict[str, Any]:
+    wl = seeded(world["manager"], workload(name, pods, gpus, **kw))
+    return reserve_quota(kube, wl)
+
+
+def status(world: MultiCluster, name: str) -> dict[str, Any]:
+    found = world["manager"].get("kueue.x-k8s.io/v1beta2/workloads", f"job-{name}-3f9a2", "default")
+    assert found is not None
+    return found
+
+
+def events_of(world: MultiCluster, name: str) -> list[dict[str, Any]]:
+    return [e for e in world["manager"].list("v1/events", "default")
+            if e["involvedObject"]["name"] == f"job-{name}-3f9a2"]
+
+
+def test_nominates_the_cluster_geosched_chose_and_says_why(world: MultiCluster, kube: Kube, tmp_path: Path) -> None:
+    pending(world, kube, "big", 4)     # 32 GPUs: worker1 has 2 free nodes; worker2's link loses 2%
+    pending(world, kube, "small", 1)   # one node: the cheapest cluster
+    with Store(tmp_path / "home") as store, dispatcher(world, FakeClock(), recorder=store.record_placements) as d:
+        written = d.pass_once()
+        placements = store.placements()
+    assert sorted(written) == ["default/job-big-3f9a2", "default/job-small-3f9a2"]
+    big, small = status(world, "big"), status(world, "small")
+    assert big["status"]["nominatedClusterNames"] == ["worker3"]
+    assert small["status"]["nominatedClusterNames"] == ["worker1"]
+    # Kueue's quota reservation survives our write (the whole admission status re-applied, as Kueue does) ...
+    assert [c["type"] for c in big["status"]["conditions"]] == ["QuotaReserved"]
+    assert big["status"]["admission"]["clusterQueue"] == "cluster-queue"
+    # ... under the field manager Kueue's docs require, on the status subresource.
+    owners = {(m["manager"], m["operation"], m.get("subresource")) for m in big["metadata"]["managedFields"]}
+    assert owners == {("kueue-admission", "Apply", "status")}
+    validate_manifest(validatable(big))
+    # kubectl describe workload: the choice, every score term, the others and why worker1 could not.
+    (event,) = events_of(world, "big")
+    assert event["reason"] == "Nominated" and event["type"] == "Normal"
+    assert "nominated worker3" in event["message"]
+    assert "x network" in event["message"] and "x cost" in event["message"] and "x carbon" in event["message"]
+    assert "others: worker2" in event["message"]
+    assert "worker1: the largest pool holds 2 of 4 workers" in event["message"]
+    assert {(p["job"], p["cluster"]) for p in placements} == {("job-big-3f9a2", "worker3"),
+                                                              ("job-small-3f9a2", "worker1")}
+
+
+def test_nominates_the_k_best_that_hold_it(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "big", 4)
+    with dispatcher(world, FakeClock(), replace(SETTINGS, nominate=3)) as d:
+        d.pass_once()
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker3", "worker2"]
+
+
+def test_capacity_nominated_is_held_for_the_next_workload(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "first", 4)
+    pending(world, kube, "second", 4)   # worker3 has 6 free nodes: after the first, only worker2 holds it
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "first")["status"]["nominatedClusterNames"] == ["worker3"]
+    assert status(world, "second")["status"]["nominatedClusterNames"] == ["worker2"]
+
+
+def test_renominates_after_timeout_and_stops_after_admission(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "big", 4)
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        d.pass_once()
+        assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker3"]
+        clock.advance(59)
+        assert d.pass_once() == ()
+        clock.advance(2)
+        assert d.pass_once() == ("default/job-big-3f9a2",)
+        assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker3", "worker2"]
+        wait_until(lambda: len(events_of(world, "big")) == 2, what="the Renominated event")  # sent on its own thread
+        assert sorted(e["reason"] for e in events_of(world, "big")) == ["Nominated", "Renominated"]
+        admitted = admit(kube, status(world, "big"), "worker2")
+        assert admitted["status"]["clusterName"] == "worker2"
+        world["manager"].clear_requests()
+        for _ in range(3):
+            clock.advance(120)
+            assert d.pass_once() == ()
+    assert world["manager"].count("PATCH", STATUS) == 0
+    assert "nominatedClusterNames" not in status(world, "big")["status"]
+
+
+def test_worker_cluster_that_disappears_is_left_out(world: MultiCluster, kube: Kube) -> None:
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        d.pass_once()
+        world["worker3"].stop()
+        clock.advance(15)  # a read is due, fails; the last good one is 15 s old: still usable
+        pending(world, kube, "early", 1)
+        d.pass_once()
+        clock.advance(20)  # 35 s since the last good read, limit 30 s
+        pending(world, kube, "big", 4)
+        d.pass_once()
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker2"]
+    (event,) = events_of(world, "big")
+    assert "worker3: left out, unreachable for 35s, longer than its staleness limit of 30s" in event["message"]
+
+
+def test_leaves_alone_what_is_not_its_own(world: MultiCluster, kube: Kube) -> None:
+    m = world["manager"]
+    local = seeded(m, workload("local", 1, 8))
+    reserve_quota(kube, local, queue="local-only", checks=())          # not a MultiKueue queue
+    seeded(m, workload("queued", 1, 8))                                # no quota reservation yet
+    admitted = pending(world, kube, "done", 1)
+    admit(kube, admitted, "worker1")                                  # already admitted
+    m.clear_requests()
+    with dispatcher(world, FakeClock()) as d:
+        assert d.pass_once() == ()
+    assert m.count("PATCH", STATUS) == 0
+
+
+def test_does_nothing_while_kueue_names_another_dispatcher(world: MultiCluster, kube: Kube) -> None:
+    m = world["manager"]
+    config = m.get("v1/configmaps", "kueue-manager-config", "kueue-system")
+    assert config is not None
+    config["data"]["controller_manager_config.yaml"] = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "multiKueue:\n  dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental\n")
+    m.apply(config)
+    pending(world, kube, "big", 4)
+    m.clear_requests()
+    with dispatcher(world, FakeClock()) as d:
+        assert d.pass_once() == ()
+    assert m.count("PATCH", STATUS) == 0
+
+
+def test_two_replicas_only_the_leader_writes(world: MultiCluster, kube: Kube) -> None:
+    settings = replace(SETTINGS, leader_election=FAST_LEASE)
+    replicas = [Dispatcher(Kube.open("manager", world.kubeconfig), settings, network=fixed(NETWORK),
+                           identity=f"replica-{i}") for i in range(2)]
+    stops = [threading.Event() for _ in replicas]
+    threads = []
+    for d, stop in zip(replicas, stops, strict=True):
+        d.__enter__()
+        t = threading.Thread(target=d.run, args=(stop,), daemon=True)
+        t.start()
+        threads.append(t)
+    try:
+        for name in ("a", "b", "c"):
+            pending(world, kube, name, 1)
+        wait_until(lambda: all(status(world, n)["status"].get("nominatedClusterNames") for n in "abc"),
+                   timeout=20, what="three nominations")
+        decided = [d.metrics.stats.outcomes["nominated"] for d in replicas]
+        assert sorted(decided) == [0, 3], decided
+        leader = decided.index(3)
+        # The leader stops; the other takes over and nominates the next Workload.
+        stops[leader].set()
+        threads[leader].join(10)
+        pending(world, kube, "d", 1)
+        wait_until(lambda: status(world, "d")["status"].get("nominatedClusterNames"), timeout=20,
+                   what="the successor's nomination")
+        assert replicas[1 - leader].metrics.stats.outcomes["nominated"] == 1
+    finally:
+        for d, stop, t in zip(replicas, stops, threads, strict=True):
+            stop.set()
+            t.join(10)
+            d.__exit__(None, None, None)
+
+
+def test_metrics_endpoint_counts_decisions(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "big", 4)
+    metrics = Metrics()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    metrics.serve(port)
+    try:
+        with dispatcher(world, FakeClock(), metrics=metrics) as d:
+            d.pass_once()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    finally:
+        metrics.close()
+    assert 'geosched_multikueue_decisions_total{outcome="nominated"} 1.0' in text
+    assert "geosched_multikueue_decision_seconds_count 1.0" in text
+    assert 'geosched_multikueue_worker_clusters{state="usable"} 3.0' in text
+
+
+def test_cli_once_records_in_the_store(world: MultiCluster, kube: Kube, tmp_path: Path) -> None:
+    pending(world, kube, "big", 4)
+    result = CliRunner().invoke(cli_app, ["--home", str(tmp_path / "home"), "multikueue", "dispatch", "--once",
+                                          "--context", "manager", "--kubeconfig", str(world.kubeconfig)])
+    assert result.exit_code == 0, result.output
+    assert "nominated 1 Workload(s)" in result.stderr
+    # Without measurements the shipped network model: worker2's link is healthy and it is the cheaper.
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker2"]
+    with Store(tmp_path / "home") as store:
+        assert [(p["job"], p["cluster"]) for p in store.placements()] == [("job-big-3f9a2", "worker2")]
+    lease = world["manager"].get("coordination.k8s.io/v1/leases", "geosched-multikueue", "geosched-system")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""  # held for the pass, then released
+
+
+def test_cli_once_refuses_beside_a_leader(world: MultiCluster, kube: Kube) -> None:
+    world["manager"].create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                             "metadata": {"name": "geosched-multikueue", "namespace": "geosched-system"},
+                             "spec": {"holderIdentity": "replica-0", "leaseDurationSeconds": 15}})
+    pending(world, kube, "big", 4)
+    result = CliRunner().invoke(cli_app, ["multikueue", "dispatch", "--once", "--no-record", "--context", "manager",
+                                          "--kubeconfig", str(world.kubeconfig)])
+    assert result.exit_code == 1, result.output
+    assert "another dispatcher holds the Lease geosched-system/geosched-multikueue" in result.stderr
+    assert "nominatedClusterNames" not in status(world, "big")["status"]
+
+
+def test_cli_bad_config_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "dispatcher.yaml"
+    config.write_text("dispatcher_name: kueue.x-k8s.io/multikueue-dispatcher-incremental\n", encoding="utf-8")
+    result = CliRunner().invoke(cli_app, ["multikueue", "dispatch", "--once", "--context", "x", "--config",
+                                          str(config)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert str(config) in result.stderr and "dispatcher_name" in result.stderr
+
+
+def test_a_manager_that_serves_only_v1beta1(tmp_path: Path) -> None:
+    """Kueue before v1beta2: MultiKueueCluster spec.kubeConfig, ClusterQueue spec.admissionChecks, v1beta1 paths."""
+    with kueue_world(tmp_path, SITES, api=V1B1) as mc, Kube.open("manager", mc.kubeconfig) as kube:
+        reserve_quota(kube, seeded(mc["manager"], workload("big", 4, 8, api=V1B1)))
+        assert mc["manager"].count("GET", r"/apis/kueue.x-k8s.io/v1beta2/workloads") == 0
+        with dispatcher(mc, FakeClock()) as d:
+            assert d.api_version == V1B1
+            assert d.pass_once() == ("default/job-big-3f9a2",)
+        found = mc["manager"].get("kueue.x-k8s.io/v1beta1/workloads", "job-big-3f9a2", "default")
+        assert found is not None
+        assert found["status"]["nominatedClusterNames"] == ["worker3"]
+        assert [c["type"] for c in found["status"]["conditions"]] == ["QuotaReserved"]
+        assert found["metadata"]["managedFields"][0]["apiVersion"] == V1B1
+        validate_manifest(validatable(found))
+
+
+def test_what_it_cannot_place_it_says_once(world: MultiCluster, kube: Kube) -> None:
+    odd = workload("odd", 2, 8)
+    odd["spec"]["podSets"].append(copy.deepcopy(odd["spec"]["podSets"][0]) | {"name": "aux", "count": 1})
+    odd["spec"]["podSets"][1]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": "4"}}
+    reserve_quota(kube, seeded(world["manager"], odd))
+    pending(world, kube, "huge", 64)  # 512 GPUs: more than any worker has free
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        for _ in range(3):
+            assert d.pass_once() == ()
+            clock.advance(61)
+    (said,) = events_of(world, "odd")
+    assert (said["reason"], said["type"]) == ("NotNominated", "Warning")
+    assert "not a gang geosched can place" in said["message"] and "same number of GPUs" in said["message"]
+    (said,) = events_of(world, "huge")
+    assert said["message"].startswith("no worker cluster holds the gang; worker1: the largest pool holds 2 of 64")
+    assert "worker2: the largest pool holds 8 of 64" in said["message"]
+    assert "nominatedClusterNames" not in status(world, "huge")["status"]
+
+
+def test_a_worker_that_forbids_reading_its_nodes_is_left_out_saying_what_to_grant(world: MultiCluster,
+                                                                                   kube: Kube) -> None:
+    world["worker3"].inject(403, method="GET", path=r"/api/v1/nodes$", times=None,
+                            message='nodes is forbidden: User "system:serviceaccount:kueue-system:multikueue-sa" '
+                                    'cannot list resource "nodes" in API group "" at the cluster scope')
+    pending(world, kube, "big", 4)
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "big")["status"]["nominatedClusterNames"] == ["worker2"]
+    (event,) = events_of(world, "big")
+    assert "worker3: left out, not read yet (403 nodes is forbidden" in event["message"]
+    assert "must list nodes and pods: deploy/multikueue/worker" in event["message"]
+
+
+def test_the_context_is_rebuilt_only_when_a_worker_changed(world: MultiCluster) -> None:
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        d.pass_once()
+        first = d.workers.version
+        clock.advance(11)  # every worker read again, nothing changed
+        d.pass_once()
+        assert d.workers.version == first
+        world["worker1"].add_pod("tenant-0", node_name="worker1-gpu-2", phase="Running", gpus=8)
+        clock.advance(11)
+        d.pass_once()
+        assert d.workers.version == first + 1
+
+
+def test_multikueue_sends_the_workload_only_where_geosched_chose(world: MultiCluster, kube: Kube) -> None:
+    """End to end with a stand-in for MultiKueue's copying (multikueue_sync, after Kueue's workload.go)."""
+    pending(world, kube, "big", 4)
+    clock = FakeClock()
+    with dispatcher(world, clock) as d:
+        d.pass_once()
+        multikueue_sync(world, kube, WORKERS)
+        assert copies(world, "big", WORKERS) == ["worker3"]
+        clock.advance(61)  # worker3 has not admitted it: the next best is added, and MultiKueue copies it there
+        d.pass_once()
+        multikueue_sync(world, kube, WORKERS)
+        assert copies(world, "big", WORKERS) == ["worker2", "worker3"]
+        world["worker2"].set_status("kueue.x-k8s.io/v1beta2/workloads", "job-big-3f9a2", {"conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+             "lastTransitionTime": "2026-12-03T08:05:00Z"}]}, "default")
+        multikueue_sync(world, kube, WORKERS)
+        assert status(world, "big")["status"]["clusterName"] == "worker2"
+        assert copies(world, "big", WORKERS) == ["worker2"]
+        world["manager"].clear_requests()
+        clock.advance(1000)
+        assert d.pass_once() == ()
+    assert world["manager"].count("PATCH", STATUS) == 0
