@@ -250,3 +250,33 @@ def test_a_missing_private_key_is_reported_as_such_not_as_unreachable(tmp_path: 
             asyncio.run(connect())
     assert info.value.kind is FailureKind.KEY
     assert "id_missing" in info.value.reason and "does not exist" in info.value.reason
+
+
+def test_the_alias_bound_costs_little_on_a_large_honest_snapshot() -> None:
+    import yaml
+
+    from geosched.gate import SAFE_LOADER, parse_yaml
+
+    nodes = [{"name": f"n{i}", "provider": "aws", "region": "us-east-1", "zone": "us-east-1a", "gpu": "A100",
+              "gpus": 8, "labels": {"team": "ml", "tier": "prod"}, "addresses": [f"10.0.{i >> 8}.{i & 255}"]}
+             for i in range(3_000)]
+    text = yaml.safe_dump({"kind": "Fleet", "nodes": nodes})
+
+    def best(load: object) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            load()  # type: ignore[operator]
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    plain = best(lambda: yaml.load(text, Loader=SAFE_LOADER))
+    gated = best(lambda: parse_yaml(text, "fleet.yaml"))
+    assert gated < 1.5 * plain, (plain, gated)
+
+
+@pytest.mark.parametrize(("setting", "needle"), [("bogus=4", "unknown kind 'bogus'"), ("job=0", "whole number"),
+                                                 ("job=lots", "whole number")])
+def test_a_bad_limit_setting_is_one_line(tmp_path: Path, setting: str, needle: str) -> None:
+    run = geosched("place", JOB, home=tmp_path, env={"GEOSCHED_INPUT_LIMITS": setting})
+    assert_one_line(run, "GEOSCHED_INPUT_LIMITS", needle)
