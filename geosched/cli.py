@@ -30,7 +30,9 @@ from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+# -h as well as --help on every command (kubectl's habit); `--install-completion` / `--show-completion` on the root.
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Zone-first placement of distributed training gangs across geo-distributed GPU clusters.")
 snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet + network snapshots.")
 app.add_typer(snapshot_app, name="snapshot")
@@ -74,6 +76,9 @@ def _root(home: Annotated[Path | None, typer.Option(
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]
 NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view file (YAML/JSON).")]
 SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
+ZoneToleranceOpt = Annotated[float, typer.Option(
+    min=0.0, callback=finite,
+    help="A placement in fewer zones wins while its total is within this fraction of the best.")]
 StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (imported snapshot) plus the machines "
                                         "geosched provisioned that are up, on the store's measured network.")]
 
@@ -92,7 +97,10 @@ def place(
     = DEFAULT_WEIGHTS.cost,
     carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the carbon term.")]
     = DEFAULT_WEIGHTS.carbon,
-    explain: Annotated[bool, typer.Option(help="Show every term of every candidate and the rejected zones.")] = False,
+    zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
+    explain: Annotated[bool, typer.Option(help="Show every term of every candidate and why each lost.")] = False,
+    limit: Annotated[int, typer.Option(min=0, help="Candidates and rejections --explain shows (0: all; JSON "
+                                       "and YAML always list all).")] = 20,
     output: Annotated[PlaceOutput, typer.Option("--output", "-o")] = PlaceOutput.table,
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
 ) -> None:
@@ -106,10 +114,10 @@ def place(
         snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
     ctx = policies.PlacementContext(snap.fleet, snap.network)
-    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight))
+    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance))
     if output is PlaceOutput.table:
         if isinstance(result, Placement):
-            render.placement(result, explain)
+            render.placement(result, explain, limit)
         else:
             render.error(result.message)
     else:
@@ -298,6 +306,7 @@ def simulate_cmd(
     network_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.network,
     cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.cost,
     carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
     lenient: Annotated[bool, typer.Option(help="Print bad rows and replay the rest.")] = False,
     backfill: Annotated[bool, typer.Option(help="EASY backfill behind a blocked head of the queue.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Run every gang on this GPU model (default: the fleet's most "
@@ -308,20 +317,48 @@ def simulate_cmd(
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
     run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], fleet=fleet, network=network, snapshot=snapshot,
                          trace_format=trace_format, output=output.value, plot=plot, gpu=gpu,
-                         weights=Weights(network_weight, cost_weight, carbon_weight), strict=not lenient,
+                         weights=Weights(network_weight, cost_weight, carbon_weight, zone_tolerance),
+                         strict=not lenient,
                          backfill=backfill)
 
 
 @app.command()
 def demo() -> None:
     """Run the main job end to end on the embedded default fleet (no cloud account needed)."""
-    with State.store() as store:
-        run_demo(store)
+    run_demo(State.home or default_home())
+
+
+# Options of the root command that may also be written after the verb (`geosched place job.yaml --home X`).
+GLOBAL_OPTIONS = ("--home",)
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move global options written after the verb to the front, where the root command reads them. Nothing after
+    a `--` moves (it belongs to the command)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if i > 0 and name in GLOBAL_OPTIONS:
+            if "=" in arg:
+                front.append(arg)
+            else:
+                front.extend(argv[i:i + 2])
+                i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 def main() -> None:
     try:
-        app()
+        app(args=hoist_global_options(sys.argv[1:]), prog_name="geosched")
     except GeoschedError as exc:
         render.error(str(exc))
         sys.exit(exc.exit_code)

@@ -27,6 +27,7 @@ from geosched.models import (
     Pricing,
     Region,
     Score,
+    Weights,
     Zone,
     pair_key,
     region_key,
@@ -66,11 +67,15 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
             raise f.error("gpu", str(exc)) from None
     profile = CommProfile()
     if f.has("profile"):
-        p = Fields(f.raw("profile"), source, "profile", {"message_mb", "compute_ms", "utilisation"})
+        p = Fields(f.raw("profile"), source, "profile", {"message_mb", "compute_ms", "utilisation",
+                                                          "latency_sensitive"})
+        sensitive = p.raw("latency_sensitive") if p.has("latency_sensitive") else False
+        p.check("latency_sensitive", isinstance(sensitive, bool), f"expected true or false, got {sensitive!r}")
         profile = CommProfile(
             message_mb=p.number("message_mb", minimum=0.0, default=profile.message_mb),
             compute_ms=p.number("compute_ms", minimum=0.0, exclusive_minimum=True, default=profile.compute_ms),
             utilisation=p.number("utilisation", minimum=0.0, maximum=1.0, default=profile.utilisation),
+            latency_sensitive=bool(sensitive),
         )
     return Job(
         name=name,
@@ -90,6 +95,18 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
     )
 
 
+WEIGHT_FIELDS = {"network", "cost", "carbon", "zone_tolerance"}
+
+
+def parse_weights(data: Any, source: str, path: str) -> Weights:
+    """The `weights` block of a config file (GitOps, scheduler): each term's weight and the zone tolerance."""
+    w, d = Fields(data, source, path, WEIGHT_FIELDS), Weights()
+    return Weights(network=w.number("network", minimum=0.0, default=d.network),
+                   cost=w.number("cost", minimum=0.0, default=d.cost),
+                   carbon=w.number("carbon", minimum=0.0, default=d.carbon),
+                   zone_tolerance=w.number("zone_tolerance", minimum=0.0, default=d.zone_tolerance))
+
+
 def job_to_dict(job: Job) -> dict[str, Any]:
     out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Job", "name": job.name,
                            "namespace": job.namespace, "workers": job.workers,
@@ -103,6 +120,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     out["pricing"] = job.pricing.value
     out["profile"] = {"message_mb": job.profile.message_mb, "compute_ms": job.profile.compute_ms,
                       "utilisation": job.profile.utilisation}
+    if job.profile.latency_sensitive:
+        out["profile"]["latency_sensitive"] = True
     return out
 
 
@@ -290,7 +309,11 @@ def load_network(path: Path, fleet: Fleet | None = None) -> NetworkView:
 
 # --- placements -----------------------------------------------------------------------------------
 
-def score_to_dict(score: Score) -> dict[str, float | None]:
+def score_to_dict(score: Score) -> dict[str, Any]:
+    tput = score.min_throughput_gbps if score.min_throughput_gbps != float("inf") else None
+    hop = None if score.hop is None else {"from": score.hop[0], "to": score.hop[1],
+                                          "rtt_ms": score.worst_rtt_ms, "loss": score.worst_loss,
+                                          "throughput_gbps": tput}
     return {
         "total": round(score.total, 6),
         "network": round(score.network, 6),
@@ -302,7 +325,8 @@ def score_to_dict(score: Score) -> dict[str, float | None]:
         "gco2e_per_hour": round(score.gco2e_per_hour, 2),
         "worst_rtt_ms": round(score.worst_rtt_ms, 3),
         "worst_loss": score.worst_loss,
-        "min_throughput_gbps": score.min_throughput_gbps if score.min_throughput_gbps != float("inf") else None,
+        "min_throughput_gbps": tput,
+        "bounding_hop": hop,
     }
 
 

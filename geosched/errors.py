@@ -1,9 +1,11 @@
-"""Errors the edges map to exit codes: bad input 2, no fit 3."""
+"""Errors the edges map to exit codes (docs/exit-codes.md): 0 done, 1 failed (a provider or cluster could not be
+read or changed), 2 bad input, 3 no fit, 4 no credentials."""
 
 from __future__ import annotations
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_FIT = 3
+EXIT_NO_CREDENTIALS = 4
 
 
 class GeoschedError(Exception):
@@ -21,6 +23,15 @@ class InputError(GeoschedError):
         self.reason = reason
         where = f"{source}: {field}" if field else source
         super().__init__(one_line(f"{where}: {reason}"))
+
+
+class CredentialsError(GeoschedError):
+    """No usable credentials for any provider a command needs: said before any prompt or API call."""
+
+    exit_code = EXIT_NO_CREDENTIALS
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 MAX_MESSAGE = 1000

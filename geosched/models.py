@@ -245,11 +245,13 @@ class CarbonSignal:
 
 @dataclass(frozen=True, slots=True)
 class CommProfile:
-    """How a job talks: ring all-reduce of `message_mb` per step after `compute_ms` of compute."""
+    """How a job talks: ring all-reduce of `message_mb` per step after `compute_ms` of compute.
+    `latency_sensitive`: judge links by their RTT p95 instead of p50 (small, frequent messages wait on the tail)."""
 
     message_mb: float = 1000.0
     compute_ms: float = 1000.0
     utilisation: float = 0.9
+    latency_sensitive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,11 +281,15 @@ class Job:
 @dataclass(frozen=True, slots=True)
 class Weights:
     """Default: network first, with cost breaking near-ties (a 10% faster step is worth as much as
-    the gang's median price); carbon only when asked for."""
+    the gang's median price); carbon only when asked for.
+
+    `zone_tolerance`: a placement in fewer zones (regions) wins while its total is within this fraction of
+    the best placement considered (policies/README.md says why 5%)."""
 
     network: float = 1.0
     cost: float = 0.1
     carbon: float = 0.0
+    zone_tolerance: float = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +299,8 @@ class Score:
     network: step time / step time on the best link in the fleet (1.0 = ideal)
     cost:    gang $/h / (GPUs x median $/GPU-h of eligible nodes)
     carbon:  gang gCO2e/h / (GPUs x median gCO2e/GPU-h of eligible nodes)
+    worst_rtt_ms, worst_loss, min_throughput_gbps: the link of `hop`, the ring hop (node a -> node b) that
+    bounds the step, all three from that one pair; `hop` is None for a gang on one node.
     """
 
     total: float
@@ -306,6 +314,7 @@ class Score:
     worst_rtt_ms: float
     worst_loss: float
     min_throughput_gbps: float
+    hop: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,8 @@ def _cell(value: Any) -> str:
 def _score_row(score: Score) -> dict[str, Any]:
     return {"total": score.total, "network": score.network, "cost": score.cost, "carbon": score.carbon,
             "step ms": score.step_ms, "$/h": score.usd_per_hour, "kgCO2e/h": score.gco2e_per_hour / 1000,
-            "worst rtt ms": score.worst_rtt_ms, "worst loss": score.worst_loss}
+            "bounding hop": " -> ".join(score.hop) if score.hop else None, "hop rtt ms": score.worst_rtt_ms,
+            "hop loss": score.worst_loss}
 
 
 def score_line(s: Score, w: Weights) -> str:
@@ -97,22 +98,35 @@ def score_line(s: Score, w: Weights) -> str:
             f"${s.usd_per_hour:,.2f}/h, {s.gco2e_per_hour / 1000:,.2f} kgCO2e/h")
 
 
-def placement(p: Placement, explain: bool) -> None:
+def _hop(score: Score) -> str:
+    if score.hop is None:
+        return "one node: no network step"
+    return (f"step bounded by the ring hop {score.hop[0]} -> {score.hop[1]}: rtt {score.worst_rtt_ms:g} ms, loss "
+            f"{score.worst_loss:g}, {score.min_throughput_gbps:g} Gbit/s")
+
+
+def placement(p: Placement, explain: bool, limit: int = 20) -> None:
+    """The decision; with `explain`, the first `limit` candidates and rejections (0: all)."""
     head = (f"[bold]{safe(p.job.name)}[/]: {p.job.workers} x {p.job.gpus_per_worker} GPUs -> cluster "
             f"[bold]{safe(p.cluster or '(none)')}[/], zone{'s' if len(p.zones) > 1 else ''} "
             f"[bold]{safe(', '.join(p.zones))}[/] ({safe(', '.join(p.regions))}) by {safe(p.policy)}")
     out.print(head, markup=True)
     table("assignment", [{"node": a.node, "zone": a.zone, "workers": a.workers} for a in p.assignments])
     out.print(score_line(p.score, p.weights))
+    out.print(_hop(p.score))
     if not explain:
         return
     rows = [{"zones": list(p.zones), "cluster": p.cluster, **_score_row(p.score)}]
     rows += [{"zones": list(c.zones), "cluster": c.cluster, **_score_row(c.score)} for c in p.alternatives]
-    table("candidates (chosen first)", rows)
-    shown = list(p.rejected[:15])
-    table("rejected", [{"subject": r.subject, "reason": r.reason} for r in shown],
-          caption=f"... and {len(p.rejected) - len(shown)} more (--output json lists all)"
-          if len(p.rejected) > len(shown) else None)
+    table("candidates (chosen first)", rows[:limit or None], caption=_more(len(rows), limit))
+    table("rejected", [{"subject": r.subject, "reason": r.reason} for r in p.rejected[:limit or None]],
+          caption=_more(len(p.rejected), limit))
+
+
+def _more(count: int, limit: int) -> str | None:
+    if not limit or count <= limit:
+        return None
+    return f"{limit} of {count} shown (--limit 0 shows all; -o json lists all)"
 
 
 def placement_doc(p: Placement | NoFit) -> dict[str, Any]:

@@ -129,7 +129,9 @@ def test_demo_runs_end_to_end_and_records(tmp_path: Path) -> None:
     manifests = sorted((tmp_path / "demo" / "manifests").rglob("*.yaml"))
     assert sorted(m.name for m in manifests) == ["finetune-8.yaml", "pretrain-512.yaml", "pretrain-64.yaml"]
     assert all("kueue.x-k8s.io/queue-name: training" in m.read_text() for m in manifests)
-    listed = geosched("placements", "-o", "json", home=tmp_path)
+    # The demo's placements go to its own store; the user's store is never opened (issue 14).
+    assert not (tmp_path / "geosched.db").exists()
+    listed = geosched("placements", "-o", "json", home=tmp_path / "demo" / "store")
     placed = {"finetune-8", "pretrain-64", "pretrain-512"}
     assert {r["job"] for r in json.loads(listed.stdout)} == placed
     # Provisioning: said where it runs, injected one fault, launched a gang elsewhere, took it down to nothing.

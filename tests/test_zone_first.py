@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
@@ -46,7 +46,7 @@ def test_prefers_a_clean_zone_over_one_with_a_slow_node_it_would_need():
     zb = [node(f"b{i}", "zb") for i in range(4)]
     p = ok(place(Job("j", workers=4, gpus_per_worker=8), ctx_of(za + zb, bad={"a2": SLOW})))
     assert p.zones == ("zb",)
-    assert any(r.subject == "za" and "total" in r.reason for r in p.rejected)
+    assert any(r.subject.startswith("za ") and "total" in r.reason for r in p.rejected)
 
 
 def test_fewest_zones_of_one_region_before_crossing_regions():
@@ -128,7 +128,7 @@ def test_a_slow_node_that_holds_the_whole_gang_alone_needs_no_network():
 def test_no_fit_names_the_reason():
     result = place(Job("j", workers=1, gpus_per_worker=8, gpu="H100"), ctx_of([node("a0", "za")]))
     assert isinstance(result, NoFit)
-    assert "no ready node" in result.message and "za: no H100 GPUs" in result.message
+    assert "no ready node" in result.message and "za: its one node filtered out (1 not H100)" in result.message
 
 
 def test_vectorised_ranking_agrees_with_the_shared_score():
@@ -140,16 +140,20 @@ def test_vectorised_ranking_agrees_with_the_shared_score():
     index = {n: i for i, n in enumerate(c.names)}
     nodes_idx = np.array([index[a.node] for a in p.assignments])
     workers = np.array([a.workers for a in p.assignments])
-    assert asdict(p.score) == pytest.approx(asdict(evaluate(view, nodes_idx, workers)))
+    expected = evaluate(view, nodes_idx, workers)
+    assert p.score.hop == expected.hop
+    assert asdict(replace(p.score, hop=None)) == pytest.approx(asdict(replace(expected, hop=None)))
     assert all(p.score.total <= alt.score.total for alt in p.alternatives)
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_matches_the_exact_optimum_on_small_random_fleets(seed):
+    """The exact solver enumerates every node set under zone-first's own rule (tolerance band, fewest zones,
+    best fit); zone-first must land within 3% of its total, on as few zones."""
     rng = np.random.default_rng(seed)
     zones = [("za", "r1"), ("zb", "r1"), ("zc", "r2"), ("zd", "r2")]
     nodes = []
-    for k in range(int(rng.integers(10, 24))):
+    for k in range(int(rng.integers(8, 17))):
         z, r = zones[int(rng.integers(len(zones)))]
         nodes.append(node(f"n{k}", z, r, free=int(rng.choice([0, 4, 8, 8])), price=float(rng.choice([8, 12, 16]))))
     bad = {f"n{k}": (SLOW if rng.random() < 0.5 else LOSSY) for k in rng.choice(len(nodes), 3, replace=False)}
@@ -161,5 +165,5 @@ def test_matches_the_exact_optimum_on_small_random_fleets(seed):
     assert (exact is None) == isinstance(result, NoFit)
     if exact is not None:
         p = ok(result)
-        assert len(p.zones) == exact[3][1]
-        assert p.score.total <= exact[2].total * 1.03 + 1e-9
+        assert len(p.zones) <= exact.zones
+        assert p.score.total <= exact.score.total * 1.03 + 1e-9

@@ -11,6 +11,8 @@ import itertools
 import shutil
 from pathlib import Path
 
+from rich.markup import escape
+
 from geosched import render
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import costs, provisioning, stages
@@ -30,20 +32,22 @@ def fresh_store(path: Path) -> Store:
     return Store(path)
 
 
-def run_demo(store: Store) -> list[Placement]:
+def run_demo(home: Path) -> list[Placement]:
+    """The demo under `home`/demo: its manifests, report and its own store; the store of `home` is not opened."""
     fleet, network = default_fleet(), default_network()
-    out = demo_dir(store.home)
+    out = demo_dir(home)
     stage = itertools.count(1)
     stages.show_fleet(next(stage), fleet)
     stages.show_network(next(stage), network)
-    placed = stages.place(next(stage), store, PlacementContext(fleet, network))
+    placed = stages.place(next(stage), PlacementContext(fleet, network))
     stages.handoff(next(stage), placed, fleet, out / "manifests")
     with fresh_store(out / "store") as demo_store:
         for p in placed:
             demo_store.record_placement(p)  # the report compares each job's placement with the baselines
         provisioning.run(next(stage), placed, fleet, demo_store)
         stages.replay(next(stage), fleet, network)
-        render.out.print(f"[bold]{next(stage)}. Recorded[/] {len(placed)} placements in {render.safe(store.path)} "
-                         "(`geosched placements`)", markup=True)
+        shown = escape(str(demo_store.home))
+        render.out.print(f"[bold]{next(stage)}. Recorded[/] {len(placed)} placements in the demo's own store {shown} "
+                         f"(`geosched --home {shown} placements`); yours is untouched", markup=True)
         costs.run(next(stage), placed, fleet, demo_store, out / "report.html")
     return placed

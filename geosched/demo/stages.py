@@ -21,7 +21,6 @@ from geosched.simulate import read_trace, simulate
 from geosched.simulate.engine import SimOptions
 from geosched.simulate.fleets import GAVEL_NODES, sized_fleet
 from geosched.simulate.report import table_rows
-from geosched.store import Store
 
 DEMO_JOBS = ("train-8.yaml", "train-64.yaml", "train-512.yaml")
 DEMO_TRACE = "seed0_b436b2.trace"
@@ -53,8 +52,9 @@ def show_network(n: int, network: NetworkView) -> None:
                      f"{len(network.node_links)} modelled intra-zone node pairs", markup=True)
 
 
-def place(n: int, store: Store, ctx: PlacementContext) -> list[Placement]:
-    """Every demo job under every policy; the default policy's placements are recorded in `store`."""
+def place(n: int, ctx: PlacementContext) -> list[Placement]:
+    """Every demo job under every policy; the default policy's placements are returned (the demo records them in
+    its own store, never the user's)."""
     placed: list[Placement] = []
     render.out.print(f"[bold]{n}. Placement[/], zone first, score second, against every baseline:", markup=True)
     for job in demo_jobs():
@@ -68,7 +68,6 @@ def place(n: int, store: Store, ctx: PlacementContext) -> list[Placement]:
                              "kgCO2e/h": s.gco2e_per_hour / 1000})
                 if name == policies.DEFAULT_POLICY:
                     placed.append(result)
-                    store.record_placement(result)
             else:
                 rows.append({"policy": name, "cluster": "no fit", "zones": 0, "step ms": None, "vs ideal": None,
                              "$/h": None, "kgCO2e/h": None})

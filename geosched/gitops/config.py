@@ -4,7 +4,7 @@
 apiVersion: geosched.io/v1alpha1   # optional
 kind: GitOpsConfig                 # optional
 policy: zone-first                 # any name `geosched policies` lists
-weights: {network: 1.0, cost: 0.1, carbon: 0.0}
+weights: {network: 1.0, cost: 0.1, carbon: 0.0, zone_tolerance: 0.05}
 compact_kind: job                  # job | jobset: what a compact geosched job renders as
 at: 2025-03-01T12:00:00Z           # provenance time of new decisions (`--at` overrides it)
 ```
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from geosched import policies
-from geosched.documents import API_VERSION
+from geosched.documents import API_VERSION, parse_weights
 from geosched.errors import InputError
 from geosched.fields import Fields
 from geosched.gate import Kind, load_document
@@ -26,7 +26,6 @@ from geosched.kube.compact import CompactKind
 from geosched.models import Weights
 
 TOP_FIELDS = {"apiVersion", "kind", "policy", "weights", "compact_kind", "at"}
-WEIGHT_FIELDS = {"network", "cost", "carbon"}
 COMPACT_KINDS = {k.value: k for k in CompactKind}
 # The stamp of a decision when no time was given: obviously not a real time, and the same on every host.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -49,13 +48,7 @@ def parse_config(data: Any, source: str) -> GitOpsConfig:
     policy = f.string("policy", default=policies.DEFAULT_POLICY)
     if policy not in policies.names():
         raise f.error("policy", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
-    defaults = Weights()
-    weights = defaults
-    if f.has("weights"):
-        w = Fields(f.raw("weights"), source, "weights", WEIGHT_FIELDS)
-        weights = Weights(network=w.number("network", minimum=0.0, default=defaults.network),
-                          cost=w.number("cost", minimum=0.0, default=defaults.cost),
-                          carbon=w.number("carbon", minimum=0.0, default=defaults.carbon))
+    weights = parse_weights(f.raw("weights"), source, "weights") if f.has("weights") else Weights()
     at = parse_time(f.raw("at"), source, "at") if f.has("at") else None
     return GitOpsConfig(policy=policy, weights=weights,
                         compact_kind=f.choice("compact_kind", COMPACT_KINDS, CompactKind.JOB.value), at=at)
@@ -82,7 +75,8 @@ def parse_time(value: Any, source: str, where: str) -> datetime:
 def config_to_dict(config: GitOpsConfig) -> dict[str, Any]:
     """What shapes the decisions (not `at`, which only stamps them), for the inputs digest."""
     w = config.weights
-    return {"policy": config.policy, "weights": {"network": w.network, "cost": w.cost, "carbon": w.carbon},
+    return {"policy": config.policy, "weights": {"network": w.network, "cost": w.cost, "carbon": w.carbon,
+                                                 "zone_tolerance": w.zone_tolerance},
             "compact_kind": config.compact_kind.value}
 
 

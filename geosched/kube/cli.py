@@ -97,6 +97,9 @@ def submit_cmd(
     network_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.network,
     cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.cost,
     carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    zone_tolerance: Annotated[float, typer.Option(callback=finite, min=0.0, help="A placement in fewer zones wins "
+                                                  "while its total is within this fraction of the best.")]
+    = DEFAULT_WEIGHTS.zone_tolerance,
     network: Annotated[Path | None, typer.Option("--network", help="Measured NetworkView file (default: the "
                                                  "shipped network model).")] = None,
     compact_kind: Annotated[CompactKind, typer.Option(help="What a compact job becomes.")] = CompactKind.JOB,
@@ -111,7 +114,8 @@ def submit_cmd(
     with _errors():
         if policy not in policies.names():
             raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
-        options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight),
+        options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
+                                                                                 zone_tolerance),
                                            compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,
                                            skip_unreachable=skip_unreachable)
         outcome = submitting.submit(job_file, kubeconfig=kubeconfig, contexts=tuple(context or ()),
@@ -162,8 +166,8 @@ def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
 def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: KubeconfigOpt = None,
              context: ContextOpt = None, output: OutputOpt = Output.table,
              record: Annotated[bool, typer.Option(
-                 "--record/--no-record", help="Write each job's start and end (from its status) into the usage "
-                 "ledger that `geosched report` prices.")] = True) -> None:
+                 "--record", help="Also write each job's start and end (from its status) into the usage ledger "
+                 "that `geosched report` prices (a read-only command otherwise).")] = False) -> None:
     """Jobs geosched placed, on every cluster, with their zones and state."""
     from geosched.kube import cluster_inventory
     from geosched.kube import submit as submitting

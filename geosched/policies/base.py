@@ -68,10 +68,11 @@ def placed(view: JobView, policy: str, nodes: IntArray, workers: IntArray,
 
 
 def no_capacity(view: JobView, policy: str, extra: Sequence[Rejection] = ()) -> NoFit:
-    """Why nothing fits: filtered zones first, then what the largest groups could hold."""
+    """Why nothing fits: what the largest group could hold, the policy's own reasons (limits that bound
+    first), then the nodes each zone lost to the filters."""
     ctx, job = view.ctx, view.job
-    reasons = [Rejection(zone, reason) for zone, reason in sorted(view.filtered.items())]
-    reasons.extend(extra)
+    reasons = list(extra)
+    reasons.extend(Rejection(zone, reason) for zone, reason in sorted(view.filtered.items()))
     if not view.eligible.any():
         reasons.insert(0, Rejection("fleet", f"no ready node has {job.gpus_per_worker} free "
                                     f"{job.gpu or 'GPUs'} under the job's constraints"))

@@ -70,27 +70,82 @@ class PlacementContext:
 
         z = len(self.zone_names)
         self.zz_rtt: FloatArray = np.full((z, z), UNKNOWN_RTT_MS)
+        self.zz_rtt95: FloatArray = np.full((z, z), UNKNOWN_RTT_MS)
         self.zz_loss: FloatArray = np.zeros((z, z))
         self.zz_tput: FloatArray = np.full((z, z), UNKNOWN_THROUGHPUT_GBPS)
         for (a, b), link in network.zone_links.items():
             if a in zone_index and b in zone_index:
                 for i, j in ((zone_index[a], zone_index[b]), (zone_index[b], zone_index[a])):
                     self.zz_rtt[i, j] = link.rtt_p50_ms
+                    self.zz_rtt95[i, j] = link.rtt_p95_ms
                     self.zz_loss[i, j] = link.loss
                     self.zz_tput[i, j] = link.throughput_gbps
 
-        # Per-node link quality: the worst of the node's own summary and its zone's intra-zone link.
-        diag = self.zone_of
-        self.node_rtt: FloatArray = self.zz_rtt[diag, diag].copy()
-        self.node_loss: FloatArray = self.zz_loss[diag, diag].copy()
-        self.node_tput: FloatArray = self.zz_tput[diag, diag].copy()
-        summaries = network.node_summaries({n.name: n.zone for n in nodes})
+        # Each node's own summary (NetworkView.node_summaries); neutral where the node has none.
+        n = len(nodes)
+        self.sum_rtt: FloatArray = np.zeros(n)
+        self.sum_rtt95: FloatArray = np.zeros(n)
+        self.sum_loss: FloatArray = np.zeros(n)
+        self.sum_tput: FloatArray = np.full(n, np.inf)
+        summaries = network.node_summaries({node.name: node.zone for node in nodes})
         for i, name in enumerate(self.names):
             s = summaries.get(name)
             if s is not None:
-                self.node_rtt[i] = max(self.node_rtt[i], s.rtt_p50_ms)
-                self.node_loss[i] = max(self.node_loss[i], s.loss)
-                self.node_tput[i] = min(self.node_tput[i], s.throughput_gbps)
+                self.sum_rtt[i], self.sum_rtt95[i] = s.rtt_p50_ms, s.rtt_p95_ms
+                self.sum_loss[i], self.sum_tput[i] = s.loss, s.throughput_gbps
+        # Per-node link quality: the worst of the node's own summary and its zone's intra-zone link.
+        diag = self.zone_of
+        self.node_rtt: FloatArray = np.maximum(self.zz_rtt[diag, diag], self.sum_rtt)
+        self.node_rtt95: FloatArray = np.maximum(self.zz_rtt95[diag, diag], self.sum_rtt95)
+        self.node_loss: FloatArray = np.maximum(self.zz_loss[diag, diag], self.sum_loss)
+        self.node_tput: FloatArray = np.minimum(self.zz_tput[diag, diag], self.sum_tput)
+
+        # The best link between two zones of each region, and between two regions, measure by measure: the
+        # link no multi-zone (multi-region) placement can beat, for zone-first's lower bounds.
+        pair = ~np.eye(z, dtype=bool)
+        same = self.region_of_zone[:, None] == self.region_of_zone[None, :]
+        regions = len(self.region_keys)
+        self.region_best: dict[str, FloatArray] = {}
+        self.cross_best: dict[str, float] = {}
+        for measure, matrix, pick in (("rtt", self.zz_rtt, np.minimum), ("rtt95", self.zz_rtt95, np.minimum),
+                                      ("loss", self.zz_loss, np.minimum), ("tput", self.zz_tput, np.maximum)):
+            unknown = np.inf if pick is np.minimum else -np.inf
+            inside = np.full(regions, unknown)
+            rows, cols = np.nonzero(pair & same)
+            pick.at(inside, self.region_of_zone[rows], matrix[rows, cols])
+            self.region_best[measure] = inside
+            across = matrix[~same]
+            self.cross_best[measure] = float(pick.reduce(across)) if across.size else unknown
+
+        # Measured node pairs, keyed lo * n + hi and sorted, so a batch of hops is one searchsorted.
+        index = {name: i for i, name in enumerate(self.names)}
+        pairs = sorted((min(index[a], index[b]) * n + max(index[a], index[b]), link)
+                       for (a, b), link in network.node_links.items() if a in index and b in index and a != b)
+        self.pair_key: IntArray = np.array([k for k, _ in pairs], dtype=np.int64)
+        self.pair_rtt: FloatArray = np.array([x.rtt_p50_ms for _, x in pairs], dtype=np.float64)
+        self.pair_rtt95: FloatArray = np.array([x.rtt_p95_ms for _, x in pairs], dtype=np.float64)
+        self.pair_loss: FloatArray = np.array([x.loss for _, x in pairs], dtype=np.float64)
+        self.pair_tput: FloatArray = np.array([x.throughput_gbps for _, x in pairs], dtype=np.float64)
+
+    def hop_links(self, a: IntArray, b: IntArray, p95: bool = False) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(RTT, loss, throughput) of the links between nodes a[k] and b[k], all three from one pair: the
+        measured node pair when there is one, else the zone pair combined with the two nodes' own summaries
+        (as `NetworkView.link` estimates it)."""
+        za, zb = self.zone_of[a], self.zone_of[b]
+        sum_rtt = self.sum_rtt95 if p95 else self.sum_rtt
+        rtt = np.maximum((self.zz_rtt95 if p95 else self.zz_rtt)[za, zb], np.maximum(sum_rtt[a], sum_rtt[b]))
+        loss = np.maximum(self.zz_loss[za, zb], np.maximum(self.sum_loss[a], self.sum_loss[b]))
+        tput = np.minimum(self.zz_tput[za, zb], np.minimum(self.sum_tput[a], self.sum_tput[b]))
+        if self.pair_key.size:
+            key = np.minimum(a, b) * len(self.names) + np.maximum(a, b)
+            at = np.minimum(np.searchsorted(self.pair_key, key), self.pair_key.size - 1)
+            found = self.pair_key[at] == key
+            if found.any():
+                hit = at[found]
+                rtt[found] = (self.pair_rtt95 if p95 else self.pair_rtt)[hit]
+                loss[found] = self.pair_loss[hit]
+                tput[found] = self.pair_tput[hit]
+        return rtt, loss, tput
 
     def with_free(self, gpus_free: IntArray) -> PlacementContext:
         """The same snapshot with other free-GPU counts (the arrays are shared, not copied)."""
@@ -105,7 +160,10 @@ class PlacementContext:
 @dataclass(frozen=True)
 class JobView:
     """One job seen against one context: who is eligible, how many workers each node holds, what each
-    GPU-hour costs and emits there, and the reference values the score is normalised by."""
+    GPU-hour costs and emits there, and the reference values the score is normalised by.
+
+    `removed[f, z]` counts the nodes of zone z that filter f (named `filters[f]`) took out, each node under
+    the first filter that removed it."""
 
     ctx: PlacementContext
     job: Job
@@ -117,43 +175,70 @@ class JobView:
     price_ref: float
     carbon_ref: float
     ideal_step_ms: float
-    filtered: dict[str, str]
+    filters: tuple[str, ...]
+    removed: IntArray
     explain: bool = True
 
     @property
     def candidates(self) -> IntArray:
         return np.flatnonzero(self.eligible)
 
+    @property
+    def p95(self) -> bool:
+        return self.job.profile.latency_sensitive
+
+    @property
+    def node_rtt(self) -> FloatArray:
+        """Each node's own RTT at the percentile the job is judged on."""
+        return self.ctx.node_rtt95 if self.p95 else self.ctx.node_rtt
+
+    @property
+    def filtered(self) -> dict[str, str]:
+        """Zone -> how many of its nodes the filters took out, and which filter took how many."""
+        ctx = self.ctx
+        total = np.bincount(ctx.zone_of, minlength=len(ctx.zone_names)).tolist()
+        hit = np.flatnonzero(self.removed.sum(axis=0))
+        out: dict[str, str] = {}
+        for z, counts in zip(hit.tolist(), self.removed[:, hit].T.tolist(), strict=True):
+            gone = sum(counts)
+            head = ("its one node" if gone == 1 else f"all {gone} nodes") if gone == total[z] else \
+                f"{gone} of {total[z]} nodes"
+            parts = ", ".join(f"{c} {name}" for c, name in zip(counts, self.filters, strict=True) if c)
+            out[ctx.zone_names[z]] = f"{head} filtered out ({parts})"
+        return out
+
 
 def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = True) -> JobView:
     """`explain=False` skips what only a person reads (rejections, alternatives): the simulator's fast path."""
     g = job.gpus_per_worker
-    eligible = ctx.ready & (ctx.gpus_free >= g)
-    filtered: dict[str, str] = {}
+    eligible = np.ones(len(ctx.names), dtype=bool)
+    filters: list[str] = []
+    removed: list[IntArray] = []
 
     def restrict(mask: BoolArray, reason: str) -> None:
         nonlocal eligible
-        dropped = np.bincount(ctx.zone_of[eligible & ~mask], minlength=len(ctx.zone_names))
-        for zone in np.flatnonzero(dropped).tolist():
-            filtered.setdefault(ctx.zone_names[zone], reason)
+        filters.append(reason)
+        removed.append(np.bincount(ctx.zone_of[eligible & ~mask], minlength=len(ctx.zone_names)))
         eligible = eligible & mask
 
+    restrict(ctx.ready, "not ready")
+    restrict(ctx.gpus_free >= g, f"with fewer than {g} free GPUs")
     if job.gpu is not None:
-        restrict(ctx.gpu_of == _index(ctx.gpu_names, job.gpu), f"no {job.gpu} GPUs")
+        restrict(ctx.gpu_of == _index(ctx.gpu_names, job.gpu), f"not {job.gpu}")
     if job.providers:
-        restrict(np.isin(ctx.provider_of, list(job.providers)), "provider not allowed by the job")
+        restrict(np.isin(ctx.provider_of, list(job.providers)), "of a provider the job does not allow")
     if job.regions:
         allowed = [i for i, key in enumerate(ctx.region_keys) if key in job.regions or key.split(":")[1]
                    in job.regions]
-        restrict(np.isin(ctx.region_of, allowed), "region not allowed by the job")
+        restrict(np.isin(ctx.region_of, allowed), "in a region the job does not allow")
     if job.zones:
         allowed = [i for i, z in enumerate(ctx.zone_names) if z in job.zones]
-        restrict(np.isin(ctx.zone_of, allowed), "zone not allowed by the job")
+        restrict(np.isin(ctx.zone_of, allowed), "in a zone the job does not allow")
     if job.clusters:
         allowed = [i for i, c in enumerate(ctx.cluster_names) if c in job.clusters]
-        restrict(np.isin(ctx.cluster_of, allowed), "cluster not allowed by the job")
+        restrict(np.isin(ctx.cluster_of, allowed), "in a cluster the job does not allow")
     price = ctx.price_ondemand if job.pricing is Pricing.ON_DEMAND else ctx.price_spot
-    restrict(~np.isnan(price), f"no {job.pricing.value} price")
+    restrict(~np.isnan(price), f"without a {job.pricing.value} price")
 
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
     watts = ctx.idle_watts + job.profile.utilisation * (ctx.max_watts - ctx.idle_watts)
@@ -170,21 +255,29 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         price_ref=_median_ref(price[eligible]),
         carbon_ref=_median_ref(carbon_gpu[eligible]),
         ideal_step_ms=ideal,
-        filtered=filtered,
+        filters=tuple(filters),
+        removed=np.array(removed, dtype=np.int64),
         explain=explain,
     )
 
 
 def ideal_step_ms(ctx: PlacementContext, job: Job, eligible: BoolArray, capacity: IntArray) -> float:
-    """Step time on the best link any eligible node has (or none at all when one node holds the gang)."""
+    """Step time on the best link any eligible node or measured pair has (or none at all when one node holds
+    the gang)."""
     if not eligible.any() or capacity.max() >= job.workers:
         return job.profile.compute_ms
+    p95 = job.profile.latency_sensitive
+    rtt = ctx.node_rtt95 if p95 else ctx.node_rtt
+    # A measured pair may beat both its nodes' summaries (the median of their links): count it too, so the
+    # ideal stays a lower bound and the network term >= 1.
+    pair_rtt = ctx.pair_rtt95 if p95 else ctx.pair_rtt
+    measured = ctx.pair_key.size > 0
     best = comm_ms(
         job.workers,
         job.profile.message_mb,
-        rtt_ms=float(ctx.node_rtt[eligible].min()),
-        loss=float(ctx.node_loss[eligible].min()),
-        throughput_gbps=float(ctx.node_tput[eligible].max()),
+        rtt_ms=min(float(rtt[eligible].min()), float(pair_rtt.min()) if measured else np.inf),
+        loss=min(float(ctx.node_loss[eligible].min()), float(ctx.pair_loss.min()) if measured else np.inf),
+        throughput_gbps=max(float(ctx.node_tput[eligible].max()), float(ctx.pair_tput.max()) if measured else 0.0),
     )
     return job.profile.compute_ms + best
 

@@ -1,89 +1,90 @@
 """An exact reference solver for small fleets, to measure how far `zone-first` is from optimal.
 
-Not a registered policy: it enumerates, so it is only for instances of a few dozen nodes. It minimises
-the same key as zone-first, (regions > 1, zones spanned, total score), over every assignment:
+Not a registered policy: it enumerates, so it is only for instances of at most `MAX_NODES` candidate nodes
+and gangs of at most `MAX_WORKERS` workers. It optimises zone-first's own objective and rule over every
+assignment, not over the options zone-first happens to consider:
 
-- Zone sets are tried level by level (one region before several, fewer zones first); at the first level
-  where some zone set holds the gang, an optimal assignment uses every zone of its set (else a smaller
-  set would have held it at an earlier level).
-- Inside a zone set, the score is a network term that depends only on the worst node RTT, loss and
-  throughput, plus terms that add up per worker. For every threshold triple taken from the nodes' own
-  values, filling workers from the cheapest additive cost among nodes within the thresholds is optimal
-  for that triple; single nodes holding the whole gang are tried too (no network step). The minimum over
-  all triples is the optimum.
+- every set of nodes of one (cluster, GPU) group that can hold the gang with at least one worker on each
+  node (a node given none is not in the ring, so that assignment belongs to a smaller set); the remaining
+  workers go to the set's cheapest nodes by $ and carbon per worker, which is optimal for that set since the
+  ring, and so the step, depends only on the set;
+- each set scored by the shared `scoring.ring` objective, all at once;
+- the winner chosen by `zone_first.rank`: the tolerance band of the best total, then fewer regions, fewer
+  zones, best fit, lower total. `max_zones` and `max_regions` are hard limits.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
 from geosched.models import Score
-from geosched.policies.base import fill, group_ids
+from geosched.policies.base import group_ids
 from geosched.policies.context import IntArray, JobView
-from geosched.policies.scoring import evaluate
+from geosched.policies.scoring import Scored
+from geosched.policies.zone_first import rank
 
-MAX_NODES = 64
+MAX_NODES = 24
+MAX_WORKERS = 8
 
 
-def solve_exact(view: JobView) -> tuple[IntArray, IntArray, Score, tuple[int, int]] | None:
-    """(nodes, workers, score, (tier, zones)) of an optimal assignment, or None if nothing fits."""
-    ctx, job = view.ctx, view.job
+@dataclass(frozen=True)
+class Exact:
+    """The optimal assignment under zone-first's rule, and the lowest total of any assignment."""
+
+    nodes: IntArray
+    workers: IntArray
+    score: Score
+    zones: int
+    regions: int
+    lowest_total: float
+
+
+def solve_exact(view: JobView) -> Exact | None:
+    """The optimum, or None if nothing fits."""
+    job = view.job
     cand = view.candidates
-    if cand.size > MAX_NODES:
-        raise ValueError(f"exact search is for at most {MAX_NODES} candidate nodes, got {cand.size}")
-    groups = group_ids(view)
-    cells: dict[tuple[int, int], IntArray] = {}
-    for g in np.unique(groups[cand]).tolist():
-        for z in np.unique(ctx.zone_of[cand[groups[cand] == g]]).tolist():
-            cells[(g, z)] = cand[(groups[cand] == g) & (ctx.zone_of[cand] == z)]
-    per_worker = job.gpus_per_worker * (view.weights.cost * view.price_gpu / (job.gpus * view.price_ref)
-                                        + view.weights.carbon * view.carbon_gpu / (job.gpus * view.carbon_ref))
-    limit_zones = job.max_zones or len(ctx.zone_names)
-    limit_regions = job.max_regions or len(ctx.region_keys)
-    for tier in (0, 1, 2):
-        for size in range(1, limit_zones + 1):
-            if (tier == 0) != (size == 1):
-                continue
-            best: tuple[IntArray, IntArray, Score] | None = None
-            for g in sorted({g for g, _ in cells}):
-                zones = sorted(z for gg, z in cells if gg == g)
-                for combo in itertools.combinations(zones, size):
-                    regions = np.unique(ctx.region_of_zone[list(combo)]).size
-                    if (tier == 2) != (regions > 1) or regions > limit_regions:
-                        continue
-                    pool = np.concatenate([cells[(g, z)] for z in combo])
-                    if view.capacity[pool].sum() < job.workers:
-                        continue
-                    found = _best_in(view, pool, per_worker)
-                    if found and (best is None or found[2].total < best[2].total - 1e-12):
-                        best = found
-            if best is not None:
-                return best[0], best[1], best[2], (tier, size)
-    return None
+    if cand.size > MAX_NODES or job.workers > MAX_WORKERS:
+        raise ValueError(f"exact search is for at most {MAX_NODES} candidate nodes and {MAX_WORKERS} workers, "
+                         f"got {cand.size} and {job.workers}")
+    per_worker = job.gpus_per_worker * (view.weights.cost * view.price_gpu / view.price_ref
+                                        + view.weights.carbon * view.carbon_gpu / view.carbon_ref)
+    nodes: list[IntArray] = []
+    workers: list[IntArray] = []
+    groups = group_ids(view)[cand]
+    for g in np.unique(groups).tolist():
+        pool = cand[groups == g]
+        pool = pool[np.lexsort((pool, per_worker[pool]))]  # cheapest first: extra workers fill left to right
+        for k in range(1, min(job.workers, pool.size) + 1):
+            sets = np.array(list(itertools.combinations(range(pool.size), k)), dtype=np.int64).reshape(-1, k)
+            members = pool[sets]
+            cap = view.capacity[members]
+            sets_ok = cap.sum(axis=1) >= job.workers
+            members, cap = members[sets_ok], cap[sets_ok]
+            extra = cap - 1
+            take = np.clip(job.workers - k - (np.cumsum(extra, axis=1) - extra), 0, extra)
+            ok = _within_limits(view, members)
+            nodes.extend(members[ok])
+            workers.extend(1 + take[ok])
+    if not nodes:
+        return None
+    sizes = np.array([n.size for n in nodes], dtype=np.int64)
+    scored = Scored.of(view, np.concatenate(nodes), np.concatenate(workers), np.cumsum(sizes) - sizes)
+    ranked = rank(view, scored.nodes, scored.starts, scored.total, scored.usd)
+    k = int(ranked.order[0])
+    return Exact(nodes[k], workers[k], scored.scores(view, [k])[0], int(ranked.zones[k]), int(ranked.regions[k]),
+                 ranked.best)
 
 
-def _best_in(view: JobView, pool: IntArray, per_worker: np.ndarray) -> tuple[IntArray, IntArray, Score] | None:
-    ctx, job = view.ctx, view.job
-    best: tuple[IntArray, IntArray, Score] | None = None
-
-    def consider(nodes: IntArray, workers: IntArray) -> None:
-        nonlocal best
-        if workers.sum() < job.workers:
-            return
-        score = evaluate(view, nodes, workers)
-        if best is None or score.total < best[2].total - 1e-12:
-            best = (nodes, workers, score)
-
-    for i in pool[view.capacity[pool] >= job.workers].tolist():
-        consider(np.array([i]), np.array([job.workers]))
-    by_cost = pool[np.lexsort((pool, per_worker[pool]))]
-    for r in np.unique(ctx.node_rtt[pool]):
-        for loss in np.unique(ctx.node_loss[pool]):
-            for t in np.unique(ctx.node_tput[pool]):
-                ok = by_cost[(ctx.node_rtt[by_cost] <= r) & (ctx.node_loss[by_cost] <= loss)
-                             & (ctx.node_tput[by_cost] >= t)]
-                if view.capacity[ok].sum() >= job.workers:
-                    consider(*fill(view, ok))
-    return best
+def _within_limits(view: JobView, members: IntArray) -> np.ndarray:
+    """Rows of `members` (one node set each) within the job's zone and region limits."""
+    job, ctx = view.job, view.ctx
+    ok = np.ones(members.shape[0], dtype=bool)
+    for limit, of in ((job.max_zones, ctx.zone_of), (job.max_regions, ctx.region_of)):
+        if limit is not None:
+            values = np.sort(of[members], axis=1)
+            distinct = 1 + (np.diff(values, axis=1) != 0).sum(axis=1)
+            ok &= distinct <= limit
+    return ok

@@ -1,10 +1,16 @@
 """The score every policy is judged by: one function, so every comparison is side by side.
 
-The network term is the step time (compute plus `geosched.comm`'s ring all-reduce over the gang's worst
-link) over the step time on the best link in the fleet. The worst link of a set of nodes is built from the
-worst RTT, the highest loss and the lowest throughput among the zone pairs it spans and the nodes' own
-intra-zone summaries; a gang on one node has no network step. The three normalised terms (see `Score`)
-are weighted and summed:
+The network term is the step time over the step time on the best link in the fleet. The step is compute plus
+`geosched.comm`'s ring all-reduce, bounded by the slowest hop of the ring the gang's nodes form (`ring`):
+
+- the ring runs zone by zone, region by region (each zone and region boundary is crossed once each way);
+  inside a zone the two best-linked nodes sit at its ends, the others in between, so a degraded node's two
+  hops stay inside its zone;
+- each hop's RTT, loss and throughput come from one pair (`PlacementContext.hop_links`): the measured node
+  pair, else the zone pair combined with the two nodes' own summaries. RTT p95 for latency-sensitive jobs;
+- workers sharing a node talk over NVLink: no network hop; a gang on one node has no network step.
+
+The three normalised terms (see `Score`) are weighted and summed:
 
     total = w_network * t_step / t_ideal + w_cost * usd_h / (gpus * median usd_gpu_h)
             + w_carbon * gco2e_h / (gpus * median gco2e_gpu_h)
@@ -13,44 +19,138 @@ are weighted and summed:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from geosched.comm import comm_ms
 from geosched.models import Score
-from geosched.policies.context import IntArray, JobView
+from geosched.policies.context import FloatArray, IntArray, JobView
+
+
+@dataclass(frozen=True)
+class Rings:
+    """The bounding hop of each of a batch of rings: communication ms, its link, and its two nodes (-1, -1
+    for a ring of one node)."""
+
+    comm: FloatArray
+    rtt: FloatArray
+    loss: FloatArray
+    tput: FloatArray
+    a: IntArray
+    b: IntArray
+
+
+def run_starts(values: IntArray) -> IntArray:
+    """Where each run of equal values starts in a sorted array."""
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.flatnonzero(values[1:] != values[:-1]) + 1
+    return np.concatenate(([0], change)).astype(np.int64)
+
+
+def run_ids(starts: IntArray, size: int) -> IntArray:
+    """The run number of every element, from the runs' starts."""
+    return np.repeat(np.arange(starts.size), np.diff(np.append(starts, size)))
+
+
+def ring(view: JobView, nodes: IntArray, starts: IntArray) -> Rings:
+    """Bounding hops of a batch of rings: ring k is the distinct nodes nodes[starts[k]:starts[k+1]]."""
+    ctx, job = view.ctx, view.job
+    size = nodes.size
+    rid = run_ids(starts, size)
+    # One key per (ring, region, zone) segment, in ring order.
+    segment = (rid * len(ctx.region_keys) + ctx.region_of[nodes]) * len(ctx.zone_names) + ctx.zone_of[nodes]
+    own = comm_ms(job.workers, job.profile.message_mb, view.node_rtt[nodes], ctx.node_loss[nodes],
+                  ctx.node_tput[nodes])
+    # Rank inside each segment by own link, best first; then lay the segment out as best, 3rd, ..., 2nd.
+    by_quality = np.lexsort((nodes, own, segment))
+    seg = run_starts(segment[by_quality])
+    rank = np.empty(size, dtype=np.int64)
+    rank[by_quality] = np.arange(size) - np.repeat(seg, np.diff(np.append(seg, size)))
+    position = np.where(rank == 1, size, rank)
+    order = nodes[np.argsort(segment * (size + 1) + position, kind="stable")]
+    nxt = np.roll(order, -1)
+    ends = np.append(starts[1:], size) - 1
+    nxt[ends] = order[starts]
+    rtt, loss, tput = ctx.hop_links(order, nxt, view.p95)
+    hop = comm_ms(job.workers, job.profile.message_mb, rtt, loss, tput)
+    hop[order == nxt] = -1.0
+    # The first hop of each ring that takes as long as the ring's slowest.
+    slowest = np.maximum.reduceat(hop, starts)
+    worst = np.minimum.reduceat(np.where(hop == slowest[rid], np.arange(size), size), starts)
+    single = slowest < 0
+    return Rings(
+        comm=np.where(single, 0.0, slowest),
+        rtt=np.where(single, 0.0, rtt[worst]),
+        loss=np.where(single, 0.0, loss[worst]),
+        tput=np.where(single, math.inf, tput[worst]),
+        a=np.where(single, -1, order[worst]),
+        b=np.where(single, -1, nxt[worst]),
+    )
+
+
+def scores(view: JobView, rings: Rings, usd: FloatArray, gco2e: FloatArray) -> tuple[FloatArray, ...]:
+    """(total, network, cost, carbon, step) of a batch, from its rings and its $ and gCO2e per hour."""
+    job, w = view.job, view.weights
+    step = job.profile.compute_ms + rings.comm
+    network = step / view.ideal_step_ms
+    cost = usd / (job.gpus * view.price_ref)
+    carbon = gco2e / (job.gpus * view.carbon_ref)
+    return w.network * network + w.cost * cost + w.carbon * carbon, network, cost, carbon, step
+
+
+def scores_of(view: JobView, rings: Rings, terms: tuple[FloatArray, ...], usd: FloatArray, gco2e: FloatArray,
+              ks: list[int]) -> list[Score]:
+    """The `Score`s of members `ks` of a batch whose `scores` are `terms`."""
+    names = view.ctx.names
+    at = np.array(ks, dtype=np.int64)
+    columns = [t[at].tolist() for t in terms] + [x[at].tolist() for x in (
+        rings.comm, usd, gco2e, rings.rtt, rings.loss, rings.tput, rings.a, rings.b)]
+    out = []
+    for total, network, cost, carbon, step, comm, u, g, rtt, loss, tput, a, b in zip(*columns, strict=True):
+        hop = None if a < 0 else (names[int(a)], names[int(b)])
+        out.append(Score(total, network, cost, carbon, step, comm, u, g, rtt, loss, tput, hop))
+    return out
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A batch of assignments scored at once: option k is workers[j] on nodes[j] for j in its run."""
+
+    nodes: IntArray
+    workers: IntArray
+    starts: IntArray
+    terms: tuple[FloatArray, ...]
+    usd: FloatArray
+    gco2e: FloatArray
+    rings: Rings
+
+    @staticmethod
+    def of(view: JobView, nodes: IntArray, workers: IntArray, starts: IntArray) -> Scored:
+        rings = ring(view, nodes, starts)
+        gpus = workers * view.job.gpus_per_worker
+        usd: FloatArray = np.add.reduceat(gpus * view.price_gpu[nodes], starts)
+        gco2e: FloatArray = np.add.reduceat(gpus * view.carbon_gpu[nodes], starts)
+        return Scored(nodes, workers, starts, scores(view, rings, usd, gco2e), usd, gco2e, rings)
+
+    @property
+    def total(self) -> FloatArray:
+        return self.terms[0]
+
+    @property
+    def best(self) -> float:
+        return float(self.terms[0].min())
+
+    def members(self, k: int) -> tuple[IntArray, IntArray]:
+        end = self.starts[k + 1] if k + 1 < self.starts.size else self.nodes.size
+        return self.nodes[self.starts[k]:end], self.workers[self.starts[k]:end]
+
+    def scores(self, view: JobView, ks: list[int]) -> list[Score]:
+        return scores_of(view, self.rings, self.terms, self.usd, self.gco2e, ks)
 
 
 def evaluate(view: JobView, nodes: IntArray, workers: IntArray) -> Score:
     """Score a concrete assignment: `workers[k]` workers on node `nodes[k]`."""
-    ctx, job, w = view.ctx, view.job, view.weights
-    used = nodes[workers > 0]
-    taken = workers[workers > 0]
-    if used.size > 1:
-        zones = np.unique(ctx.zone_of[used])
-        rtt = max(float(ctx.zz_rtt[np.ix_(zones, zones)].max()), float(ctx.node_rtt[used].max()))
-        loss = max(float(ctx.zz_loss[np.ix_(zones, zones)].max()), float(ctx.node_loss[used].max()))
-        tput = min(float(ctx.zz_tput[np.ix_(zones, zones)].min()), float(ctx.node_tput[used].min()))
-        comm = comm_ms(job.workers, job.profile.message_mb, rtt, loss, tput)
-    else:
-        rtt, loss, tput, comm = 0.0, 0.0, math.inf, 0.0
-    gpus = taken * job.gpus_per_worker
-    usd = float((gpus * view.price_gpu[used]).sum())
-    gco2e = float((gpus * view.carbon_gpu[used]).sum())
-    step = job.profile.compute_ms + comm
-    network = step / view.ideal_step_ms
-    cost = usd / (job.gpus * view.price_ref)
-    carbon = gco2e / (job.gpus * view.carbon_ref)
-    return Score(
-        total=w.network * network + w.cost * cost + w.carbon * carbon,
-        network=network,
-        cost=cost,
-        carbon=carbon,
-        step_ms=step,
-        comm_ms=comm,
-        usd_per_hour=usd,
-        gco2e_per_hour=gco2e,
-        worst_rtt_ms=rtt,
-        worst_loss=loss,
-        min_throughput_gbps=tput,
-    )
+    keep = workers > 0
+    return Scored.of(view, nodes[keep], workers[keep], np.zeros(1, dtype=np.int64)).scores(view, [0])[0]

@@ -1,62 +1,109 @@
-"""`zone-first`: the whole gang in one zone if at all possible, then the best nodes there.
+"""`zone-first`: one objective, with the gang kept in as few zones as the objective allows.
 
-1. Candidates are (cluster, GPU model, zone) cells whose eligible free capacity holds every worker.
-2. In each cell the gang takes the best nodes by node score (below); each cell's assignment is scored
-   with the shared `evaluate` terms and the lowest total wins (ties: cheaper, then by name).
-3. If no single cell holds the gang: the fewest zones of one region (every combination of that size
-   whose capacity suffices), and only then zones across regions, grown from each region outwards by
-   zone-pair RTT. Candidates are ranked by (regions > 1, zones spanned, total score).
+Every placement considered is scored by the shared objective (`scoring`: the weighted step time over the
+ring's real hops, $ and carbon). The winner is chosen in the band of placements whose total is within
+`Weights.zone_tolerance` of the best total considered: there, fewer regions, then fewer zones, then the best
+fit (fewest whole free nodes left in the zones it uses, as Kueue TAS's BestFit), then the lower total.
+`max_zones` and `max_regions` are hard limits.
 
-Node score, lower is better: the score the gang would get on copies of that node, i.e. the step-time
-ratio its own measured delay, loss and throughput give (the physics of `geosched.comm`, so a 1% loss
-counts as much as it really costs) plus its normalised $ and carbon:
+What is considered:
 
-    w_network * (t_compute + t_comm(rtt_i, loss_i, tput_i)) / t_ideal
-      + w_cost * usd_gpu_h_i / median usd_gpu_h + w_carbon * gco2e_gpu_h_i / median gco2e_gpu_h
+1. Every (cluster, GPU model, zone) cell that holds the gang, with its best nodes by node score (below), and
+   the best node of the cell that holds the gang alone (no network step).
+2. Multi-zone options of each region, whenever they could win: when no cell holds the gang, or when a lower
+   bound of any multi-zone placement there (the cheapest and cleanest nodes on the region's best zone-pair
+   link) beats the best single zone by more than the tolerance, which is the case whenever every single zone
+   needs a degraded node, or carbon or cost weights favour another zone's nodes. Per region, the fewest
+   zones that hold the gang and one more, at most `MAX_COMBOS` zone sets of each size; in each set the gang
+   takes the best nodes by node score.
+3. Zones across regions, grown from each region outwards by zone-pair RTT, under the same rule one level up.
 
-Limits: the multi-zone search tries at most `MAX_COMBOS` zone sets per region and one growth per seed
-region across regions; it is exact for single-zone placements up to the node ranking.
+Node score, lower is better: the score the gang would get on copies of that node (its own measured delay,
+loss and throughput through `geosched.comm`, plus its normalised $ and carbon), so degraded nodes come last.
+
+Limits: node choice inside a zone set is greedy by node score (the benchmark measures the gap to the exact
+optimum); the multi-zone search is bounded as stated; the lower bound uses zone-pair links, so a measured
+node pair across zones that is better than its zones' link is not foreseen.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
 from geosched.comm import comm_ms
-from geosched.models import Candidate, NoFit, Placement, Rejection, Score
+from geosched.models import Candidate, NoFit, Placement, Rejection
 from geosched.policies.base import fill, group_ids, no_capacity, placed, register
 from geosched.policies.context import FloatArray, IntArray, JobView
-from geosched.policies.scoring import evaluate
+from geosched.policies.scoring import Scored, run_ids, run_starts
 
 NAME = "zone-first"
-MAX_ALTERNATIVES = 5
 MAX_COMBOS = 32
+MAX_LEVELS = 4
 
 
-def node_scores(view: JobView, nodes: IntArray) -> FloatArray:
-    """Scores of `nodes`, in their order."""
+def node_scores(view: JobView, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
+    """Scores of `nodes`, in their order, and the network term alone (the node's own link)."""
     ctx, job, w = view.ctx, view.job, view.weights
-    comm = comm_ms(job.workers, job.profile.message_mb, ctx.node_rtt[nodes], ctx.node_loss[nodes],
+    comm = comm_ms(job.workers, job.profile.message_mb, view.node_rtt[nodes], ctx.node_loss[nodes],
                    ctx.node_tput[nodes])
     network = (job.profile.compute_ms + comm) / view.ideal_step_ms
     return (w.network * network + w.cost * view.price_gpu[nodes] / view.price_ref
-            + w.carbon * view.carbon_gpu[nodes] / view.carbon_ref)
+            + w.carbon * view.carbon_gpu[nodes] / view.carbon_ref), network
+
+
+@dataclass
+class _Batch:
+    """Placements considered, flattened: chunks of options, option k of a chunk being `sizes[k]` nodes."""
+
+    nodes: list[IntArray] = field(default_factory=list)
+    workers: list[IntArray] = field(default_factory=list)
+    sizes: list[IntArray] = field(default_factory=list)
+    seen: set[bytes] = field(default_factory=set)
+    _scored: Scored | None = None
+
+    def add_runs(self, nodes: IntArray, workers: IntArray, sizes: IntArray) -> None:
+        if sizes.size:
+            self.nodes.append(nodes)
+            self.workers.append(workers)
+            self.sizes.append(sizes)
+            self._scored = None
+
+    def scored(self, view: JobView) -> Scored:
+        """Every option scored at once (kept until the next option is added)."""
+        if self._scored is None:
+            sizes = np.concatenate(self.sizes)
+            self._scored = Scored.of(view, np.concatenate(self.nodes), np.concatenate(self.workers),
+                                     np.cumsum(sizes) - sizes)
+        return self._scored
+
+    def best(self, view: JobView) -> float | None:
+        return self.scored(view).best if self else None
+
+    def add(self, nodes: IntArray, workers: IntArray) -> None:
+        """One more option, unless an equal one was added this way before."""
+        key = np.sort(nodes).tobytes()
+        if key not in self.seen:
+            self.seen.add(key)
+            self.add_runs(nodes, workers, np.array([nodes.size]))
+
+    def __len__(self) -> int:
+        return sum(s.size for s in self.sizes)
 
 
 @dataclass(frozen=True)
-class _Option:
-    nodes: IntArray
-    workers: IntArray
-    score: Score
-    tier: int
-    zones: int
+class _Cells:
+    """The eligible nodes grouped into (cluster, GPU, zone) cells, each cell's nodes best first."""
 
-    @property
-    def key(self) -> tuple[int, int, float, float]:
-        return (self.tier, self.zones, self.score.total, self.score.usd_per_hour)
+    order: IntArray
+    cell: IntArray
+    starts: IntArray
+    capacity: IntArray
+    score: FloatArray
+    own: FloatArray
 
 
 @register(NAME)
@@ -64,207 +111,277 @@ def zone_first(view: JobView) -> Placement | NoFit:
     cand = view.candidates
     if cand.size == 0:
         return no_capacity(view, NAME)
-    ctx, job = view.ctx, view.job
+    ctx = view.ctx
     score = np.full(len(ctx.names), np.inf)
-    score[cand] = node_scores(view, cand)
+    own = np.full(len(ctx.names), np.inf)
+    score[cand], own[cand] = node_scores(view, cand)
     cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
     # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
-    free = ctx.gpus_free
-    order = cand[np.lexsort((cand, free[cand], score[cand], cell[cand]))]
-    cells = cell[order]
-    starts = _run_starts(cells)
-    totals = np.add.reduceat(view.capacity[order], starts)
-    fits = totals >= job.workers
-    if fits.any():
-        return _single_zone(view, order, cells, starts, totals, fits)
-    return _multi_zone(view, score, order, cells, starts, totals)
+    order = cand[np.lexsort((cand, ctx.gpus_free[cand], score[cand], cell[cand]))]
+    starts = run_starts(cell[order])
+    cells = _Cells(order, cell[order][starts], starts, np.add.reduceat(view.capacity[order], starts), score,
+                   own)
+    batch = _Batch()
+    _single_zone(view, cells, batch)
+    limits: list[Rejection] = []
+    _multi_zone(view, cells, batch, limits)
+    if not batch:
+        return no_capacity(view, NAME, limits + _short_cells(view, cells))
+    return _choose(view, cells, batch, limits)
 
 
-def _single_zone(view: JobView, order: IntArray, cells: IntArray, starts: IntArray, totals: IntArray,
-                 fits: np.ndarray) -> Placement:
-    """Score every fitting cell at once: the gang takes each cell's best nodes."""
-    ctx, job, w = view.ctx, view.job, view.weights
+def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
+    """Each fitting cell's best fill, and its best node that holds the whole gang alone."""
+    job = view.job
+    order = cells.order
     cap = view.capacity[order]
-    group_of_elem = _run_ids(starts, order.size)
+    elem_cell = run_ids(cells.starts, order.size)
+    fits = cells.capacity >= job.workers
     cum = np.cumsum(cap)
-    before = cum - cap - (cum - cap)[starts][group_of_elem]
+    before = cum - cap - (cum - cap)[cells.starts][elem_cell]
     take = np.clip(job.workers - before, 0, cap)
-    sel = (take > 0) & fits[group_of_elem]
-    idx, taken, grp = order[sel], take[sel], group_of_elem[sel]
-    gstarts = _run_starts(grp)
-    gends = np.append(gstarts[1:], idx.size)
-    single = (gends - gstarts) == 1
-    rtt = np.where(single, 0.0, np.maximum.reduceat(ctx.node_rtt[idx], gstarts))
-    loss = np.where(single, 0.0, np.maximum.reduceat(ctx.node_loss[idx], gstarts))
-    tput = np.where(single, np.inf, np.minimum.reduceat(ctx.node_tput[idx], gstarts))
-    comm = np.where(single, 0.0, comm_ms(job.workers, job.profile.message_mb, rtt, loss, tput))
-    gpus = taken * job.gpus_per_worker
-    usd = np.add.reduceat(gpus * view.price_gpu[idx], gstarts)
-    gco2e = np.add.reduceat(gpus * view.carbon_gpu[idx], gstarts)
-    step = job.profile.compute_ms + comm
-    network, cost = step / view.ideal_step_ms, usd / (job.gpus * view.price_ref)
-    carbon = gco2e / (job.gpus * view.carbon_ref)
-    total = w.network * network + w.cost * cost + w.carbon * carbon
-    # A node that holds the whole gang alone has no network step, whatever its link: it may beat its
-    # cell's best fill even when its link ranks it last.
-    solo_node, solo_total = _solo_nodes(view, order, starts, fits)
-    cell_of_fit = grp[gstarts]
-    better = solo_total[cell_of_fit] < total
-    total = np.where(better, solo_total[cell_of_fit], total)
-    solo = {int(cell_of_fit[k]): int(solo_node[cell_of_fit[k]]) for k in np.flatnonzero(better).tolist()}
-    alone = solo_node[cell_of_fit]
-    usd = np.where(better, job.gpus * view.price_gpu[alone], usd)
-    # Ties go to the placement that strands the fewest GPUs on the nodes it uses, then to the zone with the
-    # least room left: both keep whole nodes and zones free for the gangs that need them.
-    stranded = np.where(better, ctx.gpus_free[alone] - job.gpus,
-                        np.add.reduceat(ctx.gpus_free[idx] - gpus, gstarts))
-    ranking = np.lexsort((grp[gstarts], totals[grp[gstarts]], stranded, usd, total)).tolist()
-
-    def score(k: int) -> Score:
-        node = solo.get(int(cell_of_fit[k]))
-        if node is not None:
-            return evaluate(view, np.array([node]), np.array([job.workers]))
-        return Score(float(total[k]), float(network[k]), float(cost[k]), float(carbon[k]), float(step[k]),
-                     float(comm[k]), float(usd[k]), float(gco2e[k]), float(rtt[k]), float(loss[k]), float(tput[k]))
-
-    def members(k: int) -> IntArray:
-        node = solo.get(int(cell_of_fit[k]))
-        out: IntArray = np.array([node]) if node is not None else idx[gstarts[k]:gends[k]]
-        return out
-
-    def workers_of(k: int) -> IntArray:
-        node = solo.get(int(cell_of_fit[k]))
-        out: IntArray = np.array([job.workers]) if node is not None else taken[gstarts[k]:gends[k]]
-        return out
-
-    best = ranking[0]
-    if not view.explain:
-        return placed(view, NAME, members(best), workers_of(best), score=score(best))
-    alternatives = [_candidate(view, members(k), score(k)) for k in ranking[1 : 1 + MAX_ALTERNATIVES]]
-    labels = _cell_labels(view, cells[starts])
-    heads = cells[starts[grp[gstarts]]]
-    ranked_out = _cell_labels(view, heads[ranking[1:]])
-    rejected = [Rejection(zone, f"total {total[k]:.3f} > {total[best]:.3f} ({label})")
-                for k, (zone, label) in zip(ranking[1:], ranked_out, strict=True)]
-    rejected += [Rejection(labels[g][0], f"holds {int(totals[g])} of {job.workers} workers ({labels[g][1]})")
-                 for g in np.flatnonzero(~fits).tolist()]
-    rejected += [Rejection(z, r) for z, r in sorted(view.filtered.items())]
-    return placed(view, NAME, members(best), workers_of(best), rejected, alternatives, score(best))
+    sel = (take > 0) & fits[elem_cell]
+    nodes, taken, grp = order[sel], take[sel], elem_cell[sel]
+    batch.add_runs(nodes, taken, np.diff(np.append(run_starts(grp), nodes.size)))
+    # A node that holds the whole gang alone has no network step, whatever its link: it may beat its cell's
+    # best fill even when its link ranks it last.
+    alone = (cap >= job.workers) & fits[elem_cell]
+    if alone.any():
+        additive = view.weights.cost * view.price_gpu + view.weights.carbon * view.carbon_gpu
+        solo = np.flatnonzero(alone)
+        solo = solo[np.lexsort((order[solo], view.ctx.gpus_free[order[solo]], additive[order[solo]],
+                                elem_cell[solo]))]
+        solo = order[solo[run_starts(elem_cell[solo])]]
+        one_node_fills = nodes[np.bincount(grp, minlength=fits.size)[grp] == 1]
+        solo = solo[~np.isin(solo, one_node_fills)]
+        batch.add_runs(solo, np.full(solo.size, job.workers), np.ones(solo.size, dtype=np.int64))
 
 
-def _solo_nodes(view: JobView, order: IntArray, starts: IntArray, fits: np.ndarray) -> tuple[IntArray, FloatArray]:
-    """Per cell, its best node that holds the whole gang alone, and the total it scores (inf if none):
-    no network step, so only the compute time and that node's $ and carbon count."""
-    w, job = view.weights, view.job
-    cap = view.capacity[order]
-    additive = w.cost * view.price_gpu[order] / view.price_ref + w.carbon * view.carbon_gpu[order] / view.carbon_ref
-    cell = _run_ids(starts, order.size)
-    totals = np.where((cap >= job.workers) & fits[cell], w.network * job.profile.compute_ms / view.ideal_step_ms
-                      + additive, np.inf)
-    pick = np.lexsort((order, view.ctx.gpus_free[order], totals, cell))
-    first = pick[_run_starts(cell[pick])]
-    node: IntArray = order[first]
-    best: FloatArray = totals[first]
-    return node, best
-
-
-def _run_starts(values: IntArray) -> IntArray:
-    """Where each run of equal values starts in a sorted array."""
-    if values.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    change = np.flatnonzero(values[1:] != values[:-1]) + 1
-    return np.concatenate(([0], change))
-
-
-def _run_ids(starts: IntArray, size: int) -> IntArray:
-    """The run number of every element, from the runs' starts."""
-    return np.repeat(np.arange(starts.size), np.diff(np.append(starts, size)))
-
-
-def _cell_labels(view: JobView, cells: IntArray) -> list[tuple[str, str]]:
-    """(zone name, "GPU, cluster") of each cell id."""
-    ctx = view.ctx
-    groups, zones = np.divmod(cells, len(ctx.zone_names))
-    return [(ctx.zone_names[z], ctx.group_labels[g]) for z, g in zip(zones.tolist(), groups.tolist(), strict=True)]
-
-
-def _multi_zone(view: JobView, score: FloatArray, order: IntArray, cells: IntArray, starts: IntArray,
-                totals: IntArray) -> Placement | NoFit:
-    """No zone holds the gang: fewest zones in one region, then across regions."""
-    ctx, job = view.ctx, view.job
-    head = order[starts]
+def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> None:
+    """Zone sets of one region, then across regions, wherever they could win (module docstring)."""
+    ctx, job, w = view.ctx, view.job, view.weights
     n_zones = len(ctx.zone_names)
-    cell_group = cells[starts] // n_zones
-    cell_region = ctx.region_of[head]
-    members = np.split(order, starts[1:])
-    options: list[_Option] = []
+    group, zone = np.divmod(cells.cell, n_zones)
+    region = ctx.region_of_zone[zone]
+    ends = np.append(cells.starts[1:], cells.order.size)
     max_zones = job.max_zones or n_zones
     max_regions = job.max_regions or len(ctx.region_keys)
+    best_single = batch.best(view)
+    tol = 1 + w.zone_tolerance
+    # Lower bounds: the cheapest and cleanest node of the pool on the best link between two of its zones.
+    additive = (w.cost * np.minimum.reduceat(view.price_gpu[cells.order], cells.starts) / view.price_ref
+                + w.carbon * np.minimum.reduceat(view.carbon_gpu[cells.order], cells.starts) / view.carbon_ref)
+    best = ctx.region_best
+    rtt = best["rtt95"] if view.p95 else best["rtt"]
+    inside = w.network * (job.profile.compute_ms + comm_ms(job.workers, job.profile.message_mb, rtt, best["loss"],
+                                                           best["tput"])) / view.ideal_step_ms
+    cross = ctx.cross_best
+    across = w.network * (job.profile.compute_ms + comm_ms(
+        job.workers, job.profile.message_mb, cross["rtt95"] if view.p95 else cross["rtt"], cross["loss"],
+        cross["tput"])) / view.ideal_step_ms
 
-    def consider(chosen: list[int], tier: int) -> None:
-        pool = np.concatenate([members[c] for c in chosen])
-        pool = pool[np.lexsort((pool, ctx.gpus_free[pool], score[pool]))]
+    def members(chosen: tuple[int, ...]) -> IntArray:
+        return np.concatenate([cells.order[cells.starts[c]:ends[c]] for c in chosen])
+
+    # Link bands: the nodes whose own link is within the tolerance of the best, then the next band, and so
+    # on. A zone set is tried with the nodes of the lowest bands only, so the gang can leave out degraded
+    # nodes by spreading over more zones: at the first level (bands up to MAX_LEVELS - 1) that holds the
+    # gang, and with every node.
+    @cache
+    def bands() -> tuple[IntArray, list[float], list[IntArray]]:
+        """Each node's link band (geometric, of width the tolerance, from the best own link), the levels
+        tried (band numbers, then every node) and each cell's capacity at each level. Only computed when a
+        multi-zone search runs."""
+        own = cells.own[cells.order]
+        if w.zone_tolerance > 0:
+            of_order = np.floor(np.log(own / own.min()) / np.log1p(w.zone_tolerance)).astype(np.int64)
+        else:
+            of_order = np.unique(own, return_inverse=True)[1].astype(np.int64)
+        band = np.zeros(len(ctx.names), dtype=np.int64)
+        band[cells.order] = of_order
+        levels = [*np.unique(of_order)[: MAX_LEVELS - 1].tolist(), np.inf]
+        capacity = [np.add.reduceat(view.capacity[cells.order] * (of_order <= level), cells.starts)
+                    for level in levels]
+        return band, levels, capacity
+
+    def consider(chosen: IntArray, label: str) -> bool:
+        """At the lowest link level that holds the gang and with every node, the fewest cells of `chosen`
+        that hold it and one more: each zone set's best fill."""
+        band, levels, level_capacity = bands()
+        found = False
+        for level, capacity in zip(levels, level_capacity, strict=True):
+            if found and level != np.inf:
+                continue
+            ranked = chosen[np.argsort(-capacity[chosen], kind="stable")]
+            reach = np.cumsum(capacity[ranked])
+            if reach.size == 0 or reach[-1] < job.workers:
+                continue
+            fewest = max(int(np.searchsorted(reach, job.workers)) + 1, 2)
+            if fewest > max_zones:
+                if level == np.inf and not found:
+                    limits.append(Rejection(label, f"the job's max_zones {max_zones} binds: the gang needs "
+                                            f"{fewest} zones here"))
+                continue
+            for k in range(fewest, min(fewest + 1, max_zones, ranked.size) + 1):
+                combos = (c for c in itertools.combinations(ranked.tolist(), k)
+                          if capacity[list(c)].sum() >= job.workers)
+                for combo in itertools.islice(combos, MAX_COMBOS):
+                    pool = members(combo)
+                    pool = pool[band[pool] <= level]
+                    found |= fill_around(pool[np.lexsort((pool, ctx.gpus_free[pool], cells.score[pool]))])
+        return found
+
+    def fill_around(pool: IntArray) -> bool:
+        """The best fill of `pool` by node score, and the fills that leave out one of the two worst link bands
+        it took: two degraded nodes side by side in the ring cost more than their own scores say (a hop takes
+        the worse delay of one and the worse loss of the other)."""
+        band = bands()[0]
         nodes, workers = fill(view, pool)
-        zones = int(np.unique(ctx.zone_of[nodes]).size)
-        regions = int(np.unique(ctx.region_of[nodes]).size)
-        if zones <= max_zones and regions <= max_regions:
-            options.append(_Option(nodes, workers, evaluate(view, nodes, workers), tier, zones))
+        fills = [(nodes, workers)]
+        for worse in np.unique(band[nodes]).tolist()[1:][-2:]:
+            fills.append(fill(view, pool[band[pool] != worse]))
+        found = False
+        for nodes, workers in fills:
+            if workers.sum() == job.workers and np.unique(ctx.zone_of[nodes]).size > 1:
+                batch.add(nodes, workers)
+                found = True
+        return found
 
-    def consider_fewest(pool: IntArray, tier: int) -> bool:
-        """Every combination (up to MAX_COMBOS) of the fewest cells of `pool` that holds the gang."""
-        pool = pool[np.argsort(-totals[pool], kind="stable")]
-        k = _fewest(totals[pool], job.workers)
-        if k is None or k > max_zones:
-            return False
-        combos = (c for c in itertools.combinations(pool.tolist(), k) if totals[list(c)].sum() >= job.workers)
-        for combo in itertools.islice(combos, MAX_COMBOS):
-            consider(list(combo), tier)
-        return True
-
-    for group in np.unique(cell_group).tolist():
-        in_group = np.flatnonzero(cell_group == group)
-        for region in np.unique(cell_region[in_group]).tolist():
-            consider_fewest(in_group[cell_region[in_group] == region], tier=1)
-    if not options and max_regions > 1:
-        for group in np.unique(cell_group).tolist():
-            in_group = np.flatnonzero(cell_group == group)
-            for seed in np.unique(cell_region[in_group]).tolist():
-                for regions in _nearest_regions(view, in_group, cell_region, head, seed, max_regions):
-                    if consider_fewest(in_group[np.isin(cell_region[in_group], regions)], tier=2):
-                        break
-    extra = [Rejection(zone, f"holds {int(totals[c])} of {job.workers} workers ({label})")
-             for c, (zone, label) in enumerate(_cell_labels(view, cells[starts]))]
-    if not options:
-        return no_capacity(view, NAME, extra)
-    options.sort(key=lambda o: o.key)
-    best = options[0]
-    alternatives = [_candidate(view, o.nodes, o.score) for o in options[1 : 1 + MAX_ALTERNATIVES]]
-    rejected = extra + [Rejection(z, r) for z, r in sorted(view.filtered.items())]
-    return placed(view, NAME, best.nodes, best.workers, rejected, alternatives, best.score)
-
-
-def _fewest(capacities: IntArray, workers: int) -> int | None:
-    """The fewest cells (largest first) whose capacity holds the gang."""
-    reach = np.cumsum(capacities)
-    if reach.size == 0 or reach[-1] < workers:
-        return None
-    return int(np.searchsorted(reach, workers) + 1)
+    key = group * len(ctx.region_keys) + region
+    lowest = np.full(int(key.max()) + 1, np.inf)
+    np.minimum.at(lowest, key, additive)
+    several = np.bincount(key) > 1
+    for k in np.flatnonzero(several).tolist():
+        g, r = divmod(k, len(ctx.region_keys))
+        if best_single is None or (inside[r] + lowest[k]) * tol < best_single:
+            consider(np.flatnonzero(key == k), f"{ctx.group_labels[g]} in {ctx.region_keys[r]}")
+    for g in np.unique(group).tolist():
+        in_group = np.flatnonzero(group == g)
+        regions = np.unique(region[in_group]).tolist()
+        if len(regions) < 2:
+            continue
+        so_far = batch.best(view)
+        if so_far is not None and (across + additive[in_group].min()) * tol >= so_far:
+            continue
+        if max_regions < 2:
+            if so_far is None and cells.capacity[in_group].sum() >= job.workers:
+                limits.append(Rejection(ctx.group_labels[g], "the job's max_regions 1 binds: only zones of "
+                                        "several regions hold the gang"))
+            continue
+        found = False
+        for seed in regions:
+            for grown in _nearest_regions(view, cells, in_group, region, seed, max_regions):
+                if consider(in_group[np.isin(region[in_group], grown)],
+                            f"{ctx.group_labels[g]} in {', '.join(ctx.region_keys[x] for x in grown)}"):
+                    found = True
+                    break
+        if not found and cells.capacity[in_group].sum() >= job.workers and max_regions < len(regions):
+            limits.append(Rejection(ctx.group_labels[g], f"the job's max_regions {max_regions} binds: the "
+                                    f"nearest {max_regions} regions do not hold the gang"))
 
 
-def _nearest_regions(view: JobView, in_group: IntArray, cell_region: IntArray, head: IntArray, seed: int,
-                     max_regions: int) -> list[list[int]]:
-    """The seed region, then it with its nearest regions (by best zone-pair RTT) added one at a time."""
+@dataclass(frozen=True)
+class Ranking:
+    """Options ranked by the rule in the module docstring: `order[0]` wins."""
+
+    order: IntArray
+    total: FloatArray
+    zones: IntArray
+    regions: IntArray
+    left: FloatArray
+    best: float
+
+
+def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, usd: FloatArray) -> Ranking:
+    """Rank options (option k: nodes[starts[k]:starts[k+1]]) scored `total`: in the tolerance band of the best
+    total, fewer regions, fewer zones, best fit, lower total, cheaper, then first given."""
     ctx = view.ctx
-    regions = np.unique(cell_region[in_group]).tolist()
-    zones_of = {r: ctx.zone_of[head[in_group[cell_region[in_group] == r]]] for r in regions}
+    rid = run_ids(starts, nodes.size)
+    zones = _distinct(rid, ctx.zone_of[nodes], starts.size)
+    regions = _distinct(rid, ctx.region_of[nodes], starts.size)
+    # Best fit: whole free nodes left in the zones (of its cluster and GPU) the placement uses.
+    cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
+    whole = (ctx.gpus_free == ctx.gpus_total) & view.eligible
+    cell_whole = np.bincount(cell[whole], minlength=int(cell.max()) + 1)
+    elem_cell = cell[nodes]
+    by_cell = np.lexsort((elem_cell, rid))
+    first = np.ones(nodes.size, dtype=bool)
+    first[by_cell[1:]] = (rid[by_cell[1:]] != rid[by_cell[:-1]]) | (elem_cell[by_cell[1:]] != elem_cell[by_cell[:-1]])
+    left: FloatArray = np.bincount(rid, weights=cell_whole[elem_cell] * first - whole[nodes],
+                                   minlength=starts.size).astype(np.float64)
+    best = float(total.min())
+    band = total <= best * (1 + view.weights.zone_tolerance) + 1e-12
+    # Outside the band only the total counts (it orders the alternatives shown).
+    order = np.lexsort((np.arange(total.size), usd, total, left * band, zones * band, regions * band, ~band))
+    return Ranking(order, total, zones, regions, left, best)
+
+
+def _choose(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> Placement:
+    s = batch.scored(view)
+    r = rank(view, s.nodes, s.starts, s.total, s.usd)
+    order = r.order.tolist()
+    chosen = order[0]
+    if not view.explain:
+        return placed(view, NAME, *s.members(chosen), score=s.scores(view, [chosen])[0])
+    every = s.scores(view, order)
+    # A gang never leaves its (cluster, GPU) group: its first node names the group and the cluster.
+    ctx = view.ctx
+    zone_lists = np.split(ctx.zone_of[s.nodes], s.starts[1:])
+    heads = s.nodes[s.starts]
+    groups = group_ids(view)[heads].tolist()
+    clusters = ctx.cluster_of[heads].tolist()
+    alternatives, rejected = [], []
+    for k, score in zip(order[1:], every[1:], strict=True):
+        zones = tuple(sorted({ctx.zone_names[z] for z in zone_lists[k].tolist()}))
+        alternatives.append(Candidate(zones, ctx.cluster_names[clusters[k]], score))
+        rejected.append(Rejection(f"{'+'.join(zones)} ({ctx.group_labels[groups[k]]})", _why_not(view, r, k, chosen)))
+    rejected += limits + _short_cells(view, cells)
+    rejected += [Rejection(z, r) for z, r in sorted(view.filtered.items())]
+    return placed(view, NAME, *s.members(chosen), rejected, alternatives, every[0])
+
+
+def _why_not(view: JobView, r: Ranking, k: int, chosen: int) -> str:
+    """The rule that ranked option k below the chosen one, in words."""
+    tol, total, best = view.weights.zone_tolerance, r.total, r.best
+    if total[k] > best * (1 + tol) + 1e-12:
+        return f"total {total[k]:.3f} is more than {tol:.0%} above the best, {best:.3f}"
+    inside = f"total {total[k]:.3f} within {tol:.0%} of the best {best:.3f}, but"
+    if r.regions[k] != r.regions[chosen]:
+        return f"{inside} spans {r.regions[k]} regions (chosen: {r.regions[chosen]})"
+    if r.zones[k] != r.zones[chosen]:
+        return f"{inside} spans {r.zones[k]} zones (chosen: {r.zones[chosen]})"
+    if r.left[k] != r.left[chosen]:
+        return (f"{inside} leaves {r.left[k]:.0f} whole free nodes in its zones (chosen: {r.left[chosen]:.0f}; "
+                "best fit keeps larger zones whole)")
+    return f"total {total[k]:.3f} >= chosen {total[chosen]:.3f}"
+
+
+def _distinct(rid: IntArray, values: IntArray, runs: int) -> IntArray:
+    """How many distinct values each run holds."""
+    pairs = np.unique(rid * (int(values.max(initial=0)) + 1) + values)
+    return np.bincount(pairs // (int(values.max(initial=0)) + 1), minlength=runs)
+
+
+def _short_cells(view: JobView, cells: _Cells) -> list[Rejection]:
+    """Cells too small for the gang on their own."""
+    out = []
+    ctx = view.ctx
+    for c, cap in zip(cells.cell.tolist(), cells.capacity.tolist(), strict=True):
+        if cap < view.job.workers:
+            g, z = divmod(c, len(ctx.zone_names))
+            out.append(Rejection(ctx.zone_names[z], f"holds {cap} of {view.job.workers} workers "
+                                 f"({ctx.group_labels[g]})"))
+    return out
+
+
+def _nearest_regions(view: JobView, cells: _Cells, in_group: IntArray, region: IntArray, seed: int,
+                     max_regions: int) -> list[list[int]]:
+    """The seed region with its nearest regions (by best zone-pair RTT) added one at a time."""
+    ctx = view.ctx
+    zone = cells.cell % len(ctx.zone_names)
+    regions = np.unique(region[in_group]).tolist()
+    zones_of = {r: zone[in_group[region[in_group] == r]] for r in regions}
     distance = {r: float(ctx.zz_rtt[np.ix_(zones_of[seed], z)].min()) for r, z in zones_of.items()}
     distance[seed] = -1.0
     ordered = sorted(distance, key=lambda r: (distance[r], r))[:max_regions]
     return [ordered[: i + 1] for i in range(1, len(ordered))]
-
-
-def _candidate(view: JobView, nodes: IntArray, score: Score) -> Candidate:
-    ctx = view.ctx
-    zones = tuple(sorted({ctx.zone_names[z] for z in ctx.zone_of[nodes]}))
-    clusters = {ctx.cluster_names[c] for c in ctx.cluster_of[nodes]}
-    return Candidate(zones=zones, cluster=clusters.pop() if len(clusters) == 1 else None, score=score)

@@ -18,7 +18,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from geosched import catalog, gpus, render
-from geosched.errors import EXIT_NO_FIT, InputError
+from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
 from geosched.options import finite
 from geosched.providers import journal, lifecycle, registry
@@ -101,6 +101,19 @@ def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
     return chosen[0] if chosen else PricingMode.ON_DEMAND
 
 
+def _with_credentials(providers: dict[str, Provider]) -> dict[str, Provider]:
+    """The providers that have credentials, checked before any prompt or launch (no API call): the others are
+    left out with a line saying so; none left is exit 4."""
+    missing = {name: next(i.detail for i in p.check() if i.item == "credentials" and not i.ok)
+               for name, p in providers.items() if any(i.item == "credentials" and not i.ok for i in p.check())}
+    for name, why in sorted(missing.items()):
+        render.err.print(f"{name}: no credentials ({why}); left out", markup=False, highlight=False, soft_wrap=True)
+    usable = {name: p for name, p in providers.items() if name not in missing}
+    if not usable:
+        raise CredentialsError(f"no credentials for {', '.join(sorted(missing))}: run `geosched check`")
+    return usable
+
+
 def _providers(names: tuple[str, ...], settings: ProviderSettings) -> dict[str, Provider]:
     return registry.build(names or DEFAULT_PROVIDERS, settings)
 
@@ -161,6 +174,8 @@ def provision_cmd(
             check_gang_name(name)
         _check_network(settings, store, names)
         providers = _providers(names, settings)
+        if not dry_run:
+            providers = _with_credentials(providers)
         plan = plan_gang(request, providers, store, network=settings.network)
         if dry_run or not plan.candidates:
             _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)))
@@ -494,6 +509,9 @@ def sweep_cmd(
         for error in found.errors:
             render.error(error)
         if not found.orphans and not found.reconciled:
+            if found.errors:
+                # Nothing found where it could not look is not "nothing there".
+                raise typer.Exit(1)
             return
         if not yes and not _confirm(f"Terminate {len(found.orphans)} instance(s) and reconcile "
                                     f"{len(found.reconciled)} gang(s)?"):

@@ -4,6 +4,7 @@ memory exhaustion. Each case here is one the hardening audit reproduced (issue 1
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -206,14 +207,20 @@ def test_the_inventory_duplicate_check_is_linear() -> None:
 
     def seconds(count: int) -> float:
         data = doc(count)
-        started = time.perf_counter()
-        parse_inventory(data, "inventory.yaml")
-        return time.perf_counter() - started
+        best = float("inf")
+        gc.disable()  # a collection in one run and not the other is noise, not growth
+        try:
+            for _ in range(3):
+                started = time.perf_counter()
+                parse_inventory(data, "inventory.yaml")
+                best = min(best, time.perf_counter() - started)
+        finally:
+            gc.enable()
+        return best
 
-    small = min(seconds(4_000) for _ in range(3))
-    large = seconds(40_000)
-    # Ten times the nodes: about ten times the time when linear, a hundred when quadratic.
-    assert large < 30 * small, (small, large)
+    small, large = seconds(4_000), seconds(40_000)
+    # Ten times the nodes: about ten times the time when linear, over a hundred when quadratic.
+    assert large < 40 * small, (small, large)
 
 
 def test_json_output_never_holds_nan_or_infinity(tmp_path: Path) -> None:

@@ -102,7 +102,9 @@ def decide(gang: Gang, view: View, policy: str = policies.DEFAULT_POLICY,
             mask &= view.mask(req)
         job = Job(name=str(gang.key), workers=len(workers), gpus_per_worker=sizes.pop(), zones=bound_zones,
                   namespace=gang.key.namespace)
-        result = policies.place(job, view.ctx.with_free(np.where(mask, view.free, 0)), policy, weights)
+        # The binding needs the decision and, on NoFit, its reasons; not every candidate explained.
+        result = policies.place(job, view.ctx.with_free(np.where(mask, view.free, 0)), policy, weights,
+                                explain=False)
         if isinstance(result, NoFit):
             return Refusal(gang, _no_fit(result, gang), releasable(gang))
         placement = result

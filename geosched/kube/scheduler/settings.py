@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geosched import policies
+from geosched import documents, policies
 from geosched.documents import API_VERSION
 from geosched.fields import Fields
 from geosched.gate import Kind, load_document
@@ -35,7 +35,6 @@ from geosched.models import Weights
 TOP = {"apiVersion", "kind", "scheduler_name", "namespaces", "policy", "weights", "leader_election",
        "backoff_initial_s", "backoff_max_s", "watch_timeout_s"}
 LEADER = {"enabled", "namespace", "name", "lease_duration_s", "renew_deadline_s", "retry_period_s"}
-WEIGHTS = {"network", "cost", "carbon"}
 DEFAULT_NAMESPACE = "geosched-system"
 
 
@@ -95,11 +94,7 @@ def parse_policy(f: Fields) -> str:
 def parse_weights(f: Fields) -> Weights:
     if not f.has("weights"):
         return Weights()
-    w = Fields(f.raw("weights"), f.source, f.at("weights"), WEIGHTS)
-    d = Weights()
-    return Weights(network=w.number("network", minimum=0.0, default=d.network),
-                   cost=w.number("cost", minimum=0.0, default=d.cost),
-                   carbon=w.number("carbon", minimum=0.0, default=d.carbon))
+    return documents.parse_weights(f.raw("weights"), f.source, f.at("weights"))
 
 
 def parse_leader_election(f: Fields, default_name: str = "geosched-scheduler") -> LeaderElection:
