@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
@@ -19,19 +16,6 @@ T = TypeVar("T")
 # count, price or duration, far below what overflows a C integer or turns a sum into infinity.
 MAX_INTEGER = 2**31 - 1
 MAX_NUMBER = 1e12
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temp file beside the target and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def dump(data: Any, fmt: str) -> str:

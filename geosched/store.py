@@ -7,8 +7,10 @@ documents the CLI reads, so a store can be reproduced from files in a Git reposi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
+import stat
 import statistics
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,14 +21,19 @@ from typing import Any
 
 import platformdirs
 
+from geosched import writes
 from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
-from geosched.fields import dump, write_atomic
+from geosched.errors import InputError
+from geosched.fields import dump
 from geosched.gate import Kind, load_document
 from geosched.inventory import Inventory, parse_inventory
 from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 
 HOME_ENV = "GEOSCHED_HOME"
 DB_NAME = "geosched.db"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = writes.PRIVATE
+log = logging.getLogger(__name__)
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -224,8 +231,11 @@ class Sample:
 class Store:
     def __init__(self, home: Path | None = None) -> None:
         self.home = home or default_home()
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         self.path = self.home / DB_NAME
+        # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the database's mode.
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
+        self._narrow_modes()
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA foreign_keys=ON")
@@ -233,6 +243,24 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+    def _narrow_modes(self) -> None:
+        """The store says who ran what, where and at what cost, and holds the host keys geosched trusts: only
+        its owner may read it. A store made before this rule (0755 directory, 0644 database) is narrowed on
+        open, with a note on stderr (logging's last-resort handler when the caller set none)."""
+        narrowed = []
+        for path, allowed in ((self.home, PRIVATE_DIR),
+                              *((self.home / f"{DB_NAME}{suffix}", PRIVATE_FILE) for suffix in ("", "-wal", "-shm"))):
+            try:
+                mode = stat.S_IMODE(path.stat().st_mode)
+            except FileNotFoundError:
+                continue
+            if mode & ~allowed:
+                path.chmod(mode & allowed)
+                narrowed.append(f"{path.name} {mode:o} -> {mode & allowed:o}")
+        if narrowed:
+            log.warning("note: the store at %s was readable by other users; narrowed %s", self.home,
+                        ", ".join(narrowed))
 
     def __enter__(self) -> Store:
         return self
@@ -399,20 +427,31 @@ class Store:
         return len(fleet.nodes), self.import_network(network)
 
 
+SNAPSHOT_EXTENSIONS = ("yaml", "yml", "json")
+
+
 def write_snapshot(directory: Path, fleet: Fleet, network: NetworkView, fmt: str = "yaml") -> list[Path]:
-    written = []
-    for name, doc in (("fleet", fleet_to_dict(fleet)), ("network", network_to_dict(network))):
-        path = directory / f"{name}.{fmt}"
-        write_atomic(path, dump(doc, fmt))
-        written.append(path)
-    return written
+    """fleet and network committed as one unit (a crash between them would pair a fleet with another's
+    network); the same files in the other formats go in the same unit, so a reader cannot pick an old one."""
+    docs = {f"{name}.{fmt}": dump(doc, fmt)
+            for name, doc in (("fleet", fleet_to_dict(fleet)), ("network", network_to_dict(network)))}
+    stale = [f"{name}.{ext}" for name in ("fleet", "network") for ext in SNAPSHOT_EXTENSIONS
+             if ext != fmt and (directory / f"{name}.{ext}").exists()]
+    writes.commit(directory, docs, stale)
+    return [directory / name for name in docs]
 
 
 def snapshot_paths(directory: Path) -> tuple[Path, Path]:
-    """fleet.{yaml,yml,json} and network.{yaml,yml,json} in a snapshot directory."""
+    """fleet.{yaml,yml,json} and network.{yaml,yml,json} in a snapshot directory; an export a kill
+    interrupted is finished (or undone) first, so the two always come from one export."""
+    try:
+        writes.recover(directory)
+    except OSError as exc:
+        raise InputError(str(directory), "", f"an interrupted snapshot export is left and cannot be finished "
+                         f"here ({exc.strerror}); export again") from None
     found = []
     for name in ("fleet", "network"):
-        candidates = [directory / f"{name}.{ext}" for ext in ("yaml", "yml", "json")]
+        candidates = [directory / f"{name}.{ext}" for ext in SNAPSHOT_EXTENSIONS]
         path = next((p for p in candidates if p.exists()), candidates[0])
         found.append(path)
     return found[0], found[1]

@@ -44,7 +44,7 @@ def _no_cloud(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOOGLE_", "CLOUDSDK_"))}
     env.update({"GEOSCHED_HOME": str(tmp_path / "home"), "HOME": str(tmp_path), "COLUMNS": "200",
                 "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-                "AWS_EC2_METADATA_DISABLED": "true",
+                "AWS_EC2_METADATA_DISABLED": "true", "GEOSCHED_ADMIN_CIDRS": "198.51.100.0/24",
                 "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "no-such-credentials.json")})
     return env
 

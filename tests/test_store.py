@@ -101,3 +101,54 @@ def test_a_bad_snapshot_writes_nothing(tmp_path: Path) -> None:
         with pytest.raises(Exception, match="unknown zone 'nowhere'"):
             store.import_snapshot(snap)
         assert store.load_fleet() is None
+
+
+def test_an_export_in_another_format_replaces_the_pair_so_a_reader_cannot_pick_an_old_file(tmp_path: Path) -> None:
+    from geosched.store import snapshot_paths
+    from geosched.testing import fleet, network, node
+
+    snap = tmp_path / "snap"
+    write_snapshot(snap, default_fleet(), default_network())
+    small = fleet([node("a-1", "a"), node("b-1", "b")])
+    write_snapshot(snap, small, network(small), "json")
+    assert sorted(p.name for p in snap.iterdir()) == ["fleet.json", "network.json"]
+    assert snapshot_paths(snap) == (snap / "fleet.json", snap / "network.json")
+
+
+def _mode(path: Path) -> int:
+    import stat
+
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_new_store_is_private_down_to_its_wal_and_shm_files(tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o022)
+    try:
+        with Store(tmp_path / "home") as store:
+            store.save_fleet(default_fleet())
+            files = sorted(p.name for p in (tmp_path / "home").iterdir())
+            assert {DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"} <= set(files)
+            assert {p: _mode(tmp_path / "home" / p) for p in files} == {p: 0o600 for p in files}
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "home") == 0o700
+
+
+def test_an_older_world_readable_store_is_narrowed_on_open_with_one_note(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    home = tmp_path / "home"
+    with Store(home) as store:
+        store.save_fleet(default_fleet())
+    home.chmod(0o755)
+    (home / DB_NAME).chmod(0o644)
+    with caplog.at_level("WARNING", logger="geosched.store"), Store(home) as store:
+        assert store.load_fleet() is not None
+    notes = [r.getMessage() for r in caplog.records]
+    assert len(notes) == 1 and "readable by other users" in notes[0] and "geosched.db 644 -> 600" in notes[0]
+    assert _mode(home) == 0o700 and _mode(home / DB_NAME) == 0o600
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="geosched.store"), Store(home):
+        pass
+    assert caplog.records == []

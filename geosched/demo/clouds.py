@@ -95,6 +95,8 @@ class Clouds:
         return found
 
 
+ADMIN_CIDRS = ("127.0.0.1/32",)
+
 @contextmanager
 def emulated_clouds(gce_zones: Sequence[str], gce_types: Sequence[str], aws_regions: Sequence[str]) -> Iterator[Clouds]:
     """Start moto + the fault proxy and a GCE double that sells `gce_types` in `gce_zones`; stop them after."""
@@ -104,7 +106,9 @@ def emulated_clouds(gce_zones: Sequence[str], gce_types: Sequence[str], aws_regi
         proxy = stack.enter_context(Ec2FaultProxy(moto.url))
         gce = stack.enter_context(GceDouble(zones=with_zones(*gce_zones), machine_types=machine_types))
         region = aws_regions[0] if aws_regions else "us-east-1"
-        aws = AwsProvider(AwsSettings(regions=tuple(aws_regions)), session=EmulatorSession(proxy.url, region))
-        gcp = GcpProvider(GcpSettings(project=GCP_PROJECT, endpoint=gce.endpoint),
+        # The emulators listen on loopback: SSH from there only (geosched opens nothing to the world unasked).
+        aws = AwsProvider(AwsSettings(regions=tuple(aws_regions), admin_cidrs=ADMIN_CIDRS),
+                          session=EmulatorSession(proxy.url, region))
+        gcp = GcpProvider(GcpSettings(project=GCP_PROJECT, endpoint=gce.endpoint, admin_cidrs=ADMIN_CIDRS),
                           credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
         yield Clouds({"aws": aws, "gcp": gcp}, moto.url, proxy, gce)

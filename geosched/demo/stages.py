@@ -9,7 +9,6 @@ from pathlib import Path
 
 from geosched import policies, render
 from geosched.documents import job_to_dict, parse_job
-from geosched.fields import write_atomic
 from geosched.gate import Kind, load_document
 from geosched.kube.config import Backend, ClusterConfig
 from geosched.kube.jobinput import parse_job_object
@@ -21,6 +20,7 @@ from geosched.simulate import read_trace, simulate
 from geosched.simulate.engine import SimOptions
 from geosched.simulate.fleets import GAVEL_NODES, sized_fleet
 from geosched.simulate.report import table_rows
+from geosched.writes import write_file
 
 DEMO_JOBS = ("train-8.yaml", "train-64.yaml", "train-512.yaml")
 DEMO_TRACE = "seed0_b436b2.trace"
@@ -88,7 +88,7 @@ def handoff(n: int, placed: list[Placement], fleet: Fleet, out: Path) -> None:
                                 queue="training")
         manifests = render_manifests(job, p, cluster, RenderOptions(now=now, nodes=fleet.by_name))
         path = out / cluster.name / p.job.namespace / f"{p.job.name}.yaml"
-        write_atomic(path, to_yaml(manifests))
+        write_file(path, to_yaml(manifests))
         kinds = ", ".join(m["kind"] for m in manifests)
         written.append(f"  {path} ({kinds})")
     render.out.print(f"[bold]{n}. Hand-off[/] (rendered for the chosen clusters with the Kueue backend; not applied: "

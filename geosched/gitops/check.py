@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from geosched import writes
 from geosched.errors import one_line
 from geosched.gate import parse_yaml
 from geosched.gitops.explain import explain
@@ -61,7 +62,10 @@ def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_di
     unmatched = tuple(unmatched_pins(rendered))
     if changes.clean:
         return CheckResult((), (), (), "", unmatched)
-    return CheckResult(changes.written, changes.removed, tuple(reasons(rendered)), unified_diff(rendered), unmatched)
+    why = reasons(rendered)
+    if writes.pending(out_dir):
+        why.insert(0, f"a render was interrupted ({writes.JOURNAL} is left): render again to finish it")
+    return CheckResult(changes.written, changes.removed, tuple(why), unified_diff(rendered), unmatched)
 
 
 def unmatched_pins(rendered: Rendered) -> list[str]:

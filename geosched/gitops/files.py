@@ -1,10 +1,11 @@
 """The tree on disk: which files geosched owns there, and bringing them in line with a rendered tree.
 
-Owned, and so rewritten or removed: `placements.yaml`, `clusters/*/README.md` and `clusters/*/*/*.yaml` that
-geosched wrote (they carry its marker). Anything else is left alone: the repository's own files, and files
-other tools keep in the same places (Flux bootstrap writes `clusters/<name>/flux-system/*.yaml`). A file
-whose bytes are already right is not touched (its mtime stays); a changed one is replaced atomically, so a
-reader never sees half a manifest.
+Owned, and so rewritten or removed: `placements.yaml`, `.gitignore`, `clusters/*/README.md` and
+`clusters/*/*/*.yaml` that geosched wrote (they carry its marker). Anything else is left alone: the
+repository's own files (its own `.gitignore` at the root is kept, and geosched's is then not written), and
+files other tools keep in the same places (Flux bootstrap writes `clusters/<name>/flux-system/*.yaml`). A
+file whose bytes are already right is not touched (its mtime stays). The changes are committed as one unit
+(geosched.writes.commit): a render killed half way is finished or undone by the next one, and `check` says so.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from geosched import writes
 from geosched.errors import InputError
-from geosched.fields import write_atomic
 from geosched.gitops.index import INDEX
 from geosched.gitops.plan import CLUSTERS_DIR
-from geosched.gitops.tree import README
+from geosched.gitops.tree import GITIGNORE, README
 from geosched.kube.provenance import DIGEST
 
-OWNED_PATTERNS = (INDEX, f"{CLUSTERS_DIR}/*/{README}", f"{CLUSTERS_DIR}/*/*/*.yaml")
+OWNED_PATTERNS = (INDEX, GITIGNORE, f"{CLUSTERS_DIR}/*/{README}", f"{CLUSTERS_DIR}/*/*/*.yaml")
 # Every file geosched writes holds one of these: the index and READMEs name the command, manifests the digest.
 MARKERS = (b"geosched gitops render", DIGEST.encode())
 
@@ -64,7 +65,7 @@ def read_tree(out_dir: Path) -> OnDisk:
 
 def _plain(path: Path, root: Path) -> bool:
     """A regular file reached without a symlink below `root`: the tree holds plain files, and a link could
-    lead out of it (a removal would then delete something else)."""
+    lead out of it (a removal would then delete something else; a write is refused by geosched.writes)."""
     if not path.is_file():
         return False
     here = path
@@ -87,10 +88,9 @@ def compare(files: Mapping[str, str], on_disk: OnDisk) -> Changes:
 
 
 def apply(out_dir: Path, files: Mapping[str, str], changes: Changes) -> None:
-    for path in changes.written:
-        write_atomic(out_dir / path, files[path])
-    for path in changes.removed:
-        (out_dir / path).unlink(missing_ok=True)
+    if changes.clean:
+        return
+    writes.commit(out_dir, {path: files[path] for path in changes.written}, changes.removed)
     prune_empty(out_dir / CLUSTERS_DIR, {(out_dir / p).parent for p in changes.removed})
 
 

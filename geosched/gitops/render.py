@@ -8,17 +8,18 @@ index.py for `placements.yaml`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from geosched import writes
 from geosched.errors import InputError
 from geosched.gitops import files
 from geosched.gitops.config import EPOCH
 from geosched.gitops.index import INDEX, Index, parse_index
 from geosched.gitops.load import TreeInputs, load_inputs
 from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
-from geosched.gitops.tree import Tree, build_tree
+from geosched.gitops.tree import GITIGNORE, Tree, build_tree
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, 
     previous = parse_index(existing.get(INDEX, b"").decode("utf-8", errors="replace"))
     when = at or inputs.config.at or EPOCH
     tree = build_tree(inputs, plan(inputs, previous.before()), previous, when)
+    if GITIGNORE in on_disk.foreign:  # the repository's own: it should carry writes.IGNORE_PATTERN itself
+        tree = replace(tree, files={k: v for k, v in tree.files.items() if k != GITIGNORE})
     return Rendered(tree, inputs, existing, previous, files.compare(tree.files, on_disk))
 
 
@@ -62,7 +65,9 @@ def _apart(jobs_dir: Path, out_dir: Path) -> None:
 
 def render_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
                 config: Path | None = None, at: datetime | None = None) -> Rendered:
-    """Render and write: afterwards `out_dir` holds exactly the rendered tree (in the files geosched owns)."""
+    """Render and write: afterwards `out_dir` holds exactly the rendered tree (in the files geosched owns).
+    A render a kill interrupted is finished (or undone) first, so this one starts from a whole tree."""
+    writes.recover(out_dir)
     rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at)
     files.apply(out_dir, rendered.tree.files, rendered.changes)
     return rendered

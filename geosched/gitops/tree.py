@@ -3,6 +3,7 @@
     clusters/<cluster>/README.md              one per configured cluster, so its directory always exists
     clusters/<cluster>/<namespace>/<job>.yaml the job's manifests (geosched.kube.render, sorted keys)
     placements.yaml                           the index (see index.py)
+    .gitignore                                keeps temp files of an interrupted render out of `git add -A`
 
 Provenance time: a decision is stamped with `at` when it is new. When the previous index shows the same
 decision (same `geosched.io/inputs-sha256`), its first stamp is kept, so a job whose inputs did not change
@@ -22,8 +23,10 @@ from geosched.gitops.load import TreeInputs
 from geosched.gitops.plan import CLUSTERS_DIR, Outcome, Placed
 from geosched.kube.provenance import DIGEST, timestamp
 from geosched.kube.render import RenderOptions, render, to_yaml
+from geosched.writes import IGNORE_PATTERN
 
 README = "README.md"
+GITIGNORE = ".gitignore"
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -51,6 +54,8 @@ def build_tree(inputs: TreeInputs, outcomes: Sequence[Outcome], previous: Index,
         files[o.path] = text
     doc = index_doc(inputs, outcomes, stamps)
     files[INDEX] = index_text(doc)
+    files[GITIGNORE] = f"# Written by `geosched gitops render`: temp files of a render that was interrupted.\n" \
+                       f"{IGNORE_PATTERN}\n"
     return Tree(files=dict(sorted(files.items())), outcomes=tuple(outcomes), index=doc)
 
 

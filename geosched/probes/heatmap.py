@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from geosched.models import Node
+from geosched.writes import write_file
 
 TICKS_MS = (0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000)
 
@@ -42,6 +44,7 @@ def write_rtt_heatmap(path: Path, nodes: Sequence[Node], matrix: Sequence[Sequen
             ax.axvline(i - 0.5, color="white", linewidth=1)
     ax.set_title("RTT between nodes, grouped by zone (blank: unknown)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    write_file(path, buf.getvalue())  # whole or not at all: a reader never sees half a PNG
     return path

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import asyncssh
 
-from geosched.fields import write_atomic
 from geosched.inventory import SshTarget
 from geosched.probes.failures import HostKeyUnknown
+from geosched.writes import PRIVATE, write_file
 
 KNOWN_HOSTS_NAME = "known_hosts"
 
@@ -99,7 +99,7 @@ class HostKeys:
                     return
                 if current and not current.endswith("\n"):
                     current += "\n"
-                write_atomic(self.pinned_file, current + line + "\n")
+                write_file(self.pinned_file, current + line + "\n", mode=PRIVATE)  # store state, as ~/.ssh's
                 self._parsed.pop(self.pinned_file, None)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)

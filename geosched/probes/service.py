@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from geosched.fields import dump, write_atomic
+from geosched.fields import dump
 from geosched.inventory import Inventory, SshTarget
 from geosched.models import NetworkView, Node
 from geosched.probes import exports, records
@@ -25,6 +25,7 @@ from geosched.probes.results import RunReport
 from geosched.probes.settings import ProbeSettings
 from geosched.probes.ssh import SshPool
 from geosched.store import Store
+from geosched.writes import PRIVATE, write_file
 
 STATE_NAME = "probes-state.json"
 # Descriptors beyond one per node: the store, known_hosts files, the event loop's own.
@@ -87,7 +88,7 @@ def next_run(home: Path) -> int:
         current = int(json.loads(path.read_text(encoding="utf-8")).get("next_run", 0))
     except (OSError, ValueError, AttributeError):
         current = 0
-    write_atomic(path, json.dumps({"next_run": current + 1, "updated_at": time.time()}) + "\n")
+    write_file(path, json.dumps({"next_run": current + 1, "updated_at": time.time()}) + "\n", mode=PRIVATE)
     return current
 
 
@@ -160,6 +161,6 @@ def export(store: Store, nodes: Sequence[Node], paths: Mapping[str, Path], names
     written = []
     for key, doc in docs.items():
         path = paths[key]
-        write_atomic(path, dump(doc, "json" if path.suffix == ".json" else "yaml"))
+        write_file(path, dump(doc, "json" if path.suffix == ".json" else "yaml"))
         written.append(path)
     return written

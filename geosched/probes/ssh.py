@@ -127,7 +127,8 @@ async def tcp_connect(address: str, port: int, timeout: float) -> socket.socket:
         except TimeoutError:
             reason = f"no TCP answer within {timeout:g}s"
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
+            # By errno: asyncio words a refusal "Connect call failed (addr)", which does not say it was refused.
+            reason = os.strerror(exc.errno) if exc.errno else exc.strerror or type(exc).__name__
         except BaseException:
             sock.close()
             raise

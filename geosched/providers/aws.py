@@ -55,6 +55,7 @@ from geosched.providers.base import (
     StallError,
     TransientError,
     UnsupportedError,
+    admin_sources,
     ondemand_group,
 )
 from geosched.providers.config import AwsSettings
@@ -719,6 +720,7 @@ class AwsProvider:
         return group_id
 
     def _ensure_group(self, region: str, name: str, owner: str, budget: Budget) -> str:
+        sources = admin_sources(self.settings.admin_cidrs)
         ec2 = self._client("ec2", region, budget)
         vpcs = self._call(budget, lambda: ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}]))
         if not vpcs.get("Vpcs"):
@@ -744,8 +746,7 @@ class AwsProvider:
                 if group is None:
                     raise TransientError(f"{name} exists but is not visible yet", code=GROUP_DUPLICATE) from None
         group_id = str(group["GroupId"])
-        add, revoke = ingress_changes(group.get("IpPermissions", []) or [], group_id,
-                                      self.settings.admin_cidrs)
+        add, revoke = ingress_changes(group.get("IpPermissions", []) or [], group_id, sources)
         for perm in add:
             self._change_ingress(budget, partial(ec2.authorize_security_group_ingress, GroupId=group_id,
                                                  IpPermissions=[perm]), RULE_DUPLICATE)

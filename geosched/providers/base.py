@@ -18,6 +18,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 from geosched.errors import GeoschedError
 from geosched.inventory import Inventory
 from geosched.models import Offering, Pricing, Region
+from geosched.providers.config import ADMIN_CIDRS_HOWTO
 
 # Tags (AWS) / labels (GCP) / lease fields (SSH) that tie a machine to the store. Lower case with dashes so
 # the same keys are valid GCP label keys.
@@ -66,9 +67,18 @@ def ondemand_firewalls(owner: str) -> tuple[str, str]:
     return f"{TAG_PREFIX}{owner}-ssh", f"{TAG_PREFIX}{owner}-internal"
 
 
+def admin_sources(admin_cidrs: Sequence[str]) -> Sequence[str]:
+    """The sources of the on-demand SSH rule, checked before any call: never none (a GCE rule without sources
+    admits 0.0.0.0/0, and an AWS group would lose its SSH rule)."""
+    if not admin_cidrs:
+        raise UnsupportedError(f"no admin CIDR for the on-demand SSH rule: {ADMIN_CIDRS_HOWTO}", code="NoAdminCidr",
+                               region_wide=True)
+    return admin_cidrs
+
+
 def ondemand_summary(provider: str, owner: str, admin_cidrs: Sequence[str]) -> str:
     """What a launch without a Terraform network ensures exists first (for `--dry-run` and `check`)."""
-    cidrs = ", ".join(admin_cidrs)
+    cidrs = ", ".join(admin_cidrs) or "nowhere (no admin CIDR set: provision refuses)"
     if provider == "aws":
         return (f"security group {ondemand_group(owner)} in each region's default VPC (created if missing): "
                 f"tcp {SSH_PORT} from {cidrs}, all traffic from the group itself")

@@ -23,7 +23,7 @@ from geosched.models import Weights
 from geosched.options import finite
 from geosched.providers import journal, lifecycle, registry
 from geosched.providers.base import Provider, ondemand_firewalls, ondemand_group, ondemand_summary
-from geosched.providers.config import ENV_ADMIN_CIDRS, ProviderSettings, from_env
+from geosched.providers.config import ADMIN_CIDRS_HOWTO, ENV_ADMIN_CIDRS, WORLD, ProviderSettings, from_env
 from geosched.providers.gang import (
     Event,
     ProvisionResult,
@@ -56,13 +56,25 @@ def _home(ctx: typer.Context) -> Path:
 
 
 def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None,
-              network: Path | None = None) -> ProviderSettings:
-    return from_env(os.environ, _home(ctx), public_key_path=ssh_key, inventory=inventory, network=network)
+              network: Path | None = None, admin_cidr: list[str] | None = None) -> ProviderSettings:
+    return from_env(os.environ, _home(ctx), public_key_path=ssh_key, inventory=inventory, network=network,
+                    admin_cidrs=",".join(admin_cidr) if admin_cidr else None)
+
+
+def _check_admin_cidrs(settings: ProviderSettings, names: tuple[str, ...]) -> None:
+    """Refuse, before any API call, to launch on a cloud without a Terraform network while nobody chose who may
+    reach port 22 of the machines (exit 2, one line saying how)."""
+    if settings.network is None and not settings.admin_cidrs and any(n in registry.CLOUDS for n in names):
+        raise InputError(ENV_ADMIN_CIDRS, "", f"not set, and the machines would need an SSH rule: {ADMIN_CIDRS_HOWTO}")
 
 
 NetworkOption = Annotated[Path | None, typer.Option(
     "--network", help="`terraform output -json` of geosched's Terraform modules: launch into its subnets "
     "(default: $GEOSCHED_TERRAFORM_OUTPUT, else the default VPC/network).")]
+AdminCidrOption = Annotated[list[str], typer.Option(
+    "--admin-cidr", help="Who may reach SSH (tcp 22) of machines launched without a Terraform network; repeat "
+    "or comma-separate (default: $GEOSCHED_ADMIN_CIDRS; none set: provision refuses; 0.0.0.0/0 opens it to "
+    "the world).")]
 
 
 def _check_network(settings: ProviderSettings, store: Store, names: tuple[str, ...]) -> None:
@@ -146,10 +158,11 @@ def provision_cmd(
     ssh_key: Annotated[Path | None, typer.Option(help="SSH public key to install (default: ~/.ssh/*.pub).")]
     = None,
     network: NetworkOption = None,
+    admin_cidr: AdminCidrOption = [],  # noqa: B006
     output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
 ) -> None:
     """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider."""
-    settings = _settings(ctx, inventory, ssh_key, network)
+    settings = _settings(ctx, inventory, ssh_key, network, admin_cidr)
     psettings = ProvisionSettings(zone_timeout_s=zone_timeout, parallel=parallel,
                                   ssh_public_key=settings.ssh_public_key, ssh_user=settings.ssh_user,
                                   network=settings.network)
@@ -159,6 +172,7 @@ def provision_cmd(
             if record is None or record.request is None:
                 raise InputError("--resume", "", f"no gang {resume_gang!r} in {store.path}")
             _check_network(settings, store, record.request.providers or DEFAULT_PROVIDERS)
+            _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS)
             providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
             result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings, observer=obs))
             _show_result(result, output)
@@ -173,6 +187,7 @@ def provision_cmd(
         if name:
             check_gang_name(name)
         _check_network(settings, store, names)
+        _check_admin_cidrs(settings, names)
         providers = _providers(names, settings)
         if not dry_run:
             providers = _with_credentials(providers)
@@ -528,16 +543,19 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
     agree with this store's (else every launch is refused before the first call)."""
     if net is None:
         cidrs = settings.admin_cidrs
-        if settings.admin_cidrs_set:
-            ssh = f"SSH (tcp 22) from {', '.join(cidrs)} ({ENV_ADMIN_CIDRS})"
+        # Not configured, or open to the world: a warning (provision refuses the first, the second was chosen).
+        if not cidrs:
+            ok, ssh = "warn", f"no admin CIDR set: provision refuses; {ADMIN_CIDRS_HOWTO}"
+        elif WORLD & set(cidrs):
+            ok, ssh = "warn", (f"SSH (tcp 22) open to the world: {', '.join(cidrs)} ({settings.admin_cidrs_from}); "
+                               "key-only login, but narrow it if you can")
         else:
-            ssh = (f"SSH (tcp 22) open to {', '.join(cidrs)} by default (key-only login); set {ENV_ADMIN_CIDRS} "
-                   "(comma-separated CIDRs, e.g. 203.0.113.0/24) to narrow it")
+            ok, ssh = "yes", f"SSH (tcp 22) from {', '.join(cidrs)} ({settings.admin_cidrs_from})"
         return [{"provider": provider, "item": "network", "ok": "yes",
                  "detail": "no Terraform output loaded (--network or GEOSCHED_TERRAFORM_OUTPUT): launches use the "
                  "default " + ("VPC" if provider == "aws" else "network") + " with "
                  + ondemand_summary(provider, owner, cidrs)},
-                {"provider": provider, "item": "admin ssh", "ok": "yes", "detail": _unmarked(ssh)}]
+                {"provider": provider, "item": "admin ssh", "ok": ok, "detail": _unmarked(ssh)}]
     regions = net.regions(provider)
     if not regions:
         return [{"provider": provider, "item": "network", "ok": "no",
@@ -570,10 +588,12 @@ def check_cmd(
                                                 "--inventory).")] = [],  # noqa: B006
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
     network: NetworkOption = None,
+    admin_cidr: AdminCidrOption = [],  # noqa: B006
 ) -> None:
-    """Verify credentials and settings per provider and say what is missing (no secret is printed)."""
+    """Verify credentials and settings per provider and say what is missing (no secret is printed); exit 1 if
+    anything is, warnings (`warn`) do not fail."""
     names = _split(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
-    settings = _settings(ctx, inventory, network=network)
+    settings = _settings(ctx, inventory, network=network, admin_cidr=admin_cidr)
     providers = registry.build(names, settings)
     with Store(_home(ctx)) as store:
         owner = journal.owner(store)

@@ -8,8 +8,9 @@ Credentials and API endpoints are never settings of geosched:
 
 The network to launch into is the `terraform output -json` of geosched's Terraform modules (`--network` or
 GEOSCHED_TERRAFORM_OUTPUT); without one, launches use the default VPC (AWS) and default network (GCP), with a
-security group / firewall rules geosched creates on demand: SSH (tcp 22) from GEOSCHED_ADMIN_CIDRS (default
-0.0.0.0/0: login is key-only) and all traffic between geosched's own machines.
+security group / firewall rules geosched creates on demand: SSH (tcp 22) from GEOSCHED_ADMIN_CIDRS (or
+`--admin-cidr`) and all traffic between geosched's own machines. There is no default: until one is set,
+`provision` refuses before any API call and `check` warns; 0.0.0.0/0 is allowed only as an explicit choice.
 """
 
 from __future__ import annotations
@@ -41,10 +42,14 @@ AWS_AMI_NAME_PATTERN = "Deep Learning*"
 GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
 DEFAULT_SSH_USER = "geosched"
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
-# Who may reach port 22 of on-demand networks when GEOSCHED_ADMIN_CIDRS is not set: anyone, as SkyPilot does,
-# because login is by key only (no password) and `geosched probe` must reach the nodes from wherever it runs.
-# Nothing but port 22 is ever opened to outside the gang.
-DEFAULT_ADMIN_CIDRS = ("0.0.0.0/0",)
+# Who may reach port 22 of on-demand networks when nothing is configured: no one. SkyPilot opens it to the
+# world (login is key-only), but nothing here is open to the world unless its user chose so; `provision`
+# refuses with the line that says how to choose (ADMIN_CIDRS_HOWTO). Nothing but port 22 is ever opened to
+# outside the gang.
+DEFAULT_ADMIN_CIDRS: tuple[str, ...] = ()
+WORLD = frozenset({"0.0.0.0/0", "::/0"})
+ADMIN_CIDRS_HOWTO = (f"set {ENV_ADMIN_CIDRS} to the networks you administer from (comma-separated CIDRs, e.g. "
+                     "203.0.113.0/24), or pass --admin-cidr 0.0.0.0/0 to open SSH to the world on purpose")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,20 +94,22 @@ class ProviderSettings:
     ssh_user: str = DEFAULT_SSH_USER
     network: NetworkConfig | None = None
     admin_cidrs: tuple[str, ...] = DEFAULT_ADMIN_CIDRS
-    # False when GEOSCHED_ADMIN_CIDRS is unset and SSH is open to the default (`geosched check` says so).
-    admin_cidrs_set: bool = False
+    # Where the admin CIDRs came from: "--admin-cidr", GEOSCHED_ADMIN_CIDRS, or "" when none is configured.
+    admin_cidrs_from: str = ""
 
 
 def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None = None,
-             inventory: Path | None = None, network: Path | None = None) -> ProviderSettings:
+             inventory: Path | None = None, network: Path | None = None,
+             admin_cidrs: str | None = None) -> ProviderSettings:
     """Settings from environment variables (see module docstring), with the state directory for the SSH
     leases file. The SSH public key is read from `public_key_path`, GEOSCHED_SSH_PUBLIC_KEY or the usual
     ~/.ssh/*.pub, first found; the network from `network` or GEOSCHED_TERRAFORM_OUTPUT (a bad file is an
-    InputError naming it)."""
+    InputError naming it); the admin CIDRs from `admin_cidrs` (`--admin-cidr`) or GEOSCHED_ADMIN_CIDRS."""
     net_path = network or (Path(env[ENV_TERRAFORM_OUTPUT]).expanduser() if env.get(ENV_TERRAFORM_OUTPUT) else None)
     net = load_terraform_output(net_path) if net_path is not None else None
-    cidrs_text = env.get(ENV_ADMIN_CIDRS, "").strip()
-    cidrs = parse_admin_cidrs(cidrs_text) if cidrs_text else DEFAULT_ADMIN_CIDRS
+    source, cidrs_text = (("--admin-cidr", admin_cidrs.strip()) if admin_cidrs is not None
+                          else (ENV_ADMIN_CIDRS, env.get(ENV_ADMIN_CIDRS, "").strip()))
+    cidrs = parse_admin_cidrs(cidrs_text, source) if cidrs_text else DEFAULT_ADMIN_CIDRS
     regions = tuple(r.strip() for r in env.get(ENV_AWS_REGIONS, "").split(",") if r.strip())
     aws = AwsSettings(regions=regions, ami=env.get(ENV_AWS_AMI) or None, key_name=env.get(ENV_AWS_KEY_NAME) or None,
                       terraform=net, admin_cidrs=cidrs)
@@ -112,17 +119,17 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
     ssh = SshSettings(inventory=inv, leases=home / "ssh-leases.json")
     return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh, ssh_public_key=read_public_key(env, public_key_path),
                             ssh_user=env.get(ENV_SSH_USER) or DEFAULT_SSH_USER, network=net, admin_cidrs=cidrs,
-                            admin_cidrs_set=bool(cidrs_text))
+                            admin_cidrs_from=source if cidrs else "")
 
 
-def parse_admin_cidrs(text: str) -> tuple[str, ...]:
+def parse_admin_cidrs(text: str, source: str = ENV_ADMIN_CIDRS) -> tuple[str, ...]:
     """GEOSCHED_ADMIN_CIDRS: comma-separated IPv4/IPv6 networks, each written as its network address (a
     typo like 203.0.113.7/24 is refused rather than silently widened or narrowed). A bare address is one
     host (/32, /128). Bad input is one InputError naming the variable."""
     out: list[str] = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
-            raise InputError(ENV_ADMIN_CIDRS, "", f"empty entry in {text!r}: expected comma-separated CIDRs such as "
+            raise InputError(source, "", f"empty entry in {text!r}: expected comma-separated CIDRs such as "
                              "203.0.113.0/24")
         try:
             net = ipaddress.ip_network(item, strict=True)
@@ -130,7 +137,7 @@ def parse_admin_cidrs(text: str) -> tuple[str, ...]:
             hint = ""
             with contextlib.suppress(ValueError):
                 hint = f"; did you mean {ipaddress.ip_network(item, strict=False)}?"
-            raise InputError(ENV_ADMIN_CIDRS, "", f"{item!r} is not a CIDR ({exc}){hint}") from None
+            raise InputError(source, "", f"{item!r} is not a CIDR ({exc}){hint}") from None
         if str(net) not in out:
             out.append(str(net))
     return tuple(out)

@@ -49,6 +49,7 @@ from geosched.providers.base import (
     StallError,
     TransientError,
     UnsupportedError,
+    admin_sources,
     ondemand_firewalls,
     ondemand_group,
 )
@@ -636,8 +637,9 @@ class GcpProvider:
         with self._lock:
             if owner in self._firewalls:
                 return ondemand_group(owner)
+        sources = admin_sources(self.settings.admin_cidrs)
         network = network_link(self.settings.network, self.project)
-        for want in firewall_bodies(owner, network, self.settings.admin_cidrs):
+        for want in firewall_bodies(owner, network, sources):
             try:
                 self._ensure_firewall(want, budget)
             except ProviderError as exc:

@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from geosched.fields import write_atomic
 from geosched.inventory import Inventory, load_inventory
 from geosched.models import Node, Offering, Pricing, Region
 from geosched.providers.base import (
@@ -32,6 +31,7 @@ from geosched.providers.base import (
     UnsupportedError,
 )
 from geosched.providers.config import ENV_INVENTORY, SshSettings
+from geosched.writes import PRIVATE, write_file
 
 NAME = "ssh"
 
@@ -82,7 +82,7 @@ class SshProvider:
                 yield leases
                 after = json.dumps(leases, sort_keys=True, indent=1)
                 if json.dumps(leases, sort_keys=True) != before:
-                    write_atomic(path, after + "\n")
+                    write_file(path, after + "\n", mode=PRIVATE)  # store state, beside the store
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 

@@ -16,7 +16,6 @@ from typing import Any
 from geosched import catalog, policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.errors import InputError
-from geosched.fields import write_atomic
 from geosched.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
 from geosched.report import formats, html, reads
 from geosched.report.accounting import Rates, Usage
@@ -29,6 +28,7 @@ from geosched.report.records import Interval
 from geosched.report.specs import platforms, spec_index
 from geosched.report.window import iso, window
 from geosched.store import Store
+from geosched.writes import write_file
 
 
 class Output(StrEnum):
@@ -137,7 +137,7 @@ def _render(data: ReportData, output: Output, out: Path | None) -> Rendered:
     else:
         text = html.page(data)
     if out is not None:
-        write_atomic(out, text)
+        write_file(out, text)
     return Rendered(title, output, text=text, path=out, notes=data.notes, data=data)
 
 

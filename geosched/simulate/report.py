@@ -9,8 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import numpy as np
 
 from geosched.errors import GeoschedError
 from geosched.simulate.metrics import PolicyResult
+from geosched.writes import write_file
 
 OUTPUTS = ("table", "json", "csv")
 
@@ -103,7 +102,7 @@ def write_plot(results: Sequence[PolicyResult], path: Path, title: str = "") -> 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
-    _write_bytes(path, buf.getvalue())
+    write_file(path, buf.getvalue())
 
 
 def _bars_axis(ax: Any, names: list[str], label: str, values: list[float] | None = None) -> None:
@@ -113,16 +112,3 @@ def _bars_axis(ax: Any, names: list[str], label: str, values: list[float] | None
     ax.set_xticks(x)
     ax.set_xticklabels(names, rotation=30, ha="right")
     ax.set_ylabel(label)
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Beside the target, then rename: a reader never sees half a PNG."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -228,7 +228,10 @@ def test_two_replicas_only_the_leader_writes(world: MultiCluster, kube: Kube) ->
         leader = decided.index(3)
         # The leader stops; the other takes over and nominates the next Workload.
         stops[leader].set()
-        threads[leader].join(10)
+        # Wait for the old leader to be gone before the next Workload exists: on a loaded machine a pass can take
+        # seconds, and a leader still finishing one may nominate "d" itself (then the successor has nothing to do).
+        threads[leader].join(60)
+        assert not threads[leader].is_alive(), "the stopped leader did not stop"
         pending(world, kube, "d", 1)
         wait_until(lambda: status(world, "d")["status"].get("nominatedClusterNames"), timeout=20,
                    what="the successor's nomination")

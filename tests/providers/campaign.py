@@ -37,6 +37,7 @@ from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.retry import RetryPolicy
 from geosched.store import Store
+from tests.kill import run_killable
 from tests.providers.prov_support import (
     AWS_REGIONS,
     AWS_ZONES,
@@ -200,19 +201,8 @@ def run_one(emu: Emulators, plan: RunPlan, workdir: Path, mp: Any) -> RunOutcome
     emu.gce.log.clear()
     env = emu.env()
     proc = mp.Process(target=child, args=(str(home), env, {"gang": plan.gang, "request": request.to_dict()}))
-    proc.start()
     child_started = time.monotonic()
-    killed = False
-    if plan.kill_after_s is not None:
-        proc.join(plan.kill_after_s)
-        if proc.is_alive():
-            proc.kill()  # SIGKILL, this child only
-            killed = True
-    proc.join(60.0)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(10.0)
-        killed = True
+    killed = run_killable(proc, plan.kill_after_s, 60.0)
     child_seconds = time.monotonic() - child_started
     emulator_calls = len(emu.proxy.calls) + len(emu.gce.calls)
     emu.proxy.clear_faults()

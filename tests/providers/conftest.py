@@ -9,9 +9,10 @@ import pytest
 
 from geosched.emulators import Ec2FaultProxy, GceDouble, MotoServer
 from geosched.providers.aws import AwsProvider
+from geosched.providers.config import ENV_ADMIN_CIDRS
 from geosched.providers.gcp import GcpProvider
 from geosched.store import Store
-from tests.providers.prov_support import aws_env, aws_provider, gcp_provider, warm
+from tests.providers.prov_support import ADMIN_CIDR, aws_env, aws_provider, gcp_provider, warm
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +26,7 @@ def proxy(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ec2Faul
     with Ec2FaultProxy(moto.url) as p:
         for key, value in aws_env(p.url).items():
             monkeypatch.setenv(key, value)
+        monkeypatch.setenv(ENV_ADMIN_CIDRS, ADMIN_CIDR)  # the CLI's runs: chosen, as prov_support's providers
         for key in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_ENDPOINT_URL_EC2"):
             monkeypatch.delenv(key, raising=False)
         yield p

@@ -52,9 +52,14 @@ def environment(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = old
 
 
+# Who may reach SSH of on-demand networks in these tests (TEST-NET-2, RFC 5737): an explicit choice, as a
+# user must make one (geosched has no default).
+ADMIN_CIDR = "198.51.100.0/24"
+
+
 def aws_provider(regions: tuple[str, ...] = AWS_REGIONS) -> AwsProvider:
     """An AWS provider configured only by the environment (see `aws_env`), as a user's would be."""
-    return AwsProvider(AwsSettings(regions=regions), session=boto3.session.Session())
+    return AwsProvider(AwsSettings(regions=regions, admin_cidrs=(ADMIN_CIDR,)), session=boto3.session.Session())
 
 
 def warm(provider: AwsProvider, regions: tuple[str, ...] = AWS_REGIONS) -> None:
@@ -68,7 +73,8 @@ def warm(provider: AwsProvider, regions: tuple[str, ...] = AWS_REGIONS) -> None:
 
 
 def gcp_provider(endpoint: str) -> GcpProvider:
-    return GcpProvider(GcpSettings(project=PROJECT, endpoint=endpoint), credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
+    return GcpProvider(GcpSettings(project=PROJECT, endpoint=endpoint, admin_cidrs=(ADMIN_CIDR,)),
+                       credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
 
 
 def fast_settings(**overrides: Any) -> ProvisionSettings:

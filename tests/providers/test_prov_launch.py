@@ -27,7 +27,7 @@ from geosched.providers.base import (
 )
 from geosched.providers.config import GcpSettings
 from geosched.providers.gcp import GcpProvider
-from tests.providers.prov_support import moto_client
+from tests.providers.prov_support import ADMIN_CIDR, moto_client
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me@laptop"
 
@@ -207,7 +207,7 @@ def test_gcp_stall_and_quota_precheck(gcp: GcpProvider, gce: GceDouble) -> None:
 
 def test_gcp_missing_project_and_credentials_are_auth_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/creds.json")
-    provider = GcpProvider(GcpSettings(project="p", endpoint="http://127.0.0.1:9"))
+    provider = GcpProvider(GcpSettings(project="p", endpoint="http://127.0.0.1:9", admin_cidrs=(ADMIN_CIDR,)))
     with pytest.raises(AuthError):
         provider.launch(gcp_spec("gang-dddd0001-1"), Budget(5.0))
     assert not [i for i in provider.check() if i.ok]

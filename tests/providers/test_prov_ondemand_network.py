@@ -27,6 +27,7 @@ from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider, ingress_changes
 from geosched.providers.base import AuthError, Budget, LaunchSpec, Provider, UnsupportedError
 from geosched.providers.config import (
+    ADMIN_CIDRS_HOWTO,
     ENV_ADMIN_CIDRS,
     ENV_TERRAFORM_OUTPUT,
     AwsSettings,
@@ -39,7 +40,15 @@ from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.terraform import parse_terraform_output
 from geosched.store import Store
-from tests.providers.prov_support import PROJECT, aws_provider, fast_settings, gcp_provider, moto_client, warm
+from tests.providers.prov_support import (
+    ADMIN_CIDR,
+    PROJECT,
+    aws_provider,
+    fast_settings,
+    gcp_provider,
+    moto_client,
+    warm,
+)
 from tests.providers.test_prov_cli import run
 from tests.providers.test_prov_network import AwsNetwork, gcp_region, gcp_with, output_json, write
 
@@ -54,8 +63,9 @@ SG_ACTIONS = ("DescribeVpcs", "DescribeSecurityGroups", "CreateSecurityGroup", "
 def home(tmp_path: Path, proxy: Ec2FaultProxy, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("GEOSCHED_AWS_REGIONS", "us-east-1")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-credentials.json"))
-    for name in (ENV_TERRAFORM_OUTPUT, ENV_ADMIN_CIDRS, "GEOSCHED_GCP_PROJECT"):
+    for name in (ENV_TERRAFORM_OUTPUT, "GEOSCHED_GCP_PROJECT"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(ENV_ADMIN_CIDRS, "0.0.0.0/0")  # the world, as an explicit choice (there is no default)
     key = tmp_path / "id_ed25519.pub"
     key.write_text(KEY + "\n")
     monkeypatch.setenv("GEOSCHED_SSH_PUBLIC_KEY", str(key))
@@ -196,7 +206,7 @@ def test_two_processes_racing_create_one_group(aws: AwsProvider, proxy: Ec2Fault
     creates = [c for c in proxy.calls if c.method == "CreateSecurityGroup"]
     assert [c.error_code for c in creates] == [None, "InvalidGroup.Duplicate"]  # the held one answered last
     (group,) = groups(moto.url, f"geosched-{owner}", "us-east-2")
-    assert ingress(group) == {("tcp", 22, 22, "0.0.0.0/0"), ("-1", None, None, second)}
+    assert ingress(group) == {("tcp", 22, 22, ADMIN_CIDR), ("-1", None, None, second)}
 
 
 def test_narrowing_the_admin_cidrs_narrows_the_group(aws: AwsProvider, proxy: Ec2FaultProxy,
@@ -299,9 +309,11 @@ def test_admin_cidrs_setting() -> None:
         "203.0.113.0/24", "2001:db8::/32", "198.51.100.7/32")
     settings = from_env({ENV_ADMIN_CIDRS: "203.0.113.0/24"}, Path("/nonexistent"))
     assert settings.aws.admin_cidrs == settings.gcp.admin_cidrs == ("203.0.113.0/24",)
-    assert settings.admin_cidrs_set
-    default = from_env({}, Path("/nonexistent"))
-    assert default.aws.admin_cidrs == ("0.0.0.0/0",) and not default.admin_cidrs_set
+    assert settings.admin_cidrs_from == ENV_ADMIN_CIDRS
+    chosen = from_env({ENV_ADMIN_CIDRS: "203.0.113.0/24"}, Path("/nonexistent"), admin_cidrs="0.0.0.0/0")
+    assert chosen.aws.admin_cidrs == ("0.0.0.0/0",) and chosen.admin_cidrs_from == "--admin-cidr"
+    default = from_env({}, Path("/nonexistent"))  # nothing is open to the world unless chosen
+    assert default.aws.admin_cidrs == default.gcp.admin_cidrs == () and default.admin_cidrs_from == ""
     # Pure: what a group needs, from what it has.
     add, revoke = ingress_changes([{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
                                     "IpRanges": [{"CidrIp": "0.0.0.0/0"}]},
@@ -311,18 +323,53 @@ def test_admin_cidrs_setting() -> None:
     assert [p["IpRanges"][0]["CidrIp"] for p in revoke] == ["0.0.0.0/0"]  # port 443 is not ours to touch
 
 
-def test_check_says_ssh_is_open_and_how_to_narrow_it(home: Path, proxy: Ec2FaultProxy,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def admin_row(output: str) -> list[str]:
+    (line,) = [line for line in output.splitlines() if "admin ssh" in line]
+    return [cell.strip() for cell in line.split("│") if cell.strip()]
+
+
+def test_check_warns_when_no_admin_cidr_is_set_or_ssh_is_open_to_the_world(home: Path, proxy: Ec2FaultProxy,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(render.out, "width", 400)
     owner = owner_of(home)
-    result = run(home, "check", "--provider", "aws")
-    assert result.exit_code == 0, result.output
-    assert f"security group geosched-{owner} in each region's default VPC" in result.output
-    assert ("SSH (tcp 22) open to 0.0.0.0/0 by default (key-only login); set GEOSCHED_ADMIN_CIDRS "
-            "(comma-separated CIDRs, e.g. 203.0.113.0/24) to narrow it") in result.output
+    monkeypatch.delenv(ENV_ADMIN_CIDRS)
+    unset = run(home, "check", "--provider", "aws")
+    assert unset.exit_code == 0, unset.output  # a warning, not a failure
+    assert f"security group geosched-{owner} in each region's default VPC" in unset.output
+    assert admin_row(unset.output)[2] == "warn"
+    assert (f"no admin CIDR set: provision refuses; {ADMIN_CIDRS_HOWTO}") in " ".join(unset.output.split())
+    world = run(home, "check", "--provider", "aws", "--admin-cidr", "0.0.0.0/0")
+    assert admin_row(world.output)[2] == "warn" and "open to the world: 0.0.0.0/0 (--admin-cidr)" in world.output
     monkeypatch.setenv(ENV_ADMIN_CIDRS, "203.0.113.0/24")
     narrowed = run(home, "check", "--provider", "aws")
+    assert admin_row(narrowed.output)[2] == "yes"
     assert "SSH (tcp 22) from 203.0.113.0/24 (GEOSCHED_ADMIN_CIDRS)" in narrowed.output
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_provision_without_an_admin_cidr_refuses_before_any_call(home: Path, proxy: Ec2FaultProxy, gce: GceDouble,
+                                                                 moto: MotoServer, monkeypatch: pytest.MonkeyPatch,
+                                                                 cloud: str) -> None:
+    monkeypatch.delenv(ENV_ADMIN_CIDRS)
+    monkeypatch.setenv("GEOSCHED_GCP_ENDPOINT", gce.endpoint)
+    monkeypatch.setenv("GEOSCHED_GCP_PROJECT", PROJECT)
+    proxy.log.clear()
+    gce.log.clear()
+    for extra in ((), ("--dry-run",)):
+        result = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", cloud, "--yes", *extra)
+        assert result.exit_code == EXIT_BAD_INPUT, result.output
+        assert str(result.exception) == (f"{ENV_ADMIN_CIDRS}: not set, and the machines would need an SSH rule: "
+                                         f"{ADMIN_CIDRS_HOWTO}")
+    assert proxy.calls == [] and gce.calls == []
+    if cloud == "gcp":
+        return
+    # The explicit choice on the command line: loopback only, as the demo does.
+    chosen = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
+                 "--yes", "--admin-cidr", "127.0.0.1/32", "--name", "gang-ondcidr1", "-o", "json")
+    assert chosen.exit_code == 0, chosen.output
+    (group,) = groups(moto.url, f"geosched-{owner_of(home)}")
+    assert ("tcp", 22, 22, "127.0.0.1/32") in ingress(group)
+    assert run(home, "down", "gang-ondcidr1", "--yes").exit_code == 0
 
 
 # --- GCP -------------------------------------------------------------------------------------------
@@ -339,7 +386,7 @@ def test_gcp_firewall_rules_are_created_once_and_instances_carry_the_tag(gce: Gc
     ssh, internal = rules[f"{tag}-ssh"], rules[f"{tag}-internal"]
     default = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/global/networks/default"
     assert (ssh["network"], ssh["direction"], ssh["sourceRanges"], ssh["targetTags"], ssh["allowed"]) == (
-        default, "INGRESS", ["0.0.0.0/0"], [tag], [{"IPProtocol": "tcp", "ports": ["22"]}])
+        default, "INGRESS", [ADMIN_CIDR], [tag], [{"IPProtocol": "tcp", "ports": ["22"]}])
     assert "sourceTags" not in ssh
     assert (internal["network"], internal["sourceTags"], internal["targetTags"], internal["allowed"]) == (
         default, [tag], [tag], [{"IPProtocol": "all"}])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +204,19 @@ def test_cli_reads_an_hourly_carbon_file(store: Store, tmp_path: Path) -> None:
     assert run.exit_code == 0, run.output
     row = next(r for r in json.loads(run.stdout)["rows"] if r["cluster"] == "eks-a")
     assert row["gco2e"] == pytest.approx(row["energy_kwh"] * 1000, rel=1e-12)
+
+
+def test_a_report_written_again_keeps_its_mode_and_a_new_one_is_0644(store: Store, tmp_path: Path) -> None:
+    # The web server's user reads the report: a rewrite must not turn it private (0600) as a bare mkstemp does.
+    shared = tmp_path / "site" / "report.html"
+    report(store, "cost", "region", T0, UNTIL, "html", shared)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o644 & ~_umask()
+    shared.chmod(0o664)
+    report(store, "cost", "job", T0, UNTIL, "html", shared)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o664 and "job" in shared.read_text()
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
