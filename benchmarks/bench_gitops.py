@@ -7,7 +7,9 @@ model) are generated with a fixed seed. Measured, each the best of `--repeat` ru
 1. a first render into an empty directory;
 2. a render again with nothing changed (every file compared, none written);
 3. `check` on the up-to-date tree (which also matches every pod's node constraints against the snapshot's nodes);
-4. a render after one zone's own links became slow (the jobs placed there move).
+4. a render after one zone's own links became slow: the jobs placed there still fit, so they stay (their files
+   are re-rendered in place with the new scores); then the same with `--rebalance` (the 10% minimum gain),
+   which moves the ones the slow zone now costs at least that much.
 
 Each render is also split into its phases: reading inputs, placing, rendering manifests, comparing/writing.
 """
@@ -25,15 +27,16 @@ from typing import TypeVar
 import yaml
 
 from geosched.default_fleet import default_fleet, default_network
+from geosched.fields import parse_time
 from geosched.gitops import check_tree, render_tree
 from geosched.gitops import files as tree_files
-from geosched.gitops.config import parse_time
 from geosched.gitops.index import INDEX, parse_index
 from geosched.gitops.load import load_inputs
 from geosched.gitops.plan import plan
 from geosched.gitops.tree import build_tree
 from geosched.gpus import part
 from geosched.models import LinkStats, NetworkView, pair_key
+from geosched.stable import Rebalance
 from geosched.store import write_snapshot
 
 T = TypeVar("T")
@@ -97,7 +100,7 @@ def best(repeat: int, run: Callable[[], T]) -> tuple[str, T]:
 
 
 def busiest_gang_zone(out: Path) -> str:
-    """The zone holding the most multi-node gangs: the one whose slowing moves jobs."""
+    """The zone holding the most multi-node gangs: the one whose slowing costs jobs most."""
     index = yaml.safe_load((out / INDEX).read_text(encoding="utf-8"))
     counts: dict[str, int] = {}
     for entry in index["placed"].values():
@@ -138,9 +141,10 @@ def main() -> None:
         print(f"{args.jobs} jobs, {len(fleet.nodes)} nodes, {len(fleet.zones)} zones, {len(clusters)} clusters, "
               f"{sum(n.gpus_free for n in fleet.nodes)} free GPUs")
 
-        def render(out: Path) -> Callable[[], tuple[int, int, int, int]]:
+        def render(out: Path, rebalance: Rebalance | None = None) -> Callable[[], tuple[int, int, int, int]]:
             def run() -> tuple[int, int, int, int]:
-                r = render_tree(root / "jobs", root / "snapshot", root / "clusters.yaml", out, at=AT)
+                r = render_tree(root / "jobs", root / "snapshot", root / "clusters.yaml", out, at=AT,
+                                rebalance=rebalance)
                 return r.placed, len(r.unplaced), len(r.changes.written), len(r.changes.removed)
             return run
 
@@ -162,6 +166,8 @@ def main() -> None:
                                                              stale_after_s=network.stale_after_s))
         slow, (_, _, written, removed) = best(1, render(out))
         print(f"render, {zone} slow: {slow}  ({written} written, {removed} removed)")
+        moved, (_, _, written, removed) = best(1, render(out, Rebalance()))
+        print(f"  again with --rebalance: {moved}  ({written} written, {removed} removed)")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from geosched import catalog, catalog_view, gpus, policies, render
+from geosched.carbon import decision_signal, decision_time, load_carbon
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
 from geosched.documents import load_job
@@ -25,7 +27,7 @@ from geosched.options import finite
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
-from geosched.simulate.command import run_simulate_command
+from geosched.simulate_cli import Workload, run_simulate_command
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
 DEFAULT_WEIGHTS = Weights()
@@ -67,10 +69,26 @@ class State:
         return Store(cls.home)
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        render.out.print(f"geosched {installed_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(home: Annotated[Path | None, typer.Option(
-        "--home", help=f"State directory (default: ${'{'}GEOSCHED_HOME{'}'} or {default_home()}).")] = None) -> None:
+        "--home", help=f"State directory (default: ${'{'}GEOSCHED_HOME{'}'} or {default_home()}).")] = None,
+          version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
+                                                help="Print the installed version and exit.")] = False) -> None:
     State.home = home
+
+
+def installed_version() -> str:
+    """The version of the installed distribution (its metadata), so a wheel and a checkout say the same."""
+    try:
+        return metadata.version("geosched")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]
@@ -79,6 +97,11 @@ SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory 
 ZoneToleranceOpt = Annotated[float, typer.Option(
     min=0.0, callback=finite,
     help="A placement in fewer zones wins while its total is within this fraction of the best.")]
+CarbonHourlyOpt = Annotated[Path | None, typer.Option(
+    "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (hourly grid intensity, e.g. from Electricity Maps' "
+    "history; format in geosched/carbon.py): decisions use the hour the job starts instead of the yearly mean.")]
+AtOpt = Annotated[str | None, typer.Option(
+    "--at", help="When the job starts, RFC 3339 with offset (default: now): the hour of --carbon-hourly used.")]
 StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (imported snapshot) plus the machines "
                                         "geosched provisioned that are up, on the store's measured network.")]
 
@@ -103,6 +126,8 @@ def place(
                                        "and YAML always list all).")] = 20,
     output: Annotated[PlaceOutput, typer.Option("--output", "-o")] = PlaceOutput.table,
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
+    carbon_hourly: CarbonHourlyOpt = None,
+    at: AtOpt = None,
 ) -> None:
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
     if policy not in policies.names():
@@ -113,11 +138,15 @@ def place(
     else:
         snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
-    ctx = policies.PlacementContext(snap.fleet, snap.network)
+    carbon = decision_signal(snap.fleet, load_carbon(carbon_hourly), decision_time(at))
+    ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal)
     result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance))
     if output is PlaceOutput.table:
         if isinstance(result, Placement):
             render.placement(result, explain, limit)
+            if explain:
+                for note in carbon.notes:
+                    render.out.print(note, markup=False)
         else:
             render.error(result.message)
     else:
@@ -294,9 +323,21 @@ def placements(job: Annotated[str | None, typer.Option(help="Only this job.")] =
 
 @app.command(name="simulate")
 def simulate_cmd(
-    trace: Annotated[Path, typer.Option("--trace", help="Gavel .trace, Alibaba 2023 pod CSV, Philly cluster_job_log "
-                                        "JSON, or CSV submit_time,gpus,duration[,model].")],
-    fleet: FleetOpt = None,
+    trace: Annotated[Path | None, typer.Option("--trace", help="Gavel .trace, Alibaba 2023 pod CSV, Philly "
+                                               "cluster_job_log JSON, or CSV submit_time,gpus,duration[,model].")]
+    = None,
+    workload: Annotated[str | None, typer.Option(help="Generate a workload instead of --trace: 'llm' (job sizes, "
+                                                 "run times, arrivals from published LLM-cluster statistics).")]
+    = None,
+    jobs: Annotated[int, typer.Option(help="--workload: number of jobs.")] = Workload.jobs,
+    load: Annotated[float, typer.Option(help="--workload: offered load, a fraction of the fleet's GPUs.")]
+    = Workload.load,
+    min_gpus: Annotated[int, typer.Option(help="--workload: smallest job in GPUs.")] = Workload.min_gpus,
+    like: Annotated[str, typer.Option(help="--workload: the cluster whose statistics it follows (kalos, seren, "
+                                      "philly, helios).")] = Workload.like,
+    seed: Annotated[int, typer.Option(help="--workload: random seed.")] = Workload.seed,
+    fleet: Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON), or 'geo' for the shipped "
+                                               "geo fleet; default: embedded.")] = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
     policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat to compare (default: zone-first).")]
@@ -313,13 +354,18 @@ def simulate_cmd(
                                             "plentiful; 'any' lets each policy choose).")] = None,
     output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
     plot: Annotated[Path | None, typer.Option(help="Also write a PNG comparison.")] = None,
+    carbon_hourly: CarbonHourlyOpt = None,
+    at: Annotated[str | None, typer.Option(
+        "--at", help="With --carbon-hourly: the time of the trace's start, RFC 3339 (default: the series' first "
+        "hour); each job uses the hour it starts.")] = None,
 ) -> None:
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
-    run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], fleet=fleet, network=network, snapshot=snapshot,
+    generated = Workload(workload, jobs, load, min_gpus, like, seed) if workload is not None else None
+    run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], workload=generated, fleet=fleet, network=network,
+                         snapshot=snapshot,
                          trace_format=trace_format, output=output.value, plot=plot, gpu=gpu,
                          weights=Weights(network_weight, cost_weight, carbon_weight, zone_tolerance),
-                         strict=not lenient,
-                         backfill=backfill)
+                         strict=not lenient, backfill=backfill, carbon_hourly=carbon_hourly, at=at)
 
 
 @app.command()

@@ -64,8 +64,33 @@ def _short(instance_type: str) -> str:
     return instance_type.split(".")[0] if "." in instance_type else instance_type.split("-")[0]
 
 
-def _cluster(provider: str, region: str) -> str:
+def cluster_name(provider: str, region: str) -> str:
     return f"{'eks' if provider == 'aws' else 'gke'}-{region}"
+
+
+def catalog_node(offer: Offering, index: int, gpus_free: int) -> Node:
+    """Node `index` of an offering, named, labelled and priced as its cloud's nodes are (the geo fleet too)."""
+    provider, region, zone = offer.provider, offer.region, offer.zone
+    zone_label = EXAMPLE_AWS_ZONE_NAMES[zone] if provider == "aws" else zone
+    name = f"{provider}-{zone}-{_short(offer.instance_type)}-{index:02d}"
+    return Node(
+        name=name,
+        provider=provider,
+        region=region,
+        zone=zone,
+        instance_type=offer.instance_type,
+        gpu=offer.gpu,
+        gpus=offer.gpus,
+        gpus_free=gpus_free,
+        price_ondemand=offer.price_ondemand,
+        price_spot=offer.price_spot,
+        cluster=cluster_name(provider, region),
+        labels=cloud_labels(
+            provider=provider, region=region, zone=zone, zone_label=zone_label,
+            instance_type=offer.instance_type, gpu=offer.gpu, gpus=offer.gpus, hostname=name,
+            pool=f"gpu-{offer.instance_type.replace('.', '-')}"),
+        provider_id=provider_id(provider, zone_label, name, EXAMPLE_GCP_PROJECT),
+    )
 
 
 def _nodes(rng: random.Random) -> list[Node]:
@@ -81,39 +106,18 @@ def _nodes(rng: random.Random) -> list[Node]:
             for offer in sorted(by_zone[zone], key=lambda o: o.instance_type):
                 big = (provider, region) in LARGE_REGIONS and offer.gpu == "H100"
                 count = rng.randint(24, 30) if big else rng.randint(2, 8)
-                zone_label = EXAMPLE_AWS_ZONE_NAMES[zone] if provider == "aws" else zone
                 for i in range(count):
                     busy = rng.random() < BUSY_FRACTION
                     free = rng.choice([0, 2, 4, 6]) if busy else offer.gpus
-                    name = f"{provider}-{zone}-{_short(offer.instance_type)}-{i:02d}"
-                    nodes.append(
-                        Node(
-                            name=name,
-                            provider=provider,
-                            region=region,
-                            zone=zone,
-                            instance_type=offer.instance_type,
-                            gpu=offer.gpu,
-                            gpus=offer.gpus,
-                            gpus_free=free,
-                            price_ondemand=offer.price_ondemand,
-                            price_spot=offer.price_spot,
-                            cluster=_cluster(provider, region),
-                            labels=cloud_labels(
-                                provider=provider, region=region, zone=zone, zone_label=zone_label,
-                                instance_type=offer.instance_type, gpu=offer.gpu, gpus=offer.gpus, hostname=name,
-                                pool=f"gpu-{offer.instance_type.replace('.', '-')}"),
-                            provider_id=provider_id(provider, zone_label, name, EXAMPLE_GCP_PROJECT),
-                        )
-                    )
+                    nodes.append(catalog_node(offer, i, free))
     return nodes
 
 
-def _node_links(rng: random.Random, nodes: list[Node]) -> dict[tuple[str, str], LinkStats]:
-    """Each node measured against its next peers in its zone, as a sampled probe plan would."""
+def degraded_nics(rng: random.Random, nodes: list[Node], fraction: float) -> dict[str, LinkStats]:
+    """Which nodes have a bad NIC and how it shows: half slow (2.5 ms, 4 Gbit/s), half lossy (1% loss)."""
     degraded: dict[str, LinkStats] = {}
     for node in nodes:
-        if rng.random() < DEGRADED_FRACTION:
+        if rng.random() < fraction:
             slow = rng.random() < 0.5
             degraded[node.name] = LinkStats(
                 rtt_p50_ms=2.5 if slow else 0.6,
@@ -121,6 +125,13 @@ def _node_links(rng: random.Random, nodes: list[Node]) -> dict[tuple[str, str], 
                 loss=0.0 if slow else 0.01,
                 throughput_gbps=4.0 if slow else 20.0,
             )
+    return degraded
+
+
+def node_links(rng: random.Random, nodes: list[Node],
+               degraded: dict[str, LinkStats]) -> dict[tuple[str, str], LinkStats]:
+    """Each node measured against its next peers in its zone, as a sampled probe plan would; a link to or
+    from a degraded node shows that node's bad NIC."""
     by_zone: dict[str, list[Node]] = {}
     for node in nodes:
         by_zone.setdefault(node.zone, []).append(node)
@@ -163,5 +174,5 @@ def default_network() -> NetworkView:
     rng = random.Random(SEED + 1)
     return NetworkView(
         zone_links=netmodel.zone_links(fleet.zones.values()),
-        node_links=_node_links(rng, list(fleet.nodes)),
+        node_links=node_links(rng, list(fleet.nodes), degraded_nics(rng, list(fleet.nodes), DEGRADED_FRACTION)),
     )

@@ -25,6 +25,18 @@ class InputError(GeoschedError):
         super().__init__(one_line(f"{where}: {reason}"))
 
 
+class MissingExtra(GeoschedError):
+    """An optional dependency is not installed: one line naming the extra that brings it, exit 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, extra: str, module: str) -> None:
+        self.extra = extra
+        self.module = module
+        super().__init__(f"{module} is not installed; it comes with the {extra!r} extra: "
+                         f"pip install 'geosched[{extra}]'")
+
+
 class CredentialsError(GeoschedError):
     """No usable credentials for any provider a command needs: said before any prompt or API call."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import yaml
@@ -175,3 +176,21 @@ def describe(value: Any) -> str:
     if isinstance(value, Mapping):
         return "a mapping"
     return type(value).__name__
+
+
+def parse_time(value: Any, source: str, where: str) -> datetime:
+    """An ISO 8601 instant with its offset (YAML may have read it as a datetime already)."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InputError(source, where, f"expected an ISO 8601 time such as 2025-03-01T12:00:00Z, got {value!r}")\
+                from None
+    else:
+        raise InputError(source, where, f"expected an ISO 8601 time, got {type(value).__name__}")
+    if parsed.tzinfo is None:
+        # A naive time is a different instant on every host: the same inputs would stamp different manifests.
+        raise InputError(source, where, "the time needs an offset (e.g. 2025-03-01T12:00:00Z)")
+    return parsed.astimezone(UTC)

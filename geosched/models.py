@@ -225,18 +225,41 @@ def summarize(links: Iterable[LinkStats]) -> LinkStats:
     )
 
 
+HOUR_S = 3600
+
+
 @dataclass(frozen=True)
 class CarbonSignal:
-    """Grid intensity per region key (gCO2e/kWh); an optional hourly series overrides the yearly mean."""
+    """Grid intensity per region key (gCO2e/kWh): `intensity`, the mean; `hourly`, measured hours keyed by UTC
+    hour (whole hours since the Unix epoch); `profile`, a cyclic profile read at (epoch hour mod N).
+    `at` / `lookup` resolve one instant: the measured hour, else the profile, else the mean."""
 
     intensity: Mapping[str, float]
-    hourly: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    hourly: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    profile: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
-    def at(self, region: str, hour: int | None = None) -> float:
-        series = self.hourly.get(region)
-        if hour is not None and series:
-            return series[hour % len(series)]
-        return self.intensity[region]
+    def lookup(self, region: str, when: float | None = None) -> tuple[float, str] | None:
+        """(value, "hour" | "profile" | "mean") at Unix time `when` (None: the mean), or None if unknown."""
+        if when is not None:
+            hour = int(when // HOUR_S)
+            measured = self.hourly.get(region, {}).get(hour)
+            if measured is not None:
+                return measured, "hour"
+            cycle = self.profile.get(region)
+            if cycle:
+                return cycle[hour % len(cycle)], "profile"
+        mean = self.intensity.get(region)
+        return (mean, "mean") if mean is not None else None
+
+    def at(self, region: str, when: float | None = None) -> float:
+        found = self.lookup(region, when)
+        if found is None:
+            raise KeyError(region)
+        return found[0]
+
+    def varies(self, region: str) -> bool:
+        """Whether the value changes from hour to hour (a series or a profile)."""
+        return bool(self.hourly.get(region) or self.profile.get(region))
 
     @staticmethod
     def from_fleet(fleet: Fleet) -> CarbonSignal:

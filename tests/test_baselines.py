@@ -21,7 +21,7 @@ def run(policy, nodes, job, **kw) -> Placement:
 
 
 def test_every_policy_is_registered():
-    assert set(names()) >= {"zone-first", "spread", "pack", "random", "cheapest", "greenest"}
+    assert set(names()) >= {"zone-first", "spread", "pack", "random", "cheapest", "greenest", "tas", "karmada"}
 
 
 def test_spread_goes_round_robin_over_zones_like_the_default_scheduler():
@@ -57,7 +57,7 @@ def test_random_is_reproducible_per_job_and_differs_across_jobs():
     assert len(others) > 1
 
 
-@pytest.mark.parametrize("policy", ["spread", "pack", "random", "cheapest", "greenest"])
+@pytest.mark.parametrize("policy", ["spread", "pack", "random", "cheapest", "greenest", "tas", "karmada"])
 def test_network_blind_baselines_lose_to_zone_first_on_the_network_term(policy):
     nodes = [node(f"{z}{i}", z) for z in ("za", "zb") for i in range(4)]
     bad = {"za0": SLOW, "zb0": SLOW}
@@ -67,7 +67,7 @@ def test_network_blind_baselines_lose_to_zone_first_on_the_network_term(policy):
     assert best.score.network <= baseline.score.network
 
 
-@pytest.mark.parametrize("policy", ["spread", "pack", "random", "cheapest", "greenest"])
+@pytest.mark.parametrize("policy", ["spread", "pack", "random", "cheapest", "greenest", "tas", "karmada"])
 def test_baselines_honour_zone_limits(policy):
     nodes = [node(f"{z}{i}", z) for z in ("za", "zb", "zc") for i in range(2)]
     result = place(Job("j", workers=2, gpus_per_worker=8, max_zones=1), ctx_of(nodes), policy)

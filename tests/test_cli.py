@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,13 @@ def geosched(*args: str | Path, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GEOSCHED_HOME": str(home), "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "geosched", *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=120)
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_is_the_installed_distributions(flag: str, tmp_path: Path) -> None:
+    run = geosched(flag, home=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == f"geosched {metadata.version('geosched')}\n"
 
 
 def test_place_on_the_embedded_default_gives_the_documented_json(tmp_path: Path) -> None:

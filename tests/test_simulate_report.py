@@ -12,8 +12,8 @@ import pytest
 from geosched.errors import InputError
 from geosched.policies import PlacementContext
 from geosched.simulate import PolicyResult, TraceJob, simulate
-from geosched.simulate.command import run_simulate_command
 from geosched.simulate.report import document, rows, table_rows, to_csv, to_json, write_plot
+from geosched.simulate_cli import run_simulate_command
 from geosched.testing import fleet, network, node
 
 TRACES = Path(__file__).parent / "data" / "traces"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 
 from geosched import catalog, render
+from geosched.errors import MissingExtra
 from geosched.models import Fleet, Offering, Placement
 from geosched.providers import lifecycle
 from geosched.providers.cli import attempt_rows
@@ -24,7 +25,6 @@ from geosched.providers.plan import GangRequest
 from geosched.providers.retry import RetryPolicy
 from geosched.store import Store
 
-INSTALL_HINT = "pip install 'geosched[emulators]'"
 PROVISION_JOB = "pretrain-64"
 # 8-GPU instance types the emulators hold, per (provider, GPU model): moto knows every EC2 type; the GCE
 # double is started selling these in the zones the request names.
@@ -91,7 +91,7 @@ def moto_missing() -> str | None:
     try:
         importlib.import_module("moto.server")
     except ImportError:
-        return "moto (the emulated AWS) is not installed"
+        return str(MissingExtra("emulators", "moto (the emulated AWS)"))
     return None
 
 
@@ -100,7 +100,7 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store) -> Gang
     head = f"[bold]{n}. Provisioning[/] on emulated clouds"
     missing = moto_missing()
     if missing is not None:
-        render.out.print(f"{head}: skipped: {missing}; " + escape(f"`{INSTALL_HINT}` installs it."), markup=True)
+        render.out.print(f"{head}: skipped: " + escape(missing), markup=True)
         return None
     target = next((p for p in placed if p.job.name == PROVISION_JOB), None)
     plan = gang_plan(target, fleet, catalog.offerings()) if target else f"{PROVISION_JOB} was not placed"

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from geosched.errors import MissingExtra
+
 from ._http import (
     ADMIN_PREFIX,
     LOOPBACK,
@@ -209,7 +211,10 @@ class MotoServer:
     one process share state; use reset() between tests."""
 
     def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
+        try:
+            from moto.server import ThreadedMotoServer
+        except ImportError:
+            raise MissingExtra("emulators", "moto") from None
 
         self._server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
         self._started = False

@@ -22,6 +22,7 @@ from geosched.gitops.explain import explain
 from geosched.gitops.plan import CLUSTERS_DIR, Placed
 from geosched.gitops.render import Rendered, render_in_memory
 from geosched.kube import affinity, nodelabels
+from geosched.stable import Rebalance
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,10 @@ class CheckResult:
 
 
 def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
-               config: Path | None = None, at: datetime | None = None) -> CheckResult:
-    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at)
+               config: Path | None = None, at: datetime | None = None,
+               rebalance: Rebalance | None = None, carbon_hourly: Path | None = None) -> CheckResult:
+    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at,
+                                rebalance=rebalance, carbon_hourly=carbon_hourly)
     changes = rendered.changes
     unmatched = tuple(unmatched_pins(rendered))
     if changes.clean:

@@ -16,10 +16,12 @@ from typing import Annotated
 import typer
 
 from geosched import render as console
-from geosched.errors import EXIT_BAD_INPUT, InputError
+from geosched.errors import EXIT_BAD_INPUT, InputError, one_line
+from geosched.fields import parse_time
 from geosched.gitops.check import check_tree, unmatched_pins
-from geosched.gitops.config import parse_time
+from geosched.gitops.plan import Placed
 from geosched.gitops.render import render_tree
+from geosched.stable import DEFAULT_MIN_GAIN, Fate, Rebalance
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
                   help="Render placed jobs as a GitOps tree (clusters/<cluster>/<namespace>/<job>.yaml) and check it.")
@@ -33,6 +35,15 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", help="GitOpsConfig: 
 AtOpt = Annotated[str | None, typer.Option(
     "--at", help="Provenance time of new decisions, ISO 8601 with offset (default: the config's `at`, else "
     "1970-01-01T00:00:00Z). Never the clock.")]
+RebalanceOpt = Annotated[bool, typer.Option(
+    "--rebalance", help="Also move jobs that still fit when the policy's placement beats theirs by --min-gain "
+    "(each move restarts a gang). Without it a job moves only when its nodes no longer hold it.")]
+MinGainOpt = Annotated[float, typer.Option(
+    "--min-gain", help="With --rebalance: the least improvement of a job's total score, in percent, worth a move.")]
+CarbonHourlyOpt = Annotated[Path | None, typer.Option(
+    "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/carbon.py): new decisions use "
+    "the grid intensity of the hour of --at instead of the yearly mean.")]
+ExplainOpt = Annotated[bool, typer.Option("--explain", help="One line per job: kept (still fits), moved: why, new.")]
 
 
 @contextmanager
@@ -49,12 +60,28 @@ def _at(text: str | None) -> datetime | None:
     return parse_time(text, "--at", "") if text is not None else None
 
 
+def _rebalance(on: bool, min_gain: float) -> Rebalance | None:
+    if not 0.0 <= min_gain < 100.0:
+        raise InputError("--min-gain", "", f"expected a percentage from 0 to below 100, got {min_gain:g}")
+    return Rebalance(min_gain / 100.0) if on else None
+
+
 @app.command("render")
 def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
-               config: ConfigOpt = None, at: AtOpt = None) -> None:
-    """Place every job and write the tree; only files whose bytes change are written."""
+               config: ConfigOpt = None, at: AtOpt = None, rebalance: RebalanceOpt = False,
+               min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, explain: ExplainOpt = False,
+               carbon_hourly: CarbonHourlyOpt = None) -> None:
+    """Place every job and write the tree; only files whose bytes change are written. Jobs the tree already
+    places keep their nodes while they fit."""
     with _bad_input():
-        result = render_tree(jobs, snapshot, clusters, out, config=config, at=_at(at))
+        result = render_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
+                             rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly)
+    if explain:
+        for note in result.carbon_notes:
+            sys.stdout.write(one_line(note) + "\n")
+    for o in result.tree.outcomes:
+        if isinstance(o, Placed) and (explain or o.fate is not Fate.KEPT):
+            sys.stdout.write(one_line(f"{o.spec.key}: {o.note}") + "\n")  # node names come from the snapshot
     changes = result.changes
     for path in changes.written:
         sys.stdout.write(f"wrote   {path}\n")
@@ -71,11 +98,13 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
 
 @app.command("check")
 def check_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
-              config: ConfigOpt = None, at: AtOpt = None) -> None:
+              config: ConfigOpt = None, at: AtOpt = None, rebalance: RebalanceOpt = False,
+              min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, carbon_hourly: CarbonHourlyOpt = None) -> None:
     """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to, or with the
     pods no node of the snapshot admits (a pinned label value no node carries)."""
     with _bad_input():
-        result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at))
+        result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
+                            rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly)
     sys.stdout.write(result.report())
     if not result.passed:
         raise typer.Exit(1)

@@ -19,8 +19,7 @@ from typing import Any
 
 from geosched import policies
 from geosched.documents import API_VERSION, parse_weights
-from geosched.errors import InputError
-from geosched.fields import Fields
+from geosched.fields import Fields, parse_time
 from geosched.gate import Kind, load_document
 from geosched.kube.compact import CompactKind
 from geosched.models import Weights
@@ -52,24 +51,6 @@ def parse_config(data: Any, source: str) -> GitOpsConfig:
     at = parse_time(f.raw("at"), source, "at") if f.has("at") else None
     return GitOpsConfig(policy=policy, weights=weights,
                         compact_kind=f.choice("compact_kind", COMPACT_KINDS, CompactKind.JOB.value), at=at)
-
-
-def parse_time(value: Any, source: str, where: str) -> datetime:
-    """An ISO 8601 instant with its offset (YAML may have read it as a datetime already)."""
-    if isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise InputError(source, where, f"expected an ISO 8601 time such as 2025-03-01T12:00:00Z, got {value!r}")\
-                from None
-    else:
-        raise InputError(source, where, f"expected an ISO 8601 time, got {type(value).__name__}")
-    if parsed.tzinfo is None:
-        # A naive time is a different instant on every host: the same inputs would stamp different manifests.
-        raise InputError(source, where, "the time needs an offset (e.g. 2025-03-01T12:00:00Z)")
-    return parsed.astimezone(UTC)
 
 
 def config_to_dict(config: GitOpsConfig) -> dict[str, Any]:

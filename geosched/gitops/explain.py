@@ -20,7 +20,7 @@ from geosched.gitops.plan import Outcome, Placed
 TERMS = ("total", "network", "cost", "carbon", "step_ms", "comm_ms", "worst_rtt_ms", "worst_loss",
          "min_throughput_gbps", "usd_per_hour", "gco2e_per_hour")
 INPUT_NAMES = {"fleet": "fleet snapshot", "network": "network snapshot", "clusters": "cluster config",
-               "config": "policy settings"}
+               "config": "policy settings", "carbon": "hourly carbon"}
 
 
 def explain(previous: Index, inputs: Mapping[str, str], outcomes: Sequence[Outcome],
@@ -67,6 +67,8 @@ def _job(key: str, before: Entry | None, after: Outcome, decision: str | None) -
             delta = ", ".join(x for x in (f"nodes {','.join(before.assignments)} -> {','.join(nodes)}", delta) if x)
         return [f"{key}: re-rendered in place on {place}" + (f": {delta}" if delta else ""), *spec_note]
     out = [f"{key}: moved {_where(before.cluster, before.zones)} -> {place}", *spec_note]
+    if after.note.startswith("moved: "):
+        out.append(f"  why: {after.note.removeprefix('moved: ')}")
     old = next((c for c in p.alternatives if c.zones == before.zones and c.cluster == before.cluster), None)
     if old is not None:
         delta = _delta(before.score, score_to_dict(old.score))

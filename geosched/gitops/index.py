@@ -1,13 +1,14 @@
 """`placements.yaml`: what the tree holds and why, one entry per job, so a Git diff of it says why a job moved.
 
-Per placed job: its cluster, zones, nodes, every score term, the digest of the decision (the same
-`geosched.io/inputs-sha256` its manifests carry) and when that decision was first rendered. Per unplaced job:
-the reasons. At the top: a digest of each shared input (fleet, network, clusters, settings), so the diff also
-names which input changed.
+Per placed job: its cluster, zones, nodes (`node=workers`) and GPUs per worker, every score term, the digest
+of the decision (the same `geosched.io/inputs-sha256` its manifests carry) and when that decision was first
+rendered. Per unplaced job: the reasons. At the top: a digest of each shared input (fleet, network, clusters,
+settings), so the diff also names which input changed.
 
-The previous index is read back for two things only: the time a still-identical decision was first rendered
-(kept, so an unchanged job's file keeps its bytes) and the "before" side of `check`'s explanation. A missing
-or damaged index costs those, nothing else: the tree is re-rendered from its inputs either way.
+The previous index is read back for three things: where each job is now (its cluster, zones and nodes, which
+it keeps while they fit: see plan.py), the time a still-identical decision was first rendered (kept, so an
+unchanged job's file keeps its bytes) and the "before" side of `check`'s explanation. A missing or damaged
+index costs those: every job is then placed afresh, as in a new repository.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from geosched.documents import API_VERSION, score_to_dict
 from geosched.errors import InputError
 from geosched.gate import Kind, parse_yaml, read_text
 from geosched.gitops.load import TreeInputs
-from geosched.gitops.plan import Before, Outcome, Placed
+from geosched.gitops.plan import Outcome, Placed
+from geosched.stable import Current
 
 INDEX = "placements.yaml"
 KIND = "PlacementIndex"
@@ -43,6 +45,7 @@ class Entry:
     cluster: str | None = None
     zones: tuple[str, ...] = ()
     assignments: tuple[str, ...] = ()
+    gpus_per_worker: int | None = None
     file: str | None = None
     score: Mapping[str, Any] = field(default_factory=dict)
     decision_sha256: str | None = None
@@ -55,14 +58,15 @@ class Index:
     inputs: Mapping[str, str] = field(default_factory=dict)
     entries: Mapping[str, Entry] = field(default_factory=dict)
 
-    def before(self) -> dict[str, Before]:
-        """Where each placed job was, for `plan` to keep its nodes; entries it cannot read are skipped."""
-        out: dict[str, Before] = {}
+    def before(self) -> dict[str, Current]:
+        """Where each placed job is, for `plan` to keep it there; entries it cannot read are skipped (placed as
+        new jobs)."""
+        out: dict[str, Current] = {}
         for key, e in self.entries.items():
             pairs = [item.rpartition("=") for item in e.assignments]
             if e.cluster is None or not pairs or any(not name or not n.isdigit() for name, _, n in pairs):
                 continue
-            out[key] = Before(e.cluster, e.zones, tuple((name, int(n)) for name, _, n in pairs))
+            out[key] = Current(e.cluster, e.zones, tuple((name, int(n)) for name, _, n in pairs), e.gpus_per_worker)
         return out
 
 
@@ -86,6 +90,7 @@ def index_doc(inputs: TreeInputs, outcomes: Sequence[Outcome], stamps: Mapping[s
                 **head, "cluster": o.cluster.name, "namespace": o.namespace, "file": o.path,
                 "zones": list(p.zones), "regions": list(p.regions),
                 "assignments": [f"{a.node}={a.workers}" for a in p.assignments],
+                "gpus_per_worker": p.job.gpus_per_worker,
                 "score": score_to_dict(p.score),
                 "decision_sha256": stamp.decision_sha256, "placed_at": stamp.placed_at,
             }
@@ -143,8 +148,10 @@ def _entry(key: str, item: Mapping[str, Any]) -> Entry:
 
     stamp = text("placed_at")
     score = item.get("score")
+    per_worker = item.get("gpus_per_worker")
     return Entry(key=key, source=text("source") or "", job_sha256=text("job_sha256") or "", cluster=text("cluster"),
                  zones=texts("zones"), assignments=texts("assignments"), file=text("file"),
+                 gpus_per_worker=per_worker if isinstance(per_worker, int) and per_worker > 0 else None,
                  score=score if isinstance(score, dict) else {}, decision_sha256=text("decision_sha256"),
                  placed_at=stamp if stamp is not None and STAMP_RE.match(stamp) else None,
                  reasons=texts("reasons"))

@@ -19,7 +19,7 @@ from geosched.gitops.config import GitOpsConfig, config_to_dict, load_config
 from geosched.kube.config import ClusterConfig, cluster_to_dict, load_cluster_config
 from geosched.kube.jobinput import JobInput, JobKind, read_job_file
 from geosched.kube.provenance import inputs_digest
-from geosched.models import Fleet, NetworkView
+from geosched.models import CarbonSignal, Fleet, NetworkView
 from geosched.store import snapshot_paths
 
 JOB_SUFFIXES = (".yaml", ".yml", ".json")
@@ -51,6 +51,8 @@ class TreeInputs:
     config: GitOpsConfig
     digests: Mapping[str, str]
     """Canonical sha256 of each shared input: clusters, config, fleet, network."""
+    carbon: CarbonSignal | None = None
+    """Grid intensity of the decision's hour (None: the fleet's yearly means)."""
 
 
 def load_inputs(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path,

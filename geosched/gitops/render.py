@@ -1,6 +1,7 @@
 """`render_tree`: job specs + snapshot + cluster config -> `clusters/<cluster>/<namespace>/<job>.yaml` on disk.
 
-Deterministic: the same inputs give byte-identical files (jobs placed in a fixed order, manifests with sorted
+Deterministic: the same inputs over the same previous tree give byte-identical files (jobs kept where the previous
+index puts them while they fit, the others placed in a fixed order; see plan.py), manifests with sorted
 keys, the provenance time from `--at` or the settings, never the clock). Only files whose bytes change are
 written; files of jobs that moved, left or no longer fit are removed. See tree.py for the layout and
 index.py for `placements.yaml`.
@@ -13,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from geosched import writes
+from geosched.carbon import decision_signal, load_carbon
 from geosched.errors import InputError
 from geosched.gitops import files
 from geosched.gitops.config import EPOCH
@@ -20,6 +22,8 @@ from geosched.gitops.index import INDEX, Index, parse_index
 from geosched.gitops.load import TreeInputs, load_inputs
 from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
 from geosched.gitops.tree import GITIGNORE, Tree, build_tree
+from geosched.kube.provenance import inputs_digest
+from geosched.stable import Rebalance
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,7 @@ class Rendered:
     existing: dict[str, bytes]
     previous: Index
     changes: files.Changes
+    carbon_notes: tuple[str, ...] = ()
 
     @property
     def unplaced(self) -> tuple[Unplaced, ...]:
@@ -42,17 +47,25 @@ class Rendered:
 
 
 def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
-                     config: Path | None = None, at: datetime | None = None) -> Rendered:
+                     config: Path | None = None, at: datetime | None = None,
+                     rebalance: Rebalance | None = None, carbon_hourly: Path | None = None) -> Rendered:
+    """`carbon_hourly`: an hourly grid-intensity series; new decisions use its hour of `at` (kept jobs stay)."""
     _apart(jobs_dir, out_dir)
     inputs = load_inputs(jobs_dir, snapshot_dir, clusters_config, config)
     on_disk = files.read_tree(out_dir)
     existing = on_disk.owned
     previous = parse_index(existing.get(INDEX, b"").decode("utf-8", errors="replace"))
     when = at or inputs.config.at or EPOCH
-    tree = build_tree(inputs, plan(inputs, previous.before()), previous, when)
+    notes: tuple[str, ...] = ()
+    if carbon_hourly is not None:
+        carbon = decision_signal(inputs.fleet, load_carbon(carbon_hourly), when)
+        # The intensities of the hour are an input like the snapshot: the index names them when they change.
+        digests = {**inputs.digests, "carbon": inputs_digest(dict(carbon.signal.intensity))}
+        inputs, notes = replace(inputs, carbon=carbon.signal, digests=digests), carbon.notes
+    tree = build_tree(inputs, plan(inputs, previous.before(), rebalance), previous, when)
     if GITIGNORE in on_disk.foreign:  # the repository's own: it should carry writes.IGNORE_PATTERN itself
         tree = replace(tree, files={k: v for k, v in tree.files.items() if k != GITIGNORE})
-    return Rendered(tree, inputs, existing, previous, files.compare(tree.files, on_disk))
+    return Rendered(tree, inputs, existing, previous, files.compare(tree.files, on_disk), notes)
 
 
 def _apart(jobs_dir: Path, out_dir: Path) -> None:
@@ -64,10 +77,12 @@ def _apart(jobs_dir: Path, out_dir: Path) -> None:
 
 
 def render_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
-                config: Path | None = None, at: datetime | None = None) -> Rendered:
+                config: Path | None = None, at: datetime | None = None,
+                rebalance: Rebalance | None = None, carbon_hourly: Path | None = None) -> Rendered:
     """Render and write: afterwards `out_dir` holds exactly the rendered tree (in the files geosched owns).
     A render a kill interrupted is finished (or undone) first, so this one starts from a whole tree."""
     writes.recover(out_dir)
-    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at)
+    rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at,
+                                rebalance=rebalance, carbon_hourly=carbon_hourly)
     files.apply(out_dir, rendered.tree.files, rendered.changes)
     return rendered

@@ -1,4 +1,4 @@
-"""`geosched kube submit | jobs | scheduler run`: the typer sub-app. Parses arguments, calls the library, prints.
+"""`geosched submit | jobs | scheduler run`: the typer sub-app the top-level CLI mounts. Parses, calls, prints.
 
 geosched/cli.py puts these commands at the top level: `geosched submit`, `geosched jobs`, `geosched scheduler run`.
 
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from geosched import policies, render
+from geosched.carbon import decision_time, load_carbon
 from geosched.documents import load_network
 from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT, GeoschedError, InputError
 from geosched.kube.compact import CompactKind
@@ -106,9 +107,19 @@ def submit_cmd(
     force_conflicts: Annotated[bool, typer.Option(help="Take over fields another field manager owns.")] = False,
     skip_unreachable: Annotated[bool, typer.Option(
         help="Submit even if a cluster cannot be checked for an existing copy of the job.")] = False,
+    check_queues: Annotated[bool, typer.Option(
+        help="On a Kueue cluster, first check its LocalQueue, ClusterQueue, ResourceFlavors and Topology, and "
+        "refuse, saying what is missing.")] = False,
     output: OutputOpt = Output.table,
+    carbon_hourly: Annotated[Path | None, typer.Option(
+        "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/carbon.py): place at the "
+        "grid intensity of the hour the job starts, not the yearly mean.")] = None,
+    at: Annotated[str | None, typer.Option(
+        "--at", help="When the job starts, RFC 3339 with offset (default: now): the carbon hour and the "
+        "geosched.io/placed-at stamp.")] = None,
 ) -> None:
-    """Place a job on the live clusters and apply it there, once."""
+    """Place a job on the live clusters and apply it there, once. Jobs geosched placed that have not started keep
+    their nodes: the new job is placed around them."""
     from geosched.kube import submit as submitting
 
     with _errors():
@@ -117,10 +128,11 @@ def submit_cmd(
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
                                                                                  zone_tolerance),
                                            compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,
-                                           skip_unreachable=skip_unreachable)
+                                           skip_unreachable=skip_unreachable, carbon=load_carbon(carbon_hourly),
+                                           check_queues=check_queues)
         outcome = submitting.submit(job_file, kubeconfig=kubeconfig, contexts=tuple(context or ()),
                                     clusters=_clusters(clusters), network=load_network(network) if network else None,
-                                    options=options)
+                                    options=options, now=decision_time(at))
     _warn(outcome.unreachable, outcome.assumptions)
     if output is Output.json:
         render.data(_outcome_doc(outcome), "json")

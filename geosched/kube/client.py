@@ -76,7 +76,10 @@ def connect(context: str | None, kubeconfig: Path | None = None, *, in_cluster: 
     """
     configuration = _configuration()
     if in_cluster:
-        kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        try:
+            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except kubernetes.config.ConfigException as exc:  # not in a pod, or no service account token mounted
+            raise InputError("--in-cluster", "", f"no in-cluster credentials: {_first_line(exc)}") from None
         return ApiClient(configuration)
     try:
         client = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]

@@ -12,10 +12,19 @@ clusters:
     karmada_context: karmada-apiserver  # with karmada: the Karmada control plane's context (submit applies there)
     pin_hosts: false                    # pin the gang to the placement's nodes (kubernetes.io/hostname)
     namespace: ml                       # used when the job object names none
-    scheduler_name: scheduler-plugins-scheduler  # optional: pods' schedulerName (volcano: default volcano)
-    volcano_zone_tier: 1                # optional: HyperNode tier that spans one zone (default 1)
-    volcano_region_tier: 2              # optional: HyperNode tier that spans one region (default 2)
+    scheduler_name: my-scheduler        # optional: pods' schedulerName (default: coscheduling
+                                        # scheduler-plugins-scheduler, volcano volcano, none: the cluster's default)
+    volcano_zone_tier: 1                # optional: the HyperNode tier whose HyperNodes are zones (default: none)
+    volcano_region_tier: 2              # optional: the HyperNode tier whose HyperNodes are regions (default: none)
 ```
+
+Volcano's HyperNode tiers are a cluster's own numbering, counted from the nodes up: tier 1 is the HyperNodes
+whose members are nodes, which with switch discovery (UFM, RoCE, hand-written HyperNodes) is a leaf switch, far
+smaller than a zone. Only the cluster knows which tier, if any, is a zone: with Volcano's label discovery over
+the levels `topology.kubernetes.io/region`, `topology.kubernetes.io/zone`, `kubernetes.io/hostname` (the
+volcano-controller ConfigMap's `networkTopologyDiscovery` source `label`), zones are tier 1 and regions tier 2.
+By default no tier is assumed: the PodGroup gets no `networkTopology`, and node affinity alone keeps the gang
+in its zones.
 """
 
 from __future__ import annotations
@@ -56,8 +65,8 @@ class ClusterConfig:
     pin_hosts: bool = False
     namespace: str | None = None
     scheduler_name: str | None = None
-    volcano_zone_tier: int = 1
-    volcano_region_tier: int = 2
+    volcano_zone_tier: int | None = None
+    volcano_region_tier: int | None = None
 
 
 def parse_cluster_config(data: Any, source: str) -> dict[str, ClusterConfig]:
@@ -86,10 +95,11 @@ def _cluster(name: str, c: Fields) -> ClusterConfig:
     queue = c.opt_string("queue")
     if backend is Backend.KUEUE and queue is None:
         raise c.error("queue", "required for backend kueue (the LocalQueue the job is submitted to)")
-    zone_tier = c.integer("volcano_zone_tier", minimum=1, default=1)
-    region_tier = c.integer("volcano_region_tier", minimum=1, default=2)
-    c.check("volcano_region_tier", region_tier > zone_tier,
-            f"must be above volcano_zone_tier ({zone_tier}): a region holds its zones")
+    zone_tier = c.opt_integer("volcano_zone_tier", minimum=1)
+    region_tier = c.opt_integer("volcano_region_tier", minimum=1)
+    if zone_tier is not None and region_tier is not None:
+        c.check("volcano_region_tier", region_tier > zone_tier,
+                f"must be above volcano_zone_tier ({zone_tier}): a region holds its zones")
     karmada = _boolean(c, "karmada")
     karmada_context = c.opt_string("karmada_context")
     if karmada_context is not None and not karmada:

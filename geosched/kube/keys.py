@@ -30,6 +30,10 @@ KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 
 # scheduler-plugins coscheduling.
 COSCHED_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+# The name scheduler-plugins runs its scheduler under when installed beside the default one, as its install docs
+# and chart do (manifests/install/charts/as-a-second-scheduler/values.yaml `scheduler.name`; doc/install.md:
+# "specify .spec.schedulerName to match the secondary scheduler name").
+COSCHED_SCHEDULER = "scheduler-plugins-scheduler"
 
 # Volcano.
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"

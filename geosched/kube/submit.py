@@ -18,6 +18,12 @@ Never a duplicate job:
   be read might hold the job, so submit refuses (`SubmitRefused`) unless told to skip unreachable clusters.
   Two submits of one job racing on different clusters are not prevented: there is no cross-cluster lock.
 
+Never a placed job's nodes: a job geosched placed that has not started (Pending, or Suspended while Kueue holds
+it) holds no GPUs the cluster can see yet, only the nodes its `geosched.io/assignments` annotation names. Submit
+reads those objects on every candidate cluster and keeps their nodes for them first (`geosched.stable`), so a new
+job is placed around them; a started job's bound pods already hold their GPUs. A cluster whose jobs cannot be read
+refuses the submit as above.
+
 Retries: 429, 5xx and dropped connections are retried with exponential backoff and full jitter, at least the
 server's Retry-After. A 409 on apply (another field manager owns a field we set, or a racing writer) is re-read
 and re-applied once, then reported with the server's message, unless `force` takes the fields over.
@@ -36,6 +42,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from geosched import policies, usage
+from geosched.carbon import decision_signal
 from geosched.errors import GeoschedError, InputError
 from geosched.kube import cluster_inventory, keys
 from geosched.kube.client import (
@@ -51,11 +58,13 @@ from geosched.kube.client import (
 )
 from geosched.kube.cluster_inventory import ClusterRef, FleetView, Unreachable
 from geosched.kube.compact import CompactKind
-from geosched.kube.config import ClusterConfig, apply_context
+from geosched.kube.config import Backend, ClusterConfig, apply_context
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import JobInput, JobKind, parse_job_object, read_job_file
+from geosched.kube.queues import check_queues
 from geosched.kube.render import RenderOptions, render
-from geosched.models import NetworkView, Node, NoFit, Placement, Pricing, Weights
+from geosched.models import CarbonSignal, Job, NetworkView, Node, NoFit, Placement, Pricing, Rejection, Weights
+from geosched.stable import Current, Request, place_all
 from geosched.store import Store
 
 COMPACT_OBJECTS = {CompactKind.JOB: ("batch/v1", "Job"), CompactKind.JOBSET: ("jobset.x-k8s.io/v1alpha2", "JobSet")}
@@ -75,7 +84,8 @@ class SubmitError(GeoschedError):
 
 
 class SubmitRefused(GeoschedError):
-    """Submitting could create a second copy of the job (a candidate cluster could not be checked)."""
+    """Submitting could create a second copy of the job (a candidate cluster could not be checked), or, with
+    `check_queues`, the chosen Kueue cluster lacks what would admit it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +114,8 @@ class Planned:
     placement: Placement
     cluster: ClusterConfig
     manifests: tuple[Json, ...]
+    notes: tuple[str, ...] = ()
+    """Where the decision's grid intensity came from, when an hourly series did not cover the hour."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +170,11 @@ class SubmitOptions:
     dry_run: bool = False
     force: bool = False
     skip_unreachable: bool = False
+    # Kueue clusters: read the queue's ClusterQueue, flavors and Topology first; refuse, saying what is missing.
+    check_queues: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    carbon: CarbonSignal | None = None
+    """An hourly grid-intensity series; the job is placed at the intensity of the hour it starts (`now`)."""
 
 
 # --- the whole path -------------------------------------------------------------------------------
@@ -187,14 +203,32 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
         names = ", ".join(f"{u.cluster} ({u.reason})" for u in unreachable)
         raise SubmitRefused(f"cannot check {names} for an existing copy of {job.name!r}; submitting could run it "
                             "twice. Retry, leave the cluster out with --context, or pass --skip-unreachable")
+    held, unread = held_placements([r for r in refs if r.name not in down], kubeconfig)
+    if unread and not opts.dry_run and not opts.skip_unreachable:
+        names = ", ".join(f"{u.cluster} ({u.reason})" for u in unread)
+        raise SubmitRefused(f"cannot read the jobs geosched placed on {names}; placing now could take their nodes. "
+                            "Retry, leave the cluster out with --context, or pass --skip-unreachable")
+    if held:
+        names = ", ".join(r.key for r in held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        seen = replace(seen, assumptions=(*seen.assumptions, f"{len(held)} job(s) geosched placed that have not "
+                                          f"started keep their nodes: {names}"))
     planned = plan(job, view, configs, network=network, policy=opts.policy, weights=opts.weights,
-                   compact_kind=opts.compact_kind, now=now or datetime.now(UTC))
+                   compact_kind=opts.compact_kind, now=now or datetime.now(UTC), held=held, carbon=opts.carbon)
     if isinstance(planned, NoFit):
         return replace(seen, status="no-fit", nofit=planned)
     cluster = planned.cluster
     target = apply_context(cluster)
     rendered = replace(seen, status="dry-run", cluster=cluster.name, context=target,
-                       zones=planned.placement.zones, placement=planned.placement, manifests=planned.manifests)
+                       zones=planned.placement.zones, placement=planned.placement, manifests=planned.manifests,
+                       assumptions=(*seen.assumptions, *planned.notes))
+    if opts.check_queues and cluster.backend is Backend.KUEUE:
+        assert cluster.queue is not None, "config parsing requires a queue for kueue"
+        # The member cluster runs Kueue, also when a Karmada control plane takes the manifests.
+        with Kube.open(cluster.context, kubeconfig, name=cluster.name) as kube:
+            lacking = check_queues(kube, planned.manifests, _namespace(job, cluster), cluster.queue)
+        if lacking:
+            raise SubmitRefused(f"cluster {cluster.name} cannot admit {job.name!r} through Kueue: "
+                                + "; ".join(lacking))
     if opts.dry_run:
         return rendered
     with Kube.open(target, kubeconfig, name=cluster.name) as kube:
@@ -205,21 +239,33 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
 
 def plan(job: JobInput, view: FleetView, clusters: Mapping[str, ClusterConfig], *,
          network: NetworkView | None = None, policy: str = policies.DEFAULT_POLICY, weights: Weights | None = None,
-         compact_kind: CompactKind = CompactKind.JOB, now: datetime) -> Planned | NoFit:
-    """Place the job on the fleet's clusters (only those: nodes of no cluster cannot run it) and render it. Pure."""
+         compact_kind: CompactKind = CompactKind.JOB, now: datetime, held: Sequence[Request] = (),
+         carbon: CarbonSignal | None = None) -> Planned | NoFit:
+    """Place the job on the fleet's clusters (only those: nodes of no cluster cannot run it) and render it. Pure.
+
+    `held`: jobs geosched placed that have not started (`held_placements`): their nodes are kept for them first
+    (geosched.stable), so a new job never takes the nodes a placed one is waiting for. `carbon`: placed at the grid
+    intensity of the hour of `now`."""
     reachable = tuple(c for c in view.clusters if c in clusters)
     allowed = tuple(c for c in reachable if not job.job.clusters or c in job.job.clusters)
     placed_job = _with_clusters(job, allowed)
-    ctx = policies.PlacementContext(view.fleet, cluster_inventory.network_for(view.fleet, network))
-    result = policies.place(placed_job.job, ctx, policy, weights)
+    grid = decision_signal(view.fleet, carbon, now)
+    ctx = policies.PlacementContext(view.fleet, cluster_inventory.network_for(view.fleet, network), grid.signal)
+    # The new job's key sorts before any other, so only kept placements come before it.
+    decisions = place_all([*held, Request("", placed_job.job)], ctx, ctx.gpus_free, policy=policy, weights=weights)
+    result = decisions[-1].result
     if isinstance(result, NoFit):
         return result
-    assert result.cluster is not None, "every node of a live fleet belongs to a cluster"
+    if result.cluster is None:  # a policy that divides gangs across clusters (karmada): nothing to apply as one
+        spanned = ", ".join(sorted({n.cluster or "?" for n in view.fleet.nodes
+                                    if n.name in {a.node for a in result.assignments}}))
+        return NoFit(result.job, policy, (Rejection("policy", f"{policy} splits the gang over clusters {spanned}; "
+                                                    "submit applies a gang to one cluster"),))
     cluster = clusters[result.cluster]
     nodes = {n.name: n for n in view.fleet.nodes if n.cluster == cluster.name}
     manifests = render(job, _restore_clusters(result, job), cluster,
                        RenderOptions(now=now, compact_kind=compact_kind, nodes=nodes))
-    return Planned(job, result, cluster, tuple(manifests))
+    return Planned(job, result, cluster, tuple(manifests), grid.notes)
 
 
 def _with_clusters(job: JobInput, clusters: tuple[str, ...]) -> JobInput:
@@ -266,6 +312,48 @@ def find_existing(job: JobInput, refs: Sequence[ClusterRef], configs: Mapping[st
             zones = tuple(z for z in str(notes.get(ZONES_NOTE, "")).split(",") if z)
             return Existing(ref.name, namespace, kind, job.name, zones, CLUSTER_NOTE in notes), unreachable
     return None, unreachable
+
+
+def held_placements(refs: Sequence[ClusterRef], kubeconfig: Path | None) -> tuple[list[Request], list[Unreachable]]:
+    """Jobs geosched placed that have not started, on every cluster in `refs`, as kept placements for `plan`."""
+    held: list[Request] = []
+    unreachable: list[Unreachable] = []
+    for ref in refs:
+        try:
+            with Kube.open(ref.context, kubeconfig, name=ref.name) as kube:
+                for api_version, kind in JOB_RESOURCES:
+                    resource = kube.resource(api_version, kind)
+                    if resource is None:
+                        continue
+                    items, _ = kube.list_all(resource.path(), label_selector=keys.JOB_LABEL)
+                    held.extend(r for item in items
+                                if (r := held_placement(ref.name, kind, {**item, "apiVersion": api_version,
+                                                                         "kind": kind})) is not None)
+        except Exception as exc:  # one cluster's failure is reported with the others
+            unreachable.append(Unreachable(ref.name, ref.context, describe(exc)))
+    return held, unreachable
+
+
+def held_placement(cluster: str, kind: str, obj: Mapping[str, Any]) -> Request | None:
+    """A placed job that holds no GPUs yet (Pending, or Suspended: Kueue holds a job suspended until admitted) as a
+    kept placement on the nodes its `geosched.io/assignments` name. A started job's pods are bound, and the fleet
+    already counts their GPUs as used; a finished one holds nothing. Pure."""
+    placed = placed_job(cluster, kind, obj)
+    if placed is None or placed.state not in ("Pending", "Suspended"):
+        return None
+    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    nodes = tuple(sorted(_assignments(notes.get(ASSIGNMENTS_NOTE)).items()))
+    try:
+        gang = parse_job_object(obj, f"{cluster}: {kind} {placed.namespace}/{placed.name}").job
+    except InputError:
+        return None
+    if not nodes:
+        return None
+    key = f"{cluster}/{placed.namespace}/{placed.name}"
+    # Only the gang's shape: its nodes were chosen by geosched, and the object's zone labels may name zones
+    # differently from the fleet (EKS zone names vs zone IDs).
+    shape = Job(name=key, workers=gang.workers, gpus_per_worker=gang.gpus_per_worker)
+    return Request(key, shape, Current(cluster, placed.zones, nodes, gang.gpus_per_worker))
 
 
 # --- applying -------------------------------------------------------------------------------------

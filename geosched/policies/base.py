@@ -91,6 +91,18 @@ def group_ids(view: JobView) -> IntArray:
     return ctx.cluster_of * len(ctx.gpu_names) + ctx.gpu_of
 
 
+def fitting_pools(view: JobView) -> list[tuple[int, IntArray]]:
+    """The (cluster, GPU) pools of eligible nodes whose free capacity holds the whole gang: (group id, nodes)."""
+    cand = view.candidates
+    groups = group_ids(view)[cand]
+    pools = ((g, cand[groups == g]) for g in np.unique(groups).tolist())
+    return [(g, pool) for g, pool in pools if int(view.capacity[pool].sum()) >= view.job.workers]
+
+
+def pool_label(view: JobView, pool: IntArray) -> str:
+    return f"pool of {view.ctx.names[int(pool[0])]}"
+
+
 def limits_ok(view: JobView, nodes: IntArray) -> str | None:
     """The job's zone and region limits, checked on a finished assignment."""
     job, ctx = view.job, view.ctx

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from geosched.models import NoFit, Placement, Rejection
-from geosched.policies.base import fill, group_ids, limits_ok, no_capacity, placed, register
+from geosched.policies.base import fill, fitting_pools, limits_ok, no_capacity, placed, pool_label, register
 from geosched.policies.context import IntArray, JobView
 from geosched.policies.scoring import evaluate
 
@@ -47,11 +47,12 @@ def _spread_order(view: JobView, pool: IntArray) -> IntArray:
     return pool[np.lexsort((zone, rank))]
 
 
-def _spread_fill(view: JobView, pool: IntArray) -> tuple[IntArray, IntArray]:
+def spread_fill(view: JobView, pool: IntArray, need: int | None = None) -> tuple[IntArray, IntArray]:
+    """`need` workers (default: the gang) the default scheduler's way over `pool` (karmada uses it per cluster)."""
     order = _spread_order(view, pool)
     cap = view.capacity[order].copy()
     taken = np.zeros_like(cap)
-    need = view.job.workers
+    need = view.job.workers if need is None else need
     while need > 0 and (cap > 0).any():
         live = np.flatnonzero(cap > 0)[:need]
         taken[live] += 1
@@ -68,17 +69,13 @@ def _baseline(name: str, order: Order, choose: Choose,
         cand = view.candidates
         if cand.size == 0:
             return no_capacity(view, name)
-        groups = group_ids(view)[cand]
         options: list[tuple[IntArray, IntArray, IntArray]] = []
         skipped: list[Rejection] = []
-        for g in np.unique(groups).tolist():
-            pool = cand[groups == g]
-            if view.capacity[pool].sum() < view.job.workers:
-                continue
+        for _, pool in fitting_pools(view):
             nodes, workers = fill_pool(view, pool) if fill_pool else fill(view, order(view, pool))
             problem = limits_ok(view, nodes)
             if problem:
-                skipped.append(Rejection(f"pool of {view.ctx.names[int(pool[0])]}", problem))
+                skipped.append(Rejection(pool_label(view, pool), problem))
                 continue
             options.append((pool, nodes, workers))
         if not options:
@@ -102,7 +99,7 @@ def _by_score(attr: str) -> Choose:
     return choose
 
 
-_baseline("spread", _spread_order, _most_free, _spread_fill)
+_baseline("spread", _spread_order, _most_free, spread_fill)
 _baseline("pack", lambda v, p: p[np.lexsort((p, v.ctx.gpus_free[p]))], _least_free)
 _baseline("random", lambda v, p: _rng(v).permutation(p),
           lambda v, o: int(_rng(v).integers(len(o))))

@@ -13,7 +13,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
@@ -577,7 +576,7 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
 def _confirm(question: str) -> bool:
     try:
         return bool(typer.confirm(question, default=False))
-    except click.exceptions.Abort:
+    except typer.Abort:  # end of input (no terminal): no
         return False
 
 

@@ -55,18 +55,16 @@ class Rates:
     energy: en.EnergyModel
     carbon: CarbonSignal | None = None
 
-    def hourly(self, region: str) -> tuple[float, ...] | None:
-        series = self.carbon.hourly.get(region) if self.carbon else None
-        return series or None
+    def hourly(self, region: str) -> bool:
+        return self.carbon is not None and self.carbon.varies(region)
 
     def intensity(self, region: str, start: float) -> float | None:
-        """gCO2e/kWh at `start`: the hourly series' value (hour = whole hours since the Unix epoch, UTC, so a
-        24-value series is a profile by UTC hour of day), else the signal's mean, else the region's grid."""
-        series = self.hourly(region)
-        if series:
-            return series[int(start // HOUR_S) % len(series)]
-        if self.carbon is not None and region in self.carbon.intensity:
-            return self.carbon.intensity[region]
+        """gCO2e/kWh at `start` (`CarbonSignal.lookup`: the measured hour, the profile's hour at whole hours since
+        the Unix epoch mod N, so a 24-value profile is by UTC hour of day, the signal's mean), else the region's
+        grid."""
+        found = self.carbon.lookup(region, start) if self.carbon is not None else None
+        if found is not None:
+            return found[0]
         known = self.regions.get(region)
         return known.grid_gco2e_per_kwh if known else None
 
@@ -92,7 +90,7 @@ def interval_lines(interval: Interval, window: Window, rates: Rates, notes: set[
         return []
     key = _price_key(interval)
     changes = rates.prices.changes(key, start, end) if key else []
-    hourly = rates.hourly(interval.region_key) is not None
+    hourly = rates.hourly(interval.region_key)
     bounds = [start, *cuts(start, end, HOUR_S if hourly else DAY_S, changes), end]
     spec = rates.specs.get((interval.provider, interval.instance_type or ""))
     share = _share(interval, spec)

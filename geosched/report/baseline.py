@@ -8,6 +8,13 @@ end inside the window) and is costed by the very accounting the report uses (pri
 model, same grid intensities). The reference it is compared with is the recorded placement costed the same way
 on the snapshot when all its nodes are in it, else the ledger's own figures for the job.
 
+Run time. A baseline does the job's work, not its hours: its placement's predicted step time (the shared
+score's compute plus ring all-reduce on the snapshot's measured links) over the recorded placement's, both for
+the rebuilt gang, scales what it is charged. Its cost and emissions are those of its nodes over the recorded
+span times that ratio (`run_ratio`), i.e. at the average prices and grid intensities of the span: a placement
+whose steps are 40x slower runs 40x longer and pays 40x. When the recorded nodes are not in the snapshot
+there is no predicted step to compare with: the ratio is 1 and the outcome says so.
+
 Limits: jobs are re-placed one at a time on the snapshot's free capacity, not against each other; the job's
 zone, region and cluster limits are not in the recorded placement, so baselines may go where the job was not
 allowed to; a baseline that finds no fit is reported, not guessed.
@@ -20,8 +27,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from geosched import policies
 from geosched.models import Fleet, Job, Placement, Pricing, Weights
+from geosched.policies.scoring import evaluate
 from geosched.report.records import Interval, Kind, Line, Origin, Source
 
 
@@ -35,6 +45,7 @@ class Baseline:
 # The default weights already give carbon no weight; the label says what the comparison is about.
 BASELINES: tuple[Baseline, ...] = (
     Baseline("spread", "spread", Weights()),
+    Baseline("tas", "tas", Weights()),
     Baseline("cheapest", "cheapest", Weights()),
     Baseline("carbon-blind", policies.DEFAULT_POLICY, Weights(carbon=0.0)),
 )
@@ -64,6 +75,7 @@ class Outcome:
     zones: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()
     note: str | None = None
+    run_ratio: float | None = None  # predicted run time over the recorded placement's (1.0 for the recorded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,23 +176,33 @@ def compare(placements: Sequence[Mapping[str, Any]], usage: Mapping[str, JobUsag
             out.append(Outcome(name, REFERENCE, str(doc.get("policy")), used.usd, used.gco2e,
                                note="recorded placement has no usable assignment"))
             continue
-        recorded = placement_intervals(job, [(n["node"], int(n["workers"])) for n in doc["nodes"]], fleet,
-                                       used.start, used.end)
+        assigned = [(str(n["node"]), int(n["workers"])) for n in doc["nodes"]]
+        recorded = placement_intervals(job, assigned, fleet, used.start, used.end)
         if recorded is None:
             out.append(Outcome(name, REFERENCE, str(doc.get("policy")), used.usd, used.gco2e,
                                tuple(doc.get("zones") or ()), tuple(doc.get("regions") or ()),
-                               note="ledger figures (its nodes are not in the snapshot)"))
+                               note="ledger figures (its nodes are not in the snapshot)", run_ratio=1.0))
+            step = None
         else:
             usd, gco2e = costing(recorded)
             out.append(Outcome(name, REFERENCE, str(doc.get("policy")), usd, gco2e, tuple(doc.get("zones") or ()),
-                               tuple(doc.get("regions") or ()), note="modelled on the snapshot"))
+                               tuple(doc.get("regions") or ()), note="modelled on the snapshot", run_ratio=1.0))
+            step = step_ms(job, assigned, ctx)
         for b in baselines:
-            out.append(_replace(job, b, ctx, used, costing))
+            out.append(_replace(job, b, ctx, used, costing, step))
     return out
 
 
+def step_ms(job: Job, assigned: Sequence[tuple[str, int]], ctx: policies.PlacementContext) -> float:
+    """The predicted step time of `job` on these (node, workers), by the score every policy is judged by."""
+    index = {name: i for i, name in enumerate(ctx.names)}
+    nodes = np.array([index[name] for name, _ in assigned], dtype=np.int64)
+    workers = np.array([k for _, k in assigned], dtype=np.int64)
+    return evaluate(policies.job_view(ctx, job, Weights(), explain=False), nodes, workers).step_ms
+
+
 def _replace(job: Job, baseline: Baseline, ctx: policies.PlacementContext, used: JobUsage,
-             costing: Costing) -> Outcome:
+             costing: Costing, recorded_step_ms: float | None) -> Outcome:
     result = policies.place(job, ctx, baseline.policy, baseline.weights, explain=False)
     if not isinstance(result, Placement):
         return Outcome(job.name, baseline.label, baseline.policy, None, None, note=result.message)
@@ -188,7 +210,12 @@ def _replace(job: Job, baseline: Baseline, ctx: policies.PlacementContext, used:
                                 used.end)
     assert spans is not None  # a policy only assigns nodes of its own fleet
     usd, gco2e = costing(spans)
-    return Outcome(job.name, baseline.label, baseline.policy, usd, gco2e, result.zones, result.regions)
+    if recorded_step_ms is None or recorded_step_ms <= 0:
+        return Outcome(job.name, baseline.label, baseline.policy, usd, gco2e, result.zones, result.regions,
+                       note="run time not scaled: the recorded nodes are not in the snapshot", run_ratio=1.0)
+    ratio = result.score.step_ms / recorded_step_ms
+    return Outcome(job.name, baseline.label, baseline.policy, None if usd is None else usd * ratio,
+                   None if gco2e is None else gco2e * ratio, result.zones, result.regions, run_ratio=ratio)
 
 
 def savings(outcomes: Sequence[Outcome]) -> list[Savings]:

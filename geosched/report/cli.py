@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from geosched import render
+from geosched.carbon import parse_carbon_csv
 from geosched.gate import Kind, read_text
 from geosched.inputs import resolve
 from geosched.models import CarbonSignal
@@ -18,7 +19,6 @@ from geosched.options import finite
 from geosched.report.accounting import Usage
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.report import Output, Rendered, Snapshot, report
-from geosched.report.signal import parse_signal
 from geosched.store import Store
 
 ByOpt = Annotated[Grouping, typer.Option("--by", help="Group rows by job, cluster, region, provider or (UTC) day.")]
@@ -30,7 +30,8 @@ OutFileOpt = Annotated[Path | None, typer.Option("--out", help="Write to this fi
 UsageOpt = Annotated[Usage, typer.Option(
     "--usage", help="node: what providers bill; job: what jobs used; auto: nodes, plus jobs with no node record.")]
 CarbonOpt = Annotated[Path | None, typer.Option(
-    "--carbon", help="CSV region,hour,gco2e_per_kwh: grid intensity per region, hour by hour (see METHODOLOGY.md).")]
+    "--carbon", help="CSV region,datetime|hour,gco2e_per_kwh: grid intensity per region, hour by hour (see "
+    "METHODOLOGY.md).")]
 SnapshotOpt = Annotated[Path | None, typer.Option(
     "--snapshot", help="Fleet + network snapshot directory the baselines are re-placed on (default: embedded).")]
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file for the baselines (instead of --snapshot).")]
@@ -80,7 +81,7 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
 
 
 def _signal(path: Path | None) -> CarbonSignal | None:
-    return parse_signal(read_text(path, Kind.CARBON), str(path)) if path is not None else None
+    return parse_carbon_csv(read_text(path, Kind.CARBON), str(path)) if path is not None else None
 
 
 def _show(result: Rendered) -> None:

@@ -106,7 +106,8 @@ def _savings(data: ReportData) -> list[str]:
                             "saved kgCO2e": s.gco2e_saved / 1000} for s in data.savings]))
     out.append("<h3>Per job</h3>")
     out.append(_table([{"job": o.job, "placement": o.label, "policy": o.policy, "cost $": o.usd,
-                        "kgCO2e": None if o.gco2e is None else o.gco2e / 1000, "zones": ", ".join(o.zones),
+                        "kgCO2e": None if o.gco2e is None else o.gco2e / 1000, "run time x": o.run_ratio,
+                        "zones": ", ".join(o.zones),
                         "note": o.note or ""} for o in data.outcomes]))
     return out
 

@@ -8,7 +8,7 @@ the pure modules (`accounting`, `aggregate`, `baseline`, `energy`, `assemble`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,7 @@ def _fleet_signal(fleet: Fleet, carbon: CarbonSignal | None) -> CarbonSignal | N
     only hourly values, is completed with the fleet's own grid figures."""
     if carbon is None:
         return None
-    return CarbonSignal({**CarbonSignal.from_fleet(fleet).intensity, **carbon.intensity}, carbon.hourly)
+    return replace(carbon, intensity={**CarbonSignal.from_fleet(fleet).intensity, **carbon.intensity})
 
 
 def _rates(store: Store, used: list[Interval], fleet: Fleet | None, carbon: CarbonSignal | None, embodied: bool,
@@ -178,7 +178,8 @@ def _document(data: ReportData, rows: list[dict[str, Any]]) -> dict[str, Any]:
                          "baseline_gco2e": s.baseline_gco2e, "recorded_gco2e": s.reference_gco2e,
                          "saved_gco2e": s.gco2e_saved} for s in data.savings],
             "jobs": [{"job": o.job, "placement": o.label, "policy": o.policy, "usd": o.usd, "gco2e": o.gco2e,
-                      "zones": list(o.zones), "regions": list(o.regions), "note": o.note} for o in data.outcomes],
+                      "zones": list(o.zones), "regions": list(o.regions), "run_ratio": o.run_ratio, "note": o.note}
+                     for o in data.outcomes],
         },
         "notes": list(data.notes),
         "methodology": "geosched/report/METHODOLOGY.md",

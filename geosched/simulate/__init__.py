@@ -3,7 +3,8 @@
     read_trace(path) -> TraceRead          traces/: one reader per format, detected from content
     simulate(jobs, ctx, policies, weights) -> list[PolicyResult]   engine.py, pure
     write_results(results, output, ...)    report.py: table, CSV, JSON, PNG plot
-    run_simulate_command(...)              command.py: what `geosched simulate` calls
+    run_simulate_command(...)              ../simulate_cli.py: what `geosched simulate` calls (an edge: it
+                                           reads files and the store and prints, so it lives outside)
 """
 
 from __future__ import annotations

@@ -64,13 +64,19 @@ class SimOptions:
 
 def simulate(trace_jobs: Sequence[TraceJob], ctx: PlacementContext, policy_names: Sequence[str],
              weights: Weights | None = None, *, options: SimOptions = SimOptions(),
-             profile_for: ProfileFor | None = None, place_fn: PlaceFn | None = None) -> list[PolicyResult]:
-    """Replay `trace_jobs` once per policy, each from the snapshot's free GPUs. Pure: same inputs, same results."""
+             profile_for: ProfileFor | None = None, place_fn: PlaceFn | None = None,
+             context_at: Callable[[float], PlacementContext] | None = None) -> list[PolicyResult]:
+    """Replay `trace_jobs` once per policy, each from the snapshot's free GPUs. Pure: same inputs, same results.
+
+    `context_at(t)`, if given, is the snapshot a decision at trace time `t` is made on (the same fleet and network;
+    the grid intensity of that hour: `geosched.carbon.contexts_by_hour`), so each job is placed, and its emissions
+    counted, at the carbon of the hour it starts."""
     profile_for = profile_for or gavel_profiles(shipped_throughputs())
     gangs = [to_job(t, profile_for(t), options.max_gpus_per_worker, options.gpu) for t in trace_jobs]
     order = sorted(range(len(trace_jobs)), key=lambda i: (trace_jobs[i].submit_time_s, i))
     decide = place_fn or _decide
-    return [_Replay(trace_jobs, gangs, ctx, name, weights, options, decide).run(order) for name in policy_names]
+    return [_Replay(trace_jobs, gangs, ctx, name, weights, options, decide, context_at).run(order)
+            for name in policy_names]
 
 
 def _decide(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None) -> Placement | NoFit:
@@ -82,8 +88,10 @@ class _Replay:
     """The mutable state of one replay; it never leaves `simulate`."""
 
     def __init__(self, trace: Sequence[TraceJob], gangs: Sequence[Job], ctx: PlacementContext, policy: str,
-                 weights: Weights | None, options: SimOptions, place_fn: PlaceFn) -> None:
+                 weights: Weights | None, options: SimOptions, place_fn: PlaceFn,
+                 context_at: Callable[[float], PlacementContext] | None = None) -> None:
         self.trace, self.gangs, self.ctx = trace, gangs, ctx
+        self.context_at = context_at
         self.policy, self.weights, self.options, self.place_fn = policy, weights, options, place_fn
         self.index = {name: i for i, name in enumerate(ctx.names)}
         self.pool_of: IntArray = ctx.cluster_of * len(ctx.gpu_names) + ctx.gpu_of
@@ -130,7 +138,7 @@ class _Replay:
     def _serve(self, now: float) -> None:
         while self.queue:
             head = self.queue[0]
-            placement = self._try(head)
+            placement = self._try(head, now)
             if placement is not None:
                 self.queue.popleft()
                 self._start(head, placement, now)
@@ -149,7 +157,7 @@ class _Replay:
         candidates = [self.queue.popleft() for _ in range(min(self.options.backfill_depth, len(self.queue)))]
         waiting = []
         for j in candidates:
-            placement = self._try(j)
+            placement = self._try(j, now)
             if placement is not None and now + self._run_time(j, placement) <= shadow:
                 self._start(j, placement, now)
             else:
@@ -172,13 +180,15 @@ class _Replay:
         workers = np.bincount(self.pool_of, weights=free // job.gpus_per_worker, minlength=self.pools)
         return bool(workers.max() >= job.workers)
 
-    def _try(self, j: int) -> Placement | None:
+    def _try(self, j: int, now: float) -> Placement | None:
+        # A refusal stands at the same free GPUs whatever the hour: the grid changes scores, not what fits.
         if self.refused.get(j) == self.version:
             return None
         job = self.gangs[j]
         result = None
         if self._may_fit(self.free, job):
-            result = self.place_fn(job, self.ctx.with_free(self.free.copy()), self.policy, self.weights)
+            ctx = self.context_at(now) if self.context_at is not None else self.ctx
+            result = self.place_fn(job, ctx.with_free(self.free.copy()), self.policy, self.weights)
         if isinstance(result, Placement):
             return result
         self.refused[j] = self.version

@@ -10,7 +10,7 @@ Fleet: three clusters, one zone each, four 8 x A100 nodes per zone.
 
 Jobs, placed by name: alpha (batch/v1 Job, 2 x 8, region r1) takes r1-a, the cheaper zone of r1; beta
 (compact, 2 x 8, cluster west) and gamma (PyTorchJob, 1 + 1 x 8, region r2) share r2-a; huge (40 x 8) fits
-nowhere. Making r1-a's own links slow moves alpha, and only alpha, to r1-b.
+nowhere. Making r1-a's own links slow moves alpha (with --rebalance), and only alpha, to r1-b.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from geosched import writes
+from geosched.fields import parse_time
 from geosched.gitops import render_tree
-from geosched.gitops.config import parse_time
 from geosched.store import Store, snapshot_paths, write_snapshot
 from geosched.testing import fleet, network
 from tests.gitops.gitops_support import AT, lab_fleet, tree_args, write_inputs, write_snapshot_files

@@ -66,11 +66,17 @@ def test_a_slow_zone_moves_only_the_job_placed_there_and_check_says_why(repo: Pa
     write_snapshot_files(repo / "snapshot", slow_zone="r1-a")
     git(repo, "commit", "-q", "-am", "r1-a is slow now")
 
-    check = gitops("check", *tree_args(repo))
+    # alpha still fits where it is: without --rebalance it stays (only its scores are re-rendered in place).
+    stay = gitops("check", *tree_args(repo))
+    assert stay.returncode == 1, stay.stderr
+    assert "ml/alpha: re-rendered in place on east-a [r1-a]: total 1.09697 -> 2.685317" in stay.stdout
+    assert "moved" not in stay.stdout
+    check = gitops("check", *tree_args(repo), "--rebalance")
     assert check.returncode == 1, check.stderr
     out = check.stdout
     assert "inputs changed: network snapshot" in out
     assert "ml/alpha: moved east-a [r1-a] -> east-b [r1-b]" in out
+    assert "why: rebalanced, total 2.685 -> 1.103 (-59%; the minimum gain is 10%)" in out
     # The old zone scored again on the new snapshot: its network term and worst RTT went up.
     assert "east-a [r1-a] before -> now: total 1.09697 -> 2.685317, network 1.0 -> 2.588347" in out
     assert "worst_rtt_ms 0.2 -> 3.0" in out
@@ -78,7 +84,7 @@ def test_a_slow_zone_moves_only_the_job_placed_there_and_check_says_why(repo: Pa
     assert f"--- /dev/null\n+++ b/{MOVED_TO}" in out
     assert "beta" not in out.split("why:")[1].split("---")[0]
 
-    run = gitops("render", *tree_args(repo), "--at", "2025-03-02T08:00:00Z")
+    run = gitops("render", *tree_args(repo), "--at", "2025-03-02T08:00:00Z", "--rebalance")
     assert run.returncode == 0, run.stderr
     git(repo, "add", "-A")
     stat = git(repo, "diff", "--cached", "--no-renames", "--name-status")
@@ -88,6 +94,7 @@ def test_a_slow_zone_moves_only_the_job_placed_there_and_check_says_why(repo: Pa
     assert {k for k in new_index["placed"] if old_index["placed"][k] != new_index["placed"][k]} == {"ml/alpha"}
     assert new_index["placed"]["ml/alpha"]["placed_at"] == "2025-03-02T08:00:00Z"
     assert gitops("check", *tree_args(repo)).returncode == 0
+    assert gitops("check", *tree_args(repo), "--rebalance").returncode == 0
 
 
 def test_check_exits_1_on_a_stale_tree_0_after_render_2_on_bad_input(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ import yaml
 from gitops_support import AT, CLUSTERS, gitops, kube_validator, lab_fleet, tree_args, write_inputs
 
 from geosched.errors import InputError
+from geosched.fields import parse_time
 from geosched.gitops import check_tree, render_tree
-from geosched.gitops.config import parse_time
 from geosched.gitops.index import INDEX, placed_jobs
 from geosched.store import write_snapshot
 

@@ -16,9 +16,11 @@ from kube_support import DATA, NOW, make_placement
 
 from geosched.errors import InputError
 from geosched.kube import keys
+from geosched.kube.backends import volcano
+from geosched.kube.backends.base import Gang
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import Backend, ClusterConfig
-from geosched.kube.jobinput import JobInput, read_job_file
+from geosched.kube.jobinput import JobInput, JobKind, read_job_file
 from geosched.kube.render import RenderOptions, render, to_yaml
 from geosched.models import Node
 
@@ -188,6 +190,10 @@ def _check_backend(manifests: list[dict[str, Any]], obj: Mapping[str, Any], job:
     else:
         assert keys.KUEUE_QUEUE not in labels
     if backend is Backend.COSCHEDULING:
+        # With no scheduler_name configured, the name scheduler-plugins installs its second scheduler under: without
+        # it the pods would go to the default scheduler, which knows no gangs.
+        for template, _ in templates:
+            assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
         if obj["kind"] == "PyTorchJob":
             assert obj["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == pods
             assert not groups
@@ -201,11 +207,8 @@ def _check_backend(manifests: list[dict[str, Any]], obj: Mapping[str, Any], job:
         (group,) = groups
         assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
         assert group["spec"]["minMember"] == pods and group["spec"]["queue"] == "team-a"
-        tier = {"one-zone": 1, "two-zones": 2, "two-regions": None}[scenario]
-        if tier is None:
-            assert "networkTopology" not in group["spec"]
-        else:
-            assert group["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": tier}
+        # No tier mapping in the cluster config: no networkTopology (test_volcano_tiers_come_from_the_config).
+        assert "networkTopology" not in group["spec"]
         for template, _ in templates:
             assert template["spec"]["schedulerName"] == "volcano"
             assert template["metadata"]["annotations"][keys.VOLCANO_GROUP_NAME] == group["metadata"]["name"]
@@ -445,10 +448,34 @@ def test_explicit_namespace_wins_over_config() -> None:
 
 
 def test_coscheduling_scheduler_name_from_config() -> None:
+    # A cluster that runs coscheduling in its default scheduler (manifests/coscheduling/scheduler-config.yaml in
+    # scheduler-plugins: profile schedulerName default-scheduler) says so in the cluster config.
     job = job_input("batch")
-    config = replace(cluster(Backend.COSCHEDULING), scheduler_name="scheduler-plugins-scheduler")
+    config = replace(cluster(Backend.COSCHEDULING), scheduler_name="default-scheduler")
     obj = main_object(render(job, make_placement(job.job), config, RenderOptions(now=NOW)), job)
-    assert obj["spec"]["template"]["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    assert obj["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"
+
+
+@pytest.mark.parametrize(("zone_tier", "region_tier", "zones", "expected"), [
+    # Volcano's label discovery over region > zone > hostname numbers zones 1 and regions 2.
+    (1, 2, ("us-east-1a",), 1),
+    (1, 2, ("us-east-1a", "us-east-1b"), 2),
+    # Switch tiers 1-2 inside a zone, the zone at 3; the cluster maps no region.
+    (3, None, ("us-east-1a",), 3),
+    (3, None, ("us-east-1a", "us-east-1b"), None),
+    # Only regions mapped: a one-zone gang is still bound to its region.
+    (None, 4, ("us-east-1a",), 4),
+])
+def test_volcano_tiers_come_from_the_config(zone_tier: int | None, region_tier: int | None,
+                                            zones: tuple[str, ...], expected: int | None) -> None:
+    gang = Gang(name="g", namespace="ml", kind=JobKind.BATCH_JOB, pods=4, gpus=8, zones=zones,
+                regions=("us-east-1",))
+    config = replace(cluster(Backend.VOLCANO), volcano_zone_tier=zone_tier, volcano_region_tier=region_tier)
+    (group,) = volcano.handoff(gang, config).side_objects
+    if expected is None:
+        assert "networkTopology" not in group["spec"]
+    else:
+        assert group["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": expected}
 
 
 def test_multi_doc_extras_ride_along_unchanged() -> None:

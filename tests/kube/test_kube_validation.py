@@ -35,7 +35,7 @@ def test_unknown_field_in_a_custom_resource(validate: Validate) -> None:
 
 def test_enum_in_a_custom_resource(validate: Validate) -> None:
     group = find(rendered("batch-job.yaml", Backend.VOLCANO), "PodGroup")
-    group["spec"]["networkTopology"]["mode"] = "strict"
+    group["spec"]["networkTopology"] = {"mode": "strict", "highestTierAllowed": 1}
     with pytest.raises(AssertionError, match="strict"):
         validate(group)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from geosched.carbon import parse_carbon_csv
 from geosched.kube import keys
 from geosched.kube.client import Kube, RetryPolicy
 from geosched.kube.config import Backend, ClusterConfig
@@ -18,6 +21,7 @@ from geosched.kube.submit import (
     jobs,
     submit,
 )
+from geosched.models import Weights
 from tests.kubeapi.kubeapi_support import REGIONS, add_nodes
 from tests.kubeemu import MultiCluster
 
@@ -212,3 +216,58 @@ def test_jobs_lists_placed_jobs_across_clusters(fleet: MultiCluster, tmp_path: P
     assert len(rows) == 2 and all(name != "other" for _, name in rows)
     small = next(j for j in found if j.name == "small")
     assert small.state == "Pending" and len(small.zones) == 1 and small.policy == "zone-first"
+
+
+def test_a_policy_that_splits_the_gang_over_clusters_is_no_fit_not_a_crash(fleet: MultiCluster,
+                                                                             tmp_path: Path) -> None:
+    # karmada divides the 4 workers over the three clusters by their available replicas.
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=replace(FAST, policy="karmada"))
+    assert outcome.status == "no-fit" and outcome.nofit is not None
+    assert "splits the gang over clusters cluster-a, cluster-b, cluster-c" in outcome.nofit.message
+    assert writes(fleet) == {"cluster-a": 0, "cluster-b": 0, "cluster-c": 0}
+
+
+def test_a_new_job_never_takes_the_nodes_of_a_placed_job_that_has_not_started(fleet: MultiCluster,
+                                                                              tmp_path: Path) -> None:
+    """Issue 11: `train` is placed on europe-west4-b's four nodes and waits (Kueue holds it, or its pods are not
+    bound yet), so the nodes still look free. Placed from scratch, `second` took the same four nodes; now the live
+    objects' geosched.io/assignments keep them for `train`."""
+    first = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, options=FAST)
+    assert (first.cluster, first.zones) == ("cluster-b", ("europe-west4-b",))
+    held = {a.node for a in first.placement.assignments}  # type: ignore[union-attr]
+    second = submit(job_file(tmp_path, name="second"), kubeconfig=fleet.kubeconfig, options=FAST)
+    assert second.status == "applied" and second.placement is not None
+    assert not held & {a.node for a in second.placement.assignments}
+    assert second.zones != ("europe-west4-b",)
+    assert "1 job(s) geosched placed that have not started keep their nodes: cluster-b/default/train" \
+        in second.assumptions
+    # Once `train` runs, its bound pods hold the GPUs (the annotation no longer counts): still not free.
+    for i, node in enumerate(sorted(held)):
+        fleet["cluster-b"].add_pod(f"train-{i}", node_name=node, phase="Running", gpus=8)
+    fleet["cluster-b"].set_status("batch/v1/jobs", "train", {"active": 4}, "default")
+    third = submit(job_file(tmp_path, name="third", workers=2), kubeconfig=fleet.kubeconfig,
+                   options=replace(FAST, dry_run=True))
+    assert third.status == "dry-run" and third.placement is not None
+    assert not held & {a.node for a in third.placement.assignments}
+
+
+def test_submit_places_at_the_carbon_of_the_hour_it_starts(fleet: MultiCluster, tmp_path: Path) -> None:
+    """One 8-GPU worker (no network step), carbon weight only: the yearly means pick one region; an hour in which
+    Singapore's grid is the cleanest picks cluster-c. (The emulated nodes carry no providerID: provider kubeemu.)"""
+    path = tmp_path / "one.yaml"
+    path.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: one\nimage: ghcr.io/example/t:1\n"
+                    "workers: 1\ngpus_per_worker: 8\ngpu: H100\n", encoding="utf-8")
+    green = replace(FAST, dry_run=True, weights=Weights(network=1.0, cost=0.0, carbon=5.0))
+    yearly = submit(path, kubeconfig=fleet.kubeconfig, options=green)
+    assert yearly.cluster != "cluster-c"
+    series = parse_carbon_csv("region,datetime,gco2e_per_kwh\nkubeemu:us-east1,2025-03-01T12:00:00Z,900\n"
+                              "kubeemu:europe-west4,2025-03-01T12:00:00Z,900\n"
+                              "kubeemu:asia-southeast1,2025-03-01T12:00:00Z,10\n", "c.csv")
+    noon = datetime(2025, 3, 1, 12, 30, tzinfo=UTC)
+    hourly = submit(path, kubeconfig=fleet.kubeconfig, options=replace(green, carbon=series), now=noon)
+    assert hourly.cluster == "cluster-c"
+    later = submit(path, kubeconfig=fleet.kubeconfig, options=replace(green, carbon=series),
+                   now=datetime(2025, 3, 2, 12, tzinfo=UTC))
+    assert later.cluster == yearly.cluster
+    assert any(n.startswith("carbon kubeemu:asia-southeast1: yearly mean ") and "2025-03-02T12:00Z is outside its "
+               "hourly series" in n for n in later.assumptions)

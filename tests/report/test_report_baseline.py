@@ -1,4 +1,4 @@
-"""Savings against baselines: recorded jobs re-placed by spread, cheapest and carbon-blind on a snapshot fleet."""
+"""Savings against baselines: recorded jobs re-placed by spread, tas, cheapest and carbon-blind on a snapshot fleet."""
 
 from __future__ import annotations
 
@@ -25,15 +25,20 @@ HOURS = 2
 def placed(tmp_path: Path) -> tuple[Store, Placement]:
     """finetune-8 placed by zone-first on the embedded fleet and run there for 2 h (a kube job interval)."""
     store = Store(tmp_path)
-    result = policies.place(JOB, policies.PlacementContext(default_fleet(), default_network()))
+    return store, run_recorded(store, JOB)
+
+
+def run_recorded(store: Store, job: Job) -> Placement:
+    """`job` placed by zone-first on the embedded fleet, recorded, and run there for HOURS (kube job intervals)."""
+    result = policies.place(job, policies.PlacementContext(default_fleet(), default_network()))
     assert isinstance(result, Placement)
     store.record_placement(result)
     for a in result.assignments:
         node = default_fleet().by_name[a.node]
-        used(store, f"{JOB.name}-{a.node}", T0, T0 + HOURS * H, kind="job", job=JOB.name, provider=node.provider,
+        used(store, f"{job.name}-{a.node}", T0, T0 + HOURS * H, kind="job", job=job.name, provider=node.provider,
              region=node.region, zone=node.zone, cluster=node.cluster, instance_type=node.instance_type,
-             gpu=node.gpu, gpus=a.workers * JOB.gpus_per_worker, source="kube")
-    return store, result
+             gpu=node.gpu, gpus=a.workers * job.gpus_per_worker, source="kube")
+    return result
 
 
 def _doc(store: Store) -> dict[str, Any]:
@@ -46,7 +51,7 @@ def test_each_baseline_re_places_the_job_for_the_same_span(placed: tuple[Store, 
     store, _ = placed
     doc = _doc(store)
     outcomes = {o["placement"]: o for o in doc["baselines"]["jobs"]}
-    assert set(outcomes) == {"recorded", "spread", "cheapest", "carbon-blind"}
+    assert set(outcomes) == {"recorded", "spread", "tas", "cheapest", "carbon-blind"}
     # The recorded placement, costed on the snapshot, is exactly what the ledger says it cost.
     assert outcomes["recorded"]["note"] == "modelled on the snapshot"
     assert outcomes["recorded"]["usd"] == pytest.approx(doc["total"]["cost_usd"], rel=1e-12)
@@ -63,7 +68,7 @@ def test_savings_are_baseline_minus_recorded(placed: tuple[Store, Placement]) ->
     doc = _doc(store)
     by_label = {o["placement"]: o for o in doc["baselines"]["jobs"]}
     savings = {s["baseline"]: s for s in doc["baselines"]["savings"]}
-    assert list(savings) == ["spread", "cheapest", "carbon-blind"]
+    assert list(savings) == ["spread", "tas", "cheapest", "carbon-blind"]
     for label, s in savings.items():
         assert s["jobs"] == 1
         assert s["saved_usd"] == pytest.approx(by_label[label]["usd"] - by_label["recorded"]["usd"], rel=1e-9, abs=1e-9)
@@ -95,6 +100,26 @@ def test_the_placement_a_window_ran_under() -> None:
 
 def test_an_hourly_only_signal_still_lets_the_baselines_score_carbon(placed: tuple[Store, Placement]) -> None:
     store, _ = placed
-    signal = CarbonSignal(intensity={}, hourly={"gcp:us-central1": (10.0, 20.0)})
+    signal = CarbonSignal(intensity={}, profile={"gcp:us-central1": (10.0, 20.0)})
     text = report(store, "carbon", "job", T0, T0 + 24 * H, "json", now=T0 + 24 * H, carbon=signal).text
-    assert len(json.loads(text or "")["baselines"]["jobs"]) == 4
+    assert len(json.loads(text or "")["baselines"]["jobs"]) == 5
+
+
+def test_each_baseline_is_charged_for_its_own_predicted_run_time(tmp_path: Path) -> None:
+    """A baseline whose placement makes every step slower runs longer, and pays for it (issue 11, item 7)."""
+    store = Store(tmp_path)
+    gang = Job(name="pretrain-16", workers=2, gpus_per_worker=8, gpu="H100")
+    recorded = run_recorded(store, gang)
+    assert len(recorded.zones) == 1
+    spread = policies.place(gang, policies.PlacementContext(default_fleet(), default_network()), "spread")
+    assert isinstance(spread, Placement) and len(spread.zones) == 2  # across zones: a slower ring
+    ratio = spread.score.step_ms / recorded.score.step_ms
+    assert ratio > 1.1
+    # Worked out independently: the spread nodes' $/GPU-h x 8 GPUs each x the recorded 2 h x the slow-down.
+    fleet = default_fleet().by_name
+    expected = sum(fleet[a.node].price_ondemand / fleet[a.node].gpus * 8 * a.workers  # type: ignore[operator]
+                   for a in spread.assignments) * HOURS * ratio
+    outcomes = {o["placement"]: o for o in _doc(store)["baselines"]["jobs"]}
+    assert outcomes["spread"]["usd"] == pytest.approx(expected, rel=1e-9)
+    assert outcomes["spread"]["run_ratio"] == pytest.approx(ratio, rel=1e-9)
+    assert outcomes["recorded"]["run_ratio"] == 1.0

@@ -10,12 +10,12 @@ import pytest
 from report_support import T0, H, used
 
 from geosched import catalog
+from geosched.carbon import parse_carbon_csv as parse_signal
 from geosched.errors import InputError
 from geosched.models import CarbonSignal
 from geosched.report.assemble import ReportData
 from geosched.report.energy import CCF_CPU, EnergyModel, embodied_g, energy, platform_embodied_kg
 from geosched.report.report import report
-from geosched.report.signal import parse_signal
 from geosched.report.specs import InstanceSpec, family
 from geosched.store import Store
 
@@ -83,7 +83,7 @@ def test_energy_function_by_hand() -> None:
 def test_hourly_series_is_read_hour_by_hour(store: Store) -> None:
     # T0 is a UTC midnight, so its epoch hour is 0 mod 24: hour 0 of the series is 100 g/kWh, hour 1 is 300.
     series = (100.0, 300.0) + (0.0,) * 22
-    signal = CarbonSignal(intensity={}, hourly={"gcp:us-central1": series})
+    signal = CarbonSignal(intensity={}, profile={"gcp:us-central1": series})
     _a2(store, T0 + 0.5 * H, T0 + 1.5 * H)
     data = _data(store, carbon=signal)
     half = KWH_2H / 4                              # energy of half an hour
@@ -133,7 +133,7 @@ def test_carbon_signal_file() -> None:
     signal = parse_signal("region,hour,gco2e_per_kwh\ngcp:us-central1,,400\ngcp:us-central1,1,20\n"
                           "gcp:us-central1,0,10\n", "c.csv")
     assert signal.intensity == {"gcp:us-central1": 400.0}
-    assert signal.hourly == {"gcp:us-central1": (10.0, 20.0)}
+    assert signal.profile == {"gcp:us-central1": (10.0, 20.0)}
     for text, reason in (("region,hour\n", "line 1"), ("region,hour,gco2e_per_kwh\nus,0,1\n", "provider:region"),
                          ("region,hour,gco2e_per_kwh\na:b,0,x\n", "must be a number"),
                          ("region,hour,gco2e_per_kwh\na:b,1,1\n", "without gaps")):

@@ -1,6 +1,10 @@
 """scheduler-plugins coscheduling: a PodGroup (scheduling.x-k8s.io/v1alpha1) holding the whole gang and the
 pod-group label on its pods. A PyTorchJob instead states minAvailable in its runPolicy: the training operator
-creates the PodGroup itself and would fight a second one."""
+creates the PodGroup itself and would fight a second one.
+
+The pods go to the scheduler that runs the Coscheduling plugin: `scheduler_name` in the cluster config, by default
+`scheduler-plugins-scheduler`, the name scheduler-plugins installs itself under as a second scheduler. A cluster
+that enabled the plugin in its default scheduler sets `scheduler_name: default-scheduler`."""
 
 from __future__ import annotations
 
@@ -13,8 +17,9 @@ API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 
 
 def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
+    scheduler = cluster.scheduler_name or keys.COSCHED_SCHEDULER
     if gang.kind is JobKind.PYTORCHJOB:
-        return Handoff(scheduling_policy={"minAvailable": gang.pods}, scheduler_name=cluster.scheduler_name,
+        return Handoff(scheduling_policy={"minAvailable": gang.pods}, scheduler_name=scheduler,
                        pod_level_required=True)
     group = {
         "apiVersion": API_VERSION,
@@ -22,5 +27,5 @@ def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
         "metadata": {"name": gang.name, "namespace": gang.namespace},
         "spec": {"minMember": gang.pods, "minResources": gpu_resources(gang)},
     }
-    return Handoff(pod_labels={keys.COSCHED_POD_GROUP: gang.name}, scheduler_name=cluster.scheduler_name,
+    return Handoff(pod_labels={keys.COSCHED_POD_GROUP: gang.name}, scheduler_name=scheduler,
                    side_objects=(group,), pod_level_required=True)

@@ -41,10 +41,9 @@ class Metrics:
         """Export on http://address:port/metrics (loopback unless an address is chosen)."""
         try:
             import prometheus_client as prom
-        except ImportError:
-            from geosched.errors import InputError
-            raise InputError("--metrics-port", "", "prometheus_client is not installed "
-                             "(pip install 'geosched[metrics]')") from None
+        except ImportError:  # --metrics-port without the extra: one line naming it, exit 2
+            from geosched.errors import MissingExtra
+            raise MissingExtra("metrics", "prometheus_client (for --metrics-port)") from None
         self.registry = prom.CollectorRegistry()
         self._prom = {
             "decisions": prom.Counter("geosched_multikueue_decisions", "Dispatcher decisions by outcome",

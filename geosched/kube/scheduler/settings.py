@@ -92,6 +92,8 @@ def parse_policy(f: Fields) -> str:
 
 
 def parse_weights(f: Fields) -> Weights:
+    """The optional `weights` block (the scheduler's and the MultiKueue dispatcher's settings): one parser for
+    every config, `documents.parse_weights`."""
     if not f.has("weights"):
         return Weights()
     return documents.parse_weights(f.raw("weights"), f.source, f.at("weights"))

@@ -1,6 +1,13 @@
-"""`geosched simulate`: read the trace and the snapshot, replay, print. The CLI only parses arguments.
+"""`geosched simulate`: read the trace (or generate a workload) and the snapshot, replay, print. The CLI only
+parses arguments.
+
+Outside geosched/simulate/ because it does I/O (snapshot files, the store, the console): the replay itself stays pure.
 
     run_simulate_command(trace, ["zone-first", "spread"], output="table", plot=Path("out.png"))
+    run_simulate_command(None, ["zone-first", "tas"], workload=Workload(jobs=500), fleet=Path(GEO_FLEET))
+
+`--fleet geo` (when no file of that name exists) is the shipped geo fleet (`fleets.geo_fleet`: 3 clusters,
+3 regions, 8 zones, 300 nodes, 3% degraded NICs, two slow zone pairs).
 
 Bad rows: strict (default) stops at the first with exit 2; lenient (`strict=False`) prints each on stderr
 and replays the rest. Skipped rows (jobs that never ran, CPU-only pods) are counted on stderr, the first
@@ -10,25 +17,45 @@ few shown, in both modes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from geosched import policies, render
+from geosched.carbon import contexts_by_hour, decision_time, load_carbon, series_start
 from geosched.errors import InputError
-from geosched.inputs import resolve
+from geosched.inputs import Snapshot, resolve
 from geosched.models import Fleet, Weights
 from geosched.simulate import report
 from geosched.simulate.engine import SimOptions, simulate
+from geosched.simulate.fleets import geo_fleet
+from geosched.simulate.llm import CLUSTERS, llm_trace
 from geosched.simulate.metrics import PolicyResult
 from geosched.simulate.traces import FORMATS, TraceRead, read_trace
 
 SHOWN_SKIPPED = 5
 ANY_GPU = "any"
+GEO_FLEET = "geo"
+WORKLOADS = ("llm",)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A generated workload instead of a trace file (`geosched.simulate.llm`); its load is relative to the
+    GPUs of the replay's GPU model."""
+
+    kind: str = "llm"
+    jobs: int = 2000
+    load: float = 0.8
+    min_gpus: int = 16
+    like: str = "kalos"
+    seed: int = 0
 
 
 def run_simulate_command(
-    trace: Path,
+    trace: Path | None,
     policy_names: Sequence[str],
     *,
+    workload: Workload | None = None,
     fleet: Path | None = None,
     network: Path | None = None,
     snapshot: Path | None = None,
@@ -39,6 +66,8 @@ def run_simulate_command(
     strict: bool = True,
     backfill: bool = False,
     gpu: str | None = None,
+    carbon_hourly: Path | None = None,
+    at: str | None = None,
 ) -> list[PolicyResult]:
     """Validate the arguments, replay the trace once per policy, print the comparison, write the plot."""
     names = list(policy_names) or [policies.DEFAULT_POLICY]
@@ -50,8 +79,13 @@ def run_simulate_command(
         raise InputError("--output", "", f"expected one of {', '.join(report.OUTPUTS)}, got {output!r}")
     if trace_format is not None and trace_format not in FORMATS:
         raise InputError("--format", "", f"expected one of {', '.join(FORMATS)}, got {trace_format!r}")
-    snap = resolve(fleet, network, snapshot)
-    read = read_trace(trace, trace_format, strict=strict)  # every input read before anything is said
+    if (trace is None) == (workload is None):
+        raise InputError("--trace", "", "give either --trace or --workload")
+    if workload is not None:
+        _check(workload)
+    snap = _snapshot(fleet, network, snapshot)
+    # Every input read before anything is said (a note, then an error, would be two lines).
+    read = read_trace(trace, trace_format, strict=strict) if trace is not None else None
     models = sorted({n.gpu for n in snap.fleet.nodes})
     if gpu is None:
         gpu = pinned_gpu(snap.fleet)
@@ -61,9 +95,19 @@ def run_simulate_command(
         gpu = None
     elif gpu not in models:
         raise InputError("--gpu", "", f"no {gpu} in the fleet (it has: {', '.join(models)}, or {ANY_GPU})")
+    read = read if read is not None else _generate(workload, snap, gpu)
     _report_rows(read)
     ctx = policies.PlacementContext(snap.fleet, snap.network)
-    results = simulate(read.jobs, ctx, names, weights, options=SimOptions(backfill=backfill, gpu=gpu))
+    signal = load_carbon(carbon_hourly)
+    context_at = None
+    if signal is not None:
+        # Trace time 0 is --at, else the series' first hour, so by default the replay runs over the series.
+        start = decision_time(at) if at is not None else series_start(signal) or decision_time(None)
+        context_at = contexts_by_hour(snap.fleet, snap.network, signal, start)
+        _note(f"carbon: each job at the grid intensity of the hour it starts, trace time 0 = "
+              f"{start:%Y-%m-%dT%H:%M:%SZ}; hours outside the series use the yearly mean")
+    results = simulate(read.jobs, ctx, names, weights, options=SimOptions(backfill=backfill, gpu=gpu),
+                       context_at=context_at)
     for result in results:
         for job in result.unplaced_jobs:
             _note(f"{read.source}: line {job.line}: job {job.id} not placed by {result.policy}: {job.reason}")
@@ -79,6 +123,37 @@ def run_simulate_command(
     if plot is not None:
         report.write_plot(results, plot, title=f"{Path(read.source).name} on {snap.origin}")
     return results
+
+
+def _snapshot(fleet: Path | None, network: Path | None, snapshot: Path | None) -> Snapshot:
+    if fleet is not None and str(fleet) == GEO_FLEET and not fleet.exists():
+        if network is not None or snapshot is not None:
+            raise InputError("--fleet", "", "the geo fleet brings its own network; drop --network/--snapshot")
+        geo, view = geo_fleet()
+        return Snapshot(geo, view, "geo fleet (3 regions, 8 zones, 300 nodes, 3% degraded NICs)")
+    return resolve(fleet, network, snapshot)
+
+
+def _check(workload: Workload) -> None:
+    if workload.kind not in WORKLOADS:
+        raise InputError("--workload", "", f"expected one of {', '.join(WORKLOADS)}, got {workload.kind!r}")
+    if workload.like not in CLUSTERS:
+        raise InputError("--like", "", f"expected one of {', '.join(sorted(CLUSTERS))}, got {workload.like!r}")
+    if workload.jobs < 1 or workload.load <= 0:
+        raise InputError("--jobs", "", "needs --jobs >= 1 and --load > 0")
+
+
+def _generate(workload: Workload | None, snap: Snapshot, gpu: str | None) -> TraceRead:
+    assert workload is not None  # run_simulate_command checked: a trace or a workload
+    capacity = sum(n.gpus for n in snap.fleet.nodes if gpu is None or n.gpu == gpu)
+    try:
+        jobs = llm_trace(workload.jobs, capacity_gpus=capacity, load=workload.load, min_gpus=workload.min_gpus,
+                         cluster=workload.like, seed=workload.seed)
+    except ValueError as exc:
+        raise InputError("--min-gpus", "", str(exc)) from None
+    source = (f"llm workload like {workload.like} ({workload.jobs} jobs of >= {workload.min_gpus} GPUs, "
+              f"load {workload.load:g}, seed {workload.seed})")
+    return TraceRead(source=source, format="llm", jobs=tuple(jobs))
 
 
 def pinned_gpu(fleet: Fleet) -> str:

@@ -1,0 +1,189 @@
+"""Every third-party module the package imports comes from a distribution it declares.
+
+A plain `pip install geosched` installs the runtime dependencies of pyproject.toml and nothing else, so an
+import satisfied only by a transitive or a test dependency (click came with moto's Flask) works in the
+development venv and fails for a user. The check reads the imports from the source (AST), finds which installed
+distribution provides each module from the distributions' file lists (importlib.metadata), and compares with
+what pyproject.toml declares. A module of an optional extra may only be imported where a missing install
+becomes `MissingExtra(<that extra>, ...)`: one line naming the extra, exit 2.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import tomllib
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).parent.parent
+PACKAGE = ROOT / "geosched"
+# Extras a user may install; `dev` is the test environment, never a runtime one.
+USER_EXTRAS_EXCLUDED = {"dev"}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # dotted name, as precise as the statement says (`from a.b import c` -> a.b.c)
+    where: str  # path:line
+    guard: str | None  # the extra named by an enclosing `except ImportError: raise MissingExtra(extra, ...)`
+    type_only: bool  # under `if TYPE_CHECKING:`
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _declared() -> tuple[set[str], dict[str, set[str]]]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {_norm(Requirement(r).name) for r in project["dependencies"]}
+    extras = {extra: {_norm(Requirement(r).name) for r in reqs}
+              for extra, reqs in project["optional-dependencies"].items() if extra not in USER_EXTRAS_EXCLUDED}
+    return runtime, extras
+
+
+@cache
+def _providers() -> dict[str, frozenset[str]]:
+    """Dotted module name -> the installed distributions whose files define it (or a package above it)."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for dist in metadata.distributions():
+        name = _norm(dist.metadata["Name"])
+        for file in dist.files or ():
+            parts = file.parts
+            if not parts or parts[0] in ("..", "") or ".dist-info" in parts[0] or ".data" in parts[0]:
+                continue
+            stem = parts[-1].split(".")[0]
+            if not (parts[-1].endswith(".py") or parts[-1].endswith(".so") or parts[-1].endswith(".pyi")):
+                continue
+            dotted = [*parts[:-1]] + ([] if stem == "__init__" else [stem])
+            found[".".join(dotted)].add(name)
+    return {module: frozenset(names) for module, names in found.items()}
+
+
+def provided_by(module: str) -> frozenset[str]:
+    """The distributions behind the longest known prefix of `module` (namespace packages such as `google` are
+    split between distributions, so `google.auth` and `google.api_core` resolve separately)."""
+    providers = _providers()
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        hit = providers.get(".".join(parts[:n]))
+        if hit:
+            return hit
+    return frozenset()
+
+
+def _guard(try_node: ast.Try) -> str | None:
+    for handler in try_node.handlers:
+        names = {n.id for n in ast.walk(handler.type) if isinstance(n, ast.Name)} if handler.type else set()
+        if not names & {"ImportError", "ModuleNotFoundError"}:
+            continue
+        for node in ast.walk(handler):
+            if (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+                    and isinstance(node.exc.func, ast.Name) and node.exc.func.id == "MissingExtra"
+                    and node.exc.args and isinstance(node.exc.args[0], ast.Constant)):
+                return str(node.exc.args[0].value)
+    return None
+
+
+def imports(path: Path, root: Path = ROOT) -> Iterator[Import]:
+    rel = path.relative_to(root)
+
+    def visit(node: ast.AST, guard: str | None, type_only: bool) -> Iterator[Import]:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(alias.name, f"{rel}:{node.lineno}", guard, type_only)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                yield Import(f"{node.module}.{alias.name}", f"{rel}:{node.lineno}", guard, type_only)
+        for child in ast.iter_child_nodes(node):
+            inner_guard = guard
+            if isinstance(node, ast.Try) and child in node.body:
+                inner_guard = _guard(node) or guard
+            inner_type_only = type_only or (isinstance(node, ast.If) and child in node.body
+                                            and "TYPE_CHECKING" in ast.unparse(node.test))
+            yield from visit(child, inner_guard, inner_type_only)
+
+    yield from visit(ast.parse(path.read_text(), str(path)), None, False)
+
+
+def third_party_imports() -> list[Import]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for imp in imports(path):
+            top = imp.module.split(".")[0]
+            if top in sys.stdlib_module_names or top == "geosched" or top == "__future__" or imp.type_only:
+                continue
+            out.append(imp)
+    return out
+
+
+def test_every_import_comes_from_a_declared_distribution() -> None:
+    runtime, extras = _declared()
+    problems = []
+    for imp in third_party_imports():
+        dists = provided_by(imp.module)
+        if not dists:
+            problems.append(f"{imp.where}: {imp.module}: no installed distribution provides it")
+        elif dists & runtime or (imp.guard is not None and dists & extras.get(imp.guard, set())):
+            continue
+        else:
+            owner = sorted(dists)
+            hint = next((f" (extra {e!r}: guard it with `except ImportError: raise MissingExtra({e!r}, ...)`)"
+                         for e, names in extras.items() if dists & names), "")
+            problems.append(f"{imp.where}: {imp.module} comes from {owner}, not a runtime dependency{hint}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_declared_runtime_dependency_is_imported() -> None:
+    # The runtime image installs exactly these: one nothing imports is weight the scheduler image carries.
+    runtime, _ = _declared()
+    used = set().union(*(provided_by(imp.module) for imp in third_party_imports()))
+    assert runtime - used == set()
+
+
+def test_the_check_sees_what_it_is_meant_to_see(tmp_path: Path) -> None:
+    # The walk and the lookup, on a module written for it: an undeclared import (click), a guarded extra, a
+    # type-only import, a namespace package split between distributions.
+    source = tmp_path / "mod.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\nimport click\nfrom google.cloud import compute_v1\n"
+        "if TYPE_CHECKING:\n    import mypy\n"
+        "def f():\n    try:\n        from moto.server import ThreadedMotoServer\n"
+        "    except ImportError:\n        raise MissingExtra('emulators', 'moto') from None\n")
+    found = {i.module: i for i in imports(source, tmp_path)}
+    assert found["click"].guard is None and not found["click"].type_only
+    assert found["mypy"].type_only
+    assert found["moto.server.ThreadedMotoServer"].guard == "emulators"
+    assert provided_by("google.cloud.compute_v1") == {"google-cloud-compute"}
+    assert provided_by("google.auth.credentials") == {"google-auth"}
+    assert "click" in provided_by("click.exceptions")
+    assert provided_by("moto.server") & _declared()[1]["emulators"]
+
+
+def test_a_missing_extra_is_one_line_exit_2() -> None:
+    # moto hidden from the import system: what a plain install without the `emulators` extra sees.
+    code = ("import sys\n"
+            "class Hide:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'moto' or name.startswith('moto.'):\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, Hide())\n"
+            "from geosched.errors import GeoschedError\n"
+            "from geosched.emulators import MotoServer\n"
+            "try:\n"
+            "    MotoServer()\n"
+            "except GeoschedError as exc:\n"
+            "    print(exc)\n"
+            "    sys.exit(exc.exit_code)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout.strip().splitlines() == [
+        "moto is not installed; it comes with the 'emulators' extra: pip install 'geosched[emulators]'"]

@@ -1,0 +1,108 @@
+"""Where the mission lives: the shipped geo fleet, the LLM-cluster workload, and `simulate` running them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from geosched.errors import InputError
+from geosched.models import pair_key
+from geosched.simulate.command import GEO_FLEET, Workload, run_simulate_command
+from geosched.simulate.fleets import GEO_SLOW_PAIRS, geo_fleet
+from geosched.simulate.llm import CLUSTERS, llm_trace, size_distribution
+
+
+def bad_nics(view) -> set[str]:
+    """Nodes every one of whose measured links shows a bad NIC (a degraded node's links all do)."""
+    per_node: dict[str, list[bool]] = {}
+    for (a, b), link in view.node_links.items():
+        bad = link.loss > 0 or link.throughput_gbps <= 4.0
+        per_node.setdefault(a, []).append(bad)
+        per_node.setdefault(b, []).append(bad)
+    return {n for n, flags in per_node.items() if all(flags)}
+
+
+def test_geo_fleet_is_several_clusters_in_several_regions_with_uneven_zones():
+    fleet, _ = geo_fleet()
+    assert len(fleet.nodes) == 300 and len(fleet.zones) == 8 and len(fleet.regions) == 3
+    assert len({n.cluster for n in fleet.nodes}) == 3 and {n.provider for n in fleet.nodes} == {"aws", "gcp"}
+    sizes = [sum(n.zone == z for n in fleet.nodes) for z in fleet.zones]
+    assert len(set(sizes)) >= 5
+    assert all(n.gpu == "H100" and n.gpus == n.gpus_free == 8 and n.price_ondemand for n in fleet.nodes)
+    # EKS nodes carry the zone name and the zone ID (our key); GKE nodes the zone name (our key).
+    assert all(n.labels.get("topology.k8s.aws/zone-id", n.labels["topology.kubernetes.io/zone"]) == n.zone
+               for n in fleet.nodes)
+
+
+def test_geo_fleet_links_are_measured_and_heterogeneous():
+    fleet, view = geo_fleet()
+    zones = sorted(fleet.zones)
+    assert all(view.zone_link(a, b) is not None for a in zones for b in zones)  # no blind pair
+    for key, link in GEO_SLOW_PAIRS.items():
+        assert view.zone_links[key] == link
+    assert view.zone_link("use1-az1", "use1-az2").throughput_gbps >= 5 * view.zone_links[
+        pair_key("use1-az1", "use1-az4")].throughput_gbps
+    assert len(bad_nics(view)) == 9  # 3% of 300
+    assert not bad_nics(geo_fleet(degraded=0.0)[1])
+    assert geo_fleet() == geo_fleet()  # deterministic
+
+
+def test_llm_sizes_match_the_published_mean_and_median():
+    for name, stats in CLUSTERS.items():
+        sizes, probs = size_distribution(stats)
+        assert probs.sum() == pytest.approx(1.0)
+        assert (sizes * probs).sum() == pytest.approx(stats.mean_gpus), name
+        assert probs[0] == 0.5 and sizes[-1] == stats.max_gpus  # median 1, published maximum
+
+
+def test_llm_trace_is_multi_node_with_the_published_run_times_and_the_offered_load():
+    jobs = llm_trace(20_000, capacity_gpus=2400, load=0.8, seed=3)
+    gpus = np.array([j.gpus for j in jobs])
+    run = np.array([j.duration_s for j in jobs])
+    assert set(gpus.tolist()) <= {16, 32, 64, 128, 256, 512, 1024} and (gpus == 1024).any()
+    assert np.median(run) == pytest.approx(CLUSTERS["kalos"].median_run_s, rel=0.1)
+    span = jobs[-1].submit_time_s - jobs[0].submit_time_s
+    assert (gpus * run).sum() / span / 2400 == pytest.approx(0.8, rel=0.05)
+    assert llm_trace(50, capacity_gpus=2400, seed=3) == llm_trace(50, capacity_gpus=2400, seed=3)
+    assert llm_trace(50, capacity_gpus=2400, seed=3) != llm_trace(50, capacity_gpus=2400, seed=4)
+
+
+def test_simulate_runs_the_llm_workload_on_the_geo_fleet(capsys: pytest.CaptureFixture[str]) -> None:
+    results = run_simulate_command(None, ["zone-first", "tas", "karmada"], workload=Workload(jobs=60),
+                                   fleet=Path(GEO_FLEET), output="json")
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "llm" and doc["fleet"].startswith("geo fleet") and doc["jobs_read"] == 60
+    assert [r.jobs for r in results] == [60, 60, 60]
+    by = {r.policy: r for r in results}
+    assert by["karmada"].multi_zone_jobs == 60  # Divided splits every gang across the three clusters
+    assert by["zone-first"].avg_slowdown < by["tas"].avg_slowdown  # the measured links matter here
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"trace": None}, "either --trace or --workload"),
+    ({"trace": Path("x.csv"), "workload": Workload()}, "either --trace or --workload"),
+    ({"trace": None, "workload": Workload(kind="hpc")}, "--workload"),
+    ({"trace": None, "workload": Workload(like="nowhere")}, "--like"),
+    ({"trace": None, "workload": Workload(min_gpus=4096)}, "--min-gpus"),
+])
+def test_simulate_rejects_bad_workload_arguments(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        run_simulate_command(policy_names=["pack"], fleet=Path(GEO_FLEET), **kwargs)  # type: ignore[arg-type]
+
+
+def test_cli_simulate_workload_on_the_geo_fleet(tmp_path: Path) -> None:
+    env = {**os.environ, "GEOSCHED_HOME": str(tmp_path), "COLUMNS": "200"}
+    args = [sys.executable, "-m", "geosched", "simulate", "--workload", "llm", "--jobs", "30", "--fleet", "geo",
+            "--policy", "tas", "-o", "csv"]
+    run = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[1].startswith("tas,")
+    bad = subprocess.run([*args[:5], "nope", *args[6:]], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--workload" in bad.stderr
