@@ -13,9 +13,9 @@ import pytest
 
 from geosched.errors import InputError
 from geosched.models import pair_key
-from geosched.simulate.command import GEO_FLEET, Workload, run_simulate_command
 from geosched.simulate.fleets import GEO_SLOW_PAIRS, geo_fleet
 from geosched.simulate.llm import CLUSTERS, llm_trace, size_distribution
+from geosched.simulate_cli import GEO_FLEET, Workload, run_simulate_command
 
 
 def bad_nics(view) -> set[str]:
