@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 
-import click
+import typer
 
 from geosched.errors import InputError
 
 
-def finite(_ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+def finite(param: typer.CallbackParam, value: float | None) -> float | None:
     """A float option's callback: click reads `inf`, `nan` and `1e400` as floats, and one infinite weight makes
     every score NaN (and the JSON output invalid)."""
     if value is not None and not math.isfinite(value):
