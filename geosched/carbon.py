@@ -19,8 +19,6 @@ figure; each region whose value is not a measured hour gets a note, for `--expla
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,7 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from geosched.errors import InputError
-from geosched.fields import parse_time, read_text
+from geosched.fields import parse_time
+from geosched.gate import CsvRows, Kind, read_text
 from geosched.models import HOUR_S, CarbonSignal, Fleet, NetworkView
 from geosched.policies import PlacementContext
 
@@ -36,16 +35,20 @@ REQUIRED = ("region", "gco2e_per_kwh")
 
 
 def parse_carbon_csv(text: str, source: str) -> CarbonSignal:
-    reader = csv.DictReader(io.StringIO(text))
-    fields = set(reader.fieldnames or ())
+    reader = CsvRows(text, source)  # a field over 128 KiB or a NUL byte is one line, not a `_csv.Error`
+    header = [c.strip() for c in next(reader, [])]
+    fields = set(header)
     if set(REQUIRED) - fields or not fields & {"hour", "datetime"}:
         raise InputError(source, "line 1", "expected the columns region, gco2e_per_kwh and datetime (RFC 3339 "
                          "hours) or hour (a profile 0..N-1)")
     means: dict[str, float] = {}
     profiles: dict[str, dict[int, float]] = {}
     hourly: dict[str, dict[int, float]] = {}
-    for number, row in enumerate(reader, start=2):
-        where = f"line {number}"
+    for cells in reader:
+        if not cells:
+            continue
+        where = f"line {reader.line_num}"
+        row = dict(zip(header, cells, strict=False))
         region = (row.get("region") or "").strip()
         if ":" not in region:
             raise InputError(source, where, f"region must be provider:region, got {region!r}")
@@ -53,7 +56,7 @@ def parse_carbon_csv(text: str, source: str) -> CarbonSignal:
         try:
             value = float(text_value or "")
         except ValueError:
-            raise InputError(source, where, f"gco2e_per_kwh must be a number, got {text_value!r}") from None
+            raise InputError(source, where, f"gco2e_per_kwh must be a number, got {text_value!r:.60}") from None
         if not math.isfinite(value) or value < 0:
             raise InputError(source, where, f"gco2e_per_kwh must be a finite number >= 0, got {value:g}")
         stamp = (row.get("datetime") or "").strip()
@@ -64,8 +67,8 @@ def parse_carbon_csv(text: str, source: str) -> CarbonSignal:
             hour = epoch_hour(stamp, source, where)
             _put(hourly.setdefault(region, {}), hour, value, source, where, f"{stamp} of {region}")
         elif hour_text:
-            if not hour_text.isdigit():
-                raise InputError(source, where, f"hour must be an integer >= 0, got {hour_text!r}")
+            if not (hour_text.isascii() and hour_text.isdigit() and len(hour_text) <= 6):
+                raise InputError(source, where, f"hour must be an integer from 0 to 999999, got {hour_text!r:.60}")
             _put(profiles.setdefault(region, {}), int(hour_text), value, source, where, f"hour {hour_text} of {region}")
         else:
             means[region] = value
@@ -104,7 +107,7 @@ def decision_time(text: str | None, where: str = "--at") -> datetime:
 
 
 def load_carbon(path: Path | None) -> CarbonSignal | None:
-    return parse_carbon_csv(read_text(path), str(path)) if path is not None else None
+    return parse_carbon_csv(read_text(path, Kind.CARBON), str(path)) if path is not None else None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
 from geosched.kube.multikueue import cli as multikueue_cli
 from geosched.models import Fleet, Offering, Placement, Weights
+from geosched.options import finite
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
@@ -94,7 +95,8 @@ FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML
 NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view file (YAML/JSON).")]
 SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
 ZoneToleranceOpt = Annotated[float, typer.Option(
-    min=0.0, help="A placement in fewer zones wins while its total is within this fraction of the best.")]
+    min=0.0, callback=finite,
+    help="A placement in fewer zones wins while its total is within this fraction of the best.")]
 CarbonHourlyOpt = Annotated[Path | None, typer.Option(
     "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (hourly grid intensity, e.g. from Electricity Maps' "
     "history; format in geosched/carbon.py): decisions use the hour the job starts instead of the yearly mean.")]
@@ -112,10 +114,12 @@ def place(
     snapshot: SnapshotOpt = None,
     from_store: StoreOpt = False,
     policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).")] = policies.DEFAULT_POLICY,
-    network_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the network term.")]
+    network_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the network term.")]
     = DEFAULT_WEIGHTS.network,
-    cost_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the $ term.")] = DEFAULT_WEIGHTS.cost,
-    carbon_weight: Annotated[float, typer.Option(min=0.0, help="Weight of the carbon term.")] = DEFAULT_WEIGHTS.carbon,
+    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the $ term.")]
+    = DEFAULT_WEIGHTS.cost,
+    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the carbon term.")]
+    = DEFAULT_WEIGHTS.carbon,
     zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
     explain: Annotated[bool, typer.Option(help="Show every term of every candidate and why each lost.")] = False,
     limit: Annotated[int, typer.Option(min=0, help="Candidates and rejections --explain shows (0: all; JSON "
@@ -340,9 +344,9 @@ def simulate_cmd(
     = None,
     trace_format: Annotated[str | None, typer.Option("--format", help="gavel, alibaba, philly or csv (default: "
                                                      "detected from the content).")] = None,
-    network_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.network,
-    cost_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.cost,
-    carbon_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    network_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.network,
+    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.cost,
+    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.carbon,
     zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
     lenient: Annotated[bool, typer.Option(help="Print bad rows and replay the rest.")] = False,
     backfill: Annotated[bool, typer.Option(help="EASY backfill behind a blocked head of the queue.")] = False,

@@ -11,7 +11,8 @@ from typing import Any
 
 from geosched import catalog, gpus
 from geosched.errors import InputError
-from geosched.fields import Fields, each, load_document
+from geosched.fields import Fields, each
+from geosched.gate import Kind, load_document
 from geosched.models import (
     CommProfile,
     Fleet,
@@ -125,7 +126,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
 
 
 def load_job(path: Path, gpu_models: set[str] | None = None) -> Job:
-    return parse_job(load_document(path), str(path), gpu_models)
+    return parse_job(load_document(path, Kind.JOB), str(path), gpu_models)
 
 
 # --- fleets ---------------------------------------------------------------------------------------
@@ -251,7 +252,7 @@ def _node_to_dict(n: Node) -> dict[str, Any]:
 
 
 def load_fleet(path: Path) -> Fleet:
-    return parse_fleet(load_document(path), str(path))
+    return parse_fleet(load_document(path, Kind.FLEET), str(path))
 
 
 # --- network views --------------------------------------------------------------------------------
@@ -303,7 +304,7 @@ def network_to_dict(view: NetworkView) -> dict[str, Any]:
 
 
 def load_network(path: Path, fleet: Fleet | None = None) -> NetworkView:
-    return parse_network(load_document(path), str(path), fleet)
+    return parse_network(load_document(path, Kind.NETWORK), str(path), fleet)
 
 
 # --- placements -----------------------------------------------------------------------------------

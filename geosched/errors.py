@@ -46,6 +46,11 @@ class CredentialsError(GeoschedError):
         super().__init__(one_line(message))
 
 
+MAX_MESSAGE = 1000
+
+
 def one_line(text: str) -> str:
-    """Field names and values come from the input: escape what would break the one-line promise."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    """Field names and values come from the input: escape what would break the one-line promise, and keep the
+    line readable when a quoted value is huge."""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return line if len(line) <= MAX_MESSAGE else line[:MAX_MESSAGE] + "..."

@@ -6,7 +6,6 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
@@ -14,40 +13,16 @@ import yaml
 from geosched.errors import InputError
 
 T = TypeVar("T")
-# libyaml's loader when present: the same safe subset, an order of magnitude faster on large snapshots.
-SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", f"cannot read: {exc}") from None
-
-
-def parse_yaml(text: str, source: str, *, stream: bool = False) -> Any:
-    """One YAML (or JSON) document, or with `stream` the list of all non-empty documents; errors carry the
-    line the parser stopped at."""
-    try:
-        if stream:
-            return [d for d in yaml.load_all(text, Loader=SAFE_LOADER) if d is not None]
-        return yaml.load(text, Loader=SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(source, where, f"not valid YAML: {problem}") from None
-
-
-def load_document(path: Path) -> Any:
-    return parse_yaml(read_text(path), str(path))
+# Integers and numbers read from files stay within these unless a field says otherwise: far above any real
+# count, price or duration, far below what overflows a C integer or turns a sum into infinity.
+MAX_INTEGER = 2**31 - 1
+MAX_NUMBER = 1e12
 
 
 def dump(data: Any, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=False) + "\n"
+        # Never NaN or Infinity: they are not JSON, and a consumer's parser would reject the whole document.
+        return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
@@ -89,7 +64,8 @@ class Fields:
     def opt_string(self, key: str) -> str | None:
         return self.string(key) if self.has(key) else None
 
-    def integer(self, key: str, *, minimum: int | None = None, default: int | None = None) -> int:
+    def integer(self, key: str, *, minimum: int | None = None, maximum: int = MAX_INTEGER,
+                default: int | None = None) -> int:
         value = self.data.get(key)
         if value is None:
             if default is not None:
@@ -99,25 +75,33 @@ class Fields:
             raise self.error(key, f"expected an integer, got {describe(value)}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be >= {minimum}, got {value}")
+        if value > maximum:
+            raise self.error(key, f"must be <= {maximum}, got {value if value < 10**30 else 'a larger number'}")
         return value
 
     def opt_integer(self, key: str, *, minimum: int | None = None) -> int | None:
         return self.integer(key, minimum=minimum) if self.has(key) else None
 
-    def number(self, key: str, *, minimum: float | None = None, maximum: float | None = None,
+    def number(self, key: str, *, minimum: float | None = None, maximum: float = MAX_NUMBER,
                default: float | None = None, exclusive_minimum: bool = False) -> float:
         value = self.data.get(key)
         if value is None:
             if default is not None:
                 return default
             raise self.error(key, "required")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(key, f"expected a finite number, got {describe(value)}")
+        if isinstance(value, int) and abs(value) > MAX_NUMBER:  # float() of a huge int would overflow
+            raise self.error(key, f"must be <= {maximum:g}, got a larger number")
         number = float(value)
+        if not math.isfinite(number):
+            raise self.error(key, f"expected a finite number, got {describe(value)}")
         if minimum is not None and (number <= minimum if exclusive_minimum else number < minimum):
             raise self.error(key, f"must be {'>' if exclusive_minimum else '>='} {minimum:g}, got {number:g}")
-        if maximum is not None and number > maximum:
+        if number > maximum:
             raise self.error(key, f"must be <= {maximum:g}, got {number:g}")
+        if number < -MAX_NUMBER:
+            raise self.error(key, f"must be >= {-MAX_NUMBER:g}, got {number:g}")
         return number
 
     def opt_number(self, key: str, *, minimum: float | None = None) -> float | None:
@@ -143,9 +127,12 @@ class Fields:
         if not isinstance(value, Mapping):
             raise self.error(key, f"expected a mapping, got {describe(value)}")
         for k, v in value.items():
-            if not isinstance(k, str) or not isinstance(v, str | int | float) or isinstance(v, bool):
+            if not isinstance(k, str):
+                raise self.error(key, f"expected string keys, got {describe(k)}")
+            if (not isinstance(v, str | int | float) or isinstance(v, bool)
+                    or (not isinstance(v, str) and not abs(v) <= MAX_NUMBER)):
                 raise InputError(self.source, f"{self.at(key)}.{k}", "expected a string value")
-        return {str(k): str(v) for k, v in value.items()}
+        return {k: str(v) for k, v in value.items()}
 
     def items(self, key: str, *, required: bool = False) -> list[tuple[str, Any]]:
         """A list field as (path, item) pairs."""
@@ -180,7 +167,8 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"a boolean ({value})"
     if isinstance(value, int | float):
-        return f"a number ({value})"
+        # str() refuses ints of over 4,300 digits; such a number is shown by its size.
+        return f"a number ({value})" if not isinstance(value, int) or abs(value) < 10**30 else "a very large number"
     if isinstance(value, str):
         return f"a string ({value[:40]!r})"
     if isinstance(value, list):

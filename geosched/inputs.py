@@ -11,7 +11,7 @@ from geosched import catalog, netmodel
 from geosched.default_fleet import default_fleet, default_network
 from geosched.documents import load_network, parse_fleet
 from geosched.errors import InputError
-from geosched.fields import load_document
+from geosched.gate import Kind, load_document
 from geosched.inventory import parse_inventory
 from geosched.models import Fleet, NetworkView, Node, Zone
 from geosched.store import Store, snapshot_paths
@@ -50,7 +50,7 @@ def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None, sto
 def load_fleet_file(path: Path) -> Fleet:
     """A fleet file, or an inventory file (its nodes say how to reach them: `address`), whose machines with GPUs
     are the fleet."""
-    doc = load_document(path)
+    doc = load_document(path, Kind.FLEET)
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
     if isinstance(nodes, list) and any(isinstance(n, dict) and "address" in n for n in nodes):
         inventory = parse_inventory(doc, str(path), base=path.parent)

@@ -9,19 +9,43 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from geosched.documents import nofit_to_dict, placement_to_dict
+from geosched.errors import one_line
 from geosched.fields import dump
 from geosched.models import NoFit, Placement, Score, Weights
 
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+
+def printable(text: str) -> str:
+    """`text` without control characters (ESC, BEL, ...): a name from a file, a node or a cluster must not move
+    the cursor, retitle the terminal or open a hyperlink. Line breaks and tabs stay."""
+    return text if text.isprintable() else "".join(c for c in text if c.isprintable() or c in "\n\t")
+
+
+def safe(text: object) -> str:
+    """A name or message from outside, ready to sit inside rich markup: printable and with its brackets escaped,
+    so `x[/bold]` or `[link=...]` is shown as written. The one helper every styled line uses."""
+    return escape(printable(str(text)))
+
+
+class _Console(Console):
+    """Markup is off unless a call asks for it (and then escapes what it interpolates with `safe`), and every
+    string printed or put in a table (cells, titles, captions) passes `printable` on its way."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(printable(text), **kwargs)
+
+
+out = _Console(highlight=False, soft_wrap=False, markup=False)
+err = _Console(stderr=True, highlight=False, markup=False)
 
 
 def error(message: str) -> None:
     # One plain line, no markup: messages quote user input, which must not be read as markup.
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {one_line(message)}\n")
 
 
 def data(doc: Any, fmt: str) -> None:
@@ -83,10 +107,10 @@ def _hop(score: Score) -> str:
 
 def placement(p: Placement, explain: bool, limit: int = 20) -> None:
     """The decision; with `explain`, the first `limit` candidates and rejections (0: all)."""
-    head = (f"[bold]{p.job.name}[/]: {p.job.workers} x {p.job.gpus_per_worker} GPUs -> cluster "
-            f"[bold]{p.cluster or '(none)'}[/], zone{'s' if len(p.zones) > 1 else ''} "
-            f"[bold]{', '.join(p.zones)}[/] ({', '.join(p.regions)}) by {p.policy}")
-    out.print(head)
+    head = (f"[bold]{safe(p.job.name)}[/]: {p.job.workers} x {p.job.gpus_per_worker} GPUs -> cluster "
+            f"[bold]{safe(p.cluster or '(none)')}[/], zone{'s' if len(p.zones) > 1 else ''} "
+            f"[bold]{safe(', '.join(p.zones))}[/] ({safe(', '.join(p.regions))}) by {safe(p.policy)}")
+    out.print(head, markup=True)
     table("assignment", [{"node": a.node, "zone": a.zone, "workers": a.workers} for a in p.assignments])
     out.print(score_line(p.score, p.weights))
     out.print(_hop(p.score))

@@ -84,6 +84,8 @@ def run_simulate_command(
     if workload is not None:
         _check(workload)
     snap = _snapshot(fleet, network, snapshot)
+    # Every input read before anything is said (a note, then an error, would be two lines).
+    read = read_trace(trace, trace_format, strict=strict) if trace is not None else None
     models = sorted({n.gpu for n in snap.fleet.nodes})
     if gpu is None:
         gpu = pinned_gpu(snap.fleet)
@@ -93,7 +95,7 @@ def run_simulate_command(
         gpu = None
     elif gpu not in models:
         raise InputError("--gpu", "", f"no {gpu} in the fleet (it has: {', '.join(models)}, or {ANY_GPU})")
-    read = read_trace(trace, trace_format, strict=strict) if trace is not None else _generate(workload, snap, gpu)
+    read = read if read is not None else _generate(workload, snap, gpu)
     _report_rows(read)
     ctx = policies.PlacementContext(snap.fleet, snap.network)
     signal = load_carbon(carbon_hourly)

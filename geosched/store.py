@@ -24,7 +24,8 @@ import platformdirs
 from geosched import writes
 from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
 from geosched.errors import InputError
-from geosched.fields import dump, load_document
+from geosched.fields import dump
+from geosched.gate import Kind, load_document
 from geosched.inventory import Inventory, parse_inventory
 from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 
@@ -420,8 +421,8 @@ class Store:
 
     def import_snapshot(self, directory: Path) -> tuple[int, int]:
         fleet_path, network_path = snapshot_paths(directory)
-        fleet = parse_fleet(load_document(fleet_path), str(fleet_path))
-        network = parse_network(load_document(network_path), str(network_path), fleet)
+        fleet = parse_fleet(load_document(fleet_path, Kind.FLEET), str(fleet_path))
+        network = parse_network(load_document(network_path, Kind.NETWORK), str(network_path), fleet)
         self.save_fleet(fleet)
         return len(fleet.nodes), self.import_network(network)
 

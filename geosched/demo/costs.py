@@ -69,7 +69,7 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store, html: P
     render.out.print(f"[bold]{n}. Cost and carbon[/] of what this demo did (the report `geosched report` makes), "
                      f"from the demo store {escape(str(store.path))}: the emulated gang's usage as the ledger "
                      f"recorded it, and the {len(placed)} placed jobs, assumed 1 h each from now on their placed "
-                     "nodes (nothing ran). Your own store gets none of this usage.")
+                     "nodes (nothing ran). Your own store gets none of this usage.", markup=True)
     result = report(store, ReportKind.COST, Grouping.JOB, until=until, output=Output.HTML, out=html)
     assert result.data is not None
     t = result.data.total

@@ -48,6 +48,6 @@ def run_demo(home: Path) -> list[Placement]:
         stages.replay(next(stage), fleet, network)
         shown = escape(str(demo_store.home))
         render.out.print(f"[bold]{next(stage)}. Recorded[/] {len(placed)} placements in the demo's own store {shown} "
-                         f"(`geosched --home {shown} placements`); yours is untouched")
+                         f"(`geosched --home {shown} placements`); yours is untouched", markup=True)
         costs.run(next(stage), placed, fleet, demo_store, out / "report.html")
     return placed

@@ -100,12 +100,12 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store) -> Gang
     head = f"[bold]{n}. Provisioning[/] on emulated clouds"
     missing = moto_missing()
     if missing is not None:
-        render.out.print(f"{head}: skipped: " + escape(missing))
+        render.out.print(f"{head}: skipped: " + escape(missing), markup=True)
         return None
     target = next((p for p in placed if p.job.name == PROVISION_JOB), None)
     plan = gang_plan(target, fleet, catalog.offerings()) if target else f"{PROVISION_JOB} was not placed"
     if isinstance(plan, str):
-        render.out.print(f"{head}: skipped: {plan}")
+        render.out.print(f"{head}: skipped: {escape(str(plan))}", markup=True)
         return None
     # Here, not at the top: the emulators and the SDKs take seconds to import, and `geosched` imports this module.
     from geosched.demo.clouds import emulated_clouds
@@ -115,7 +115,7 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store) -> Gang
     render.out.print(f"{head}: emulated AWS (moto) and GCE (local REST double) on 127.0.0.1, no cloud account. "
                      f"{plan.job} as {req.nodes} x {req.gpu}:{req.gpus_per_node}: its placed zone first, then "
                      f"{fallback} {', '.join(plan.regions[fallback])} (instance types the emulators hold: "
-                     f"{', '.join(req.instance_types)}); journal in {escape(str(store.path))}")
+                     f"{', '.join(req.instance_types)}); journal in {escape(str(store.path))}", markup=True)
     with emulated_clouds(plan.zones.get("gcp", ()), req.instance_types, plan.regions.get("aws", ())) as clouds:
         providers = dict(clouds.providers)
         candidates = plan_gang(req, providers, store).candidates

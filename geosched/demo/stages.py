@@ -9,7 +9,7 @@ from pathlib import Path
 
 from geosched import policies, render
 from geosched.documents import job_to_dict, parse_job
-from geosched.fields import load_document
+from geosched.gate import Kind, load_document
 from geosched.kube.config import Backend, ClusterConfig
 from geosched.kube.jobinput import parse_job_object
 from geosched.kube.render import RenderOptions, to_yaml
@@ -33,7 +33,7 @@ def demo_jobs() -> list[Job]:
     jobs = []
     for name in DEMO_JOBS:
         with resources.as_file(folder.joinpath(name)) as path:
-            jobs.append(parse_job(load_document(path), f"examples/jobs/{name}"))
+            jobs.append(parse_job(load_document(path, Kind.JOB), f"examples/jobs/{name}"))
     return jobs
 
 
@@ -43,20 +43,20 @@ def show_fleet(n: int, fleet: Fleet) -> None:
     providers = sorted({r.provider for r in fleet.regions.values()})
     render.out.print(f"[bold]{n}. Fleet[/] (embedded default, built from the shipped catalog): {len(fleet.nodes)} "
                      f"nodes, {gpus} GPUs ({free} free) in {len(fleet.zones)} zones of {len(fleet.regions)} regions "
-                     f"on {', '.join(providers)}")
+                     f"on {', '.join(providers)}", markup=True)
 
 
 def show_network(n: int, network: NetworkView) -> None:
     render.out.print(f"[bold]{n}. Network[/] (the shipped model, not live probes: `geosched probe run` measures real "
                      f"nodes): {len(network.zone_links)} zone pairs from measured inter-region RTT and throughput, "
-                     f"{len(network.node_links)} modelled intra-zone node pairs")
+                     f"{len(network.node_links)} modelled intra-zone node pairs", markup=True)
 
 
 def place(n: int, ctx: PlacementContext) -> list[Placement]:
     """Every demo job under every policy; the default policy's placements are returned (the demo records them in
     its own store, never the user's)."""
     placed: list[Placement] = []
-    render.out.print(f"[bold]{n}. Placement[/], zone first, score second, against every baseline:")
+    render.out.print(f"[bold]{n}. Placement[/], zone first, score second, against every baseline:", markup=True)
     for job in demo_jobs():
         rows = []
         for name in policies.names():
@@ -92,7 +92,7 @@ def handoff(n: int, placed: list[Placement], fleet: Fleet, out: Path) -> None:
         kinds = ", ".join(m["kind"] for m in manifests)
         written.append(f"  {path} ({kinds})")
     render.out.print(f"[bold]{n}. Hand-off[/] (rendered for the chosen clusters with the Kueue backend; not applied: "
-                     "no cluster here, `geosched submit` applies them):")
+                     "no cluster here, `geosched submit` applies them):", markup=True)
     for line in written:
         render.out.print(line, markup=False)
 
@@ -106,7 +106,8 @@ def replay(n: int, fleet: Fleet, network: NetworkView) -> None:
     ctx = PlacementContext(small, network)
     results = simulate(jobs, ctx, list(TRACE_POLICIES), options=SimOptions(gpu=TRACE_GPU))
     render.out.print(f"[bold]{n}. Trace replay[/] (simulated): Gavel trace {DEMO_TRACE}, {len(jobs)} jobs, on "
-                     f"{len(small.nodes)} x 8 {TRACE_GPU} over {len(small.zones)} zones of {TRACE_CLUSTER}:")
+                     f"{len(small.nodes)} x 8 {TRACE_GPU} over {len(small.zones)} zones of {TRACE_CLUSTER}:",
+                     markup=True)
     render.table("policy comparison", table_rows(results))
     render.out.print("  This trace has many multi-node gangs; on the other shipped traces zone-first's gain over "
                      "spread and pack is smaller, and on one it trails pack: `python benchmarks/bench_simulate.py` "

@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import yaml
-
 from geosched import writes
 from geosched.errors import one_line
-from geosched.fields import SAFE_LOADER
+from geosched.gate import parse_yaml
 from geosched.gitops.explain import explain
 from geosched.gitops.plan import CLUSTERS_DIR, Placed
 from geosched.gitops.render import Rendered, render_in_memory
@@ -85,7 +83,7 @@ def unmatched_pins(rendered: Rendered) -> list[str]:
         if len(parts) != 4 or parts[0] != CLUSTERS_DIR or not path.endswith(".yaml"):
             continue
         nodes = by_cluster.get(parts[1], [])
-        for obj in yaml.load_all(text, Loader=SAFE_LOADER):  # libyaml when present: a tree has many files
+        for obj in parse_yaml(text, path, stream=True):  # libyaml when present: a tree has many files
             if not isinstance(obj, dict):
                 continue
             for constraint in affinity.node_constraints(obj):

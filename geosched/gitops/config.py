@@ -19,7 +19,8 @@ from typing import Any
 
 from geosched import policies
 from geosched.documents import API_VERSION, parse_weights
-from geosched.fields import Fields, load_document, parse_time
+from geosched.fields import Fields, parse_time
+from geosched.gate import Kind, load_document
 from geosched.kube.compact import CompactKind
 from geosched.models import Weights
 
@@ -61,4 +62,4 @@ def config_to_dict(config: GitOpsConfig) -> dict[str, Any]:
 
 
 def load_config(path: Path | None) -> GitOpsConfig:
-    return GitOpsConfig() if path is None else parse_config(load_document(path), str(path))
+    return GitOpsConfig() if path is None else parse_config(load_document(path, Kind.SETTINGS), str(path))

@@ -23,7 +23,7 @@ import yaml
 
 from geosched.documents import API_VERSION, score_to_dict
 from geosched.errors import InputError
-from geosched.fields import read_text
+from geosched.gate import Kind, parse_yaml, read_text
 from geosched.gitops.load import TreeInputs
 from geosched.gitops.plan import Outcome, Placed
 from geosched.stable import Current
@@ -120,9 +120,8 @@ def parse_index(text: str | None) -> Index:
     if not text:
         return Index()
     try:
-        # libyaml when present: the index of a thousand jobs is tens of thousands of lines.
-        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
+        doc = parse_yaml(text, INDEX)  # bounded like every input: anyone who can commit can edit it
+    except InputError:
         return Index()
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         return Index()
@@ -161,7 +160,7 @@ def _entry(key: str, item: Mapping[str, Any]) -> Entry:
 def placed_jobs(path: Path) -> dict[str, set[tuple[str, str]]]:
     """The jobs a tree's index places, per cluster, as (namespace, name) (from each entry's file,
     `clusters/<cluster>/<namespace>/<job>.yaml`). Strict, unlike `parse_index`: what this says is used."""
-    text = read_text(path)
+    text = read_text(path, Kind.INDEX)
     if parse_index(text) == Index() and text.strip():
         raise InputError(str(path), "kind", f"not a {KIND} written by `geosched gitops render`")
     out: dict[str, set[tuple[str, str]]] = {}

@@ -10,14 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from geosched import catalog
 from geosched.documents import NAME_RE, fleet_to_dict, job_to_dict, network_to_dict, parse_fleet, parse_network
 from geosched.errors import InputError
-from geosched.fields import parse_yaml, read_text
+from geosched.gate import Kind, load_document
 from geosched.gitops.config import GitOpsConfig, config_to_dict, load_config
 from geosched.kube.config import ClusterConfig, cluster_to_dict, load_cluster_config
 from geosched.kube.jobinput import JobInput, JobKind, read_job_file
@@ -82,22 +79,8 @@ def load_snapshot(snapshot_dir: Path) -> tuple[Fleet, NetworkView]:
     if not snapshot_dir.is_dir():
         raise InputError(str(snapshot_dir), "", "not a snapshot directory")
     fleet_path, network_path = snapshot_paths(snapshot_dir)
-    fleet = parse_fleet(fast_yaml(fleet_path), str(fleet_path))
-    return fleet, parse_network(fast_yaml(network_path), str(network_path), fleet)
-
-
-def fast_yaml(path: Path) -> Any:
-    """One document through libyaml when present: a snapshot is large, and the pure-Python parser takes seconds
-    on it. The objects are the same (the resolver and constructor are Python either way); on a parse error the
-    shared reader runs again for its message with the line."""
-    text = read_text(path)
-    loader = getattr(yaml, "CSafeLoader", None)
-    if loader is not None:
-        try:
-            return yaml.load(text, Loader=loader)
-        except yaml.YAMLError:
-            pass
-    return parse_yaml(text, str(path))
+    fleet = parse_fleet(load_document(fleet_path, Kind.FLEET), str(fleet_path))
+    return fleet, parse_network(load_document(network_path, Kind.NETWORK), str(network_path), fleet)
 
 
 def read_jobs(jobs_dir: Path, gpu_models: set[str]) -> tuple[JobSpec, ...]:

@@ -29,6 +29,7 @@ from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, load_cluster_config
 from geosched.kube.render import to_yaml
 from geosched.models import Weights
+from geosched.options import finite
 
 if TYPE_CHECKING:
     from geosched.kube.cluster_inventory import Unreachable
@@ -94,11 +95,11 @@ def submit_cmd(
     apply: Annotated[bool, typer.Option("--apply/--dry-run", help="Apply (default), or only render and print "
                                         "the manifests.")] = True,
     policy: Annotated[str, typer.Option(help="Placement policy.")] = policies.DEFAULT_POLICY,
-    network_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.network,
-    cost_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.cost,
-    carbon_weight: Annotated[float, typer.Option(min=0.0)] = DEFAULT_WEIGHTS.carbon,
-    zone_tolerance: Annotated[float, typer.Option(min=0.0, help="A placement in fewer zones wins while its total "
-                                                  "is within this fraction of the best.")]
+    network_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.network,
+    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.cost,
+    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    zone_tolerance: Annotated[float, typer.Option(callback=finite, min=0.0, help="A placement in fewer zones wins "
+                                                  "while its total is within this fraction of the best.")]
     = DEFAULT_WEIGHTS.zone_tolerance,
     network: Annotated[Path | None, typer.Option("--network", help="Measured NetworkView file (default: the "
                                                  "shipped network model).")] = None,

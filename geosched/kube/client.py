@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from geosched.errors import InputError
+from geosched.gate import Kind, check_file
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -49,9 +50,12 @@ POOL_SIZE = 16
 def kubeconfig_files(explicit: Path | None = None) -> str:
     """The kubeconfig to read: the explicit path, else $KUBECONFIG (a ':'-separated list, merged as kubectl
     does), else ~/.kube/config. Read at call time: the client reads $KUBECONFIG once, at import."""
-    if explicit is not None:
-        return str(explicit)
-    return os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    files = str(explicit) if explicit is not None else os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    for name in filter(None, files.split(os.pathsep)):
+        path = Path(name).expanduser()
+        if path.exists():  # a missing one is the client's to report, as before
+            check_file(path, Kind.KUBECONFIG)  # the client would block on a FIFO and read /dev/zero forever
+    return files
 
 
 def list_contexts(kubeconfig: Path | None = None) -> tuple[list[str], str | None]:

@@ -37,7 +37,8 @@ from typing import Any
 
 from geosched.documents import API_VERSION
 from geosched.errors import InputError
-from geosched.fields import Fields, load_document
+from geosched.fields import Fields
+from geosched.gate import Kind, load_document
 
 
 class Backend(StrEnum):
@@ -149,4 +150,4 @@ def cluster_to_dict(cluster: ClusterConfig) -> dict[str, Any]:
 
 
 def load_cluster_config(path: Path) -> dict[str, ClusterConfig]:
-    return parse_cluster_config(load_document(path), str(path))
+    return parse_cluster_config(load_document(path, Kind.CLUSTERS), str(path))

@@ -25,7 +25,8 @@ from typing import Any
 from geosched import catalog
 from geosched.documents import API_VERSION, NAME_RE, parse_job
 from geosched.errors import InputError
-from geosched.fields import describe, parse_yaml, read_text
+from geosched.fields import describe
+from geosched.gate import Kind, parse_yaml, read_text
 from geosched.gpus import model_from_product
 from geosched.kube import keys
 from geosched.kube.objpath import At
@@ -89,7 +90,7 @@ class JobInput:
 # --- reading files --------------------------------------------------------------------------------
 
 def read_job_file(path: Path, gpu_models: set[str] | None = None) -> JobInput:
-    return parse_job_text(read_text(path), str(path), gpu_models)
+    return parse_job_text(read_text(path, Kind.JOB), str(path), gpu_models)
 
 
 def parse_job_text(text: str, source: str, gpu_models: set[str] | None = None) -> JobInput:
@@ -111,8 +112,7 @@ def parse_job_text(text: str, source: str, gpu_models: set[str] | None = None) -
 
 def _is_job(data: Any, source: str) -> bool:
     root = At(data, source)
-    root.mapping(required=True)
-    api, kind = root.key("apiVersion").value, root.key("kind").value
+    api, kind = _header(root)
     if api is None and kind in (None, "Job"):
         return True  # a compact job file may leave out its header
     if (api, kind) in KINDS:
@@ -123,15 +123,26 @@ def _is_job(data: Any, source: str) -> bool:
     return False
 
 
+def _header(root: At) -> tuple[str | None, str | None]:
+    """apiVersion and kind, each absent or a string (`kind: [Job]` must not reach a lookup by value)."""
+    root.mapping(required=True)
+    values: list[str | None] = []
+    for key in ("apiVersion", "kind"):
+        at = root.key(key)
+        if at.value is not None and not isinstance(at.value, str):
+            raise at.error(f"expected a string, got {describe(at.value)}")
+        values.append(at.value)
+    return values[0], values[1]
+
+
 _GROUPS = {"Job": ("batch", "geosched.io"), "JobSet": ("jobset.x-k8s.io",), "PyTorchJob": ("kubeflow.org",),
            "TrainJob": ("trainer.kubeflow.org",)}
 
 
 def parse_job_object(data: Any, source: str, gpu_models: set[str] | None = None) -> JobInput:
     root = At(data, source)
-    root.mapping(required=True)
-    api, kind_name = root.key("apiVersion").value, root.key("kind").value
-    kind = KINDS.get((api, kind_name)) if api is not None else JobKind.COMPACT
+    api, kind_name = _header(root)
+    kind = KINDS.get((api, kind_name or "")) if api is not None else JobKind.COMPACT
     if kind is None:
         raise root.key("kind").error(f"unsupported object {api} {kind_name} (supported: "
                                      f"{', '.join(sorted(JobKind))})")

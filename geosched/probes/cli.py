@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from geosched import render
 from geosched.errors import InputError
 from geosched.inventory import SshTarget, load_inventory
+from geosched.options import finite
 from geosched.probes import exports, service
 from geosched.probes.aggregate import NodeScope
 from geosched.probes.engine import PlanOptions
@@ -107,8 +108,10 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         kinds: Annotated[str, typer.Option(help="Comma-separated: rtt, loss, throughput.")] = "rtt,loss,throughput",
         concurrency: Annotated[int, typer.Option(min=1, help="Probes and connection attempts at once.")]
         = DEFAULTS.concurrency,
-        deadline: Annotated[float, typer.Option(min=1.0, help="Seconds the whole run may take.")] = DEFAULTS.deadline_s,
-        connect_timeout: Annotated[float, typer.Option(min=0.5, help="Seconds per SSH connection attempt.")]
+        deadline: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds the whole run may take.")]
+        = DEFAULTS.deadline_s,
+        connect_timeout: Annotated[float, typer.Option(callback=finite, min=0.5,
+                                                       help="Seconds per SSH connection attempt.")]
         = DEFAULTS.connect_timeout_s,
         trust_on_first_use: Annotated[bool, typer.Option(
             "--trust-on-first-use", help="Accept and pin the host key of nodes with none pinned or known.")] = False,

@@ -15,6 +15,7 @@ class FailureKind(StrEnum):
     HOST_KEY_MISMATCH = "host-key-mismatch"  # the server's key is not the pinned / known one: refused before auth
     HOST_KEY_UNKNOWN = "host-key-unknown"  # no key pinned or known, and trust on first use not allowed
     AUTH = "auth"  # the server refused our key
+    KEY = "key"  # our own private key file (the inventory's `key`) is missing or unreadable: nothing was dialled
     TIMEOUT = "timeout"  # TCP connected but the SSH handshake or a command took too long (slow sshd)
     DEADLINE = "deadline"  # the run's deadline ended this work before it finished
     JUMP = "jump-host"  # the jump host in front of this node failed

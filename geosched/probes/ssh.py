@@ -96,6 +96,18 @@ def classify(exc: BaseException, target: SshTarget, trust: Trust, settings: Prob
     return ProbeError(FailureKind.CONNECTION_LOST, f"{where}: {type(exc).__name__}")
 
 
+def check_key_file(target: SshTarget) -> None:
+    """The inventory's private key must be a readable file before anything is dialled: asyncssh would raise a
+    plain OSError, which reads as an unreachable node."""
+    if target.key is None:
+        return
+    if not target.key.is_file():
+        problem = "does not exist" if not target.key.exists() else "is not a regular file"
+        raise ProbeError(FailureKind.KEY, f"private key {target.key} for {target.name} {problem}")
+    if not os.access(target.key, os.R_OK):
+        raise ProbeError(FailureKind.KEY, f"private key {target.key} for {target.name} is not readable")
+
+
 async def tcp_connect(address: str, port: int, timeout: float) -> socket.socket:
     """A connected socket, or an UNREACHABLE error: kept apart from the SSH handshake so that "nothing
     answers" and "sshd answers too slowly" are reported as the different problems they are."""
@@ -260,6 +272,7 @@ class SshPool:
     async def _dial(self, target: SshTarget, trust: Trust,
                     tunnel: asyncssh.SSHClientConnection | None) -> asyncssh.SSHClientConnection:
         """One connection attempt (the seam unit tests replace)."""
+        check_key_file(target)
         sock = None
         if tunnel is None:
             sock = await tcp_connect(target.address, target.port, self.settings.connect_timeout_s)

@@ -19,6 +19,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from geosched import catalog, gpus, render
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
+from geosched.options import finite
 from geosched.providers import journal, lifecycle, registry
 from geosched.providers.base import Provider, ondemand_firewalls, ondemand_group, ondemand_summary
 from geosched.providers.config import ADMIN_CIDRS_HOWTO, ENV_ADMIN_CIDRS, WORLD, ProviderSettings, from_env
@@ -148,9 +149,10 @@ def provision_cmd(
                                                     help="Continue a gang after a crash.")] = None,
     name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
     parallel: Annotated[int, typer.Option(min=1, max=16, help="Zones tried at once.")] = 1,
-    zone_timeout: Annotated[float, typer.Option(min=1.0, help="Seconds one zone may take.")] = 600.0,
-    cost_weight: Annotated[float, typer.Option(min=0.0, help="Weight of $/h in the ranking.")] = 1.0,
-    carbon_weight: Annotated[float, typer.Option(min=0.0, help="Weight of gCO2e/h in the ranking.")] = 0.0,
+    zone_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds one zone may take.")] = 600.0,
+    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of $/h in the ranking.")] = 1.0,
+    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of gCO2e/h in the ranking.")]
+    = 0.0,
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
     ssh_key: Annotated[Path | None, typer.Option(help="SSH public key to install (default: ~/.ssh/*.pub).")]
     = None,
@@ -229,15 +231,17 @@ class _ProgressView:
         if event.kind == "plan":
             self.progress.console.print(f"plan: {event.message}")
         elif event.kind == "skip":
-            self.progress.console.print(f"[dim]{label}: skipped: {_plain(event.message)}[/]", markup=True)
+            self.progress.console.print(f"[dim]{render.safe(label)}: skipped: {render.safe(_plain(event.message))}[/]",
+                                        markup=True)
         elif event.kind == "start" and event.seq is not None:
-            self.tasks[event.seq] = self.progress.add_task(f"{label}: launching", total=1)
+            self.tasks[event.seq] = self.progress.add_task(f"{render.safe(label)}: launching", total=1)
         elif event.seq in self.tasks:
             task = self.tasks[event.seq]
             done = event.kind in ("launched", "failed", "cancelled")
             text = {"launched": "[green]launched[/]", "failed": "[red]failed[/]", "cancelled": "cancelled",
                     "retry": "[yellow]retrying[/]"}.get(event.kind, event.kind)
-            self.progress.update(task, description=f"{label}: {text}: {_plain(event.message)}",
+            message = render.safe(_plain(event.message))
+            self.progress.update(task, description=f"{render.safe(label)}: {text}: {message}",
                                  completed=1 if done else 0)
 
 

@@ -20,7 +20,6 @@ the reason. Values of an output marked sensitive never appear in errors, not eve
 from __future__ import annotations
 
 import codecs
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from geosched.errors import InputError
+from geosched.gate import Kind, parse_json, read_bytes
 
 OUTPUT_NAME = "geosched"
 SCHEMA_VERSION = 1
@@ -181,12 +181,7 @@ def check_project(config: NetworkConfig, project: str | None) -> None:
 
 def load_terraform_output(path: Path, output: str = OUTPUT_NAME) -> NetworkConfig:
     """Read a file holding what `terraform output -json` printed."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(str(path), "", "no such file") from None
-    except OSError as exc:
-        raise InputError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    raw = read_bytes(path, Kind.TERRAFORM)
     try:
         text = _decode(raw)
     except UnicodeDecodeError:
@@ -199,12 +194,7 @@ def read_terraform_output(text: str, source: str = "<stdin>", output: str = OUTP
     """Parse the text `terraform output -json` printed (a file's content or stdin)."""
     if not text.strip():
         raise InputError(source, "", "empty: expected the JSON printed by `terraform output -json`")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        # The decoder's message names a position, never the text around it, so nothing sensitive leaks.
-        raise InputError(source, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-    return parse_terraform_output(data, source, output)
+    return parse_terraform_output(parse_json(text, source), source, output)
 
 
 def parse_terraform_output(data: Any, source: str, output: str = OUTPUT_NAME) -> NetworkConfig:

@@ -12,9 +12,10 @@ import typer
 
 from geosched import render
 from geosched.carbon import parse_carbon_csv
-from geosched.fields import read_text
+from geosched.gate import Kind, read_text
 from geosched.inputs import resolve
 from geosched.models import CarbonSignal
+from geosched.options import finite
 from geosched.report.accounting import Usage
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.report import Output, Rendered, Snapshot, report
@@ -37,7 +38,8 @@ FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file for t
 NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network file for the baselines.")]
 EmbodiedOpt = Annotated[bool, typer.Option("--embodied", help="Add embodied (manufacturing) emissions, CCF's method.")]
 UtilisationOpt = Annotated[float | None, typer.Option(
-    "--utilisation", min=0.0, max=1.0, help="GPU utilisation for intervals that record none (default 0.9).")]
+    "--utilisation", min=0.0, max=1.0, callback=finite,
+    help="GPU utilisation for intervals that record none (default 0.9).")]
 
 
 def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
@@ -79,7 +81,7 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
 
 
 def _signal(path: Path | None) -> CarbonSignal | None:
-    return parse_carbon_csv(read_text(path), str(path)) if path is not None else None
+    return parse_carbon_csv(read_text(path, Kind.CARBON), str(path)) if path is not None else None
 
 
 def _show(result: Rendered) -> None:

@@ -53,6 +53,7 @@ from typing import Any
 from geosched import netmodel
 from geosched.comm import comm_ms
 from geosched.errors import InputError
+from geosched.gate import Kind, parse_json, read_text
 from geosched.models import CommProfile, LinkStats
 
 REFERENCE_GPU = "v100"
@@ -162,15 +163,7 @@ def _parse_key(source: str, section: str, key: str) -> tuple[str, int]:
 
 
 def load_throughputs(path: Path) -> Throughputs:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(str(path), "", "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", f"cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
-    return parse_throughputs(raw, str(path))
+    return parse_throughputs(parse_json(read_text(path, Kind.THROUGHPUTS), str(path)), str(path))
 
 
 @cache

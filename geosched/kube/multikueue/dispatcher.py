@@ -34,11 +34,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from kubernetes.client.exceptions import ApiException
 
 from geosched import render
 from geosched.errors import GeoschedError, InputError
+from geosched.gate import parse_yaml
 from geosched.kube.client import APPLY_PATCH, Json, Kube, Resource, describe
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet, network_for
 from geosched.kube.multikueue import kueue
@@ -464,9 +464,9 @@ def _named(configmap: Json | None) -> str | None:
     if configmap is None:
         return None
     try:
-        return kueue.dispatcher_of(yaml.safe_load((configmap.get("data") or {}).get(kueue.KUEUE_CONFIG_KEY) or "")
-                                   or {})
-    except yaml.YAMLError:
+        text = (configmap.get("data") or {}).get(kueue.KUEUE_CONFIG_KEY) or ""
+        return kueue.dispatcher_of(parse_yaml(text, kueue.KUEUE_CONFIG_KEY) or {})  # bounded: no alias bombs
+    except InputError:
         return None
 
 

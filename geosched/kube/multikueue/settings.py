@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from geosched import policies
-from geosched.fields import Fields, load_document
+from geosched.fields import Fields
+from geosched.gate import Kind, load_document
 from geosched.kube.multikueue.kueue import (
     ADMISSION_FIELD_MANAGER,
     ALL_AT_ONCE,
@@ -89,4 +90,4 @@ def parse_settings(data: Any, source: str) -> DispatcherSettings:
 
 
 def load_settings(path: Path) -> DispatcherSettings:
-    return parse_settings(load_document(path), str(path))
+    return parse_settings(load_document(path, Kind.SETTINGS), str(path))

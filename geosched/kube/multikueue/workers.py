@@ -26,9 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from geosched.errors import InputError
+from geosched.gate import parse_yaml
 from geosched.kube.client import Json, Kube, Resource, connect_config, describe, status_of
 from geosched.kube.cluster_inventory import ClusterReading, read_cluster
 from geosched.kube.multikueue.kueue import KUBECONFIG_KEY, kubeconfig_ref
@@ -187,8 +186,8 @@ def parse_kubeconfig(secret: Mapping[str, Any], source: str) -> dict[str, Any]:
     if not isinstance(raw, str):
         raise InputError(source, f"data.{KUBECONFIG_KEY}", "missing")
     try:
-        config = yaml.safe_load(base64.b64decode(raw, validate=True))
-    except (binascii.Error, yaml.YAMLError, ValueError) as exc:
+        config = parse_yaml(base64.b64decode(raw, validate=True).decode("utf-8"), source)  # bounded: no alias bombs
+    except (binascii.Error, InputError, ValueError) as exc:
         raise InputError(source, f"data.{KUBECONFIG_KEY}", f"not a kubeconfig: {type(exc).__name__}") from None
     if not isinstance(config, dict):
         raise InputError(source, f"data.{KUBECONFIG_KEY}", "not a kubeconfig (expected a mapping)")

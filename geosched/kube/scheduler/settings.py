@@ -28,7 +28,8 @@ from typing import Any
 
 from geosched import documents, policies
 from geosched.documents import API_VERSION
-from geosched.fields import Fields, load_document
+from geosched.fields import Fields
+from geosched.gate import Kind, load_document
 from geosched.models import Weights
 
 TOP = {"apiVersion", "kind", "scheduler_name", "namespaces", "policy", "weights", "leader_election",
@@ -116,4 +117,4 @@ def parse_leader_election(f: Fields, default_name: str = "geosched-scheduler") -
 
 
 def load_settings(path: Path) -> SchedulerSettings:
-    return parse_settings(load_document(path), str(path))
+    return parse_settings(load_document(path, Kind.SETTINGS), str(path))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from geosched.errors import InputError
+from geosched.gate import Kind, read_text
 from geosched.simulate.gavel import Throughputs, shipped_throughputs
 from geosched.simulate.traces import alibaba, gavel, philly, plain
 from geosched.simulate.traces.model import Collector, RowIssue, TraceJob, TraceRead
@@ -54,12 +55,7 @@ def parse_trace(text: str, source: str, fmt: str | None = None, *, strict: bool 
 
 def read_trace(path: Path, fmt: str | None = None, *, strict: bool = True,
                throughputs: Throughputs | None = None) -> TraceRead:
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's BOM is not part of the header
-    except FileNotFoundError:
-        raise InputError(str(path), "", "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", f"cannot read: {exc}") from None
+    text = read_text(path, Kind.TRACE, "utf-8-sig")  # a spreadsheet's BOM is not part of the header
     return parse_trace(text, str(path), fmt, strict=strict, throughputs=throughputs)
 
 

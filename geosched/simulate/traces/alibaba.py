@@ -11,10 +11,8 @@ Alibaba's own parts, which no cloud fleet offers, and is ignored. Skipped, with 
 
 from __future__ import annotations
 
-import csv
-import io
-
 from geosched.errors import InputError
+from geosched.gate import CsvRows
 from geosched.simulate.traces.model import Collector, RowError, TraceJob, integer, number
 
 NAME = "alibaba"
@@ -27,7 +25,7 @@ def looks_like(head: str) -> bool:
 
 
 def parse(text: str, out: Collector) -> list[TraceJob]:
-    reader = csv.reader(io.StringIO(text))
+    reader = CsvRows(text, out.source)
     header = [c.strip() for c in next(reader, [])]
     missing = [c for c in REQUIRED if c not in header]
     if missing:

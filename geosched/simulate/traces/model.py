@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from geosched.errors import InputError
+from geosched.fields import MAX_INTEGER, MAX_NUMBER
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ def lines(text: str) -> list[tuple[int, str]]:
     return [(i, raw.rstrip("\r")) for i, raw in enumerate(text.split("\n"), start=1)]
 
 
-def number(text: str, what: str, *, minimum: float | None = None) -> float:
+def number(text: str, what: str, *, minimum: float | None = None, maximum: float = MAX_NUMBER) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -86,11 +87,13 @@ def number(text: str, what: str, *, minimum: float | None = None) -> float:
         raise RowError(f"{what}: expected a finite number, got {text.strip()[:40]!r}")
     if minimum is not None and value < minimum:
         raise RowError(f"{what}: must be >= {minimum:g}, got {value:g}")
+    if abs(value) > maximum:
+        raise RowError(f"{what}: must be <= {maximum:g}, got {value:g}")
     return value
 
 
 def integer(text: str, what: str, *, minimum: int | None = None) -> int:
-    value = number(text, what)
+    value = number(text, what, maximum=MAX_INTEGER)
     if value != int(value):
         raise RowError(f"{what}: expected a whole number, got {text.strip()[:40]!r}")
     if minimum is not None and value < minimum:

@@ -16,11 +16,11 @@ Line numbers are those of each job's opening brace.
 from __future__ import annotations
 
 import dataclasses
-import json
 from datetime import datetime
 from typing import Any
 
 from geosched.errors import InputError
+from geosched.gate import decode_json_at
 from geosched.simulate.traces.model import Collector, RowError, TraceJob
 
 NAME = "philly"
@@ -49,7 +49,6 @@ def parse(text: str, out: Collector) -> list[TraceJob]:
 
 def _items(text: str, source: str) -> list[tuple[int, Any]]:
     """The list's elements with the line each starts on (json.loads keeps no positions)."""
-    decoder = json.JSONDecoder()
     pos = _skip_space(text, 0)
     if pos >= len(text) or text[pos] != "[":
         raise InputError(source, f"line {_line(text, pos)}", "expected a JSON list of jobs")
@@ -60,10 +59,7 @@ def _items(text: str, source: str) -> list[tuple[int, Any]]:
         return items
     line, counted = 1, 0  # newlines are counted incrementally: the real log holds ~100k jobs
     while True:
-        try:
-            item, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise InputError(source, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
+        item, end = decode_json_at(text, pos, source)
         line, counted = line + text.count("\n", counted, pos), pos
         items.append((line, item))
         pos = _skip_space(text, end)

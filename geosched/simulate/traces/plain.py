@@ -7,10 +7,8 @@ that model's measured communication profile in the simulator.
 
 from __future__ import annotations
 
-import csv
-import io
-
 from geosched.errors import InputError
+from geosched.gate import CsvRows
 from geosched.simulate.traces.model import Collector, RowError, TraceJob, integer, number
 
 NAME = "csv"
@@ -33,7 +31,7 @@ def looks_like(head: str) -> bool:
 
 
 def parse(text: str, out: Collector) -> list[TraceJob]:
-    reader = csv.reader(io.StringIO(text))
+    reader = CsvRows(text, out.source)
     first = next(reader, None)
     if first is None:
         return []

@@ -1,0 +1,318 @@
+"""The one door every input file comes in by: what may be read, how much of it, and how deep it may go.
+
+Every file a command reads (job specs, fleet and network snapshots, inventories, traces, cluster and GitOps
+settings, Terraform output, carbon series) passes here before any parser sees it:
+
+- only a regular file is read: a FIFO, a device such as /dev/zero, a directory or a socket is refused with
+  one line (opened non-blocking and checked on the open descriptor, so a FIFO cannot hold the command);
+- at most a size limit per kind of file (`LIMITS_MIB`), raised with `GEOSCHED_INPUT_LIMITS`, e.g.
+  `GEOSCHED_INPUT_LIMITS=trace=4096,fleet=512` (MiB);
+- YAML anchors and aliases are bounded *before* anything walks the document: an alias is a pointer, so a
+  663-byte file can stand for 9^9 nodes (the "billion laughs"); the expanded document may hold at most
+  `ALIAS_NODES` nodes more than the file itself, nest at most `MAX_DEPTH` deep, and never contain itself;
+- JSON nests at most `MAX_DEPTH` deep and holds no NaN or Infinity;
+- CSV fields keep the csv module's 128 KiB limit, reported as the line that broke it.
+
+Every refusal is an `InputError`: one line with the file, where in it, and why (exit 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from geosched.errors import InputError
+
+ENV_LIMITS = "GEOSCHED_INPUT_LIMITS"
+MIB = 1 << 20
+# Deeper than any Kubernetes object or geosched document (a JobSet's container limits sit at depth ~12), and
+# shallow enough that every recursive walk after this one stays far from Python's recursion limit.
+MAX_DEPTH = 64
+# Nodes that aliases may add to a YAML document beyond its own: ample for anchors used as intended (shared
+# labels, a repeated container), nothing like the exponential growth of nested aliases. go-yaml bounds the
+# same thing as a ratio of alias to decoded nodes ("document contains excessive aliasing").
+ALIAS_NODES = 100_000
+# libyaml when present: the same safe subset, an order of magnitude faster on large snapshots.
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class Kind(StrEnum):
+    JOB = "job"
+    FLEET = "fleet"
+    NETWORK = "network"
+    INVENTORY = "inventory"
+    TRACE = "trace"
+    CLUSTERS = "clusters"
+    SETTINGS = "settings"
+    TERRAFORM = "terraform"
+    CARBON = "carbon"
+    THROUGHPUTS = "throughputs"
+    KUBECONFIG = "kubeconfig"
+    INDEX = "index"
+
+
+# Each an order of magnitude above the largest real file of its kind: a fleet of 40,000 nodes is ~20 MiB of
+# YAML, Philly's cluster_job_log ~200 MiB, a node-pair network view of 2,000 nodes ~300 MiB.
+LIMITS_MIB: Mapping[Kind, int] = {
+    Kind.JOB: 4, Kind.FLEET: 256, Kind.NETWORK: 512, Kind.INVENTORY: 64, Kind.TRACE: 1024, Kind.CLUSTERS: 4,
+    Kind.SETTINGS: 4, Kind.TERRAFORM: 16, Kind.CARBON: 64, Kind.THROUGHPUTS: 16, Kind.KUBECONFIG: 16,
+    Kind.INDEX: 64,
+}
+
+
+def limit_bytes(kind: Kind, env: Mapping[str, str] | None = None) -> int:
+    """The kind's size limit, from `GEOSCHED_INPUT_LIMITS` (`kind=MiB,...`) when it names the kind."""
+    text = (os.environ if env is None else env).get(ENV_LIMITS, "")
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        if name.strip() not in {k.value for k in Kind}:
+            raise InputError(ENV_LIMITS, "", f"unknown kind {name.strip()!r} (known: {', '.join(Kind)})")
+        if not value.strip().isdigit() or not 0 < int(value) <= 1 << 20:
+            raise InputError(ENV_LIMITS, name.strip(), f"expected a whole number of MiB (1..1048576), got {value!r}")
+        if name.strip() == kind.value:
+            return int(value) * MIB
+    return LIMITS_MIB[kind] * MIB
+
+
+def read_bytes(path: Path, kind: Kind) -> bytes:
+    """The whole file, if it is a regular file within its kind's limit."""
+    return _through(path, kind, read=True)
+
+
+def check_file(path: Path, kind: Kind) -> None:
+    """The same checks without reading, for a file a library reads itself (the Kubernetes client's
+    kubeconfig)."""
+    _through(path, kind, read=False)
+
+
+def _through(path: Path, kind: Kind, *, read: bool) -> bytes:
+    source = str(path)
+    try:
+        # Non-blocking: opening a FIFO for reading would otherwise wait for a writer, forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError(source, "", "no such file") from None
+    except OSError as exc:
+        raise InputError(source, "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(source, "", f"not a regular file ({_file_type(info.st_mode)}): give a {kind.value} file")
+        limit = limit_bytes(kind)
+        data = _read_up_to(fd, limit + 1) if read else b""
+    finally:
+        os.close(fd)
+    if max(len(data), info.st_size) > limit:
+        raise InputError(source, "", f"larger than the {limit // MIB} MiB limit for {kind.value} files "
+                         f"(raise it with {ENV_LIMITS}={kind.value}=MiB)")
+    return data
+
+
+def read_text(path: Path, kind: Kind, encoding: str = "utf-8") -> str:
+    data = read_bytes(path, kind)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), "", f"not {encoding.upper().removesuffix('-SIG')} text (byte {exc.start})"
+                         ) from None
+
+
+def _read_up_to(fd: int, size: int) -> bytes:
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(left, 8 * MIB))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+# --- YAML ------------------------------------------------------------------------------------------
+
+def parse_yaml(text: str, source: str, *, stream: bool = False) -> Any:
+    """One YAML (or JSON) document, or with `stream` the list of all non-empty documents, each bounded (see
+    the module doc) before it is built; errors carry the line the parser stopped at."""
+    loader = SAFE_LOADER(text)
+    try:
+        if not stream:
+            node = loader.get_single_node()
+            return None if node is None else _construct(loader, node, source)
+        documents = []
+        while loader.check_node():
+            node = loader.get_node()
+            document = None if node is None else _construct(loader, node, source)
+            if document is not None:
+                documents.append(document)
+        return documents
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(source, where, f"not valid YAML: {problem}") from None
+    except RecursionError:  # the pure-Python composer, without libyaml, recurses per level
+        raise InputError(source, "", f"nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a scalar its tag cannot hold (an int of 5,000 digits)
+        raise InputError(source, "", f"not valid YAML: {str(exc)[:120]}") from None
+    finally:
+        loader.dispose()
+
+
+def _construct(loader: yaml.SafeLoader, node: yaml.Node, source: str) -> Any:
+    check_yaml_node(node, source)
+    try:
+        return loader.construct_document(node)
+    except yaml.YAMLError:
+        raise
+    except Exception as exc:  # PyYAML's constructors fail on some explicitly tagged values (`!!timestamp x`)
+        raise InputError(source, "", f"not valid YAML: a tagged value cannot be read ({type(exc).__name__})"
+                         ) from None
+
+
+def check_yaml_node(root: yaml.Node, source: str) -> None:
+    """Refuse a composed document whose expansion (every alias replaced by what it names) is too large or too
+    deep, or contains itself. One pass over the distinct collections, without recursion: the expanded size
+    and depth of a collection are computed once and reused wherever an alias points at it."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    own = 0  # nodes as written; an alias to a collection counts once, where its anchor is
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if done:
+            on_path.discard(key)
+            total, deepest = 1, 0
+            for child in children:
+                if isinstance(child, yaml.ScalarNode):
+                    total, deepest = total + 1, max(deepest, 1)
+                else:
+                    total, deepest = total + size[id(child)], max(deepest, depth[id(child)])
+            size[key], depth[key] = total, deepest + 1
+            own += 1 + sum(isinstance(c, yaml.ScalarNode) for c in children)
+            if deepest + 1 > MAX_DEPTH:
+                raise _where(source, node, f"nested deeper than {MAX_DEPTH} levels")
+            if total > own + ALIAS_NODES:
+                raise _where(source, node, f"aliases expand the document by more than {ALIAS_NODES:,} nodes "
+                             "(nested anchors: a YAML bomb)")
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise _where(source, node, "an alias refers to a node that contains it")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if not isinstance(c, yaml.ScalarNode) and id(c) not in size)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _where(source: str, node: yaml.Node, reason: str) -> InputError:
+    mark = node.start_mark
+    return InputError(source, f"line {mark.line + 1}" if mark is not None else "", reason)
+
+
+# --- JSON ------------------------------------------------------------------------------------------
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def parse_json(text: str, source: str) -> Any:
+    """One JSON document, bounded in depth, without NaN or Infinity."""
+    with json_errors(source):
+        return check_depth(DECODER.decode(text), source)
+
+
+def decode_json_at(text: str, pos: int, source: str) -> tuple[Any, int]:
+    """The JSON value starting at `pos` and where it ends, bounded like `parse_json` (for readers that walk a
+    long list one element at a time)."""
+    with json_errors(source):
+        value, end = DECODER.raw_decode(text, pos)
+        return check_depth(value, source), end
+
+
+@contextlib.contextmanager
+def json_errors(source: str) -> Iterator[None]:
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        # The decoder's message names a position, never the text around it, so nothing sensitive leaks.
+        raise InputError(source, f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(source, "", f"not valid JSON: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # NaN, Infinity, an integer of thousands of digits
+        raise InputError(source, "", f"not valid JSON: {str(exc)[:120]}") from None
+
+
+def check_depth(value: Any, source: str) -> Any:
+    """`value` itself, if no container in it is nested deeper than MAX_DEPTH (checked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if level > MAX_DEPTH:
+            raise InputError(source, "", f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return value
+
+
+# --- CSV -------------------------------------------------------------------------------------------
+
+class CsvRows:
+    """csv.reader over text whose errors (a field over the module's 128 KiB limit, a NUL byte) are InputErrors
+    naming the line, instead of `_csv.Error` tracebacks."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self._reader = csv.reader(io.StringIO(text))
+        self.source = source
+
+    def __iter__(self) -> CsvRows:
+        return self
+
+    def __next__(self) -> list[str]:
+        try:
+            return next(self._reader)
+        except csv.Error as exc:
+            raise InputError(self.source, f"line {self._reader.line_num}", f"not valid CSV: {exc}") from None
+
+    @property
+    def line_num(self) -> int:
+        return self._reader.line_num
+
+
+def load_document(path: Path, kind: Kind) -> Any:
+    """A YAML (or JSON) file of this kind: through the gate, then bounded-parsed."""
+    return parse_yaml(read_text(path, kind), str(path))

@@ -1,0 +1,377 @@
+"""Hostile inputs of every kind the CLI reads, and the command that reads each: one generator serves the CI
+fuzz suite (hypothesis draws the `random.Random`) and the 10,000-input benchmark (a seeded one).
+
+A case starts from a real, valid file of its kind (the test data and the examples) and then, by chance:
+
+- changes one value inside the parsed document to something hostile (a huge or negative integer, 1e308,
+  .inf/.nan, a list where a string goes, a name holding rich markup or escape sequences, a long string, a
+  deep list) and writes it back as YAML or JSON;
+- damages the text (bytes flipped, cut, repeated; YAML syntax such as anchors, aliases, tags and merge
+  keys dropped in; NUL bytes, invalid UTF-8, a BOM);
+- replaces it wholesale with a known attack: alias bombs (sequences and merge keys), self-reference,
+  nesting thousands deep in YAML and JSON, a CSV field over 128 KiB, a huge number;
+- or hands a FIFO, /dev/zero or a directory instead of a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import random
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.inputs.inputs_support import ROOT, Run, in_process
+
+DATA = ROOT / "tests" / "data"
+GOOD = DATA / "good"
+AT = "2025-03-01T12:00:00Z"
+HANG_S = 10.0
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    seeds: tuple[Path, ...]
+    args: Callable[[Path, Path], list[str | Path]]
+    """(fuzzed file, work dir) -> the command's arguments."""
+    suffix: str = ".yaml"
+
+
+def _render(work: Path, *, jobs: Path | None = None, clusters: Path | None = None,
+            config: Path | None = None, snapshot: Path | None = None) -> list[str | Path]:
+    lab = work / "lab"
+    return ["gitops", "render", "--jobs", jobs or lab / "jobs", "--snapshot", snapshot or lab / "snapshot",
+            "--clusters", clusters or lab / "clusters.yaml", "--out", work / "out", "--at", AT,
+            *(["--config", config] if config is not None else [])]
+
+
+def _jobs_dir(path: Path, work: Path) -> Path:
+    """A jobs directory holding the fuzzed job (gitops render reads a directory of job specs)."""
+    jobs = work / "fuzz-jobs"
+    jobs.mkdir(exist_ok=True)
+    link = jobs / "job.yaml"
+    with contextlib.suppress(FileNotFoundError):
+        link.unlink()
+    link.symlink_to(path)  # the fuzzed path itself, special files included
+    return jobs
+
+
+def _snapshot_dir(path: Path, work: Path, role: str) -> Path:
+    snap = work / "fuzz-snapshot"
+    snap.mkdir(exist_ok=True)
+    for name in ("fleet.yaml", "network.yaml"):
+        target = snap / name
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
+        target.symlink_to(path if name.startswith(role) else work / "lab" / "snapshot" / name)
+    return snap
+
+
+TRACES = tuple(sorted((DATA / "traces").iterdir()))
+KINDS: tuple[Kind, ...] = (
+    Kind("job", (GOOD / "job.yaml", ROOT / "examples" / "jobs" / "train-64.yaml"),
+         lambda f, w: ["place", f, "--fleet", GOOD / "fleet.yaml", "--network", GOOD / "network.yaml", "-o", "json"]),
+    Kind("kube-job", tuple(sorted((ROOT / "examples" / "gitops" / "jobs").rglob("*.yaml"))),
+         lambda f, w: _render(w, jobs=_jobs_dir(f, w))),
+    Kind("fleet", (GOOD / "fleet.yaml",), lambda f, w: ["place", GOOD / "job.yaml", "--fleet", f, "-o", "json"]),
+    Kind("network", (GOOD / "network.yaml",),
+         lambda f, w: ["place", GOOD / "job.yaml", "--fleet", GOOD / "fleet.yaml", "--network", f, "--explain"]),
+    Kind("snapshot", (GOOD / "fleet.yaml",), lambda f, w: _render(w, snapshot=_snapshot_dir(f, w, "fleet"))),
+    Kind("inventory", (GOOD / "inventory.yaml",),
+         lambda f, w: ["probe", "show", "--inventory", f, "-o", "json"]),
+    Kind("trace", TRACES, lambda f, w: ["simulate", "--trace", f, "--fleet", GOOD / "fleet.yaml", "-o", "json"],
+         suffix=".trace"),
+    Kind("clusters", (ROOT / "examples" / "gitops" / "clusters.yaml",), lambda f, w: _render(w, clusters=f)),
+    Kind("gitops-config", (ROOT / "examples" / "gitops" / "gitops.yaml",), lambda f, w: _render(w, config=f)),
+    Kind("terraform", (DATA / "terraform" / "output.json",),
+         lambda f, w: ["provision", "--gpu", "A100:8", "--nodes", "1", "--network", f, "--dry-run"], suffix=".json"),
+    Kind("carbon", (GOOD / "carbon.csv",),
+         lambda f, w: ["report", "carbon", "--carbon", f, "-o", "json"], suffix=".csv"),
+)
+BY_NAME = {k.name: k for k in KINDS}
+
+
+def prepare(work: Path) -> None:
+    """The work directory's fixed inputs: the gitops tests' lab repository (jobs, snapshot, clusters)."""
+    from tests.gitops.gitops_support import write_inputs  # the gitops tests' lab repository
+
+    write_inputs(work / "lab")
+    (work / "home").mkdir(mode=0o700, exist_ok=True)
+
+
+# --- hostile values and texts ----------------------------------------------------------------------
+
+MARKUP_NAMES = ["x[/bold]", "[link=https://evil.example]x[/link]", "e\x1b]8;;https://evil.example\x07v",
+                "\x1b[2J\x1b[H", "[bold red]", "a\nb", "\u202ereversed", "../../etc/passwd", ".", ""]
+
+
+def hostile_value(rng: random.Random) -> Any:
+    choices: list[Callable[[], Any]] = [
+        lambda: 2**63, lambda: -(2**63), lambda: 10 ** rng.randint(10, 1000), lambda: -1, lambda: 0,
+        lambda: 1e308, lambda: -1e308, lambda: float("inf"), lambda: float("nan"), lambda: 5e-324,
+        lambda: rng.choice(MARKUP_NAMES), lambda: "x" * rng.choice([64, 300, 70_000]),
+        lambda: [], lambda: {}, lambda: None, lambda: True, lambda: ["Job"], lambda: {"a": [1, {"b": None}]},
+        lambda: _nested(rng.randint(50, 200)), lambda: "1e308", lambda: "2017-10-07 01:00:00",
+        lambda: rng.randint(-10, 10**6), lambda: rng.random() * 10**rng.randint(0, 20),
+    ]
+    return rng.choice(choices)()
+
+
+def hostile_like(rng: random.Random, value: Any) -> Any:
+    """A hostile value of `value`'s own type, so the parsers accept it and it travels on to the policies,
+    the simulator and the printers."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return rng.choice([0, 1, 2**31 - 1, 2**31, 2**53 + 1, 2**63, 10**12, value * 1000, -value])
+    if isinstance(value, float):
+        return rng.choice([0.0, 5e-324, 1e-9, 1e12, 1e12 + 1, 1e15, 1e300, value * 1e6, -value])
+    if isinstance(value, str):
+        return rng.choice([*MARKUP_NAMES, value + rng.choice(MARKUP_NAMES), value * 50])
+    if isinstance(value, list) and value:
+        return [hostile_like(rng, v) for v in value]
+    return hostile_value(rng)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def bomb(rng: random.Random) -> str:
+    width, levels = rng.randint(5, 12), rng.randint(6, 12)
+    if rng.random() < 0.5:
+        lines = [f"a0: &a0 [{', '.join(['lol'] * width)}]"]
+        lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    else:  # merge keys: each level merges the previous one `width` times
+        lines = ["a0: &a0 {k: v}"]
+        lines += [f"a{i}: &a{i} {{<<: [{', '.join([f'*a{i - 1}'] * width)}], k{i}: v}}" for i in range(1, levels)]
+    return "name: bomb\nworkers: 1\ngpus_per_worker: 1\nlabels:\n" + "\n".join("  " + x for x in lines) + "\n"
+
+
+def attack(rng: random.Random, kind: Kind) -> str | bytes:
+    depth = rng.choice([100, 1_000, 10_000, 200_000])
+    attacks: list[Callable[[], str | bytes]] = [
+        lambda: bomb(rng),
+        lambda: "a: &a [*a]\n",
+        lambda: "[" * depth + "]" * depth,
+        lambda: '{"a":' * depth + "1" + "}" * depth,
+        lambda: "- " * depth + "x\n",
+        lambda: "submit_time,gpus,duration,model\n0,8,60," + "m" * (200 << 10) + "\n",
+        lambda: '0,8,60,"' + "unterminated\n" * 20_000,
+        lambda: "workers: " + "9" * 5000 + "\n",
+        lambda: b"\xff\xfe" + "name: x\n".encode("utf-16-le"),
+        lambda: b"\x00" * rng.randint(1, 4096),
+        lambda: "\ufeff" + _seed_text(rng, kind),
+        lambda: "!!python/object/apply:os.system ['true']\n",
+        lambda: "x: !!binary |\n  " + "A" * 4096 + "\n",
+        lambda: "? [a, b]\n: c\n",
+        lambda: "---\n" * rng.randint(2, 2000),
+        lambda: "",
+    ]
+    return rng.choice(attacks)()
+
+
+def _seed_text(rng: random.Random, kind: Kind) -> str:
+    return rng.choice(kind.seeds).read_text(encoding="utf-8")
+
+
+def mutate_document(rng: random.Random, text: str, as_json: bool) -> str | None:
+    """One value deep inside the parsed document replaced (or a key dropped or added); None when the text is
+    not a YAML/JSON document."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(doc, dict | list):
+        return None
+    doc = copy.deepcopy(doc)
+    for _ in range(rng.randint(1, 3)):
+        _mutate_in(rng, doc)
+    try:
+        if as_json:
+            return json.dumps(doc, default=str)
+        return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+    except (ValueError, RecursionError, yaml.YAMLError):
+        return None
+
+
+def _mutate_in(rng: random.Random, doc: Any) -> None:
+    parent, key = _random_slot(rng, doc)
+    if parent is None:
+        return
+    action = rng.random()
+    if isinstance(parent, dict) and action < 0.15:
+        parent.pop(key, None)
+    elif isinstance(parent, dict) and action < 0.25:
+        parent[rng.choice(["unknown", "kind", "apiVersion", "name", "nodes", "zones", "value"])] = hostile_value(rng)
+    elif isinstance(parent, list) and action < 0.35 and parent:
+        parent.append(copy.deepcopy(parent[rng.randrange(len(parent))]))  # a duplicate entry
+    elif rng.random() < 0.6:
+        parent[key] = hostile_like(rng, parent[key])  # same type: the document stays valid more often
+    else:
+        parent[key] = hostile_value(rng)
+
+
+def _random_slot(rng: random.Random, doc: Any) -> tuple[Any, Any]:
+    parent, key = None, None
+    here = doc
+    for _ in range(rng.randint(1, 12)):
+        if isinstance(here, dict) and here:
+            parent, key = here, rng.choice(list(here))
+        elif isinstance(here, list) and here:
+            parent, key = here, rng.randrange(len(here))
+        else:
+            break
+        here = parent[key]
+        if rng.random() < 0.25:
+            break
+    return parent, key
+
+
+SNIPPETS = ["&a ", "*a", "*nope", "<<: *a\n", "!!str ", "!!int ", "!!float ", "!!timestamp ", "!!set ", "? ",
+            "[", "]", "{", "}", ",", ":", "- ", "\t", "\x00", "\x1b[31m", "'", '"', "#", "%YAML 1.1\n", "---\n",
+            "...\n", "\ud7ff", "1e308", "-0", ".nan", ".inf", "0x7fffffffffffffff", "\n" * 3, "|\n", ">\n"]
+
+
+def damage_text(rng: random.Random, text: str) -> str | bytes:
+    data = bytearray(text.encode("utf-8", "surrogatepass"))
+    for _ in range(rng.randint(1, 8)):
+        if not data:
+            break
+        at = rng.randrange(len(data))
+        action = rng.random()
+        if action < 0.25:
+            data[at] = rng.randrange(256)
+        elif action < 0.5:
+            snippet = rng.choice(SNIPPETS).encode("utf-8", "surrogatepass")
+            data[at:at] = snippet
+        elif action < 0.65:
+            del data[at:at + rng.randint(1, 64)]
+        elif action < 0.75:
+            del data[at:]
+        else:
+            end = min(len(data), at + rng.randint(1, 200))
+            data[at:at] = data[at:end] * rng.randint(1, 50)
+    return bytes(data)
+
+
+def damage_csv(rng: random.Random, text: str) -> str:
+    lines = text.splitlines()
+    for _ in range(rng.randint(1, 4)):
+        row = rng.randrange(len(lines)) if lines else 0
+        cells = lines[row].split(",") if lines else [""]
+        cells[rng.randrange(len(cells))] = rng.choice(
+            ["1e308", "-1e308", "nan", "inf", "-0", "9" * 5000, "", '"', "0x10", "1_000", "½", "٣",
+             "2017-10-07 01:00:00", "x[/bold]", "\x1b[2J", str(2**63), "1e-320", " 8 "])
+        if lines:
+            lines[row] = ",".join(cells)
+    return "\n".join(lines) + "\n"
+
+
+def fuzz_input(rng: random.Random, kind: Kind) -> str | bytes:
+    roll = rng.random()
+    if roll < 0.15:
+        return attack(rng, kind)
+    text = _seed_text(rng, kind)
+    if roll < 0.55:
+        mutated = (damage_csv(rng, text) if kind.suffix == ".csv" or text.lstrip()[:1].isdigit()
+                   else mutate_document(rng, text, as_json=kind.suffix == ".json" or text.lstrip()[:1] in "[{"))
+        if mutated is not None:
+            return mutated
+    return damage_text(rng, text)
+
+
+# --- running one case ------------------------------------------------------------------------------
+
+SPECIAL = ("fifo", "/dev/zero", "directory")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str
+    args: list[str]
+    run: Run
+    seconds: float
+    hang: bool
+
+    @property
+    def ok(self) -> bool:
+        """Success, no fit (3) or a one-line input error; never a traceback or a hang."""
+        if self.hang or self.run.traceback:
+            return False
+        return self.run.code in (0, 3) or self.run.one_line_error
+
+
+class Hang(BaseException):
+    """Raised by the alarm in the middle of whatever the command was doing (a BaseException, so no `except
+    Exception` in the code under test swallows it)."""
+
+
+@contextlib.contextmanager
+def alarm(seconds: float) -> Iterator[None]:
+    def ring(_signum: int, _frame: object) -> None:
+        raise Hang()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def input_path(rng: random.Random, kind: Kind, work: Path) -> Path:
+    """The fuzzed file (or, now and then, a special file in its place)."""
+    if rng.random() < 0.03:
+        special = rng.choice(SPECIAL)
+        if special == "fifo":
+            path = work / f"fifo{kind.suffix}"
+            if not path.exists():
+                os.mkfifo(path)
+            return path
+        if special == "directory":
+            path = work / f"dir{kind.suffix}"
+            path.mkdir(exist_ok=True)
+            return path
+        return Path(special)
+    path = work / f"input{kind.suffix}"
+    content = fuzz_input(rng, kind)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+    return path
+
+
+def run_case(rng: random.Random, kind: Kind, work: Path,
+             runner: Callable[[list[str | Path], Path], Run] | None = None) -> Outcome:
+    """Generate one input of `kind`, run its command (in-process unless `runner` says otherwise) with a fresh
+    home and output directory, and report how it ended."""
+    path = input_path(rng, kind, work)
+    for scratch in ("out", "home"):
+        shutil.rmtree(work / scratch, ignore_errors=True)
+    (work / "home").mkdir(mode=0o700)  # as geosched makes it: a looser one gets a note
+    args = kind.args(path, work)
+    started = time.monotonic()
+    hang = False
+    if runner is not None:
+        run = runner(args, work / "home")
+    else:
+        try:
+            with alarm(HANG_S):
+                run = in_process(args, work / "home")
+        except Hang:
+            hang = True
+            run = Run("hang", "", "")
+    return Outcome(kind.name, [str(a) for a in args], run, time.monotonic() - started, hang)
