@@ -50,9 +50,9 @@ class Kind:
 def _render(work: Path, *, jobs: Path | None = None, clusters: Path | None = None,
             config: Path | None = None, snapshot: Path | None = None) -> list[str | Path]:
     lab = work / "lab"
+    extra: list[str | Path] = ["--config", config] if config is not None else []
     return ["gitops", "render", "--jobs", jobs or lab / "jobs", "--snapshot", snapshot or lab / "snapshot",
-            "--clusters", clusters or lab / "clusters.yaml", "--out", work / "out", "--at", AT,
-            *(["--config", config] if config is not None else [])]
+            "--clusters", clusters or lab / "clusters.yaml", "--out", work / "out", "--at", str(AT), *extra]
 
 
 def _jobs_dir(path: Path, work: Path) -> Path:
@@ -226,7 +226,8 @@ def _mutate_in(rng: random.Random, doc: Any) -> None:
 
 
 def _random_slot(rng: random.Random, doc: Any) -> tuple[Any, Any]:
-    parent, key = None, None
+    parent: Any = None
+    key: Any = None
     here = doc
     for _ in range(rng.randint(1, 12)):
         if isinstance(here, dict) and here:
