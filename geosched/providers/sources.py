@@ -7,8 +7,9 @@ from collections.abc import Mapping
 
 from geosched import catalog
 from geosched.models import Offering, Region, region_key
+from geosched.policies.spotrisk import SpotRisk
 from geosched.providers.base import Budget, Provider
-from geosched.providers.refresh import current_offerings
+from geosched.providers.refresh import current_offerings, spot_risks
 from geosched.providers.registry import CLOUDS
 from geosched.store import Store
 
@@ -35,3 +36,13 @@ def planning_regions(providers: Mapping[str, Provider], offerings: list[Offering
             if info is not None:
                 regions[key] = info
     return regions
+
+
+def planning_risks(store: Store | None, offerings: list[Offering]) -> dict[tuple[str, str, str], SpotRisk]:
+    """(provider, instance type, zone) -> the spot risk the store's newest signals give; offerings without
+    one are left to the plan's rule (provider default, else unknown)."""
+    out: dict[tuple[str, str, str], SpotRisk] = {}
+    for provider in sorted({o.provider for o in offerings if o.price_spot is not None}):
+        for (instance_type, zone), risk in spot_risks(store, provider).items():
+            out[(provider, instance_type, zone)] = risk
+    return out
