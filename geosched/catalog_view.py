@@ -10,6 +10,8 @@ from typing import Any
 
 from geosched import catalog
 from geosched.models import Offering, Pricing
+from geosched.policies import spotrisk
+from geosched.policies.spotrisk import SpotRisk
 
 SORT_KEYS = ("price", "spot", "carbon", "gpus", "name")
 UTILISATION = 0.9
@@ -86,3 +88,11 @@ def age(at: float | None, now: float | None = None) -> str:
         return "shipped"
     hours = max(0.0, ((time.time() if now is None else now) - at) / 3600.0)
     return f"{hours:.0f} h ago" if hours < 48 else f"{hours / 24:.0f} d ago"
+
+
+def risk_text(risk: SpotRisk, nodes: int, now: float | None = None) -> str:
+    """A spot risk as the plan and `place --explain` show it: the signal, its source and age, and the chance
+    that a gang of `nodes` is interrupted within an hour ("placement score 3/10 (aws:spot-placement-score,
+    seen 2 h ago): 1.4%/h")."""
+    seen = f", seen {age(risk.observed_at, now)}" if risk.observed_at is not None else ""
+    return f"{risk.detail} ({risk.source}{seen}): {spotrisk.gang_interruption_per_hour(risk, nodes):.1%}/h"

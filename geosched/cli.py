@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from enum import StrEnum
 from importlib import metadata
@@ -22,10 +23,13 @@ from geosched.inputs import from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
 from geosched.kube.multikueue import cli as multikueue_cli
-from geosched.models import Fleet, Offering, Placement, Weights
+from geosched.models import Fleet, Offering, Placement, Pricing, Weights
 from geosched.options import finite
+from geosched.policies import spotrisk
+from geosched.policies.spotrisk import Rework
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
+from geosched.providers.sources import planning_risks
 from geosched.report import cli as report_cli
 from geosched.simulate_cli import Workload, run_simulate_command
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
@@ -121,6 +125,8 @@ def place(
     carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the carbon term.")]
     = DEFAULT_WEIGHTS.carbon,
     zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
+    risk_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of spot interruption risk "
+                                               "on a spot job's prices (0: price alone).")] = DEFAULT_WEIGHTS.spot_risk,
     explain: Annotated[bool, typer.Option(help="Show every term of every candidate and why each lost.")] = False,
     limit: Annotated[int, typer.Option(min=0, help="Candidates and rejections --explain shows (0: all; JSON "
                                        "and YAML always list all).")] = 20,
@@ -132,20 +138,23 @@ def place(
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
     if policy not in policies.names():
         raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+    risks = None
     if from_store:
         with State.store() as store:
             snap = resolve(fleet, network, snapshot, store)
+            risks = planning_risks(store, {n.provider for n in snap.fleet.nodes})
     else:
         snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
     carbon = decision_signal(snap.fleet, load_carbon(carbon_hourly), decision_time(at))
-    ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal)
-    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance))
+    ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal, risks)
+    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance,
+                                                      risk_weight))
     if output is PlaceOutput.table:
         if isinstance(result, Placement):
             render.placement(result, explain, limit)
             if explain:
-                for note in carbon.notes:
+                for note in [*carbon.notes, *_spot_notes(ctx, result)]:
                     render.out.print(note, markup=False)
         else:
             render.error(result.message)
@@ -156,6 +165,23 @@ def place(
     if record:
         with State.store() as store:
             store.record_placement(result)
+
+
+def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
+    """For a spot job: the interruption risk of each (zone, instance type) it uses and the factor the cost term
+    put on its spot price (policies/README.md, "Spot risk")."""
+    if placed.job.pricing is not Pricing.SPOT:
+        return []
+    index = {name: i for i, name in enumerate(ctx.names)}
+    used = {(ctx.fleet.nodes[index[a.node]].zone, ctx.fleet.nodes[index[a.node]].instance_type): index[a.node]
+            for a in placed.assignments}
+    lines = []
+    for (zone, instance_type), i in sorted(used.items()):
+        risk, gang = ctx.spot_risk[i], math.ceil(placed.job.gpus / max(1, ctx.fleet.nodes[i].gpus))
+        charged = spotrisk.risk_factor(risk, gang, Rework(), placed.weights.spot_risk)
+        lines.append(f"spot risk in {zone} ({instance_type}): {catalog_view.risk_text(risk, gang)}; the cost term "
+                     f"charges {charged:.4f} x the spot price (--risk-weight {placed.weights.spot_risk:g})")
+    return lines
 
 
 def _gpu_models(fleet: Fleet) -> set[str]:

@@ -307,12 +307,14 @@ class Weights:
     the gang's median price); carbon only when asked for.
 
     `zone_tolerance`: a placement in fewer zones (regions) wins while its total is within this fraction of
-    the best placement considered (policies/README.md says why 5%)."""
+    the best placement considered (policies/README.md says why 5%). `spot_risk`: how much a spot job's
+    interruption risk weighs on its spot prices in the cost term (0: price alone; policies/spotrisk.py)."""
 
     network: float = 1.0
     cost: float = 0.1
     carbon: float = 0.0
     zone_tolerance: float = 0.05
+    spot_risk: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

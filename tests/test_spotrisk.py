@@ -4,10 +4,14 @@ and the rule for a missing signal."""
 from __future__ import annotations
 
 import math
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+from geosched import policies, testing
+from geosched.models import Fleet, Job, NetworkView, Placement, Pricing, Weights
 from geosched.policies import spotrisk
 from geosched.policies.spotrisk import Rework
 from geosched.providers.aws import volatility_signals
@@ -82,3 +86,70 @@ def test_volatility_from_a_describe_spot_price_history_response() -> None:
     assert signals["use1-az6"].value == pytest.approx(1.0 / 11.0) and signals["use1-az6"].changes == 1
     assert signals["use1-az1"].value == 0.0 and signals["use1-az1"].changes == 0
     assert all(s.signal == "volatility" and s.observed_at == now for s in signals.values())
+
+
+def _spot_fleet() -> tuple[Fleet, NetworkView]:
+
+    # Two zones of one region, two 8-GPU nodes each; spot 4.00 in za (placement score 1), 4.08 in zb (score 9).
+    nodes = [testing.node(f"{z}-{i}", z, provider="aws", spot=price)
+             for z, price in (("za", 4.00), ("zb", 4.08)) for i in range(2)]
+    f = testing.fleet(nodes)
+    return f, testing.network(f)
+
+
+@pytest.mark.parametrize("policy", ["zone-first", "cheapest"])
+def test_the_placement_cost_term_weighs_spot_prices_by_their_risk(policy: str) -> None:
+    fleet, network = _spot_fleet()
+    risks = {("aws", "custom", "za"): spotrisk.from_score(1, 1.0), ("aws", "custom", "zb"): spotrisk.from_score(9, 1.0)}
+    job = Job("train", workers=2, gpus_per_worker=8, pricing=Pricing.SPOT)
+    ctx = policies.PlacementContext(fleet, network, spot_risks=risks)
+
+    def zone(weights: Weights, context: policies.PlacementContext = ctx) -> str:
+        placed = policies.place(job, context, policy, weights)
+        assert isinstance(placed, Placement)
+        assert placed.score.usd_per_hour == pytest.approx(2 * (4.00 if placed.zones == ("za",) else 4.08))
+        return placed.zones[0]
+
+    assert zone(Weights(network=1.0, cost=1.0)) == "zb"  # the risk-adjusted cost
+    assert zone(Weights(network=1.0, cost=1.0, spot_risk=0.0)) == "za"  # price alone
+    # Without stored signals both are unknown (the same worst score): the cheaper one wins, at a charged risk.
+    blind = policies.PlacementContext(fleet, network)
+    assert zone(Weights(network=1.0, cost=1.0), blind) == "za"
+    assert blind.spot_risk[0].source == spotrisk.SOURCE_UNKNOWN
+    # An on-demand job is not touched.
+    on_demand = policies.job_view(ctx, Job("od", 2, 8), Weights())
+    assert on_demand.cost_gpu is on_demand.price_gpu
+
+
+def test_place_from_the_store_charges_the_stored_risk_and_explains_it(tmp_path: Path) -> None:
+    """`place --store --explain` on a spot job: the store's refreshed signal reaches the cost term, named with
+    its source and age; `--risk-weight 0` charges the price alone."""
+    from typer.testing import CliRunner
+
+    from geosched.cli import app
+    from geosched.default_fleet import default_fleet
+    from geosched.providers.base import SpotSignal
+    from geosched.providers.refresh import write_refresh
+    from geosched.store import Store
+
+    home = tmp_path / "home"
+    with Store(home) as store:
+        store.save_fleet(default_fleet())
+        write_refresh(store, "aws", (), (), (), signals=[SpotSignal(
+            "aws", "p5.48xlarge", "us-east-1", "use1-az4", "score", 2.0, time.time(), "aws:get-spot-placement-scores",
+            target=4)])
+    job = tmp_path / "spot.yaml"
+    job.write_text("name: spot-64\nworkers: 8\ngpus_per_worker: 8\ngpu: H100\npricing: spot\nzones: [use1-az4]\n")
+
+    def explain(*extra: str) -> str:
+        result = CliRunner().invoke(app, ["--home", str(home), "place", str(job), "--store", "--explain", *extra],
+                                    env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    charged = spotrisk.risk_factor(spotrisk.from_score(2, None), 8)
+    shown = explain()
+    assert ("spot risk in use1-az4 (p5.48xlarge): placement score 2/10 for 4 instances "
+            "(aws:spot-placement-score, seen 0 h ago)") in shown
+    assert f"charges {charged:.4f} x the spot price (--risk-weight 1)" in shown
+    assert "charges 1.0000 x the spot price (--risk-weight 0)" in explain("--risk-weight", "0")

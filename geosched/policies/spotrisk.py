@@ -18,13 +18,17 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 # Score 10 is anchored to the Spot Instance Advisor's best band (interruption frequency "<5%" per month,
 # aws.amazon.com/ec2/spot/instance-advisor: <5%, 5-10%, 10-15%, 15-20%, >20%), its upper edge; score 1 to a
 # median lifetime of one day (50% per day). The Advisor has no band beyond ">20%" and AWS publishes no mapping
 # from placement scores to interruptions: the score-1 anchor is our assumption (a pool where a request "is not
 # likely to succeed" has no spare capacity, so a running instance is first in line to be reclaimed). Scores in
-# between are geometric: each step of the score divides the hazard by the same factor (~1.96).
+# between are geometric: each step of the score divides the hazard by the same factor (~1.95).
 HOURS_PER_MONTH = 730.0
 HAZARD_BEST = -math.log(1.0 - 0.05) / HOURS_PER_MONTH  # score 10: ~7.0e-5 per node-hour
 HAZARD_WORST = -math.log(1.0 - 0.50) / 24.0  # score 1: ~2.9e-2 per node-hour
@@ -37,6 +41,8 @@ GCP_DAILY_PREEMPTION = 0.15
 # demand, so a moving price means moving spare capacity; a weak signal, used only without a placement score).
 CV_WORST = 0.20
 VOLATILITY_WINDOW_S = 7 * 24 * 3600.0
+
+Num = TypeVar("Num", float, npt.NDArray[np.float64])
 
 SOURCE_SCORE = "aws:spot-placement-score"
 SOURCE_VOLATILITY = "aws:spot-price-volatility"
@@ -130,12 +136,18 @@ UNKNOWN = SpotRisk(HAZARD_WORST, SOURCE_UNKNOWN, "no signal: priced at the worst
 
 def gang_interruption_per_hour(risk: SpotRisk, nodes: int) -> float:
     """P(at least one of `nodes` members is reclaimed within an hour)."""
-    return 1.0 - math.exp(-max(0, nodes) * risk.hazard_per_hour)
+    return float(factor(risk.hazard_per_hour, nodes, 1.0, 1.0)) - 1.0
 
 
 def risk_factor(risk: SpotRisk, nodes: int, rework: Rework = Rework(), weight: float = 1.0) -> float:
     """The multiplier on a spot gang's $/h: 1 + weight x P(interrupted in an hour) x rework hours."""
-    return 1.0 + weight * gang_interruption_per_hour(risk, nodes) * rework.hours
+    return float(factor(risk.hazard_per_hour, nodes, rework.hours, weight))
+
+
+def factor(hazard: Num, nodes: Num, rework_h: float, weight: float) -> Num:
+    """`risk_factor` on plain numbers or element-wise on arrays (the placement context prices every node at
+    once): 1 + weight x (1 - exp(-nodes x hazard)) x rework hours."""
+    return 1.0 + weight * -np.expm1(-np.maximum(nodes, 0) * hazard) * rework_h  # type: ignore[no-any-return]
 
 
 def adjusted_usd_per_hour(usd_per_hour: float, risk: SpotRisk, nodes: int, rework: Rework = Rework(),

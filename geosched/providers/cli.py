@@ -20,7 +20,6 @@ from geosched import catalog, catalog_view, gpus, render
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
 from geosched.options import finite
-from geosched.policies import spotrisk
 from geosched.policies.spotrisk import Rework
 from geosched.providers import journal, lifecycle, registry
 from geosched.providers.base import Provider, ondemand_firewalls, ondemand_group, ondemand_summary
@@ -292,14 +291,8 @@ def _has_spot(plan: Plan) -> bool:
     return any(c.risk is not None for c in plan.candidates)
 
 
-def _risk_text(c: Candidate, nodes: int, now: float | None = None) -> str | None:
-    """The signal, its source and age, and the gang's chance of an interruption per hour: "placement score
-    3/10 (aws:spot-placement-score, seen 2 h ago): 1.4%/h"."""
-    if c.risk is None:
-        return None
-    seen = f", seen {catalog_view.age(c.risk.observed_at, now)}" if c.risk.observed_at is not None else ""
-    gang = spotrisk.gang_interruption_per_hour(c.risk, nodes)
-    return f"{c.risk.detail} ({c.risk.source}{seen}): {gang:.1%}/h"
+def _risk_text(c: Candidate, nodes: int) -> str | None:
+    return None if c.risk is None else catalog_view.risk_text(c.risk, nodes)
 
 
 def _candidate_doc(c: Candidate, plan: Plan | None = None) -> dict[str, Any]:

@@ -149,7 +149,7 @@ def plan_gang(request: GangRequest, providers: Mapping[str, Provider], store: St
     offers = [o for o in offers if o.provider in providers]
     blocks = journal.active_blocks(store, now) if store is not None else []
     return build_plan(request, offers, planning_regions(providers, offers), catalog.gpu_power(), blocks,
-                      coverage(network), planning_risks(store, offers))
+                      coverage(network), planning_risks(store, {o.provider for o in offers}))
 
 
 def remember_inventories(store: Store, providers: Mapping[str, Provider]) -> None:

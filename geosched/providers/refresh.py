@@ -2,12 +2,14 @@
 
 `refresh_catalog` asks a provider for its GPU offerings per zone (AWS: DescribeInstanceTypes and
 DescribeInstanceTypeOfferings; GCP: machineTypes) and its prices (AWS: DescribeSpotPriceHistory and the Price
-List API's GetProducts for on-demand, each price valid from its own time; GCP: none yet, its prices live in the
-Cloud Billing Catalog API). Only prices a price API answered are recorded; the shipped catalog's stand for the
+List API's GetProducts for on-demand, each price valid from its own time; GCP: the Cloud Billing Catalog's
+Compute Engine SKUs). Only prices a price API answered are recorded; the shipped catalog's stand for the
 rest and are shown as shipped. Offerings replace the provider's refreshed rows for the regions refreshed and
 merge with the shipped catalog for the others (`current_offerings`: a refresh of one region never hides
 another); prices are appended to `price_history`, never overwritten, so `price_at` can price past usage at the
-price of its time. Without a refresh the shipped catalog is the (offline) default.
+price of its time. Spot interruption signals (AWS Spot placement scores and spot price volatility) are appended
+to `spot_signals` the same way; `spot_risks` resolves the newest into each offering's risk. Without a refresh
+the shipped catalog is the (offline) default.
 """
 
 from __future__ import annotations

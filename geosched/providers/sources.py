@@ -3,7 +3,7 @@ one, else the shipped catalog (offline); inventory-backed providers answer for t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from geosched import catalog
 from geosched.models import Offering, Region, region_key
@@ -38,11 +38,12 @@ def planning_regions(providers: Mapping[str, Provider], offerings: list[Offering
     return regions
 
 
-def planning_risks(store: Store | None, offerings: list[Offering]) -> dict[tuple[str, str, str], SpotRisk]:
-    """(provider, instance type, zone) -> the spot risk the store's newest signals give; offerings without
-    one are left to the plan's rule (provider default, else unknown)."""
+def planning_risks(store: Store | None, providers: Iterable[str]) -> dict[tuple[str, str, str], SpotRisk]:
+    """(provider, instance type, zone) -> the spot risk the store's newest signals give (for the plan and the
+    placement context alike); offerings without one are left to `spotrisk.resolve` (provider default, else
+    unknown)."""
     out: dict[tuple[str, str, str], SpotRisk] = {}
-    for provider in sorted({o.provider for o in offerings if o.price_spot is not None}):
+    for provider in sorted(set(providers)):
         for (instance_type, zone), risk in spot_risks(store, provider).items():
             out[(provider, instance_type, zone)] = risk
     return out
