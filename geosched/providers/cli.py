@@ -672,7 +672,8 @@ def catalog_refresh(
     built = registry.build((provider,), _settings(ctx))
     with Store(_home(ctx)) as store:
         result = refresh_catalog(built[provider], store, regions=_split(regions))
-    render.out.print(f"{provider}: {result.offerings} offerings and {result.prices} prices from "
+    signals = f", {result.signals} spot risk signals" if result.signals else ""
+    render.out.print(f"{provider}: {result.offerings} offerings and {result.prices} prices{signals} from "
                      f"{len(result.regions)} region(s) in {result.api_calls} API calls")
     for error in result.errors:
         render.error(error)

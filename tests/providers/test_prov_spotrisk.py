@@ -67,7 +67,8 @@ def test_refresh_stores_placement_scores_and_volatility_with_their_time(aws: Aws
 def test_auto_prefers_a_slightly_dearer_spot_zone_with_a_high_placement_score(
         home: Path, proxy: Ec2FaultProxy, moto: MotoServer) -> None:  # noqa: F811
     spot_market(proxy, time.time())
-    assert run(home, "catalog", "refresh", "--provider", "aws", "--regions", "us-east-1").exit_code == 0
+    refreshed = run(home, "catalog", "refresh", "--provider", "aws", "--regions", "us-east-1")
+    assert refreshed.exit_code == 0 and "spot risk signals" in refreshed.output, refreshed.output
     args = ("provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions", "us-east-1", "--auto")
 
     dry = run(home, *args, "--dry-run", "-o", "json")
