@@ -363,7 +363,8 @@ def simulate_cmd(
     gpu: Annotated[str | None, typer.Option(help="Run every gang on this GPU model (default: the fleet's most "
                                             "plentiful; 'any' lets each policy choose).")] = None,
     output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
-    plot: Annotated[Path | None, typer.Option(help="Also write a PNG comparison.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Also draw the comparison into FILE.png, .svg or .html: JCT "
+                                              "and slowdown CDFs per policy, cost and emissions.")] = None,
     carbon_hourly: CarbonHourlyOpt = None,
     at: Annotated[str | None, typer.Option(
         "--at", help="With --carbon-hourly: the time of the trace's start, RFC 3339 (default: the series' first "
