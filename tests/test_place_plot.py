@@ -22,6 +22,7 @@ from geosched.plots.candidates import SHOWN, ranked
 from geosched.plots.files import DPI, figure_bytes
 from geosched.plots.gang import gang_map
 from geosched.plots.placement import BOUNDING, COLOURS, placement_figure
+from tests.chromium_support import chromium, need_chromium
 from tests.plot_support import near, png_summary, svg_ids, svg_root, svg_texts
 
 JOBS = Path(__file__).parent.parent / "examples" / "jobs"
@@ -162,3 +163,22 @@ def test_an_unknown_suffix_is_one_line_and_exit_2_before_placing(tmp_path: Path)
     assert run.returncode == 2
     assert run.stderr == f"error: --plot: {out}: expected a .png, .svg or .html file, got '.gif'\n"
     assert run.stdout == "" and not out.exists()
+
+
+@pytest.mark.integration
+def test_place_plot_html_renders_in_chromium(tmp_path: Path) -> None:
+    binary = need_chromium()
+    out = tmp_path / "decision.html"
+    run = geosched("place", JOBS / "train-512.yaml", "--plot", out, home=tmp_path / "home")
+    assert run.returncode == 0, run.stderr
+    dom = chromium(binary, tmp_path, "dom", "--dump-dom", out.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    root = svg_root(dom.stdout)
+    assert svg_ids(root, "chosen-marker") == ["chosen-marker"]
+    assert any(t.startswith("▶ chosen: 1. use1-az1") for t in svg_texts(root))
+    shot = tmp_path / "shot.png"
+    shown = chromium(binary, tmp_path, "shot", f"--screenshot={shot}", "--window-size=1500,900", out.as_uri())
+    assert shown.returncode == 0 and shot.exists(), shown.stderr[-2000:]
+    network = tuple(int(COLOURS["network"][i:i + 2], 16) for i in (1, 3, 5))
+    _, _, colours = png_summary(shot)
+    assert sum(n for c, n in colours.items() if near(c, network)) > 1000  # the inline SVG's bars are on screen
