@@ -182,3 +182,19 @@ def test_place_plot_html_renders_in_chromium(tmp_path: Path) -> None:
     network = tuple(int(COLOURS["network"][i:i + 2], 16) for i in (1, 3, 5))
     _, _, colours = png_summary(shot)
     assert sum(n for c, n in colours.items() if near(c, network)) > 1000  # the inline SVG's bars are on screen
+
+
+def test_a_gang_on_one_node_has_no_hop_to_mark() -> None:
+    p = placed("train-8")
+    gang = gang_map(p, FLEET, NETWORK)
+    assert p.score.hop is None and [(z.zone, z.workers, z.nodes) for z in gang.zones] == [(p.zones[0], 1, 1)]
+    assert gang.hops == () and gang.bounding_zone is None and gang.bound == "one node: no network hop"
+
+
+def test_no_fit_draws_nothing_and_exits_3(tmp_path: Path) -> None:
+    job = tmp_path / "huge.yaml"
+    job.write_text((JOBS / "train-8.yaml").read_text().replace("workers: 1", "workers: 5000"))
+    out = tmp_path / "decision.svg"
+    run = geosched("place", job, "--plot", out, home=tmp_path / "home")
+    assert run.returncode == 3 and "no fit" in run.stderr
+    assert not out.exists()
