@@ -49,7 +49,7 @@ def test_the_jct_and_slowdown_cdfs_have_one_line_per_policy_each_in_its_own_styl
             y = np.asarray(line.get_ydata(), dtype=float)
             assert y[-1] == 1.0 and np.all(np.diff(y) > 0)
     assert jct_ax.get_xlabel() == "job completion time (h, log scale)"
-    assert slow_ax.get_xlabel().startswith("slowdown (JCT / run time alone")
+    assert slow_ax.get_xlabel().startswith("bounded slowdown (JCT / max(run time alone, 10 s)")
 
 
 def test_the_cdfs_are_the_replays_jobs(results: list[PolicyResult], figure: Figure) -> None:
@@ -60,16 +60,20 @@ def test_the_cdfs_are_the_replays_jobs(results: list[PolicyResult], figure: Figu
         assert np.allclose(slow_line.get_xdata(), sorted(job_slowdown(r) for r in result.records))
 
 
-def test_slowdown_is_jct_over_the_traces_run_time(results: list[PolicyResult]) -> None:
+def test_slowdown_is_jct_over_the_traces_run_time_bounded_below_by_10_s(results: list[PolicyResult]) -> None:
     durations = {job.id: job.duration_s for job in read_trace(GAVEL).jobs}
     for result in results:
         slowdowns = [job_slowdown(r) for r in result.records]
-        assert slowdowns == pytest.approx([r.jct_s / durations[r.id] for r in result.records])
-        assert min(slowdowns) >= 1.0 - 1e-9
+        assert slowdowns == pytest.approx([max(r.jct_s / max(durations[r.id], 10.0), 1.0) for r in result.records])
+        assert min(slowdowns) == 1.0
     # Queueing and a slower network both count: 100 s queued, then 1.5 x a 200 s run.
     queued = JobRecord("j", submit_s=0.0, start_s=100.0, finish_s=400.0, gpus=8, workers=1, zones=("z",),
                        regions=("r",), slowdown=1.5, usd=0.0, kgco2e=0.0)
     assert job_slowdown(queued) == pytest.approx(400.0 / 200.0)
+    # A job of 2 s that waited 98 s: bounded by 10 s, a slowdown of 10, not 50.
+    short = JobRecord("s", submit_s=0.0, start_s=98.0, finish_s=100.0, gpus=8, workers=1, zones=("z",),
+                      regions=("r",), slowdown=1.0, usd=0.0, kgco2e=0.0)
+    assert job_slowdown(short) == pytest.approx(10.0)
 
 
 def test_one_legend_outside_the_data(figure: Figure) -> None:
