@@ -198,3 +198,11 @@ def test_no_fit_draws_nothing_and_exits_3(tmp_path: Path) -> None:
     run = geosched("place", job, "--plot", out, home=tmp_path / "home")
     assert run.returncode == 3 and "no fit" in run.stderr
     assert not out.exists()
+
+
+def test_the_commands_load_matplotlib_only_when_a_picture_is_asked_for() -> None:
+    code = ("import sys, geosched.cli, geosched.probes.cli, geosched.simulate_cli; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "[]\n"
