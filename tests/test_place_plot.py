@@ -94,8 +94,18 @@ def test_the_figure_has_three_stacked_segments_per_candidate_and_marks_the_chose
     assert labels[0] == f"▶ chosen: 1. {', '.join(p.zones)} · {p.cluster}"
     assert bars_ax.get_yticklabels()[0].get_fontweight() == "bold"
     assert bars_ax.yaxis_inverted() and "lower is better" in bars_ax.get_xlabel()
+    assert "lost by" not in bars_ax.get_title()  # train-512: the chosen one has the lowest total
     assert {patch.get_gid() for patch in map_ax.patches} == {f"zone-{z}" for z in p.zones}
     assert [line.get_gid() for line in map_ax.lines].count("bounding-hop") == 1
+
+
+def test_the_figure_says_why_a_lower_total_lost() -> None:
+    p = placed("train-64")  # zone-first's best fit takes us-central1-a over two lower totals
+    shown, total = ranked(p)
+    lower = [c for c in shown if c.total < p.score.total]
+    assert len(lower) == 2
+    bars_ax = placement_figure(p, shown, total, gang_map(p, FLEET, NETWORK)).axes[0]
+    assert "2 with a lower total lost by zone-first's rules" in bars_ax.get_title()
 
 
 def test_place_plot_svg_shows_every_candidate_the_chosen_label_and_the_zones(tmp_path: Path) -> None:

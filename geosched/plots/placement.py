@@ -31,7 +31,7 @@ def placement_figure(placement: Placement, candidates: Sequence[RankedCandidate]
     height = max(5.0, 0.42 * len(candidates) + 2.0)
     fig = Figure(figsize=(15, height), layout="constrained")
     bars_ax, map_ax = fig.subplots(1, 2, width_ratios=(1.5, 1))
-    draw_candidates(bars_ax, candidates, total, placement.weights)
+    draw_candidates(bars_ax, candidates, total, placement.weights, placement.policy)
     draw_gang(map_ax, gang)
     job = placement.job
     fig.suptitle(plain(f"{job.name}: {job.workers} x {job.gpus_per_worker} GPUs by {placement.policy} -> "
@@ -39,7 +39,8 @@ def placement_figure(placement: Placement, candidates: Sequence[RankedCandidate]
     return fig
 
 
-def draw_candidates(ax: Axes, candidates: Sequence[RankedCandidate], total: int, weights: Weights) -> None:
+def draw_candidates(ax: Axes, candidates: Sequence[RankedCandidate], total: int, weights: Weights,
+                    policy: str) -> None:
     y = list(range(len(candidates)))
     left = [0.0] * len(candidates)
     factor = {"network": weights.network, "cost": weights.cost, "carbon": weights.carbon}
@@ -65,7 +66,13 @@ def draw_candidates(ax: Axes, candidates: Sequence[RankedCandidate], total: int,
     ax.set_xlim(0, span * 1.45)  # room for the figures written after each bar
     ax.set_xlabel("score (weighted terms, lower is better; 1.0 per term = ideal network, median price / carbon)")
     shown = f"{len(candidates)} of {total}" if len(candidates) < total else f"all {total}"
-    ax.set_title(f"Candidates, chosen first, then by total ({shown})", fontsize=10)
+    title = f"Candidates, chosen first, then by total ({shown})"
+    # A chosen bar longer than others is the policy's rules at work (zone first within a tolerance, best fit):
+    # say so, or the picture reads as a mistake.
+    lower = sum(1 for c in candidates if c.total < candidates[0].total) if candidates else 0
+    if lower:
+        title += f"\n{lower} with a lower total lost by {policy}'s rules: --explain says why"
+    ax.set_title(plain(title), fontsize=10)
     # Below the axes, never over a bar or its figures.
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=len(TERMS), fontsize=8, title="term x weight",
               title_fontsize=8, frameon=False)
