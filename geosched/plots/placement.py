@@ -85,8 +85,8 @@ def draw_gang(ax: Axes, gang: GangMap) -> None:
     ax.set_aspect("equal")
     ax.set_axis_off()
     ax.set_xlim(-1.6, 1.6)
-    ax.set_ylim(-1.6, 1.6)
-    ax.set_title("The gang by zone: workers and the ring's zone hops (RTT p50)", fontsize=10)
+    ax.set_ylim(-2.0, 1.6)  # room below the circle for the bounding hop's words
+    ax.set_title("The gang by zone: workers, ring hops (RTT p50)", fontsize=10)
     # Top first, clockwise; one zone sits in the middle.
     where = {z.zone: (0.0, 0.0) if n == 1 else (math.sin(2 * math.pi * i / n), math.cos(2 * math.pi * i / n))
              for i, z in enumerate(gang.zones)}
@@ -104,7 +104,7 @@ def draw_gang(ax: Axes, gang: GangMap) -> None:
     fill = {r: REGION_COLOURS[i % len(REGION_COLOURS)] for i, r in enumerate(regions)}
     most = max((z.workers for z in gang.zones), default=1)
     # The largest zone as large as its neighbours on the circle allow; area grows with workers.
-    largest = 0.6 if n < 3 else min(0.6, 0.45 * 2 * math.sin(math.pi / n))
+    largest = 0.5 if n < 3 else min(0.5, 0.3 * 2 * math.sin(math.pi / n))
     for z in gang.zones:
         radius = largest * (0.5 + 0.5 * math.sqrt(z.workers / most))
         inside = z.zone == gang.bounding_zone
@@ -114,5 +114,5 @@ def draw_gang(ax: Axes, gang: GangMap) -> None:
         ax.add_patch(circle)
         ax.text(*where[z.zone], plain(f"{z.zone}\n{z.provider}:{z.region}\n{z.workers} workers, {z.nodes} nodes"),
                 ha="center", va="center", fontsize=8, zorder=4)
-    ax.text(0, -1.55, plain(gang.bound), ha="center", va="bottom", fontsize=8,
+    ax.text(0, -1.6, plain(gang.bound), ha="center", va="top", fontsize=8,
             color=BOUNDING if gang.bounding_zone or any(h.bounding for h in gang.hops) else "#333333")
