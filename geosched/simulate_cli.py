@@ -125,12 +125,9 @@ def run_simulate_command(
                      report.table_rows(results))
     if plot is not None:
         # Imported here: matplotlib costs half a second, paid only when a picture is asked for.
-        from geosched.plots.files import write_figure
-        from geosched.plots.simulation import simulation_figure
+        from geosched.plots.write import simulation_plot
 
-        title = f"{Path(read.source).name} on {snap.origin}"
-        write_figure(plot, simulation_figure(results, title), "--plot", f"geosched simulate: {title}")
-        _note(f"wrote {plot}")
+        _note(f"wrote {simulation_plot(plot, results, f'{Path(read.source).name} on {snap.origin}')}")
     return results
 
 

@@ -138,8 +138,8 @@ def test_place_plot_png_is_the_figure_drawn(tmp_path: Path) -> None:
     assert distinct > 50  # text antialiasing, bars, circles: far from a blank page
     network = tuple(int(COLOURS["network"][i:i + 2], 16) for i in (1, 3, 5))
     bounding = tuple(int(BOUNDING[i:i + 2], 16) for i in (1, 3, 5))
-    assert sum(n for c, n in colours.items() if near(c, network)) > 1000  # type: ignore[arg-type]
-    assert sum(n for c, n in colours.items() if near(c, bounding)) > 100  # type: ignore[arg-type]
+    assert sum(n for c, n in colours.items() if near(c, network)) > 1000
+    assert sum(n for c, n in colours.items() if near(c, bounding)) > 100
 
 
 def test_place_plot_html_is_self_contained_with_the_svg_inline(tmp_path: Path) -> None:
