@@ -188,7 +188,7 @@ def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
     lines = []
     for (zone, instance_type), i in sorted(used.items()):
         risk, gang = ctx.spot_risk[i], math.ceil(placed.job.gpus / max(1, ctx.fleet.nodes[i].gpus))
-        charged = spotrisk.risk_factor(risk, gang, Rework(), placed.weights.spot_risk)
+        charged = spotrisk.risk_factor(risk, gang, Rework.of(placed.job.profile), placed.weights.spot_risk)
         lines.append(f"spot risk in {zone} ({instance_type}): {catalog_view.risk_text(risk, gang)}; the cost term "
                      f"charges {charged:.4f} x the spot price (--risk-weight {placed.weights.spot_risk:g})")
     return lines

@@ -68,7 +68,8 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
     profile = CommProfile()
     if f.has("profile"):
         p = Fields(f.raw("profile"), source, "profile", {"message_mb", "compute_ms", "utilisation",
-                                                          "latency_sensitive"})
+                                                          "latency_sensitive", "checkpoint_minutes",
+                                                          "restart_minutes"})
         sensitive = p.raw("latency_sensitive") if p.has("latency_sensitive") else False
         p.check("latency_sensitive", isinstance(sensitive, bool), f"expected true or false, got {sensitive!r}")
         profile = CommProfile(
@@ -76,6 +77,8 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
             compute_ms=p.number("compute_ms", minimum=0.0, exclusive_minimum=True, default=profile.compute_ms),
             utilisation=p.number("utilisation", minimum=0.0, maximum=1.0, default=profile.utilisation),
             latency_sensitive=bool(sensitive),
+            checkpoint_minutes=p.number("checkpoint_minutes", minimum=0.0, default=profile.checkpoint_minutes),
+            restart_minutes=p.number("restart_minutes", minimum=0.0, default=profile.restart_minutes),
         )
     return Job(
         name=name,
@@ -122,6 +125,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
                       "utilisation": job.profile.utilisation}
     if job.profile.latency_sensitive:
         out["profile"]["latency_sensitive"] = True
+    for key in ("checkpoint_minutes", "restart_minutes"):  # only when set: existing documents keep their digest
+        if getattr(job.profile, key) != getattr(CommProfile(), key):
+            out["profile"][key] = getattr(job.profile, key)
     return out
 
 

@@ -269,12 +269,15 @@ class CarbonSignal:
 @dataclass(frozen=True, slots=True)
 class CommProfile:
     """How a job talks: ring all-reduce of `message_mb` per step after `compute_ms` of compute.
-    `latency_sensitive`: judge links by their RTT p95 instead of p50 (small, frequent messages wait on the tail)."""
+    `latency_sensitive`: judge links by their RTT p95 instead of p50 (small, frequent messages wait on the tail).
+    `checkpoint_minutes`, `restart_minutes`: what a spot interruption costs it (policies/spotrisk.py, `Rework`)."""
 
     message_mb: float = 1000.0
     compute_ms: float = 1000.0
     utilisation: float = 0.9
     latency_sensitive: bool = False
+    checkpoint_minutes: float = 60.0
+    restart_minutes: float = 15.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,3 +153,7 @@ def test_place_from_the_store_charges_the_stored_risk_and_explains_it(tmp_path: 
             "(aws:spot-placement-score, seen 0 h ago)") in shown
     assert f"charges {charged:.4f} x the spot price (--risk-weight 1)" in shown
     assert "charges 1.0000 x the spot price (--risk-weight 0)" in explain("--risk-weight", "0")
+    # The job's own checkpoint interval and restart time set the rework: 4 h between checkpoints loses more.
+    job.write_text(job.read_text() + "profile: {checkpoint_minutes: 240, restart_minutes: 30}\n")
+    longer = spotrisk.risk_factor(spotrisk.from_score(2, None), 8, Rework(4.0, 0.5))
+    assert longer > charged and f"charges {longer:.4f} x the spot price" in explain()

@@ -256,7 +256,7 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         # The cost term charges the expected $ per useful hour (spotrisk.factor); a gang on nodes like this one
         # has ceil(GPUs / node GPUs) members, any of which stops it (exact for the usual one-zone, one-type gang).
         members = np.ceil(job.gpus / np.maximum(ctx.gpus_total, 1))
-        cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework().hours, weights.spot_risk)
+        cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework.of(job.profile).hours, weights.spot_risk)
 
     price_gpu = np.nan_to_num(price, nan=0.0)
     capacity = np.where(eligible, ctx.gpus_free // g, 0)

@@ -23,6 +23,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from geosched.models import CommProfile
+
 # Score 10 is anchored to the Spot Instance Advisor's best band (interruption frequency "<5%" per month,
 # aws.amazon.com/ec2/spot/instance-advisor: <5%, 5-10%, 10-15%, 15-20%, >20%), its upper edge; score 1 to a
 # median lifetime of one day (50% per day). The Advisor has no band beyond ">20%" and AWS publishes no mapping
@@ -75,6 +77,11 @@ class Rework:
     @property
     def hours(self) -> float:
         return self.checkpoint_interval_h / 2.0 + self.restart_h
+
+    @staticmethod
+    def of(profile: CommProfile) -> Rework:
+        """A job's own: its profile's `checkpoint_minutes` and `restart_minutes` (defaults as above)."""
+        return Rework(profile.checkpoint_minutes / 60.0, profile.restart_minutes / 60.0)
 
 
 @dataclass(frozen=True, slots=True)
