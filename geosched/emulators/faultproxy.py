@@ -473,7 +473,13 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         return Ec2Fault.from_dict(doc)
 
     def _admin_route(self, route: tuple[str, str], data: dict[str, Any]) -> HttpResponse | None:
-        """POST /_emulator/service-quota {"quotaCode", "value", "region", "serviceCode"}."""
+        """POST /_emulator/service-quota {"quotaCode", "value", "region", "serviceCode"};
+        POST /_emulator/spot-placement-score {"region", "zoneId", "score", "instanceType"} (a scenario driven
+        from another process: score null forgets it)."""
+        if route == ("POST", "/spot-placement-score"):
+            self.set_placement_score(data["region"], data["zoneId"], data.get("score"),
+                                     instance_type=data.get("instanceType"))
+            return json_response(200, {})
         if route != ("POST", "/service-quota"):
             return None
         self.set_service_quota(data["quotaCode"], data.get("value"), region=data.get("region"),
