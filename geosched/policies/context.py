@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -64,10 +65,7 @@ class PlacementContext:
         self.ready: BoolArray = np.array([n.state is NodeState.READY for n in nodes], dtype=bool)
         self.price_ondemand = _per_gpu([n.price_ondemand for n in nodes], self.gpus_total)
         self.price_spot = _per_gpu([n.price_spot for n in nodes], self.gpus_total)
-        risks = spot_risks or {}
-        self.spot_risk: list[SpotRisk] = [
-            risks.get((n.provider, n.instance_type, n.zone)) or spotrisk.resolve(n.provider) for n in nodes]
-        self.spot_hazard: FloatArray = np.array([r.hazard_per_hour for r in self.spot_risk], dtype=np.float64)
+        self._spot_risks = spot_risks or {}
 
         power = fleet.gpu_power
         # A GPU missing from the power table is counted at the most power-hungry known part: carbon is
@@ -136,6 +134,17 @@ class PlacementContext:
         self.pair_rtt95: FloatArray = np.array([x.rtt_p95_ms for _, x in pairs], dtype=np.float64)
         self.pair_loss: FloatArray = np.array([x.loss for _, x in pairs], dtype=np.float64)
         self.pair_tput: FloatArray = np.array([x.throughput_gbps for _, x in pairs], dtype=np.float64)
+
+    @cached_property
+    def spot_risk(self) -> list[SpotRisk]:
+        """Each node's spot interruption risk (built on first use: only spot jobs need it)."""
+        keys = [(n.provider, n.instance_type, n.zone) for n in self.fleet.nodes]
+        resolved = {k: self._spot_risks.get(k) or spotrisk.resolve(k[0]) for k in set(keys)}
+        return [resolved[k] for k in keys]
+
+    @cached_property
+    def spot_hazard(self) -> FloatArray:
+        return np.array([r.hazard_per_hour for r in self.spot_risk], dtype=np.float64)
 
     def hop_links(self, a: IntArray, b: IntArray, p95: bool = False) -> tuple[FloatArray, FloatArray, FloatArray]:
         """(RTT, loss, throughput) of the links between nodes a[k] and b[k], all three from one pair: the
