@@ -157,3 +157,17 @@ def test_place_from_the_store_charges_the_stored_risk_and_explains_it(tmp_path: 
     job.write_text(job.read_text() + "profile: {checkpoint_minutes: 240, restart_minutes: 30}\n")
     longer = spotrisk.risk_factor(spotrisk.from_score(2, None), 8, Rework(4.0, 0.5))
     assert longer > charged and f"charges {longer:.4f} x the spot price" in explain()
+
+
+def test_a_journalled_request_resumes_with_its_risk_weighting() -> None:
+    from geosched.providers.plan import GangRequest, PricingMode
+
+    request = GangRequest("A100", 8, 2, PricingMode.AUTO, weights=Weights(network=0.0, cost=1.0, spot_risk=0.0),
+                          rework=Rework(2.0, 0.5))
+    again = GangRequest.from_dict(request.to_dict())
+    assert again.weights.spot_risk == 0.0 and again.rework == Rework(2.0, 0.5)
+    # A gang journalled before risk weighting existed resumes with the defaults.
+    old = {k: v for k, v in request.to_dict().items() if k != "rework"}
+    old["weights"] = {"cost": 1.0, "carbon": 0.0}
+    legacy = GangRequest.from_dict(old)
+    assert legacy.weights.spot_risk == 1.0 and legacy.rework == Rework()

@@ -189,8 +189,9 @@ def provision_cmd(
         names = _split(provider) or DEFAULT_PROVIDERS
         request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=_pricing(spot, on_demand, auto),
                               providers=names, regions=_split(regions),
-                              weights=Weights(network=0.0, cost=cost_weight, carbon=carbon_weight),
-                              risk_weight=risk_weight, rework=Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0))
+                              weights=Weights(network=0.0, cost=cost_weight, carbon=carbon_weight,
+                                              spot_risk=risk_weight),
+                              rework=Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0))
         if name:
             check_gang_name(name)
         _check_network(settings, store, names)
@@ -364,7 +365,7 @@ def _risk_notes(plan: Plan) -> list[str]:
     if not spot:
         return []
     req = plan.request
-    lines = [f"spot risk: $/h x (1 + {req.risk_weight:g} x P(gang interrupted per hour) x "
+    lines = [f"spot risk: $/h x (1 + {req.weights.spot_risk:g} x P(gang interrupted per hour) x "
              f"{req.rework.hours:g} h rework: half of {req.rework.checkpoint_interval_h * 60:g} min between "
              f"checkpoints + {req.rework.restart_h * 60:g} min restart); --risk-weight 0 ranks by price alone"]
     unknown = sorted({provider for provider, risk in spot if not risk.known})

@@ -11,7 +11,7 @@ terms, normalised exactly as there:
 
 gCO2e/h = GPUs x (idle + utilisation x (max - idle)) W / 1000 x PUE x grid gCO2e/kWh, as in the policies.
 A spot candidate's $/h is its expected cost per useful hour (`spotrisk.adjusted_usd_per_hour`: the price
-weighed by its interruption risk and the rework an interruption costs, `request.risk_weight` 0 turns it off),
+weighed by its interruption risk and the rework an interruption costs, `request.weights.spot_risk` 0 turns it off),
 the same function the placement cost term uses. Ties go to the cheaper candidate, then by provider and zone
 name, so a plan is deterministic.
 
@@ -61,30 +61,30 @@ class GangRequest:
     zones: tuple[str, ...] = ()
     instance_types: tuple[str, ...] = ()
     weights: Weights = DEFAULT_WEIGHTS
-    # How much a spot offering's interruption risk weighs (0: price alone) and what an interruption costs.
-    risk_weight: float = 1.0
+    # What an interruption of a spot gang costs (how much it weighs: `weights.spot_risk`, 0 = price alone).
     rework: Rework = field(default_factory=Rework)
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
                 "pricing": self.pricing.value, "providers": list(self.providers), "regions": list(self.regions),
                 "zones": list(self.zones), "instance_types": list(self.instance_types),
-                "weights": {"cost": self.weights.cost, "carbon": self.weights.carbon},
-                "risk": {"weight": self.risk_weight, "checkpoint_interval_h": self.rework.checkpoint_interval_h,
-                         "restart_h": self.rework.restart_h}}
+                "weights": {"cost": self.weights.cost, "carbon": self.weights.carbon,
+                            "spot_risk": self.weights.spot_risk},
+                "rework": {"checkpoint_interval_h": self.rework.checkpoint_interval_h,
+                           "restart_h": self.rework.restart_h}}
 
     @staticmethod
     def from_dict(doc: Mapping[str, Any]) -> GangRequest:
         w = doc.get("weights") or {}
         # A gang journalled before risk weighting resumes with the defaults.
-        r = doc.get("risk") or {}
+        r = doc.get("rework") or {}
         return GangRequest(
             gpu=str(doc["gpu"]), gpus_per_node=int(doc["gpus_per_node"]), nodes=int(doc["nodes"]),
             pricing=PricingMode(doc.get("pricing", PricingMode.ON_DEMAND.value)),
             providers=tuple(doc.get("providers", ())), regions=tuple(doc.get("regions", ())),
             zones=tuple(doc.get("zones", ())), instance_types=tuple(doc.get("instance_types", ())),
-            weights=Weights(network=0.0, cost=float(w.get("cost", 1.0)), carbon=float(w.get("carbon", 0.0))),
-            risk_weight=float(r.get("weight", 1.0)),
+            weights=Weights(network=0.0, cost=float(w.get("cost", 1.0)), carbon=float(w.get("carbon", 0.0)),
+                            spot_risk=float(w.get("spot_risk", 1.0))),
             rework=Rework(float(r.get("checkpoint_interval_h", Rework().checkpoint_interval_h)),
                           float(r.get("restart_h", Rework().restart_h))),
         )
@@ -229,7 +229,7 @@ def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Map
             if pricing is Pricing.SPOT:
                 risk = risks.get((o.provider, o.instance_type, o.zone)) or spotrisk.resolve(o.provider)
                 adjusted = spotrisk.adjusted_usd_per_hour(gang_usd, risk, request.nodes, request.rework,
-                                                          request.risk_weight)
+                                                          request.weights.spot_risk)
             candidate = Candidate(
                 provider=o.provider, region=o.region, zone=o.zone, instance_type=o.instance_type, gpu=o.gpu,
                 gpus=o.gpus, vcpus=o.vcpus, pricing=pricing, node_usd_per_hour=gang_usd / request.nodes,
