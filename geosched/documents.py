@@ -98,16 +98,18 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
     )
 
 
-WEIGHT_FIELDS = {"network", "cost", "carbon", "zone_tolerance"}
+WEIGHT_FIELDS = {"network", "cost", "carbon", "zone_tolerance", "spot_risk"}
 
 
 def parse_weights(data: Any, source: str, path: str) -> Weights:
-    """The `weights` block of a config file (GitOps, scheduler): each term's weight and the zone tolerance."""
+    """The `weights` block of a config file (GitOps, scheduler): each term's weight, the zone tolerance and the
+    weight of a spot job's interruption risk (`spot_risk`)."""
     w, d = Fields(data, source, path, WEIGHT_FIELDS), Weights()
     return Weights(network=w.number("network", minimum=0.0, default=d.network),
                    cost=w.number("cost", minimum=0.0, default=d.cost),
                    carbon=w.number("carbon", minimum=0.0, default=d.carbon),
-                   zone_tolerance=w.number("zone_tolerance", minimum=0.0, default=d.zone_tolerance))
+                   zone_tolerance=w.number("zone_tolerance", minimum=0.0, default=d.zone_tolerance),
+                   spot_risk=w.number("spot_risk", minimum=0.0, default=d.spot_risk))
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:

@@ -171,3 +171,13 @@ def test_a_journalled_request_resumes_with_its_risk_weighting() -> None:
     old["weights"] = {"cost": 1.0, "carbon": 0.0}
     legacy = GangRequest.from_dict(old)
     assert legacy.weights.spot_risk == 1.0 and legacy.rework == Rework()
+
+
+def test_config_files_set_the_spot_risk_weight() -> None:
+    from geosched.documents import parse_weights
+    from geosched.errors import InputError
+
+    assert parse_weights({"spot_risk": 0}, "gitops.yaml", "weights").spot_risk == 0.0
+    assert parse_weights({}, "gitops.yaml", "weights").spot_risk == 1.0
+    with pytest.raises(InputError, match="spot_risk"):
+        parse_weights({"spot_risk": -1}, "gitops.yaml", "weights")
