@@ -568,36 +568,31 @@ class AwsProvider:
                                          "aws:price-list") for z in zones]
         return tuple(out)
 
-    def spot_signals(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
-        """Interruption signals per zone: the Spot placement score (GetSpotPlacementScores, one call per type:
-        a score is for the set of types asked together; SingleAvailabilityZone so each zone is scored) and the
-        volatility of the last 7 days' spot price (DescribeSpotPriceHistory). A score the account may not read
-        (ec2:GetSpotPlacementScores denied) leaves only the volatility."""
-        if not instance_types:
-            return ()
+    def placement_scores(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
+        """The Spot placement score of each zone (GetSpotPlacementScores, one call per type: a score is for the
+        set of types asked together; SingleAvailabilityZone so each zone is scored)."""
         now = time.time()
-        zone_ids = self._zone_map(region, budget)
         out: list[SpotSignal] = []
         for instance_type in instance_types:
-            try:
-                scores = self._pages(budget, region, "get_spot_placement_scores", "SpotPlacementScores",
-                                     InstanceTypes=[instance_type], TargetCapacity=SCORE_TARGET_INSTANCES,
-                                     TargetCapacityUnitType="units", SingleAvailabilityZone=True,
-                                     RegionNames=[region])
-            except AuthError:
-                break  # not permitted for this account: no type will be
-            except ProviderError:
-                continue
+            scores = self._pages(budget, region, "get_spot_placement_scores", "SpotPlacementScores",
+                                 InstanceTypes=[instance_type], TargetCapacity=SCORE_TARGET_INSTANCES,
+                                 TargetCapacityUnitType="units", SingleAvailabilityZone=True, RegionNames=[region])
             out += [SpotSignal(NAME, instance_type, region, str(item["AvailabilityZoneId"]), "score",
                                float(item["Score"]), now, "aws:get-spot-placement-scores",
                                target=SCORE_TARGET_INSTANCES)
                     for item in scores if item.get("AvailabilityZoneId") and item.get("Score") is not None]
+        return tuple(out)
+
+    def price_volatility(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
+        """The volatility of the last 7 days' spot price per zone (DescribeSpotPriceHistory)."""
+        if not instance_types:
+            return ()
+        now = time.time()
         history = self._pages(budget, region, "describe_spot_price_history", "SpotPriceHistory",
                               InstanceTypes=list(instance_types), ProductDescriptions=["Linux/UNIX"],
                               StartTime=datetime.fromtimestamp(now - spotrisk.VOLATILITY_WINDOW_S, UTC),
                               EndTime=datetime.fromtimestamp(now, UTC))
-        out += volatility_signals(region, history, zone_ids, now)
-        return tuple(out)
+        return tuple(volatility_signals(region, history, self._zone_map(region, budget), now))
 
     def host_keys(self, instance: Instance, budget: Budget) -> tuple[str, ...]:
         """The host keys cloud-init prints to the console at boot (GetConsoleOutput, base64)."""

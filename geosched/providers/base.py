@@ -188,9 +188,13 @@ class SpotSignal:
 
 @runtime_checkable
 class ReportsSpotSignals(Protocol):
-    """A provider with an interruption signal API (AWS: GetSpotPlacementScores, DescribeSpotPriceHistory)."""
+    """A provider with interruption signal APIs (AWS: GetSpotPlacementScores, DescribeSpotPriceHistory); each
+    read on its own, so an account denied one keeps the other."""
 
-    def spot_signals(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
+    def placement_scores(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
+        ...
+
+    def price_volatility(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
         ...
 
 

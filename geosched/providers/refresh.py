@@ -73,11 +73,13 @@ def refresh_catalog(provider: Provider, store: Store, *, regions: Sequence[str] 
         done.append(region)
         if isinstance(provider, ReportsSpotSignals):
             # A missing risk signal does not undo the region's offerings and prices: it is said, and planning
-            # then uses the documented rule for an unknown risk.
-            try:
-                signals.extend(call(partial(provider.spot_signals, region, types, budget), budget, policy))
-            except ProviderError as exc:
-                errors.append(f"{region}: spot signals: {exc.kind}: {exc}")
+            # falls back to the next signal, else to the documented rule for an unknown risk.
+            for what, read in (("spot placement scores", provider.placement_scores),
+                               ("spot price volatility", provider.price_volatility)):
+                try:
+                    signals.extend(call(partial(read, region, types, budget), budget, policy))
+                except ProviderError as exc:
+                    errors.append(f"{region}: {what}: {exc.kind}: {exc}")
     # A refresh of every region the provider lists makes its list authoritative: a shipped region it no longer
     # lists is gone. One of some regions only replaces those.
     write_refresh(store, provider.name, done, offers, prices, complete=not regions and len(done) == len(wanted),

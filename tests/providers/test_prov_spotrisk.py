@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.emulators import Ec2FaultProxy, MotoServer
+from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched.policies import spotrisk
 from geosched.providers.aws import AwsProvider
 from geosched.providers.refresh import refresh_catalog, spot_risks
@@ -126,3 +126,15 @@ def test_dry_run_without_credentials_uses_the_stored_signals_and_names_their_sou
     assert table.exit_code == 0, table.output
     flat = " ".join(table.output.split())
     assert "aws:spot-placement-score" in flat and "gcp:documented-default" in flat and "--risk-weight 0" in flat
+
+
+def test_an_account_denied_placement_scores_keeps_the_volatility_and_says_so(
+        aws: AwsProvider, proxy: Ec2FaultProxy, store: Store) -> None:
+    spot_market(proxy, time.time())
+    proxy.inject(Ec2Fault.unauthorized_operation(), action="GetSpotPlacementScores", times="always")
+    result = refresh_catalog(aws, store, regions=("us-east-1",))
+    assert result.regions == ("us-east-1",)  # offerings and prices kept
+    assert [e.split(":")[:3] for e in result.errors] == [["us-east-1", " spot placement scores", " auth"]]
+    risks = spot_risks(store, "aws")
+    assert risks[("p4d.24xlarge", "use1-az1")].source == spotrisk.SOURCE_VOLATILITY
+    assert store.db.execute("SELECT COUNT(*) FROM spot_signals WHERE signal = 'score'").fetchone()[0] == 0
