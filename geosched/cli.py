@@ -27,7 +27,7 @@ from geosched.models import Fleet, Offering, Placement, Pricing, Weights
 from geosched.options import finite
 from geosched.plots.files import plot_format
 from geosched.policies import spotrisk
-from geosched.policies.spotrisk import Rework
+from geosched.policies.spotrisk import Rework, SpotRisk
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.providers.sources import planning_risks
@@ -232,9 +232,9 @@ def catalog_cmd(
             gpu = gpus.resolve(gpu, catalog.gpu_models())
         except gpus.GpuNameError as exc:
             raise InputError("--gpu", "", str(exc)) from None
-    offerings, observed = _known_offerings()
+    offerings, observed, risks = _known_offerings()
     rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort), offerings,
-                             observed)
+                             observed, risks=risks)
     if output is DataOutput.json:
         render.data(rows, "json")
     elif output is DataOutput.csv:
@@ -246,18 +246,19 @@ def catalog_cmd(
                      caption=f"{len(shown)} of {len(rows)} offerings{more}")
 
 
-def _known_offerings() -> tuple[list[Offering], catalog_view.Observed]:
+def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tuple[str, str, str], SpotRisk]]:
     """The shipped catalog merged with what `catalog refresh` recorded in the store (if there is one): the same
-    offerings `provision` plans with, each price with when it was observed."""
+    offerings `provision` plans with, each price with when it was observed, and the stored spot risk signals."""
     from geosched.providers.refresh import current_offerings, price_ages
     from geosched.providers.registry import CLOUDS
 
     if not (State.home or default_home()).joinpath(DB_NAME).exists():
-        return list(catalog.offerings()), {}
+        return list(catalog.offerings()), {}, {}
     with State.store() as store:
         offerings = [o for name in CLOUDS for o in current_offerings(store, name)]
         observed = {(name, *key): at for name in CLOUDS for key, at in price_ages(store, name).items()}
-    return offerings, observed
+        risks = planning_risks(store, CLOUDS)
+    return offerings, observed, risks
 
 
 @app.command(name="gpus")

@@ -80,6 +80,19 @@ def test_auto_prefers_a_slightly_dearer_spot_zone_with_a_high_placement_score(
     assert first["adjusted_usd_per_hour"] < second["adjusted_usd_per_hour"]
     assert second["risk"]["source"] == spotrisk.SOURCE_SCORE and "placement score 1/10" in second["risk"]["detail"]
     assert 0 <= second["risk"]["age_s"] < 600
+    # `geosched catalog` shows the same risk beside the spot price (and CSV keeps it flat).
+    from typer.testing import CliRunner
+
+    from geosched.cli import app as geosched_app
+
+    shown = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider", "aws",
+                                              "--region", "us-east-1", "-o", "json"])
+    listed = {r["zone"]: r for r in json.loads(shown.output) if r["instance_type"] == "p4d.24xlarge"}
+    assert listed["use1-az1"]["spot_risk_source"] == spotrisk.SOURCE_SCORE
+    assert listed["use1-az1"]["spot_risk_detail"] == second["risk"]["detail"]
+    assert listed["use1-az6"]["spot_risk_source"] == spotrisk.SOURCE_VOLATILITY
+    csv = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "-o", "csv"])
+    assert csv.exit_code == 0 and "spot_risk_source" in csv.output.splitlines()[0]
 
     # Risk weight 0: price alone, the cheapest spot zone first.
     cheapest = json.loads(run(home, *args, "--risk-weight", "0", "--dry-run", "-o", "json").output)["plan"][0]
