@@ -15,6 +15,7 @@ Prices and grids are the shipped catalog's; the links are the measured network v
 from __future__ import annotations
 
 import copy
+import re
 import socket
 import threading
 import urllib.request
@@ -32,6 +33,7 @@ from geosched.kube.multikueue.dispatcher import Dispatcher
 from geosched.kube.multikueue.metrics import Metrics
 from geosched.kube.multikueue.settings import DispatcherSettings
 from geosched.kube.scheduler import fixed
+from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.settings import LeaderElection
 from geosched.models import LinkStats, NetworkView
 from geosched.store import Store
@@ -385,3 +387,25 @@ def test_multikueue_sends_the_workload_only_where_geosched_chose(world: MultiClu
         clock.advance(1000)
         assert d.pass_once() == ()
     assert world["manager"].count("PATCH", STATUS) == 0
+
+
+def test_events_never_wait_for_the_server_and_are_dropped_counted_when_it_lags(clusters: MultiCluster) -> None:
+    # The server hangs on the first Event: its sender waits on it, the bounded queue (3) fills, and the rest are
+    # dropped and counted; every emit returned while that request was still open (nothing sent yet).
+    cluster = clusters["cluster-a"]
+    cluster.inject(hang=2.0, method="POST", path=r"/events$")
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "default", "uid": "u"}
+    with Kube.open("cluster-a", clusters.kubeconfig) as kube:
+        sink = EventSink(kube, "tester", capacity=3)
+        sink.start()
+        sink.emit_about(involved, "Tested", "event 0")
+        wait_until(sink._queue.empty, what="the sender took the first Event")
+        for i in range(1, 10):
+            sink.emit_about(involved, "Tested", f"event {i}")
+        assert (sink.sent, sink.dropped) == (0, 6)
+        sink.close(timeout=10.0)
+    assert (sink.sent, sink.dropped) == (4, 6)
+    events = cluster.list("v1/events", "default")
+    assert sorted(e["message"] for e in events) == ["event 0", "event 1", "event 2", "event 3"]
+    # Named as client-go's recorder names them: the object's name, a dot, the time in nanoseconds in hex.
+    assert all(re.fullmatch(r"p\.[0-9a-f]{15,16}", e["metadata"]["name"]) for e in events)

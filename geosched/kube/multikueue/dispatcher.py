@@ -291,7 +291,10 @@ class Dispatcher:
         if context is None:
             ranking = Ranking(job, (), ())
         else:
-            ranking = rank(job, context.ctx, candidates, policy=s.policy, weights=s.weights)
+            # Exact for the clusters written (the best `nominate`, or one more than already nominated); the rest
+            # only as far as their bounds say they cannot be among them.
+            need = len(item.nominated) + 1 if item.nominated else s.nominate
+            ranking = rank(job, context.ctx, candidates, policy=s.policy, weights=s.weights, need=need)
         order = ranking.cluster_names()
         if item.nominated:
             fresh = [c for c in order if c not in item.nominated][:1]
@@ -493,6 +496,7 @@ def _message(nominated: tuple[str, ...], best: Placement, ranking: Ranking, left
     parts = [f"nominated {', '.join(nominated)}; {best.cluster}: {job.workers} x {job.gpus_per_worker} GPUs in "
              f"{', '.join(best.zones)} by {best.policy}, {render.score_line(score, best.weights)}"]
     others = [f"{p.cluster} {p.score.total:.3f}" for p in ranking.fits if p is not best]
+    others += [f"{c} not scored (cannot beat these: at least {bound:.3f})" for c, bound in ranking.unranked]
     if others:
         parts.append("others: " + ", ".join(others))
     parts += [f"{c}: {reason}" for c, reason in sorted(ranking.refused)]
