@@ -275,7 +275,7 @@ def measure(mc: MultiCluster, home: Path, variant: str, free: dict[str, dict[str
         manager.delete("kueue.x-k8s.io/v1beta2/workloads", name, "default")
     return Run(variant, done / (last - t0), done, last - t0, cpu, passes, deciding, latencies, outcomes, events,
                (load_before, load_after), check(workloads, free, nominated, placements),
-               {n[1:]: v[0] for n, v in nominated.items() if v})
+               {n.split("-")[1][1:]: v[0] for n, v in nominated.items() if v})  # job-<variant><number>-3f9a2
 
 
 def report(run: Run, baseline: float) -> None:
