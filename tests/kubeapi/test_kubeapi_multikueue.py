@@ -409,3 +409,40 @@ def test_events_never_wait_for_the_server_and_are_dropped_counted_when_it_lags(c
     assert sorted(e["message"] for e in events) == ["event 0", "event 1", "event 2", "event 3"]
     # Named as client-go's recorder names them: the object's name, a dot, the time in nanoseconds in hex.
     assert all(re.fullmatch(r"p\.[0-9a-f]{15,16}", e["metadata"]["name"]) for e in events)
+
+
+# GKE taints the nodes of GPU node pools so, and its ExtendedResourceToleration admission gives pods that request
+# GPUs the toleration (cloud.google.com/kubernetes-engine/docs/how-to/gpus).
+GKE_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+DEDICATED = {"key": "dedicated", "value": "team-b", "effect": "NoSchedule"}
+
+
+def taint(world: MultiCluster, cluster: str, *taints: dict[str, str]) -> None:
+    for node in world[cluster].list("v1/nodes"):
+        world[cluster].apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node["metadata"]["name"]},
+                              "spec": {"taints": list(taints)}}, field_manager="test")
+
+
+def test_gkes_own_gpu_taint_does_not_keep_a_gpu_gang_out(world: MultiCluster, kube: Kube) -> None:
+    taint(world, "worker1", GKE_GPU_TAINT)
+    pending(world, kube, "small", 1)
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "small")["status"]["nominatedClusterNames"] == ["worker1"]  # the cheapest, as untainted
+    (event,) = events_of(world, "small")
+    assert "cannot use" not in event["message"]
+
+
+def test_nodes_with_a_taint_the_pods_do_not_tolerate_hold_nothing_for_them(world: MultiCluster, kube: Kube) -> None:
+    taint(world, "worker1", GKE_GPU_TAINT, DEDICATED)
+    pending(world, kube, "small", 1)
+    tolerant = workload("tolerant", 1, 8)
+    tolerant["spec"]["podSets"][0]["template"]["spec"]["tolerations"] = [
+        {"key": "dedicated", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"}]
+    reserve_quota(kube, seeded(world["manager"], tolerant))
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "small")["status"]["nominatedClusterNames"] != ["worker1"]
+    (event,) = events_of(world, "small")
+    assert "worker1: 3 of its nodes not counted: the pods cannot use them (taints" in event["message"]
+    assert status(world, "tolerant")["status"]["nominatedClusterNames"] == ["worker1"]

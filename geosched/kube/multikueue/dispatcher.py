@@ -34,6 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from kubernetes.client.exceptions import ApiException
 
 from geosched import render
@@ -47,9 +48,11 @@ from geosched.kube.multikueue.metrics import Metrics
 from geosched.kube.multikueue.rank import Ranking, rank, taken
 from geosched.kube.multikueue.settings import DispatcherSettings
 from geosched.kube.multikueue.workers import Workers
+from geosched.kube.scheduler.decide import View
 from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.lease import LeaderElector
 from geosched.kube.scheduler.network import NetworkSource, no_network
+from geosched.kube.scheduler.pods import node_labels, node_taints
 from geosched.kube.scheduler.reflector import Reflector
 from geosched.models import NetworkView, Placement
 from geosched.policies import PlacementContext
@@ -83,6 +86,7 @@ class _Context:
     ctx: PlacementContext
     index: dict[str, int]
     base_free: IntArray
+    nodes: View  # the nodes' labels and taints, and node masks per requirement set (the scheduler's)
 
 
 class Dispatcher:
@@ -288,26 +292,32 @@ class Dispatcher:
             return None
         left_out = {**self._left_out, **inactive}
         candidates = [c for c in configs[item.config] if c not in left_out]
+        unusable: dict[str, int] = {}
         if context is None:
             ranking = Ranking(job, (), ())
         else:
+            usable, unusable = self._usable(dict(item.obj), context)
             # Exact for the clusters written (the best `nominate`, or one more than already nominated); the rest
             # only as far as their bounds say they cannot be among them.
             need = len(item.nominated) + 1 if item.nominated else s.nominate
-            ranking = rank(job, context.ctx, candidates, policy=s.policy, weights=s.weights, need=need)
+            ranking = rank(job, usable, candidates, policy=s.policy, weights=s.weights, need=need)
+        # Said with the clusters left out; a cluster with such nodes is still ranked on its others.
+        notes = {c: f"left out, {reason}" for c, reason in left_out.items()}
+        notes.update((c, f"{k} of its nodes not counted: the pods cannot use them (taints, nodeSelector, required "
+                         "affinity)") for c, k in unusable.items() if c not in left_out)
         order = ranking.cluster_names()
         if item.nominated:
             fresh = [c for c in order if c not in item.nominated][:1]
             if not fresh:
                 self._rounds[item.uid] = _Round(now, item.nominated)  # asked again after the next timeout
-                self._refuse(item, "no other cluster holds the gang", started, ranking, left_out,
+                self._refuse(item, "no other cluster holds the gang", started, ranking, notes,
                              configs[item.config])
                 return None
             nominated = (*item.nominated, *fresh)[:kueue.MAX_NOMINATED]
             reason, best = "Renominated", next(p for p in ranking.fits if p.cluster == fresh[0])
         else:
             if not order:
-                self._refuse(item, "no worker cluster holds the gang", started, ranking, left_out,
+                self._refuse(item, "no worker cluster holds the gang", started, ranking, notes,
                              configs[item.config])
                 return None
             nominated = tuple(order[:s.nominate])
@@ -323,7 +333,7 @@ class Dispatcher:
             _timed, self.manager.request, "PATCH", self.path(WORKLOADS, item.namespace, item.name, "status"),
             query={"fieldManager": s.field_manager, "force": True},
             body=kueue.nomination_apply(item.obj, nominated, s.field_manager), content_type=APPLY_PATCH)
-        message = _message(nominated, best, ranking, left_out, configs[item.config])
+        message = _message(nominated, best, ranking, notes, configs[item.config])
         return _Write(item, reason, nominated, best, message, held, started, time.perf_counter(), future)
 
     def _settle(self, w: _Write, context: _Context | None) -> bool:
@@ -350,12 +360,12 @@ class Dispatcher:
         return True
 
     def _refuse(self, item: kueue.Pending, why: str, started: float, ranking: Ranking | None = None,
-                left_out: Mapping[str, str] | None = None, candidates: Iterable[str] = (),
+                notes: Mapping[str, str] | None = None, candidates: Iterable[str] = (),
                 outcome: str = "no_fit") -> None:
         parts = [why]
         if ranking is not None:
             parts += [f"{c}: {reason}" for c, reason in sorted(ranking.refused)]
-        parts += [f"{c}: left out, {reason}" for c, reason in sorted((left_out or {}).items()) if c in candidates]
+        parts += [f"{c}: {note}" for c, note in sorted((notes or {}).items()) if c in candidates]
         message = "; ".join(parts)
         self.metrics.decided(outcome, time.perf_counter() - started)
         if self._said.get(item.uid) != message:
@@ -425,7 +435,25 @@ class Dispatcher:
             return None
         view = build_fleet(readings.values())
         ctx = PlacementContext(view.fleet, network_for(view.fleet, self._network_view))
-        return _Context(ctx, {n: i for i, n in enumerate(ctx.names)}, ctx.gpus_free.copy())
+        raw = {(r.cluster, str((n.get("metadata") or {}).get("name"))): n for r in readings.values() for n in r.nodes}
+        # build_fleet names a node "cluster/name" when two clusters have one of that name.
+        mine = [raw[(n.cluster or "", n.name.removeprefix(f"{n.cluster}/"))] for n in view.fleet.nodes]
+        nodes = View(ctx, ctx.gpus_free, [node_labels(n) for n in mine], [node_taints(n) for n in mine])
+        return _Context(ctx, {n: i for i, n in enumerate(ctx.names)}, ctx.gpus_free.copy(), nodes)
+
+    def _usable(self, wl: Json, context: _Context) -> tuple[PlacementContext, dict[str, int]]:
+        """The context as this Workload's GPU pods see it: nodes they cannot use (an untolerated NoSchedule or
+        NoExecute taint, a nodeSelector or required affinity they fail) hold no free GPU for it; and how many
+        such nodes each cluster has."""
+        usable = np.ones(len(context.ctx.names), dtype=bool)
+        for req in kueue.gpu_requirements(wl):
+            usable &= context.nodes.mask(req)
+        if usable.all():
+            return context.ctx, {}
+        ctx = context.ctx
+        counts = np.bincount(ctx.cluster_of[~usable], minlength=len(ctx.cluster_names))
+        excluded = {str(ctx.cluster_names[i]): int(k) for i, k in enumerate(counts.tolist()) if k}
+        return ctx.with_free(np.where(usable, ctx.gpus_free, 0)), excluded
 
     def _refresh_network(self) -> bool:
         now = self.clock()
@@ -489,7 +517,7 @@ def _age(wl: Json) -> tuple[str, str, str]:
     return str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-def _message(nominated: tuple[str, ...], best: Placement, ranking: Ranking, left_out: Mapping[str, str],
+def _message(nominated: tuple[str, ...], best: Placement, ranking: Ranking, notes: Mapping[str, str],
              candidates: Iterable[str]) -> str:
     """What `kubectl describe workload` shows: the choice, every score term, the others, who was left out."""
     job, score = best.job, best.score
@@ -500,7 +528,7 @@ def _message(nominated: tuple[str, ...], best: Placement, ranking: Ranking, left
     if others:
         parts.append("others: " + ", ".join(others))
     parts += [f"{c}: {reason}" for c, reason in sorted(ranking.refused)]
-    parts += [f"{c}: left out, {reason}" for c, reason in sorted(left_out.items()) if c in set(candidates)]
+    parts += [f"{c}: {note}" for c, note in sorted(notes.items()) if c in set(candidates)]
     return "; ".join(parts)
 
 

@@ -38,6 +38,7 @@ from geosched.kube import keys
 from geosched.kube.jobinput import pod_templates_gang
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
+from geosched.kube.scheduler.pods import Requirements, Toleration, requirements
 from geosched.models import Job
 
 GROUP = "kueue.x-k8s.io"
@@ -189,6 +190,31 @@ def workload_gang(wl: Mapping[str, Any], known: set[str] | None = None) -> Job:
     return Job(name=job.name, namespace=job.namespace, image=job.image, workers=job.workers,
                gpus_per_worker=job.gpus_per_worker, gpu=job.gpu, zones=job.zones, regions=job.regions,
                max_zones=max_zones, max_regions=max_regions)
+
+
+# What the ExtendedResourceToleration admission plugin adds to a pod that requests an extended resource
+# (plugin/pkg/admission/extendedresourcetoleration: key = the resource, operator Exists, effect NoSchedule). GKE
+# taints GPU nodes nvidia.com/gpu=present:NoSchedule and runs the plugin, so its GPU pods tolerate the taint
+# without saying so (cloud.google.com/kubernetes-engine/docs/how-to/gpus); the Workload's template, read before
+# any admission, does not carry it yet.
+GPU_TOLERATION = Toleration(keys.GPU, "Exists", "", "NoSchedule")
+
+
+def gpu_requirements(wl: Mapping[str, Any]) -> tuple[Requirements, ...]:
+    """What limits the nodes of each GPU PodSet's pods (nodeSelector, required node affinity, tolerations, and
+    the GPU toleration the worker's admission adds), one per distinct template."""
+    out: list[Requirements] = []
+    for ps in At(wl, "Workload").dig("spec", "podSets").items():
+        spec = ps.dig("template", "spec")
+        containers = [c.value for c in spec.key("containers").items()]
+        if not any(whole_count(((c or {}).get("resources") or {}).get(part, {}).get(keys.GPU))
+                   for c in containers for part in ("limits", "requests")):
+            continue
+        own = requirements(spec)
+        req = Requirements(own.selector, own.terms, (*own.tolerations, GPU_TOLERATION))
+        if req not in out:
+            out.append(req)
+    return tuple(out)
 
 
 def _required_level(request: At) -> str | None:
