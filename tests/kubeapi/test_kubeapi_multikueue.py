@@ -52,7 +52,7 @@ from tests.kubeapi.multikueue_support import (
     validatable,
     workload,
 )
-from tests.kubeemu import MultiCluster
+from tests.kubeemu import MultiCluster, pod_manifest
 
 WORKERS = tuple(SITES)
 NETWORK = NetworkView(zone_links={
@@ -446,3 +446,36 @@ def test_nodes_with_a_taint_the_pods_do_not_tolerate_hold_nothing_for_them(world
     (event,) = events_of(world, "small")
     assert "worker1: 3 of its nodes not counted: the pods cannot use them (taints" in event["message"]
     assert status(world, "tolerant")["status"]["nominatedClusterNames"] == ["worker1"]
+
+
+def cpu_workload(name: str, gpus: int, cpu: str) -> dict[str, Any]:
+    wl = workload(name, 1, gpus)
+    for part in ("requests", "limits"):
+        wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"][part]["cpu"] = cpu
+    return wl
+
+
+def test_a_node_without_cpu_left_for_a_worker_holds_nothing_for_it(world: MultiCluster, kube: Kube) -> None:
+    # worker1's two free nodes (96 cores allocatable each) run tenants' CPU pods asking 80 cores: 16 left, not
+    # the 32 a worker asks; its GPUs are free all the same.
+    for i in (1, 2):
+        tenant = pod_manifest(f"etl-{i}", node_name=f"worker1-gpu-{i}", phase="Running")
+        tenant["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "80"}}
+        world["worker1"].create(tenant)
+    reserve_quota(kube, seeded(world["manager"], cpu_workload("small", 8, "32")))
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "small")["status"]["nominatedClusterNames"] != ["worker1"]
+    (event,) = events_of(world, "small")
+    assert "worker1: 2 of its nodes not counted: no room left for a worker's CPU or memory" in event["message"]
+
+
+def test_the_cpu_of_a_held_gang_is_held_too(world: MultiCluster, kube: Kube) -> None:
+    # Workers of 2 GPUs and 60 of 96 cores: one per node fits, whatever the GPUs say (8 per node). The gangs
+    # decided first hold worker1's two free nodes' cores; the third goes elsewhere.
+    for name in ("a", "b", "c"):
+        reserve_quota(kube, seeded(world["manager"], cpu_workload(name, 2, "60")))
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    first = {n: status(world, n)["status"]["nominatedClusterNames"][0] for n in ("a", "b", "c")}
+    assert sorted(first.values()).count("worker1") == 2, first

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.kube import keys
+from geosched.kube.inventory import pod_gpus, pod_request
 from geosched.kube.jobinput import pod_templates_gang
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
@@ -206,14 +207,30 @@ def gpu_requirements(wl: Mapping[str, Any]) -> tuple[Requirements, ...]:
     out: list[Requirements] = []
     for ps in At(wl, "Workload").dig("spec", "podSets").items():
         spec = ps.dig("template", "spec")
-        containers = [c.value for c in spec.key("containers").items()]
-        if not any(whole_count(((c or {}).get("resources") or {}).get(part, {}).get(keys.GPU))
-                   for c in containers for part in ("limits", "requests")):
+        if not pod_gpus(spec):
             continue
         own = requirements(spec)
         req = Requirements(own.selector, own.terms, (*own.tolerations, GPU_TOLERATION))
         if req not in out:
             out.append(req)
+    return tuple(out)
+
+
+# The resources besides GPUs a worker's node must have room for (`worker_needs`).
+NEEDS = ("cpu", "memory")
+
+
+def worker_needs(wl: Mapping[str, Any]) -> tuple[float, ...]:
+    """What one worker of the gang asks of each of `NEEDS` (cores, bytes): the most any GPU PodSet's pod asks,
+    a PodSet that must share one node (`required` hostname) counted as one worker of all its pods."""
+    out = [0.0] * len(NEEDS)
+    for ps in At(wl, "Workload").dig("spec", "podSets").items():
+        spec = ps.dig("template", "spec")
+        if not pod_gpus(spec):
+            continue
+        pods = ps.key("count").integer(minimum=0, default=1) \
+            if _required_level(ps.key("topologyRequest")) == keys.HOSTNAME else 1
+        out = [max(have, pods * pod_request(spec, r)) for have, r in zip(out, NEEDS, strict=True)]
     return tuple(out)
 
 
