@@ -1,12 +1,20 @@
-"""Checks on command-line options beyond what their types check, shared by every command."""
+"""Options shared by every command that takes them (one declaration, so names, checks and help agree), and checks
+on command-line options beyond what their types check."""
 
 from __future__ import annotations
 
 import math
+from typing import Annotated, Any
 
 import typer
 
+from geosched import render
 from geosched.errors import InputError
+from geosched.models import Weights
+
+# The one default of each weight, on every verb that takes it (geosched/settings.py: also from the environment and
+# the config file).
+DEFAULT_WEIGHTS = Weights()
 
 
 def finite(param: typer.CallbackParam, value: float | None) -> float | None:
@@ -16,3 +24,40 @@ def finite(param: typer.CallbackParam, value: float | None) -> float | None:
         flag = max(param.opts, key=len) if param.opts else str(param.name)
         raise InputError(flag, "", f"expected a finite number, got {value}")
     return value
+
+
+NetworkWeightOpt = Annotated[float, typer.Option(
+    "--network-weight", callback=finite, min=0.0, help="Weight of the network term (predicted step time).")]
+CostWeightOpt = Annotated[float, typer.Option(
+    "--cost-weight", callback=finite, min=0.0, help="Weight of the $ term (the gang's $/h over the median's).")]
+CarbonWeightOpt = Annotated[float, typer.Option(
+    "--carbon-weight", callback=finite, min=0.0, help="Weight of the carbon term (gCO2e/h over the median's).")]
+ZoneToleranceOpt = Annotated[float, typer.Option(
+    "--zone-tolerance", callback=finite, min=0.0,
+    help="A placement in fewer zones wins while its total is within this fraction of the best.")]
+
+
+def deprecated(new: str) -> Any:
+    """The callback of a hidden option kept for one release under its old name: a one-line warning on stderr
+    naming the new one, whenever the old one is used."""
+    def warn(param: typer.CallbackParam, value: Any) -> Any:
+        if value is not None:
+            old = max(param.opts, key=len) if param.opts else str(param.name)
+            render.err.print(f"warning: {old} is deprecated and goes away in the next release; use {new}",
+                             markup=False, highlight=False, soft_wrap=True)
+        return value
+    return warn
+
+
+def one_of(new: str, new_value: Any, old: str, old_value: Any) -> Any:
+    """The value of an option given under its new or its deprecated name (not both)."""
+    if new_value is not None and old_value is not None:
+        raise InputError(f"{new}/{old}", "", f"give {new} only ({old} is its deprecated name)")
+    return new_value if new_value is not None else old_value
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether an option was given on the command line or by its environment variable (not a default, nor the
+    config file's): for commands with a settings file of their own, which those two override."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")

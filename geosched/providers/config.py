@@ -1,4 +1,5 @@
-"""Provider settings from the environment. Pure: the environment is passed in as a mapping.
+"""Provider settings from the environment. Pure: the environment is passed in as a mapping (the CLI passes
+`geosched.settings.environ()`: the process environment, with the config file's values for the unset variables).
 
 Credentials and API endpoints are never settings of geosched:
 - AWS: boto3's standard chain (AWS_* environment variables, ~/.aws files, instance roles; AWS_ENDPOINT_URL
@@ -6,7 +7,7 @@ Credentials and API endpoints are never settings of geosched:
 - GCP: google.auth's application default credentials; GEOSCHED_GCP_ENDPOINT sets the Compute API endpoint
   (client_options.api_endpoint) for a local emulator or a private endpoint.
 
-The network to launch into is the `terraform output -json` of geosched's Terraform modules (`--network` or
+The network to launch into is the `terraform output -json` of geosched's Terraform modules (`--tf-output` or
 GEOSCHED_TERRAFORM_OUTPUT); without one, launches use the default VPC (AWS) and default network (GCP), with a
 security group / firewall rules geosched creates on demand: SSH (tcp 22) from GEOSCHED_ADMIN_CIDRS (or
 `--admin-cidr`) and all traffic between geosched's own machines. There is no default: until one is set,
@@ -21,26 +22,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from geosched import settings
 from geosched.errors import InputError
 from geosched.providers.terraform import NetworkConfig, load_terraform_output
 
-ENV_AWS_REGIONS = "GEOSCHED_AWS_REGIONS"
-ENV_AWS_AMI = "GEOSCHED_AWS_AMI"
-ENV_AWS_KEY_NAME = "GEOSCHED_AWS_KEY_NAME"
-ENV_GCP_PROJECT = "GEOSCHED_GCP_PROJECT"
-ENV_GCP_ENDPOINT = "GEOSCHED_GCP_ENDPOINT"
-ENV_GCP_IMAGE = "GEOSCHED_GCP_IMAGE"
-ENV_INVENTORY = "GEOSCHED_INVENTORY"
-ENV_SSH_PUBLIC_KEY = "GEOSCHED_SSH_PUBLIC_KEY"
-ENV_SSH_USER = "GEOSCHED_SSH_USER"
-ENV_TERRAFORM_OUTPUT = "GEOSCHED_TERRAFORM_OUTPUT"
-ENV_ADMIN_CIDRS = "GEOSCHED_ADMIN_CIDRS"
+# The variables, as geosched.settings declares them (with their config file keys, defaults and help).
+ENV_AWS_REGIONS = settings.AWS_REGIONS.env
+ENV_AWS_AMI = settings.AWS_AMI.env
+ENV_AWS_KEY_NAME = settings.AWS_KEY_NAME.env
+ENV_GCP_PROJECT = settings.GCP_PROJECT.env
+ENV_GCP_ENDPOINT = settings.GCP_ENDPOINT.env
+ENV_GCP_IMAGE = settings.GCP_IMAGE.env
+ENV_INVENTORY = settings.INVENTORY.env
+ENV_SSH_PUBLIC_KEY = settings.SSH_PUBLIC_KEY.env
+ENV_SSH_USER = settings.SSH_USER.env
+ENV_TERRAFORM_OUTPUT = settings.TERRAFORM_OUTPUT.env
+ENV_ADMIN_CIDRS = settings.ADMIN_CIDRS.env
 
 # Deep Learning AMIs (NVIDIA driver, CUDA, PyTorch) as Amazon publishes them; the newest match wins.
 AWS_AMI_NAME_PATTERN = "Deep Learning*"
 # Google's Deep Learning VM images: CUDA and NVIDIA driver installed on first boot.
 GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
-DEFAULT_SSH_USER = "geosched"
+DEFAULT_SSH_USER: str = settings.SSH_USER.default
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
 # Who may reach port 22 of on-demand networks when nothing is configured: no one. SkyPilot opens it to the
 # world (login is key-only), but nothing here is open to the world unless its user chose so; `provision`

@@ -19,8 +19,7 @@ from geosched import policies, render
 from geosched.errors import InputError
 from geosched.kube.cli import KubeconfigOpt, _errors
 from geosched.models import Weights
-
-DEFAULT_WEIGHTS = Weights()
+from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, NetworkWeightOpt, given
 
 
 def make_app(home: Callable[[], Path | None]) -> typer.Typer:
@@ -29,6 +28,7 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
 
     @app.command("dispatch")
     def dispatch(
+        ctx: typer.Context,
         context: Annotated[str | None, typer.Option("--context", help="The manager cluster's kubeconfig "
                                                     "context.")] = None,
         kubeconfig: KubeconfigOpt = None,
@@ -43,9 +43,9 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
         dispatcher_name: Annotated[str | None, typer.Option(help="The name Kueue's multiKueue.dispatcherName "
                                                             "must give.")] = None,
         policy: Annotated[str | None, typer.Option(help="Placement policy.")] = None,
-        network_weight: Annotated[float | None, typer.Option(min=0.0)] = None,
-        cost_weight: Annotated[float | None, typer.Option(min=0.0)] = None,
-        carbon_weight: Annotated[float | None, typer.Option(min=0.0)] = None,
+        network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
+        cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
+        carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
         network: Annotated[Path | None, typer.Option("--network", help="NetworkView file (geosched snapshot "
                                                      "export / probe export), re-read when it changes.")] = None,
         store_network: Annotated[bool, typer.Option("--store-network", help="The store's measured network.")]
@@ -82,13 +82,18 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
                 election = replace(election, enabled=leader_elect)
             if lease_namespace is not None:
                 election = replace(election, namespace=lease_namespace)
-            w = s.weights
+            # A weight given as a flag or variable overrides the DispatcherConfig's; without --config the
+            # config file's and the built-in defaults are the dispatcher's.
+            w = s.weights if config is not None else Weights()
+            chosen = {name: value if config is None or given(ctx, name) else getattr(w, name.removesuffix("_weight"))
+                      for name, value in (("network_weight", network_weight), ("cost_weight", cost_weight),
+                                          ("carbon_weight", carbon_weight))}
             s = replace(s, leader_election=election, nominate=nominate or s.nominate,
                         renominate_after_s=renominate_after or s.renominate_after_s,
-                        dispatcher_name=dispatcher_name or s.dispatcher_name, policy=policy or s.policy,
-                        weights=Weights(w.network if network_weight is None else network_weight,
-                                        w.cost if cost_weight is None else cost_weight,
-                                        w.carbon if carbon_weight is None else carbon_weight))
+                        dispatcher_name=dispatcher_name or s.dispatcher_name,
+                        policy=policy if policy is not None and (config is None or given(ctx, "policy")) else s.policy,
+                        weights=replace(w, network=chosen["network_weight"], cost=chosen["cost_weight"],
+                                        carbon=chosen["carbon_weight"]))
             source = (FileNetwork(network) if network is not None
                       else StoreNetwork(home()) if store_network else no_network)
             logging.basicConfig(level=logging.INFO, stream=sys.stderr,
