@@ -84,3 +84,13 @@ def test_a_usage_error_is_one_line_naming_the_option(tmp_path: Path, args: tuple
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and names in lines[0], result.stderr
     assert not set("╭╰│") & set(result.stderr) and "Traceback" not in result.stderr
+
+
+def test_the_dispatchers_own_config_keeps_its_weights_unless_a_flag_or_variable_says_otherwise() -> None:
+    from geosched.kube.multikueue.cli import dispatcher_weights
+
+    configured = Weights(network=2.0, cost=0.5, carbon=0.3)
+    flags = {"network": 1.0, "cost": 0.1, "carbon": 0.0}  # the options' defaults (or the user's config file)
+    assert dispatcher_weights(configured, flags, set()) == configured
+    assert dispatcher_weights(configured, {**flags, "cost": 0.9}, {"cost"}) == Weights(2.0, 0.9, 0.3)
+    assert dispatcher_weights(None, {**flags, "carbon": 0.4}, set()) == Weights(1.0, 0.1, 0.4)

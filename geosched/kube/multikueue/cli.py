@@ -22,6 +22,14 @@ from geosched.models import Weights
 from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, NetworkWeightOpt, given
 
 
+def dispatcher_weights(configured: Weights | None, flags: dict[str, float], given: set[str]) -> Weights:
+    """The dispatcher's weights: a DispatcherConfig's (`--config`), except those given as a flag or variable;
+    without a DispatcherConfig, the options' values (flag, variable, the user's config file, the default)."""
+    if configured is None:
+        return replace(Weights(), **flags)
+    return replace(configured, **{name: value for name, value in flags.items() if name in given})
+
+
 def make_app(home: Callable[[], Path | None]) -> typer.Typer:
     app = typer.Typer(no_args_is_help=True, help="geosched as MultiKueue's dispatcher (Kueue's "
                       "multiKueue.dispatcherName): it chooses each pending Workload's worker clusters.")
@@ -82,18 +90,13 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
                 election = replace(election, enabled=leader_elect)
             if lease_namespace is not None:
                 election = replace(election, namespace=lease_namespace)
-            # A weight given as a flag or variable overrides the DispatcherConfig's; without --config the
-            # config file's and the built-in defaults are the dispatcher's.
-            w = s.weights if config is not None else Weights()
-            chosen = {name: value if config is None or given(ctx, name) else getattr(w, name.removesuffix("_weight"))
-                      for name, value in (("network_weight", network_weight), ("cost_weight", cost_weight),
-                                          ("carbon_weight", carbon_weight))}
+            flags = {"network": network_weight, "cost": cost_weight, "carbon": carbon_weight}
             s = replace(s, leader_election=election, nominate=nominate or s.nominate,
                         renominate_after_s=renominate_after or s.renominate_after_s,
                         dispatcher_name=dispatcher_name or s.dispatcher_name,
                         policy=policy if policy is not None and (config is None or given(ctx, "policy")) else s.policy,
-                        weights=replace(w, network=chosen["network_weight"], cost=chosen["cost_weight"],
-                                        carbon=chosen["carbon_weight"]))
+                        weights=dispatcher_weights(s.weights if config is not None else None, flags,
+                                                   {n for n in flags if given(ctx, f"{n}_weight")}))
             source = (FileNetwork(network) if network is not None
                       else StoreNetwork(home()) if store_network else no_network)
             logging.basicConfig(level=logging.INFO, stream=sys.stderr,
