@@ -103,8 +103,9 @@ def policy(value: Any) -> str:
 def cidrs(value: Any) -> tuple[str, ...]:
     from geosched.providers.config import parse_admin_cidrs
 
+    joined = ",".join(map(str, value)) if isinstance(value, list) else text(value)
     try:
-        return parse_admin_cidrs(",".join(names(value)), "")
+        return parse_admin_cidrs(joined, "")
     except InputError as exc:
         raise ValueError(exc.reason) from None
 
@@ -252,15 +253,23 @@ def _flatten(doc: dict[Any, Any], source: str, prefix: str = "") -> list[tuple[s
 
 # --- looking a setting up --------------------------------------------------------------------------------------
 
+def from_environment(setting: Setting, env: Mapping[str, str]) -> Any:
+    """The setting's value in an environment (a mapping: no file is read), None when its variable is unset or
+    empty; a bad value is an InputError naming the variable."""
+    raw = env.get(setting.env, "")
+    if not raw.strip():
+        return None
+    try:
+        return setting.parse(raw)
+    except ValueError as exc:
+        raise InputError(setting.env, "", str(exc)) from None
+
+
 def resolve(setting: Setting, env: Mapping[str, str] | None = None) -> tuple[Any, str]:
-    """The value of a setting and where it came from: "env", "file" or "default". A bad environment value is an
-    InputError naming the variable."""
-    raw = (os.environ if env is None else env).get(setting.env, "")
-    if raw.strip():
-        try:
-            return setting.parse(raw), "env"
-        except ValueError as exc:
-            raise InputError(setting.env, "", str(exc)) from None
+    """The value of a setting and where it came from: "env", "file" or "default"."""
+    value = from_environment(setting, os.environ if env is None else env)
+    if value is not None:
+        return value, "env"
     found = file_values(env)
     if setting.key in found:
         return found[setting.key], "file"

@@ -151,3 +151,11 @@ def test_every_geosched_variable_the_code_reads_is_in_the_table() -> None:
             text = source.read_text(encoding="utf-8")
             assert not re.search(r"(environ(\.get)?\(|getenv\()\s*[\"']GEOSCHED_", text), source
 
+
+
+def test_provider_settings_parse_their_variables_through_the_table(tmp_path: Path) -> None:
+    s = provider_config.from_env({settings.AWS_REGIONS.env: " us-east-1, eu-west-1 ",
+                                  settings.SSH_USER.env: "ops"}, tmp_path)
+    assert (s.aws.regions, s.ssh_user, s.gcp.project) == (("us-east-1", "eu-west-1"), "ops", None)
+    with pytest.raises(InputError, match=r"^GEOSCHED_AWS_REGIONS: expected at least one name"):
+        provider_config.from_env({settings.AWS_REGIONS.env: ","}, tmp_path)
