@@ -137,9 +137,10 @@ def readme(current: str, app: typer.Typer | None = None) -> str:
     return f"{head}{README_BEGIN}\n{readme_commands(app)}\n{README_END}{tail}"
 
 
-def outputs() -> dict[Path, str]:
-    readme_path = ROOT / "README.md"
-    return {ROOT / "docs" / "cli.md": cli_md(), ROOT / "docs" / "settings.md": settings_md(),
+def outputs(root: Path = ROOT) -> dict[Path, str]:
+    """The files this writes in a checkout at `root` (default: the one this module is in), and their text."""
+    readme_path = root / "README.md"
+    return {root / "docs" / "cli.md": cli_md(), root / "docs" / "settings.md": settings_md(),
             readme_path: readme(readme_path.read_text(encoding="utf-8"))}
 
 

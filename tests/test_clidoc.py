@@ -8,12 +8,13 @@ from typer.testing import CliRunner
 
 from geosched import clidoc
 from geosched.cli import app
+from tests.test_cli import ROOT
 
 COMMANDS = [path for path, _, _ in clidoc.commands()]
 
 
 def test_the_generated_docs_are_current() -> None:
-    for path, text in clidoc.outputs().items():
+    for path, text in clidoc.outputs(ROOT).items():
         assert path.read_text(encoding="utf-8") == text, f"{path.name} is stale: run scripts/docs"
 
 
