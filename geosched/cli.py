@@ -33,6 +33,7 @@ from geosched.options import (
     deprecated,
     one_of,
 )
+from geosched.plots.files import plot_format
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
@@ -146,8 +147,13 @@ def place(
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
     carbon_hourly: CarbonHourlyOpt = None,
     at: AtOpt = None,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Also draw the decision into FILE.png, .svg or .html: the candidates ranked as stacked bars "
+        "of their weighted terms (chosen first) and the gang's zones with the ring's hops.")] = None,
 ) -> None:
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
+    if plot is not None:
+        plot_format(plot, "--plot")
     if policy not in policies.names():
         raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
     if from_store:
@@ -171,6 +177,10 @@ def place(
         render.data(render.placement_doc(result), output.value)
     if not isinstance(result, Placement):
         raise typer.Exit(EXIT_NO_FIT)
+    if plot is not None:
+        from geosched.plots.write import placement_plot  # matplotlib only when a picture is asked for
+
+        render.err.print(f"wrote {placement_plot(plot, result, snap.fleet, snap.network)}", markup=False)
     if record:
         with State.store() as store:
             store.record_placement(result)
@@ -374,7 +384,8 @@ def simulate_cmd(
     gpu: Annotated[str | None, typer.Option(help="Run every gang on this GPU model (default: the fleet's most "
                                             "plentiful; 'any' lets each policy choose).")] = None,
     output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
-    plot: Annotated[Path | None, typer.Option(help="Also write a PNG comparison.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Also draw the comparison into FILE.png, .svg or .html: JCT "
+                                              "and slowdown CDFs per policy, cost and emissions.")] = None,
     carbon_hourly: CarbonHourlyOpt = None,
     at: Annotated[str | None, typer.Option(
         "--at", help="With --carbon-hourly: the time of the trace's start, RFC 3339 (default: the series' first "

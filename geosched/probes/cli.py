@@ -20,6 +20,7 @@ from geosched import render, settings
 from geosched.errors import InputError
 from geosched.inventory import SshTarget, load_inventory
 from geosched.options import finite
+from geosched.plots.files import plot_format
 from geosched.probes import exports, service
 from geosched.probes.aggregate import NodeScope
 from geosched.probes.engine import PlanOptions
@@ -68,6 +69,9 @@ class Output(StrEnum):
 class Scope(StrEnum):
     node = "node"
     zone = "zone"
+
+
+HEATMAP_NODES = 24  # beyond this many nodes a node-pair heatmap is unreadable: zone pairs by default
 
 
 InventoryOpt = Annotated[Path | None, typer.Option("--inventory", "-i", help="Inventory file (YAML/JSON).")]
@@ -178,19 +182,24 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
     def show_cmd(
         inventory: InventoryOpt = None,
         output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
-        scope: Annotated[Scope, typer.Option(help="node pairs or zone pairs.")] = Scope.node,
-        heatmap: Annotated[Path | None, typer.Option(help="Also draw an RTT heatmap into this PNG file.")] = None,
+        scope: Annotated[Scope | None, typer.Option(help="node pairs or zone pairs (default: node pairs in the "
+                                                    f"table; the heatmap by zone beyond {HEATMAP_NODES} nodes).")]
+        = None,
+        heatmap: Annotated[Path | None, typer.Option(help="Also draw an RTT heatmap into FILE.png, .svg or .html: "
+                                                     "zone pairs (median RTT, worst loss) or node pairs.")] = None,
     ) -> None:
         """The aggregated network view in the store: medians, p95, loss, throughput, age, samples."""
+        if heatmap is not None:
+            plot_format(heatmap, "--heatmap")
         inv = load_inventory(inventory) if inventory is not None else None
         with store_factory() as store:
             nodes = service.known_nodes(store, inv)
-            rows = service.show(store, nodes, scope.value)
+            rows = service.show(store, nodes, (scope or Scope.node).value)
             view = store.network_view()
         if output is Output.json:
             render.data(rows, "json")
         else:
-            render.table(f"measured {scope.value} pairs", rows)
+            render.table(f"measured {(scope or Scope.node).value} pairs", rows)
             slow = service.slow_in_view(view, nodes)
             if slow:
                 render.table("slow among zone peers", [{"node": x.name, "zone": x.zone, "reason": x.reason}
@@ -199,11 +208,10 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
             if not nodes:
                 raise InputError("--heatmap", "", "no nodes known: pass --inventory (or import a fleet)")
             # Imported here: matplotlib costs every other geosched command half a second of start-up.
-            from geosched.probes.heatmap import write_rtt_heatmap
+            from geosched.plots.write import heatmap_plot
 
-            ordered, matrix = service.rtt_matrix(view, nodes)
-            write_rtt_heatmap(heatmap, ordered, matrix)
-            render.err.print(f"wrote {heatmap}")
+            drawn = scope or (Scope.zone if len(nodes) > HEATMAP_NODES else Scope.node)
+            render.err.print(f"wrote {heatmap_plot(heatmap, view, nodes, drawn.value)}", markup=False)
 
     @app.command("export")
     def export_cmd(
