@@ -62,7 +62,8 @@ def _options(command: Any, ctx: Any) -> list[str]:
         if param.param_type_name != "option" or param.hidden:
             continue
         names = ", ".join(f"`{o}`" for o in (*param.opts, *param.secondary_opts))
-        env = f"`{param.envvar}`" if isinstance(param.envvar, str) else ""
+        setting = settings.supplying(param)  # `output` is not an envvar of click's (settings.bind says why)
+        env = f"`{setting.env}`" if setting is not None else ""
         rows.append(f"| {names} | {_default(param, ctx)} | {env} | {_cell(param.help or '')} |")
     return rows
 

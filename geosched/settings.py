@@ -301,10 +301,18 @@ def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str,
 
 
 def _options(command: Any, setting: Setting) -> list[Any]:
-    """The options of one command a setting supplies; a list setting only supplies options that take several
-    values (`catalog --provider`, a filter, is not `providers`)."""
-    return [p for p in command.params if p.param_type_name == "option" and p.name == setting.option
-            and (p.multiple or setting.parse is not names)]
+    return [p for p in command.params if supplies(setting, p)]
+
+
+def supplies(setting: Setting, param: Any) -> bool:
+    """Whether the setting gives this parameter its default: an option of the setting's name; a list setting only
+    an option that takes several values (`catalog --provider`, a filter, is not `providers`)."""
+    return (param.param_type_name == "option" and setting.option is not None and param.name == setting.option
+            and (param.multiple or setting.parse is not names))
+
+
+def supplying(param: Any) -> Setting | None:
+    return next((s for s in SETTINGS if supplies(s, param)), None)
 
 
 def choices(param: Any) -> tuple[str, ...] | None:
