@@ -119,7 +119,10 @@ def settings_md() -> str:
            "A bad file or value is one line naming the file (or variable), the key and the reason, exit 2. The file "
            "passes the input gate (`geosched/gate.py`: regular file, at most 4 MiB). A setting with an option "
            "supplies that option's default on every command that has it; `output` only on the commands that offer "
-           "the format.", "",
+           "the format. `gitops render|check` and `scheduler run` take their policy and weights from their own "
+           "config (GitOpsConfig, SchedulerConfig) only, so what they decide does not depend on who runs them; "
+           "`multikueue dispatch --config` keeps its DispatcherConfig's policy and weights unless a flag or "
+           "variable gives one.", "",
            "| key | variable | default | what |", "|---|---|---|---|"]
     for s in settings.SETTINGS:
         default = s.shown_default if s.shown_default is not None else s.default
