@@ -31,7 +31,9 @@ from geosched.options import (
     NetworkWeightOpt,
     ZoneToleranceOpt,
     deprecated,
+    known_policy,
     one_of,
+    option_name,
 )
 from geosched.plots.files import plot_format
 from geosched.probes import cli as probes_cli
@@ -135,7 +137,8 @@ def place(
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
     from_store: StoreOpt = False,
-    policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).")] = policies.DEFAULT_POLICY,
+    policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).", callback=known_policy)]
+    = policies.DEFAULT_POLICY,
     network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
     cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
     carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
@@ -154,8 +157,6 @@ def place(
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
     if plot is not None:
         plot_format(plot, "--plot")
-    if policy not in policies.names():
-        raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
     if from_store:
         with State.store() as store:
             snap = resolve(fleet, network, snapshot, store)
@@ -368,8 +369,8 @@ def simulate_cmd(
                                                "geo fleet; default: embedded.")] = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
-    policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat to compare (default: zone-first).")]
-    = None,
+    policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat to compare (default: zone-first).",
+                                                     callback=known_policy)] = None,
     trace_format: Annotated[str | None, typer.Option("--trace-format", help="The format of --trace: gavel, "
                                                      "alibaba, philly or csv (default: detected from the content).")]
     = None,
@@ -458,13 +459,7 @@ def usage_error(exc: typer.TyperException) -> str:
     -h)`."""
     param = getattr(exc, "param", None)
     if isinstance(exc, typer.BadParameter) and param is not None and type(exc).__name__ != "MissingParameter":
-        name = max(param.opts, key=len) if param.opts else str(param.name)
-        source = exc.ctx.get_parameter_source(param.name) if exc.ctx is not None and param.name else None
-        if source is not None and source.name == "ENVIRONMENT" and param.envvar:
-            name = f"{name} (from ${param.envvar})"
-        elif source is not None and source.name == "DEFAULT_MAP":
-            name = f"{name} (from {settings.config_path()})"
-        message = f"{name}: {exc.message}"
+        message = f"{option_name(exc.ctx, param)}: {exc.message}"
     else:
         message = exc.format_message()
     ctx = getattr(exc, "ctx", None)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from geosched import render
+from geosched import policies, render, settings
 from geosched.errors import InputError
 from geosched.models import Weights
 
@@ -17,12 +17,34 @@ from geosched.models import Weights
 DEFAULT_WEIGHTS = Weights()
 
 
-def finite(param: typer.CallbackParam, value: float | None) -> float | None:
+def option_name(ctx: Any, param: Any) -> str:
+    """The option as an error names it, with where its value came from when that was not the command line:
+    `--cost-weight (from $GEOSCHED_COST_WEIGHT)`."""
+    name = max(param.opts, key=len) if param.opts else str(param.name)
+    source = ctx.get_parameter_source(param.name) if ctx is not None and param.name else None
+    if source is not None and source.name == "ENVIRONMENT" and isinstance(param.envvar, str):
+        return f"{name} (from ${param.envvar})"
+    if source is not None and source.name == "DEFAULT_MAP":
+        return f"{name} (from {settings.config_path()})"
+    return name
+
+
+# The callbacks raise click's BadParameter: click names the option (and geosched.cli.usage_error where its value
+# came from), and a sub-app run on its own exits 2 too.
+
+def finite(value: float | None) -> float | None:
     """A float option's callback: click reads `inf`, `nan` and `1e400` as floats, and one infinite weight makes
     every score NaN (and the JSON output invalid)."""
     if value is not None and not math.isfinite(value):
-        flag = max(param.opts, key=len) if param.opts else str(param.name)
-        raise InputError(flag, "", f"expected a finite number, got {value}")
+        raise typer.BadParameter(f"expected a finite number, got {value}")
+    return value
+
+
+def known_policy(value: Any) -> Any:
+    """The callback of every --policy option (one name, or a list of them)."""
+    for name in [value] if isinstance(value, str) else value or ():
+        if name not in policies.names():
+            raise typer.BadParameter(f"unknown policy {name!r} (known: {', '.join(policies.names())})")
     return value
 
 

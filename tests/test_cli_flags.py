@@ -74,7 +74,12 @@ def test_trace_format_and_its_deprecated_name(tmp_path: Path) -> None:
     (("catalog", "refresh"), {}, "--provider"),
     (("simulate", "--jobs", "many"), {}, "--jobs"),
     (("plase",), {}, "place"),
-    (("place", JOBS / "train-8.yaml"), {"GEOSCHED_COST_WEIGHT": "-2"}, "GEOSCHED_COST_WEIGHT"),
+    (("place", JOBS / "train-8.yaml"), {"GEOSCHED_COST_WEIGHT": "-2"}, "--cost-weight (from $GEOSCHED_COST_WEIGHT)"),
+    (("place", JOBS / "train-8.yaml"), {"GEOSCHED_COST_WEIGHT": "inf"}, "--cost-weight (from $GEOSCHED_COST_WEIGHT)"),
+    (("place", JOBS / "train-8.yaml", "--policy", "fastest"), {}, "--policy: unknown policy 'fastest'"),
+    (("place", JOBS / "train-8.yaml"), {"GEOSCHED_POLICY": "fastest"}, "--policy (from $GEOSCHED_POLICY)"),
+    (("simulate", "--workload", "llm", "--policy", "pack", "--policy", "nope"), {}, "unknown policy 'nope'"),
+    (("submit", JOBS / "train-8.yaml", "--policy", "nope"), {}, "--policy: unknown policy 'nope'"),
 ])
 def test_a_usage_error_is_one_line_naming_the_option(tmp_path: Path, args: tuple[str | Path, ...],
                                                      env: dict[str, str], names: str) -> None:

@@ -29,7 +29,14 @@ from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, load_cluster_config
 from geosched.kube.render import to_yaml
 from geosched.models import Weights
-from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, NetworkWeightOpt, ZoneToleranceOpt
+from geosched.options import (
+    DEFAULT_WEIGHTS,
+    CarbonWeightOpt,
+    CostWeightOpt,
+    NetworkWeightOpt,
+    ZoneToleranceOpt,
+    known_policy,
+)
 
 if TYPE_CHECKING:
     from geosched.kube.cluster_inventory import Unreachable
@@ -93,7 +100,7 @@ def submit_cmd(
     context: ContextOpt = None,
     apply: Annotated[bool, typer.Option("--apply/--dry-run", help="Apply (default), or only render and print "
                                         "the manifests.")] = True,
-    policy: Annotated[str, typer.Option(help="Placement policy.")] = policies.DEFAULT_POLICY,
+    policy: Annotated[str, typer.Option(help="Placement policy.", callback=known_policy)] = policies.DEFAULT_POLICY,
     network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
     cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
     carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
@@ -120,8 +127,6 @@ def submit_cmd(
     from geosched.kube import submit as submitting
 
     with _errors():
-        if policy not in policies.names():
-            raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
                                                                                  zone_tolerance),
                                            compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,

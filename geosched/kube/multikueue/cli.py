@@ -15,11 +15,11 @@ from typing import Annotated
 
 import typer
 
-from geosched import policies, render
+from geosched import render
 from geosched.errors import InputError
 from geosched.kube.cli import KubeconfigOpt, _errors
 from geosched.models import Weights
-from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, NetworkWeightOpt, given
+from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, NetworkWeightOpt, given, known_policy
 
 
 def dispatcher_weights(configured: Weights | None, flags: dict[str, float], given: set[str]) -> Weights:
@@ -50,7 +50,7 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
             min=0.001, help="Seconds without admission before the next best cluster is added.")] = None,
         dispatcher_name: Annotated[str | None, typer.Option(help="The name Kueue's multiKueue.dispatcherName "
                                                             "must give.")] = None,
-        policy: Annotated[str | None, typer.Option(help="Placement policy.")] = None,
+        policy: Annotated[str | None, typer.Option(help="Placement policy.", callback=known_policy)] = None,
         network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
         cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
         carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
@@ -83,8 +83,6 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
             if network is not None and store_network:
                 raise InputError("--network", "", "give --network or --store-network, not both")
             s = load_settings(config) if config is not None else DispatcherSettings()
-            if policy is not None and policy not in policies.names():
-                raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
             election = s.leader_election
             if leader_elect is not None:
                 election = replace(election, enabled=leader_elect)
