@@ -31,8 +31,9 @@ from geosched.models import GpuPower, Offering, Pricing, Region, Weights, region
 from geosched.policies import spotrisk
 from geosched.policies.spotrisk import Rework, SpotRisk
 
-# Provisioning ranks by price unless carbon is asked for; the network weight plays no part (see above).
-DEFAULT_WEIGHTS = Weights(network=0.0, cost=1.0, carbon=0.0)
+# The placement score's own cost and carbon weights (the same defaults as `place`); the network weight plays no
+# part (see above). With the default carbon weight of 0 the ranking is by price.
+DEFAULT_WEIGHTS = Weights(network=0.0, cost=Weights().cost, carbon=Weights().carbon)
 UTILISATION = 0.9
 
 
@@ -83,8 +84,9 @@ class GangRequest:
             pricing=PricingMode(doc.get("pricing", PricingMode.ON_DEMAND.value)),
             providers=tuple(doc.get("providers", ())), regions=tuple(doc.get("regions", ())),
             zones=tuple(doc.get("zones", ())), instance_types=tuple(doc.get("instance_types", ())),
-            weights=Weights(network=0.0, cost=float(w.get("cost", 1.0)), carbon=float(w.get("carbon", 0.0)),
-                            spot_risk=float(w.get("spot_risk", 1.0))),
+            weights=Weights(network=0.0, cost=float(w.get("cost", DEFAULT_WEIGHTS.cost)),
+                            carbon=float(w.get("carbon", DEFAULT_WEIGHTS.carbon)),
+                            spot_risk=float(w.get("spot_risk", DEFAULT_WEIGHTS.spot_risk))),
             rework=Rework(float(r.get("checkpoint_interval_h", Rework().checkpoint_interval_h)),
                           float(r.get("restart_h", Rework().restart_h))),
         )

@@ -1,4 +1,4 @@
-"""Launching into the Terraform network (`--network` / GEOSCHED_TERRAFORM_OUTPUT): subnets, security group,
+"""Launching into the Terraform network (`--tf-output` / GEOSCHED_TERRAFORM_OUTPUT): subnets, security group,
 key pair, placement groups and launch tags on AWS (moto behind the fault proxy), network, subnetwork, firewall
 tag, placement policy, service account and labels on GCP (the GCE double); zones the output does not cover are
 skipped; an owner or project that disagrees is refused before any API call."""
@@ -132,7 +132,7 @@ def test_aws_gangs_launch_into_the_terraform_subnet_group_and_placement_group(
     owner = owner_of(home)
     net_file = write(tmp_path / "network.json", output_json(owner, aws={"us-east-1": network.region(owner)}))
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions", "us-east-1",
-                 "--network", str(net_file), "--yes", "--name", "gang-net00001", "-o", "json")
+                 "--tf-output", str(net_file), "--yes", "--name", "gang-net00001", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["state"] == "ready" and doc["chosen"]["zone"] == "use1-az1"
@@ -159,7 +159,7 @@ def test_aws_gangs_launch_into_the_terraform_subnet_group_and_placement_group(
     # A zone without a placement group launches without one (a refusal in use1-az1 moves the gang there).
     proxy.inject(Ec2Fault.insufficient_instance_capacity(), zone="us-east-1b", action="RunInstances")
     second = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
-                 "--network", str(net_file), "--yes", "--name", "gang-net00002", "-o", "json")
+                 "--tf-output", str(net_file), "--yes", "--name", "gang-net00002", "-o", "json")
     assert second.exit_code == 0, second.output
     doc2 = json.loads(second.output)
     assert doc2["chosen"]["zone"] == "use1-az2"
@@ -201,7 +201,7 @@ def test_owner_mismatch_exits_2_before_any_call(home: Path, proxy: Ec2FaultProxy
     proxy.log.clear()
     for extra in ((), ("--dry-run",)):
         result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions",
-                     "us-east-1", "--network", str(net_file), "--yes", *extra)
+                     "us-east-1", "--tf-output", str(net_file), "--yes", *extra)
         assert result.exit_code == 2, result.output
         assert isinstance(result.exception, InputError)
         message = str(result.exception)
@@ -221,7 +221,7 @@ def test_check_reports_the_network_per_provider(home: Path, proxy: Ec2FaultProxy
     monkeypatch.setattr(render.out, "width", 400)  # one table row per line
     owner = owner_of(home)
     good = write(tmp_path / "good.json", output_json(owner, aws={"us-east-1": network.region(owner)}))
-    result = run(home, "check", "--provider", "aws", "--network", str(good))
+    result = run(home, "check", "--provider", "aws", "--tf-output", str(good))
     assert result.exit_code == 0, result.output
     lines = {line.split("│")[2].strip(): line for line in result.output.splitlines() if line.count("│") > 3}
     assert f"{good}: us-east-1 (use1-az1, use1-az2)" in lines["network"] and "yes" in lines["network"]
@@ -229,7 +229,7 @@ def test_check_reports_the_network_per_provider(home: Path, proxy: Ec2FaultProxy
     none = run(home, "check", "--provider", "aws")
     assert none.exit_code == 0 and "no Terraform output loaded" in none.output
     bad = write(tmp_path / "bad.json", output_json("someone-else", aws={"us-east-1": network.region("someone-else")}))
-    refused = run(home, "check", "--provider", "aws", "--network", str(bad))
+    refused = run(home, "check", "--provider", "aws", "--tf-output", str(bad))
     assert refused.exit_code == 1
     owner_line = next(line for line in refused.output.splitlines() if "network owner" in line)
     assert "│ no " in owner_line and f"is not this store's owner id {owner!r}" in owner_line
@@ -282,7 +282,7 @@ def test_gcp_project_must_agree(gce: GceDouble, home: Path, tmp_path: Path,
     # The CLI refuses it before any call when the project is configured.
     monkeypatch.setenv("GEOSCHED_GCP_PROJECT", PROJECT)
     net_file = write(tmp_path / "network.json", doc)
-    result = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "gcp", "--network",
+    result = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "gcp", "--tf-output",
                  str(net_file), "--dry-run")
     assert result.exit_code == 2
     assert str(result.exception).startswith(f"{net_file}: geosched.value.gcp.us-central1.project: project "
