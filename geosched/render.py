@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-from rich.console import Console
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -38,6 +44,27 @@ class _Console(Console):
     def render_str(self, text: str, **kwargs: Any) -> Text:
         return super().render_str(printable(text), **kwargs)
 
+    @property
+    def size(self) -> ConsoleDimensions:
+        """The terminal's width, or `COLUMNS` when set; piped (not a terminal, no `COLUMNS`) a wide page, where
+        rich would squeeze everything to 80 columns: a program reading the table wants whole lines."""
+        columns = os.environ.get("COLUMNS", "")
+        size = super().size
+        width = PIPED_WIDTH if not columns.isdigit() and not self.is_terminal else size.width
+        return ConsoleDimensions(max(width, _AT_LEAST.get()), size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+# A table being drawn needs at least this width (rich would otherwise squeeze it into the terminal's).
+_AT_LEAST: ContextVar[int] = ContextVar("at_least", default=0)
+# Piped tables: as wide as their content up to this (a line longer than any screen, shorter than a pager's limit).
+PIPED_WIDTH = 4000
+# A free-text cell wraps at words; a single token longer than this is the only thing folded mid-word.
+LONGEST_UNBROKEN = 40
+
 
 out = _Console(highlight=False, soft_wrap=False, markup=False)
 err = _Console(stderr=True, highlight=False, markup=False)
@@ -62,16 +89,55 @@ def rows_csv(rows: Sequence[dict[str, Any]]) -> None:
     sys.stdout.write(buf.getvalue())
 
 
-def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None) -> None:
-    t = Table(title=title, caption=caption, show_lines=False)
+_HEADERS: ContextVar[bool] = ContextVar("headers", default=True)
+
+
+@contextmanager
+def headers(show: bool) -> Iterator[None]:
+    """Tables drawn inside show their headers, or not (`--no-headers` of a command that draws several)."""
+    token = _HEADERS.set(show)
+    try:
+        yield
+    finally:
+        _HEADERS.reset(token)
+
+
+def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None, *,
+          headers: Sequence[str] | None = None, show_headers: bool | None = None) -> None:
+    """Rows as a table: the keys of the first row are the columns, headed by the key humanised (`headers` names
+    them otherwise). Numbers and
+    names (cells without a space) are never broken across lines; free text wraps at word boundaries. When the
+    terminal is too narrow for that, the table is wider than the terminal rather than wrong. Without
+    `show_headers` (kubectl's --no-headers) there is no header row, title or caption: rows only, for `awk`."""
+    show_headers = _HEADERS.get() if show_headers is None else show_headers
     if not rows:
-        out.print(f"{title}: nothing to show")
+        if show_headers:
+            out.print(f"{title}: nothing to show")
         return
-    for key in rows[0]:
-        t.add_column(key, justify="right" if isinstance(rows[0][key], int | float) else "left", overflow="fold")
-    for row in rows:
-        t.add_row(*(_cell(v) for v in row.values()))
-    out.print(t)
+    keys = list(rows[0])
+    names = list(headers) if headers is not None else [k.replace("_", " ") for k in keys]
+    cells = [[_cell(row.get(key)) for key in keys] for row in rows]
+    t = Table(title=title if show_headers else None, caption=caption if show_headers else None,
+              show_header=show_headers, show_lines=False, box=None if not show_headers else box.HEAVY_HEAD,
+              pad_edge=show_headers)
+    for i, (key, name) in enumerate(zip(keys, names, strict=True)):
+        column = [c[i] for c in cells]
+        numeric = any(isinstance(row.get(key), int | float) and not isinstance(row.get(key), bool) for row in rows)
+        prose = any(" " in c for c in column)
+        widest = max(cell_len(w) for c in column for w in (c.split() if prose else [c]) or [""])
+        widest = max(widest, *(cell_len(w) for w in name.split() or [""]))
+        # A prose column never shrinks below its longest word (up to LONGEST_UNBROKEN); a token column never
+        # shrinks at all: rich's last resort would otherwise fold 1,774 into `1,7` / `74`. Headers wrap at words.
+        t.add_column(Text(name, no_wrap=False), justify="right" if numeric else "left", no_wrap=not prose,
+                     overflow="fold", min_width=min(widest, LONGEST_UNBROKEN) if prose else widest)
+    for row_cells in cells:
+        t.add_row(*row_cells)
+    # Narrower than the table's minimum, the table goes wider than the terminal (as kubectl's lines do).
+    token = _AT_LEAST.set(Measurement.get(out, out.options.update_width(PIPED_WIDTH), t).minimum)
+    try:
+        out.print(t, crop=False)
+    finally:
+        _AT_LEAST.reset(token)
 
 
 def _cell(value: Any) -> str:

@@ -25,6 +25,7 @@ from geosched.carbon import contexts_by_hour, decision_time, load_carbon, series
 from geosched.errors import InputError
 from geosched.inputs import Snapshot, resolve
 from geosched.models import Fleet, Weights
+from geosched.output import Output, emit_document
 from geosched.simulate import report
 from geosched.simulate.engine import SimOptions, simulate
 from geosched.simulate.fleets import geo_fleet
@@ -60,7 +61,8 @@ def run_simulate_command(
     network: Path | None = None,
     snapshot: Path | None = None,
     trace_format: str | None = None,
-    output: str = "table",
+    output: Output | str = Output.TABLE,
+    no_headers: bool = False,
     plot: Path | None = None,
     weights: Weights | None = None,
     strict: bool = True,
@@ -77,6 +79,7 @@ def run_simulate_command(
             raise InputError("--policy", "", f"unknown policy {name!r} (known: {', '.join(known)})")
     if output not in report.OUTPUTS:
         raise InputError("--output", "", f"expected one of {', '.join(report.OUTPUTS)}, got {output!r}")
+    output = Output(output)
     if trace_format is not None and trace_format not in FORMATS:
         raise InputError("--format", "", f"expected one of {', '.join(FORMATS)}, got {trace_format!r}")
     if (trace is None) == (workload is None):
@@ -111,15 +114,14 @@ def run_simulate_command(
     for result in results:
         for job in result.unplaced_jobs:
             _note(f"{read.source}: line {job.line}: job {job.id} not placed by {result.policy}: {job.reason}")
-    if output == "json":
-        meta = {"trace": read.source, "format": read.format, "fleet": snap.origin, "jobs_read": len(read.jobs),
-                "rows_with_errors": len(read.errors), "rows_skipped": len(read.skipped)}
-        render.data(report.document(results, meta), "json")
-    elif output == "csv":
+    if output is Output.CSV:
         render.rows_csv(report.rows(results))
     else:
-        render.table(f"Trace replay: {read.source} ({read.format}, {len(read.jobs)} jobs) on {snap.origin}",
-                     report.table_rows(results))
+        meta = {"trace": read.source, "format": read.format, "fleet": snap.origin, "jobs_read": len(read.jobs),
+                "rows_with_errors": len(read.errors), "rows_skipped": len(read.skipped)}
+        emit_document("SimulationReport", report.document(results, meta), output, lambda: render.table(
+            f"Trace replay: {read.source} ({read.format}, {len(read.jobs)} jobs) on {snap.origin}",
+            report.table_rows(results)), no_headers=no_headers)
     if plot is not None:
         report.write_plot(results, plot, title=f"{Path(read.source).name} on {snap.origin}")
     return results

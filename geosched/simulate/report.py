@@ -19,7 +19,7 @@ from geosched.errors import GeoschedError
 from geosched.simulate.metrics import PolicyResult
 from geosched.writes import write_file
 
-OUTPUTS = ("table", "json", "csv")
+OUTPUTS = ("table", "wide", "json", "yaml", "csv")
 
 
 def rows(results: Sequence[PolicyResult]) -> list[dict[str, Any]]:

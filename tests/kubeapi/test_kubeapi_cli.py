@@ -59,7 +59,7 @@ def test_submit_then_jobs(fleet: MultiCluster, job: Path) -> None:
 
     listed = runner.invoke(app, ["jobs", "--kubeconfig", str(fleet.kubeconfig), "-o", "json"])
     assert listed.exit_code == 0, listed.output
-    rows = json.loads(listed.stdout)
+    rows = json.loads(listed.stdout)["items"]
     assert [(r["cluster"], r["name"], r["state"]) for r in rows] == [(doc["cluster"], "train", "Pending")]
     table = runner.invoke(app, ["jobs", "--kubeconfig", str(fleet.kubeconfig)])
     assert "train" in table.stdout

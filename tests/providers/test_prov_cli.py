@@ -79,8 +79,8 @@ def test_provision_status_down(home: Path, proxy: Ec2FaultProxy, moto: MotoServe
     assert set(aws_alive(moto.url, "gang-cli00001")) == {n["provider_id"] for n in doc["nodes"]}
 
     status = run(home, "status", "-o", "json")
-    assert [(g["gang"], g["state"], g["nodes up"]) for g in json.loads(status.output)] == [
-        ("gang-cli00001", "ready", "2/2")]
+    assert [(g["gang"], g["state"], g["nodes_up"], g["nodes"]) for g in json.loads(status.output)["items"]] == [
+        ("gang-cli00001", "ready", 2, 2)]
     detail = json.loads(run(home, "status", "gang-cli00001", "-o", "json").output)
     assert [a["code"] for a in detail["attempts"]] == ["InsufficientInstanceCapacity", None]
     assert [i["state"] for i in detail["instances"]] == ["terminated"] * 2 + ["launched"] * 2
@@ -91,19 +91,21 @@ def test_provision_status_down(home: Path, proxy: Ec2FaultProxy, moto: MotoServe
 
     lost = doc["nodes"][0]
     moto_client(moto.url, "us-east-1").terminate_instances(InstanceIds=[lost["provider_id"]])
-    stale = json.loads(run(home, "status", "-o", "json").output)
-    assert [(g["state"], g["nodes up"]) for g in stale] == [("ready", "2/2")]
+    stale = json.loads(run(home, "status", "-o", "json").output)["items"]
+    assert [(g["state"], g["nodes_up"], g["nodes"]) for g in stale] == [("ready", 2, 2)]
     refreshed = run(home, "status", "--refresh")
     assert refreshed.exit_code == 0, refreshed.output
     assert f"gone since the last look: {lost['name']}" in refreshed.output
     assert "geosched provision --resume gang-cli00001" in refreshed.output
-    after = json.loads(run(home, "status", "-o", "json").output)
-    assert [(g["state"], g["nodes up"]) for g in after] == [("degraded", "1/2")]
+    after = json.loads(run(home, "status", "-o", "json").output)["items"]
+    assert [(g["state"], g["nodes_up"], g["nodes"]) for g in after] == [("degraded", 1, 2)]
 
     down = run(home, "down", "gang-cli00001", "--yes")
     assert down.exit_code == 0, down.output
     assert aws_alive(moto.url, "gang-cli00001") == {}
     assert run(home, "down", "--all", "--yes").output.strip() == "nothing to take down"
+    nothing = json.loads(run(home, "down", "--all", "--yes", "-o", "json").stdout)
+    assert (nothing["kind"], nothing["items"]) == ("GangDownList", [])
 
 
 def test_resume_from_the_command_line(home: Path, proxy: Ec2FaultProxy, moto: MotoServer) -> None:
@@ -190,7 +192,7 @@ def test_catalog_shows_refreshed_prices_with_their_age_and_agrees_with_the_plan(
     shown = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider", "aws",
                                               "-o", "json"])
     assert shown.exit_code == 0, shown.output
-    listed = {r["zone"]: r for r in json.loads(shown.output) if r["instance_type"] == "p4d.24xlarge"}
+    listed = {r["zone"]: r for r in json.loads(shown.output)["items"] if r["instance_type"] == "p4d.24xlarge"}
     assert listed["use1-az1"]["usd_per_hour"] == pytest.approx(21.9576)
     assert listed["use1-az1"]["price_observed_at"] is not None  # read from the price list just now
     assert listed["use2-az1"]["usd_per_hour"] == pytest.approx(32.7726)  # a region not refreshed: shipped
