@@ -7,7 +7,11 @@ such as a placement) have hand-written schemas in docs/schemas; their kinds are 
 
 from __future__ import annotations
 
-from geosched.output import Column, ListKind
+import json
+import sys
+from pathlib import Path
+
+from geosched.output import KINDS, Column, ListKind
 
 C = Column
 
@@ -69,3 +73,13 @@ ZONE_LINKS = ListKind("ZoneLink", (C("src_zone"), C("dst_zone"), *_MEASURES), "m
 # Documents: one object each, schema hand-written in docs/schemas/<kind>.schema.json.
 DOCUMENTS = ("Placement", "NoFit", "SimulationReport", "ProbeRun", "ProvisionPlan", "ProvisionResult", "GangStatus",
              "SubmitOutcome", "CostReport", "CarbonReport")
+
+
+def schema_files() -> dict[str, str]:
+    """docs/schemas/<Kind>List.schema.json of every list kind, as written (the tests compare the committed files)."""
+    return {f"{kind}.schema.json": json.dumps(spec.schema(), indent=2) + "\n" for kind, spec in KINDS.items()}
+
+
+if __name__ == "__main__":  # python -m geosched.kinds docs/schemas
+    for name, text in schema_files().items():
+        Path(sys.argv[1], name).write_text(text, encoding="utf-8")

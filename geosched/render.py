@@ -116,7 +116,7 @@ def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None
         return
     keys = list(rows[0])
     names = list(headers) if headers is not None else [k.replace("_", " ") for k in keys]
-    cells = [[_cell(row.get(key)) for key in keys] for row in rows]
+    cells = [[cell(row.get(key)) for key in keys] for row in rows]
     t = Table(title=title if show_headers else None, caption=caption if show_headers else None,
               show_header=show_headers, show_lines=False, box=None if not show_headers else box.HEAVY_HEAD,
               pad_edge=show_headers)
@@ -140,7 +140,8 @@ def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None
         _AT_LEAST.reset(token)
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value as a table shows it (the tests compare tables with JSON through it)."""
     if value is None:
         return "-"
     if isinstance(value, float):

@@ -21,7 +21,7 @@ from geosched import kinds, render
 from geosched.errors import InputError
 from geosched.inventory import SshTarget, load_inventory
 from geosched.options import finite
-from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list
+from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
 from geosched.probes import exports, service
 from geosched.probes.aggregate import NodeScope
 from geosched.probes.engine import PlanOptions
@@ -165,6 +165,7 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         doc = report_to_dict(report)
         doc["stored"] = {"node_samples": outcome.node_samples, "zone_samples": outcome.zone_samples}
         doc["slow_nodes"] = [{"node": s.name, "zone": s.zone, "reason": s.reason} for s in outcome.slow]
+        doc["started_at"] = rfc3339(report.started_at)
         emit_document("ProbeRun", doc, output, lambda: _print_run(outcome), no_headers=no_headers)
         if report.measured_pairs == 0:
             raise typer.Exit(1)

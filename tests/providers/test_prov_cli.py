@@ -15,6 +15,7 @@ from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, MotoServer
 from geosched.errors import EXIT_BAD_INPUT, GeoschedError
 from geosched.providers import cli, journal
 from geosched.store import Store
+from tests.output_support import valid
 from tests.providers.prov_support import aws_alive
 
 pytestmark = pytest.mark.integration
@@ -55,7 +56,7 @@ def test_dry_run_prints_the_ordered_plan_and_calls_nothing(home: Path, proxy: Ec
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "4", "--provider", "aws", "--regions",
                  "us-east-1,us-east-2", "--dry-run", "-o", "json")
     assert result.exit_code == 0, result.output
-    plan = json.loads(result.output)["plan"]
+    plan = valid(json.loads(result.output))["plan"]
     assert [c["zone"] for c in plan] == ["use1-az1", "use1-az2", "use1-az6", "use2-az1", "use2-az2"]
     assert plan[0]["usd_per_hour"] == pytest.approx(4 * 32.7726) and plan[0]["gco2e_per_hour"] > 0
     assert proxy.calls == []
@@ -72,16 +73,16 @@ def test_provision_status_down(home: Path, proxy: Ec2FaultProxy, moto: MotoServe
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions",
                  "us-east-1", "--yes", "--name", "gang-cli00001", "-o", "json")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = valid(json.loads(result.output))
     assert doc["state"] == "ready" and doc["chosen"]["zone"] == "use1-az2"
     assert [(a["zone"], a["outcome"], a["error"]) for a in doc["attempts"]] == [
         ("use1-az1", "failed", "capacity"), ("use1-az2", "launched", None)]
     assert set(aws_alive(moto.url, "gang-cli00001")) == {n["provider_id"] for n in doc["nodes"]}
 
     status = run(home, "status", "-o", "json")
-    assert [(g["gang"], g["state"], g["nodes_up"], g["nodes"]) for g in json.loads(status.output)["items"]] == [
+    assert [(g["gang"], g["state"], g["nodes_up"], g["nodes"]) for g in valid(json.loads(status.output))["items"]] == [
         ("gang-cli00001", "ready", 2, 2)]
-    detail = json.loads(run(home, "status", "gang-cli00001", "-o", "json").output)
+    detail = valid(json.loads(run(home, "status", "gang-cli00001", "-o", "json").output))
     assert [a["code"] for a in detail["attempts"]] == ["InsufficientInstanceCapacity", None]
     assert [i["state"] for i in detail["instances"]] == ["terminated"] * 2 + ["launched"] * 2
     assert run(home, "status", "gang-cli00001").exit_code == 0
