@@ -15,33 +15,18 @@ Commands that print no data (they write files, act, or run until stopped) are li
 
 from __future__ import annotations
 
-import csv
-import io
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
 from geosched import render
-from geosched.documents import API_VERSION
+from geosched.documents import API_VERSION, Output, document
 
-
-class Output(StrEnum):
-    TABLE = "table"
-    WIDE = "wide"
-    JSON = "json"
-    YAML = "yaml"
-    CSV = "csv"
-    MD = "md"
-    HTML = "html"
-
-    @property
-    def tabular(self) -> bool:
-        return self in (Output.TABLE, Output.WIDE)
+__all__ = ["KINDS", "NOT_DATA", "Column", "ListKind", "NoHeadersOpt", "Output", "OutputOpt", "ReportOutputOpt",
+           "TabularOutputOpt", "document", "emit_document", "emit_list", "envelope", "rfc3339"]
 
 
 BASE = (Output.TABLE, Output.WIDE, Output.JSON, Output.YAML)
@@ -140,11 +125,6 @@ def envelope(kind: str, description: str, properties: Mapping[str, Any], require
             "properties": {"apiVersion": {"const": API_VERSION}, "kind": {"const": kind}, **properties}}
 
 
-def document(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    """`body` as an output document of `kind`: apiVersion and kind first."""
-    return {"apiVersion": API_VERSION, "kind": kind, **body}
-
-
 def rfc3339(epoch: float | None) -> str | None:
     """Unix seconds as an RFC 3339 UTC time (`Z`), to the second; None stays None."""
     if epoch is None:
@@ -162,7 +142,7 @@ def emit_list(kind: ListKind, rows: Sequence[Mapping[str, Any]], output: Output,
     if output in (Output.JSON, Output.YAML):
         render.data(document(kind.list_kind, {"items": items}), output.value)
     elif output is Output.CSV:
-        _csv(keys, items, no_headers)
+        render.rows_csv(items, header=not no_headers)
     else:
         shown = [c for c in kind.columns if output is Output.WIDE or not c.wide]
         cut = items[:limit] if limit else items
@@ -181,15 +161,6 @@ def emit_document(kind: str, body: Mapping[str, Any], output: Output, table: Cal
     else:
         with render.headers(not no_headers):
             table()
-
-
-def _csv(keys: list[str], items: list[dict[str, Any]], no_headers: bool) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    if not no_headers:
-        writer.writeheader()
-    writer.writerows({k: ",".join(v) if isinstance(v, list) else v for k, v in item.items()} for item in items)
-    sys.stdout.write(buf.getvalue())
 
 
 # Commands (by their path under `geosched`) that print no data, so they take no -o: what they do instead.

@@ -79,13 +79,15 @@ def data(doc: Any, fmt: str) -> None:
     sys.stdout.write(dump(doc, fmt))
 
 
-def rows_csv(rows: Sequence[dict[str, Any]]) -> None:
+def rows_csv(rows: Sequence[dict[str, Any]], header: bool = True) -> None:
+    """Rows as CSV, the keys of the first row as columns; a list value is one comma-separated cell."""
     if not rows:
         return
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
+    if header:
+        writer.writeheader()
+    writer.writerows({k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()} for row in rows)
     sys.stdout.write(buf.getvalue())
 
 

@@ -115,7 +115,7 @@ def run_simulate_command(
         for job in result.unplaced_jobs:
             _note(f"{read.source}: line {job.line}: job {job.id} not placed by {result.policy}: {job.reason}")
     if output is Output.CSV:
-        render.rows_csv(report.rows(results))
+        render.rows_csv(report.rows(results), header=not no_headers)
     else:
         meta = {"trace": read.source, "format": read.format, "fleet": snap.origin, "jobs_read": len(read.jobs),
                 "rows_with_errors": len(read.errors), "rows_skipped": len(read.skipped)}

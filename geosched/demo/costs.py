@@ -14,8 +14,8 @@ from typing import Any
 from rich.markup import escape
 
 from geosched import render
+from geosched.documents import Output
 from geosched.models import Fleet, Placement
-from geosched.output import Output
 from geosched.report import Kind, Source, close_interval, open_interval
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.formats import display_row, row

@@ -14,10 +14,10 @@ from typing import Any
 
 from geosched import catalog, policies
 from geosched.default_fleet import default_fleet, default_network
+from geosched.documents import Output, document
 from geosched.errors import InputError
 from geosched.fields import dump
 from geosched.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
-from geosched.output import Output, document
 from geosched.report import formats, html, reads
 from geosched.report.accounting import Rates, Usage
 from geosched.report.aggregate import Grouping, ReportKind

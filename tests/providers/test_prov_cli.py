@@ -169,6 +169,10 @@ def test_sweep_lists_and_terminates_orphans(home: Path, proxy: Ec2FaultProxy, mo
     listed = run(home, "sweep", "--provider", "aws", "--regions", "us-east-1", stdin="n\n")
     assert listed.exit_code == 0 and "Terminate 1 instance(s)" in listed.output
     assert orphan in aws_alive(moto.url)
+    # As data, it lists and asks nothing (stdout is the document): nothing is terminated without --yes.
+    doc = valid(json.loads(run(home, "sweep", "--provider", "aws", "--regions", "us-east-1", "-o", "json").stdout))
+    assert [(i["id"], i["gang"], i["owner"]) for i in doc["items"]] == [(orphan, "gang-gone0001", me)]
+    assert orphan in aws_alive(moto.url)
     swept = run(home, "sweep", "--provider", "aws", "--regions", "us-east-1", "--yes")
     assert swept.exit_code == 0 and "terminated 1 instance" in swept.output
     assert orphan not in aws_alive(moto.url)
