@@ -1,7 +1,7 @@
 """The one output contract of every command that prints data.
 
 A command that prints data takes `-o/--output table|wide|json|yaml` (plus csv, md or html where it has them) and
-`--no-headers`, and hands its rows or its document to `emit`:
+`--no-headers`, and hands its rows to `emit_list` or its document to `emit_document`:
 
 - JSON and YAML are one document with `apiVersion` (the project's, as in job and fleet files) and `kind`: a list
   is `<Kind>List` with `items`; data keys are snake_case, numbers are numbers, times RFC 3339 with offset.

@@ -101,8 +101,10 @@ def test_provision_status_down(home: Path, proxy: Ec2FaultProxy, moto: MotoServe
     after = json.loads(run(home, "status", "-o", "json").output)["items"]
     assert [(g["state"], g["nodes_up"], g["nodes"]) for g in after] == [("degraded", 1, 2)]
 
-    down = run(home, "down", "gang-cli00001", "--yes")
+    down = run(home, "down", "gang-cli00001", "--yes", "-o", "json")
     assert down.exit_code == 0, down.output
+    assert [(g["gang"], g["state"], g["terminated"], g["errors"]) for g in valid(json.loads(down.stdout))["items"]] \
+        == [("gang-cli00001", "terminated", 1, [])]
     assert aws_alive(moto.url, "gang-cli00001") == {}
     assert run(home, "down", "--all", "--yes").output.strip() == "nothing to take down"
     nothing = json.loads(run(home, "down", "--all", "--yes", "-o", "json").stdout)
