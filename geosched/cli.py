@@ -24,6 +24,7 @@ from geosched.kube.multikueue import cli as multikueue_cli
 from geosched.models import Fleet, Offering, Placement, Weights
 from geosched.options import finite
 from geosched.output import NoHeadersOpt, Output, OutputOpt, TabularOutputOpt, emit_document, emit_list, rfc3339
+from geosched.plots.files import plot_format
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.report import cli as report_cli
@@ -117,8 +118,13 @@ def place(
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
     carbon_hourly: CarbonHourlyOpt = None,
     at: AtOpt = None,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Also draw the decision into FILE.png, .svg or .html: the candidates ranked as stacked bars "
+        "of their weighted terms (chosen first) and the gang's zones with the ring's hops.")] = None,
 ) -> None:
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
+    if plot is not None:
+        plot_format(plot, "--plot")
     if policy not in policies.names():
         raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
     if from_store:
@@ -130,6 +136,7 @@ def place(
     carbon = decision_signal(snap.fleet, load_carbon(carbon_hourly), decision_time(at))
     ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal)
     result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance))
+
     def table() -> None:
         if isinstance(result, Placement):
             render.placement(result, explain or output is Output.WIDE, limit)
@@ -143,6 +150,10 @@ def place(
                   table, no_headers=no_headers)
     if not isinstance(result, Placement):
         raise typer.Exit(EXIT_NO_FIT)
+    if plot is not None:
+        from geosched.plots.write import placement_plot  # matplotlib only when a picture is asked for
+
+        render.err.print(f"wrote {placement_plot(plot, result, snap.fleet, snap.network)}", markup=False)
     if record:
         with State.store() as store:
             store.record_placement(result)
@@ -331,7 +342,8 @@ def simulate_cmd(
                                             "plentiful; 'any' lets each policy choose).")] = None,
     output: TabularOutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
-    plot: Annotated[Path | None, typer.Option(help="Also write a PNG comparison.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Also draw the comparison into FILE.png, .svg or .html: JCT "
+                                              "and slowdown CDFs per policy, cost and emissions.")] = None,
     carbon_hourly: CarbonHourlyOpt = None,
     at: Annotated[str | None, typer.Option(
         "--at", help="With --carbon-hourly: the time of the trace's start, RFC 3339 (default: the series' first "

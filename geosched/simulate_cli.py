@@ -3,7 +3,7 @@ parses arguments.
 
 Outside geosched/simulate/ because it does I/O (snapshot files, the store, the console): the replay itself stays pure.
 
-    run_simulate_command(trace, ["zone-first", "spread"], output="table", plot=Path("out.png"))
+    run_simulate_command(trace, ["zone-first", "spread"], output="table", plot=Path("out.svg"))
     run_simulate_command(None, ["zone-first", "tas"], workload=Workload(jobs=500), fleet=Path(GEO_FLEET))
 
 `--fleet geo` (when no file of that name exists) is the shipped geo fleet (`fleets.geo_fleet`: 3 clusters,
@@ -26,6 +26,7 @@ from geosched.errors import InputError
 from geosched.inputs import Snapshot, resolve
 from geosched.models import Fleet, Weights
 from geosched.output import Output, emit_document
+from geosched.plots.files import plot_format
 from geosched.simulate import report
 from geosched.simulate.engine import SimOptions, simulate
 from geosched.simulate.fleets import geo_fleet
@@ -82,6 +83,8 @@ def run_simulate_command(
     output = Output(output)
     if trace_format is not None and trace_format not in FORMATS:
         raise InputError("--format", "", f"expected one of {', '.join(FORMATS)}, got {trace_format!r}")
+    if plot is not None:
+        plot_format(plot, "--plot")
     if (trace is None) == (workload is None):
         raise InputError("--trace", "", "give either --trace or --workload")
     if workload is not None:
@@ -123,7 +126,10 @@ def run_simulate_command(
             f"Trace replay: {read.source} ({read.format}, {len(read.jobs)} jobs) on {snap.origin}",
             report.table_rows(results)), no_headers=no_headers)
     if plot is not None:
-        report.write_plot(results, plot, title=f"{Path(read.source).name} on {snap.origin}")
+        # Imported here: matplotlib costs half a second, paid only when a picture is asked for.
+        from geosched.plots.write import simulation_plot
+
+        _note(f"wrote {simulation_plot(plot, results, f'{Path(read.source).name} on {snap.origin}')}")
     return results
 
 

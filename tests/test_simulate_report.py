@@ -1,4 +1,4 @@
-"""Results as table, CSV, JSON and PNG, and the command the CLI calls."""
+"""Results as table, CSV and JSON, and the command the CLI calls (the plot: test_simulate_plot.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from geosched.errors import InputError
 from geosched.policies import PlacementContext
 from geosched.simulate import PolicyResult, TraceJob, simulate
-from geosched.simulate.report import document, rows, table_rows, to_csv, to_json, write_plot
+from geosched.simulate.report import document, rows, table_rows, to_csv, to_json
 from geosched.simulate_cli import run_simulate_command
 from geosched.testing import fleet, network, node
 
@@ -47,14 +47,6 @@ def test_table_rows_are_in_hours() -> None:
     first = table_rows(results())[0]
     assert first["metric"] == "avg JCT h"
     assert first[results()[0].policy] == pytest.approx(120 / 3600)
-
-
-def test_plot_is_a_png(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
-    out = tmp_path / "plots" / "sim.png"
-    write_plot(results(), out, title="two jobs")
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [p.name for p in out.parent.iterdir()] == ["sim.png"]
 
 
 def test_command_prints_json_for_the_default_fleet(capsys: pytest.CaptureFixture[str]) -> None:

@@ -170,15 +170,16 @@ def test_the_ignore_pattern_covers_temp_files_and_the_journal() -> None:
     assert fnmatch.fnmatch(f"{TMP_PREFIX}job.yaml.123.0a1b2c3d", IGNORE_PATTERN)
 
 
-def test_the_heatmap_replaces_a_link_at_its_path_instead_of_writing_through_it(tmp_path: Path) -> None:
-    from geosched.probes.heatmap import write_rtt_heatmap
-    from geosched.testing import node
+def test_a_plot_replaces_a_link_at_its_path_instead_of_writing_through_it(tmp_path: Path) -> None:
+    from geosched.plots.write import heatmap_plot
+    from geosched.testing import fleet, network, node
 
     target = tmp_path / "precious.png"
     target.write_bytes(b"not yours")
     link = tmp_path / "heatmap.png"
     link.symlink_to(target)
-    write_rtt_heatmap(link, [node("a-1", "a"), node("b-1", "b")], [[None, 2.0], [2.0, None]])
+    f = fleet([node("a-1", "a"), node("b-1", "b")])
+    heatmap_plot(link, network(f), f.nodes, "zone")
     assert target.read_bytes() == b"not yours"
     assert not link.is_symlink() and link.read_bytes().startswith(b"\x89PNG")
     assert temps(tmp_path) == []

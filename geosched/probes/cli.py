@@ -22,6 +22,7 @@ from geosched.errors import InputError
 from geosched.inventory import SshTarget, load_inventory
 from geosched.options import finite
 from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
+from geosched.plots.files import plot_format
 from geosched.probes import exports, service
 from geosched.probes.aggregate import NodeScope
 from geosched.probes.engine import PlanOptions
@@ -65,6 +66,9 @@ DEFAULTS = ProbeSettings()
 class Scope(StrEnum):
     node = "node"
     zone = "zone"
+
+
+HEATMAP_NODES = 24  # beyond this many nodes a node-pair heatmap is unreadable: zone pairs by default
 
 
 InventoryOpt = Annotated[Path | None, typer.Option("--inventory", "-i", help="Inventory file (YAML/JSON).")]
@@ -175,16 +179,22 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         inventory: InventoryOpt = None,
         output: OutputOpt = Output.TABLE,
         no_headers: NoHeadersOpt = False,
-        scope: Annotated[Scope, typer.Option(help="node pairs or zone pairs.")] = Scope.node,
-        heatmap: Annotated[Path | None, typer.Option(help="Also draw an RTT heatmap into this PNG file.")] = None,
+        scope: Annotated[Scope | None, typer.Option(help="node pairs or zone pairs (default: node pairs in the "
+                                                    f"table; the heatmap by zone beyond {HEATMAP_NODES} nodes).")]
+        = None,
+        heatmap: Annotated[Path | None, typer.Option(help="Also draw an RTT heatmap into FILE.png, .svg or .html: "
+                                                     "zone pairs (median RTT, worst loss) or node pairs.")] = None,
     ) -> None:
         """The aggregated network view in the store: medians, p95, loss, throughput, age, samples."""
+        if heatmap is not None:
+            plot_format(heatmap, "--heatmap")
         inv = load_inventory(inventory) if inventory is not None else None
         with store_factory() as store:
             nodes = service.known_nodes(store, inv)
-            rows = service.show(store, nodes, scope.value)
+            rows = service.show(store, nodes, (scope or Scope.node).value)
             view = store.network_view()
-        emit_list(kinds.ZONE_LINKS if scope is Scope.zone else kinds.NODE_LINKS, rows, output, no_headers=no_headers)
+        emit_list(kinds.ZONE_LINKS if scope is Scope.zone else kinds.NODE_LINKS, rows, output, no_headers=no_headers,
+                  title=f"measured {(scope or Scope.node).value} pairs")
         if output.tabular:
             slow = service.slow_in_view(view, nodes)
             if slow:
@@ -194,11 +204,10 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
             if not nodes:
                 raise InputError("--heatmap", "", "no nodes known: pass --inventory (or import a fleet)")
             # Imported here: matplotlib costs every other geosched command half a second of start-up.
-            from geosched.probes.heatmap import write_rtt_heatmap
+            from geosched.plots.write import heatmap_plot
 
-            ordered, matrix = service.rtt_matrix(view, nodes)
-            write_rtt_heatmap(heatmap, ordered, matrix)
-            render.err.print(f"wrote {heatmap}")
+            drawn = scope or (Scope.zone if len(nodes) > HEATMAP_NODES else Scope.node)
+            render.err.print(f"wrote {heatmap_plot(heatmap, view, nodes, drawn.value)}", markup=False)
 
     @app.command("export")
     def export_cmd(

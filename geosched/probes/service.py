@@ -120,20 +120,6 @@ def slow_in_view(view: NetworkView, nodes: Sequence[Node]) -> list[SlowNode]:
     return slow_nodes(view.node_links, {n.name: n.zone for n in nodes})
 
 
-def rtt_matrix(view: NetworkView, nodes: Sequence[Node]) -> tuple[list[Node], list[list[float | None]]]:
-    """Nodes ordered by zone, and each pair's p50 RTT as the view knows it (measured or estimated)."""
-    ordered = sorted(nodes, key=lambda n: (n.zone, n.name))
-    summaries = view.node_summaries({n.name: n.zone for n in nodes})
-    matrix: list[list[float | None]] = []
-    for a in ordered:
-        row: list[float | None] = []
-        for b in ordered:
-            link = None if a.name == b.name else view.link(a, b, summaries)
-            row.append(None if link is None else link.rtt_p50_ms)
-        matrix.append(row)
-    return ordered, matrix
-
-
 @dataclass(frozen=True, slots=True)
 class ExportNames:
     topology: str = exports.DEFAULT_NT_NAME

@@ -1,8 +1,5 @@
-"""Simulation results as documents (rows, CSV, JSON) and as a PNG plot.
-
-The document builders are pure and return text; `write_plot` is the one function here that touches the
-file system. Console printing stays in `geosched.render`.
-"""
+"""Simulation results as documents (rows, CSV, JSON). Pure: they return values and text; console printing
+stays in `geosched.render`, the picture (`simulate --plot`) is `geosched.plots.simulation`."""
 
 from __future__ import annotations
 
@@ -10,14 +7,9 @@ import csv
 import io
 import json
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from geosched.errors import GeoschedError
 from geosched.simulate.metrics import PolicyResult
-from geosched.writes import write_file
 
 OUTPUTS = ("table", "wide", "json", "yaml", "csv")
 
@@ -66,49 +58,3 @@ def document(results: Sequence[PolicyResult], meta: Mapping[str, Any] | None = N
 
 def to_json(results: Sequence[PolicyResult], meta: Mapping[str, Any] | None = None) -> str:
     return json.dumps(document(results, meta), indent=2) + "\n"
-
-
-def write_plot(results: Sequence[PolicyResult], path: Path, title: str = "") -> None:
-    """Four panels: avg and p95 JCT, $ cost, kgCO2e per policy, and each policy's JCT distribution."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise GeoschedError("--plot needs matplotlib, which is not installed (pip install matplotlib)") from None
-    names = [r.policy for r in results]
-    x = np.arange(len(results))
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    ax = axes[0][0]
-    ax.bar(x - 0.2, [r.avg_jct_s / 3600 for r in results], 0.4, label="avg")
-    ax.bar(x + 0.2, [r.p95_jct_s / 3600 for r in results], 0.4, label="p95")
-    _bars_axis(ax, names, "JCT (h)")
-    ax.legend()
-    _bars_axis(axes[0][1], names, "cost ($)", [r.cost_usd for r in results])
-    _bars_axis(axes[1][0], names, "emissions (kgCO2e)", [r.kgco2e for r in results])
-    ax = axes[1][1]
-    for r in results:
-        jct = np.sort([rec.jct_s / 3600 for rec in r.records])
-        if jct.size:
-            ax.plot(jct, np.arange(1, jct.size + 1) / jct.size, label=r.policy)
-    ax.set_xscale("log")
-    ax.set_xlabel("JCT (h)")
-    ax.set_ylabel("fraction of jobs")
-    ax.legend()
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    write_file(path, buf.getvalue())
-
-
-def _bars_axis(ax: Any, names: list[str], label: str, values: list[float] | None = None) -> None:
-    x = np.arange(len(names))
-    if values is not None:
-        ax.bar(x, values)
-    ax.set_xticks(x)
-    ax.set_xticklabels(names, rotation=30, ha="right")
-    ax.set_ylabel(label)

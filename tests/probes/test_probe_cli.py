@@ -11,10 +11,15 @@ import yaml
 from probe_support import validate_configmap, validate_crd_object
 from typer.testing import CliRunner
 
+from geosched.errors import InputError
+from geosched.inventory import load_inventory
 from geosched.models import LinkStats
 from geosched.probes.cli import make_app
+from geosched.probes.grid import zone_grid
+from geosched.probes.service import inventory_nodes
 from geosched.store import Sample, Store
 from tests.output_support import valid
+from tests.plot_support import png_summary, svg_ids, svg_root, svg_texts
 
 INVENTORY = """
 regions: [{provider: onprem, name: lab, grid_gco2e_per_kwh: 50, pue: 1.2}]
@@ -89,3 +94,64 @@ def test_input_errors(setup: tuple[Path, Path], tmp_path: Path, args: list[str],
     assert isinstance(result.exception, InputError), result.output
     assert message in str(result.exception)
     assert not (tmp_path / "out.yaml").exists()
+
+
+def test_zone_grid_aggregates_node_pairs_to_zone_pairs(setup: tuple[Path, Path]) -> None:
+    home, inv = setup
+    with Store(home) as store:
+        view = store.network_view()
+    grid = zone_grid(view, inventory_nodes(load_inventory(inv)))
+    assert grid.labels == ("a (onprem:lab)", "b (onprem:lab)") and grid.groups == ("onprem:lab", "onprem:lab")
+    # a-a: the median of its three measured node pairs (0.3, 3.0, 3.1 ms), not their mean or the zone sample.
+    assert grid.rtt_ms[0][0] == 3.0 and grid.loss[0][0] == 0.0
+    # a-b: no node pair measured; each is estimated from the zone pair (20 ms, 1% loss) and the a-nodes' summaries.
+    assert grid.rtt_ms[0][1] == grid.rtt_ms[1][0] == 20.0 and grid.loss[0][1] == 0.01
+    assert grid.rtt_ms[1][1] is None  # b has one node and no b-b zone sample: unknown, drawn blank
+    assert "median over node pairs" in grid.title and "worst node pair" in grid.title
+
+
+def test_show_heatmap_at_zone_scope_labels_both_axes_and_writes_the_values(setup: tuple[Path, Path],
+                                                                            tmp_path: Path) -> None:
+    home, inv = setup
+    out = tmp_path / "zones.svg"
+    result = CliRunner().invoke(make_app(lambda: Store(home)), ["show", "--inventory", str(inv), "--scope", "zone",
+                                                                "--heatmap", str(out)])
+    assert result.exit_code == 0, result.output
+    root = svg_root(out.read_bytes())
+    texts = svg_texts(root)
+    assert texts.count("a (onprem:lab)") == 2 and texts.count("b (onprem:lab)") == 2  # x and y axis
+    assert texts.count("zone (provider:region)") == 2
+    assert {"3", "20", "1.0% loss"} <= set(texts)  # values in the cells (multi-line cells are one text per line)
+    assert any("median over node pairs" in t for t in texts)
+    assert len(svg_ids(root, r"cell-\d-\d")) == 3  # b-b is unknown: no value written
+
+
+def test_show_heatmap_defaults_to_nodes_for_a_few_and_zones_for_many(setup: tuple[Path, Path], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    home, inv = setup
+    app = make_app(lambda: Store(home))
+    few = tmp_path / "few.svg"
+    assert CliRunner().invoke(app, ["show", "--inventory", str(inv), "--heatmap", str(few)]).exit_code == 0
+    texts = svg_texts(svg_root(few.read_bytes()))
+    assert texts.count("a-3") == 2 and "a (onprem:lab)" not in texts
+    monkeypatch.setattr("geosched.probes.cli.HEATMAP_NODES", 3)
+    many = tmp_path / "many.html"
+    result = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--heatmap", str(many)])
+    assert result.exit_code == 0, result.output
+    page = many.read_text(encoding="utf-8")
+    assert "<script" not in page and svg_texts(svg_root(page)).count("a (onprem:lab)") == 2
+    assert "measured node pairs" in result.stdout  # the table keeps its node scope
+
+
+def test_show_heatmap_png_is_drawn_and_an_unknown_suffix_is_refused(setup: tuple[Path, Path],
+                                                                    tmp_path: Path) -> None:
+    home, inv = setup
+    app = make_app(lambda: Store(home))
+    out = tmp_path / "zones.png"
+    result = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--scope", "zone", "--heatmap", str(out)])
+    assert result.exit_code == 0, result.output
+    (width, height), distinct, _ = png_summary(out)
+    assert width > height >= 5 * 110 and distinct > 20
+    result = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--heatmap", str(tmp_path / "h.jpg")])
+    assert isinstance(result.exception, InputError) and "--heatmap" in str(result.exception)
+    assert not (tmp_path / "h.jpg").exists()

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,22 +17,12 @@ from geosched.demo import demo_jobs
 from geosched.models import Placement
 from geosched.report.report import report
 from geosched.store import Store
+from tests.chromium_support import chromium, need_chromium
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HEADINGS = ["Summary", "Cost by region", "Emissions by region over time", "Cost and carbon per placement",
             "Savings against baselines", "By job", "By cluster", "By region", "By provider", "By day", "Method"]
 CHARTS = 4
 COST_BAR = (0x3B, 0x6E, 0xA8)  # charts.cost_by_region's bar colour: only a decoded chart can put it on screen
-
-
-def _need_chromium() -> str:
-    if CHROMIUM:
-        return CHROMIUM
-    if os.environ.get("CI"):
-        pytest.fail("chromium is missing; CI must install the Debian package chromium")
-    pytest.skip("chromium is not installed (apt-get install chromium); set CI=1 to make this a failure")
 
 
 class _Dom(HTMLParser):
@@ -82,16 +69,10 @@ def report_file(tmp_path: Path) -> Path:
     return out
 
 
-def _chromium(binary: str, tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess[str]:
-    profile = tmp_path / f"profile-{name}"
-    return subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
-                          timeout=180, check=False)
-
-
 @pytest.mark.integration
 def test_html_report_renders_with_its_charts_in_chromium(report_file: Path, tmp_path: Path) -> None:
-    binary = _need_chromium()
-    dom = _chromium(binary, tmp_path, "dom", "--dump-dom", report_file.as_uri())
+    binary = need_chromium()
+    dom = chromium(binary, tmp_path, "dom", "--dump-dom", report_file.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     parsed = _Dom()
     parsed.feed(dom.stdout)
@@ -107,7 +88,7 @@ def test_html_report_renders_with_its_charts_in_chromium(report_file: Path, tmp_
             assert chart.width >= 600 and chart.height >= 200
 
     shot = tmp_path / "shot.png"
-    run = _chromium(binary, tmp_path, "shot", f"--screenshot={shot}", "--window-size=1280,2000",
+    run = chromium(binary, tmp_path, "shot", f"--screenshot={shot}", "--window-size=1280,2000",
                     "--hide-scrollbars", report_file.as_uri())
     assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
     with Image.open(shot) as image:

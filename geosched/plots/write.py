@@ -1,0 +1,38 @@
+"""What the CLI calls: build one picture from the library's values and write it (`files.write_figure`).
+The only module here that combines a figure with a file; the figures themselves are built by pure functions.
+Imported by the commands only when a picture is asked for (it brings in matplotlib)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from geosched.models import Fleet, NetworkView, Node, Placement
+from geosched.plots.candidates import ranked
+from geosched.plots.files import write_figure
+from geosched.plots.gang import gang_map
+from geosched.plots.placement import placement_figure
+from geosched.plots.simulation import simulation_figure
+from geosched.probes.grid import node_grid, zone_grid
+from geosched.probes.heatmap import heatmap_figure
+from geosched.simulate.metrics import PolicyResult
+
+
+def placement_plot(path: Path, placement: Placement, fleet: Fleet, network: NetworkView, *,
+                   option: str = "--plot") -> Path:
+    candidates, total = ranked(placement)
+    gang = gang_map(placement, fleet, network)
+    fig = placement_figure(placement, candidates, total, gang)
+    more = [] if len(candidates) >= total else [f"{len(candidates)} of {total} candidates shown (-o json lists all)"]
+    return write_figure(path, fig, option, f"geosched place: {placement.job.name}", notes=[gang.bound, *more])
+
+
+def simulation_plot(path: Path, results: Sequence[PolicyResult], title: str, *, option: str = "--plot") -> Path:
+    return write_figure(path, simulation_figure(results, title), option, f"geosched simulate: {title}")
+
+
+def heatmap_plot(path: Path, view: NetworkView, nodes: Sequence[Node], scope: str, *,
+                 option: str = "--heatmap") -> Path:
+    """The view's RTT heatmap at node or zone scope (`geosched.probes.grid`)."""
+    grid = zone_grid(view, nodes) if scope == "zone" else node_grid(view, nodes)
+    return write_figure(path, heatmap_figure(grid), option, f"geosched probe show: {grid.title}")
