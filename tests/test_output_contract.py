@@ -57,6 +57,15 @@ def test_every_command_is_a_data_command_with_the_contract_or_says_why_not() -> 
     assert set(NOT_DATA) <= set(seen), f"NOT_DATA names commands that do not exist: {set(NOT_DATA) - set(seen)}"
 
 
+def test_every_commands_help_shows_its_output_formats(tmp_path: Path) -> None:
+    for path, _ in commands(typer.main.get_command(app)):
+        result = CliRunner().invoke(app, [*path.split(), "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, (path, result.output)
+        if path not in NOT_DATA:
+            assert "--output" in result.output and "[table|wide|json|yaml" in result.output, path
+            assert "--no-headers" in result.output, path
+
+
 def test_the_committed_list_schemas_are_the_ones_the_kinds_write() -> None:
     for name, text in schema_files().items():
         assert (SCHEMAS / name).read_text(encoding="utf-8") == text, \
