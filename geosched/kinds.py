@@ -16,11 +16,11 @@ from geosched.output import KINDS, Column, ListKind
 C = Column
 
 GPU_OFFERINGS = ListKind("GpuOffering", (
-    C("provider"), C("region", wide=True), C("zone"), C("instance_type"), C("gpu"), C("gpus", "integer"),
+    C("provider", wide=True), C("region", wide=True), C("zone"), C("instance_type"), C("gpu"), C("gpus", "integer"),
     C("vcpus", "number", wide=True), C("memory_gib", "number", wide=True), C("usd_per_hour", "number"),
     C("spot_usd_per_hour", "number", nullable=True), C("usd_per_gpu_hour", "number", nullable=True),
     C("gco2e_per_hour", "number", nullable=True),
-    C("price_observed_at", "time", nullable=True, wide=True), C("price_age")),
+    C("price_observed_at", "time", nullable=True, wide=True), C("price_age", wide=True)),
     "GPU offerings per zone (price_observed_at null, price_age `shipped`: the shipped catalog's list price)")
 
 GPU_MODELS = ListKind("GpuModel", (

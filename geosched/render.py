@@ -15,7 +15,6 @@ from rich import box
 from rich.cells import cell_len
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
-from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -107,10 +106,10 @@ def headers(show: bool) -> Iterator[None]:
 def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None, *,
           headers: Sequence[str] | None = None, show_headers: bool | None = None) -> None:
     """Rows as a table: the keys of the first row are the columns, headed by the key humanised (`headers` names
-    them otherwise). Numbers and
-    names (cells without a space) are never broken across lines; free text wraps at word boundaries. When the
-    terminal is too narrow for that, the table is wider than the terminal rather than wrong. Without
-    `show_headers` (kubectl's --no-headers) there is no header row, title or caption: rows only, for `awk`."""
+    them otherwise). Numbers and names (cells without a space) are never broken across lines; free text wraps at
+    word boundaries; headings wrap at words. When the terminal is too narrow for that, the table is wider than the
+    terminal rather than wrong. Without `show_headers` (kubectl's --no-headers) there is no header row, title or
+    caption: rows only, for `awk`."""
     show_headers = _HEADERS.get() if show_headers is None else show_headers
     if not rows:
         if show_headers:
@@ -119,27 +118,49 @@ def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None
     keys = list(rows[0])
     names = list(headers) if headers is not None else [k.replace("_", " ") for k in keys]
     cells = [[cell(row.get(key)) for key in keys] for row in rows]
+    columns = [[c[i] for c in cells] for i in range(len(keys))]
+    prose = [any(" " in c for c in column) for column in columns]
+    widths = column_widths(columns, names if show_headers else [""] * len(keys), prose, out.width)
+    # kubectl's layout: columns two spaces apart, a rule under the header, no vertical lines (they cost three
+    # characters a column that the numbers need at 80 columns).
     t = Table(title=title if show_headers else None, caption=caption if show_headers else None,
-              show_header=show_headers, show_lines=False, box=None if not show_headers else box.HEAVY_HEAD,
-              pad_edge=show_headers)
-    for i, (key, name) in enumerate(zip(keys, names, strict=True)):
-        column = [c[i] for c in cells]
+              show_header=show_headers, show_lines=False, box=box.SIMPLE_HEAD if show_headers else None,
+              show_edge=False, pad_edge=False, padding=(0, 1 if show_headers else 2, 0, 0))
+    for key, name, width, free in zip(keys, names, widths, prose, strict=True):
         numeric = any(isinstance(row.get(key), int | float) and not isinstance(row.get(key), bool) for row in rows)
-        prose = any(" " in c for c in column)
-        widest = max(cell_len(w) for c in column for w in (c.split() if prose else [c]) or [""])
-        widest = max(widest, *(cell_len(w) for w in name.split() or [""]))
-        # A prose column never shrinks below its longest word (up to LONGEST_UNBROKEN); a token column never
-        # shrinks at all: rich's last resort would otherwise fold 1,774 into `1,7` / `74`. Headers wrap at words.
-        t.add_column(Text(name, no_wrap=False), justify="right" if numeric else "left", no_wrap=not prose,
-                     overflow="fold", min_width=min(widest, LONGEST_UNBROKEN) if prose else widest)
+        t.add_column(Text(name, no_wrap=False), justify="right" if numeric else "left", no_wrap=not free,
+                     overflow="fold", width=width)
     for row_cells in cells:
         t.add_row(*row_cells)
-    # Narrower than the table's minimum, the table goes wider than the terminal (as kubectl's lines do).
-    token = _AT_LEAST.set(Measurement.get(out, out.options.update_width(PIPED_WIDTH), t).minimum)
+    token = _AT_LEAST.set(sum(widths) + 2 * len(widths))
     try:
         out.print(t, crop=False)
     finally:
         _AT_LEAST.reset(token)
+
+
+def column_widths(columns: Sequence[Sequence[str]], names: Sequence[str], prose: Sequence[bool],
+                  available: int) -> list[int]:
+    """Each column's width: its widest cell or heading when they fit in `available` (two characters go between
+    columns). Else free-text columns give way first, down to their longest word (at most LONGEST_UNBROKEN), then
+    headings longer than their cells wrap; a number or a name never shrinks, so a table too wide for the terminal
+    stays too wide rather than split one."""
+    natural = [max(cell_len(x) for x in (*column, name)) for column, name in zip(columns, names, strict=True)]
+    least = [max(min(max((cell_len(w) for c in column for w in c.split()), default=0), LONGEST_UNBROKEN) if free
+                 else max(cell_len(c) for c in column), max((cell_len(w) for w in name.split()), default=0))
+             for column, name, free in zip(columns, names, prose, strict=True)]
+    widths = list(natural)
+    excess = sum(widths) + 2 * len(widths) - available
+    for give_way in (True, False):  # free text first, then headings
+        while excess > 0:
+            slack = [(w - m, i) for i, (w, m, free) in enumerate(zip(widths, least, prose, strict=True))
+                     if free is give_way and w > m]
+            if not slack:
+                break
+            _, i = max(slack)
+            widths[i] -= 1
+            excess -= 1
+    return widths
 
 
 def cell(value: Any) -> str:

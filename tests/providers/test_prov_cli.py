@@ -205,7 +205,7 @@ def test_catalog_shows_refreshed_prices_with_their_age_and_agrees_with_the_plan(
     assert listed["use2-az1"]["usd_per_hour"] == pytest.approx(32.7726)  # a region not refreshed: shipped
     assert listed["use2-az1"]["price_observed_at"] is None
     table = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider",
-                                              "aws"], env={"COLUMNS": "200"})
+                                              "aws", "-o", "wide"], env={"COLUMNS": "200"})
     assert "0 h ago" in table.output and "shipped" in table.output
     dry = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--dry-run", "-o", "json")
     planned = {c["zone"]: c["usd_per_hour"] / 2 for c in json.loads(dry.output)["plan"]}
