@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from geosched import catalog, catalog_view, gpus, kinds, policies, render
+from geosched import catalog, catalog_view, config_cli, gpus, kinds, policies, render, settings
 from geosched.carbon import decision_signal, decision_time, load_carbon
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
@@ -22,7 +23,17 @@ from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
 from geosched.kube.multikueue import cli as multikueue_cli
 from geosched.models import Fleet, Offering, Placement, Weights
-from geosched.options import finite
+from geosched.options import (
+    DEFAULT_WEIGHTS,
+    CarbonWeightOpt,
+    CostWeightOpt,
+    NetworkWeightOpt,
+    ZoneToleranceOpt,
+    deprecated,
+    known_policy,
+    one_of,
+    option_name,
+)
 from geosched.output import NoHeadersOpt, Output, OutputOpt, TabularOutputOpt, emit_document, emit_list, rfc3339
 from geosched.plots.files import plot_format
 from geosched.probes import cli as probes_cli
@@ -31,14 +42,28 @@ from geosched.report import cli as report_cli
 from geosched.simulate_cli import Workload, run_simulate_command
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
-DEFAULT_WEIGHTS = Weights()
+
+class RootGroup(TyperGroup):
+    """The root command, with the settings (geosched/settings.py) wired into click: each option a setting supplies
+    reads its environment variable, and the config file is the context's `default_map`, so a value comes from the
+    flag, else the variable, else the file, else the built-in default."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        settings.bind(self)
+
+    def main(self, *args: Any, **extra: Any) -> Any:
+        extra.setdefault("default_map", settings.default_map(self))
+        return super().main(*args, **extra)
+
 
 # -h as well as --help on every command (kubectl's habit); `--install-completion` / `--show-completion` on the root.
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
+app = typer.Typer(cls=RootGroup, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Zone-first placement of distributed training gangs across geo-distributed GPU clusters.")
 snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet + network snapshots.")
 app.add_typer(snapshot_app, name="snapshot")
+app.add_typer(config_cli.app, name="config")
 app.add_typer(gitops_app, name="gitops")
 app.add_typer(probes_cli.make_app(lambda: State.store()), name="probe")
 app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
@@ -66,7 +91,8 @@ def _print_version(wanted: bool) -> None:
 
 @app.callback()
 def _root(home: Annotated[Path | None, typer.Option(
-        "--home", help=f"State directory (default: ${'{'}GEOSCHED_HOME{'}'} or {default_home()}).")] = None,
+        "--home", help="State directory (default: the config file's home, else the user data directory).")]
+          = None,
           version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
                                                 help="Print the installed version and exit.")] = False) -> None:
     State.home = home
@@ -83,9 +109,6 @@ def installed_version() -> str:
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]
 NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view file (YAML/JSON).")]
 SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
-ZoneToleranceOpt = Annotated[float, typer.Option(
-    min=0.0, callback=finite,
-    help="A placement in fewer zones wins while its total is within this fraction of the best.")]
 CarbonHourlyOpt = Annotated[Path | None, typer.Option(
     "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (hourly grid intensity, e.g. from Electricity Maps' "
     "history; format in geosched/carbon.py): decisions use the hour the job starts instead of the yearly mean.")]
@@ -102,13 +125,11 @@ def place(
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
     from_store: StoreOpt = False,
-    policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).")] = policies.DEFAULT_POLICY,
-    network_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the network term.")]
-    = DEFAULT_WEIGHTS.network,
-    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the $ term.")]
-    = DEFAULT_WEIGHTS.cost,
-    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of the carbon term.")]
-    = DEFAULT_WEIGHTS.carbon,
+    policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).", callback=known_policy)]
+    = policies.DEFAULT_POLICY,
+    network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
+    cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
+    carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
     zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
     explain: Annotated[bool, typer.Option(help="Show every term of every candidate and why each lost.")] = False,
     limit: Annotated[int, typer.Option(min=0, help="Candidates and rejections --explain shows (0: all; JSON "
@@ -125,8 +146,6 @@ def place(
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
     if plot is not None:
         plot_format(plot, "--plot")
-    if policy not in policies.names():
-        raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
     if from_store:
         with State.store() as store:
             snap = resolve(fleet, network, snapshot, store)
@@ -328,13 +347,16 @@ def simulate_cmd(
                                                "geo fleet; default: embedded.")] = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
-    policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat to compare (default: zone-first).")]
+    policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat to compare (default: zone-first).",
+                                                     callback=known_policy)] = None,
+    trace_format: Annotated[str | None, typer.Option("--trace-format", help="The format of --trace: gavel, "
+                                                     "alibaba, philly or csv (default: detected from the content).")]
     = None,
-    trace_format: Annotated[str | None, typer.Option("--format", help="gavel, alibaba, philly or csv (default: "
-                                                     "detected from the content).")] = None,
-    network_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.network,
-    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.cost,
-    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.carbon,
+    old_format: Annotated[str | None, typer.Option("--format", hidden=True, callback=deprecated("--trace-format"))]
+    = None,
+    network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
+    cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
+    carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
     zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
     lenient: Annotated[bool, typer.Option(help="Print bad rows and replay the rest.")] = False,
     backfill: Annotated[bool, typer.Option(help="EASY backfill behind a blocked head of the queue.")] = False,
@@ -353,7 +375,8 @@ def simulate_cmd(
     generated = Workload(workload, jobs, load, min_gpus, like, seed) if workload is not None else None
     run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], workload=generated, fleet=fleet, network=network,
                          snapshot=snapshot,
-                         trace_format=trace_format, output=output, no_headers=no_headers, plot=plot, gpu=gpu,
+                         trace_format=one_of("--trace-format", trace_format, "--format", old_format),
+                         output=output, no_headers=no_headers, plot=plot, gpu=gpu,
                          weights=Weights(network_weight, cost_weight, carbon_weight, zone_tolerance),
                          strict=not lenient, backfill=backfill, carbon_hourly=carbon_hourly, at=at)
 
@@ -394,7 +417,30 @@ def hoist_global_options(argv: list[str]) -> list[str]:
 
 def main() -> None:
     try:
-        app(args=hoist_global_options(sys.argv[1:]), prog_name="geosched")
+        code = app(args=hoist_global_options(sys.argv[1:]), prog_name="geosched", standalone_mode=False)
+    except typer.TyperException as exc:  # click's usage errors (typer's vendored click)
+        # No arguments: typer printed the help already (its own error printer skips this one by name too).
+        if type(exc).__name__ != "NoArgsIsHelpError":
+            render.error(usage_error(exc))
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # a confirmation answered no
+        render.err.print("aborted", markup=False)
+        sys.exit(1)
     except GeoschedError as exc:
         render.error(str(exc))
         sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_error(exc: typer.TyperException) -> str:
+    """click's usage error as one line naming the option and the reason, and where the help is (instead of the
+    boxed usage and error panel): `--cost-weight: Input should be greater than or equal to 0 (geosched place
+    -h)`."""
+    param = getattr(exc, "param", None)
+    if isinstance(exc, typer.BadParameter) and param is not None and type(exc).__name__ != "MissingParameter":
+        message = f"{option_name(exc.ctx, param)}: {exc.message}"
+    else:
+        message = exc.format_message()
+    ctx = getattr(exc, "ctx", None)
+    where = f" ({ctx.command_path} -h)" if ctx is not None else ""
+    return " ".join(message.split()) + where

@@ -71,17 +71,25 @@ LIMITS_MIB: Mapping[Kind, int] = {
 
 
 def limit_bytes(kind: Kind, env: Mapping[str, str] | None = None) -> int:
-    """The kind's size limit, from `GEOSCHED_INPUT_LIMITS` (`kind=MiB,...`) when it names the kind."""
-    text = (os.environ if env is None else env).get(ENV_LIMITS, "")
+    """The kind's size limit, from `GEOSCHED_INPUT_LIMITS` (`kind=MiB,...`; or the config file's `input_limits`)
+    when it names the kind."""
+    from geosched import settings  # the settings read their own file through this gate
+
+    text = settings.lookup(settings.INPUT_LIMITS, env) or ""
+    return parse_limits(text, ENV_LIMITS).get(kind, LIMITS_MIB[kind]) * MIB
+
+
+def parse_limits(text: str, source: str) -> dict[Kind, int]:
+    """`kind=MiB,...` as MiB by kind; a bad item is an InputError naming `source` and the kind."""
+    out: dict[Kind, int] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, value = item.partition("=")
         if name.strip() not in {k.value for k in Kind}:
-            raise InputError(ENV_LIMITS, "", f"unknown kind {name.strip()!r} (known: {', '.join(Kind)})")
+            raise InputError(source, "", f"unknown kind {name.strip()!r} (known: {', '.join(Kind)})")
         if not value.strip().isdigit() or not 0 < int(value) <= 1 << 20:
-            raise InputError(ENV_LIMITS, name.strip(), f"expected a whole number of MiB (1..1048576), got {value!r}")
-        if name.strip() == kind.value:
-            return int(value) * MIB
-    return LIMITS_MIB[kind] * MIB
+            raise InputError(source, name.strip(), f"expected a whole number of MiB (1..1048576), got {value!r}")
+        out[Kind(name.strip())] = int(value)
+    return out
 
 
 def read_bytes(path: Path, kind: Kind) -> bytes:

@@ -1,18 +1,85 @@
-"""Checks on command-line options beyond what their types check, shared by every command."""
+"""Options shared by every command that takes them (one declaration, so names, checks and help agree), and checks
+on command-line options beyond what their types check."""
 
 from __future__ import annotations
 
 import math
+from typing import Annotated, Any
 
 import typer
 
+from geosched import policies, render, settings
 from geosched.errors import InputError
+from geosched.models import Weights
+
+# The one default of each weight, on every verb that takes it (geosched/settings.py: also from the environment and
+# the config file).
+DEFAULT_WEIGHTS = Weights()
 
 
-def finite(param: typer.CallbackParam, value: float | None) -> float | None:
+def option_name(ctx: Any, param: Any) -> str:
+    """The option as an error names it, with where its value came from when that was not the command line:
+    `--cost-weight (from $GEOSCHED_COST_WEIGHT)`."""
+    name = max(param.opts, key=len) if param.opts else str(param.name)
+    source = ctx.get_parameter_source(param.name) if ctx is not None and param.name else None
+    if source is not None and source.name == "ENVIRONMENT" and isinstance(param.envvar, str):
+        return f"{name} (from ${param.envvar})"
+    if source is not None and source.name == "DEFAULT_MAP":
+        return f"{name} (from {settings.config_path()})"
+    return name
+
+
+# The callbacks raise click's BadParameter: click names the option (and geosched.cli.usage_error where its value
+# came from), and a sub-app run on its own exits 2 too.
+
+def finite(value: float | None) -> float | None:
     """A float option's callback: click reads `inf`, `nan` and `1e400` as floats, and one infinite weight makes
     every score NaN (and the JSON output invalid)."""
     if value is not None and not math.isfinite(value):
-        flag = max(param.opts, key=len) if param.opts else str(param.name)
-        raise InputError(flag, "", f"expected a finite number, got {value}")
+        raise typer.BadParameter(f"expected a finite number, got {value}")
     return value
+
+
+def known_policy(value: Any) -> Any:
+    """The callback of every --policy option (one name, or a list of them)."""
+    for name in [value] if isinstance(value, str) else value or ():
+        if name not in policies.names():
+            raise typer.BadParameter(f"unknown policy {name!r} (known: {', '.join(policies.names())})")
+    return value
+
+
+NetworkWeightOpt = Annotated[float, typer.Option(
+    "--network-weight", callback=finite, min=0.0, help="Weight of the network term (predicted step time).")]
+CostWeightOpt = Annotated[float, typer.Option(
+    "--cost-weight", callback=finite, min=0.0, help="Weight of the $ term (the gang's $/h over the median's).")]
+CarbonWeightOpt = Annotated[float, typer.Option(
+    "--carbon-weight", callback=finite, min=0.0, help="Weight of the carbon term (gCO2e/h over the median's).")]
+ZoneToleranceOpt = Annotated[float, typer.Option(
+    "--zone-tolerance", callback=finite, min=0.0,
+    help="A placement in fewer zones wins while its total is within this fraction of the best.")]
+
+
+def deprecated(new: str) -> Any:
+    """The callback of a hidden option kept for one release under its old name: a one-line warning on stderr
+    naming the new one, whenever the old one is used."""
+    def warn(param: typer.CallbackParam, value: Any) -> Any:
+        if value is not None:
+            old = max(param.opts, key=len) if param.opts else str(param.name)
+            render.err.print(f"warning: {old} is deprecated and goes away in the next release; use {new}",
+                             markup=False, highlight=False, soft_wrap=True)
+        return value
+    return warn
+
+
+def one_of(new: str, new_value: Any, old: str, old_value: Any) -> Any:
+    """The value of an option given under its new or its deprecated name (not both)."""
+    if new_value is not None and old_value is not None:
+        raise InputError(f"{new}/{old}", "", f"give {new} only ({old} is its deprecated name)")
+    return new_value if new_value is not None else old_value
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether an option was given on the command line or by its environment variable (not a default, nor the
+    config file's): for commands with a settings file of their own, which those two override."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")

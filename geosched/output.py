@@ -32,24 +32,30 @@ __all__ = ["KINDS", "NOT_DATA", "Column", "ListKind", "NoHeadersOpt", "Output", 
 BASE = (Output.TABLE, Output.WIDE, Output.JSON, Output.YAML)
 
 
-def _option(*extra: Output) -> Any:
-    """The `-o/--output` option: table, wide, json, yaml and the `extra` formats a command has."""
-    allowed = (*BASE, *extra)
-    names = [o.value for o in allowed]
+class Formats:
+    """The parser of one command's `-o`: the formats it offers (`formats`, which the config file's `output`
+    setting consults, so a format one command lacks never fails it)."""
 
-    def parse(value: str | Output) -> Output:
+    def __init__(self, *extra: Output) -> None:
+        self.formats = tuple(o.value for o in (*BASE, *extra))
+
+    def __call__(self, value: str | Output) -> Output:
         if isinstance(value, Output):
             return value
         text = value.lower()
-        if text not in names:
-            raise typer.BadParameter(f"expected one of {', '.join(names)}, got {value!r}")
+        if text not in self.formats:
+            raise typer.BadParameter(f"expected one of {', '.join(self.formats)}, got {value!r}")
         return Output(text)
 
-    def complete(incomplete: str) -> list[str]:
-        return [n for n in names if n.startswith(incomplete)]
+    def complete(self, incomplete: str) -> list[str]:
+        return [n for n in self.formats if n.startswith(incomplete)]
 
+
+def _option(*extra: Output) -> Any:
+    """The `-o/--output` option: table, wide, json, yaml and the `extra` formats a command has."""
+    parse = Formats(*extra)
     return typer.Option(
-        "--output", "-o", parser=parse, metavar="[" + "|".join(names) + "]", autocompletion=complete,
+        "--output", "-o", parser=parse, metavar="[" + "|".join(parse.formats) + "]", autocompletion=parse.complete,
         help="table (essential columns), wide (all), json or yaml (apiVersion, kind, snake_case keys)"
         + (f", {', '.join(o.value for o in extra)}" if extra else "") + ".")
 
@@ -174,4 +180,5 @@ NOT_DATA: dict[str, str] = {
     "gitops check": "exit status and a unified diff for CI",
     "scheduler run": "runs as a scheduler until stopped",
     "multikueue dispatch": "runs as MultiKueue's dispatcher until stopped",
+    "config path": "prints the config file's path",
 }

@@ -82,7 +82,7 @@ def run_simulate_command(
         raise InputError("--output", "", f"expected one of {', '.join(report.OUTPUTS)}, got {output!r}")
     output = Output(output)
     if trace_format is not None and trace_format not in FORMATS:
-        raise InputError("--format", "", f"expected one of {', '.join(FORMATS)}, got {trace_format!r}")
+        raise InputError("--trace-format", "", f"expected one of {', '.join(FORMATS)}, got {trace_format!r}")
     if plot is not None:
         plot_format(plot, "--plot")
     if (trace is None) == (workload is None):

@@ -21,7 +21,7 @@ from typing import Any
 
 import platformdirs
 
-from geosched import writes
+from geosched import settings, writes
 from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
 from geosched.errors import InputError
 from geosched.fields import dump
@@ -29,7 +29,7 @@ from geosched.gate import Kind, load_document
 from geosched.inventory import Inventory, parse_inventory
 from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 
-HOME_ENV = "GEOSCHED_HOME"
+HOME_ENV = settings.HOME.env
 DB_NAME = "geosched.db"
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = writes.PRIVATE
@@ -213,8 +213,9 @@ MIGRATIONS: tuple[str, ...] = (
 
 
 def default_home() -> Path:
-    env = os.environ.get(HOME_ENV)
-    return Path(env) if env else Path(platformdirs.user_data_dir("geosched"))
+    """$GEOSCHED_HOME, else the config file's `home`, else the platform's user data directory."""
+    home: Path | None = settings.lookup(settings.HOME)
+    return home if home is not None else Path(platformdirs.user_data_dir("geosched"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ def test_command_lenient_prints_bad_rows_and_strict_stops(capsys: pytest.Capture
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"policy_names": ["nope"]}, "unknown policy 'nope'"),
     ({"policy_names": ["pack"], "output": "xml"}, "--output"),
-    ({"policy_names": ["pack"], "trace_format": "swf"}, "--format"),
+    ({"policy_names": ["pack"], "trace_format": "swf"}, "--trace-format"),
 ])
 def test_command_rejects_bad_arguments(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(InputError, match=message):

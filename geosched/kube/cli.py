@@ -28,7 +28,14 @@ from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, load_cluster_config
 from geosched.kube.render import to_yaml
 from geosched.models import Weights
-from geosched.options import finite
+from geosched.options import (
+    DEFAULT_WEIGHTS,
+    CarbonWeightOpt,
+    CostWeightOpt,
+    NetworkWeightOpt,
+    ZoneToleranceOpt,
+    known_policy,
+)
 from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
 
 if TYPE_CHECKING:
@@ -44,7 +51,6 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_comp
 scheduler_app = typer.Typer(no_args_is_help=True, help="geosched as an in-cluster gang scheduler.")
 app.add_typer(scheduler_app, name="scheduler")
 
-DEFAULT_WEIGHTS = Weights()
 
 
 KubeconfigOpt = Annotated[Path | None, typer.Option(
@@ -88,13 +94,11 @@ def submit_cmd(
     context: ContextOpt = None,
     apply: Annotated[bool, typer.Option("--apply/--dry-run", help="Apply (default), or only render and print "
                                         "the manifests.")] = True,
-    policy: Annotated[str, typer.Option(help="Placement policy.")] = policies.DEFAULT_POLICY,
-    network_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.network,
-    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.cost,
-    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0)] = DEFAULT_WEIGHTS.carbon,
-    zone_tolerance: Annotated[float, typer.Option(callback=finite, min=0.0, help="A placement in fewer zones wins "
-                                                  "while its total is within this fraction of the best.")]
-    = DEFAULT_WEIGHTS.zone_tolerance,
+    policy: Annotated[str, typer.Option(help="Placement policy.", callback=known_policy)] = policies.DEFAULT_POLICY,
+    network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
+    cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
+    carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
+    zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
     network: Annotated[Path | None, typer.Option("--network", help="Measured NetworkView file (default: the "
                                                  "shipped network model).")] = None,
     compact_kind: Annotated[CompactKind, typer.Option(help="What a compact job becomes.")] = CompactKind.JOB,
@@ -118,8 +122,6 @@ def submit_cmd(
     from geosched.kube import submit as submitting
 
     with _errors():
-        if policy not in policies.names():
-            raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
                                                                                  zone_tolerance),
                                            compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,

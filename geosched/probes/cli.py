@@ -6,7 +6,6 @@ when a command runs, so the root `--home` option is honoured.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
@@ -17,7 +16,7 @@ import asyncssh
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from geosched import kinds, render
+from geosched import kinds, render, settings
 from geosched.errors import InputError
 from geosched.inventory import SshTarget, load_inventory
 from geosched.options import finite
@@ -30,7 +29,7 @@ from geosched.probes.hostkeys import KNOWN_HOSTS_NAME, HostKeys
 from geosched.probes.results import report_to_dict
 from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod, parse_kinds
 from geosched.providers import journal, registry
-from geosched.providers.config import DEFAULT_SSH_USER, ENV_SSH_USER, from_env
+from geosched.providers.config import from_env
 from geosched.providers.lifecycle import ProbeTargets, probe_targets, reported_host_keys
 from geosched.store import Store
 
@@ -39,14 +38,14 @@ def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTarg
     """The store's machines as probe targets, reached as `provision` set them up (GEOSCHED_SSH_USER). Machines
     geosched launched get their host keys pinned as their cloud reports them (EC2 console output, GCE guest
     attributes), so they are verified without trusting the network on first use."""
-    found = probe_targets(store, gang, os.environ.get(ENV_SSH_USER) or DEFAULT_SSH_USER, key)
+    found = probe_targets(store, gang, settings.lookup(settings.SSH_USER), key)
     if not found.unpinned:
         return found
     rows = {r.name: r.provider for r in journal.instances(store, states=("launched",))}
     wanted = [n for n in found.unpinned if rows.get(n) in registry.CLOUDS]
     if not wanted:
         return found
-    providers = registry.build(sorted({rows[n] for n in wanted}), from_env(os.environ, store.home))
+    providers = registry.build(sorted({rows[n] for n in wanted}), from_env(settings.environ(), store.home))
     keys, errors = reported_host_keys(store, providers, wanted)
     for line in errors:
         render.err.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -725,7 +725,7 @@ class AwsProvider:
         vpcs = self._call(budget, lambda: ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}]))
         if not vpcs.get("Vpcs"):
             raise UnsupportedError(f"no default VPC in {region}: create one (`aws ec2 create-default-vpc --region "
-                                   f"{region}`) or launch into a Terraform network (--network)", code="NoDefaultVpc",
+                                   f"{region}`) or launch into a Terraform network (--tf-output)", code="NoDefaultVpc",
                                    region_wide=True)
         vpc = str(vpcs["Vpcs"][0]["VpcId"])
         group = self._find_group(ec2, name, vpc, budget)

@@ -6,7 +6,6 @@ Register with `app.add_typer(providers.cli.app)` (the commands join the top leve
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from geosched import catalog, gpus, kinds, render
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
-from geosched.options import finite
+from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, deprecated, finite, one_of
 from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
 from geosched.providers import journal, lifecycle, registry
 from geosched.providers.base import Provider, ondemand_firewalls, ondemand_group, ondemand_summary
@@ -36,6 +35,7 @@ from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode
 from geosched.providers.refresh import refresh_catalog
 from geosched.providers.ssh import SshProvider
 from geosched.providers.terraform import NetworkConfig, check_owner, check_project
+from geosched.settings import environ
 from geosched.store import Store, default_home
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
@@ -51,7 +51,7 @@ def _home(ctx: typer.Context) -> Path:
 
 def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None,
               network: Path | None = None, admin_cidr: list[str] | None = None) -> ProviderSettings:
-    return from_env(os.environ, _home(ctx), public_key_path=ssh_key, inventory=inventory, network=network,
+    return from_env(environ(), _home(ctx), public_key_path=ssh_key, inventory=inventory, network=network,
                     admin_cidrs=",".join(admin_cidr) if admin_cidr else None)
 
 
@@ -62,9 +62,11 @@ def _check_admin_cidrs(settings: ProviderSettings, names: tuple[str, ...]) -> No
         raise InputError(ENV_ADMIN_CIDRS, "", f"not set, and the machines would need an SSH rule: {ADMIN_CIDRS_HOWTO}")
 
 
-NetworkOption = Annotated[Path | None, typer.Option(
-    "--network", help="`terraform output -json` of geosched's Terraform modules: launch into its subnets "
+TfOutputOption = Annotated[Path | None, typer.Option(
+    "--tf-output", help="`terraform output -json` of geosched's Terraform modules: launch into its subnets "
     "(default: $GEOSCHED_TERRAFORM_OUTPUT, else the default VPC/network).")]
+# `--network` is a NetworkView file on every other verb; here it was the Terraform output. Kept one release.
+OldNetworkOption = Annotated[Path | None, typer.Option("--network", hidden=True, callback=deprecated("--tf-output"))]
 AdminCidrOption = Annotated[list[str], typer.Option(
     "--admin-cidr", help="Who may reach SSH (tcp 22) of machines launched without a Terraform network; repeat "
     "or comma-separate (default: $GEOSCHED_ADMIN_CIDRS; none set: provision refuses; 0.0.0.0/0 opens it to "
@@ -145,19 +147,20 @@ def provision_cmd(
     name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
     parallel: Annotated[int, typer.Option(min=1, max=16, help="Zones tried at once.")] = 1,
     zone_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds one zone may take.")] = 600.0,
-    cost_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of $/h in the ranking.")] = 1.0,
-    carbon_weight: Annotated[float, typer.Option(callback=finite, min=0.0, help="Weight of gCO2e/h in the ranking.")]
-    = 0.0,
+    cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
+    carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
     ssh_key: Annotated[Path | None, typer.Option(help="SSH public key to install (default: ~/.ssh/*.pub).")]
     = None,
-    network: NetworkOption = None,
+    tf_output: TfOutputOption = None,
+    old_network: OldNetworkOption = None,
     admin_cidr: AdminCidrOption = [],  # noqa: B006
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider."""
-    settings = _settings(ctx, inventory, ssh_key, network, admin_cidr)
+    settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
+                         admin_cidr)
     psettings = ProvisionSettings(zone_timeout_s=zone_timeout, parallel=parallel,
                                   ssh_public_key=settings.ssh_public_key, ssh_user=settings.ssh_user,
                                   network=settings.network)
@@ -562,7 +565,7 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
         else:
             ok, ssh = "yes", f"SSH (tcp 22) from {', '.join(cidrs)} ({settings.admin_cidrs_from})"
         return [{"provider": provider, "item": "network", "ok": "yes",
-                 "detail": "no Terraform output loaded (--network or GEOSCHED_TERRAFORM_OUTPUT): launches use the "
+                 "detail": "no Terraform output loaded (--tf-output or GEOSCHED_TERRAFORM_OUTPUT): launches use the "
                  "default " + ("VPC" if provider == "aws" else "network") + " with "
                  + ondemand_summary(provider, owner, cidrs)},
                 {"provider": provider, "item": "admin ssh", "ok": ok, "detail": _unmarked(ssh)}]
@@ -597,7 +600,8 @@ def check_cmd(
     provider: Annotated[list[str], typer.Option(help="Providers to check (default: aws,gcp, and ssh with "
                                                 "--inventory).")] = [],  # noqa: B006
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
-    network: NetworkOption = None,
+    tf_output: TfOutputOption = None,
+    old_network: OldNetworkOption = None,
     admin_cidr: AdminCidrOption = [],  # noqa: B006
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
@@ -605,7 +609,8 @@ def check_cmd(
     """Verify credentials and settings per provider and say what is missing (no secret is printed); exit 1 if
     anything is, warnings (`warn`) do not fail."""
     names = _split(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
-    settings = _settings(ctx, inventory, network=network, admin_cidr=admin_cidr)
+    settings = _settings(ctx, inventory, network=one_of("--tf-output", tf_output, "--network", old_network),
+                         admin_cidr=admin_cidr)
     providers = registry.build(names, settings)
     with Store(_home(ctx)) as store:
         owner = journal.owner(store)

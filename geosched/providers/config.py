@@ -1,4 +1,5 @@
-"""Provider settings from the environment. Pure: the environment is passed in as a mapping.
+"""Provider settings from the environment. Pure: the environment is passed in as a mapping (the CLI passes
+`geosched.settings.environ()`: the process environment, with the config file's values for the unset variables).
 
 Credentials and API endpoints are never settings of geosched:
 - AWS: boto3's standard chain (AWS_* environment variables, ~/.aws files, instance roles; AWS_ENDPOINT_URL
@@ -6,7 +7,7 @@ Credentials and API endpoints are never settings of geosched:
 - GCP: google.auth's application default credentials; GEOSCHED_GCP_ENDPOINT sets the Compute API endpoint
   (client_options.api_endpoint) for a local emulator or a private endpoint.
 
-The network to launch into is the `terraform output -json` of geosched's Terraform modules (`--network` or
+The network to launch into is the `terraform output -json` of geosched's Terraform modules (`--tf-output` or
 GEOSCHED_TERRAFORM_OUTPUT); without one, launches use the default VPC (AWS) and default network (GCP), with a
 security group / firewall rules geosched creates on demand: SSH (tcp 22) from GEOSCHED_ADMIN_CIDRS (or
 `--admin-cidr`) and all traffic between geosched's own machines. There is no default: until one is set,
@@ -20,27 +21,24 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from geosched import settings
 from geosched.errors import InputError
 from geosched.providers.terraform import NetworkConfig, load_terraform_output
 
-ENV_AWS_REGIONS = "GEOSCHED_AWS_REGIONS"
-ENV_AWS_AMI = "GEOSCHED_AWS_AMI"
-ENV_AWS_KEY_NAME = "GEOSCHED_AWS_KEY_NAME"
-ENV_GCP_PROJECT = "GEOSCHED_GCP_PROJECT"
-ENV_GCP_ENDPOINT = "GEOSCHED_GCP_ENDPOINT"
-ENV_GCP_IMAGE = "GEOSCHED_GCP_IMAGE"
-ENV_INVENTORY = "GEOSCHED_INVENTORY"
-ENV_SSH_PUBLIC_KEY = "GEOSCHED_SSH_PUBLIC_KEY"
-ENV_SSH_USER = "GEOSCHED_SSH_USER"
-ENV_TERRAFORM_OUTPUT = "GEOSCHED_TERRAFORM_OUTPUT"
-ENV_ADMIN_CIDRS = "GEOSCHED_ADMIN_CIDRS"
+# The variables, as geosched.settings declares them (with their config file keys, defaults and help).
+ENV_GCP_PROJECT = settings.GCP_PROJECT.env
+ENV_GCP_ENDPOINT = settings.GCP_ENDPOINT.env
+ENV_INVENTORY = settings.INVENTORY.env
+ENV_TERRAFORM_OUTPUT = settings.TERRAFORM_OUTPUT.env
+ENV_ADMIN_CIDRS = settings.ADMIN_CIDRS.env
 
 # Deep Learning AMIs (NVIDIA driver, CUDA, PyTorch) as Amazon publishes them; the newest match wins.
 AWS_AMI_NAME_PATTERN = "Deep Learning*"
 # Google's Deep Learning VM images: CUDA and NVIDIA driver installed on first boot.
 GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
-DEFAULT_SSH_USER = "geosched"
+DEFAULT_SSH_USER: str = settings.SSH_USER.default
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
 # Who may reach port 22 of on-demand networks when nothing is configured: no one. SkyPilot opens it to the
 # world (login is key-only), but nothing here is open to the world unless its user chose so; `provision`
@@ -105,20 +103,23 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
     leases file. The SSH public key is read from `public_key_path`, GEOSCHED_SSH_PUBLIC_KEY or the usual
     ~/.ssh/*.pub, first found; the network from `network` or GEOSCHED_TERRAFORM_OUTPUT (a bad file is an
     InputError naming it); the admin CIDRs from `admin_cidrs` (`--admin-cidr`) or GEOSCHED_ADMIN_CIDRS."""
-    net_path = network or (Path(env[ENV_TERRAFORM_OUTPUT]).expanduser() if env.get(ENV_TERRAFORM_OUTPUT) else None)
+    def get(setting: settings.Setting) -> Any:
+        return settings.from_environment(setting, env)
+
+    net_path = network or get(settings.TERRAFORM_OUTPUT)
     net = load_terraform_output(net_path) if net_path is not None else None
-    source, cidrs_text = (("--admin-cidr", admin_cidrs.strip()) if admin_cidrs is not None
-                          else (ENV_ADMIN_CIDRS, env.get(ENV_ADMIN_CIDRS, "").strip()))
-    cidrs = parse_admin_cidrs(cidrs_text, source) if cidrs_text else DEFAULT_ADMIN_CIDRS
-    regions = tuple(r.strip() for r in env.get(ENV_AWS_REGIONS, "").split(",") if r.strip())
-    aws = AwsSettings(regions=regions, ami=env.get(ENV_AWS_AMI) or None, key_name=env.get(ENV_AWS_KEY_NAME) or None,
-                      terraform=net, admin_cidrs=cidrs)
-    gcp = GcpSettings(project=env.get(ENV_GCP_PROJECT) or None, endpoint=env.get(ENV_GCP_ENDPOINT) or None,
-                      image=env.get(ENV_GCP_IMAGE) or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs)
-    inv = inventory or (Path(env[ENV_INVENTORY]).expanduser() if env.get(ENV_INVENTORY) else None)
-    ssh = SshSettings(inventory=inv, leases=home / "ssh-leases.json")
+    if admin_cidrs is not None:
+        source = "--admin-cidr"
+        cidrs = parse_admin_cidrs(admin_cidrs.strip(), source) if admin_cidrs.strip() else DEFAULT_ADMIN_CIDRS
+    else:
+        source, cidrs = ENV_ADMIN_CIDRS, get(settings.ADMIN_CIDRS) or DEFAULT_ADMIN_CIDRS
+    aws = AwsSettings(regions=get(settings.AWS_REGIONS) or (), ami=get(settings.AWS_AMI),
+                      key_name=get(settings.AWS_KEY_NAME), terraform=net, admin_cidrs=cidrs)
+    gcp = GcpSettings(project=get(settings.GCP_PROJECT), endpoint=get(settings.GCP_ENDPOINT),
+                      image=get(settings.GCP_IMAGE) or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs)
+    ssh = SshSettings(inventory=inventory or get(settings.INVENTORY), leases=home / "ssh-leases.json")
     return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh, ssh_public_key=read_public_key(env, public_key_path),
-                            ssh_user=env.get(ENV_SSH_USER) or DEFAULT_SSH_USER, network=net, admin_cidrs=cidrs,
+                            ssh_user=get(settings.SSH_USER) or DEFAULT_SSH_USER, network=net, admin_cidrs=cidrs,
                             admin_cidrs_from=source if cidrs else "")
 
 
@@ -145,8 +146,9 @@ def parse_admin_cidrs(text: str, source: str = ENV_ADMIN_CIDRS) -> tuple[str, ..
 
 def read_public_key(env: Mapping[str, str], explicit: Path | None = None) -> str | None:
     candidates = [explicit] if explicit else []
-    if env.get(ENV_SSH_PUBLIC_KEY):
-        candidates.append(Path(env[ENV_SSH_PUBLIC_KEY]))
+    named: Path | None = settings.from_environment(settings.SSH_PUBLIC_KEY, env)
+    if named is not None:
+        candidates.append(named)
     if not candidates:
         candidates = [Path(p) for p in DEFAULT_PUBLIC_KEYS]
     for path in candidates:

@@ -26,8 +26,9 @@ from typing import Any
 
 from geosched.models import GpuPower, Offering, Pricing, Region, Weights, region_key
 
-# Provisioning ranks by price unless carbon is asked for; the network weight plays no part (see above).
-DEFAULT_WEIGHTS = Weights(network=0.0, cost=1.0, carbon=0.0)
+# The placement score's own cost and carbon weights (the same defaults as `place`); the network weight plays no
+# part (see above). With the default carbon weight of 0 the ranking is by price.
+DEFAULT_WEIGHTS = Weights(network=0.0, cost=Weights().cost, carbon=Weights().carbon)
 UTILISATION = 0.9
 
 
@@ -71,7 +72,8 @@ class GangRequest:
             pricing=PricingMode(doc.get("pricing", PricingMode.ON_DEMAND.value)),
             providers=tuple(doc.get("providers", ())), regions=tuple(doc.get("regions", ())),
             zones=tuple(doc.get("zones", ())), instance_types=tuple(doc.get("instance_types", ())),
-            weights=Weights(network=0.0, cost=float(w.get("cost", 1.0)), carbon=float(w.get("carbon", 0.0))),
+            weights=Weights(network=0.0, cost=float(w.get("cost", DEFAULT_WEIGHTS.cost)),
+                            carbon=float(w.get("carbon", DEFAULT_WEIGHTS.carbon))),
         )
 
 

@@ -94,7 +94,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("clusters", (ROOT / "examples" / "gitops" / "clusters.yaml",), lambda f, w: _render(w, clusters=f)),
     Kind("gitops-config", (ROOT / "examples" / "gitops" / "gitops.yaml",), lambda f, w: _render(w, config=f)),
     Kind("terraform", (DATA / "terraform" / "output.json",),
-         lambda f, w: ["provision", "--gpu", "A100:8", "--nodes", "1", "--network", f, "--dry-run"], suffix=".json"),
+         lambda f, w: ["provision", "--gpu", "A100:8", "--nodes", "1", "--tf-output", f, "--dry-run"], suffix=".json"),
     Kind("carbon", (GOOD / "carbon.csv",),
          lambda f, w: ["report", "carbon", "--carbon", f, "-o", "json"], suffix=".csv"),
 )

@@ -89,7 +89,7 @@ def test_json_nested_deep_is_one_line_in_simulate(tmp_path: Path, depth: int) ->
 def test_json_nested_deep_is_one_line_in_provision(tmp_path: Path) -> None:
     out = tmp_path / "tf.json"
     out.write_text('{"geosched_network": {"value": ' + "[" * 1000 + "]" * 1000 + "}}")
-    run = geosched("provision", "--gpu", "A100:8", "--nodes", "1", "--network", out, "--dry-run", home=tmp_path)
+    run = geosched("provision", "--gpu", "A100:8", "--nodes", "1", "--tf-output", out, "--dry-run", home=tmp_path)
     assert_one_line(run, "tf.json", "nested deeper")
 
 
@@ -148,7 +148,7 @@ def test_special_files_are_refused_without_reading(tmp_path: Path, special: str,
         "job": ["place", path],
         "fleet": ["place", JOB, "--fleet", path],
         "trace": ["simulate", "--trace", path],
-        "terraform": ["provision", "--gpu", "A100:8", "--nodes", "1", "--network", path, "--dry-run"],
+        "terraform": ["provision", "--gpu", "A100:8", "--nodes", "1", "--tf-output", path, "--dry-run"],
         "kubeconfig": ["jobs", "--kubeconfig", path],
     }
     started = time.monotonic()

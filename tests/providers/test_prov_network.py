@@ -1,4 +1,4 @@
-"""Launching into the Terraform network (`--network` / GEOSCHED_TERRAFORM_OUTPUT): subnets, security group,
+"""Launching into the Terraform network (`--tf-output` / GEOSCHED_TERRAFORM_OUTPUT): subnets, security group,
 key pair, placement groups and launch tags on AWS (moto behind the fault proxy), network, subnetwork, firewall
 tag, placement policy, service account and labels on GCP (the GCE double); zones the output does not cover are
 skipped; an owner or project that disagrees is refused before any API call."""
@@ -132,7 +132,7 @@ def test_aws_gangs_launch_into_the_terraform_subnet_group_and_placement_group(
     owner = owner_of(home)
     net_file = write(tmp_path / "network.json", output_json(owner, aws={"us-east-1": network.region(owner)}))
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions", "us-east-1",
-                 "--network", str(net_file), "--yes", "--name", "gang-net00001", "-o", "json")
+                 "--tf-output", str(net_file), "--yes", "--name", "gang-net00001", "-o", "json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["state"] == "ready" and doc["chosen"]["zone"] == "use1-az1"
@@ -159,7 +159,7 @@ def test_aws_gangs_launch_into_the_terraform_subnet_group_and_placement_group(
     # A zone without a placement group launches without one (a refusal in use1-az1 moves the gang there).
     proxy.inject(Ec2Fault.insufficient_instance_capacity(), zone="us-east-1b", action="RunInstances")
     second = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
-                 "--network", str(net_file), "--yes", "--name", "gang-net00002", "-o", "json")
+                 "--tf-output", str(net_file), "--yes", "--name", "gang-net00002", "-o", "json")
     assert second.exit_code == 0, second.output
     doc2 = json.loads(second.output)
     assert doc2["chosen"]["zone"] == "use1-az2"
@@ -201,7 +201,7 @@ def test_owner_mismatch_exits_2_before_any_call(home: Path, proxy: Ec2FaultProxy
     proxy.log.clear()
     for extra in ((), ("--dry-run",)):
         result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions",
-                     "us-east-1", "--network", str(net_file), "--yes", *extra)
+                     "us-east-1", "--tf-output", str(net_file), "--yes", *extra)
         assert result.exit_code == 2, result.output
         assert isinstance(result.exception, InputError)
         message = str(result.exception)
@@ -220,7 +220,7 @@ def test_check_reports_the_network_per_provider(home: Path, proxy: Ec2FaultProxy
                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     owner = owner_of(home)
     good = write(tmp_path / "good.json", output_json(owner, aws={"us-east-1": network.region(owner)}))
-    result = run(home, "check", "--provider", "aws", "--network", str(good), "-o", "json")
+    result = run(home, "check", "--provider", "aws", "--tf-output", str(good), "-o", "json")
     assert result.exit_code == 0, result.output
     items = {r["item"]: r for r in json.loads(result.stdout)["items"]}
     assert items["network"]["detail"] == f"{good}: us-east-1 (use1-az1, use1-az2)" and items["network"]["ok"] == "yes"
@@ -228,7 +228,7 @@ def test_check_reports_the_network_per_provider(home: Path, proxy: Ec2FaultProxy
     none = run(home, "check", "--provider", "aws")
     assert none.exit_code == 0 and "no Terraform output loaded" in none.output
     bad = write(tmp_path / "bad.json", output_json("someone-else", aws={"us-east-1": network.region("someone-else")}))
-    refused = run(home, "check", "--provider", "aws", "--network", str(bad), "-o", "json")
+    refused = run(home, "check", "--provider", "aws", "--tf-output", str(bad), "-o", "json")
     assert refused.exit_code == 1
     (owner_row,) = [r for r in json.loads(refused.stdout)["items"] if r["item"] == "network owner"]
     assert owner_row["ok"] == "no" and f"is not this store's owner id {owner!r}" in owner_row["detail"]
@@ -281,7 +281,7 @@ def test_gcp_project_must_agree(gce: GceDouble, home: Path, tmp_path: Path,
     # The CLI refuses it before any call when the project is configured.
     monkeypatch.setenv("GEOSCHED_GCP_PROJECT", PROJECT)
     net_file = write(tmp_path / "network.json", doc)
-    result = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "gcp", "--network",
+    result = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "gcp", "--tf-output",
                  str(net_file), "--dry-run")
     assert result.exit_code == 2
     assert str(result.exception).startswith(f"{net_file}: geosched.value.gcp.us-central1.project: project "

@@ -238,7 +238,7 @@ def test_no_default_vpc_is_region_wide_and_denied_is_auth(aws: AwsProvider, prox
         with pytest.raises(UnsupportedError) as none:
             aws.security_group(region, new_owner(), Budget(30.0, 10.0))
         assert none.value.region_wide and none.value.code == "NoDefaultVpc"
-        assert f"no default VPC in {region}" in str(none.value) and "--network" in str(none.value)
+        assert f"no default VPC in {region}" in str(none.value) and "--tf-output" in str(none.value)
     finally:
         ec2.create_default_vpc()
     proxy.inject(Ec2Fault.unauthorized_operation(), action="CreateSecurityGroup")
@@ -256,11 +256,11 @@ def test_a_terraform_output_creates_nothing(home: Path, proxy: Ec2FaultProxy, tm
     net_file = write(tmp_path / "network.json", output_json(owner, aws={"us-east-1": network.region(owner)}))
     proxy.log.clear()
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
-                 "--network", str(net_file), "--yes", "--name", "gang-ond00003", "-o", "json")
+                 "--tf-output", str(net_file), "--yes", "--name", "gang-ond00003", "-o", "json")
     assert result.exit_code == 0, result.output
     assert [c.method for c in proxy.calls if c.method in SG_ACTIONS] == []
     dry = run(home, "provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
-              "--network", str(net_file), "--dry-run", "-o", "json")
+              "--tf-output", str(net_file), "--dry-run", "-o", "json")
     assert "network" not in json.loads(dry.output)
     assert run(home, "down", "gang-ond00003", "--yes").exit_code == 0
 

@@ -15,12 +15,19 @@ from typing import Annotated
 
 import typer
 
-from geosched import policies, render
+from geosched import render
 from geosched.errors import InputError
 from geosched.kube.cli import KubeconfigOpt, _errors
 from geosched.models import Weights
+from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, NetworkWeightOpt, given, known_policy
 
-DEFAULT_WEIGHTS = Weights()
+
+def dispatcher_weights(configured: Weights | None, flags: dict[str, float], given: set[str]) -> Weights:
+    """The dispatcher's weights: a DispatcherConfig's (`--config`), except those given as a flag or variable;
+    without a DispatcherConfig, the options' values (flag, variable, the user's config file, the default)."""
+    if configured is None:
+        return replace(Weights(), **flags)
+    return replace(configured, **{name: value for name, value in flags.items() if name in given})
 
 
 def make_app(home: Callable[[], Path | None]) -> typer.Typer:
@@ -29,6 +36,7 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
 
     @app.command("dispatch")
     def dispatch(
+        ctx: typer.Context,
         context: Annotated[str | None, typer.Option("--context", help="The manager cluster's kubeconfig "
                                                     "context.")] = None,
         kubeconfig: KubeconfigOpt = None,
@@ -42,10 +50,10 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
             min=0.001, help="Seconds without admission before the next best cluster is added.")] = None,
         dispatcher_name: Annotated[str | None, typer.Option(help="The name Kueue's multiKueue.dispatcherName "
                                                             "must give.")] = None,
-        policy: Annotated[str | None, typer.Option(help="Placement policy.")] = None,
-        network_weight: Annotated[float | None, typer.Option(min=0.0)] = None,
-        cost_weight: Annotated[float | None, typer.Option(min=0.0)] = None,
-        carbon_weight: Annotated[float | None, typer.Option(min=0.0)] = None,
+        policy: Annotated[str | None, typer.Option(help="Placement policy.", callback=known_policy)] = None,
+        network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
+        cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
+        carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
         network: Annotated[Path | None, typer.Option("--network", help="NetworkView file (geosched snapshot "
                                                      "export / probe export), re-read when it changes.")] = None,
         store_network: Annotated[bool, typer.Option("--store-network", help="The store's measured network.")]
@@ -75,20 +83,18 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
             if network is not None and store_network:
                 raise InputError("--network", "", "give --network or --store-network, not both")
             s = load_settings(config) if config is not None else DispatcherSettings()
-            if policy is not None and policy not in policies.names():
-                raise InputError("--policy", "", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
             election = s.leader_election
             if leader_elect is not None:
                 election = replace(election, enabled=leader_elect)
             if lease_namespace is not None:
                 election = replace(election, namespace=lease_namespace)
-            w = s.weights
+            flags = {"network": network_weight, "cost": cost_weight, "carbon": carbon_weight}
             s = replace(s, leader_election=election, nominate=nominate or s.nominate,
                         renominate_after_s=renominate_after or s.renominate_after_s,
-                        dispatcher_name=dispatcher_name or s.dispatcher_name, policy=policy or s.policy,
-                        weights=Weights(w.network if network_weight is None else network_weight,
-                                        w.cost if cost_weight is None else cost_weight,
-                                        w.carbon if carbon_weight is None else carbon_weight))
+                        dispatcher_name=dispatcher_name or s.dispatcher_name,
+                        policy=policy if policy is not None and (config is None or given(ctx, "policy")) else s.policy,
+                        weights=dispatcher_weights(s.weights if config is not None else None, flags,
+                                                   {n for n in flags if given(ctx, f"{n}_weight")}))
             source = (FileNetwork(network) if network is not None
                       else StoreNetwork(home()) if store_network else no_network)
             logging.basicConfig(level=logging.INFO, stream=sys.stderr,

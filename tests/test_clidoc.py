@@ -1,0 +1,38 @@
+"""The CLI documents itself (issue 14): docs/cli.md, docs/settings.md and README.md's command list are what
+`python -m geosched.clidoc` writes now, and every command's --help works at 80 columns."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from geosched import clidoc
+from geosched.cli import app
+from tests.test_cli import ROOT
+
+COMMANDS = [path for path, _, _ in clidoc.commands()]
+
+
+def test_the_generated_docs_are_current() -> None:
+    for path, text in clidoc.outputs(ROOT).items():
+        assert path.read_text(encoding="utf-8") == text, f"{path.name} is stale: run scripts/docs"
+
+
+def test_the_reference_lists_every_command_its_usage_and_its_options() -> None:
+    text = clidoc.cli_md()
+    for path in COMMANDS:
+        assert f"\n## {path}\n" in text
+    assert "\ngeosched place [OPTIONS] {JOB}\n" in text
+    assert "| `--cost-weight` | `0.1` | `GEOSCHED_COST_WEIGHT` |" in text
+    assert "--network" not in text.split("## geosched provision")[1].split("\n## ")[0]  # the deprecated alias is hidden
+
+
+@pytest.mark.parametrize("path", COMMANDS)
+def test_every_help_fits_80_columns(path: str) -> None:
+    result = CliRunner().invoke(app, [*path.split()[1:], "--help"], env={"COLUMNS": "80", "TERM": "dumb"},
+                                terminal_width=80)
+    assert result.exit_code == 0, result.output
+    assert result.exception is None and "Traceback" not in result.output
+    assert "Usage:" in result.output
+    too_wide = [line for line in result.output.splitlines() if len(line) > 80]
+    assert not too_wide, too_wide
