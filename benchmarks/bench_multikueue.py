@@ -24,6 +24,12 @@ Measured:
   store): a Workload nominated to a cluster whose free slots (sum over nodes of free // GPUs per pod) cannot
   hold it while another cluster's could is a miss; so is a Workload not nominated though a cluster could hold it.
 
+Before and after on the same load: the dispatcher runs several times on the same clusters and the same 1,000
+Workloads (deleted between runs), alternating `exhaustive` (every worker cluster given to the policy for every
+decision, the ranking before it was bounded) and `bounded` (the shipped ranking, `rank.rank(need=...)`); each
+run reports its throughput, the dispatcher process's CPU per Workload and the load average, then the same-run
+ratios and how many Workloads got the same first cluster from both.
+
 Both processes share this machine's cores (and the emulated API servers are Python): the figures are for that
 setup, and the write-inclusive latency is mostly the emulator's.
 """
@@ -170,11 +176,18 @@ def raw_writes(kubeconfig: str, names: list[str], results: Any) -> None:
         results.put(len(names) / (time.perf_counter() - started))
 
 
-def run_dispatcher(kubeconfig: str, home: str, warm: Any, stop: Any, results: Any, progress: Any) -> None:
-    """The dispatcher in its own process, as in a deployment (`geosched multikueue dispatch`, long-running)."""
+def run_dispatcher(kubeconfig: str, home: str, exhaustive: bool, warm: Any, stop: Any, results: Any,
+                   progress: Any) -> None:
+    """The dispatcher in its own process, as in a deployment (`geosched multikueue dispatch`, long-running).
+    `exhaustive`: every cluster given to the policy for every decision (the ranking before it was bounded)."""
+    import functools
     import logging
     import threading
 
+    from geosched.kube.multikueue import dispatcher, rank
+
+    if exhaustive:  # the dispatcher module's own name for the ranking, in this process only
+        vars(dispatcher)["rank"] = functools.partial(_exhaustive, rank.rank)
     logging.basicConfig(level=logging.WARNING)
     settings = replace(DispatcherSettings(), leader_election=LeaderElection(enabled=False))
     started = time.perf_counter()
@@ -189,16 +202,97 @@ def run_dispatcher(kubeconfig: str, home: str, warm: Any, stop: Any, results: An
                     break
                 time.sleep(0.05)
             # Progress for the parent, which must not poll the API servers it is measuring.
+            cpu = time.process_time()
             while not stop.is_set():
                 count = d.metrics.stats.outcomes["nominated"]
                 if count != progress[0]:
-                    progress[0], progress[1] = count, time.time()
+                    progress[0], progress[1], progress[2] = count, time.time(), time.process_time() - cpu
                 time.sleep(0.01)
 
         threading.Thread(target=warming, daemon=True).start()
         d.run(stop)
+        events = d.events
         results.put(("stats", list(d.metrics.stats.latencies_s), list(d.metrics.stats.decide_s),
-                     dict(d.metrics.stats.outcomes), d.metrics.stats.passes))
+                     dict(d.metrics.stats.outcomes), d.metrics.stats.passes,
+                     (events.sent, events.dropped) if events is not None else (0, 0)))
+
+
+def _exhaustive(rank: Any, *args: Any, need: int | None = None, **kw: Any) -> Any:
+    return rank(*args, **kw)
+
+
+@dataclass(frozen=True)
+class Run:
+    variant: str
+    rate: float
+    done: int
+    seconds: float
+    cpu_s: float
+    passes: int
+    deciding: list[float]
+    latencies: list[float]
+    outcomes: dict[str, int]
+    events: tuple[int, int]
+    load: tuple[float, float]
+    check: Counter[str]
+    first: dict[str, str]  # Workload number -> first nominated cluster
+
+
+def measure(mc: MultiCluster, home: Path, variant: str, free: dict[str, dict[str, int]], count: int, seed: int,
+            settle: float) -> Run:
+    """One dispatcher process on `count` fresh pending Workloads; they are deleted again afterwards."""
+    ctx = multiprocessing.get_context("spawn")
+    manager = mc["manager"]
+    warm, stop, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    progress = ctx.Array("d", [0.0, 0.0, 0.0])  # Workloads nominated, wall time of the latest, CPU s until then
+    proc = ctx.Process(target=run_dispatcher, args=(str(mc.kubeconfig), str(home), variant == "exhaustive", warm, stop,
+                                                    results, progress))
+    proc.start()
+    if not warm.wait(300):
+        raise SystemExit("the dispatcher did not read the worker clusters within 300 s")
+    print(f"[{variant}] dispatcher warm (lists, {len(WORKERS)} worker clusters read, placement context) in "
+          f"{results.get()[1]:.1f}s")
+    load_before = os.getloadavg()[0]
+    t0 = time.time()
+    workloads = seed_workloads(manager, count, random.Random(seed), prefix=f"{variant[0]}")
+    last_change, seen = time.time(), -1.0
+    while progress[0] < len(workloads) and time.time() - last_change < settle:
+        time.sleep(0.1)
+        if progress[0] != seen:
+            seen, last_change = progress[0], time.time()
+    done, last, cpu = int(progress[0]), progress[1], progress[2]
+    stop.set()
+    _, latencies, deciding, outcomes, passes, events = results.get(timeout=60)
+    proc.join(30)
+    load_after = os.getloadavg()[0]
+    names = {name for name, _, _ in workloads}
+    objects = {o["metadata"]["name"]: o for o in manager.list("kueue.x-k8s.io/v1beta2/workloads")
+               if o["metadata"]["name"] in names}
+    nominated = {n: list(o.get("status", {}).get("nominatedClusterNames") or []) for n, o in objects.items()}
+    with Store(Path(home)) as store:
+        placements = {p["job"]: p for p in store.placements()}
+    for name in names:
+        manager.delete("kueue.x-k8s.io/v1beta2/workloads", name, "default")
+    return Run(variant, done / (last - t0), done, last - t0, cpu, passes, deciding, latencies, outcomes, events,
+               (load_before, load_after), check(workloads, free, nominated, placements),
+               {n.split("-")[1][1:]: v[0] for n, v in nominated.items() if v})  # job-<variant><number>-3f9a2
+
+
+def report(run: Run, baseline: float) -> None:
+    print(f"[{run.variant}] load average {run.load[0]:.1f} -> {run.load[1]:.1f}; {run.done} nominated "
+          f"{run.seconds:.2f}s after the first was created: {run.rate:.0f} Workloads/s end to end ({run.passes} "
+          f"passes), {run.rate / baseline:.0%} of the bare write rate; dispatcher CPU "
+          f"{run.cpu_s / max(run.done, 1) * 1000:.1f} ms per Workload")
+    for what, values in (("decision alone (Workload read to its write sent)", run.deciding),
+                         ("end to end per Workload (read to its status written, queueing included)", run.latencies)):
+        if values:
+            ordered = sorted(values)
+            p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+            print(f"[{run.variant}]   latency, {what}: p50 {statistics.median(ordered) * 1000:.1f} ms, "
+                  f"p99 {p99 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms over {len(ordered)}")
+    print(f"[{run.variant}]   outcomes {run.outcomes}; Events sent {run.events[0]}, dropped {run.events[1]}")
+    for line, count in sorted(run.check.items()):
+        print(f"[{run.variant}]   {count:5d}  {line}")
 
 
 def main() -> None:
@@ -207,9 +301,14 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--settle", type=float, default=20.0, help="give up after this long without progress")
+    parser.add_argument("--variants", default="exhaustive,bounded,exhaustive,bounded",
+                        help="dispatcher runs in order, on the same clusters: bounded (the shipped ranking) and "
+                             "exhaustive (every cluster scored for every decision); alternated so load drifts "
+                             "hit both")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     ctx = multiprocessing.get_context("spawn")
+    runs: list[Run] = []
     with tempfile.TemporaryDirectory() as tmp, \
             MultiCluster(1 + len(WORKERS), names=["manager", *(w.name for w in WORKERS)],
                          directory=Path(tmp)) as mc:
@@ -235,52 +334,23 @@ def main() -> None:
             manager.delete("kueue.x-k8s.io/v1beta2/workloads", name, "default")
         print(f"baseline: the emulated API server takes {baseline:.0f} of these status writes/s from a bare client "
               "(same process layout, 4 in flight, nothing else)")
-
-        warm, stop, results = ctx.Event(), ctx.Event(), ctx.Queue()
-        progress = ctx.Array("d", [0.0, 0.0])  # Workloads nominated, wall time of the latest
-        home = str(Path(tmp) / "home")
-        proc = ctx.Process(target=run_dispatcher, args=(str(mc.kubeconfig), home, warm, stop, results, progress))
-        proc.start()
-        if not warm.wait(300):
-            raise SystemExit("the dispatcher did not read the worker clusters within 300 s")
-        print(f"dispatcher warm (lists, {len(WORKERS)} x {args.nodes} nodes read, placement context) in "
-              f"{results.get()[1]:.1f}s")
-
-        t0 = time.time()
-        workloads = seed_workloads(manager, args.workloads, rng)
-        t_created = time.time()
-        last_change, seen = time.time(), -1.0
-        while progress[0] < len(workloads) and time.time() - last_change < args.settle:
-            time.sleep(0.1)
-            if progress[0] != seen:
-                seen, last_change = progress[0], time.time()
-        done, last = int(progress[0]), progress[1]
-        stop.set()
-        stats = results.get(timeout=60)
-        proc.join(30)
-        objects = {o["metadata"]["name"]: o for o in manager.list("kueue.x-k8s.io/v1beta2/workloads")}
-        nominated = {n: list(o.get("status", {}).get("nominatedClusterNames") or []) for n, o in objects.items()}
-        with Store(Path(home)) as store:
-            placements = {p["job"]: p for p in store.placements()}
-
+        for i, variant in enumerate(args.variants.split(",")):
+            # The same Workloads (same seed) for every run, so each variant decides the same sequence.
+            run = measure(mc, Path(tmp) / f"home-{i}", variant, free, args.workloads, args.seed + 1, args.settle)
+            report(run, baseline)
+            runs.append(run)
+    by: dict[str, list[Run]] = {}
+    for run in runs:
+        by.setdefault(run.variant, []).append(run)
+    if {"bounded", "exhaustive"} <= set(by):
+        pairs = list(zip(by["exhaustive"], by["bounded"], strict=False))
+        print("same-run ratios, bounded / exhaustive (pairs in run order): " + "; ".join(
+            f"throughput x{b.rate / e.rate:.2f}, CPU per Workload x{b.cpu_s / b.done / (e.cpu_s / e.done):.2f}"
+            for e, b in pairs))
+        same = [sum(b.first.get(k) == v for k, v in e.first.items()) for e, b in pairs]
+        print("same first cluster chosen, bounded vs exhaustive: " + ", ".join(
+            f"{n} of {len(e.first)}" for n, (e, _) in zip(same, pairs, strict=True)))
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
-    _, latencies, deciding, outcomes, passes = stats
-    rate = done / (last - t0)
-    print(f"{len(workloads)} Workloads created in {t_created - t0:.2f}s; {done} nominated "
-          f"{last - t0:.2f}s after the first was created: {rate:.0f} Workloads/s end to end ({passes} passes), "
-          f"{rate / baseline:.0%} of the bare write rate")
-    for what, values in (("decision latency, the decision alone (Workload read to its write sent)", deciding),
-                         ("decision latency, write included (Workload read to its status written)", latencies)):
-        if values:
-            ordered = sorted(values)
-            p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-            print(f"{what}: p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-                  f"max {ordered[-1] * 1000:.1f} ms over {len(ordered)} decisions")
-    print("outcomes:", outcomes)
-    per_cluster = Counter(v[0] for v in nominated.values() if v)
-    print("first choice per cluster:", dict(sorted(per_cluster.items())))
-    for line, count in sorted(check(workloads, free, nominated, placements).items()):
-        print(f"  {count:5d}  {line}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import io
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -70,13 +70,25 @@ LIMITS_MIB: Mapping[Kind, int] = {
 }
 
 
+def _limits_from_environment(env: Mapping[str, str] | None) -> str:
+    return (os.environ if env is None else env).get(ENV_LIMITS, "")
+
+
+# Where the `kind=MiB,...` text comes from. The gate is part of the pure core (the trace readers use it), so it
+# never imports the settings: geosched.settings registers its own lookup here when imported (every CLI run does),
+# which adds the config file's `input_limits` to the variable. A library caller gets the variable alone.
+_limits_text: Callable[[Mapping[str, str] | None], str] = _limits_from_environment
+
+
+def use_limits_source(source: Callable[[Mapping[str, str] | None], str]) -> None:
+    global _limits_text
+    _limits_text = source
+
+
 def limit_bytes(kind: Kind, env: Mapping[str, str] | None = None) -> int:
     """The kind's size limit, from `GEOSCHED_INPUT_LIMITS` (`kind=MiB,...`; or the config file's `input_limits`)
     when it names the kind."""
-    from geosched import settings  # the settings read their own file through this gate
-
-    text = settings.lookup(settings.INPUT_LIMITS, env) or ""
-    return parse_limits(text, ENV_LIMITS).get(kind, LIMITS_MIB[kind]) * MIB
+    return parse_limits(_limits_text(env), ENV_LIMITS).get(kind, LIMITS_MIB[kind]) * MIB
 
 
 def parse_limits(text: str, source: str) -> dict[Kind, int]:

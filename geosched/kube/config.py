@@ -6,14 +6,15 @@ kind: ClusterConfig                # optional
 clusters:
   gke-eu:
     context: gke_proj_europe-west4_eu   # kubeconfig context (default: the cluster's name)
-    backend: kueue                      # kueue | coscheduling | volcano | none (default none)
+    backend: kueue                      # kueue | coscheduling | volcano | workload-api | none (default none)
     queue: team-a                       # Kueue LocalQueue (required for kueue); Volcano queue (optional)
     karmada: false                      # the cluster is a Karmada member: emit a PropagationPolicy
     karmada_context: karmada-apiserver  # with karmada: the Karmada control plane's context (submit applies there)
     pin_hosts: false                    # pin the gang to the placement's nodes (kubernetes.io/hostname)
     namespace: ml                       # used when the job object names none
     scheduler_name: my-scheduler        # optional: pods' schedulerName (default: coscheduling
-                                        # scheduler-plugins-scheduler, volcano volcano, none: the cluster's default)
+                                        # scheduler-plugins-scheduler, volcano volcano, workload-api and none:
+                                        # the cluster's default)
     volcano_zone_tier: 1                # optional: the HyperNode tier whose HyperNodes are zones (default: none)
     volcano_region_tier: 2              # optional: the HyperNode tier whose HyperNodes are regions (default: none)
 ```
@@ -45,6 +46,8 @@ class Backend(StrEnum):
     KUEUE = "kueue"
     COSCHEDULING = "coscheduling"
     VOLCANO = "volcano"
+    # Kubernetes' own Workload and PodGroup (scheduling.k8s.io/v1alpha2, 1.36 with GenericWorkload + GangScheduling).
+    WORKLOAD_API = "workload-api"
     NONE = "none"
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
+from kubernetes.utils.quantity import parse_quantity
+
 from geosched import catalog
 from geosched.gpus import model_from_gke_accelerator, model_from_product
 from geosched.kube import keys
@@ -149,6 +151,33 @@ def pod_gpus(spec: At) -> int:
     app = sum(_container_gpus(c) for c in spec.key("containers").items())
     init = max((_container_gpus(c) for c in spec.key("initContainers").items()), default=0)
     return max(app, init)
+
+
+def pod_request(spec: At, resource: str) -> float:
+    """What a pod asks of a resource such as cpu (cores) or memory (bytes), as the scheduler counts it: its app
+    containers together or its largest init container, whichever is more; a container's request, else its limit
+    (the API server defaults a missing request to the limit). Unreadable quantities count as nothing."""
+    app = sum(_container_request(c, resource) for c in spec.key("containers").items())
+    init = max((_container_request(c, resource) for c in spec.key("initContainers").items()), default=0.0)
+    return max(app, init)
+
+
+def quantity(value: Any) -> float | None:
+    """A Kubernetes quantity ("500m", "1Ti", 96) as a number, None when it is none."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(parse_quantity(value))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+
+
+def _container_request(container: At, resource: str) -> float:
+    resources = container.key("resources")
+    value = resources.dig("requests", resource).value
+    if value is None:
+        value = resources.dig("limits", resource).value
+    return quantity(value) or 0.0
 
 
 def _container_gpus(container: At) -> int:

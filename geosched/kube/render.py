@@ -5,7 +5,7 @@ The user's own object comes back with the placement added; nothing else of it ch
 - required node affinity on `topology.kubernetes.io/zone` In the placement's zones, on
   `topology.kubernetes.io/region` when the gang sits in one region, on `nvidia.com/gpu.product` when the
   placed nodes' product labels are known, and on `kubernetes.io/hostname` when the cluster pins hosts;
-- the backend's handoff (Kueue, coscheduling, Volcano; see backends/);
+- the backend's handoff (Kueue, coscheduling, Volcano, Kubernetes' Workload API; see backends/);
 - provenance annotations under `geosched.io/`, and the `geosched.io/job` label on the object and its pods;
 - a Karmada PropagationPolicy when the cluster sits behind Karmada.
 
@@ -87,6 +87,8 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
     gang = Gang(name=job.name, namespace=namespace, kind=kind, pods=sum(p.pods for p in pod_sets),
                 gpus=job.job.gpus, zones=placement.zones, regions=placement.regions)
     plan = handoff(gang, cluster)
+    if plan.refused is not None:
+        raise InputError(job.source, "kind", f"backend {cluster.backend.value}: {plan.refused}")
 
     _apply_pods(obj, kind, pod_sets, plan, constraints, cluster, job)
     _apply_object(obj, kind, plan)
@@ -182,6 +184,7 @@ def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], 
         _merge(meta, "labels", {keys.JOB_LABEL: job.name, **plan.pod_labels})
         _merge(meta, "annotations", plan.pod_annotations)
         spec = template["spec"]
+        spec.update(copy.deepcopy(dict(plan.pod_spec)))
         if plan.scheduler_name is not None:
             spec["schedulerName"] = plan.scheduler_name
         affinity.require_in(spec, constraints.requirements(gpu_pod=pod_set.gpus_per_pod > 0, pin=cluster.pin_hosts))

@@ -45,6 +45,7 @@ from geosched import policies, usage
 from geosched.carbon import decision_signal
 from geosched.errors import GeoschedError, InputError
 from geosched.kube import cluster_inventory, keys
+from geosched.kube.backends import workload_api
 from geosched.kube.client import (
     APPLY_PATCH,
     FIELD_MANAGER,
@@ -372,7 +373,8 @@ def apply_object(kube: Kube, obj: Mapping[str, Any], *, default_namespace: str, 
     name = str(meta["name"])
     resource = with_retries(lambda: kube.resource(api_version, kind), retry)
     if resource is None:
-        raise SubmitError(f"{kube.name}: {api_version} {kind} is not served (is its CRD installed?)")
+        hint = workload_api.NOT_SERVED if api_version == workload_api.API_VERSION else "is its CRD installed?"
+        raise SubmitError(f"{kube.name}: {api_version} {kind} is not served ({hint})")
     namespace = str(meta.get("namespace") or default_namespace) if resource.namespaced else None
     body = dict(obj)
     if namespace is not None:

@@ -17,6 +17,7 @@ from geosched.gitops.index import INDEX, placed_jobs
 from geosched.store import write_snapshot
 
 WHEN = parse_time(AT, "test", "")
+NATIVE_WEST = CLUSTERS.replace("west: {backend: coscheduling}", "west: {backend: workload-api}")
 LATER = datetime(2025, 3, 5, 9, 30, tzinfo=UTC)
 
 
@@ -48,6 +49,30 @@ def test_every_rendered_manifest_is_valid_for_its_schema(repo: Path) -> None:
     for path in files:
         for obj in manifests(path):
             validate(obj)
+
+
+def test_a_cluster_on_the_native_gang_api_gets_workload_podgroup_and_pods_that_join_it(repo: Path) -> None:
+    (repo / "clusters.yaml").write_text(NATIVE_WEST)
+    (repo / "jobs/team-b/gamma.yaml").unlink()  # a PyTorchJob cannot join the group (test below)
+    render(repo)
+    validate = kube_validator()
+    beta = manifests(repo / "clusters/west/default/beta.yaml")
+    assert [m["kind"] for m in beta] == ["Workload", "PodGroup", "Service", "Job"]
+    for obj in beta:
+        validate(obj, ("1.36",))  # the one release serving scheduling.k8s.io/v1alpha2 and spec.schedulingGroup
+    workload, group, _, job = beta
+    assert workload["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    assert job["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "beta"}  # type: ignore[index]
+    # The other clusters keep their own backends; the tree is what a render writes.
+    assert [m["kind"] for m in manifests(repo / "clusters/east-a/ml/alpha.yaml")] == ["Job"]
+    assert check(repo) == ""
+
+
+def test_a_pytorchjob_on_the_native_gang_api_is_an_input_error(repo: Path) -> None:
+    (repo / "clusters.yaml").write_text(NATIVE_WEST)
+    with pytest.raises(InputError, match=r"gamma\.yaml: kind: backend workload-api: a kubeflow.org/v1 PyTorchJob"):
+        render(repo)
 
 
 def test_jobs_are_placed_in_order_each_on_what_the_earlier_ones_left(repo: Path) -> None:

@@ -35,7 +35,10 @@ REPO = HERE.parents[1]
 # The Kubernetes versions built-in objects are checked against: a floor still in common use, and the newest
 # the installed kubernetes-validate carries.
 K8S_VERSIONS = ("1.29", kubernetes_validate.utils.latest_version())
-BUILTIN_GROUPS = {"", "batch", "apps"}
+# The only release that serves Kubernetes' gang API as the workload-api backend writes it (scheduling.k8s.io/v1alpha2
+# and the pods' spec.schedulingGroup): 1.35 has v1alpha1, 1.37 v1alpha3/v1beta1.
+WORKLOAD_API_VERSIONS = ("1.36",)
+BUILTIN_GROUPS = {"", "batch", "apps", "scheduling.k8s.io"}
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
@@ -122,8 +125,11 @@ def _k8s_validator(version: str, api_version: str, kind: str) -> jsonschema.prot
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
 
-def _builtin(obj: Mapping[str, Any], where: str) -> None:
-    for version in K8S_VERSIONS:
+Versions = tuple[str, ...]
+
+
+def _builtin(obj: Mapping[str, Any], where: str, versions: Versions) -> None:
+    for version in versions:
         validator = _k8s_validator(version, obj["apiVersion"], obj["kind"])
         error = jsonschema.exceptions.best_match(validator.iter_errors(dict(obj)))
         if error is not None:
@@ -131,21 +137,21 @@ def _builtin(obj: Mapping[str, Any], where: str) -> None:
             raise AssertionError(f"{where} invalid for Kubernetes {version} at {path}: {error.message}")
 
 
-def _pod_template(template: Mapping[str, Any], where: str) -> None:
+def _pod_template(template: Mapping[str, Any], where: str, versions: Versions) -> None:
     _builtin({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"},
-              "template": template}, where)
+              "template": template}, where, versions)
     check_metadata(template.get("metadata") or {}, where)
 
 
-def _job_template(template: Mapping[str, Any], where: str) -> None:
+def _job_template(template: Mapping[str, Any], where: str, versions: Versions) -> None:
     _builtin({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "check"},
-              "spec": template["spec"]}, where)
+              "spec": template["spec"]}, where, versions)
     check_metadata(template.get("metadata") or {}, where)
     check_metadata(template["spec"]["template"].get("metadata") or {}, where + ".spec.template")
 
 
-def embedded_templates(obj: Mapping[str, Any]) -> Iterator[tuple[str, Callable[[Mapping[str, Any], str], None],
-                                                                   Mapping[str, Any]]]:
+def embedded_templates(obj: Mapping[str, Any]) -> Iterator[tuple[
+        str, Callable[[Mapping[str, Any], str, Versions], None], Mapping[str, Any]]]:
     """The built-in objects inside a custom resource, each with its checker."""
     kind = obj["kind"]
     if kind == "JobSet":
@@ -156,13 +162,14 @@ def embedded_templates(obj: Mapping[str, Any]) -> Iterator[tuple[str, Callable[[
             yield f"spec.pytorchReplicaSpecs.{role}.template", _pod_template, spec["template"]
 
 
-def validate_manifest(obj: Mapping[str, Any]) -> None:
+def validate_manifest(obj: Mapping[str, Any], versions: Versions = K8S_VERSIONS) -> None:
+    """Valid for every Kubernetes release in `versions` (built-in kinds and the pod templates inside custom ones)."""
     where = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
     check_metadata(obj.get("metadata") or {}, where)
     api_version = obj["apiVersion"]
     group = api_version.split("/")[0] if "/" in api_version else ""
     if group in BUILTIN_GROUPS:
-        _builtin(obj, where)
+        _builtin(obj, where, versions)
         if obj["kind"] == "Job":
             check_metadata(obj["spec"]["template"].get("metadata") or {}, where + ".spec.template")
         return
@@ -172,9 +179,9 @@ def validate_manifest(obj: Mapping[str, Any]) -> None:
         details = "; ".join(f"{'.'.join(str(p) for p in e.path)}: {e.message}" for e in errors[:5])
         raise AssertionError(f"{where} does not match its CRD: {details}")
     # ObjectMeta is `type: object` in every CRD; the API server checks it as the built-in ObjectMeta.
-    _builtin({"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]}, where + ".metadata")
+    _builtin({"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]}, where + ".metadata", versions)
     for path, check, template in embedded_templates(obj):
-        check(template, f"{where}.{path}")
+        check(template, f"{where}.{path}", versions)
 
 
 # --- placements -----------------------------------------------------------------------------------

@@ -67,3 +67,13 @@ def test_yaml_booleans(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"clusters": {"x": {"karmada": True, "pin_hosts": False}}}))
     assert load_cluster_config(path)["x"].karmada is True
+
+
+def test_every_backend_is_named_in_the_file_as_documented() -> None:
+    names = {"kueue": Backend.KUEUE, "coscheduling": Backend.COSCHEDULING, "volcano": Backend.VOLCANO,
+             "workload-api": Backend.WORKLOAD_API, "none": Backend.NONE}
+    assert set(names.values()) == set(Backend)
+    for name, backend in names.items():
+        extra = {"queue": "q"} if backend is Backend.KUEUE else {}
+        (config,) = parse_cluster_config({"clusters": {"c": {"backend": name, **extra}}}, "c.yaml").values()
+        assert config.backend is backend

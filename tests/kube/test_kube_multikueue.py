@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,10 +18,10 @@ from geosched.errors import InputError
 from geosched.kube import keys
 from geosched.kube.cluster_inventory import fleet_from_nodes, network_for
 from geosched.kube.multikueue import kueue
-from geosched.kube.multikueue.rank import rank
+from geosched.kube.multikueue.rank import rank, taken
 from geosched.kube.multikueue.settings import parse_settings
 from geosched.kube.multikueue.workers import parse_kubeconfig
-from geosched.models import Node
+from geosched.models import Node, Weights
 from geosched.policies import PlacementContext
 
 V1B2 = "kueue.x-k8s.io/v1beta2"
@@ -224,3 +226,37 @@ def test_rank_refuses_a_cluster_without_room_and_one_never_read() -> None:
     assert dict(ranking.refused) == {"c1": "the largest pool holds 0 of 2 workers",
                                      "c2": "the largest pool holds 1 of 2 workers",
                                      "c3": "no GPU node read from it"}
+
+
+CLUSTER_ZONES = {"c1": ("us-central1-a", "us-central1-b", "us-central1-c"), "c2": ("europe-west4-b", "europe-west4-c"),
+                 "c3": ("asia-southeast1-b", "asia-southeast1-c"), "c4": ("us-east4-a", "us-east4-b"),
+                 "c5": ("europe-north1-c",), "c6": ("us-west1-a", "us-west1-b", "asia-east1-c")}
+
+
+@pytest.mark.parametrize("policy", ["zone-first", "cheapest", "tas"])
+@pytest.mark.parametrize("seed", range(3))
+def test_bounded_ranking_chooses_exactly_what_the_full_ranking_chooses(policy: str, seed: int) -> None:
+    # Six clusters (one spanning two regions), fragmented free GPUs, gangs of every shape, the capacity of each
+    # decision held for the next as the dispatcher does: the first `need` clusters and their placements are the
+    # exhaustive ranking's, and the bounds do skip clusters.
+    rng = random.Random(seed)
+    nodes = [replace(n, gpus_free=rng.choice((0, 2, 4, 6, 8, 8, 8)))
+             for c, zones in CLUSTER_ZONES.items() for z in zones for n in gke_nodes(c, z, rng.randint(2, 12))]
+    ctx = context(nodes)
+    index = {n: i for i, n in enumerate(ctx.names)}
+    weights = Weights(network=1.0, cost=rng.choice((0.0, 0.5, 2.0)), carbon=rng.choice((0.0, 0.5, 2.0)))
+    skipped = 0
+    for _ in range(40):
+        workers, gpus = rng.choice(((1, 8), (2, 4), (4, 8), (8, 2), (12, 8), (3, 1), (24, 8)))
+        topology = rng.choice((None, {"required": keys.ZONE}, {"preferred": keys.ZONE}))
+        gang = kueue.workload_gang(workload(pod_set("main", workers, gpus, topology=topology)))
+        full = rank(gang, ctx, list(CLUSTER_ZONES), policy=policy, weights=weights)
+        for need in (1, 2):
+            bounded = rank(gang, ctx, list(CLUSTER_ZONES), policy=policy, weights=weights, need=need)
+            assert bounded.fits[:need] == full.fits[:need]
+            assert {c for c, _ in bounded.unranked} | set(bounded.cluster_names()) | {c for c, _ in bounded.refused} \
+                == set(CLUSTER_ZONES)
+            skipped += len(bounded.unranked)
+        if full.fits:
+            ctx = ctx.with_free(taken(ctx, full.fits[0], index))
+    assert skipped > 0

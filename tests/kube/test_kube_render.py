@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_support import DATA, NOW, make_placement
+from kube_support import DATA, NOW, WORKLOAD_API_VERSIONS, make_placement, validate_manifest
 
 from geosched.errors import InputError
 from geosched.kube import keys
@@ -101,7 +101,9 @@ def added_keys(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
 
 
 def expected_failure(name: str, backend: Backend, scenario: str) -> str | None:
-    if name == "trainjob" and backend in (Backend.COSCHEDULING, Backend.VOLCANO):
+    if name == "pytorch" and backend is Backend.WORKLOAD_API:
+        return "cannot carry spec.schedulingGroup"
+    if name == "trainjob" and backend in (Backend.COSCHEDULING, Backend.VOLCANO, Backend.WORKLOAD_API):
         return "which a TrainJob cannot set"
     if name == "trainjob" and scenario != "one-zone":
         return "one value per label"
@@ -123,7 +125,10 @@ def test_matrix(name: str, backend: Backend, karmada: bool, scenario: str, valid
         return
     manifests = render(job, placement, config, options(name))
     for manifest in manifests:
-        validate(manifest)
+        if backend is Backend.WORKLOAD_API:
+            validate_manifest(manifest, WORKLOAD_API_VERSIONS)
+        else:
+            validate(manifest)
 
     obj = main_object(manifests, job)
     namespace = job.namespace or "ml"
@@ -212,10 +217,38 @@ def _check_backend(manifests: list[dict[str, Any]], obj: Mapping[str, Any], job:
         for template, _ in templates:
             assert template["spec"]["schedulerName"] == "volcano"
             assert template["metadata"]["annotations"][keys.VOLCANO_GROUP_NAME] == group["metadata"]["name"]
+    if backend is Backend.WORKLOAD_API:
+        _check_workload_api(manifests, obj, pods, scenario)
+    else:
+        assert all("schedulingGroup" not in t["spec"] for t, _ in templates)
     if backend is Backend.NONE:
         assert not groups
         for template, _ in templates:
             assert "schedulerName" not in template["spec"] or template["spec"]["schedulerName"] == "default"
+
+
+def _check_workload_api(manifests: list[dict[str, Any]], obj: Mapping[str, Any], pods: int, scenario: str) -> None:
+    """One Workload and one PodGroup (scheduling.k8s.io/v1alpha2) before the job, the gang's size as minCount, the
+    holding level as the one topology constraint, and every pod joined to the group on the default scheduler."""
+    kinds = [(m["apiVersion"], m["kind"]) for m in manifests]
+    native = "scheduling.k8s.io/v1alpha2"
+    assert kinds.index((native, "Workload")) < kinds.index((native, "PodGroup")) < manifests.index(dict(obj))
+    (workload,) = [m for m in manifests if m["kind"] == "Workload"]
+    (group,) = [m for m in manifests if m["kind"] == "PodGroup"]
+    name = obj["metadata"]["name"]
+    (template,) = workload["spec"]["podGroupTemplates"]
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    assert workload["spec"]["controllerRef"] == {"apiGroup": api_version.rpartition("/")[0], "kind": kind,
+                                                 "name": name}
+    assert template["schedulingPolicy"] == group["spec"]["schedulingPolicy"] == {"gang": {"minCount": pods}}
+    assert group["spec"]["podGroupTemplateRef"] == {"workload": {"workloadName": workload["metadata"]["name"],
+                                                                 "podGroupTemplateName": template["name"]}}
+    level = {"one-zone": keys.ZONE, "two-zones": keys.REGION, "two-regions": None}[scenario]
+    expected = {"topology": [{"key": level}]} if level else None
+    assert template.get("schedulingConstraints") == group["spec"].get("schedulingConstraints") == expected
+    for pod, _ in pod_templates(obj):
+        assert pod["spec"]["schedulingGroup"] == {"podGroupName": group["metadata"]["name"]}
+        assert "schedulerName" not in pod["spec"], "the default scheduler runs the GangScheduling plugin"
 
 
 def _check_karmada(manifests: list[dict[str, Any]], karmada: bool, namespace: str) -> None:

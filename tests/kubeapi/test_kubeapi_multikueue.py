@@ -15,6 +15,7 @@ Prices and grids are the shipped catalog's; the links are the measured network v
 from __future__ import annotations
 
 import copy
+import re
 import socket
 import threading
 import urllib.request
@@ -32,6 +33,7 @@ from geosched.kube.multikueue.dispatcher import Dispatcher
 from geosched.kube.multikueue.metrics import Metrics
 from geosched.kube.multikueue.settings import DispatcherSettings
 from geosched.kube.scheduler import fixed
+from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.settings import LeaderElection
 from geosched.models import LinkStats, NetworkView
 from geosched.store import Store
@@ -50,7 +52,7 @@ from tests.kubeapi.multikueue_support import (
     validatable,
     workload,
 )
-from tests.kubeemu import MultiCluster
+from tests.kubeemu import MultiCluster, pod_manifest
 
 WORKERS = tuple(SITES)
 NETWORK = NetworkView(zone_links={
@@ -385,3 +387,95 @@ def test_multikueue_sends_the_workload_only_where_geosched_chose(world: MultiClu
         clock.advance(1000)
         assert d.pass_once() == ()
     assert world["manager"].count("PATCH", STATUS) == 0
+
+
+def test_events_never_wait_for_the_server_and_are_dropped_counted_when_it_lags(clusters: MultiCluster) -> None:
+    # The server hangs on the first Event: its sender waits on it, the bounded queue (3) fills, and the rest are
+    # dropped and counted; every emit returned while that request was still open (nothing sent yet).
+    cluster = clusters["cluster-a"]
+    cluster.inject(hang=2.0, method="POST", path=r"/events$")
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "default", "uid": "u"}
+    with Kube.open("cluster-a", clusters.kubeconfig) as kube:
+        sink = EventSink(kube, "tester", capacity=3)
+        sink.start()
+        sink.emit_about(involved, "Tested", "event 0")
+        wait_until(sink._queue.empty, what="the sender took the first Event")
+        for i in range(1, 10):
+            sink.emit_about(involved, "Tested", f"event {i}")
+        assert (sink.sent, sink.dropped) == (0, 6)
+        sink.close(timeout=10.0)
+    assert (sink.sent, sink.dropped) == (4, 6)
+    events = cluster.list("v1/events", "default")
+    assert sorted(e["message"] for e in events) == ["event 0", "event 1", "event 2", "event 3"]
+    # Named as client-go's recorder names them: the object's name, a dot, the time in nanoseconds in hex.
+    assert all(re.fullmatch(r"p\.[0-9a-f]{15,16}", e["metadata"]["name"]) for e in events)
+
+
+# GKE taints the nodes of GPU node pools so, and its ExtendedResourceToleration admission gives pods that request
+# GPUs the toleration (cloud.google.com/kubernetes-engine/docs/how-to/gpus).
+GKE_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+DEDICATED = {"key": "dedicated", "value": "team-b", "effect": "NoSchedule"}
+
+
+def taint(world: MultiCluster, cluster: str, *taints: dict[str, str]) -> None:
+    for node in world[cluster].list("v1/nodes"):
+        world[cluster].apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node["metadata"]["name"]},
+                              "spec": {"taints": list(taints)}}, field_manager="test")
+
+
+def test_gkes_own_gpu_taint_does_not_keep_a_gpu_gang_out(world: MultiCluster, kube: Kube) -> None:
+    taint(world, "worker1", GKE_GPU_TAINT)
+    pending(world, kube, "small", 1)
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "small")["status"]["nominatedClusterNames"] == ["worker1"]  # the cheapest, as untainted
+    (event,) = events_of(world, "small")
+    assert "cannot use" not in event["message"]
+
+
+def test_nodes_with_a_taint_the_pods_do_not_tolerate_hold_nothing_for_them(world: MultiCluster, kube: Kube) -> None:
+    taint(world, "worker1", GKE_GPU_TAINT, DEDICATED)
+    pending(world, kube, "small", 1)
+    tolerant = workload("tolerant", 1, 8)
+    tolerant["spec"]["podSets"][0]["template"]["spec"]["tolerations"] = [
+        {"key": "dedicated", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"}]
+    reserve_quota(kube, seeded(world["manager"], tolerant))
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "small")["status"]["nominatedClusterNames"] != ["worker1"]
+    (event,) = events_of(world, "small")
+    assert "worker1: 3 of its nodes not counted: the pods cannot use them (taints" in event["message"]
+    assert status(world, "tolerant")["status"]["nominatedClusterNames"] == ["worker1"]
+
+
+def cpu_workload(name: str, gpus: int, cpu: str) -> dict[str, Any]:
+    wl = workload(name, 1, gpus)
+    for part in ("requests", "limits"):
+        wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"][part]["cpu"] = cpu
+    return wl
+
+
+def test_a_node_without_cpu_left_for_a_worker_holds_nothing_for_it(world: MultiCluster, kube: Kube) -> None:
+    # worker1's two free nodes (96 cores allocatable each) run tenants' CPU pods asking 80 cores: 16 left, not
+    # the 32 a worker asks; its GPUs are free all the same.
+    for i in (1, 2):
+        tenant = pod_manifest(f"etl-{i}", node_name=f"worker1-gpu-{i}", phase="Running")
+        tenant["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "80"}}
+        world["worker1"].create(tenant)
+    reserve_quota(kube, seeded(world["manager"], cpu_workload("small", 8, "32")))
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    assert status(world, "small")["status"]["nominatedClusterNames"] != ["worker1"]
+    (event,) = events_of(world, "small")
+    assert "worker1: 2 of its nodes not counted: no room left for a worker's CPU or memory" in event["message"]
+
+
+def test_the_cpu_of_a_held_gang_is_held_too(world: MultiCluster, kube: Kube) -> None:
+    # Workers of 2 GPUs and 60 of 96 cores: one per node fits, whatever the GPUs say (8 per node). The gangs
+    # decided first hold worker1's two free nodes' cores; the third goes elsewhere.
+    for name in ("a", "b", "c"):
+        reserve_quota(kube, seeded(world["manager"], cpu_workload(name, 2, "60")))
+    with dispatcher(world, FakeClock()) as d:
+        d.pass_once()
+    first = {n: status(world, n)["status"]["nominatedClusterNames"][0] for n in ("a", "b", "c")}
+    assert sorted(first.values()).count("worker1") == 2, first

@@ -22,8 +22,9 @@ from geosched.kube.submit import (
     submit,
 )
 from geosched.models import Weights
+from tests.kube.kube_support import WORKLOAD_API_VERSIONS, validate_manifest
 from tests.kubeapi.kubeapi_support import REGIONS, add_nodes
-from tests.kubeemu import MultiCluster
+from tests.kubeemu import WORKLOAD_API, MultiCluster
 
 pytestmark = pytest.mark.integration
 FAST = SubmitOptions(retry=RetryPolicy(attempts=6, initial_s=0.05, max_s=0.2))
@@ -197,6 +198,57 @@ def test_cluster_config_backend_and_names(fleet: MultiCluster, tmp_path: Path) -
     pod_spec = job_of(fleet)["spec"]["template"]["spec"]
     assert pod_spec["schedulerName"] == "geosched"
     assert writes(fleet)["cluster-c"] == 0  # not in the config: never touched
+
+
+def test_the_native_gang_api_lands_workload_podgroup_and_a_job_that_joins_it(fleet: MultiCluster,
+                                                                             tmp_path: Path) -> None:
+    # cluster-b emulates a 1.36 control plane with GenericWorkload on: it serves scheduling.k8s.io/v1alpha2.
+    for spec in WORKLOAD_API:
+        fleet["cluster-b"].register(spec)
+    config = {"west": ClusterConfig(name="west", context="cluster-b", backend=Backend.WORKLOAD_API,
+                                    namespace="default")}
+    outcome = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, clusters=config, options=FAST)
+    assert (outcome.cluster, outcome.zones) == ("west", ("europe-west4-b",))
+    # What the pods name exists before the pods' Job.
+    assert [a.kind for a in outcome.applied] == ["Workload", "PodGroup", "Service", "Job"]
+    workload = fleet["cluster-b"].get("scheduling.k8s.io/v1alpha2/workloads", "train", "default")
+    group = fleet["cluster-b"].get("scheduling.k8s.io/v1alpha2/podgroups", "train", "default")
+    job = job_of(fleet)
+    assert workload is not None and group is not None
+    for obj in (workload, group, job):
+        validate_manifest(served(obj), WORKLOAD_API_VERSIONS)
+    assert workload["spec"]["podGroupTemplates"] == [{
+        "name": "gang", "schedulingPolicy": {"gang": {"minCount": 4}},
+        "schedulingConstraints": {"topology": [{"key": keys.ZONE}]}}]
+    assert workload["spec"]["controllerRef"] == {"apiGroup": "batch", "kind": "Job", "name": "train"}
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert group["spec"]["podGroupTemplateRef"] == {"workload": {"workloadName": "train",
+                                                                 "podGroupTemplateName": "gang"}}
+    pod_spec = job["spec"]["template"]["spec"]
+    assert pod_spec["schedulingGroup"] == {"podGroupName": "train"}
+    assert "schedulerName" not in pod_spec
+    (term,) = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert {"key": keys.ZONE, "operator": "In", "values": ["europe-west4-b"]} in term["matchExpressions"]
+    # Submitted again: the same three objects, nothing new.
+    again = submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, clusters=config, options=FAST)
+    assert again.status == "exists"
+    assert len(fleet["cluster-b"].list("scheduling.k8s.io/v1alpha2/podgroups", "default")) == 1
+
+
+def test_a_cluster_without_the_native_gang_api_is_told_what_it_lacks(fleet: MultiCluster, tmp_path: Path) -> None:
+    config = {"west": ClusterConfig(name="west", context="cluster-b", backend=Backend.WORKLOAD_API,
+                                    namespace="default")}
+    with pytest.raises(SubmitError, match=r"scheduling.k8s.io/v1alpha2 Workload is not served \(Kubernetes 1.36 "
+                                          r"serves it with the GenericWorkload feature gate"):
+        submit(job_file(tmp_path), kubeconfig=fleet.kubeconfig, clusters=config, options=FAST)
+    assert fleet["cluster-b"].get("batch/v1/jobs", "train", "default") is None, "nothing of the gang is applied"
+
+
+def served(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as read back, less what the server adds, for the schema check of what was sent."""
+    meta = {k: v for k, v in obj["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
 
 
 def test_jobs_lists_placed_jobs_across_clusters(fleet: MultiCluster, tmp_path: Path) -> None:

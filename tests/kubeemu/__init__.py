@@ -4,7 +4,7 @@ API server behaviours the official `kubernetes` client relies on, served over re
 See README.md in this folder for what is emulated, what is simplified, and how the client surfaces faults.
 """
 
-from .catalog import BUILTIN, CUSTOM, Catalog, ResourceSpec, spec_from_crd
+from .catalog import BUILTIN, CUSTOM, WORKLOAD_API, Catalog, ResourceSpec, spec_from_crd
 from .cluster import EmulatedCluster, node_manifest, pod_manifest
 from .emulator import KubeEmulator, parse_api_path
 from .errors import ApiError
@@ -15,6 +15,7 @@ from .store import Store
 __all__ = [
     "BUILTIN",
     "CUSTOM",
+    "WORKLOAD_API",
     "ApiError",
     "Catalog",
     "EmulatedCluster",

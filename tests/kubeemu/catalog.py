@@ -112,6 +112,14 @@ BUILTIN: tuple[ResourceSpec, ...] = (
                  frozenset({"status"}), short_names=("crd",)),
 )
 
+# Kubernetes 1.36's gang API: built in, but served only with the GenericWorkload feature gate and the
+# scheduling.k8s.io/v1alpha2 group enabled, so a cluster serves it only when a test registers it (`register`).
+# Scope and subresources as the 1.36 OpenAPI has them: the PodGroup has a status, the Workload none.
+WORKLOAD_API: tuple[ResourceSpec, ...] = (
+    ResourceSpec("scheduling.k8s.io", ("v1alpha2",), "workloads", "Workload", True),
+    ResourceSpec("scheduling.k8s.io", ("v1alpha2",), "podgroups", "PodGroup", True, frozenset({"status"})),
+)
+
 _KUEUE = ("v1beta1", "v1beta2")
 
 # The custom resources geosched renders or reads; scope and subresources as in the upstream CRDs.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from geosched.kube.backends import coscheduling, kueue, volcano
+from geosched.kube.backends import coscheduling, kueue, volcano, workload_api
 from geosched.kube.backends.base import Gang, Handoff
 from geosched.kube.config import Backend, ClusterConfig
 
@@ -21,6 +21,7 @@ HANDOFFS: dict[Backend, Callable[[Gang, ClusterConfig], Handoff]] = {
     Backend.KUEUE: kueue.handoff,
     Backend.COSCHEDULING: coscheduling.handoff,
     Backend.VOLCANO: volcano.handoff,
+    Backend.WORKLOAD_API: workload_api.handoff,
     Backend.NONE: _none,
 }
 

@@ -28,6 +28,16 @@ class Gang:
     def single_region(self) -> bool:
         return len(self.regions) == 1
 
+    @property
+    def holding_level(self) -> str | None:
+        """The node label whose one domain must hold the whole gang: its zone, else its region. Across regions no
+        single domain holds it, and node affinity alone keeps it to its zones."""
+        if self.single_zone:
+            return keys.ZONE
+        if self.single_region:
+            return keys.REGION
+        return None
+
 
 @dataclass(frozen=True)
 class Handoff:
@@ -38,8 +48,12 @@ class Handoff:
     # Merged into a PyTorchJob's spec.runPolicy.schedulingPolicy (the training operator builds the PodGroup).
     scheduling_policy: Mapping[str, Any] = field(default_factory=dict)
     side_objects: tuple[dict[str, Any], ...] = ()
+    # Fields set on every pod spec of the gang (the native API's `schedulingGroup`).
+    pod_spec: Mapping[str, Any] = field(default_factory=dict)
     # Pod-level settings the gang cannot do without; a kind that cannot carry them must refuse, not drop them.
     pod_level_required: bool = False
+    # Why this job kind cannot be handed over this way at all (the renderer refuses it with this reason).
+    refused: str | None = None
 
 
 def gpu_resources(gang: Gang) -> dict[str, str]:

@@ -22,19 +22,9 @@ TOPOLOGY_LEVELS = (keys.REGION, keys.ZONE, keys.HOSTNAME)
 def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
     assert cluster.queue is not None, "config parsing requires a queue for kueue"
     # Kueue reads the queue from the job object's labels (the pod label is only for plain pods).
-    level = required_level(gang)
+    level = gang.holding_level
     annotations = {keys.KUEUE_REQUIRED_TOPOLOGY: level} if level is not None else {}
     return Handoff(object_labels={keys.KUEUE_QUEUE: cluster.queue}, pod_annotations=annotations)
-
-
-def required_level(gang: Gang) -> str | None:
-    """The topology level that must hold the whole gang. Across regions no single domain holds it: node affinity
-    alone keeps it to its zones."""
-    if gang.single_zone:
-        return keys.ZONE
-    if gang.single_region:
-        return keys.REGION
-    return None
 
 
 def cluster_objects(nodes: Iterable[Node]) -> list[dict[str, Any]]:

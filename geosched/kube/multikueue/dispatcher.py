@@ -31,9 +31,10 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from kubernetes.client.exceptions import ApiException
 
 from geosched import render
@@ -41,19 +42,23 @@ from geosched.errors import GeoschedError, InputError
 from geosched.gate import parse_yaml
 from geosched.kube.client import APPLY_PATCH, Json, Kube, Resource, describe
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet, network_for
+from geosched.kube.inventory import pod_request, quantity
 from geosched.kube.multikueue import kueue
 from geosched.kube.multikueue.cache import CHECKS, CLUSTERS, CONFIGS, KINDS, QUEUES, WORKLOADS, ManagerCache
 from geosched.kube.multikueue.metrics import Metrics
 from geosched.kube.multikueue.rank import Ranking, rank, taken
 from geosched.kube.multikueue.settings import DispatcherSettings
 from geosched.kube.multikueue.workers import Workers
+from geosched.kube.objpath import At
+from geosched.kube.scheduler.decide import View
 from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.lease import LeaderElector
 from geosched.kube.scheduler.network import NetworkSource, no_network
+from geosched.kube.scheduler.pods import node_labels, node_taints
 from geosched.kube.scheduler.reflector import Reflector
 from geosched.models import NetworkView, Placement
 from geosched.policies import PlacementContext
-from geosched.policies.context import IntArray
+from geosched.policies.context import FloatArray, IntArray
 
 log = logging.getLogger(__name__)
 CONFIGMAPS = Resource("v1", "ConfigMap", "configmaps", True)
@@ -83,6 +88,12 @@ class _Context:
     ctx: PlacementContext
     index: dict[str, int]
     base_free: IntArray
+    nodes: View  # the nodes' labels and taints, and node masks per requirement set (the scheduler's)
+    base_room: FloatArray  # per node and kueue.NEEDS: allocatable less what bound pods request
+    room: FloatArray = field(init=False)  # the same less what held gangs will ask
+
+    def __post_init__(self) -> None:
+        self.room = self.base_room.copy()
 
 
 class Dispatcher:
@@ -108,6 +119,7 @@ class Dispatcher:
         self._api_version = api_version
         self._rounds: dict[str, _Round] = {}
         self._held: dict[str, Placement] = {}  # Workload uid -> the placement its GPUs are held for
+        self._held_needs: dict[str, tuple[float, ...]] = {}  # Workload uid -> its CPU and memory per worker
         self._said: dict[str, str] = {}  # Workload uid -> the last NotNominated message (said once)
         self._context: _Context | None = None
         self._context_key: tuple[int, int] | None = None
@@ -288,23 +300,32 @@ class Dispatcher:
             return None
         left_out = {**self._left_out, **inactive}
         candidates = [c for c in configs[item.config] if c not in left_out]
+        unusable: dict[str, str] = {}
+        needs = kueue.worker_needs(item.obj)
         if context is None:
             ranking = Ranking(job, (), ())
         else:
-            ranking = rank(job, context.ctx, candidates, policy=s.policy, weights=s.weights)
+            usable, unusable = self._usable(dict(item.obj), context, job.gpus_per_worker, needs)
+            # Exact for the clusters written (the best `nominate`, or one more than already nominated); the rest
+            # only as far as their bounds say they cannot be among them.
+            need = len(item.nominated) + 1 if item.nominated else s.nominate
+            ranking = rank(job, usable, candidates, policy=s.policy, weights=s.weights, need=need)
+        # Said with the clusters left out; a cluster with such nodes is still ranked on its others.
+        notes = {c: f"left out, {reason}" for c, reason in left_out.items()}
+        notes.update((c, said) for c, said in unusable.items() if c not in left_out)
         order = ranking.cluster_names()
         if item.nominated:
             fresh = [c for c in order if c not in item.nominated][:1]
             if not fresh:
                 self._rounds[item.uid] = _Round(now, item.nominated)  # asked again after the next timeout
-                self._refuse(item, "no other cluster holds the gang", started, ranking, left_out,
+                self._refuse(item, "no other cluster holds the gang", started, ranking, notes,
                              configs[item.config])
                 return None
             nominated = (*item.nominated, *fresh)[:kueue.MAX_NOMINATED]
             reason, best = "Renominated", next(p for p in ranking.fits if p.cluster == fresh[0])
         else:
             if not order:
-                self._refuse(item, "no worker cluster holds the gang", started, ranking, left_out,
+                self._refuse(item, "no worker cluster holds the gang", started, ranking, notes,
                              configs[item.config])
                 return None
             nominated = tuple(order[:s.nominate])
@@ -315,12 +336,12 @@ class Dispatcher:
         self._rounds[item.uid] = _Round(now, nominated)
         held = not item.nominated and context is not None
         if held and context is not None:
-            self._hold(item.uid, best, context)
+            self._hold(item.uid, best, needs, context)
         future = self._writer.submit(
             _timed, self.manager.request, "PATCH", self.path(WORKLOADS, item.namespace, item.name, "status"),
             query={"fieldManager": s.field_manager, "force": True},
             body=kueue.nomination_apply(item.obj, nominated, s.field_manager), content_type=APPLY_PATCH)
-        message = _message(nominated, best, ranking, left_out, configs[item.config])
+        message = _message(nominated, best, ranking, notes, configs[item.config])
         return _Write(item, reason, nominated, best, message, held, started, time.perf_counter(), future)
 
     def _settle(self, w: _Write, context: _Context | None) -> bool:
@@ -334,6 +355,7 @@ class Dispatcher:
                 self.metrics.decided("error")
                 log.warning("workload %s: %s", w.item.key, describe(exc))
             self._rounds.pop(w.item.uid, None)
+            self._held_needs.pop(w.item.uid, None)
             if w.held and self._held.pop(w.item.uid, None) is not None and context is not None:
                 self._reapply(context)
             return False
@@ -347,12 +369,12 @@ class Dispatcher:
         return True
 
     def _refuse(self, item: kueue.Pending, why: str, started: float, ranking: Ranking | None = None,
-                left_out: Mapping[str, str] | None = None, candidates: Iterable[str] = (),
+                notes: Mapping[str, str] | None = None, candidates: Iterable[str] = (),
                 outcome: str = "no_fit") -> None:
         parts = [why]
         if ranking is not None:
             parts += [f"{c}: {reason}" for c, reason in sorted(ranking.refused)]
-        parts += [f"{c}: left out, {reason}" for c, reason in sorted((left_out or {}).items()) if c in candidates]
+        parts += [f"{c}: {note}" for c, note in sorted((notes or {}).items()) if c in candidates]
         message = "; ".join(parts)
         self.metrics.decided(outcome, time.perf_counter() - started)
         if self._said.get(item.uid) != message:
@@ -378,19 +400,29 @@ class Dispatcher:
         gone = set(self._held) - alive
         for uid in gone:
             del self._held[uid]
+            self._held_needs.pop(uid, None)
         if gone and context is not None:
             self._reapply(context)
 
-    def _hold(self, uid: str, placement: Placement, context: _Context) -> None:
+    def _hold(self, uid: str, placement: Placement, needs: Sequence[float], context: _Context) -> None:
         self._held[uid] = placement
-        if all(a.node in context.index for a in placement.assignments):
-            context.ctx = context.ctx.with_free(taken(context.ctx, placement, context.index))
+        self._held_needs[uid] = tuple(needs)
+        self._take(context, placement, needs)
 
     def _reapply(self, context: _Context) -> None:
         context.ctx = context.ctx.with_free(context.base_free.copy())
-        for placement in self._held.values():
-            if all(a.node in context.index for a in placement.assignments):
-                context.ctx = context.ctx.with_free(taken(context.ctx, placement, context.index))
+        context.room = context.base_room.copy()
+        for uid, placement in self._held.items():
+            self._take(context, placement, self._held_needs.get(uid, ()))
+
+    @staticmethod
+    def _take(context: _Context, placement: Placement, needs: Sequence[float]) -> None:
+        """The held gang's GPUs, CPU and memory off its nodes (for the next gangs of the pass)."""
+        if all(a.node in context.index for a in placement.assignments):
+            context.ctx = context.ctx.with_free(taken(context.ctx, placement, context.index))
+            for a in placement.assignments:
+                for k, need in enumerate(needs):
+                    context.room[context.index[a.node], k] -= a.workers * need
 
     def cluster_objects(self) -> dict[str, Json]:
         return {kueue.name_of(c): c for c in self.cache.items(CLUSTERS)}
@@ -422,7 +454,52 @@ class Dispatcher:
             return None
         view = build_fleet(readings.values())
         ctx = PlacementContext(view.fleet, network_for(view.fleet, self._network_view))
-        return _Context(ctx, {n: i for i, n in enumerate(ctx.names)}, ctx.gpus_free.copy())
+        raw = {(r.cluster, str((n.get("metadata") or {}).get("name"))): n for r in readings.values() for n in r.nodes}
+        # build_fleet names a node "cluster/name" when two clusters have one of that name.
+        mine = [raw[(n.cluster or "", n.name.removeprefix(f"{n.cluster}/"))] for n in view.fleet.nodes]
+        nodes = View(ctx, ctx.gpus_free, [node_labels(n) for n in mine], [node_taints(n) for n in mine])
+        asked: dict[tuple[str, str], list[float]] = {}
+        for r in readings.values():
+            for pod in r.pods:
+                spec = At(pod, "pod").key("spec")
+                used = asked.setdefault((r.cluster, str(spec.key("nodeName").value)), [0.0] * len(kueue.NEEDS))
+                for k, need in enumerate(kueue.NEEDS):
+                    used[k] += pod_request(spec, need)
+        room = np.array([[_allocatable(node, need) for need in kueue.NEEDS] for node in mine], dtype=np.float64)
+        room -= np.array([asked.get((n.cluster or "", n.name.removeprefix(f"{n.cluster}/")), [0.0] * len(kueue.NEEDS))
+                          for n in view.fleet.nodes], dtype=np.float64).reshape(room.shape)
+        return _Context(ctx, {n: i for i, n in enumerate(ctx.names)}, ctx.gpus_free.copy(), nodes, room)
+
+    def _usable(self, wl: Json, context: _Context, gpus: int, needs: Sequence[float],
+                ) -> tuple[PlacementContext, dict[str, str]]:
+        """The context as this Workload's GPU pods see it, and what it leaves out per cluster: nodes they cannot
+        use (an untolerated NoSchedule or NoExecute taint, a nodeSelector or required affinity they fail) hold no
+        free GPU for it, and a node holds no more workers than its CPU and memory left have room for (`needs`,
+        per worker, `gpus` GPUs each)."""
+        ctx = context.ctx
+        usable = np.ones(len(ctx.names), dtype=bool)
+        for req in kueue.gpu_requirements(wl):
+            usable &= context.nodes.mask(req)
+        free = np.where(usable, ctx.gpus_free, 0)
+        short = np.zeros(len(ctx.names), dtype=bool)
+        for k, need in enumerate(needs):
+            if need > 0:
+                # Unknown allocatable is inf: clipped so the count stays an integer; it is no limit either way.
+                fit = np.floor(np.clip(context.room[:, k] / need, 0.0, 1 << 30)).astype(np.int64)
+                short |= (fit == 0) & (free >= gpus)
+                free = np.minimum(free, fit * gpus)
+        notes: dict[str, str] = {}
+        for mask, why in ((~usable, "the pods cannot use them (taints, nodeSelector, required affinity)"),
+                          (short, "no room left for a worker's CPU or memory")):
+            counts = np.bincount(ctx.cluster_of[mask], minlength=len(ctx.cluster_names))
+            for i, count in enumerate(counts.tolist()):
+                if count:
+                    cluster = str(ctx.cluster_names[i])
+                    said = f"{count} of its nodes not counted: {why}"
+                    notes[cluster] = f"{notes[cluster]}; {said}" if cluster in notes else said
+        if not notes:
+            return ctx, notes
+        return ctx.with_free(free), notes
 
     def _refresh_network(self) -> bool:
         now = self.clock()
@@ -470,6 +547,12 @@ def _named(configmap: Json | None) -> str | None:
         return None
 
 
+def _allocatable(node: Json, resource: str) -> float:
+    """A node's allocatable `resource`; unknown (not reported) is no limit."""
+    found = quantity(((node.get("status") or {}).get("allocatable") or {}).get(resource))
+    return float("inf") if found is None else found
+
+
 def _timed(fn: Callable[..., Any], *args: Any, **kw: Any) -> tuple[Any, float]:
     """The answer, and when it came (a decision's latency ends when its write is answered)."""
     answer = fn(*args, **kw)
@@ -486,17 +569,18 @@ def _age(wl: Json) -> tuple[str, str, str]:
     return str(meta.get("creationTimestamp") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-def _message(nominated: tuple[str, ...], best: Placement, ranking: Ranking, left_out: Mapping[str, str],
+def _message(nominated: tuple[str, ...], best: Placement, ranking: Ranking, notes: Mapping[str, str],
              candidates: Iterable[str]) -> str:
     """What `kubectl describe workload` shows: the choice, every score term, the others, who was left out."""
     job, score = best.job, best.score
     parts = [f"nominated {', '.join(nominated)}; {best.cluster}: {job.workers} x {job.gpus_per_worker} GPUs in "
              f"{', '.join(best.zones)} by {best.policy}, {render.score_line(score, best.weights)}"]
     others = [f"{p.cluster} {p.score.total:.3f}" for p in ranking.fits if p is not best]
+    others += [f"{c} not scored (cannot beat these: at least {bound:.3f})" for c, bound in ranking.unranked]
     if others:
         parts.append("others: " + ", ".join(others))
     parts += [f"{c}: {reason}" for c, reason in sorted(ranking.refused)]
-    parts += [f"{c}: left out, {reason}" for c, reason in sorted(left_out.items()) if c in set(candidates)]
+    parts += [f"{c}: {note}" for c, note in sorted(notes.items()) if c in set(candidates)]
     return "; ".join(parts)
 
 

@@ -35,9 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.kube import keys
+from geosched.kube.inventory import pod_gpus, pod_request
 from geosched.kube.jobinput import pod_templates_gang
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
+from geosched.kube.scheduler.pods import Requirements, Toleration, requirements
 from geosched.models import Job
 
 GROUP = "kueue.x-k8s.io"
@@ -189,6 +191,47 @@ def workload_gang(wl: Mapping[str, Any], known: set[str] | None = None) -> Job:
     return Job(name=job.name, namespace=job.namespace, image=job.image, workers=job.workers,
                gpus_per_worker=job.gpus_per_worker, gpu=job.gpu, zones=job.zones, regions=job.regions,
                max_zones=max_zones, max_regions=max_regions)
+
+
+# What the ExtendedResourceToleration admission plugin adds to a pod that requests an extended resource
+# (plugin/pkg/admission/extendedresourcetoleration: key = the resource, operator Exists, effect NoSchedule). GKE
+# taints GPU nodes nvidia.com/gpu=present:NoSchedule and runs the plugin, so its GPU pods tolerate the taint
+# without saying so (cloud.google.com/kubernetes-engine/docs/how-to/gpus); the Workload's template, read before
+# any admission, does not carry it yet.
+GPU_TOLERATION = Toleration(keys.GPU, "Exists", "", "NoSchedule")
+
+
+def gpu_requirements(wl: Mapping[str, Any]) -> tuple[Requirements, ...]:
+    """What limits the nodes of each GPU PodSet's pods (nodeSelector, required node affinity, tolerations, and
+    the GPU toleration the worker's admission adds), one per distinct template."""
+    out: list[Requirements] = []
+    for ps in At(wl, "Workload").dig("spec", "podSets").items():
+        spec = ps.dig("template", "spec")
+        if not pod_gpus(spec):
+            continue
+        own = requirements(spec)
+        req = Requirements(own.selector, own.terms, (*own.tolerations, GPU_TOLERATION))
+        if req not in out:
+            out.append(req)
+    return tuple(out)
+
+
+# The resources besides GPUs a worker's node must have room for (`worker_needs`).
+NEEDS = ("cpu", "memory")
+
+
+def worker_needs(wl: Mapping[str, Any]) -> tuple[float, ...]:
+    """What one worker of the gang asks of each of `NEEDS` (cores, bytes): the most any GPU PodSet's pod asks,
+    a PodSet that must share one node (`required` hostname) counted as one worker of all its pods."""
+    out = [0.0] * len(NEEDS)
+    for ps in At(wl, "Workload").dig("spec", "podSets").items():
+        spec = ps.dig("template", "spec")
+        if not pod_gpus(spec):
+            continue
+        pods = ps.key("count").integer(minimum=0, default=1) \
+            if _required_level(ps.key("topologyRequest")) == keys.HOSTNAME else 1
+        out = [max(have, pods * pod_request(spec, r)) for have, r in zip(out, NEEDS, strict=True)]
+    return tuple(out)
 
 
 def _required_level(request: At) -> str | None:

@@ -10,6 +10,15 @@ the workers is refused without asking the policy.
 
 Order: for `zone-first`, its own ranking of candidates (one region before several, fewer zones, then the
 score); for every other policy, the score. Ties: cheaper per hour, then the cluster name.
+
+Bounded (`need`): a dispatcher writes the best one or few clusters, so only those must be exact. Each cluster
+gets a lower bound of its order key first, from arrays alone (`_bounds`): its regions and zones (one zone only if
+some zone of it has room for the whole gang), and a score no placement there can beat (the cheapest and cleanest
+eligible GPU-hour, and the step time on the best link any hop there could have: zone pairs and measured node
+pairs, no hop at all when one node holds the gang; `comm_ms` grows with RTT and loss and falls with throughput).
+The policy runs on the clusters in order of their bounds and stops once the next bound is above the `need`-th
+best key found: the clusters it skips cannot enter the first `need`, so those are the exhaustive ranking's, and
+the skipped ones are listed with their bound (`unranked`).
 """
 
 from __future__ import annotations
@@ -19,10 +28,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from geosched.comm import comm_ms
 from geosched.models import Job, NoFit, Placement, Weights
 from geosched.policies import PlacementContext, job_view
 from geosched.policies.base import registry
-from geosched.policies.context import IntArray
+from geosched.policies.context import IntArray, JobView
 
 ZONE_FIRST = "zone-first"
 
@@ -34,26 +44,41 @@ class Ranking:
     job: Job
     fits: tuple[Placement, ...]
     refused: tuple[tuple[str, str], ...]
+    # Clusters not given to the policy: their lower bound is above the `need`-th best (cluster, score bound).
+    unranked: tuple[tuple[str, float], ...] = ()
 
     def cluster_names(self) -> list[str]:
         return [p.cluster or "" for p in self.fits]
 
 
 def rank(job: Job, ctx: PlacementContext, clusters: Sequence[str], *, policy: str = ZONE_FIRST,
-         weights: Weights | None = None) -> Ranking:
+         weights: Weights | None = None, need: int | None = None) -> Ranking:
+    """Every cluster ranked (`need` None), or exactly the best `need` and bounds for the rest."""
     fn = registry()[policy]
     index = {c: i for i, c in enumerate(ctx.cluster_names)}
     known = [c for c in clusters if c in index]
     refused: list[tuple[str, str]] = [(c, "no GPU node read from it") for c in clusters if c not in index]
     fits: list[Placement] = []
+    unranked: list[tuple[str, float]] = []
     if known:
         view = job_view(ctx, job, weights or Weights(), explain=False)
         room = np.bincount(ctx.cluster_of, weights=view.capacity, minlength=len(ctx.cluster_names))
+        roomy = []
         for cluster in known:
             if room[index[cluster]] < job.workers:  # cannot hold it whatever the policy: no need to ask
                 refused.append((cluster, f"the largest pool holds {int(room[index[cluster]])} of {job.workers} "
                                          f"workers"))
-                continue
+            else:
+                roomy.append(cluster)
+        key = _order(policy)
+        bounds = _bounds(view, [index[c] for c in roomy], policy) if need is not None else [None] * len(roomy)
+        queue = sorted(zip(bounds, roomy, strict=True), key=lambda b: (b[0] or (0, 0, 0.0, 0.0), b[1]))
+        for k, (low, cluster) in enumerate(queue):
+            if low is not None and need is not None and len(fits) >= need:
+                kth = sorted(key(p) for p in fits)[need - 1]
+                if (*low, cluster) > kth:
+                    unranked = [(c, b[2]) for b, c in queue[k:] if b is not None]
+                    break
             mine = ctx.cluster_of == index[cluster]
             outcome = fn(replace(view, eligible=view.eligible & mine, capacity=np.where(mine, view.capacity, 0)))
             if isinstance(outcome, Placement):
@@ -61,7 +86,49 @@ def rank(job: Job, ctx: PlacementContext, clusters: Sequence[str], *, policy: st
             else:
                 refused.append((cluster, _why(outcome)))
     fits.sort(key=_order(policy))
-    return Ranking(job, tuple(fits), tuple(refused))
+    return Ranking(job, tuple(fits), tuple(sorted(refused)), tuple(unranked))
+
+
+# Below a bound by this much (relative) is still "not above": sums taken in another order differ in the last bits.
+SLACK = 1e-9
+
+
+def _bounds(view: JobView, clusters: Sequence[int], policy: str) -> list[tuple[int, int, float, float]]:
+    """Per cluster, a lower bound of `_order`'s key (less the name) for any placement of the gang there."""
+    ctx, job, w = view.ctx, view.job, view.weights
+    z, r = len(ctx.zone_names), len(ctx.region_keys)
+    nodes = view.candidates
+    of = ctx.cluster_of[nodes]
+    cap = view.capacity[nodes]
+    per_zone = np.bincount(of * z + ctx.zone_of[nodes], weights=cap, minlength=len(ctx.cluster_names) * z)
+    per_region = np.bincount(of * r + ctx.region_of[nodes], weights=cap, minlength=len(ctx.cluster_names) * r)
+    rtt = ctx.zz_rtt95 if view.p95 else ctx.zz_rtt
+    pair_rtt = ctx.pair_rtt95 if view.p95 else ctx.pair_rtt
+    out = []
+    for c in clusters:
+        mine = nodes[of == c]
+        one_zone = per_zone[c * z:(c + 1) * z].max() >= job.workers
+        one_region = per_region[c * r:(c + 1) * r].max() >= job.workers
+        if view.capacity[mine].max() >= job.workers:
+            comm = 0.0  # one node holds the gang: no network hop
+        else:
+            zones = np.unique(ctx.zone_of[mine])
+            pairs = np.ix_(zones, zones)
+            # Every hop's link is a zone pair's, worsened by the nodes' own summaries, or a measured node pair's.
+            best_rtt, best_loss, best_tput = float(rtt[pairs].min()), float(ctx.zz_loss[pairs].min()), \
+                float(ctx.zz_tput[pairs].max())
+            if ctx.pair_key.size:
+                best_rtt = min(best_rtt, float(pair_rtt.min()))
+                best_loss = min(best_loss, float(ctx.pair_loss.min()))
+                best_tput = max(best_tput, float(ctx.pair_tput.max()))
+            comm = comm_ms(job.workers, job.profile.message_mb, best_rtt, best_loss, best_tput)
+        price, carbon = float(view.price_gpu[mine].min()), float(view.carbon_gpu[mine].min())
+        score = (w.network * (job.profile.compute_ms + comm) / view.ideal_step_ms + w.cost * price / view.price_ref
+                 + w.carbon * carbon / view.carbon_ref)
+        usd = job.gpus * price
+        placed = (int(not one_region), 1 if one_zone else 2) if policy == ZONE_FIRST else (0, 0)
+        out.append((*placed, score - SLACK * abs(score), usd - SLACK * abs(usd)))
+    return out
 
 
 def _order(policy: str) -> Callable[[Placement], tuple[int, int, float, float, str]]:

@@ -68,7 +68,7 @@ class View:
     def mask(self, req: Requirements) -> BoolArray:
         found = self.masks.get(req)
         if found is None:
-            if req == Requirements() and not any(self.taints):
+            if not req.selector and not req.terms and not any(self.taints):  # tolerations alone limit nothing
                 found = np.ones(len(self.labels), dtype=bool)
             else:
                 found = np.fromiter((fits(req, labels, taints) for labels, taints in zip(self.labels, self.taints,
