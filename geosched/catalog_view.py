@@ -83,17 +83,8 @@ def rows(query: CatalogQuery, offerings: Iterable[Offering] | None = None, obser
     return out
 
 
-def compact(row: dict[str, Any], now: float | None = None) -> dict[str, Any]:
-    """The columns a person compares; JSON and CSV keep every field."""
-    return {"zone": f"{row['provider']}:{row['zone']}", "instance": row["instance_type"],
-            "gpus": f"{row['gpus']}x {row['gpu']}", "$/h": row["usd_per_hour"], "spot $/h": row["spot_usd_per_hour"],
-            "$/GPU-h": row["usd_per_gpu_hour"],
-            "gCO2e/h": row["gco2e_per_hour"], "price seen": age(row["price_observed_at"], now),
-            "spot risk": row["spot_risk_detail"]}
-
-
 def age(at: float | None, now: float | None = None) -> str:
-    """"5 h ago", "3 d ago", or "shipped" for a price no API answered."""
+    """How old an observed price is, for people; `shipped` for the catalog's list price."""
     if at is None:
         return "shipped"
     hours = max(0.0, ((time.time() if now is None else now) - at) / 3600.0)

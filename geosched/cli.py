@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import sys
-from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from geosched import catalog, catalog_view, config_cli, gpus, policies, render, settings
+from geosched import catalog, catalog_view, config_cli, gpus, kinds, policies, render, settings
 from geosched.carbon import decision_signal, decision_time, load_carbon
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
@@ -37,6 +36,7 @@ from geosched.options import (
     one_of,
     option_name,
 )
+from geosched.output import NoHeadersOpt, Output, OutputOpt, TabularOutputOpt, emit_document, emit_list, rfc3339
 from geosched.plots.files import plot_format
 from geosched.policies import spotrisk
 from geosched.policies.spotrisk import Rework, SpotRisk
@@ -78,18 +78,6 @@ app.add_typer(kube_cli.scheduler_app, name="scheduler")
 app.add_typer(multikueue_cli.make_app(lambda: State.home), name="multikueue")
 # Provisioning verbs join the top level too: `geosched provision`, `down`, `status`, `check`, `sweep`.
 app.registered_commands.extend(providers_cli.app.registered_commands)
-
-
-class PlaceOutput(StrEnum):
-    table = "table"
-    yaml = "yaml"
-    json = "json"
-
-
-class DataOutput(StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
 
 
 class State:
@@ -152,7 +140,8 @@ def place(
     explain: Annotated[bool, typer.Option(help="Show every term of every candidate and why each lost.")] = False,
     limit: Annotated[int, typer.Option(min=0, help="Candidates and rejections --explain shows (0: all; JSON "
                                        "and YAML always list all).")] = 20,
-    output: Annotated[PlaceOutput, typer.Option("--output", "-o")] = PlaceOutput.table,
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
     carbon_hourly: CarbonHourlyOpt = None,
     at: AtOpt = None,
@@ -175,16 +164,18 @@ def place(
     ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal, risks)
     result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance,
                                                       risk_weight))
-    if output is PlaceOutput.table:
+
+    def table() -> None:
         if isinstance(result, Placement):
-            render.placement(result, explain, limit)
+            render.placement(result, explain or output is Output.WIDE, limit)
             if explain:
                 for note in [*carbon.notes, *_spot_notes(ctx, result)]:
                     render.out.print(note, markup=False)
         else:
             render.error(result.message)
-    else:
-        render.data(render.placement_doc(result), output.value)
+
+    emit_document("Placement" if isinstance(result, Placement) else "NoFit", render.placement_doc(result), output,
+                  table, no_headers=no_headers)
     if not isinstance(result, Placement):
         raise typer.Exit(EXIT_NO_FIT)
     if plot is not None:
@@ -233,7 +224,8 @@ def catalog_cmd(
     region: Annotated[str | None, typer.Option(help="Region name, e.g. us-east-1.")] = None,
     sort: Annotated[str, typer.Option(help=f"One of {', '.join(catalog_view.SORT_KEYS)}.")] = "price",
     limit: Annotated[int, typer.Option(min=0, help="Rows in the table (0: all).")] = 40,
-    output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
+    output: TabularOutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
 ) -> None:
     """GPU offerings per zone with on-demand and spot prices and carbon per hour."""
     if context.invoked_subcommand is not None:
@@ -254,15 +246,10 @@ def catalog_cmd(
     offerings, observed, risks = _known_offerings()
     rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort), offerings,
                              observed, risks=risks)
-    if output is DataOutput.json:
-        render.data(rows, "json")
-    elif output is DataOutput.csv:
-        render.rows_csv(rows)
-    else:
-        shown = rows[:limit] if limit else rows
-        more = " (--limit 0 shows all)" if len(shown) < len(rows) else ""
-        render.table("GPU offerings", [catalog_view.compact(r) for r in shown],
-                     caption=f"{len(shown)} of {len(rows)} offerings{more}")
+    rows = [{**r, "price_observed_at": rfc3339(r["price_observed_at"]), "price_age": catalog_view.age(
+        r["price_observed_at"]), "spot_risk_observed_at": rfc3339(r["spot_risk_observed_at"])} for r in rows]
+    emit_list(kinds.GPU_OFFERINGS, rows, output, no_headers=no_headers, title="GPU offerings", limit=limit,
+              caption=f"{len(rows)} offerings")
 
 
 def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tuple[str, str, str], SpotRisk]]:
@@ -281,27 +268,22 @@ def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tupl
 
 
 @app.command(name="gpus")
-def gpus_cmd(output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table) -> None:
+def gpus_cmd(output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """GPU models geosched knows, with the names other tools give them (any of which a job file or --gpu takes)."""
     offered: dict[str, set[str]] = {}
     for o in catalog.offerings():
         offered.setdefault(o.gpu, set()).add(o.provider)
     rows = [{"gpu": model, "gfd_product": part.product, "gke_accelerator": part.gke_accelerator,
-             "offered_by": ",".join(sorted(offered.get(model, ()))) or None}
+             "offered_by": sorted(offered.get(model, ()))}
             for model, part in sorted(gpus.PARTS.items()) if model in offered or model in catalog.gpu_models()]
-    if output is DataOutput.json:
-        render.data(rows, "json")
-    elif output is DataOutput.csv:
-        render.rows_csv(rows)
-    else:
-        render.table("GPU models (names are case-insensitive; GFD and GKE names are accepted too)", rows)
+    emit_list(kinds.GPU_MODELS, rows, output, no_headers=no_headers)
 
 
 @app.command(name="policies")
-def policies_cmd() -> None:
+def policies_cmd(output: OutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """List the placement policies."""
-    for name in policies.names():
-        render.out.print(name + ("  (default)" if name == policies.DEFAULT_POLICY else ""))
+    emit_list(kinds.POLICIES, [{"name": name, "default": name == policies.DEFAULT_POLICY} for name in policies.names()],
+              output, no_headers=no_headers)
 
 
 @snapshot_app.command("export")
@@ -362,19 +344,15 @@ def snapshot_import(directory: Annotated[Path, typer.Argument(help="Directory wi
 
 @app.command()
 def placements(job: Annotated[str | None, typer.Option(help="Only this job.")] = None,
-               output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table) -> None:
+               output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """Placements recorded in the store."""
     with State.store() as store:
         rows = store.placements(job)
-    if output is DataOutput.json:
-        render.data(rows, "json")
-        return
-    flat = [{"id": r["id"], "job": r["job"], "policy": r["policy"], "cluster": r["cluster"], "zones": r["zones"],
-             "gpus": r["gpus"], "score": r["score"]["total"], "$/h": r["score"]["usd_per_hour"]} for r in rows]
-    if output is DataOutput.csv:
-        render.rows_csv(flat)
-    else:
-        render.table("placements", flat)
+    flat = [{"id": r["id"], "created_at": rfc3339(r["created_at"]), "job": r["job"], "policy": r["policy"],
+             "cluster": r["cluster"], "zones": r["zones"], "regions": r["regions"], "gpus": r["gpus"],
+             "score": r["score"]["total"], "usd_per_hour": r["score"]["usd_per_hour"],
+             "gco2e_per_hour": r["score"]["gco2e_per_hour"], "step_ms": r["score"]["step_ms"]} for r in rows]
+    emit_list(kinds.PLACEMENT_RECORDS, flat, output, no_headers=no_headers)
 
 
 @app.command(name="simulate")
@@ -411,7 +389,8 @@ def simulate_cmd(
     backfill: Annotated[bool, typer.Option(help="EASY backfill behind a blocked head of the queue.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Run every gang on this GPU model (default: the fleet's most "
                                             "plentiful; 'any' lets each policy choose).")] = None,
-    output: Annotated[DataOutput, typer.Option("--output", "-o")] = DataOutput.table,
+    output: TabularOutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
     plot: Annotated[Path | None, typer.Option(help="Also draw the comparison into FILE.png, .svg or .html: JCT "
                                               "and slowdown CDFs per policy, cost and emissions.")] = None,
     carbon_hourly: CarbonHourlyOpt = None,
@@ -424,7 +403,7 @@ def simulate_cmd(
     run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], workload=generated, fleet=fleet, network=network,
                          snapshot=snapshot,
                          trace_format=one_of("--trace-format", trace_format, "--format", old_format),
-                         output=output.value, plot=plot, gpu=gpu,
+                         output=output, no_headers=no_headers, plot=plot, gpu=gpu,
                          weights=Weights(network_weight, cost_weight, carbon_weight, zone_tolerance),
                          strict=not lenient, backfill=backfill, carbon_hourly=carbon_hourly, at=at)
 

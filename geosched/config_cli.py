@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
 from geosched import render, settings
-from geosched.documents import API_VERSION
+from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document
 from geosched.store import default_home
 
 app = typer.Typer(no_args_is_help=True, help="The settings: where the config file is, and every value in force.")
-
-
-class ShowOutput(StrEnum):
-    table = "table"
-    json = "json"
-    yaml = "yaml"
 
 
 @app.command("path")
@@ -28,16 +21,13 @@ def path_cmd() -> None:
 
 
 @app.command("show")
-def show_cmd(ctx: typer.Context,
-             output: Annotated[ShowOutput, typer.Option("--output", "-o")] = ShowOutput.table) -> None:
+def show_cmd(ctx: typer.Context, output: OutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """Every setting, its value and where it came from: flag, env, file or default."""
     rows = [_row(ctx, s) for s in settings.SETTINGS]
-    if output is ShowOutput.table:
+    emit_document("Settings", {"config_file": str(settings.config_path()), "settings": rows}, output, lambda: (
         render.table(f"settings (config file: {settings.config_path()})",
-                     [{**r, "value": _text(r["value"], s)} for r, s in zip(rows, settings.SETTINGS, strict=True)])
-    else:
-        render.data({"apiVersion": API_VERSION, "kind": "Settings", "config_file": str(settings.config_path()),
-                     "settings": rows}, output.value)
+                     [{**r, "value": _text(r["value"], s)} for r, s in zip(rows, settings.SETTINGS, strict=True)])),
+        no_headers=no_headers)
 
 
 def _row(ctx: typer.Context, setting: settings.Setting) -> dict[str, Any]:

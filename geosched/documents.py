@@ -6,6 +6,8 @@ The same shapes serve the CLI's files, the store's snapshot export/import and th
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,28 @@ HEADER = {"apiVersion", "kind"}
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 PRICING = {p.value: p for p in Pricing}
 STATES = {s.value: s for s in NodeState}
+
+
+class Output(StrEnum):
+    """The formats a command prints in (`geosched.output` holds the contract; the report package renders
+    csv, md and html itself)."""
+
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+    CSV = "csv"
+    MD = "md"
+    HTML = "html"
+
+    @property
+    def tabular(self) -> bool:
+        return self in (Output.TABLE, Output.WIDE)
+
+
+def document(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` as an output document of `kind`: apiVersion and kind first."""
+    return {"apiVersion": API_VERSION, "kind": kind, **body}
 
 
 def _header(fields: Fields, kind: str) -> None:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-from rich.console import Console
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -38,6 +43,27 @@ class _Console(Console):
     def render_str(self, text: str, **kwargs: Any) -> Text:
         return super().render_str(printable(text), **kwargs)
 
+    @property
+    def size(self) -> ConsoleDimensions:
+        """The terminal's width, or `COLUMNS` when set; piped (not a terminal, no `COLUMNS`) a wide page, where
+        rich would squeeze everything to 80 columns: a program reading the table wants whole lines."""
+        columns = os.environ.get("COLUMNS", "")
+        size = super().size
+        width = PIPED_WIDTH if not columns.isdigit() and not self.is_terminal else size.width
+        return ConsoleDimensions(max(width, _AT_LEAST.get()), size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+# A table being drawn needs at least this width (rich would otherwise squeeze it into the terminal's).
+_AT_LEAST: ContextVar[int] = ContextVar("at_least", default=0)
+# Piped tables: as wide as their content up to this (a line longer than any screen, shorter than a pager's limit).
+PIPED_WIDTH = 4000
+# A free-text cell wraps at words; a single token longer than this is the only thing folded mid-word.
+LONGEST_UNBROKEN = 40
+
 
 out = _Console(highlight=False, soft_wrap=False, markup=False)
 err = _Console(stderr=True, highlight=False, markup=False)
@@ -52,29 +78,93 @@ def data(doc: Any, fmt: str) -> None:
     sys.stdout.write(dump(doc, fmt))
 
 
-def rows_csv(rows: Sequence[dict[str, Any]]) -> None:
+def rows_csv(rows: Sequence[dict[str, Any]], header: bool = True) -> None:
+    """Rows as CSV, the keys of the first row as columns; a list value is one comma-separated cell."""
     if not rows:
         return
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
+    if header:
+        writer.writeheader()
+    writer.writerows({k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()} for row in rows)
     sys.stdout.write(buf.getvalue())
 
 
-def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None) -> None:
-    t = Table(title=title, caption=caption, show_lines=False)
+_HEADERS: ContextVar[bool] = ContextVar("headers", default=True)
+
+
+@contextmanager
+def headers(show: bool) -> Iterator[None]:
+    """Tables drawn inside show their headers, or not (`--no-headers` of a command that draws several)."""
+    token = _HEADERS.set(show)
+    try:
+        yield
+    finally:
+        _HEADERS.reset(token)
+
+
+def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None, *,
+          headers: Sequence[str] | None = None, show_headers: bool | None = None) -> None:
+    """Rows as a table: the keys of the first row are the columns, headed by the key humanised (`headers` names
+    them otherwise). Numbers and names (cells without a space) are never broken across lines; free text wraps at
+    word boundaries; headings wrap at words. When the terminal is too narrow for that, the table is wider than the
+    terminal rather than wrong. Without `show_headers` (kubectl's --no-headers) there is no header row, title or
+    caption: rows only, for `awk`."""
+    show_headers = _HEADERS.get() if show_headers is None else show_headers
     if not rows:
-        out.print(f"{title}: nothing to show")
+        if show_headers:
+            out.print(f"{title}: nothing to show")
         return
-    for key in rows[0]:
-        t.add_column(key, justify="right" if isinstance(rows[0][key], int | float) else "left", overflow="fold")
-    for row in rows:
-        t.add_row(*(_cell(v) for v in row.values()))
-    out.print(t)
+    keys = list(rows[0])
+    names = list(headers) if headers is not None else [k.replace("_", " ") for k in keys]
+    cells = [[cell(row.get(key)) for key in keys] for row in rows]
+    columns = [[c[i] for c in cells] for i in range(len(keys))]
+    prose = [any(" " in c for c in column) for column in columns]
+    widths = column_widths(columns, names if show_headers else [""] * len(keys), prose, out.width)
+    # kubectl's layout: columns two spaces apart, a rule under the header, no vertical lines (they cost three
+    # characters a column that the numbers need at 80 columns).
+    t = Table(title=title if show_headers else None, caption=caption if show_headers else None,
+              show_header=show_headers, show_lines=False, box=box.SIMPLE_HEAD if show_headers else None,
+              show_edge=False, pad_edge=False, padding=(0, 1 if show_headers else 2, 0, 0))
+    for key, name, width, free in zip(keys, names, widths, prose, strict=True):
+        numeric = any(isinstance(row.get(key), int | float) and not isinstance(row.get(key), bool) for row in rows)
+        t.add_column(Text(name, no_wrap=False), justify="right" if numeric else "left", no_wrap=not free,
+                     overflow="fold", width=width)
+    for row_cells in cells:
+        t.add_row(*row_cells)
+    token = _AT_LEAST.set(sum(widths) + 2 * len(widths))
+    try:
+        out.print(t, crop=False)
+    finally:
+        _AT_LEAST.reset(token)
 
 
-def _cell(value: Any) -> str:
+def column_widths(columns: Sequence[Sequence[str]], names: Sequence[str], prose: Sequence[bool],
+                  available: int) -> list[int]:
+    """Each column's width: its widest cell or heading when they fit in `available` (two characters go between
+    columns). Else free-text columns give way first, down to their longest word (at most LONGEST_UNBROKEN), then
+    headings longer than their cells wrap; a number or a name never shrinks, so a table too wide for the terminal
+    stays too wide rather than split one."""
+    natural = [max(cell_len(x) for x in (*column, name)) for column, name in zip(columns, names, strict=True)]
+    least = [max(min(max((cell_len(w) for c in column for w in c.split()), default=0), LONGEST_UNBROKEN) if free
+                 else max(cell_len(c) for c in column), max((cell_len(w) for w in name.split()), default=0))
+             for column, name, free in zip(columns, names, prose, strict=True)]
+    widths = list(natural)
+    excess = sum(widths) + 2 * len(widths) - available
+    for give_way in (True, False):  # free text first, then headings
+        while excess > 0:
+            slack = [(w - m, i) for i, (w, m, free) in enumerate(zip(widths, least, prose, strict=True))
+                     if free is give_way and w > m]
+            if not slack:
+                break
+            _, i = max(slack)
+            widths[i] -= 1
+            excess -= 1
+    return widths
+
+
+def cell(value: Any) -> str:
+    """A value as a table shows it (the tests compare tables with JSON through it)."""
     if value is None:
         return "-"
     if isinstance(value, float):

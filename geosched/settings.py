@@ -319,8 +319,13 @@ def supplying(param: Any) -> Setting | None:
 
 
 def choices(param: Any) -> tuple[str, ...] | None:
-    """The values an option takes, when it is a choice (typer declares them as an Enum)."""
-    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    """The values an option takes, when it is a choice: the formats of an `-o` (geosched.output.Formats), else
+    the members of the Enum typer declares it with."""
+    descriptor = getattr(param, "type_descriptor", None)
+    formats = getattr(getattr(getattr(descriptor, "parameter_info", None), "parser", None), "formats", None)
+    if isinstance(formats, tuple):
+        return formats
+    annotation = getattr(descriptor, "annotation", None)
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return tuple(str(m.value) for m in annotation)
     return None

@@ -25,6 +25,7 @@ from geosched.carbon import contexts_by_hour, decision_time, load_carbon, series
 from geosched.errors import InputError
 from geosched.inputs import Snapshot, resolve
 from geosched.models import Fleet, Weights
+from geosched.output import Output, emit_document
 from geosched.plots.files import plot_format
 from geosched.simulate import report
 from geosched.simulate.engine import SimOptions, simulate
@@ -61,7 +62,8 @@ def run_simulate_command(
     network: Path | None = None,
     snapshot: Path | None = None,
     trace_format: str | None = None,
-    output: str = "table",
+    output: Output | str = Output.TABLE,
+    no_headers: bool = False,
     plot: Path | None = None,
     weights: Weights | None = None,
     strict: bool = True,
@@ -78,6 +80,7 @@ def run_simulate_command(
             raise InputError("--policy", "", f"unknown policy {name!r} (known: {', '.join(known)})")
     if output not in report.OUTPUTS:
         raise InputError("--output", "", f"expected one of {', '.join(report.OUTPUTS)}, got {output!r}")
+    output = Output(output)
     if trace_format is not None and trace_format not in FORMATS:
         raise InputError("--trace-format", "", f"expected one of {', '.join(FORMATS)}, got {trace_format!r}")
     if plot is not None:
@@ -114,15 +117,14 @@ def run_simulate_command(
     for result in results:
         for job in result.unplaced_jobs:
             _note(f"{read.source}: line {job.line}: job {job.id} not placed by {result.policy}: {job.reason}")
-    if output == "json":
+    if output is Output.CSV:
+        render.rows_csv(report.rows(results), header=not no_headers)
+    else:
         meta = {"trace": read.source, "format": read.format, "fleet": snap.origin, "jobs_read": len(read.jobs),
                 "rows_with_errors": len(read.errors), "rows_skipped": len(read.skipped)}
-        render.data(report.document(results, meta), "json")
-    elif output == "csv":
-        render.rows_csv(report.rows(results))
-    else:
-        render.table(f"Trace replay: {read.source} ({read.format}, {len(read.jobs)} jobs) on {snap.origin}",
-                     report.table_rows(results))
+        emit_document("SimulationReport", report.document(results, meta), output, lambda: render.table(
+            f"Trace replay: {read.source} ({read.format}, {len(read.jobs)} jobs) on {snap.origin}",
+            report.table_rows(results)), no_headers=no_headers)
     if plot is not None:
         # Imported here: matplotlib costs half a second, paid only when a picture is asked for.
         from geosched.plots.write import simulation_plot

@@ -116,7 +116,7 @@ def test_unknown_policy_and_missing_file(tmp_path: Path) -> None:
 
 def test_catalog_outputs(tmp_path: Path) -> None:
     run = geosched("catalog", "--gpu", "A100:8", "--sort", "price", "-o", "json", home=tmp_path)
-    rows = json.loads(run.stdout)
+    rows = json.loads(run.stdout)["items"]
     assert rows and all(r["gpu"] == "A100" and r["gpus"] == 8 for r in rows)
     csv_out = geosched("catalog", "--provider", "gcp", "--gpu", "L4", "-o", "csv", home=tmp_path)
     assert csv_out.stdout.splitlines()[0].startswith("provider,region,zone,instance_type,gpu")
@@ -141,7 +141,7 @@ def test_demo_runs_end_to_end_and_records(tmp_path: Path) -> None:
     assert not (tmp_path / "geosched.db").exists()
     listed = geosched("placements", "-o", "json", home=tmp_path / "demo" / "store")
     placed = {"finetune-8", "pretrain-64", "pretrain-512"}
-    assert {r["job"] for r in json.loads(listed.stdout)} == placed
+    assert {r["job"] for r in json.loads(listed.stdout)["items"]} == placed
     # Provisioning: said where it runs, injected one fault, launched a gang elsewhere, took it down to nothing.
     assert "127.0.0.1, no cloud account" in text and "injected fault" in text
     assert "emulated clouds hold 0 live instance(s)" in text

@@ -29,7 +29,7 @@ def test_home_after_the_verb(tmp_path: Path) -> None:
     run = geosched("place", JOBS / "train-8.yaml", "--record", "--home", str(home), "-o", "json", home=tmp_path)
     assert run.returncode == 0, run.stderr
     listed = geosched("placements", f"--home={home}", "-o", "json", home=tmp_path)
-    assert [r["job"] for r in json.loads(listed.stdout)] == ["finetune-8"]
+    assert [r["job"] for r in json.loads(listed.stdout)["items"]] == ["finetune-8"]
     assert not (tmp_path / "geosched.db").exists()  # GEOSCHED_HOME was not used
 
 

@@ -53,9 +53,12 @@ def test_the_config_file_sets_the_output_where_the_command_offers_it(env: dict[s
     (tmp_path / "config.yaml").write_text("output: yaml\npolicy: spread\n")
     placed = run("place", JOB, env=env)
     assert placed.returncode == 0 and "policy: spread" in placed.stdout.splitlines(), placed.stderr
-    # catalog has no yaml: it keeps its table rather than failing.
+    # csv is offered by catalog, not by place (geosched/output.py): place keeps its table rather than failing.
+    (tmp_path / "config.yaml").write_text("output: csv\npolicy: spread\n")
     listed = run("catalog", "--limit", "1", env=env)
-    assert listed.returncode == 0 and "GPU offerings" in listed.stdout, listed.stderr
+    assert listed.returncode == 0 and listed.stdout.startswith("provider,region,zone,"), listed.stderr
+    placed = run("place", JOB, env=env)
+    assert placed.returncode == 0 and "by spread" in placed.stdout, placed.stderr
 
 
 @pytest.mark.parametrize(("content", "where", "why"), [

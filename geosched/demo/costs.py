@@ -14,11 +14,12 @@ from typing import Any
 from rich.markup import escape
 
 from geosched import render
+from geosched.documents import Output
 from geosched.models import Fleet, Placement
 from geosched.report import Kind, Source, close_interval, open_interval
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.formats import display_row, row
-from geosched.report.report import Output, Rendered, report
+from geosched.report.report import Rendered, report
 from geosched.report.window import iso
 from geosched.store import Store
 

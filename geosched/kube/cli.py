@@ -15,13 +15,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from geosched import policies, render
+from geosched import kinds, policies, render
 from geosched.carbon import decision_time, load_carbon
 from geosched.documents import load_network
 from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT, GeoschedError, InputError
@@ -37,6 +36,7 @@ from geosched.options import (
     ZoneToleranceOpt,
     known_policy,
 )
+from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
 
 if TYPE_CHECKING:
     from geosched.kube.cluster_inventory import Unreachable
@@ -53,18 +53,12 @@ app.add_typer(scheduler_app, name="scheduler")
 
 
 
-class Output(StrEnum):
-    table = "table"
-    json = "json"
-
-
 KubeconfigOpt = Annotated[Path | None, typer.Option(
     "--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).")]
 ContextOpt = Annotated[list[str] | None, typer.Option(
     "--context", help="Only this context or cluster (repeatable; default: every one).")]
 ClustersOpt = Annotated[Path | None, typer.Option(
     "--clusters", help="Cluster config (ClusterConfig YAML): which contexts, backends, queues.")]
-OutputOpt = Annotated[Output, typer.Option("--output", "-o")]
 
 
 @contextmanager
@@ -114,7 +108,8 @@ def submit_cmd(
     check_queues: Annotated[bool, typer.Option(
         help="On a Kueue cluster, first check its LocalQueue, ClusterQueue, ResourceFlavors and Topology, and "
         "refuse, saying what is missing.")] = False,
-    output: OutputOpt = Output.table,
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
     carbon_hourly: Annotated[Path | None, typer.Option(
         "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/carbon.py): place at the "
         "grid intensity of the hour the job starts, not the yearly mean.")] = None,
@@ -136,10 +131,8 @@ def submit_cmd(
                                     clusters=_clusters(clusters), network=load_network(network) if network else None,
                                     options=options, now=decision_time(at))
     _warn(outcome.unreachable, outcome.assumptions)
-    if output is Output.json:
-        render.data(_outcome_doc(outcome), "json")
-    else:
-        _print_outcome(outcome)
+    emit_document("SubmitOutcome", _outcome_doc(outcome), output, lambda: _print_outcome(outcome),
+                  no_headers=no_headers)
     if outcome.status == "no-fit":
         raise typer.Exit(EXIT_NO_FIT)
 
@@ -160,7 +153,7 @@ def _print_outcome(outcome: SubmitOutcome) -> None:
         render.table(f"{outcome.job} -> cluster {outcome.cluster} ({outcome.context}), zones "
                      f"{', '.join(outcome.zones)}",
                      [{"kind": a.kind, "namespace": a.namespace, "name": a.name, "action": a.action,
-                       "resourceVersion": a.resource_version} for a in outcome.applied])
+                       "resource_version": a.resource_version} for a in outcome.applied])
 
 
 def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
@@ -178,7 +171,7 @@ def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
 
 @app.command("jobs")
 def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: KubeconfigOpt = None,
-             context: ContextOpt = None, output: OutputOpt = Output.table,
+             context: ContextOpt = None, output: OutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False,
              record: Annotated[bool, typer.Option(
                  "--record", help="Also write each job's start and end (from its status) into the usage ledger "
                  "that `geosched report` prices (a read-only command otherwise).")] = False) -> None:
@@ -197,12 +190,9 @@ def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: Kubec
     _warn(unreachable)
     rows = [{"cluster": j.cluster, "namespace": j.namespace, "kind": j.kind, "name": j.name, "zones": list(j.zones),
              "state": j.state, "policy": j.policy, "placed_at": j.placed_at,
-             "started": _iso(j.usage.start if j.usage else None), "ended": _iso(j.usage.end if j.usage else None)}
+             "started": rfc3339(j.usage.start if j.usage else None), "ended": rfc3339(j.usage.end if j.usage else None)}
             for j in found]
-    if output is Output.json:
-        render.data(rows, "json")
-    else:
-        render.table("placed jobs", rows)
+    emit_list(kinds.PLACED_JOBS, rows, output, no_headers=no_headers)
 
 
 def _home(ctx: typer.Context) -> Path:
@@ -229,12 +219,6 @@ def _record(home: Path, found: list[PlacedJob], read: set[str]) -> None:
     if synced.opened or synced.closed or synced.recorded or synced.gone:
         render.err.print(f"usage ledger: {synced.opened} run(s) started, {synced.closed} ended, {synced.recorded} "
                          f"recorded whole, {synced.gone} closed as gone", markup=False)
-
-
-def _iso(when: float | None) -> str | None:
-    from datetime import UTC, datetime
-
-    return None if when is None else datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @scheduler_app.command("run")

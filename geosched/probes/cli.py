@@ -16,10 +16,11 @@ import asyncssh
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from geosched import render, settings
+from geosched import kinds, render, settings
 from geosched.errors import InputError
 from geosched.inventory import SshTarget, load_inventory
 from geosched.options import finite
+from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
 from geosched.plots.files import plot_format
 from geosched.probes import exports, service
 from geosched.probes.aggregate import NodeScope
@@ -59,11 +60,6 @@ def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTarg
     return replace(found, unpinned=tuple(n for n in found.unpinned if n not in keys))
 
 DEFAULTS = ProbeSettings()
-
-
-class Output(StrEnum):
-    table = "table"
-    json = "json"
 
 
 class Scope(StrEnum):
@@ -130,7 +126,8 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
                                                        "(default: the next run number).")] = None,
         node_links: Annotated[NodeScope, typer.Option(help="Node pairs stored per pair (others via their zone "
                                                       "pair).")] = NodeScope.ALL,
-        output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+        output: OutputOpt = Output.TABLE,
+        no_headers: NoHeadersOpt = False,
     ) -> None:
         """Probe nodes and add the measurements to the store: an inventory file's, or (without --inventory) the
         machines the store knows: kept inventories and provisioned gangs that are up (`--gang` for one)."""
@@ -168,20 +165,19 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
             outcome = service.run(store, targets, settings, options, known_hosts=known_hosts,
                                   progress=progress, node_scope=node_links, jumps=jumps)
         report = outcome.report
-        if output is Output.json:
-            doc = report_to_dict(report)
-            doc["stored"] = {"node_samples": outcome.node_samples, "zone_samples": outcome.zone_samples}
-            doc["slow_nodes"] = [{"node": s.name, "zone": s.zone, "reason": s.reason} for s in outcome.slow]
-            render.data(doc, "json")
-        else:
-            _print_run(outcome)
+        doc = report_to_dict(report)
+        doc["stored"] = {"node_samples": outcome.node_samples, "zone_samples": outcome.zone_samples}
+        doc["slow_nodes"] = [{"node": s.name, "zone": s.zone, "reason": s.reason} for s in outcome.slow]
+        doc["started_at"] = rfc3339(report.started_at)
+        emit_document("ProbeRun", doc, output, lambda: _print_run(outcome), no_headers=no_headers)
         if report.measured_pairs == 0:
             raise typer.Exit(1)
 
     @app.command("show")
     def show_cmd(
         inventory: InventoryOpt = None,
-        output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+        output: OutputOpt = Output.TABLE,
+        no_headers: NoHeadersOpt = False,
         scope: Annotated[Scope | None, typer.Option(help="node pairs or zone pairs (default: node pairs in the "
                                                     f"table; the heatmap by zone beyond {HEATMAP_NODES} nodes).")]
         = None,
@@ -196,10 +192,9 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
             nodes = service.known_nodes(store, inv)
             rows = service.show(store, nodes, (scope or Scope.node).value)
             view = store.network_view()
-        if output is Output.json:
-            render.data(rows, "json")
-        else:
-            render.table(f"measured {(scope or Scope.node).value} pairs", rows)
+        emit_list(kinds.ZONE_LINKS if scope is Scope.zone else kinds.NODE_LINKS, rows, output, no_headers=no_headers,
+                  title=f"measured {(scope or Scope.node).value} pairs")
+        if output.tabular:
             slow = service.slow_in_view(view, nodes)
             if slow:
                 render.table("slow among zone peers", [{"node": x.name, "zone": x.zone, "reason": x.reason}

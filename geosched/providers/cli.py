@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from geosched import catalog, catalog_view, gpus, render
+from geosched import catalog, catalog_view, gpus, kinds, render
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
 from geosched.options import (
@@ -27,6 +26,7 @@ from geosched.options import (
     finite,
     one_of,
 )
+from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
 from geosched.policies.spotrisk import Rework
 from geosched.providers import journal, lifecycle, registry
 from geosched.providers.base import Provider, ondemand_firewalls, ondemand_group, ondemand_summary
@@ -51,11 +51,6 @@ app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and 
 
 DEFAULT_PROVIDERS = ("aws", "gcp")
 PLAN_ROWS = 15
-
-
-class Output(StrEnum):
-    table = "table"
-    json = "json"
 
 
 def _home(ctx: typer.Context) -> Path:
@@ -174,7 +169,8 @@ def provision_cmd(
     tf_output: TfOutputOption = None,
     old_network: OldNetworkOption = None,
     admin_cidr: AdminCidrOption = [],  # noqa: B006
-    output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
 ) -> None:
     """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider."""
     settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
@@ -191,7 +187,7 @@ def provision_cmd(
             _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS)
             providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
             result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings, observer=obs))
-            _show_result(result, output)
+            _show_result(result, output, no_headers)
             return
         if gpu is None or nodes is None:
             raise InputError("--gpu/--nodes", "", "both are required (or --resume GANG)")
@@ -211,23 +207,24 @@ def provision_cmd(
             providers = _with_credentials(providers)
         plan = plan_gang(request, providers, store, network=settings.network)
         if dry_run or not plan.candidates:
-            _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)))
+            _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)),
+                       no_headers=no_headers)
             if not plan.candidates:
                 render.error(f"no offering holds {nodes} x {model}:{per_node} under these constraints")
                 raise typer.Exit(EXIT_NO_FIT)
             return
         if not yes:
-            _show_plan(plan, Output.table, False, limit=5)
+            _show_plan(plan, Output.TABLE, False, limit=5)
             first = plan.candidates[0]
             typer.confirm(f"Launch {nodes} x {first.instance_type} (first choice ${first.usd_per_hour:,.2f}/h)?",
                           abort=True)
         result = _with_progress(output, lambda obs: provision(request, providers, store, psettings, gang=name,
                                                              observer=obs))
-        _show_result(result, output)
+        _show_result(result, output, no_headers)
 
 
 def _with_progress(output: Output, run: Any) -> ProvisionResult:
-    if output is Output.json:
+    if not output.tabular:
         result: ProvisionResult = run(None)
         return result
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=render.out,
@@ -285,14 +282,14 @@ def _subnet(plan: Plan, c: Candidate) -> str | None:
 def _plan_rows(plan: Plan, limit: int | None) -> list[dict[str, Any]]:
     rows = []
     for i, c in enumerate(plan.candidates[:limit] if limit else plan.candidates, start=1):
-        row: dict[str, Any] = {"#": i, "provider": c.provider, "region": c.region, "zone": c.zone}
+        row: dict[str, Any] = {"rank": i, "provider": c.provider, "region": c.region, "zone": c.zone}
         if plan.coverage is not None:
             row["subnet"] = _subnet(plan, c) or "(default)"
-        row.update({"instance type": c.instance_type, "market": c.pricing.value, "$/h": c.usd_per_hour})
+        row.update({"instance_type": c.instance_type, "market": c.pricing.value, "usd_per_hour": c.usd_per_hour})
         if _has_spot(plan):
-            row.update({"spot risk": _risk_text(c, plan.request.nodes),
-                        "risk-adjusted $/h": c.adjusted_usd_per_hour})
-        row.update({"kgCO2e/h": c.gco2e_per_hour / 1000 if c.gco2e_per_hour is not None else None,
+            row.update({"spot_risk": _risk_text(c, plan.request.nodes),
+                        "adjusted_usd_per_hour": c.adjusted_usd_per_hour})
+        row.update({"kgco2e_per_hour": c.gco2e_per_hour / 1000 if c.gco2e_per_hour is not None else None,
                     "score": c.score})
         rows.append(row)
     return rows
@@ -314,7 +311,7 @@ def _candidate_doc(c: Candidate, plan: Plan | None = None) -> dict[str, Any]:
     if c.risk is not None:
         doc["adjusted_usd_per_hour"] = c.adjusted_usd_per_hour
         doc["risk"] = {"source": c.risk.source, "detail": c.risk.detail, "known": c.risk.known,
-                       "hazard_per_node_hour": c.risk.hazard_per_hour, "observed_at": c.risk.observed_at,
+                       "hazard_per_node_hour": c.risk.hazard_per_hour, "observed_at": rfc3339(c.risk.observed_at),
                        "age_s": None if c.risk.observed_at is None else round(time.time() - c.risk.observed_at, 1)}
     if plan is not None and plan.coverage is not None:
         doc["subnet"] = plan.coverage.subnet(c.provider, c.zone)
@@ -341,15 +338,18 @@ def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[dict[s
 
 
 def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS,
-               ondemand: Sequence[dict[str, Any]] = ()) -> None:
-    if output is Output.json:
-        doc: dict[str, Any] = {"plan": [_candidate_doc(c, plan) for c in plan.candidates],
-                               "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}
-        if ondemand:
-            doc["network"] = [{k: v for k, v in item.items() if k != "detail"} for item in ondemand]
-        render.data(doc, "json")
-        return
-    rows = _plan_rows(plan, limit)
+               ondemand: Sequence[dict[str, Any]] = (), no_headers: bool = False) -> None:
+    doc: dict[str, Any] = {"plan": [_candidate_doc(c, plan) for c in plan.candidates],
+                           "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}
+    if ondemand:
+        doc["network"] = [{k: v for k, v in item.items() if k != "detail"} for item in ondemand]
+    emit_document("ProvisionPlan", doc, output, lambda: _plan_table(plan, output, dry_run, limit, ondemand),
+                  no_headers=no_headers)
+
+
+def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
+                ondemand: Sequence[dict[str, Any]]) -> None:
+    rows = _plan_rows(plan, None if output is Output.WIDE else limit)
     more = len(plan.candidates) - len(rows)
     caption = (f"... and {more} more" if more > 0 else "") + (" (dry run: no launch API was called)" if dry_run
                                                              else "")
@@ -358,7 +358,7 @@ def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PL
                  caption=caption.strip() or None)
     if plan.skipped:
         rows_skipped = [{"provider": s.candidate.provider, "zone": s.candidate.zone,
-                         "instance type": s.candidate.instance_type, "market": s.candidate.pricing.value,
+                         "instance_type": s.candidate.instance_type, "market": s.candidate.pricing.value,
                          "reason": _plain(s.reason)} for s in plan.skipped[:PLAN_ROWS]]
         more_skipped = len(plan.skipped) - len(rows_skipped)
         render.table("skipped", rows_skipped, caption=f"... and {more_skipped} more" if more_skipped > 0 else None)
@@ -387,28 +387,29 @@ def _risk_notes(plan: Plan) -> list[str]:
 
 def attempt_rows(attempts: Sequence[journal.AttemptRecord]) -> list[dict[str, Any]]:
     """The attempt report: what was tried, in which order, and why each failed (also the demo's)."""
-    return [{"#": a.seq, "provider": a.provider, "zone": a.zone, "instance type": a.instance_type,
+    return [{"seq": a.seq, "provider": a.provider, "zone": a.zone, "instance_type": a.instance_type,
              "market": a.pricing.value, "outcome": a.outcome, "error": a.error_kind, "code": a.error_code,
-             "calls": a.api_calls, "retries": a.retries,
+             "api_calls": a.api_calls, "retries": a.retries,
              "seconds": round((a.finished_at or a.started_at) - a.started_at, 2),
-             "why": _plain(a.message or "")[:80]} for a in attempts]
+             "why": _plain(a.message or "")} for a in attempts]
 
 
-def _show_result(result: ProvisionResult, output: Output) -> None:
-    if output is Output.json:
-        render.data({"gang": result.gang, "state": result.state, "message": result.message,
-                     "api_calls": result.api_calls, "elapsed_s": round(result.elapsed_s, 3),
-                     "chosen": _candidate_doc(result.candidate) if result.candidate else None,
-                     "nodes": [{"name": n.name, "zone": n.zone, "provider_id": n.provider_id,
-                                "addresses": list(n.addresses)} for n in result.nodes],
-                     "attempts": attempt_rows(result.attempts)}, "json")
-    else:
+def _show_result(result: ProvisionResult, output: Output, no_headers: bool = False) -> None:
+    def table() -> None:
         render.table(f"attempts for {result.gang}", attempt_rows(result.attempts))
-        render.table("nodes", [{"name": n.name, "zone": n.zone, "instance type": n.instance_type,
-                                "provider id": n.provider_id, "addresses": list(n.addresses)}
+        render.table("nodes", [{"name": n.name, "zone": n.zone, "instance_type": n.instance_type,
+                                "provider_id": n.provider_id, "addresses": list(n.addresses)}
                                for n in result.nodes])
         render.out.print(f"{result.gang}: {result.state}: {_plain(result.message)} ({result.api_calls} API calls, "
                          f"{result.elapsed_s:.1f} s)")
+
+    emit_document("ProvisionResult", {
+        "gang": result.gang, "state": result.state, "message": result.message, "api_calls": result.api_calls,
+        "elapsed_s": round(result.elapsed_s, 3),
+        "chosen": _candidate_doc(result.candidate) if result.candidate else None,
+        "nodes": [{"name": n.name, "zone": n.zone, "provider_id": n.provider_id, "addresses": list(n.addresses)}
+                  for n in result.nodes],
+        "attempts": attempt_rows(result.attempts)}, output, table, no_headers=no_headers)
     if not result.ok:
         raise typer.Exit(EXIT_NO_FIT)
 
@@ -435,6 +436,8 @@ def down_cmd(
     all_gangs: Annotated[bool, typer.Option("--all", help="Every gang the store has not seen terminated.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
 ) -> None:
     """Terminate every machine of a gang, including what a crashed or stalled launch left behind."""
     if (gang is None) == (not all_gangs):
@@ -448,7 +451,10 @@ def down_cmd(
                 raise InputError("GANG", "", f"no gang {gang!r} in {store.path}")
             targets = [gang]
         if not targets:
-            render.out.print("nothing to take down")
+            if output.tabular:
+                render.out.print("nothing to take down")
+            else:
+                emit_list(kinds.GANG_DOWN, [], output)
             return
         if not yes:
             typer.confirm(f"Terminate every machine of {', '.join(targets)}?", abort=True)
@@ -457,8 +463,8 @@ def down_cmd(
         for target in targets:
             result = lifecycle.down(store, providers, target)
             rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
-                         "api calls": result.api_calls, "errors": _plain("; ".join(result.errors)) or None})
-    render.table("down", rows)
+                         "api_calls": result.api_calls, "errors": [_plain(e) for e in result.errors]})
+    emit_list(kinds.GANG_DOWN, rows, output, no_headers=no_headers)
     if any(r["state"] != "terminated" for r in rows):
         raise typer.Exit(1)
 
@@ -467,7 +473,8 @@ def down_cmd(
 def status_cmd(
     ctx: typer.Context,
     gang: Annotated[str | None, typer.Argument(help="Show one gang's attempts and machines.")] = None,
-    output: Annotated[Output, typer.Option("--output", "-o")] = Output.table,
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
     refresh_first: Annotated[bool, typer.Option("--refresh", help="Read the providers first: machines preempted or "
                                                 "deleted behind geosched's back are marked and stop being billed "
                                                 "at the time the provider reports; nothing is terminated.")] = False,
@@ -481,7 +488,7 @@ def status_cmd(
         failed = False
         if refresh_first or watch is not None:
             failed = _refresh(ctx, gang, inventory, output)
-        _show_status(ctx, gang, output)
+        _show_status(ctx, gang, output, no_headers)
         if watch is None:
             break
         time.sleep(watch)
@@ -499,7 +506,7 @@ def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, outpu
     for h in health:
         for err in h.errors:
             render.err.print(f"{h.gang}: {err}", markup=False, highlight=False, soft_wrap=True)
-        if output is Output.table and h.lost:
+        if output.tabular and h.lost:
             render.out.print(f"{h.gang}: gone since the last look: {', '.join(h.lost)}", markup=False,
                              highlight=False, soft_wrap=True)
         if h.advice:
@@ -507,30 +514,31 @@ def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, outpu
     return any(h.errors for h in health)
 
 
-def _show_status(ctx: typer.Context, gang: str | None, output: Output) -> None:
+def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_headers: bool) -> None:
     with Store(_home(ctx)) as store:
         if gang is not None:
             record = journal.gang_record(store, gang)
             if record is None:
                 raise InputError("GANG", "", f"no gang {gang!r} in {store.path}")
             attempts = attempt_rows(journal.attempts(store, gang))
-            machines = [{"name": r.name, "provider": r.provider, "zone": r.zone, "provider id": r.provider_id,
+            machines = [{"name": r.name, "provider": r.provider, "zone": r.zone, "provider_id": r.provider_id,
                          "state": r.state, "note": _plain(r.note or "") or None}
                         for r in journal.instances(store, gang=gang)]
-            if output is Output.json:
-                render.data({"gang": gang, "state": record.state, "message": record.message, "attempts": attempts,
-                             "instances": machines}, "json")
-                return
-            render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message else ""))
-            render.table("attempts", attempts)
-            render.table("instances", machines)
+
+            def table() -> None:
+                render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message
+                                                              else ""))
+                render.table("attempts", attempts)
+                render.table("instances", machines)
+
+            emit_document("GangStatus", {"gang": gang, "state": record.state, "message": record.message,
+                                         "attempts": attempts, "instances": machines}, output, table,
+                          no_headers=no_headers)
             return
         rows = [_gang_row(store, g) for g in journal.gangs(store)]
         owner = journal.owner(store)
-    if output is Output.json:
-        render.data(rows, "json")
-    else:
-        render.table("gangs", rows)
+    emit_list(kinds.GANGS, rows, output, no_headers=no_headers)
+    if output.tabular and not no_headers:
         # The Terraform modules' `owner` variable must be this id (see terraform/README.md).
         render.out.print(f"owner id of this store: {owner}")
 
@@ -542,12 +550,13 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
     # A ready gang that lost machines (as the last refresh saw) says so.
     state = "degraded" if g.state == "ready" and g.request and len(billed) < g.request.nodes else g.state
     return {"gang": g.gang, "state": state,
-            "where": f"{chosen.provider}/{chosen.zone}" if chosen else None,
-            "instance type": chosen.instance_type if chosen else None,
-            "nodes up": f"{len(billed)}/{g.request.nodes}" if g.request else str(len(billed)),
+            "provider": chosen.provider if chosen else None, "zone": chosen.zone if chosen else None,
+            "instance_type": chosen.instance_type if chosen else None,
+            "nodes_up": len(billed), "nodes": g.request.nodes if g.request else None,
             "open": len([r for r in rows if r.state in ("intent", "terminating")]),
-            "$/h": sum(r.usd_per_hour or 0.0 for r in billed),
-            "age h": round((time.time() - g.created_at) / 3600, 2)}
+            "usd_per_hour": sum(r.usd_per_hour or 0.0 for r in billed),
+            "created_at": rfc3339(g.created_at),
+            "age_h": round((time.time() - g.created_at) / 3600, 2)}
 
 
 @app.command(name="sweep")
@@ -558,6 +567,8 @@ def sweep_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Terminate what is found without asking.")] = False,
     any_owner: Annotated[bool, typer.Option("--any-owner", help="Also instances another store launched.")] = False,
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
 ) -> None:
     """Find instances tagged geosched-* that the store has no record of, and offer to terminate them."""
     names = _split(provider) or DEFAULT_PROVIDERS
@@ -568,12 +579,12 @@ def sweep_cmd(
         found = lifecycle.sweep(store, providers, regions=scope, any_owner=any_owner)
         rows = [{"provider": i.provider, "region": i.region, "zone": i.zone, "id": i.provider_id, "gang": i.gang,
                  "owner": i.owner, "state": i.state.value} for i in found.orphans]
-        render.table("instances with no record", rows)
+        emit_list(kinds.ORPHANS, rows, output, no_headers=no_headers)
         if found.foreign:
-            render.out.print(f"{len(found.foreign)} tagged instance(s) belong to another store's owner "
+            render.err.print(f"{len(found.foreign)} tagged instance(s) belong to another store's owner "
                              "(--any-owner includes them)")
         if found.reconciled:
-            render.out.print(f"gangs with unrecorded instances (reconciled with --yes): {', '.join(found.reconciled)}")
+            render.err.print(f"gangs with unrecorded instances (reconciled with --yes): {', '.join(found.reconciled)}")
         for error in found.errors:
             render.error(error)
         if not found.orphans and not found.reconciled:
@@ -581,11 +592,11 @@ def sweep_cmd(
                 # Nothing found where it could not look is not "nothing there".
                 raise typer.Exit(1)
             return
-        if not yes and not _confirm(f"Terminate {len(found.orphans)} instance(s) and reconcile "
-                                    f"{len(found.reconciled)} gang(s)?"):
+        if not yes and (not output.tabular or not _confirm(f"Terminate {len(found.orphans)} instance(s) and reconcile "
+                                    f"{len(found.reconciled)} gang(s)?")):
             return
         done = lifecycle.sweep(store, providers, regions=scope, terminate=True, any_owner=any_owner)
-    render.out.print(f"terminated {done.terminated} instance(s); reconciled {len(done.reconciled)} gang(s)")
+    render.err.print(f"terminated {done.terminated} instance(s); reconciled {len(done.reconciled)} gang(s)")
     if done.errors:
         raise typer.Exit(1)
 
@@ -643,6 +654,8 @@ def check_cmd(
     tf_output: TfOutputOption = None,
     old_network: OldNetworkOption = None,
     admin_cidr: AdminCidrOption = [],  # noqa: B006
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
 ) -> None:
     """Verify credentials and settings per provider and say what is missing (no secret is printed); exit 1 if
     anything is, warnings (`warn`) do not fail."""
@@ -666,7 +679,7 @@ def check_cmd(
     rows.append({"provider": "all", "item": "ssh public key", "ok": "yes" if settings.ssh_public_key else "no",
                  "detail": "found" if settings.ssh_public_key else "none: pass --ssh-key or set "
                  "GEOSCHED_SSH_PUBLIC_KEY (nodes will not accept your logins)"})
-    render.table("provider check", rows)
+    emit_list(kinds.CHECKS, rows, output, no_headers=no_headers)
     if any(r["ok"] == "no" for r in rows):
         raise typer.Exit(1)
 

@@ -16,16 +16,17 @@ from geosched.gate import Kind, read_text
 from geosched.inputs import resolve
 from geosched.models import CarbonSignal
 from geosched.options import finite
+from geosched.output import NoHeadersOpt, Output, ReportOutputOpt
 from geosched.report.accounting import Usage
 from geosched.report.aggregate import Grouping, ReportKind
-from geosched.report.report import Output, Rendered, Snapshot, report
+from geosched.report.report import Rendered, Snapshot, report
 from geosched.store import Store
 
 ByOpt = Annotated[Grouping, typer.Option("--by", help="Group rows by job, cluster, region, provider or (UTC) day.")]
 SinceOpt = Annotated[str | None, typer.Option(
     "--since", help="Start: ISO date/time (UTC unless an offset is given) or an age like 7d, 12h, 30m.")]
 UntilOpt = Annotated[str | None, typer.Option("--until", help="End, same forms as --since (default: now).")]
-OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table, csv, json, md or html.")]
+OutputOpt = ReportOutputOpt
 OutFileOpt = Annotated[Path | None, typer.Option("--out", help="Write to this file (atomically) instead of stdout.")]
 UsageOpt = Annotated[Usage, typer.Option(
     "--usage", help="node: what providers bill; job: what jobs used; auto: nodes, plus jobs with no node record.")]
@@ -47,7 +48,7 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
 
     def run(kind: ReportKind, by: Grouping, since: str | None, until: str | None, output: Output, out: Path | None,
             usage: Usage, carbon: Path | None, snapshot: Path | None, fleet: Path | None, network: Path | None,
-            embodied: bool, utilisation: float | None) -> None:
+            embodied: bool, utilisation: float | None, no_headers: bool) -> None:
         signal = _signal(carbon)
         snap = None
         if snapshot or fleet or network:
@@ -56,26 +57,28 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         with store_factory() as store:
             result = report(store, kind, by, since, until, output, out, carbon=signal, snapshot=snap, usage=usage,
                             embodied=embodied, utilisation=utilisation)
-        _show(result)
+        with render.headers(not no_headers):
+            _show(result)
 
     @app.command("cost")
     def cost(by: ByOpt = Grouping.REGION, since: SinceOpt = None, until: UntilOpt = None,
              output: OutputOpt = Output.TABLE, out: OutFileOpt = None, usage: UsageOpt = Usage.AUTO,
              carbon: CarbonOpt = None, snapshot: SnapshotOpt = None, fleet: FleetOpt = None,
-             network: NetworkOpt = None, embodied: EmbodiedOpt = False, utilisation: UtilisationOpt = None) -> None:
+             network: NetworkOpt = None, embodied: EmbodiedOpt = False, utilisation: UtilisationOpt = None,
+             no_headers: NoHeadersOpt = False) -> None:
         """Cost of recorded usage, priced at the price of its time."""
         run(ReportKind.COST, by, since, until, output, out, usage, carbon, snapshot, fleet, network, embodied,
-            utilisation)
+            utilisation, no_headers)
 
     @app.command("carbon")
     def carbon_cmd(by: ByOpt = Grouping.REGION, since: SinceOpt = None, until: UntilOpt = None,
                    output: OutputOpt = Output.TABLE, out: OutFileOpt = None, usage: UsageOpt = Usage.AUTO,
                    carbon: CarbonOpt = None, snapshot: SnapshotOpt = None, fleet: FleetOpt = None,
                    network: NetworkOpt = None, embodied: EmbodiedOpt = False,
-                   utilisation: UtilisationOpt = None) -> None:
+                   utilisation: UtilisationOpt = None, no_headers: NoHeadersOpt = False) -> None:
         """Energy and emissions of recorded usage (Cloud Carbon Footprint's method)."""
         run(ReportKind.CARBON, by, since, until, output, out, usage, carbon, snapshot, fleet, network, embodied,
-            utilisation)
+            utilisation, no_headers)
 
     return app
 

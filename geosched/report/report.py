@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from geosched import catalog, policies
 from geosched.default_fleet import default_fleet, default_network
+from geosched.documents import Output, document
 from geosched.errors import InputError
+from geosched.fields import dump
 from geosched.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
 from geosched.report import formats, html, reads
 from geosched.report.accounting import Rates, Usage
@@ -29,14 +30,6 @@ from geosched.report.specs import platforms, spec_index
 from geosched.report.window import iso, window
 from geosched.store import Store
 from geosched.writes import write_file
-
-
-class Output(StrEnum):
-    TABLE = "table"
-    CSV = "csv"
-    JSON = "json"
-    MD = "md"
-    HTML = "html"
 
 
 @dataclass(frozen=True)
@@ -71,13 +64,13 @@ def report(store: Store, kind: ReportKind | str = ReportKind.COST, by: Grouping 
     or text (ISO date/date-time, naive = UTC, or an age like 7d); `until` defaults to now. HTML and JSON also
     compare the recorded placements with baseline placements on `snapshot` (default: the embedded fleet)."""
     kind, by, output, usage = ReportKind(kind), Grouping(by), Output(output), Usage(usage)
-    if output is Output.TABLE and out is not None:
+    if output.tabular and out is not None:
         raise InputError("--out", "", "a table is for the terminal; write csv, json, md or html to a file")
     if utilisation is not None and not 0.0 <= utilisation <= 1.0:
         raise InputError("--utilisation", "", f"must be within [0, 1], got {utilisation:g}")
     now = time.time() if now is None else now
     win = window(since, until, now)
-    compare = output in (Output.HTML, Output.JSON)
+    compare = output in (Output.HTML, Output.JSON, Output.YAML)
     snap = snapshot or (Snapshot(default_fleet(), default_network(), "embedded default") if compare else None)
     used = ledger_intervals(store, win.since, win.until, journal=journal)
     rates = _rates(store, used, snap.fleet if snap else None, carbon, embodied, utilisation)
@@ -125,13 +118,13 @@ def _rates(store: Store, used: list[Interval], fleet: Fleet | None, carbon: Carb
 def _render(data: ReportData, output: Output, out: Path | None) -> Rendered:
     title = f"{data.kind.value} by {data.by.value}"
     rows = [formats.row(g, data.by, data.kind, data.embodied) for g in data.rows]
-    if output is Output.TABLE:
+    if output.tabular:
         return Rendered(title, output, [formats.display_row(r) for r in rows], _caption(data), notes=data.notes,
                         data=data)
     if output is Output.CSV:
         text = formats.to_csv(rows)
-    elif output is Output.JSON:
-        text = formats.to_json(_document(data, rows))
+    elif output in (Output.JSON, Output.YAML):
+        text = dump(document(f"{data.kind.value.capitalize()}Report", _document(data, rows)), output.value)
     elif output is Output.MD:
         text = formats.to_markdown(f"geosched {title}", _meta(data), rows, data.notes)
     else:
@@ -160,7 +153,7 @@ def _caption(data: ReportData) -> str:
 def _document(data: ReportData, rows: list[dict[str, Any]]) -> dict[str, Any]:
     t = data.total
     return {
-        "kind": data.kind.value,
+        "report": data.kind.value,
         "by": data.by.value,
         "since": iso(data.window.since) if data.window.since is not None else None,
         "until": iso(data.window.until),

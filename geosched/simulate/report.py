@@ -11,7 +11,7 @@ from typing import Any
 
 from geosched.simulate.metrics import PolicyResult
 
-OUTPUTS = ("table", "json", "csv")
+OUTPUTS = ("table", "wide", "json", "yaml", "csv")
 
 
 def rows(results: Sequence[PolicyResult]) -> list[dict[str, Any]]:

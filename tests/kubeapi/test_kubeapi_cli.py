@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from geosched.kube.cli import app
 from tests.kubeapi.kubeapi_support import REGIONS, add_gang, add_nodes, nodes_of, wait_until
 from tests.kubeemu import MultiCluster
+from tests.output_support import valid
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +52,7 @@ def test_submit_then_jobs(fleet: MultiCluster, job: Path) -> None:
     runner = CliRunner()
     applied = runner.invoke(app, ["submit", str(job), "--kubeconfig", str(fleet.kubeconfig), "-o", "json"])
     assert applied.exit_code == 0, applied.output
-    doc = json.loads(applied.stdout)
+    doc = valid(json.loads(applied.stdout))
     assert doc["status"] == "applied" and [a["action"] for a in doc["applied"]] == ["created", "created"]
 
     again = runner.invoke(app, ["submit", str(job), "--kubeconfig", str(fleet.kubeconfig)])
@@ -59,7 +60,7 @@ def test_submit_then_jobs(fleet: MultiCluster, job: Path) -> None:
 
     listed = runner.invoke(app, ["jobs", "--kubeconfig", str(fleet.kubeconfig), "-o", "json"])
     assert listed.exit_code == 0, listed.output
-    rows = json.loads(listed.stdout)
+    rows = valid(json.loads(listed.stdout))["items"]
     assert [(r["cluster"], r["name"], r["state"]) for r in rows] == [(doc["cluster"], "train", "Pending")]
     table = runner.invoke(app, ["jobs", "--kubeconfig", str(fleet.kubeconfig)])
     assert "train" in table.stdout

@@ -18,6 +18,7 @@ from geosched.probes.cli import make_app
 from geosched.probes.grid import zone_grid
 from geosched.probes.service import inventory_nodes
 from geosched.store import Sample, Store
+from tests.output_support import valid
 from tests.plot_support import png_summary, svg_ids, svg_root, svg_texts
 
 INVENTORY = """
@@ -51,11 +52,11 @@ def test_show_json_records_and_table(setup: tuple[Path, Path], tmp_path: Path) -
     app = make_app(lambda: Store(home))
     result = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--output", "json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = valid(json.loads(result.stdout))["items"]
     assert [(r["src"], r["dst"], r["src_zone"], r["dst_zone"]) for r in rows] == [
         ("a-1", "a-2", "a", "a"), ("a-1", "a-3", "a", "a"), ("a-2", "a-3", "a", "a")]
     assert rows[0]["rtt_ms"] == 0.3 and rows[0]["samples"] == 20 and rows[0]["stale"] is True
-    zones = json.loads(CliRunner().invoke(app, ["show", "--scope", "zone", "--output", "json"]).stdout)
+    zones = valid(json.loads(CliRunner().invoke(app, ["show", "--scope", "zone", "--output", "json"]).stdout))["items"]
     assert [(r["src_zone"], r["dst_zone"]) for r in zones] == [("a", "a"), ("a", "b")]
     table = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--heatmap", str(tmp_path / "h.png")])
     assert table.exit_code == 0, table.output

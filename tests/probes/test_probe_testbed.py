@@ -32,6 +32,7 @@ from geosched.probes.engine import PlanOptions
 from geosched.probes.failures import FailureKind
 from geosched.probes.settings import Kind, PlanKind, ProbeSettings, RttMethod
 from geosched.store import Store
+from tests.output_support import valid
 from tests.testbed import Link, SlowBanner, Testbed, Unreachable, WrongHostKey, missing_requirements
 
 MISSING = missing_requirements()
@@ -305,7 +306,7 @@ def test_probe_run_gang_measures_a_provisioned_gang_from_the_store(tb: Testbed, 
     result = CliRunner().invoke(app, ["run", "--gang", gang, "--plan", "full", "--kinds", "rtt", "--ping-count", "5",
                                       "--known-hosts", str(workdir / "none"), "-o", "json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = valid(json.loads(result.stdout))
     assert report["failures"] == []
     with Store(home) as store:
         pairs = {k for k in store.network_view().node_links}
@@ -360,7 +361,7 @@ def test_cli_run_show_export(tb: Testbed, workdir: Path) -> None:
     ran = runner.invoke(app, ["run", "--inventory", str(path), "--plan", "sampled", "--kinds", "rtt,loss",
                               "--deadline", "40", "--connect-timeout", "3", "--ping-count", "5", "--output", "json"])
     assert ran.exit_code == 0, ran.output
-    doc = json.loads(ran.stdout[ran.stdout.index("{"):])
+    doc = valid(json.loads(ran.stdout[ran.stdout.index("{"):]))
     assert doc["plan"] == "sampled" and doc["stored"]["zone_samples"] == 6
     assert {f["subject"]: f["kind"] for f in doc["failures"]} == {
         "eu-4": "unreachable", "us-4": "host-key-mismatch", "ap-3": "timeout"}
@@ -368,7 +369,7 @@ def test_cli_run_show_export(tb: Testbed, workdir: Path) -> None:
     shown = runner.invoke(app, ["show", "--inventory", str(path), "--output", "json", "--heatmap",
                                 str(workdir / "rtt.png")])
     assert shown.exit_code == 0, shown.output
-    rows = json.loads(shown.stdout[shown.stdout.index("["):])
+    rows = valid(json.loads(shown.stdout[shown.stdout.index("{"):]))["items"]
     assert rows and all({"src", "dst", "src_zone", "dst_zone", "rtt_ms", "loss", "throughput_gbps", "samples",
                          "age_s"} <= set(r) for r in rows)
     assert (workdir / "rtt.png").read_bytes()[:4] == b"\x89PNG"

@@ -15,6 +15,7 @@ from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, MotoServer
 from geosched.errors import EXIT_BAD_INPUT, GeoschedError
 from geosched.providers import cli, journal
 from geosched.store import Store
+from tests.output_support import valid
 from tests.providers.prov_support import aws_alive
 
 pytestmark = pytest.mark.integration
@@ -55,7 +56,7 @@ def test_dry_run_prints_the_ordered_plan_and_calls_nothing(home: Path, proxy: Ec
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "4", "--provider", "aws", "--regions",
                  "us-east-1,us-east-2", "--dry-run", "-o", "json")
     assert result.exit_code == 0, result.output
-    plan = json.loads(result.output)["plan"]
+    plan = valid(json.loads(result.output))["plan"]
     assert [c["zone"] for c in plan] == ["use1-az1", "use1-az2", "use1-az6", "use2-az1", "use2-az2"]
     assert plan[0]["usd_per_hour"] == pytest.approx(4 * 32.7726) and plan[0]["gco2e_per_hour"] > 0
     assert proxy.calls == []
@@ -72,16 +73,16 @@ def test_provision_status_down(home: Path, proxy: Ec2FaultProxy, moto: MotoServe
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions",
                  "us-east-1", "--yes", "--name", "gang-cli00001", "-o", "json")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = valid(json.loads(result.output))
     assert doc["state"] == "ready" and doc["chosen"]["zone"] == "use1-az2"
     assert [(a["zone"], a["outcome"], a["error"]) for a in doc["attempts"]] == [
         ("use1-az1", "failed", "capacity"), ("use1-az2", "launched", None)]
     assert set(aws_alive(moto.url, "gang-cli00001")) == {n["provider_id"] for n in doc["nodes"]}
 
     status = run(home, "status", "-o", "json")
-    assert [(g["gang"], g["state"], g["nodes up"]) for g in json.loads(status.output)] == [
-        ("gang-cli00001", "ready", "2/2")]
-    detail = json.loads(run(home, "status", "gang-cli00001", "-o", "json").output)
+    assert [(g["gang"], g["state"], g["nodes_up"], g["nodes"]) for g in valid(json.loads(status.output))["items"]] == [
+        ("gang-cli00001", "ready", 2, 2)]
+    detail = valid(json.loads(run(home, "status", "gang-cli00001", "-o", "json").output))
     assert [a["code"] for a in detail["attempts"]] == ["InsufficientInstanceCapacity", None]
     assert [i["state"] for i in detail["instances"]] == ["terminated"] * 2 + ["launched"] * 2
     assert run(home, "status", "gang-cli00001").exit_code == 0
@@ -91,19 +92,23 @@ def test_provision_status_down(home: Path, proxy: Ec2FaultProxy, moto: MotoServe
 
     lost = doc["nodes"][0]
     moto_client(moto.url, "us-east-1").terminate_instances(InstanceIds=[lost["provider_id"]])
-    stale = json.loads(run(home, "status", "-o", "json").output)
-    assert [(g["state"], g["nodes up"]) for g in stale] == [("ready", "2/2")]
+    stale = json.loads(run(home, "status", "-o", "json").output)["items"]
+    assert [(g["state"], g["nodes_up"], g["nodes"]) for g in stale] == [("ready", 2, 2)]
     refreshed = run(home, "status", "--refresh")
     assert refreshed.exit_code == 0, refreshed.output
     assert f"gone since the last look: {lost['name']}" in refreshed.output
     assert "geosched provision --resume gang-cli00001" in refreshed.output
-    after = json.loads(run(home, "status", "-o", "json").output)
-    assert [(g["state"], g["nodes up"]) for g in after] == [("degraded", "1/2")]
+    after = json.loads(run(home, "status", "-o", "json").output)["items"]
+    assert [(g["state"], g["nodes_up"], g["nodes"]) for g in after] == [("degraded", 1, 2)]
 
-    down = run(home, "down", "gang-cli00001", "--yes")
+    down = run(home, "down", "gang-cli00001", "--yes", "-o", "json")
     assert down.exit_code == 0, down.output
+    assert [(g["gang"], g["state"], g["terminated"], g["errors"]) for g in valid(json.loads(down.stdout))["items"]] \
+        == [("gang-cli00001", "terminated", 1, [])]
     assert aws_alive(moto.url, "gang-cli00001") == {}
     assert run(home, "down", "--all", "--yes").output.strip() == "nothing to take down"
+    nothing = json.loads(run(home, "down", "--all", "--yes", "-o", "json").stdout)
+    assert (nothing["kind"], nothing["items"]) == ("GangDownList", [])
 
 
 def test_resume_from_the_command_line(home: Path, proxy: Ec2FaultProxy, moto: MotoServer) -> None:
@@ -166,6 +171,10 @@ def test_sweep_lists_and_terminates_orphans(home: Path, proxy: Ec2FaultProxy, mo
     listed = run(home, "sweep", "--provider", "aws", "--regions", "us-east-1", stdin="n\n")
     assert listed.exit_code == 0 and "Terminate 1 instance(s)" in listed.output
     assert orphan in aws_alive(moto.url)
+    # As data, it lists and asks nothing (stdout is the document): nothing is terminated without --yes.
+    doc = valid(json.loads(run(home, "sweep", "--provider", "aws", "--regions", "us-east-1", "-o", "json").stdout))
+    assert [(i["id"], i["gang"], i["owner"]) for i in doc["items"]] == [(orphan, "gang-gone0001", me)]
+    assert orphan in aws_alive(moto.url)
     swept = run(home, "sweep", "--provider", "aws", "--regions", "us-east-1", "--yes")
     assert swept.exit_code == 0 and "terminated 1 instance" in swept.output
     assert orphan not in aws_alive(moto.url)
@@ -190,13 +199,13 @@ def test_catalog_shows_refreshed_prices_with_their_age_and_agrees_with_the_plan(
     shown = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider", "aws",
                                               "-o", "json"])
     assert shown.exit_code == 0, shown.output
-    listed = {r["zone"]: r for r in json.loads(shown.output) if r["instance_type"] == "p4d.24xlarge"}
+    listed = {r["zone"]: r for r in json.loads(shown.output)["items"] if r["instance_type"] == "p4d.24xlarge"}
     assert listed["use1-az1"]["usd_per_hour"] == pytest.approx(21.9576)
     assert listed["use1-az1"]["price_observed_at"] is not None  # read from the price list just now
     assert listed["use2-az1"]["usd_per_hour"] == pytest.approx(32.7726)  # a region not refreshed: shipped
     assert listed["use2-az1"]["price_observed_at"] is None
     table = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider",
-                                              "aws"], env={"COLUMNS": "200"})
+                                              "aws", "-o", "wide"], env={"COLUMNS": "200"})
     assert "0 h ago" in table.output and "shipped" in table.output
     dry = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--dry-run", "-o", "json")
     planned = {c["zone"]: c["usd_per_hour"] / 2 for c in json.loads(dry.output)["plan"]}

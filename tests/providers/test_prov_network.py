@@ -218,21 +218,20 @@ def test_owner_mismatch_exits_2_before_any_call(home: Path, proxy: Ec2FaultProxy
 
 def test_check_reports_the_network_per_provider(home: Path, proxy: Ec2FaultProxy, network: AwsNetwork,
                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(render.out, "width", 400)  # one table row per line
     owner = owner_of(home)
     good = write(tmp_path / "good.json", output_json(owner, aws={"us-east-1": network.region(owner)}))
-    result = run(home, "check", "--provider", "aws", "--tf-output", str(good))
+    result = run(home, "check", "--provider", "aws", "--tf-output", str(good), "-o", "json")
     assert result.exit_code == 0, result.output
-    lines = {line.split("│")[2].strip(): line for line in result.output.splitlines() if line.count("│") > 3}
-    assert f"{good}: us-east-1 (use1-az1, use1-az2)" in lines["network"] and "yes" in lines["network"]
-    assert f"{owner} (this store's owner id)" in lines["network owner"]
+    items = {r["item"]: r for r in json.loads(result.stdout)["items"]}
+    assert items["network"]["detail"] == f"{good}: us-east-1 (use1-az1, use1-az2)" and items["network"]["ok"] == "yes"
+    assert items["network owner"]["detail"] == f"{owner} (this store's owner id)"
     none = run(home, "check", "--provider", "aws")
     assert none.exit_code == 0 and "no Terraform output loaded" in none.output
     bad = write(tmp_path / "bad.json", output_json("someone-else", aws={"us-east-1": network.region("someone-else")}))
-    refused = run(home, "check", "--provider", "aws", "--tf-output", str(bad))
+    refused = run(home, "check", "--provider", "aws", "--tf-output", str(bad), "-o", "json")
     assert refused.exit_code == 1
-    owner_line = next(line for line in refused.output.splitlines() if "network owner" in line)
-    assert "│ no " in owner_line and f"is not this store's owner id {owner!r}" in owner_line
+    (owner_row,) = [r for r in json.loads(refused.stdout)["items"] if r["item"] == "network owner"]
+    assert owner_row["ok"] == "no" and f"is not this store's owner id {owner!r}" in owner_row["detail"]
 
 
 def test_gcp_instances_carry_the_terraform_network(gce: GceDouble, store: Store) -> None:

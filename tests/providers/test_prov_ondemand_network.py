@@ -323,9 +323,12 @@ def test_admin_cidrs_setting() -> None:
     assert [p["IpRanges"][0]["CidrIp"] for p in revoke] == ["0.0.0.0/0"]  # port 443 is not ours to touch
 
 
-def admin_row(output: str) -> list[str]:
-    (line,) = [line for line in output.splitlines() if "admin ssh" in line]
-    return [cell.strip() for cell in line.split("│") if cell.strip()]
+def admin_row(home: Path, *args: str) -> dict[str, str]:
+    """The `admin ssh` item of `geosched check -o json`."""
+    result = run(home, "check", "--provider", "aws", *args, "-o", "json")
+    assert result.exit_code == 0, result.output  # a warning, not a failure
+    (row,) = [r for r in json.loads(result.stdout)["items"] if r["item"] == "admin ssh"]
+    return dict(row)
 
 
 def test_check_warns_when_no_admin_cidr_is_set_or_ssh_is_open_to_the_world(home: Path, proxy: Ec2FaultProxy,
@@ -336,14 +339,15 @@ def test_check_warns_when_no_admin_cidr_is_set_or_ssh_is_open_to_the_world(home:
     unset = run(home, "check", "--provider", "aws")
     assert unset.exit_code == 0, unset.output  # a warning, not a failure
     assert f"security group geosched-{owner} in each region's default VPC" in unset.output
-    assert admin_row(unset.output)[2] == "warn"
+    unset_row = admin_row(home)
+    assert unset_row == {"provider": "aws", "item": "admin ssh", "ok": "warn",
+                         "detail": f"no admin CIDR set: provision refuses; {ADMIN_CIDRS_HOWTO}"}
     assert (f"no admin CIDR set: provision refuses; {ADMIN_CIDRS_HOWTO}") in " ".join(unset.output.split())
-    world = run(home, "check", "--provider", "aws", "--admin-cidr", "0.0.0.0/0")
-    assert admin_row(world.output)[2] == "warn" and "open to the world: 0.0.0.0/0 (--admin-cidr)" in world.output
+    world = admin_row(home, "--admin-cidr", "0.0.0.0/0")
+    assert world["ok"] == "warn" and "open to the world: 0.0.0.0/0 (--admin-cidr)" in world["detail"]
     monkeypatch.setenv(ENV_ADMIN_CIDRS, "203.0.113.0/24")
-    narrowed = run(home, "check", "--provider", "aws")
-    assert admin_row(narrowed.output)[2] == "yes"
-    assert "SSH (tcp 22) from 203.0.113.0/24 (GEOSCHED_ADMIN_CIDRS)" in narrowed.output
+    narrowed = admin_row(home)
+    assert narrowed["ok"] == "yes" and narrowed["detail"] == "SSH (tcp 22) from 203.0.113.0/24 (GEOSCHED_ADMIN_CIDRS)"
 
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])

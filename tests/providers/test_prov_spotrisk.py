@@ -87,7 +87,7 @@ def test_auto_prefers_a_slightly_dearer_spot_zone_with_a_high_placement_score(
 
     shown = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider", "aws",
                                               "--region", "us-east-1", "-o", "json"])
-    listed = {r["zone"]: r for r in json.loads(shown.output) if r["instance_type"] == "p4d.24xlarge"}
+    listed = {r["zone"]: r for r in json.loads(shown.output)["items"] if r["instance_type"] == "p4d.24xlarge"}
     assert listed["use1-az1"]["spot_risk_source"] == spotrisk.SOURCE_SCORE
     assert listed["use1-az1"]["spot_risk_detail"] == second["risk"]["detail"]
     assert listed["use1-az6"]["spot_risk_source"] == spotrisk.SOURCE_VOLATILITY

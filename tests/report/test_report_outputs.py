@@ -86,8 +86,9 @@ def test_csv(store: Store) -> None:
 
 def test_json(store: Store) -> None:
     doc = json.loads(report(store, "cost", "provider", T0, UNTIL, "json").text or "")
-    assert (doc["kind"], doc["by"], doc["since"], doc["until"]) == ("cost", "provider", "2024-01-01T00:00:00Z",
-                                                                    "2024-01-03T00:00:00Z")
+    assert (doc["apiVersion"], doc["kind"]) == ("geosched.io/v1alpha1", "CostReport")
+    assert (doc["report"], doc["by"], doc["since"], doc["until"]) == ("cost", "provider", "2024-01-01T00:00:00Z",
+                                                                      "2024-01-03T00:00:00Z")
     assert doc["total"]["cost_usd"] == 192.0
     assert doc["priced_from_usd"] == {"history": 192.0}
     assert doc["methodology"].endswith("METHODOLOGY.md")

@@ -1,0 +1,89 @@
+"""Every list the CLI prints, as one model per kind: its keys, their JSON types, and which only `-o wide` shows.
+
+The commands build rows with exactly these keys; `geosched.output.emit_list` turns them into a table, a wide
+table, JSON, YAML or CSV, and docs/schemas/<Kind>List.schema.json is written from them. Documents (one object,
+such as a placement) have hand-written schemas in docs/schemas; their kinds are named here too.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from geosched.output import KINDS, Column, ListKind
+
+C = Column
+
+GPU_OFFERINGS = ListKind("GpuOffering", (
+    C("provider", wide=True), C("region", wide=True), C("zone"), C("instance_type"), C("gpu"), C("gpus", "integer"),
+    C("vcpus", "number", wide=True), C("memory_gib", "number", wide=True), C("usd_per_hour", "number"),
+    C("spot_usd_per_hour", "number", nullable=True), C("usd_per_gpu_hour", "number", nullable=True),
+    C("gco2e_per_hour", "number", nullable=True),
+    C("price_observed_at", "time", nullable=True, wide=True), C("price_age", wide=True),
+    C("spot_risk_source", nullable=True, wide=True), C("spot_risk_detail", nullable=True),
+    C("spot_hazard_per_node_hour", "number", nullable=True, wide=True),
+    C("spot_risk_observed_at", "time", nullable=True, wide=True)),
+    "GPU offerings per zone (price_observed_at null, price_age `shipped`: the shipped catalog's list price; "
+    "spot_risk_*: the spot market's interruption risk and its source, as provision ranks it)")
+
+GPU_MODELS = ListKind("GpuModel", (
+    C("gpu"), C("gfd_product", nullable=True), C("gke_accelerator", nullable=True), C("offered_by", "strings")),
+    "GPU models (names are case-insensitive; GFD and GKE names are accepted too)")
+
+POLICIES = ListKind("Policy", (C("name"), C("default", "boolean")), "placement policies")
+
+PLACEMENT_RECORDS = ListKind("PlacementRecord", (
+    C("id", "integer"), C("created_at", "time"), C("job"), C("policy"), C("cluster", nullable=True),
+    C("zones", "strings"), C("regions", "strings", wide=True), C("gpus", "integer"), C("score", "number"),
+    C("usd_per_hour", "number"), C("gco2e_per_hour", "number", wide=True), C("step_ms", "number", wide=True)),
+    "placements recorded in the store")
+
+GANGS = ListKind("Gang", (
+    C("gang"), C("state"), C("provider", nullable=True), C("zone", nullable=True),
+    C("instance_type", nullable=True, wide=True), C("nodes_up", "integer"), C("nodes", "integer", nullable=True),
+    C("open", "integer", wide=True), C("usd_per_hour", "number"), C("created_at", "time", wide=True),
+    C("age_h", "number")),
+    "gangs")
+
+GANG_DOWN = ListKind("GangDown", (
+    C("gang"), C("state"), C("terminated", "integer"), C("api_calls", "integer", wide=True),
+    C("errors", "strings")),
+    "down")
+
+ORPHANS = ListKind("OrphanInstance", (
+    C("provider"), C("region"), C("zone", nullable=True), C("id"), C("gang", nullable=True),
+    C("owner", nullable=True), C("state")),
+    "instances with no record")
+
+CHECKS = ListKind("ProviderCheck", (C("provider"), C("item"), C("ok"), C("detail")), "provider check")
+
+PLACED_JOBS = ListKind("PlacedJob", (
+    C("cluster"), C("namespace"), C("kind"), C("name"), C("zones", "strings"), C("state"),
+    C("policy", nullable=True, wide=True), C("placed_at", "time", nullable=True, wide=True),
+    C("started", "time", nullable=True), C("ended", "time", nullable=True)),
+    "placed jobs")
+
+_MEASURES = (C("rtt_ms", "number"), C("rtt_p95_ms", "number"), C("loss", "number"),
+             C("throughput_gbps", "number"), C("samples", "integer"), C("age_s", "number", wide=True),
+             C("stale", "boolean", wide=True))
+
+NODE_LINKS = ListKind("NodeLink", (C("src"), C("dst"), C("src_zone", nullable=True, wide=True),
+                                   C("dst_zone", nullable=True, wide=True), *_MEASURES),
+                      "measured node pairs")
+
+ZONE_LINKS = ListKind("ZoneLink", (C("src_zone"), C("dst_zone"), *_MEASURES), "measured zone pairs")
+
+# Documents: one object each, schema hand-written in docs/schemas/<kind>.schema.json.
+DOCUMENTS = ("Placement", "NoFit", "SimulationReport", "ProbeRun", "ProvisionPlan", "ProvisionResult", "GangStatus",
+             "SubmitOutcome", "CostReport", "CarbonReport")
+
+
+def schema_files() -> dict[str, str]:
+    """docs/schemas/<Kind>List.schema.json of every list kind, as written (the tests compare the committed files)."""
+    return {f"{kind}.schema.json": json.dumps(spec.schema(), indent=2) + "\n" for kind, spec in KINDS.items()}
+
+
+if __name__ == "__main__":  # python -m geosched.kinds docs/schemas
+    for name, text in schema_files().items():
+        Path(sys.argv[1], name).write_text(text, encoding="utf-8")
