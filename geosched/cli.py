@@ -18,7 +18,7 @@ from geosched.documents import load_job
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
 from geosched.gitops.index import placed_jobs
-from geosched.inputs import from_store, resolve
+from geosched.inputs import Snapshot, from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
 from geosched.kube.multikueue import cli as multikueue_cli
@@ -159,6 +159,7 @@ def place(
     def table() -> None:
         if isinstance(result, Placement):
             render.placement(result, explain or output is Output.WIDE, limit)
+            render.out.print(_inputs_line(result, snap), markup=False)
             if explain:
                 for note in carbon.notes:
                     render.out.print(note, markup=False)
@@ -176,6 +177,14 @@ def place(
     if record:
         with State.store() as store:
             store.record_placement(result)
+
+
+def _inputs_line(result: Placement, snap: Snapshot) -> str:
+    """What the decision stood on, so a surprising answer can be traced to its inputs (issue 14)."""
+    by_name = snap.fleet.by_name
+    models = sorted({by_name[a.node].gpu for a in result.assignments if a.node in by_name})
+    return (f"inputs: GPU {', '.join(models) or '-'}; fleet and network: {snap.origin} ({len(snap.fleet.nodes):,} "
+            f"nodes in {len(snap.fleet.zones):,} zones)")
 
 
 def _gpu_models(fleet: Fleet) -> set[str]:
