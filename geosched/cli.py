@@ -19,7 +19,7 @@ from geosched.documents import load_job
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
 from geosched.gitops.index import placed_jobs
-from geosched.inputs import from_store, resolve
+from geosched.inputs import Snapshot, from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
 from geosched.kube.multikueue import cli as multikueue_cli
@@ -168,6 +168,7 @@ def place(
     def table() -> None:
         if isinstance(result, Placement):
             render.placement(result, explain or output is Output.WIDE, limit)
+            render.out.print(_inputs_line(result, snap), markup=False)
             if explain:
                 for note in [*carbon.notes, *_spot_notes(ctx, result)]:
                     render.out.print(note, markup=False)
@@ -202,6 +203,14 @@ def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
         lines.append(f"spot risk in {zone} ({instance_type}): {catalog_view.risk_text(risk, gang)}; the cost term "
                      f"charges {charged:.4f} x the spot price (--risk-weight {placed.weights.spot_risk:g})")
     return lines
+
+
+def _inputs_line(result: Placement, snap: Snapshot) -> str:
+    """What the decision stood on, so a surprising answer can be traced to its inputs (issue 14)."""
+    by_name = snap.fleet.by_name
+    models = sorted({by_name[a.node].gpu for a in result.assignments if a.node in by_name})
+    return (f"inputs: GPU {', '.join(models) or '-'}; fleet and network: {snap.origin} ({len(snap.fleet.nodes):,} "
+            f"nodes in {len(snap.fleet.zones):,} zones)")
 
 
 def _gpu_models(fleet: Fleet) -> set[str]:

@@ -80,6 +80,21 @@ def test_place_on_files_and_on_a_snapshot(tmp_path: Path) -> None:
     assert json.loads(from_snapshot.stdout)["nodes"] == json.loads(embedded.stdout)["nodes"]
 
 
+def test_place_says_which_gpu_fleet_and_network_it_used(tmp_path: Path) -> None:
+    embedded = geosched("place", JOBS / "train-8.yaml", home=tmp_path)
+    assert embedded.returncode == 0, embedded.stderr
+    line = next(ln for ln in embedded.stdout.splitlines() if ln.startswith("inputs:"))
+    from geosched.default_fleet import default_fleet
+
+    assert "GPU A100" in line and "embedded default" in line, line
+    assert f"{len(default_fleet().nodes):,} nodes" in line, line
+    fleet = DATA / "good" / "fleet.yaml"
+    files = geosched("place", DATA / "good" / "job.yaml", "--fleet", fleet, home=tmp_path)
+    assert files.returncode == 0, files.stderr
+    line = next(ln for ln in files.stdout.splitlines() if ln.startswith("inputs:"))
+    assert f"{fleet} + shipped network model" in line, line
+
+
 def test_no_fit_exits_3_with_the_reason(tmp_path: Path) -> None:
     job = tmp_path / "huge.yaml"
     job.write_text("name: huge\nworkers: 999\ngpus_per_worker: 8\ngpu: A100\n")
