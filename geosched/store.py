@@ -211,7 +211,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # Spot interruption signals (geosched.policies.spotrisk), appended like prices: `signal` is 'score' (an AWS
     # Spot placement score for `target` instances in one zone) or 'volatility' (the coefficient of variation of
-    # the zone's spot price over `detail`'s window); observed_at is when the API answered.
+    # the zone's spot price over the last 7 days, which moved `changes` times); observed_at is when the API answered.
     """
     CREATE TABLE spot_signals (
         id INTEGER PRIMARY KEY,
