@@ -10,6 +10,8 @@ from typing import Any
 
 from geosched import catalog
 from geosched.models import Offering, Pricing
+from geosched.policies import spotrisk
+from geosched.policies.spotrisk import SpotRisk
 
 SORT_KEYS = ("price", "spot", "carbon", "gpus", "name")
 UTILISATION = 0.9
@@ -38,11 +40,14 @@ Observed = Mapping[tuple[str, str, str, Pricing], float]
 
 
 def rows(query: CatalogQuery, offerings: Iterable[Offering] | None = None, observed: Observed | None = None,
-         now: float | None = None) -> list[dict[str, Any]]:
+         now: float | None = None, risks: Mapping[tuple[str, str, str], SpotRisk] | None = None
+         ) -> list[dict[str, Any]]:
     """`offerings` default to the shipped catalog; `observed` says which prices a refresh observed and when, so
-    each row says how old its on-demand price is (None: the shipped catalog's list price)."""
+    each row says how old its on-demand price is (None: the shipped catalog's list price). A spot offering's
+    interruption risk comes from `risks` (the store's signals), else `spotrisk.resolve`'s rule, as the plan's."""
     out: list[dict[str, Any]] = []
     observed = observed or {}
+    risks = risks or {}
     for o in catalog.offerings() if offerings is None else offerings:
         if query.gpu and o.gpu.lower() != query.gpu.lower():
             continue
@@ -55,6 +60,8 @@ def rows(query: CatalogQuery, offerings: Iterable[Offering] | None = None, obser
         if query.region and o.region != query.region:
             continue
         carbon = carbon_g_per_hour(o)
+        risk = (risks.get((o.provider, o.instance_type, o.zone)) or spotrisk.resolve(o.provider)
+                if o.price_spot is not None else None)
         out.append({
             "provider": o.provider, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
             "gpu": o.gpu, "gpus": o.gpus, "vcpus": o.vcpus, "memory_gib": o.memory_gib,
@@ -62,6 +69,10 @@ def rows(query: CatalogQuery, offerings: Iterable[Offering] | None = None, obser
             "usd_per_gpu_hour": round(o.price_ondemand / o.gpus, 4) if o.price_ondemand else None,
             "gco2e_per_hour": round(carbon, 1) if carbon is not None else None,
             "price_observed_at": observed.get((o.provider, o.instance_type, o.zone, Pricing.ON_DEMAND)),
+            # Flat, for the CSV: the spot market's interruption risk, its source and when it was observed.
+            "spot_risk_source": risk.source if risk else None, "spot_risk_detail": risk.detail if risk else None,
+            "spot_hazard_per_node_hour": risk.hazard_per_hour if risk else None,
+            "spot_risk_observed_at": risk.observed_at if risk else None,
         })
     key = {"price": "usd_per_gpu_hour", "spot": "spot_usd_per_hour", "carbon": "gco2e_per_hour",
            "gpus": "gpus", "name": "instance_type"}[query.sort]
@@ -78,3 +89,11 @@ def age(at: float | None, now: float | None = None) -> str:
         return "shipped"
     hours = max(0.0, ((time.time() if now is None else now) - at) / 3600.0)
     return f"{hours:.0f} h ago" if hours < 48 else f"{hours / 24:.0f} d ago"
+
+
+def risk_text(risk: SpotRisk, nodes: int, now: float | None = None) -> str:
+    """A spot risk as the plan and `place --explain` show it: the signal, its source and age, and the chance
+    that a gang of `nodes` is interrupted within an hour ("placement score 3/10 (aws:spot-placement-score,
+    seen 2 h ago): 1.4%/h")."""
+    seen = f", seen {age(risk.observed_at, now)}" if risk.observed_at is not None else ""
+    return f"{risk.detail} ({risk.source}{seen}): {spotrisk.gang_interruption_per_hour(risk, nodes):.1%}/h"

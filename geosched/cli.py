@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -22,12 +23,13 @@ from geosched.inputs import Snapshot, from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
 from geosched.kube.multikueue import cli as multikueue_cli
-from geosched.models import Fleet, Offering, Placement, Weights
+from geosched.models import Fleet, Offering, Placement, Pricing, Weights
 from geosched.options import (
     DEFAULT_WEIGHTS,
     CarbonWeightOpt,
     CostWeightOpt,
     NetworkWeightOpt,
+    RiskWeightOpt,
     ZoneToleranceOpt,
     deprecated,
     known_policy,
@@ -36,8 +38,11 @@ from geosched.options import (
 )
 from geosched.output import NoHeadersOpt, Output, OutputOpt, TabularOutputOpt, emit_document, emit_list, rfc3339
 from geosched.plots.files import plot_format
+from geosched.policies import spotrisk
+from geosched.policies.spotrisk import Rework, SpotRisk
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
+from geosched.providers.sources import planning_risks
 from geosched.report import cli as report_cli
 from geosched.simulate_cli import Workload, run_simulate_command
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
@@ -131,6 +136,7 @@ def place(
     cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
     carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
     zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
+    risk_weight: RiskWeightOpt = DEFAULT_WEIGHTS.spot_risk,
     explain: Annotated[bool, typer.Option(help="Show every term of every candidate and why each lost.")] = False,
     limit: Annotated[int, typer.Option(min=0, help="Candidates and rejections --explain shows (0: all; JSON "
                                        "and YAML always list all).")] = 20,
@@ -146,22 +152,25 @@ def place(
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
     if plot is not None:
         plot_format(plot, "--plot")
+    risks = None
     if from_store:
         with State.store() as store:
             snap = resolve(fleet, network, snapshot, store)
+            risks = planning_risks(store, {n.provider for n in snap.fleet.nodes})
     else:
         snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
     carbon = decision_signal(snap.fleet, load_carbon(carbon_hourly), decision_time(at))
-    ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal)
-    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance))
+    ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal, risks)
+    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance,
+                                                      risk_weight))
 
     def table() -> None:
         if isinstance(result, Placement):
             render.placement(result, explain or output is Output.WIDE, limit)
             render.out.print(_inputs_line(result, snap), markup=False)
             if explain:
-                for note in carbon.notes:
+                for note in [*carbon.notes, *_spot_notes(ctx, result)]:
                     render.out.print(note, markup=False)
         else:
             render.error(result.message)
@@ -177,6 +186,23 @@ def place(
     if record:
         with State.store() as store:
             store.record_placement(result)
+
+
+def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
+    """For a spot job: the interruption risk of each (zone, instance type) it uses and the factor the cost term
+    put on its spot price (policies/README.md, "Spot risk")."""
+    if placed.job.pricing is not Pricing.SPOT:
+        return []
+    index = {name: i for i, name in enumerate(ctx.names)}
+    used = {(ctx.fleet.nodes[index[a.node]].zone, ctx.fleet.nodes[index[a.node]].instance_type): index[a.node]
+            for a in placed.assignments}
+    lines = []
+    for (zone, instance_type), i in sorted(used.items()):
+        risk, gang = ctx.spot_risk[i], math.ceil(placed.job.gpus / max(1, ctx.fleet.nodes[i].gpus))
+        charged = spotrisk.risk_factor(risk, gang, Rework.of(placed.job.profile), placed.weights.spot_risk)
+        lines.append(f"spot risk in {zone} ({instance_type}): {catalog_view.risk_text(risk, gang)}; the cost term "
+                     f"charges {charged:.4f} x the spot price (--risk-weight {placed.weights.spot_risk:g})")
+    return lines
 
 
 def _inputs_line(result: Placement, snap: Snapshot) -> str:
@@ -226,27 +252,28 @@ def catalog_cmd(
             gpu = gpus.resolve(gpu, catalog.gpu_models())
         except gpus.GpuNameError as exc:
             raise InputError("--gpu", "", str(exc)) from None
-    offerings, observed = _known_offerings()
+    offerings, observed, risks = _known_offerings()
     rows = catalog_view.rows(catalog_view.CatalogQuery(gpu, count, min_gpus, provider, region, sort), offerings,
-                             observed)
+                             observed, risks=risks)
     rows = [{**r, "price_observed_at": rfc3339(r["price_observed_at"]), "price_age": catalog_view.age(
-        r["price_observed_at"])} for r in rows]
+        r["price_observed_at"]), "spot_risk_observed_at": rfc3339(r["spot_risk_observed_at"])} for r in rows]
     emit_list(kinds.GPU_OFFERINGS, rows, output, no_headers=no_headers, title="GPU offerings", limit=limit,
               caption=f"{len(rows)} offerings")
 
 
-def _known_offerings() -> tuple[list[Offering], catalog_view.Observed]:
+def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tuple[str, str, str], SpotRisk]]:
     """The shipped catalog merged with what `catalog refresh` recorded in the store (if there is one): the same
-    offerings `provision` plans with, each price with when it was observed."""
+    offerings `provision` plans with, each price with when it was observed, and the stored spot risk signals."""
     from geosched.providers.refresh import current_offerings, price_ages
     from geosched.providers.registry import CLOUDS
 
     if not (State.home or default_home()).joinpath(DB_NAME).exists():
-        return list(catalog.offerings()), {}
+        return list(catalog.offerings()), {}, {}
     with State.store() as store:
         offerings = [o for name in CLOUDS for o in current_offerings(store, name)]
         observed = {(name, *key): at for name in CLOUDS for key, at in price_ages(store, name).items()}
-    return offerings, observed
+        risks = planning_risks(store, CLOUDS)
+    return offerings, observed, risks
 
 
 @app.command(name="gpus")

@@ -92,7 +92,8 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
     profile = CommProfile()
     if f.has("profile"):
         p = Fields(f.raw("profile"), source, "profile", {"message_mb", "compute_ms", "utilisation",
-                                                          "latency_sensitive"})
+                                                          "latency_sensitive", "checkpoint_minutes",
+                                                          "restart_minutes"})
         sensitive = p.raw("latency_sensitive") if p.has("latency_sensitive") else False
         p.check("latency_sensitive", isinstance(sensitive, bool), f"expected true or false, got {sensitive!r}")
         profile = CommProfile(
@@ -100,6 +101,8 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
             compute_ms=p.number("compute_ms", minimum=0.0, exclusive_minimum=True, default=profile.compute_ms),
             utilisation=p.number("utilisation", minimum=0.0, maximum=1.0, default=profile.utilisation),
             latency_sensitive=bool(sensitive),
+            checkpoint_minutes=p.number("checkpoint_minutes", minimum=0.0, default=profile.checkpoint_minutes),
+            restart_minutes=p.number("restart_minutes", minimum=0.0, default=profile.restart_minutes),
         )
     return Job(
         name=name,
@@ -119,16 +122,18 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
     )
 
 
-WEIGHT_FIELDS = {"network", "cost", "carbon", "zone_tolerance"}
+WEIGHT_FIELDS = {"network", "cost", "carbon", "zone_tolerance", "spot_risk"}
 
 
 def parse_weights(data: Any, source: str, path: str) -> Weights:
-    """The `weights` block of a config file (GitOps, scheduler): each term's weight and the zone tolerance."""
+    """The `weights` block of a config file (GitOps, scheduler): each term's weight, the zone tolerance and the
+    weight of a spot job's interruption risk (`spot_risk`)."""
     w, d = Fields(data, source, path, WEIGHT_FIELDS), Weights()
     return Weights(network=w.number("network", minimum=0.0, default=d.network),
                    cost=w.number("cost", minimum=0.0, default=d.cost),
                    carbon=w.number("carbon", minimum=0.0, default=d.carbon),
-                   zone_tolerance=w.number("zone_tolerance", minimum=0.0, default=d.zone_tolerance))
+                   zone_tolerance=w.number("zone_tolerance", minimum=0.0, default=d.zone_tolerance),
+                   spot_risk=w.number("spot_risk", minimum=0.0, default=d.spot_risk))
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:
@@ -146,6 +151,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
                       "utilisation": job.profile.utilisation}
     if job.profile.latency_sensitive:
         out["profile"]["latency_sensitive"] = True
+    for key in ("checkpoint_minutes", "restart_minutes"):  # only when set: existing documents keep their digest
+        if getattr(job.profile, key) != getattr(CommProfile(), key):
+            out["profile"][key] = getattr(job.profile, key)
     return out
 
 

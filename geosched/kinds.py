@@ -20,8 +20,12 @@ GPU_OFFERINGS = ListKind("GpuOffering", (
     C("vcpus", "number", wide=True), C("memory_gib", "number", wide=True), C("usd_per_hour", "number"),
     C("spot_usd_per_hour", "number", nullable=True), C("usd_per_gpu_hour", "number", nullable=True),
     C("gco2e_per_hour", "number", nullable=True),
-    C("price_observed_at", "time", nullable=True, wide=True), C("price_age", wide=True)),
-    "GPU offerings per zone (price_observed_at null, price_age `shipped`: the shipped catalog's list price)")
+    C("price_observed_at", "time", nullable=True, wide=True), C("price_age", wide=True),
+    C("spot_risk_source", nullable=True, wide=True), C("spot_risk_detail", nullable=True),
+    C("spot_hazard_per_node_hour", "number", nullable=True, wide=True),
+    C("spot_risk_observed_at", "time", nullable=True, wide=True)),
+    "GPU offerings per zone (price_observed_at null, price_age `shipped`: the shipped catalog's list price; "
+    "spot_risk_*: the spot market's interruption risk and its source, as provision ranks it)")
 
 GPU_MODELS = ListKind("GpuModel", (
     C("gpu"), C("gfd_product", nullable=True), C("gke_accelerator", nullable=True), C("offered_by", "strings")),

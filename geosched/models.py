@@ -269,12 +269,15 @@ class CarbonSignal:
 @dataclass(frozen=True, slots=True)
 class CommProfile:
     """How a job talks: ring all-reduce of `message_mb` per step after `compute_ms` of compute.
-    `latency_sensitive`: judge links by their RTT p95 instead of p50 (small, frequent messages wait on the tail)."""
+    `latency_sensitive`: judge links by their RTT p95 instead of p50 (small, frequent messages wait on the tail).
+    `checkpoint_minutes`, `restart_minutes`: what a spot interruption costs it (policies/spotrisk.py, `Rework`)."""
 
     message_mb: float = 1000.0
     compute_ms: float = 1000.0
     utilisation: float = 0.9
     latency_sensitive: bool = False
+    checkpoint_minutes: float = 60.0
+    restart_minutes: float = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,12 +310,14 @@ class Weights:
     the gang's median price); carbon only when asked for.
 
     `zone_tolerance`: a placement in fewer zones (regions) wins while its total is within this fraction of
-    the best placement considered (policies/README.md says why 5%)."""
+    the best placement considered (policies/README.md says why 5%). `spot_risk`: how much a spot job's
+    interruption risk weighs on its spot prices in the cost term (0: price alone; policies/spotrisk.py)."""
 
     network: float = 1.0
     cost: float = 0.1
     carbon: float = 0.0
     zone_tolerance: float = 0.05
+    spot_risk: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,9 @@ CostWeightOpt = Annotated[float, typer.Option(
     "--cost-weight", callback=finite, min=0.0, help="Weight of the $ term (the gang's $/h over the median's).")]
 CarbonWeightOpt = Annotated[float, typer.Option(
     "--carbon-weight", callback=finite, min=0.0, help="Weight of the carbon term (gCO2e/h over the median's).")]
+RiskWeightOpt = Annotated[float, typer.Option(
+    "--risk-weight", callback=finite, min=0.0,
+    help="Weight of spot interruption risk on spot prices (0: price alone; policies/README.md, Spot risk).")]
 ZoneToleranceOpt = Annotated[float, typer.Option(
     "--zone-tolerance", callback=finite, min=0.0,
     help="A placement in fewer zones wins while its total is within this fraction of the best.")]

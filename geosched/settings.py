@@ -138,6 +138,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("weights.zone_tolerance", "GEOSCHED_ZONE_TOLERANCE", _WEIGHTS.zone_tolerance, "A placement in fewer "
             "zones wins while its total is within this fraction of the best (`--zone-tolerance`).", weight,
             option="zone_tolerance"),
+    Setting("weights.spot_risk", "GEOSCHED_RISK_WEIGHT", _WEIGHTS.spot_risk, "Weight of spot interruption risk on "
+            "spot prices, in provision's plan and a spot job's cost term; 0: price alone (`--risk-weight`).", weight,
+            option="risk_weight"),
     Setting("providers", "GEOSCHED_PROVIDERS", None, "Providers provision, sweep and check use (`--provider`).",
             names, option="provider", shown_default="aws,gcp"),
     Setting("regions", "GEOSCHED_REGIONS", None, "Only these regions, for provision, sweep and catalog refresh "

@@ -209,6 +209,25 @@ MIGRATIONS: tuple[str, ...] = (
         saved_at REAL NOT NULL
     );
     """,
+    # Spot interruption signals (geosched.policies.spotrisk), appended like prices: `signal` is 'score' (an AWS
+    # Spot placement score for `target` instances in one zone) or 'volatility' (the coefficient of variation of
+    # the zone's spot price over the last 7 days, which moved `changes` times); observed_at is when the API answered.
+    """
+    CREATE TABLE spot_signals (
+        id INTEGER PRIMARY KEY,
+        provider TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        region TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        signal TEXT NOT NULL CHECK (signal IN ('score', 'volatility')),
+        value REAL NOT NULL,
+        target INTEGER,
+        changes INTEGER,
+        observed_at REAL NOT NULL,
+        source TEXT NOT NULL
+    );
+    CREATE INDEX spot_signals_key ON spot_signals (provider, instance_type, zone, signal, observed_at);
+    """,
 )
 
 

@@ -14,6 +14,19 @@
   RunInstances naming an unknown group is refused as EC2 refuses it (InvalidPlacementGroup.Unknown); a known
   one is forwarded, and the group is filled into `placement.groupName` of the instances in RunInstances and
   DescribeInstances responses.
+- **Spot placement scores** `GetSpotPlacementScores` (moto has no such action): scores set per zone ID with
+  `set_placement_score` (optionally per instance type) are answered in the EC2 API reference's shape
+  (docs.aws.amazon.com/AWSEC2/latest/APIReference/API_GetSpotPlacementScores.html: `spotPlacementScoreSet` of
+  `item`s with `region`, `availabilityZoneId` (only with SingleAvailabilityZone=true) and `score` 1-10), for the
+  regions asked (`RegionName.N`). A zone-level request lists each configured zone of those regions; a
+  region-level one the best zone's score per region (a region score assumes every zone may be used). The score
+  for several instance types is the best configured for any of them. Nothing configured, an empty set.
+- **Spot price history** `DescribeSpotPriceHistory`: moto answers one placeholder price per zone stamped 2006.
+  For a region given a history with `set_spot_price_history`, the answer is that history in the API reference's
+  shape (API_DescribeSpotPriceHistory.html: `spotPriceHistorySet` of `item`s with `availabilityZone`,
+  `instanceType`, `productDescription`, `spotPrice` as a string, `timestamp`), filtered by `InstanceType.N`,
+  `ProductDescription.N` and `AvailabilityZone`, newest first: the records between StartTime and EndTime plus,
+  as EC2 documents, the last change before StartTime (the price in force at the start).
 
 Everything else passes through untouched.
 """
@@ -24,9 +37,11 @@ import base64
 import json
 import re
 import threading
+import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from ._http import HttpRequest, HttpResponse
@@ -57,6 +72,10 @@ class Ec2Extras:
         self._ondemand: dict[tuple[str, str], float] = {}
         # instance id -> public host key lines its console shows
         self._host_keys: dict[str, tuple[str, ...]] = {}
+        # (region, zone id, instance type or None for every type) -> Spot placement score 1-10
+        self._scores: dict[tuple[str, str, str | None], int] = {}
+        # region -> (AZ name, instance type, timestamp, USD per hour) records, Linux/UNIX
+        self._spot_history: dict[str, list[tuple[str, str, float, float]]] = {}
 
     # -- control -----------------------------------------------------------
 
@@ -78,6 +97,23 @@ class Ec2Extras:
         with self._lock:
             self._host_keys[instance_id] = tuple(keys)
 
+    def set_spot_price_history(self, region: str, records: list[tuple[str, str, float, float]] | None) -> None:
+        with self._lock:
+            if records is None:
+                self._spot_history.pop(region, None)
+            else:
+                self._spot_history[region] = list(records)
+
+    def set_placement_score(self, region: str, zone_id: str, score: int | None,
+                            instance_type: str | None = None) -> None:
+        with self._lock:
+            if score is None:
+                self._scores.pop((region, zone_id, instance_type), None)
+            else:
+                if not 1 <= int(score) <= 10:
+                    raise ValueError(f"a Spot placement score is 1-10, got {score}")
+                self._scores[(region, zone_id, instance_type)] = int(score)
+
     def placement_groups(self, region: str) -> dict[str, str]:
         with self._lock:
             return {name: strategy for (r, name), strategy in self._groups.items() if r == region}
@@ -89,6 +125,8 @@ class Ec2Extras:
             self._instance_group.clear()
             self._ondemand.clear()
             self._host_keys.clear()
+            self._scores.clear()
+            self._spot_history.clear()
 
     # -- requests ------------------------------------------------------------
 
@@ -100,6 +138,10 @@ class Ec2Extras:
             return self._products(req)
         if action == "GetConsoleOutput":
             return self._console(params.get("InstanceId", ""))
+        if action == "GetSpotPlacementScores":
+            return self._placement_scores(params)
+        if action == "DescribeSpotPriceHistory":
+            return self._spot_prices(params, request_region(req))
         if action in _PLACEMENT_ACTIONS:
             return self._placement(action, params, request_region(req))
         if action == "RunInstances" and params.get("Placement.GroupName"):
@@ -180,6 +222,64 @@ class Ec2Extras:
         return _ok("GetConsoleOutput", [("instanceId", instance_id), ("timestamp", "2026-12-03T00:00:00.000Z"),
                                         ("output", base64.b64encode(text.encode()).decode())])
 
+    def _spot_prices(self, params: Mapping[str, str], region: str) -> HttpResponse | None:
+        with self._lock:
+            records = self._spot_history.get(region)
+        if records is None:
+            return None
+        types = {v for k, v in params.items() if re.fullmatch(r"InstanceType\.\d+", k)}
+        products = {v for k, v in params.items() if re.fullmatch(r"ProductDescription\.\d+", k)}
+        zone = params.get("AvailabilityZone")
+        start, end = _when(params.get("StartTime"), float("-inf")), _when(params.get("EndTime"), float("inf"))
+        chosen: list[tuple[str, str, float, float]] = []
+        series: dict[tuple[str, str], list[tuple[str, str, float, float]]] = {}
+        for r in records:
+            if (not types or r[1] in types) and (not products or "Linux/UNIX" in products) and zone in (None, r[0]):
+                series.setdefault((r[0], r[1]), []).append(r)
+        for points in series.values():
+            points.sort(key=lambda r: r[2])
+            before = [r for r in points if r[2] <= start]
+            chosen += before[-1:] + [r for r in points if start < r[2] <= end]
+        root = _response_root("DescribeSpotPriceHistory")
+        items = ET.SubElement(root, "spotPriceHistorySet")
+        for az, instance_type, at, price in sorted(chosen, key=lambda r: -r[2]):
+            item = ET.SubElement(items, "item")
+            ET.SubElement(item, "instanceType").text = instance_type
+            ET.SubElement(item, "productDescription").text = "Linux/UNIX"
+            ET.SubElement(item, "spotPrice").text = f"{price:.6f}"
+            ET.SubElement(item, "timestamp").text = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(at))
+            ET.SubElement(item, "availabilityZone").text = az
+        ET.SubElement(root, "nextToken").text = ""
+        return HttpResponse(200, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
+
+    def _placement_scores(self, params: Mapping[str, str]) -> HttpResponse:
+        regions = sorted({v for k, v in params.items() if re.fullmatch(r"RegionName\.\d+", k)})
+        types = {v for k, v in params.items() if re.fullmatch(r"InstanceType\.\d+", k)}
+        single = params.get("SingleAvailabilityZone", "false").lower() == "true"
+        zones: dict[tuple[str, str], int] = {}
+        with self._lock:
+            for (region, zone, instance_type), score in self._scores.items():
+                if (regions and region not in regions) or (instance_type is not None and instance_type not in types):
+                    continue
+                zones[(region, zone)] = max(score, zones.get((region, zone), 0))
+        root = _response_root("GetSpotPlacementScores")
+        items = ET.SubElement(root, "spotPlacementScoreSet")
+        if single:
+            rows: list[tuple[str, str | None, int]] = [(r, z, s) for (r, z), s in sorted(zones.items())]
+        else:
+            best: dict[str, int] = {}
+            for (r, _), s in zones.items():
+                best[r] = max(s, best.get(r, 0))
+            rows = [(r, None, s) for r, s in sorted(best.items())]
+        # The API answers the top 10 by score, best first.
+        for region, zone_id, score in sorted(rows, key=lambda row: -row[2])[:10]:
+            item = ET.SubElement(items, "item")
+            ET.SubElement(item, "region").text = region
+            if zone_id is not None:
+                ET.SubElement(item, "availabilityZoneId").text = zone_id
+            ET.SubElement(item, "score").text = str(score)
+        return HttpResponse(200, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
+
     def _products(self, req: HttpRequest) -> HttpResponse:
         try:
             data = json.loads(req.body or b"{}")
@@ -221,6 +321,16 @@ class Ec2Extras:
             ET.SubElement(item, "state").text = "available"
             ET.SubElement(item, "groupId").text = f"pg-{uuid.uuid5(uuid.NAMESPACE_DNS, region + group_name).hex[:17]}"
         return HttpResponse(200, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
+
+
+def _when(text: str | None, default: float) -> float:
+    """An ISO 8601 request timestamp as botocore sends it, as epoch seconds."""
+    if not text:
+        return default
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return default
 
 
 def _local(tag: str) -> str:

@@ -303,6 +303,17 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         """Answer the Price List API (GetProducts) with this on-demand Linux price; None forgets it."""
         self.extras.set_ondemand_price(instance_type, region, usd_per_hour)
 
+    def set_spot_price_history(self, region: str, records: list[tuple[str, str, float, float]] | None) -> None:
+        """Answer DescribeSpotPriceHistory in `region` from these (AZ name, instance type, epoch seconds, USD/h)
+        records (Linux/UNIX) instead of moto's placeholder; None gives the region back to moto."""
+        self.extras.set_spot_price_history(region, records)
+
+    def set_placement_score(self, region: str, zone_id: str, score: int | None, *,
+                            instance_type: str | None = None) -> None:
+        """Answer GetSpotPlacementScores with `score` (1-10) for zone ID `zone_id` of `region` (for
+        `instance_type` only, or any type); None forgets it."""
+        self.extras.set_placement_score(region, zone_id, score, instance_type)
+
     def set_service_quota(
         self, quota_code: str, value: float | None, *, region: str | None = None, service_code: str = "ec2"
     ) -> None:
@@ -462,7 +473,13 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         return Ec2Fault.from_dict(doc)
 
     def _admin_route(self, route: tuple[str, str], data: dict[str, Any]) -> HttpResponse | None:
-        """POST /_emulator/service-quota {"quotaCode", "value", "region", "serviceCode"}."""
+        """POST /_emulator/service-quota {"quotaCode", "value", "region", "serviceCode"};
+        POST /_emulator/spot-placement-score {"region", "zoneId", "score", "instanceType"} (a scenario driven
+        from another process: score null forgets it)."""
+        if route == ("POST", "/spot-placement-score"):
+            self.set_placement_score(data["region"], data["zoneId"], data.get("score"),
+                                     instance_type=data.get("instanceType"))
+            return json_response(200, {})
         if route != ("POST", "/service-quota"):
             return None
         self.set_service_quota(data["quotaCode"], data.get("value"), region=data.get("region"),

@@ -103,5 +103,5 @@ _baseline("spread", _spread_order, _most_free, spread_fill)
 _baseline("pack", lambda v, p: p[np.lexsort((p, v.ctx.gpus_free[p]))], _least_free)
 _baseline("random", lambda v, p: _rng(v).permutation(p),
           lambda v, o: int(_rng(v).integers(len(o))))
-_baseline("cheapest", lambda v, p: p[np.lexsort((p, v.price_gpu[p]))], _by_score("usd_per_hour"))
+_baseline("cheapest", lambda v, p: p[np.lexsort((p, v.cost_gpu[p]))], _by_score("usd_per_hour"))
 _baseline("greenest", lambda v, p: p[np.lexsort((p, v.carbon_gpu[p]))], _by_score("gco2e_per_hour"))

@@ -7,13 +7,17 @@ simulator and the scheduler change free GPUs with `PlacementContext.with_free`, 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
 from geosched.comm import comm_ms
 from geosched.models import CarbonSignal, Fleet, Job, NetworkView, NodeState, Pricing, Weights, pair_key
+from geosched.policies import spotrisk
+from geosched.policies.spotrisk import Rework, SpotRisk
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -28,7 +32,10 @@ UNKNOWN_THROUGHPUT_GBPS = 1.0
 class PlacementContext:
     """Everything a policy needs about the fleet, as arrays indexed by node, zone and region."""
 
-    def __init__(self, fleet: Fleet, network: NetworkView, carbon: CarbonSignal | None = None) -> None:
+    def __init__(self, fleet: Fleet, network: NetworkView, carbon: CarbonSignal | None = None,
+                 spot_risks: Mapping[tuple[str, str, str], SpotRisk] | None = None) -> None:
+        """`spot_risks`: (provider, instance type, zone) -> the interruption risk of its spot market (the
+        store's signals); a node without one is priced by `spotrisk.resolve` (provider default, else unknown)."""
         self.fleet = fleet
         self.network = network
         self.carbon = carbon or CarbonSignal.from_fleet(fleet)
@@ -58,6 +65,7 @@ class PlacementContext:
         self.ready: BoolArray = np.array([n.state is NodeState.READY for n in nodes], dtype=bool)
         self.price_ondemand = _per_gpu([n.price_ondemand for n in nodes], self.gpus_total)
         self.price_spot = _per_gpu([n.price_spot for n in nodes], self.gpus_total)
+        self._spot_risks = spot_risks or {}
 
         power = fleet.gpu_power
         # A GPU missing from the power table is counted at the most power-hungry known part: carbon is
@@ -127,6 +135,17 @@ class PlacementContext:
         self.pair_loss: FloatArray = np.array([x.loss for _, x in pairs], dtype=np.float64)
         self.pair_tput: FloatArray = np.array([x.throughput_gbps for _, x in pairs], dtype=np.float64)
 
+    @cached_property
+    def spot_risk(self) -> list[SpotRisk]:
+        """Each node's spot interruption risk (built on first use: only spot jobs need it)."""
+        keys = [(n.provider, n.instance_type, n.zone) for n in self.fleet.nodes]
+        resolved = {k: self._spot_risks.get(k) or spotrisk.resolve(k[0]) for k in set(keys)}
+        return [resolved[k] for k in keys]
+
+    @cached_property
+    def spot_hazard(self) -> FloatArray:
+        return np.array([r.hazard_per_hour for r in self.spot_risk], dtype=np.float64)
+
     def hop_links(self, a: IntArray, b: IntArray, p95: bool = False) -> tuple[FloatArray, FloatArray, FloatArray]:
         """(RTT, loss, throughput) of the links between nodes a[k] and b[k], all three from one pair: the
         measured node pair when there is one, else the zone pair combined with the two nodes' own summaries
@@ -171,6 +190,8 @@ class JobView:
     eligible: BoolArray
     capacity: IntArray
     price_gpu: FloatArray
+    # What the cost term charges per GPU-hour: the price, risk-adjusted for a spot job (policies/spotrisk.py).
+    cost_gpu: FloatArray
     carbon_gpu: FloatArray
     price_ref: float
     carbon_ref: float
@@ -239,7 +260,14 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         restrict(np.isin(ctx.cluster_of, allowed), "in a cluster the job does not allow")
     price = ctx.price_ondemand if job.pricing is Pricing.ON_DEMAND else ctx.price_spot
     restrict(~np.isnan(price), f"without a {job.pricing.value} price")
+    cost = price
+    if job.pricing is Pricing.SPOT:
+        # The cost term charges the expected $ per useful hour (spotrisk.factor); a gang on nodes like this one
+        # has ceil(GPUs / node GPUs) members, any of which stops it (exact for the usual one-zone, one-type gang).
+        members = np.ceil(job.gpus / np.maximum(ctx.gpus_total, 1))
+        cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework.of(job.profile).hours, weights.spot_risk)
 
+    price_gpu = np.nan_to_num(price, nan=0.0)
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
     watts = ctx.idle_watts + job.profile.utilisation * (ctx.max_watts - ctx.idle_watts)
     carbon_gpu = watts / 1000.0 * ctx.pue * ctx.grid
@@ -250,9 +278,10 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         weights=weights,
         eligible=eligible,
         capacity=capacity,
-        price_gpu=np.nan_to_num(price, nan=0.0),
+        price_gpu=price_gpu,
+        cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0),
         carbon_gpu=carbon_gpu,
-        price_ref=_median_ref(price[eligible]),
+        price_ref=_median_ref(cost[eligible]),
         carbon_ref=_median_ref(carbon_gpu[eligible]),
         ideal_step_ms=ideal,
         filters=tuple(filters),

@@ -49,7 +49,7 @@ def solve_exact(view: JobView) -> Exact | None:
     if cand.size > MAX_NODES or job.workers > MAX_WORKERS:
         raise ValueError(f"exact search is for at most {MAX_NODES} candidate nodes and {MAX_WORKERS} workers, "
                          f"got {cand.size} and {job.workers}")
-    per_worker = job.gpus_per_worker * (view.weights.cost * view.price_gpu / view.price_ref
+    per_worker = job.gpus_per_worker * (view.weights.cost * view.cost_gpu / view.price_ref
                                         + view.weights.carbon * view.carbon_gpu / view.carbon_ref)
     nodes: list[IntArray] = []
     workers: list[IntArray] = []

@@ -91,7 +91,8 @@ def ring(view: JobView, nodes: IntArray, starts: IntArray) -> Rings:
 
 
 def scores(view: JobView, rings: Rings, usd: FloatArray, gco2e: FloatArray) -> tuple[FloatArray, ...]:
-    """(total, network, cost, carbon, step) of a batch, from its rings and its $ and gCO2e per hour."""
+    """(total, network, cost, carbon, step) of a batch, from its rings and the $ per hour its cost term charges
+    (the risk-adjusted one for a spot job) and gCO2e per hour."""
     job, w = view.job, view.weights
     step = job.profile.compute_ms + rings.comm
     network = step / view.ideal_step_ms
@@ -132,7 +133,9 @@ class Scored:
         gpus = workers * view.job.gpus_per_worker
         usd: FloatArray = np.add.reduceat(gpus * view.price_gpu[nodes], starts)
         gco2e: FloatArray = np.add.reduceat(gpus * view.carbon_gpu[nodes], starts)
-        return Scored(nodes, workers, starts, scores(view, rings, usd, gco2e), usd, gco2e, rings)
+        # The cost term charges the risk-adjusted $/h of a spot job; the Score reports the price itself.
+        charged = usd if view.cost_gpu is view.price_gpu else np.add.reduceat(gpus * view.cost_gpu[nodes], starts)
+        return Scored(nodes, workers, starts, scores(view, rings, charged, gco2e), usd, gco2e, rings)
 
     @property
     def total(self) -> FloatArray:

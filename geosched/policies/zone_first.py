@@ -51,7 +51,7 @@ def node_scores(view: JobView, nodes: IntArray) -> tuple[FloatArray, FloatArray]
     comm = comm_ms(job.workers, job.profile.message_mb, view.node_rtt[nodes], ctx.node_loss[nodes],
                    ctx.node_tput[nodes])
     network = (job.profile.compute_ms + comm) / view.ideal_step_ms
-    return (w.network * network + w.cost * view.price_gpu[nodes] / view.price_ref
+    return (w.network * network + w.cost * view.cost_gpu[nodes] / view.price_ref
             + w.carbon * view.carbon_gpu[nodes] / view.carbon_ref), network
 
 
@@ -147,7 +147,7 @@ def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
     # best fill even when its link ranks it last.
     alone = (cap >= job.workers) & fits[elem_cell]
     if alone.any():
-        additive = view.weights.cost * view.price_gpu + view.weights.carbon * view.carbon_gpu
+        additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
         solo = np.flatnonzero(alone)
         solo = solo[np.lexsort((order[solo], view.ctx.gpus_free[order[solo]], additive[order[solo]],
                                 elem_cell[solo]))]
@@ -169,7 +169,7 @@ def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Reject
     best_single = batch.best(view)
     tol = 1 + w.zone_tolerance
     # Lower bounds: the cheapest and cleanest node of the pool on the best link between two of its zones.
-    additive = (w.cost * np.minimum.reduceat(view.price_gpu[cells.order], cells.starts) / view.price_ref
+    additive = (w.cost * np.minimum.reduceat(view.cost_gpu[cells.order], cells.starts) / view.price_ref
                 + w.carbon * np.minimum.reduceat(view.carbon_gpu[cells.order], cells.starts) / view.carbon_ref)
     best = ctx.region_best
     rtt = best["rtt95"] if view.p95 else best["rtt"]

@@ -33,6 +33,7 @@ from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 
 from geosched import catalog
 from geosched.models import Offering, Pricing, Region
+from geosched.policies import spotrisk
 from geosched.providers.base import (
     ATTEMPT_TAG,
     GANG_TAG,
@@ -52,6 +53,7 @@ from geosched.providers.base import (
     QuotaCheck,
     QuotaError,
     RateError,
+    SpotSignal,
     StallError,
     TransientError,
     UnsupportedError,
@@ -322,6 +324,28 @@ def console_host_keys(console: str) -> tuple[str, ...]:
 
 # The Price List API is served from us-east-1 (also eu-central-1, ap-south-1) and lists every region's prices.
 PRICE_LIST_REGION = "us-east-1"
+# Spot placement scores depend on the capacity asked for; a refresh does not know the gang yet, so it asks for
+# this many instances of one type in one zone (a typical multi-node training gang) and stores the target with
+# the score.
+SCORE_TARGET_INSTANCES = 4
+
+
+def volatility_signals(region: str, history: Iterable[Mapping[str, Any]], zone_ids: Mapping[str, str],
+                       now: float) -> list[SpotSignal]:
+    """One volatility signal per (instance type, zone) from DescribeSpotPriceHistory records (`SpotPriceHistory`
+    items: AvailabilityZone, InstanceType, ProductDescription, SpotPrice as a string, Timestamp)."""
+    series: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for h in history:
+        zone = zone_ids.get(str(h["AvailabilityZone"]), str(h["AvailabilityZone"]))
+        at = h["Timestamp"].timestamp() if hasattr(h["Timestamp"], "timestamp") else float(h["Timestamp"])
+        series.setdefault((str(h["InstanceType"]), zone), []).append((at, float(h["SpotPrice"])))
+    out = []
+    for (instance_type, zone), points in sorted(series.items()):
+        v = spotrisk.volatility(points, now - spotrisk.VOLATILITY_WINDOW_S, now)
+        if v is not None:
+            out.append(SpotSignal(NAME, instance_type, region, zone, "volatility", v.cv, now,
+                                  "aws:spot-price-history", changes=v.changes))
+    return out
 
 
 def ondemand_from_price_list(item: str | Mapping[str, Any]) -> tuple[float, float] | None:
@@ -543,6 +567,32 @@ class AwsProvider:
                 out += [PriceObservation(NAME, instance_type, region, z, Pricing.ON_DEMAND, found[0], found[1],
                                          "aws:price-list") for z in zones]
         return tuple(out)
+
+    def placement_scores(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
+        """The Spot placement score of each zone (GetSpotPlacementScores, one call per type: a score is for the
+        set of types asked together; SingleAvailabilityZone so each zone is scored)."""
+        now = time.time()
+        out: list[SpotSignal] = []
+        for instance_type in instance_types:
+            scores = self._pages(budget, region, "get_spot_placement_scores", "SpotPlacementScores",
+                                 InstanceTypes=[instance_type], TargetCapacity=SCORE_TARGET_INSTANCES,
+                                 TargetCapacityUnitType="units", SingleAvailabilityZone=True, RegionNames=[region])
+            out += [SpotSignal(NAME, instance_type, region, str(item["AvailabilityZoneId"]), "score",
+                               float(item["Score"]), now, "aws:get-spot-placement-scores",
+                               target=SCORE_TARGET_INSTANCES)
+                    for item in scores if item.get("AvailabilityZoneId") and item.get("Score") is not None]
+        return tuple(out)
+
+    def price_volatility(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
+        """The volatility of the last 7 days' spot price per zone (DescribeSpotPriceHistory)."""
+        if not instance_types:
+            return ()
+        now = time.time()
+        history = self._pages(budget, region, "describe_spot_price_history", "SpotPriceHistory",
+                              InstanceTypes=list(instance_types), ProductDescriptions=["Linux/UNIX"],
+                              StartTime=datetime.fromtimestamp(now - spotrisk.VOLATILITY_WINDOW_S, UTC),
+                              EndTime=datetime.fromtimestamp(now, UTC))
+        return tuple(volatility_signals(region, history, self._zone_map(region, budget), now))
 
     def host_keys(self, instance: Instance, budget: Budget) -> tuple[str, ...]:
         """The host keys cloud-init prints to the console at boot (GetConsoleOutput, base64)."""

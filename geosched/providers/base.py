@@ -169,6 +169,36 @@ class PriceObservation:
 
 
 @dataclass(frozen=True, slots=True)
+class SpotSignal:
+    """One spot interruption signal seen at one time (geosched.policies.spotrisk turns it into a hazard):
+    `signal` 'score' (a Spot placement score 1-10 for `target` instances) or 'volatility' (the coefficient of
+    variation of the spot price over a window, with its number of `changes`)."""
+
+    provider: str
+    instance_type: str
+    region: str
+    zone: str
+    signal: str
+    value: float
+    observed_at: float
+    source: str
+    target: int | None = None
+    changes: int | None = None
+
+
+@runtime_checkable
+class ReportsSpotSignals(Protocol):
+    """A provider with interruption signal APIs (AWS: GetSpotPlacementScores, DescribeSpotPriceHistory); each
+    read on its own, so an account denied one keeps the other."""
+
+    def placement_scores(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
+        ...
+
+    def price_volatility(self, region: str, instance_types: Sequence[str], budget: Budget) -> tuple[SpotSignal, ...]:
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class CheckItem:
     """One line of `geosched check`: what was looked at and what is missing. Never a secret."""
 

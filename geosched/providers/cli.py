@@ -14,11 +14,20 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from geosched import catalog, gpus, kinds, render
+from geosched import catalog, catalog_view, gpus, kinds, render
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
-from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, deprecated, finite, one_of
+from geosched.options import (
+    DEFAULT_WEIGHTS,
+    CarbonWeightOpt,
+    CostWeightOpt,
+    RiskWeightOpt,
+    deprecated,
+    finite,
+    one_of,
+)
 from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
+from geosched.policies.spotrisk import Rework
 from geosched.providers import journal, lifecycle, registry
 from geosched.providers.base import Provider, ondemand_firewalls, ondemand_group, ondemand_summary
 from geosched.providers.config import ADMIN_CIDRS_HOWTO, ENV_ADMIN_CIDRS, WORLD, ProviderSettings, from_env
@@ -149,6 +158,11 @@ def provision_cmd(
     zone_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds one zone may take.")] = 600.0,
     cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
     carbon_weight: CarbonWeightOpt = DEFAULT_WEIGHTS.carbon,
+    risk_weight: RiskWeightOpt = DEFAULT_WEIGHTS.spot_risk,
+    checkpoint_minutes: Annotated[float, typer.Option(callback=finite, min=0.0, help="Minutes between the "
+                                                      "job's checkpoints (spot rework).")] = 60.0,
+    restart_minutes: Annotated[float, typer.Option(callback=finite, min=0.0, help="Minutes a restart after an "
+                                                   "interruption takes.")] = 15.0,
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
     ssh_key: Annotated[Path | None, typer.Option(help="SSH public key to install (default: ~/.ssh/*.pub).")]
     = None,
@@ -181,7 +195,9 @@ def provision_cmd(
         names = _split(provider) or DEFAULT_PROVIDERS
         request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=_pricing(spot, on_demand, auto),
                               providers=names, regions=_split(regions),
-                              weights=Weights(network=0.0, cost=cost_weight, carbon=carbon_weight))
+                              weights=Weights(network=0.0, cost=cost_weight, carbon=carbon_weight,
+                                              spot_risk=risk_weight),
+                              rework=Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0))
         if name:
             check_gang_name(name)
         _check_network(settings, store, names)
@@ -269,17 +285,34 @@ def _plan_rows(plan: Plan, limit: int | None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"rank": i, "provider": c.provider, "region": c.region, "zone": c.zone}
         if plan.coverage is not None:
             row["subnet"] = _subnet(plan, c) or "(default)"
-        row.update({"instance_type": c.instance_type, "market": c.pricing.value, "usd_per_hour": c.usd_per_hour,
-                    "kgco2e_per_hour": c.gco2e_per_hour / 1000 if c.gco2e_per_hour is not None else None,
+        row.update({"instance_type": c.instance_type, "market": c.pricing.value, "usd_per_hour": c.usd_per_hour})
+        if _has_spot(plan):
+            row.update({"spot_risk": _risk_text(c, plan.request.nodes),
+                        "adjusted_usd_per_hour": c.adjusted_usd_per_hour})
+        row.update({"kgco2e_per_hour": c.gco2e_per_hour / 1000 if c.gco2e_per_hour is not None else None,
                     "score": c.score})
         rows.append(row)
     return rows
 
 
+def _has_spot(plan: Plan) -> bool:
+    return any(c.risk is not None for c in plan.candidates)
+
+
+def _risk_text(c: Candidate, nodes: int) -> str | None:
+    return None if c.risk is None else catalog_view.risk_text(c.risk, nodes)
+
+
 def _candidate_doc(c: Candidate, plan: Plan | None = None) -> dict[str, Any]:
-    doc = {"provider": c.provider, "region": c.region, "zone": c.zone, "instance_type": c.instance_type,
-           "gpu": c.gpu, "gpus_per_node": c.gpus, "pricing": c.pricing.value, "usd_per_hour": c.usd_per_hour,
-           "gco2e_per_hour": c.gco2e_per_hour, "score": c.score}
+    doc: dict[str, Any] = {
+        "provider": c.provider, "region": c.region, "zone": c.zone, "instance_type": c.instance_type, "gpu": c.gpu,
+        "gpus_per_node": c.gpus, "pricing": c.pricing.value, "usd_per_hour": c.usd_per_hour,
+        "gco2e_per_hour": c.gco2e_per_hour, "score": c.score}
+    if c.risk is not None:
+        doc["adjusted_usd_per_hour"] = c.adjusted_usd_per_hour
+        doc["risk"] = {"source": c.risk.source, "detail": c.risk.detail, "known": c.risk.known,
+                       "hazard_per_node_hour": c.risk.hazard_per_hour, "observed_at": rfc3339(c.risk.observed_at),
+                       "age_s": None if c.risk.observed_at is None else round(time.time() - c.risk.observed_at, 1)}
     if plan is not None and plan.coverage is not None:
         doc["subnet"] = plan.coverage.subnet(c.provider, c.zone)
     return doc
@@ -329,9 +362,27 @@ def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
                          "reason": _plain(s.reason)} for s in plan.skipped[:PLAN_ROWS]]
         more_skipped = len(plan.skipped) - len(rows_skipped)
         render.table("skipped", rows_skipped, caption=f"... and {more_skipped} more" if more_skipped > 0 else None)
+    for line in _risk_notes(plan):
+        render.out.print(line, markup=False)
     for item in ondemand:
         regions = f" ({', '.join(item['regions'])})" if item.get("regions") else ""
         render.out.print(f"network: {item['provider']}{regions}: {item['detail']}", markup=False)
+
+
+def _risk_notes(plan: Plan) -> list[str]:
+    """What the spot risk column rests on, and where it rests on nothing (never silently zero)."""
+    spot = [(c.provider, c.risk) for c in plan.candidates if c.risk is not None]
+    if not spot:
+        return []
+    req = plan.request
+    lines = [f"spot risk: $/h x (1 + {req.weights.spot_risk:g} x P(gang interrupted per hour) x "
+             f"{req.rework.hours:g} h rework: half of {req.rework.checkpoint_interval_h * 60:g} min between "
+             f"checkpoints + {req.rework.restart_h * 60:g} min restart); --risk-weight 0 ranks by price alone"]
+    unknown = sorted({provider for provider, risk in spot if not risk.known})
+    if unknown:
+        lines.append(f"spot risk unknown for {', '.join(unknown)} (no stored signal): priced at the worst "
+                     "placement score; `geosched catalog refresh` reads the signals")
+    return lines
 
 
 def attempt_rows(attempts: Sequence[journal.AttemptRecord]) -> list[dict[str, Any]]:
@@ -647,7 +698,8 @@ def catalog_refresh(
     built = registry.build((provider,), _settings(ctx))
     with Store(_home(ctx)) as store:
         result = refresh_catalog(built[provider], store, regions=_split(regions))
-    render.out.print(f"{provider}: {result.offerings} offerings and {result.prices} prices from "
+    signals = f", {result.signals} spot risk signals" if result.signals else ""
+    render.out.print(f"{provider}: {result.offerings} offerings and {result.prices} prices{signals} from "
                      f"{len(result.regions)} region(s) in {result.api_calls} API calls")
     for error in result.errors:
         render.error(error)

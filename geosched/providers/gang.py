@@ -49,7 +49,7 @@ from geosched.providers.plan import Block, Candidate, Coverage, GangRequest, Pla
 from geosched.providers.refresh import record_prices
 from geosched.providers.registry import CLOUDS
 from geosched.providers.retry import OnRetry, RetryPolicy, call
-from geosched.providers.sources import planning_offerings, planning_regions
+from geosched.providers.sources import planning_offerings, planning_regions, planning_risks
 from geosched.providers.terraform import NetworkConfig, check_owner
 from geosched.store import Store
 
@@ -149,7 +149,7 @@ def plan_gang(request: GangRequest, providers: Mapping[str, Provider], store: St
     offers = [o for o in offers if o.provider in providers]
     blocks = journal.active_blocks(store, now) if store is not None else []
     return build_plan(request, offers, planning_regions(providers, offers), catalog.gpu_power(), blocks,
-                      coverage(network))
+                      coverage(network), planning_risks(store, {o.provider for o in offers}))
 
 
 def remember_inventories(store: Store, providers: Mapping[str, Provider]) -> None:

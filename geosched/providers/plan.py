@@ -10,7 +10,10 @@ terms, normalised exactly as there:
     score  = w_cost x cost + w_carbon x carbon
 
 gCO2e/h = GPUs x (idle + utilisation x (max - idle)) W / 1000 x PUE x grid gCO2e/kWh, as in the policies.
-Ties go to the cheaper candidate, then by provider and zone name, so a plan is deterministic.
+A spot candidate's $/h is its expected cost per useful hour (`spotrisk.adjusted_usd_per_hour`: the price
+weighed by its interruption risk and the rework an interruption costs, `request.weights.spot_risk` 0 turns it off),
+the same function the placement cost term uses. Ties go to the cheaper candidate, then by provider and zone
+name, so a plan is deterministic.
 
 With a network `Coverage` (the Terraform output), a zone of a covered provider without a subnet there is no
 candidate: it goes to `skipped`, saying so.
@@ -20,11 +23,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from geosched.models import GpuPower, Offering, Pricing, Region, Weights, region_key
+from geosched.policies import spotrisk
+from geosched.policies.spotrisk import Rework, SpotRisk
 
 # The placement score's own cost and carbon weights (the same defaults as `place`); the network weight plays no
 # part (see above). With the default carbon weight of 0 the ranking is by price.
@@ -57,23 +62,33 @@ class GangRequest:
     zones: tuple[str, ...] = ()
     instance_types: tuple[str, ...] = ()
     weights: Weights = DEFAULT_WEIGHTS
+    # What an interruption of a spot gang costs (how much it weighs: `weights.spot_risk`, 0 = price alone).
+    rework: Rework = field(default_factory=Rework)
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
                 "pricing": self.pricing.value, "providers": list(self.providers), "regions": list(self.regions),
                 "zones": list(self.zones), "instance_types": list(self.instance_types),
-                "weights": {"cost": self.weights.cost, "carbon": self.weights.carbon}}
+                "weights": {"cost": self.weights.cost, "carbon": self.weights.carbon,
+                            "spot_risk": self.weights.spot_risk},
+                "rework": {"checkpoint_interval_h": self.rework.checkpoint_interval_h,
+                           "restart_h": self.rework.restart_h}}
 
     @staticmethod
     def from_dict(doc: Mapping[str, Any]) -> GangRequest:
         w = doc.get("weights") or {}
+        # A gang journalled before risk weighting resumes with the defaults.
+        r = doc.get("rework") or {}
         return GangRequest(
             gpu=str(doc["gpu"]), gpus_per_node=int(doc["gpus_per_node"]), nodes=int(doc["nodes"]),
             pricing=PricingMode(doc.get("pricing", PricingMode.ON_DEMAND.value)),
             providers=tuple(doc.get("providers", ())), regions=tuple(doc.get("regions", ())),
             zones=tuple(doc.get("zones", ())), instance_types=tuple(doc.get("instance_types", ())),
             weights=Weights(network=0.0, cost=float(w.get("cost", DEFAULT_WEIGHTS.cost)),
-                            carbon=float(w.get("carbon", DEFAULT_WEIGHTS.carbon))),
+                            carbon=float(w.get("carbon", DEFAULT_WEIGHTS.carbon)),
+                            spot_risk=float(w.get("spot_risk", DEFAULT_WEIGHTS.spot_risk))),
+            rework=Rework(float(r.get("checkpoint_interval_h", Rework().checkpoint_interval_h)),
+                          float(r.get("restart_h", Rework().restart_h))),
         )
 
 
@@ -91,10 +106,18 @@ class Candidate:
     usd_per_hour: float
     gco2e_per_hour: float | None
     score: float = 0.0
+    # Spot only: the interruption risk and the expected $ per useful hour it makes of `usd_per_hour`.
+    risk: SpotRisk | None = None
+    adjusted_usd_per_hour: float | None = None
 
     @property
     def label(self) -> str:
         return f"{self.provider}/{self.zone}/{self.instance_type}/{self.pricing.value}"
+
+    @property
+    def cost_usd_per_hour(self) -> float:
+        """What the ranking charges: the risk-adjusted $/h for spot, the price for on-demand."""
+        return self.usd_per_hour if self.adjusted_usd_per_hour is None else self.adjusted_usd_per_hour
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +205,12 @@ def matches(request: GangRequest, o: Offering) -> bool:
 
 
 def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Mapping[str, Region],
-               power: Mapping[str, GpuPower], blocks: Sequence[Block] = (), coverage: Coverage | None = None) -> Plan:
+               power: Mapping[str, GpuPower], blocks: Sequence[Block] = (), coverage: Coverage | None = None,
+               risks: Mapping[tuple[str, str, str], SpotRisk] | None = None) -> Plan:
     """Every offering that can hold the gang, best first; blocked ones and ones outside the network's
-    coverage go to `skipped` with the reason."""
+    coverage go to `skipped` with the reason. `risks`: (provider, instance type, zone) -> the spot offering's
+    interruption risk; one not there is resolved by `spotrisk.resolve` (the provider's default, else unknown)."""
+    risks = risks or {}
     raw: list[Candidate] = []
     too_small: list[Skipped] = []
     seen: set[tuple[str, str, str, Pricing]] = set()
@@ -201,10 +227,16 @@ def build_plan(request: GangRequest, offerings: Iterable[Offering], regions: Map
             # only with enough free nodes: no attempt is made where it cannot.
             pool = o.free_node_prices if pricing is Pricing.ON_DEMAND else None
             gang_usd = sum(pool[: request.nodes]) if pool is not None else price * request.nodes
+            risk = adjusted = None
+            if pricing is Pricing.SPOT:
+                risk = risks.get((o.provider, o.instance_type, o.zone)) or spotrisk.resolve(o.provider)
+                adjusted = spotrisk.adjusted_usd_per_hour(gang_usd, risk, request.nodes, request.rework,
+                                                          request.weights.spot_risk)
             candidate = Candidate(
                 provider=o.provider, region=o.region, zone=o.zone, instance_type=o.instance_type, gpu=o.gpu,
                 gpus=o.gpus, vcpus=o.vcpus, pricing=pricing, node_usd_per_hour=gang_usd / request.nodes,
-                usd_per_hour=gang_usd, gco2e_per_hour=gang_carbon(o, request.nodes, regions, power))
+                usd_per_hour=gang_usd, gco2e_per_hour=gang_carbon(o, request.nodes, regions, power), risk=risk,
+                adjusted_usd_per_hour=adjusted)
             if pool is not None and len(pool) < request.nodes:
                 too_small.append(Skipped(candidate, f"{len(pool)} free nodes, the gang needs {request.nodes}"))
             else:
@@ -231,7 +263,7 @@ def rank(candidates: Sequence[Candidate], request: GangRequest) -> list[Candidat
     if not candidates:
         return []
     gpus = request.nodes * request.gpus_per_node
-    price_ref = _median([c.usd_per_hour / gpus for c in candidates])
+    price_ref = _median([c.cost_usd_per_hour / gpus for c in candidates])
     carbons = [c.gco2e_per_hour for c in candidates if c.gco2e_per_hour is not None]
     carbon_ref = _median([x / gpus for x in carbons])
     # An unknown carbon figure counts as the worst known one: carbon is then overestimated, never hidden.
@@ -240,9 +272,9 @@ def rank(candidates: Sequence[Candidate], request: GangRequest) -> list[Candidat
     scored = []
     for c in candidates:
         carbon = c.gco2e_per_hour if c.gco2e_per_hour is not None else worst_carbon
-        score = w.cost * c.usd_per_hour / (gpus * price_ref) + w.carbon * carbon / (gpus * carbon_ref)
-        scored.append(_with_score(c, score))
-    scored.sort(key=lambda c: (round(c.score, 12), c.usd_per_hour, c.provider, c.zone, c.instance_type,
+        score = w.cost * c.cost_usd_per_hour / (gpus * price_ref) + w.carbon * carbon / (gpus * carbon_ref)
+        scored.append(replace(c, score=score))
+    scored.sort(key=lambda c: (round(c.score, 12), c.cost_usd_per_hour, c.provider, c.zone, c.instance_type,
                                c.pricing.value))
     return scored
 
@@ -253,11 +285,6 @@ def describe_block(block: Block) -> str:
     size = f", gangs of {block.min_nodes}+ nodes" if block.min_nodes > 1 else ""
     head = f"{block.kind or 'blocked'} ({where}{size})"
     return f"{head}: {block.reason}" if block.reason else head
-
-
-def _with_score(c: Candidate, score: float) -> Candidate:
-    return Candidate(c.provider, c.region, c.zone, c.instance_type, c.gpu, c.gpus, c.vcpus, c.pricing,
-                     c.node_usd_per_hour, c.usd_per_hour, c.gco2e_per_hour, score)
 
 
 def _median(values: Sequence[float]) -> float:

@@ -2,12 +2,14 @@
 
 `refresh_catalog` asks a provider for its GPU offerings per zone (AWS: DescribeInstanceTypes and
 DescribeInstanceTypeOfferings; GCP: machineTypes) and its prices (AWS: DescribeSpotPriceHistory and the Price
-List API's GetProducts for on-demand, each price valid from its own time; GCP: none yet, its prices live in the
-Cloud Billing Catalog API). Only prices a price API answered are recorded; the shipped catalog's stand for the
+List API's GetProducts for on-demand, each price valid from its own time; GCP: the Cloud Billing Catalog's
+Compute Engine SKUs). Only prices a price API answered are recorded; the shipped catalog's stand for the
 rest and are shown as shipped. Offerings replace the provider's refreshed rows for the regions refreshed and
 merge with the shipped catalog for the others (`current_offerings`: a refresh of one region never hides
 another); prices are appended to `price_history`, never overwritten, so `price_at` can price past usage at the
-price of its time. Without a refresh the shipped catalog is the (offline) default.
+price of its time. Spot interruption signals (AWS Spot placement scores and spot price volatility) are appended
+to `spot_signals` the same way; `spot_risks` resolves the newest into each offering's risk. Without a refresh
+the shipped catalog is the (offline) default.
 """
 
 from __future__ import annotations
@@ -20,7 +22,17 @@ from functools import partial
 
 from geosched import catalog
 from geosched.models import Offering, Pricing
-from geosched.providers.base import AuthError, Budget, PriceObservation, Provider, ProviderError
+from geosched.policies import spotrisk
+from geosched.policies.spotrisk import SpotRisk
+from geosched.providers.base import (
+    AuthError,
+    Budget,
+    PriceObservation,
+    Provider,
+    ProviderError,
+    ReportsSpotSignals,
+    SpotSignal,
+)
 from geosched.providers.retry import RetryPolicy, call
 from geosched.store import Store
 
@@ -33,6 +45,7 @@ class RefreshResult:
     prices: int
     api_calls: int
     errors: tuple[str, ...]
+    signals: int = 0
 
 
 def refresh_catalog(provider: Provider, store: Store, *, regions: Sequence[str] = (), budget_s: float = 900.0,
@@ -42,6 +55,7 @@ def refresh_catalog(provider: Provider, store: Store, *, regions: Sequence[str] 
     wanted = tuple(regions) or call(lambda: provider.regions(budget), budget, policy)
     offers: list[Offering] = []
     prices: list[PriceObservation] = []
+    signals: list[SpotSignal] = []
     done: list[str] = []
     errors: list[str] = []
     for region in wanted:
@@ -57,14 +71,26 @@ def refresh_catalog(provider: Provider, store: Store, *, regions: Sequence[str] 
         offers.extend(found)
         prices.extend(seen)
         done.append(region)
+        if isinstance(provider, ReportsSpotSignals):
+            # A missing risk signal does not undo the region's offerings and prices: it is said, and planning
+            # falls back to the next signal, else to the documented rule for an unknown risk.
+            for what, read in (("spot placement scores", provider.placement_scores),
+                               ("spot price volatility", provider.price_volatility)):
+                try:
+                    signals.extend(call(partial(read, region, types, budget), budget, policy))
+                except ProviderError as exc:
+                    errors.append(f"{region}: {what}: {exc.kind}: {exc}")
     # A refresh of every region the provider lists makes its list authoritative: a shipped region it no longer
     # lists is gone. One of some regions only replaces those.
-    write_refresh(store, provider.name, done, offers, prices, complete=not regions and not errors)
-    return RefreshResult(provider.name, tuple(done), len(offers), len(prices), budget.calls, tuple(errors))
+    write_refresh(store, provider.name, done, offers, prices, complete=not regions and len(done) == len(wanted),
+                  signals=signals)
+    return RefreshResult(provider.name, tuple(done), len(offers), len(prices), budget.calls, tuple(errors),
+                         len(signals))
 
 
 def write_refresh(store: Store, provider: str, regions: Sequence[str], offers: Sequence[Offering],
-                  prices: Sequence[PriceObservation], now: float | None = None, *, complete: bool = False) -> None:
+                  prices: Sequence[PriceObservation], now: float | None = None, *, complete: bool = False,
+                  signals: Sequence[SpotSignal] = ()) -> None:
     now = time.time() if now is None else now
     with store.transaction() as db:
         if complete:
@@ -78,6 +104,11 @@ def write_refresh(store: Store, provider: str, regions: Sequence[str], offers: S
             [(provider, o.instance_type, o.region, o.zone, o.gpu, o.gpus, o.vcpus, o.memory_gib, now)
              for o in offers])
         record_prices_in(db, prices, now)
+        db.executemany(
+            "INSERT INTO spot_signals (provider, instance_type, region, zone, signal, value, target, changes, "
+            "observed_at, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(g.provider, g.instance_type, g.region, g.zone, g.signal, g.value, g.target, g.changes, g.observed_at,
+              g.source) for g in signals])
 
 
 def record_prices(store: Store, prices: Sequence[PriceObservation], now: float | None = None) -> None:
@@ -140,6 +171,28 @@ def price_ages(store: Store, provider: str, now: float | None = None) -> dict[tu
         "observed_at <= ? AND source NOT IN ('launch', 'catalog') GROUP BY instance_type, zone, pricing",
         (provider, now))
     return {(str(t), str(z), Pricing(p)): float(at) for t, z, p, at in rows}
+
+
+def spot_risks(store: Store | None, provider: str) -> dict[tuple[str, str], SpotRisk]:
+    """(instance type, zone) -> the interruption risk of its spot offering from the newest stored signals
+    (`spotrisk.resolve`: a placement score before the price volatility). Offerings without a stored signal are
+    absent: the caller resolves them by the provider's default or as unknown."""
+    if store is None:
+        return {}
+    rows = store.db.execute(
+        "SELECT instance_type, zone, signal, value, target, changes, observed_at FROM spot_signals s "
+        "WHERE provider = ? AND id = (SELECT id FROM spot_signals t WHERE t.provider = s.provider "
+        "AND t.instance_type = s.instance_type AND t.zone = s.zone AND t.signal = s.signal "
+        "ORDER BY observed_at DESC, id DESC LIMIT 1)",
+        (provider,)).fetchall()
+    seen: dict[tuple[str, str], dict[str, SpotRisk]] = {}
+    for instance_type, zone, signal, value, target, changes, observed_at in rows:
+        key = (str(instance_type), str(zone))
+        risk = (spotrisk.from_score(float(value), float(observed_at), target) if signal == "score" else
+                spotrisk.from_volatility(spotrisk.Volatility(float(value), int(changes or 0), 0), float(observed_at)))
+        seen.setdefault(key, {})[str(signal)] = risk
+    return {key: spotrisk.resolve(provider, found.get("score"), found.get("volatility"))
+            for key, found in seen.items()}
 
 
 def refreshed_offerings(store: Store, provider: str, now: float | None = None) -> tuple[Offering, ...] | None:

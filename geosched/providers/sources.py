@@ -3,12 +3,13 @@ one, else the shipped catalog (offline); inventory-backed providers answer for t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from geosched import catalog
 from geosched.models import Offering, Region, region_key
+from geosched.policies.spotrisk import SpotRisk
 from geosched.providers.base import Budget, Provider
-from geosched.providers.refresh import current_offerings
+from geosched.providers.refresh import current_offerings, spot_risks
 from geosched.providers.registry import CLOUDS
 from geosched.store import Store
 
@@ -35,3 +36,14 @@ def planning_regions(providers: Mapping[str, Provider], offerings: list[Offering
             if info is not None:
                 regions[key] = info
     return regions
+
+
+def planning_risks(store: Store | None, providers: Iterable[str]) -> dict[tuple[str, str, str], SpotRisk]:
+    """(provider, instance type, zone) -> the spot risk the store's newest signals give (for the plan and the
+    placement context alike); offerings without one are left to `spotrisk.resolve` (provider default, else
+    unknown)."""
+    out: dict[tuple[str, str, str], SpotRisk] = {}
+    for provider in sorted(set(providers)):
+        for (instance_type, zone), risk in spot_risks(store, provider).items():
+            out[(provider, instance_type, zone)] = risk
+    return out

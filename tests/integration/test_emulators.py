@@ -585,3 +585,38 @@ def test_aws_admin_endpoint(proxy: Ec2FaultProxy) -> None:
     with urllib.request.urlopen(proxy.url + "/_emulator/calls", timeout=10) as resp:
         calls = json.loads(resp.read())["calls"]
     assert calls[-1]["method"] == "RunInstances" and calls[-1]["error_code"] == "VcpuLimitExceeded"
+
+
+def test_aws_spot_placement_scores_and_history_in_the_documented_shapes(proxy: Ec2FaultProxy) -> None:
+    """GetSpotPlacementScores (moto has none) and a set spot price history, read by boto3's own parser: the
+    EC2 API reference's shapes (API_GetSpotPlacementScores.html, API_DescribeSpotPriceHistory.html)."""
+    ec2 = _ec2(proxy.url)
+    assert ec2.get_spot_placement_scores(InstanceTypes=["p4d.24xlarge"], TargetCapacity=4,
+                                         RegionNames=["us-east-1"])["SpotPlacementScores"] == []
+    # A scenario set from another process through the admin endpoint, one score set in process.
+    request = urllib.request.Request(
+        f"{proxy.url}/_emulator/spot-placement-score", method="POST",
+        data=json.dumps({"region": "us-east-1", "zoneId": "use1-az1", "score": 3,
+                         "instanceType": "p4d.24xlarge"}).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 200
+    proxy.set_placement_score("us-east-1", "use1-az2", 8)  # any instance type
+    zones = ec2.get_spot_placement_scores(InstanceTypes=["p4d.24xlarge"], TargetCapacity=4,
+                                          SingleAvailabilityZone=True, RegionNames=["us-east-1"])
+    assert zones["SpotPlacementScores"] == [
+        {"Region": "us-east-1", "AvailabilityZoneId": "use1-az2", "Score": 8},
+        {"Region": "us-east-1", "AvailabilityZoneId": "use1-az1", "Score": 3}]
+    regions = ec2.get_spot_placement_scores(InstanceTypes=["p5.48xlarge"], TargetCapacity=4,
+                                            RegionNames=["us-east-1", "us-east-2"])
+    assert regions["SpotPlacementScores"] == [{"Region": "us-east-1", "Score": 8}]  # region level: no zone
+
+    now = time.time()
+    proxy.set_spot_price_history("us-east-1", [("us-east-1b", "p4d.24xlarge", now - 10 * 86400, 9.5),
+                                               ("us-east-1b", "p4d.24xlarge", now - 3600, 9.9),
+                                               ("us-east-1c", "p5.48xlarge", now - 3600, 30.0)])
+    history = ec2.describe_spot_price_history(InstanceTypes=["p4d.24xlarge"], ProductDescriptions=["Linux/UNIX"],
+                                              StartTime=now - 7 * 86400)["SpotPriceHistory"]
+    # The change before StartTime is the price in force at the start, as EC2 documents.
+    assert [(h["AvailabilityZone"], h["SpotPrice"], h["ProductDescription"]) for h in history] == [
+        ("us-east-1b", "9.900000", "Linux/UNIX"), ("us-east-1b", "9.500000", "Linux/UNIX")]
+    assert abs(history[0]["Timestamp"].timestamp() - (now - 3600)) < 1
