@@ -35,8 +35,10 @@ HOURS_PER_MONTH = 730.0
 HAZARD_BEST = -math.log(1.0 - 0.05) / HOURS_PER_MONTH  # score 10: ~7.0e-5 per node-hour
 HAZARD_WORST = -math.log(1.0 - 0.50) / 24.0  # score 1: ~2.9e-2 per node-hour
 # GCP publishes no interruption signal: Spot VMs "might be preempted at any time" with 30 s notice
-# (cloud.google.com/compute/docs/instances/spot). The preemptible VM page gave 5-15% of VMs per day averaged
-# over seven days; we take the upper end.
+# (cloud.google.com/compute/docs/instances/spot). An older edition of the preemptible VM page gave 5-15% of VMs
+# per day averaged over seven days; we take the upper end. That figure is recalled, not re-read: the page as
+# stored today says only that preemption is "generally low" and varies by day and zone, so this is an assumption
+# (a stand-in until Compute Engine's capacity-history preemption records are read).
 GCP_DAILY_PREEMPTION = 0.15
 # Volatility: a spot price whose coefficient of variation over the window reaches this is scored 1, a flat one
 # 10, linearly between (our assumption: since 2017 AWS moves spot prices gradually with long-term supply and
