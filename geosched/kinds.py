@@ -101,13 +101,13 @@ def report_columns(report: str, by: str, embodied: bool = False) -> tuple[Column
     shown as kg in the table."""
     kind: tuple[Column, ...]
     if report == "cost":
-        kind = (C("cost_usd", "number"), C("usd_per_gpu_hour", "number", nullable=True), C("priced_from"),
-                C("unpriced_gpu_hours", "number", wide=True))
+        kind = (C("cost_usd", "number"), C("usd_per_gpu_hour", "number", nullable=True),
+                C("priced_from", nullable=True), C("unpriced_gpu_hours", "number", wide=True))
     else:
         kind = (C("energy_kwh", "number"), C("gco2e", "number", header="kgco2e", scale=1 / 1000),
                 C("gco2e_per_kwh", "number", nullable=True), C("uncounted_kwh", "number", wide=True))
         if embodied:
-            kind += (C("embodied_gco2e", "number", header="embodied kgco2e", scale=1 / 1000),)
+            kind += (C("embodied_gco2e", "number", nullable=True, header="embodied kgco2e", scale=1 / 1000),)
     return (C(by), C("intervals", "integer", wide=True), C("gpu_hours", "number"), *kind)
 
 

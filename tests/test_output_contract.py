@@ -211,3 +211,13 @@ def test_place_candidates_are_drawn_from_the_documents_keys(tmp_path: Path) -> N
         hop = score["bounding_hop"]
         assert {render.cell(score[k]) for k in ("total", "step_ms", "comm_ms", "usd_per_hour")} <= tokens
         assert f"{hop['from']}->{hop['to']}" in tokens
+
+
+@pytest.mark.parametrize("report", ["cost", "carbon"])
+def test_the_report_columns_are_the_schemas_row_keys(report: str) -> None:
+    rows = json.loads((SCHEMAS / f"{report.capitalize()}Report.schema.json").read_text())["properties"]["rows"]
+    item = rows["items"]
+    for by in ("job", "cluster", "region", "provider", "day"):
+        columns = kinds.report_columns(report, by, embodied=True)
+        assert {c.key: c.schema() for c in columns} == {c.key: item["properties"][c.key] for c in columns}
+        assert set(item["properties"]) - {c.key for c in columns} <= {"job", "cluster", "region", "provider", "day"}
