@@ -21,6 +21,7 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +244,34 @@ def test_two_replicas_only_the_leader_writes(world: MultiCluster, kube: Kube) ->
             stop.set()
             t.join(10)
             d.__exit__(None, None, None)
+
+
+def test_a_new_leader_keeps_the_round_the_old_one_began(world: MultiCluster, kube: Kube) -> None:
+    # Leader A nominates and re-nominates, then gives up the Lease; B takes it 40 s after A's last write. B's round
+    # is the one A began (the API server's managedFields time of the status apply), so B adds the next cluster
+    # 60 s after A's write, not 60 s after B first saw it, and one not tried yet (the Workload's own list).
+    settings = replace(SETTINGS, leader_election=FAST_LEASE)
+    pending(world, kube, "pair", 2)   # 16 GPUs: every worker holds it
+    clock = FakeClock()
+    with dispatcher(world, clock, settings, identity="replica-a") as a:
+        a.run_once()
+        clock.advance(61)
+        a.run_once()
+    tried = status(world, "pair")["status"]["nominatedClusterNames"]
+    assert len(tried) == 2
+    written = datetime.now(UTC)   # A's last apply landed before this (the server records whole seconds)
+    b_clock = FakeClock()
+    # B's wall clock runs 40 s after A's write, and on with B's own clock.
+    with dispatcher(world, b_clock, settings, identity="replica-b",
+                    wall=lambda: written + timedelta(seconds=40 + b_clock.now - 1000.0)) as b:
+        assert b.run_once() == ()
+        b_clock.advance(15)               # 55 s since A's write
+        assert b.run_once() == ()
+        b_clock.advance(7)                # 62 s: the round A began is over (a full new round would wait to 100 s)
+        assert b.run_once() == ("default/job-pair-3f9a2",)
+    after = status(world, "pair")["status"]["nominatedClusterNames"]
+    assert after[:2] == tried and sorted(after) == sorted(WORKERS)
+    assert b.metrics.stats.outcomes["renominated"] == 1
 
 
 def test_metrics_endpoint_counts_decisions(world: MultiCluster, kube: Kube) -> None:
