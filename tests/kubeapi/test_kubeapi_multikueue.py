@@ -281,16 +281,26 @@ def test_metrics_endpoint_counts_decisions(world: MultiCluster, kube: Kube) -> N
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     metrics.serve(port)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            return str(answer.read().decode())
+
+    # The manager refuses the Event (a role without events/create): dropped, counted, and exported.
+    world["manager"].inject(403, method="POST", path=r"/events$")
     try:
         with dispatcher(world, FakeClock(), metrics=metrics) as d:
+            assert "geosched_multikueue_events_dropped_total 0.0" in scrape()
             d.pass_once()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-            text = answer.read().decode()
+            assert d.events is not None
+            wait_until(lambda: d.events is not None and d.events.dropped == 1, what="the refused Event")
+            text = scrape()
     finally:
         metrics.close()
     assert 'geosched_multikueue_decisions_total{outcome="nominated"} 1.0' in text
     assert "geosched_multikueue_decision_seconds_count 1.0" in text
     assert 'geosched_multikueue_worker_clusters{state="usable"} 3.0' in text
+    assert "geosched_multikueue_events_dropped_total 1.0" in text
 
 
 def test_cli_once_records_in_the_store(world: MultiCluster, kube: Kube, tmp_path: Path) -> None:

@@ -122,6 +122,9 @@ class Dispatcher:
         self.elector = LeaderElector(manager, s.leader_election, self.identity) if s.leader_election.enabled \
             else None
         self.events = EventSink(manager, self.identity) if events else None
+        if self.events is not None:
+            sink = self.events
+            self.metrics.events_dropped = lambda: sink.dropped
         self._api_version = api_version
         self._rounds: dict[str, _Round] = {}
         self._held: dict[str, Placement] = {}  # Workload uid -> the placement its GPUs are held for
