@@ -594,7 +594,11 @@ class Store:
                                                                        and osub == sub):
                 managed.append(previous[0])
             else:
-                managed.append(_managed_entry(mgr, spec.api_version(version), osub, owned))
+                entry = _managed_entry(mgr, spec.api_version(version), osub, owned)
+                if previous is not None and (mgr, osub) != (field_manager, sub):
+                    # Fields taken from another manager by force: its set shrinks, its time stays.
+                    entry["time"] = previous[0].get("time", entry["time"])
+                managed.append(entry)
         merged["metadata"]["resourceVersion"] = meta(old)["resourceVersion"]
         new = self._prepare_update(spec, old, merged, subresource, managed_fields=managed)
         return self._finish_update(spec, version, old, new, dry_run=dry_run), 200
