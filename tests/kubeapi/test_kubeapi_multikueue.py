@@ -18,6 +18,7 @@ import copy
 import re
 import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
@@ -46,6 +47,7 @@ from tests.kubeapi.multikueue_support import (
     FakeClock,
     admit,
     copies,
+    kueue_status,
     kueue_world,
     multikueue_sync,
     reserve_quota,
@@ -272,6 +274,29 @@ def test_a_new_leader_keeps_the_round_the_old_one_began(world: MultiCluster, kub
     after = status(world, "pair")["status"]["nominatedClusterNames"]
     assert after[:2] == tried and sorted(after) == sorted(WORKERS)
     assert b.metrics.stats.outcomes["renominated"] == 1
+
+
+def test_a_later_kueue_write_under_the_same_manager_makes_a_new_leader_late_never_early(world: MultiCluster,
+                                                                                     kube: Kube) -> None:
+    # Kueue applies the admission status as kueue-admission too (an admission check's message here, the names
+    # carried as its prepareWorkloadPatch carries them): the managedFields time is then Kueue's, so B's round
+    # counts from that write, later than A's nomination.
+    pending(world, kube, "pair", 2)
+    with dispatcher(world, FakeClock(), replace(SETTINGS, leader_election=FAST_LEASE), identity="replica-a") as a:
+        a.run_once()
+    time.sleep(2.1)  # the server records whole seconds: A's time is at least a second before Kueue's
+    wl = status(world, "pair")
+    checks = [{**c, "message": "The workload got reservation on worker1"} for c in wl["status"]["admissionChecks"]]
+    kueue_status(kube, wl, {**wl["status"], "admissionChecks": checks})
+    kueue_wrote = datetime.now(UTC)
+    clock = FakeClock()
+    with dispatcher(world, clock, identity="replica-b",
+                    wall=lambda: kueue_wrote + timedelta(seconds=40 + clock.now - 1000.0)) as b:
+        assert b.pass_once() == ()
+        clock.advance(19.5)   # 59.5 s after Kueue's write, over 60 s after A's: not yet
+        assert b.pass_once() == ()
+        clock.advance(2)
+        assert b.pass_once() == ("default/job-pair-3f9a2",)
 
 
 def test_metrics_endpoint_counts_decisions(world: MultiCluster, kube: Kube) -> None:
