@@ -18,7 +18,7 @@ Each pass (woken by a change the watches saw, or when a nomination round ends):
    ones), and a round begun before this replica led (another leader, a restart) is counted from the time the
    API server recorded for the field manager's last status apply (`kueue.nominated_at`). Kueue applies status
    under the same manager (`kueue-admission`), so a later write of its own makes the round look younger: a
-   re-nomination can come late by that much, never early.
+   re-nomination can come late by that much, never early (clock skew aside: README).
 5. Once `.status.clusterName` is set the Workload is never written again.
 
 Every decision is an Event on the Workload (reason Nominated, Renominated or NotNominated, with every term of
