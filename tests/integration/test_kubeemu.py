@@ -445,6 +445,29 @@ def test_server_side_apply_create_merge_remove_and_conflict(cluster: EmulatedClu
     assert _status(lambda: core.create_namespaced_config_map("default", config)) == 409
 
 
+def test_server_side_apply_stamps_the_appliers_time_when_it_changed_something(core: CoreV1Api) -> None:
+    # As the server's managedFieldsUpdater.Apply: the applier's entry gets a new time when the apply changed the
+    # object, keeps it on a no-op, and a manager whose field was forced away keeps its own time.
+    def apply(data: dict[str, str], manager: str = "geosched", force: bool | None = None) -> Any:
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "round"}, "data": data}
+        return core.patch_namespaced_config_map("round", "default", body, field_manager=manager, force=force,
+                                                _content_type=APPLY)
+
+    def times(obj: Any) -> dict[str, Any]:
+        return {m.manager: m.time for m in obj.metadata.managed_fields}
+
+    apply({"kueue": "a", "queue": "q"}, manager="kueue")
+    first = apply({"names": "w1"})
+    time.sleep(1.05)  # the server records whole seconds
+    assert times(apply({"names": "w1"})) == times(first)  # no-op
+    second = apply({"names": "w1,w2"})  # the same field, a new value
+    assert times(second)["geosched"] > times(first)["geosched"]
+    assert times(second)["kueue"] == times(first)["kueue"]
+    time.sleep(1.05)
+    forced = apply({"names": "w1,w2", "kueue": "b"}, force=True)
+    assert times(forced)["kueue"] == times(first)["kueue"] and times(forced)["geosched"] > times(second)["geosched"]
+
+
 def test_server_side_apply_of_a_custom_resource(custom: CustomObjectsApi) -> None:
     jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
               "metadata": {"name": "train", "namespace": "default"},

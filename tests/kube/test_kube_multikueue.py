@@ -118,6 +118,29 @@ def test_the_apply_under_another_manager_sends_only_the_nomination() -> None:
     assert body["status"] == {"nominatedClusterNames": ["w1"]}
 
 
+def test_when_the_nomination_was_applied_is_read_from_managed_fields() -> None:
+    # A ManagedFieldsEntry as the API server writes it (kubernetes.io/docs/reference/using-api/server-side-apply,
+    # "Field management"; ObjectMeta.managedFields in the API reference): per manager, operation and subresource.
+    def entry(manager: str, owned: dict[str, Any], time: str = "2026-12-03T09:00:07Z") -> dict[str, Any]:
+        return {"manager": manager, "operation": "Apply", "apiVersion": "kueue.x-k8s.io/v1beta2", "time": time,
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:status": owned}, "subresource": "status"}
+
+    wl = admitted_workload()
+    names = {"f:nominatedClusterNames": {}, "f:admission": {}}
+    wl["metadata"]["managedFields"] = [entry("kubectl", names, "2026-12-03T10:00:00Z"),
+                                       entry(kueue.ADMISSION_FIELD_MANAGER, names)]
+    at = kueue.nominated_at(wl, kueue.ADMISSION_FIELD_MANAGER)
+    assert at is not None and at.isoformat() == "2026-12-03T09:00:07+00:00"
+    # The manager's status apply does not own the names (only Kueue's quota reservation so far): no round yet.
+    wl["metadata"]["managedFields"] = [entry(kueue.ADMISSION_FIELD_MANAGER, {"f:admission": {}})]
+    assert kueue.nominated_at(wl, kueue.ADMISSION_FIELD_MANAGER) is None
+    # An unreadable time is no time (the round starts when this replica sees it).
+    wl["metadata"]["managedFields"] = [entry(kueue.ADMISSION_FIELD_MANAGER, names, "yesterday")]
+    assert kueue.nominated_at(wl, kueue.ADMISSION_FIELD_MANAGER) is None
+    del wl["metadata"]["managedFields"]
+    assert kueue.nominated_at(wl, kueue.ADMISSION_FIELD_MANAGER) is None
+
+
 def test_which_workloads_are_up_for_nomination() -> None:
     checks = {"mk": "config"}
     queues = {"cq": {"mk"}}

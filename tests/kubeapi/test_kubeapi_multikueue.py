@@ -18,9 +18,11 @@ import copy
 import re
 import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,7 @@ from tests.kubeapi.multikueue_support import (
     FakeClock,
     admit,
     copies,
+    kueue_status,
     kueue_world,
     multikueue_sync,
     reserve_quota,
@@ -245,6 +248,57 @@ def test_two_replicas_only_the_leader_writes(world: MultiCluster, kube: Kube) ->
             d.__exit__(None, None, None)
 
 
+def test_a_new_leader_keeps_the_round_the_old_one_began(world: MultiCluster, kube: Kube) -> None:
+    # Leader A nominates and re-nominates, then gives up the Lease; B takes it 40 s after A's last write. B's round
+    # is the one A began (the API server's managedFields time of the status apply), so B adds the next cluster
+    # 60 s after A's write, not 60 s after B first saw it, and one not tried yet (the Workload's own list).
+    settings = replace(SETTINGS, leader_election=FAST_LEASE)
+    pending(world, kube, "pair", 2)   # 16 GPUs: every worker holds it
+    clock = FakeClock()
+    with dispatcher(world, clock, settings, identity="replica-a") as a:
+        a.run_once()
+        clock.advance(61)
+        a.run_once()
+    tried = status(world, "pair")["status"]["nominatedClusterNames"]
+    assert len(tried) == 2
+    written = datetime.now(UTC)   # A's last apply landed before this (the server records whole seconds)
+    b_clock = FakeClock()
+    # B's wall clock runs 40 s after A's write, and on with B's own clock.
+    with dispatcher(world, b_clock, settings, identity="replica-b",
+                    wall=lambda: written + timedelta(seconds=40 + b_clock.now - 1000.0)) as b:
+        assert b.run_once() == ()
+        b_clock.advance(15)               # 55 s since A's write
+        assert b.run_once() == ()
+        b_clock.advance(7)                # 62 s: the round A began is over (a full new round would wait to 100 s)
+        assert b.run_once() == ("default/job-pair-3f9a2",)
+    after = status(world, "pair")["status"]["nominatedClusterNames"]
+    assert after[:2] == tried and sorted(after) == sorted(WORKERS)
+    assert b.metrics.stats.outcomes["renominated"] == 1
+
+
+def test_a_later_kueue_write_under_the_same_manager_makes_a_new_leader_late_never_early(world: MultiCluster,
+                                                                                     kube: Kube) -> None:
+    # Kueue applies the admission status as kueue-admission too (an admission check's message here, the names
+    # carried as its prepareWorkloadPatch carries them): the managedFields time is then Kueue's, so B's round
+    # counts from that write, later than A's nomination.
+    pending(world, kube, "pair", 2)
+    with dispatcher(world, FakeClock(), replace(SETTINGS, leader_election=FAST_LEASE), identity="replica-a") as a:
+        a.run_once()
+    time.sleep(2.1)  # the server records whole seconds: A's time is at least a second before Kueue's
+    wl = status(world, "pair")
+    checks = [{**c, "message": "The workload got reservation on worker1"} for c in wl["status"]["admissionChecks"]]
+    kueue_status(kube, wl, {**wl["status"], "admissionChecks": checks})
+    kueue_wrote = datetime.now(UTC)
+    clock = FakeClock()
+    with dispatcher(world, clock, identity="replica-b",
+                    wall=lambda: kueue_wrote + timedelta(seconds=40 + clock.now - 1000.0)) as b:
+        assert b.pass_once() == ()
+        clock.advance(19.5)   # 59.5 s after Kueue's write, over 60 s after A's: not yet
+        assert b.pass_once() == ()
+        clock.advance(2)
+        assert b.pass_once() == ("default/job-pair-3f9a2",)
+
+
 def test_metrics_endpoint_counts_decisions(world: MultiCluster, kube: Kube) -> None:
     pending(world, kube, "big", 4)
     metrics = Metrics()
@@ -252,16 +306,26 @@ def test_metrics_endpoint_counts_decisions(world: MultiCluster, kube: Kube) -> N
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     metrics.serve(port)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            return str(answer.read().decode())
+
+    # The manager refuses the Event (a role without events/create): dropped, counted, and exported.
+    world["manager"].inject(403, method="POST", path=r"/events$")
     try:
         with dispatcher(world, FakeClock(), metrics=metrics) as d:
+            assert "geosched_multikueue_events_dropped_total 0.0" in scrape()
             d.pass_once()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-            text = answer.read().decode()
+            assert d.events is not None
+            wait_until(lambda: d.events is not None and d.events.dropped == 1, what="the refused Event")
+            text = scrape()
     finally:
         metrics.close()
     assert 'geosched_multikueue_decisions_total{outcome="nominated"} 1.0' in text
     assert "geosched_multikueue_decision_seconds_count 1.0" in text
     assert 'geosched_multikueue_worker_clusters{state="usable"} 3.0' in text
+    assert "geosched_multikueue_events_dropped_total 1.0" in text
 
 
 def test_cli_once_records_in_the_store(world: MultiCluster, kube: Kube, tmp_path: Path) -> None:

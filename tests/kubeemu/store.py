@@ -582,14 +582,23 @@ class Store:
         for entry in meta(old).get("managedFields") or []:
             if entry.get("operation") != "Apply":
                 managed.append(entry)
+        # The applier's entry gets a new time whenever its apply changed the object, as on the server
+        # (k8s.io/apiserver pkg/util/managedfields/internal/managedfieldsupdater.go: Apply stamps the manager's
+        # time unless the apply was a no-op).
+        changed = merged != old  # merged still carries old's metadata.managedFields and resourceVersion
         for (mgr, osub), owned in [*others.items(), ((field_manager, sub), paths)]:
             if not owned:
                 continue
             previous = owners.get((mgr, osub))
-            if previous is not None and previous[1] == owned:
+            if previous is not None and previous[1] == owned and not (changed and mgr == field_manager
+                                                                       and osub == sub):
                 managed.append(previous[0])
             else:
-                managed.append(_managed_entry(mgr, spec.api_version(version), osub, owned))
+                entry = _managed_entry(mgr, spec.api_version(version), osub, owned)
+                if previous is not None and (mgr, osub) != (field_manager, sub):
+                    # Fields taken from another manager by force: its set shrinks, its time stays.
+                    entry["time"] = previous[0].get("time", entry["time"])
+                managed.append(entry)
         merged["metadata"]["resourceVersion"] = meta(old)["resourceVersion"]
         new = self._prepare_update(spec, old, merged, subresource, managed_fields=managed)
         return self._finish_update(spec, version, old, new, dry_run=dry_run), 200

@@ -56,6 +56,13 @@ def geosched(home: Path, *args: str) -> Any:
     return json.loads(run.stdout)
 
 
+def jobs(home: Path, *args: str) -> list[dict[str, Any]]:
+    """`geosched jobs ... -o json`: a PlacedJobList document (the output contract, docs/schemas); its items."""
+    doc = geosched(home, "jobs", *args, "-o", "json")
+    assert (doc["apiVersion"], doc["kind"]) == ("geosched.io/v1alpha1", "PlacedJobList"), doc
+    return doc["items"]  # type: ignore[no-any-return]
+
+
 def job_rows(home: Path) -> list[Interval]:
     with Store(home) as store:
         return sorted((i for i in intervals(store) if i.kind == "job"), key=lambda i: i.name)
@@ -73,18 +80,18 @@ def test_jobs_syncs_the_run_into_the_ledger_and_the_report_prices_it(fleet: Mult
     uid = cluster.get("batch/v1/jobs", "train", "default")["metadata"]["uid"]  # type: ignore[index]
 
     # Not started yet: listed, nothing to account.
-    (pending,) = geosched(home, "jobs", "--record", "-o", "json")
+    (pending,) = jobs(home, "--record")
     assert (pending["state"], pending["started"], pending["ended"]) == ("Pending", None, None)
     assert not (home / "geosched.db").exists() or job_rows(home) == []
 
     start = float(int(time.time()) - 3 * 3600)
     cluster.set_status("batch/v1/jobs", "train", {"startTime": stamp(start), "active": 2}, "default")
     # Without --record, `jobs` only reads (issue 14): the run it sees is not written to the ledger.
-    (seen,) = geosched(home, "jobs", "-o", "json")
+    (seen,) = jobs(home)
     assert seen["state"] == "Running" and (not (home / "geosched.db").exists() or job_rows(home) == [])
     cluster.set_status("batch/v1/jobs", "train", {"startTime": stamp(start), "active": 2}, "default")
     for _ in range(2):  # a second sync changes nothing
-        (running,) = geosched(home, "jobs", "--record", "-o", "json")
+        (running,) = jobs(home, "--record")
     assert (running["state"], running["started"], running["ended"]) == ("Running", stamp(start), None)
     opened = job_rows(home)
     # One row per node of the placement, each with its node's 8 GPUs (2 workers x 8 GPUs in all).
@@ -98,7 +105,7 @@ def test_jobs_syncs_the_run_into_the_ledger_and_the_report_prices_it(fleet: Mult
         "active": 0, "succeeded": 2, "completionTime": stamp(end),
         "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": stamp(end)}]}, "default")
     for _ in range(2):
-        (done,) = geosched(home, "jobs", "--record", "-o", "json")
+        (done,) = jobs(home, "--record")
     assert (done["state"], done["ended"]) == ("Succeeded", stamp(end))
     closed = job_rows(home)
     assert [(i.id, i.start, i.end) for i in closed] == [(i.id, start, end) for i in opened]
@@ -112,7 +119,7 @@ def test_jobs_syncs_the_run_into_the_ledger_and_the_report_prices_it(fleet: Mult
 
     # Deleted (a TTL after finishing): its rows stay as they are.
     cluster.delete("batch/v1/jobs", "train", "default")
-    assert geosched(home, "jobs", "--record", "-o", "json") == []
+    assert jobs(home, "--record") == []
     assert [(i.start, i.end) for i in job_rows(home)] == [(start, end), (start, end)]
 
 
@@ -124,15 +131,15 @@ def test_a_job_deleted_while_running_is_closed_when_a_sync_sees_it_gone(fleet: M
     submit(job, kubeconfig=fleet.kubeconfig)
     start = float(int(time.time()) - 600)
     fleet["cluster-a"].set_status("batch/v1/jobs", "short", {"startTime": stamp(start), "active": 1}, "default")
-    geosched(home, "jobs", "--record", "-o", "json")
+    jobs(home, "--record")
     (row,) = job_rows(home)
     assert (row.name, row.gpus, row.end) == ("default/short", 4, None)
 
     # A listing of cluster-b alone says nothing about cluster-a's jobs; cluster-a answering without it does.
-    geosched(home, "jobs", "--record", "--context", "cluster-b", "-o", "json")
+    jobs(home, "--record", "--context", "cluster-b")
     assert job_rows(home)[0].end is None
     fleet["cluster-a"].delete("batch/v1/jobs", "short", "default")
     seen_gone = time.time()
-    geosched(home, "jobs", "--record", "-o", "json")
+    jobs(home, "--record")
     (gone,) = job_rows(home)
     assert gone.end is not None and gone.end >= seen_gone

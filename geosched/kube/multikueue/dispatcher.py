@@ -13,8 +13,12 @@ Each pass (woken by a change the watches saw, or when a nomination round ends):
    Workload is admitted (clusterName set) or goes, so the next Workload of the pass is not sent to the same
    capacity.
 4. A Workload nominated `renominate_after_s` ago and still not admitted gets the next best cluster added (as
-   Kueue's Incremental dispatcher adds clusters: the earlier ones keep their chance). A round begun before this
-   replica led is counted from when it first saw the Workload.
+   Kueue's Incremental dispatcher adds clusters: the earlier ones keep their chance). Nothing of a round lives
+   only in memory: the clusters tried are the Workload's `nominatedClusterNames` (each apply keeps the earlier
+   ones), and a round begun before this replica led (another leader, a restart) is counted from the time the
+   API server recorded for the field manager's last status apply (`kueue.nominated_at`). Kueue applies status
+   under the same manager (`kueue-admission`), so a later write of its own makes the round look younger: a
+   re-nomination can come late by that much, never early (clock skew aside: README).
 5. Once `.status.clusterName` is set the Workload is never written again.
 
 Every decision is an Event on the Workload (reason Nominated, Renominated or NotNominated, with every term of
@@ -32,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -101,12 +106,13 @@ class Dispatcher:
                  network: NetworkSource = no_network, identity: str | None = None,
                  clock: Callable[[], float] = time.monotonic, events: bool = True,
                  recorder: Callable[[Sequence[Placement]], object] | None = None, metrics: Metrics | None = None,
-                 api_version: str | None = None) -> None:
+                 api_version: str | None = None, wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.manager = manager
         self.settings = s = settings or DispatcherSettings()
         self.network = network
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.clock = clock
+        self.wall = wall  # compared with the API server's managedFields times (NTP keeps the two close)
         self.recorder = recorder
         self.metrics = metrics or Metrics()
         self.stop = threading.Event()
@@ -116,6 +122,9 @@ class Dispatcher:
         self.elector = LeaderElector(manager, s.leader_election, self.identity) if s.leader_election.enabled \
             else None
         self.events = EventSink(manager, self.identity) if events else None
+        if self.events is not None:
+            sink = self.events
+            self.metrics.events_dropped = lambda: sink.dropped
         self._api_version = api_version
         self._rounds: dict[str, _Round] = {}
         self._held: dict[str, Placement] = {}  # Workload uid -> the placement its GPUs are held for
@@ -285,9 +294,9 @@ class Dispatcher:
         current = self._rounds.get(item.uid)
         if item.nominated:
             if current is None or current.nominated != item.nominated:
-                # Nominated before this replica saw it (a restart, another leader): the round starts now.
-                self._rounds[item.uid] = _Round(now, item.nominated)
-                return None
+                # Nominated before this replica saw it (a restart, another leader): the round began when the API
+                # server says the nomination was applied.
+                current = self._rounds[item.uid] = _Round(self._round_start(item, now), item.nominated)
             if now - current.started < s.renominate_after_s:
                 return None
         if item.config not in configs:
@@ -390,6 +399,15 @@ class Dispatcher:
         self.events.emit_about(involved, reason, message, warning=warning)
 
     # ---- state kept between passes ----
+
+    def _round_start(self, item: kueue.Pending, now: float) -> float:
+        """On this replica's clock, when the Workload's current nominations were applied: `now` less the age of
+        the managedFields time (whole seconds, so up to 1 s more is assumed; never in the future); `now` when the
+        API server does not say."""
+        at = kueue.nominated_at(item.obj, self.settings.field_manager)
+        if at is None:
+            return now
+        return now - max(0.0, (self.wall() - at).total_seconds() - 1.0)
 
     def _forget(self, alive: set[str], context: _Context | None) -> None:
         """Rounds and held GPUs of Workloads no longer pending (admitted, finished, gone) end here."""

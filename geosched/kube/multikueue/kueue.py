@@ -32,8 +32,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from geosched.errors import InputError
+from geosched.fields import parse_time
 from geosched.kube import keys
 from geosched.kube.inventory import pod_gpus, pod_request
 from geosched.kube.jobinput import pod_templates_gang
@@ -158,6 +161,25 @@ def pending_of(wl: Mapping[str, Any], checks: Mapping[str, str]) -> Pending:
                  if isinstance(s, Mapping) and s.get("name") in checks)
     return Pending(str(meta.get("namespace") or "default"), str(meta.get("name")), str(meta.get("uid") or ""),
                    checks[check], tuple(str(n) for n in status.get("nominatedClusterNames") or []), wl)
+
+
+def nominated_at(wl: Mapping[str, Any], field_manager: str) -> datetime | None:
+    """When `field_manager` last changed the Workload's status by apply while owning nominatedClusterNames: the
+    API server keeps it in `metadata.managedFields` (one entry per manager, operation and subresource; its `time`
+    is set on every apply that changed the object, in whole seconds). None when no such entry says so (the names
+    were written otherwise, or the time is unreadable)."""
+    for entry in (wl.get("metadata") or {}).get("managedFields") or []:
+        if not isinstance(entry, Mapping) or (entry.get("manager"), entry.get("operation"),
+                                              entry.get("subresource")) != (field_manager, "Apply", "status"):
+            continue
+        status = (entry.get("fieldsV1") or {}).get("f:status")
+        if not isinstance(status, Mapping) or "f:nominatedClusterNames" not in status:
+            return None
+        try:
+            return parse_time(entry.get("time"), "managedFields", "time")
+        except InputError:
+            return None
+    return None
 
 
 # --- the gang ---------------------------------------------------------------------------------------

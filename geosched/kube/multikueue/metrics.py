@@ -7,11 +7,14 @@ process (the tests) do not collide:
 - `geosched_multikueue_decisions_total{outcome}`: nominated, renominated, no_fit, not_a_gang, conflict, error
 - `geosched_multikueue_decision_seconds`: from reading a Workload to its status written (histogram)
 - `geosched_multikueue_worker_clusters{state}`: usable, left_out
+- `geosched_multikueue_events_dropped_total`: Events not sent (queue full, or the server refused one), read from
+  the dispatcher's EventSink at each scrape
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +39,7 @@ class Metrics:
         self._prom: dict[str, Any] = {}
         self.registry: Any = None
         self._server: tuple[Any, Any] | None = None
+        self.events_dropped: Callable[[], int] = lambda: 0  # the dispatcher's EventSink count, when it sends Events
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Export on http://address:port/metrics (loopback unless an address is chosen)."""
@@ -53,6 +57,7 @@ class Metrics:
             "workers": prom.Gauge("geosched_multikueue_worker_clusters", "Worker clusters by state", ["state"],
                                   registry=self.registry),
         }
+        self.registry.register(_Dropped(self))
         for outcome in OUTCOMES:
             self._prom["decisions"].labels(outcome)
         self._server = prom.start_http_server(port, addr=address, registry=self.registry)
@@ -79,3 +84,16 @@ class Metrics:
         if self._prom:
             self._prom["workers"].labels("usable").set(usable)
             self._prom["workers"].labels("left_out").set(left_out)
+
+
+class _Dropped:
+    """The EventSink's own count, read when scraped (a second counter beside it could only drift from it)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily
+
+        yield CounterMetricFamily("geosched_multikueue_events_dropped", "Events on Workloads dropped, not sent",
+                                  value=self.metrics.events_dropped())
