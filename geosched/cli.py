@@ -171,10 +171,10 @@ def place(
             render.placement(result)
             if explain or output is Output.WIDE:
                 _candidates(result, output is Output.WIDE, limit)
-            render.out.print(_inputs_line(result, snap), markup=False)
+            render.prose().print(_inputs_line(result, snap), markup=False)
             if explain:
                 for note in [*carbon.notes, *_spot_notes(ctx, result)]:
-                    render.out.print(note, markup=False)
+                    render.prose().print(note, markup=False)
         else:
             render.error(result.message)
 

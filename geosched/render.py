@@ -103,6 +103,12 @@ def headers(show: bool) -> Iterator[None]:
         _HEADERS.reset(token)
 
 
+def prose() -> Console:
+    """Where a line of prose beside tables goes: stdout, or stderr under --no-headers, where stdout carries the
+    tables' rows alone (for `awk` and `cut`, as kubectl's)."""
+    return out if _HEADERS.get() else err
+
+
 def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None, *,
           headers: Sequence[str] | None = None, show_headers: bool | None = None) -> None:
     """Rows as a table: the keys of the first row are the columns, headed by the key humanised (`headers` names
@@ -193,10 +199,10 @@ def placement(p: Placement) -> None:
     head = (f"[bold]{safe(p.job.name)}[/]: {p.job.workers} x {p.job.gpus_per_worker} GPUs -> cluster "
             f"[bold]{safe(p.cluster or '(none)')}[/], zone{'s' if len(p.zones) > 1 else ''} "
             f"[bold]{safe(', '.join(p.zones))}[/] ({safe(', '.join(p.regions))}) by {safe(p.policy)}")
-    out.print(head, markup=True)
+    prose().print(head, markup=True)
     table("assignment", [{"node": a.node, "zone": a.zone, "workers": a.workers} for a in p.assignments])
-    out.print(score_line(p.score, p.weights))
-    out.print(_hop(p.score))
+    prose().print(score_line(p.score, p.weights))
+    prose().print(_hop(p.score))
 
 
 def more(count: int, limit: int) -> str | None:

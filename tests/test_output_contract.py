@@ -221,3 +221,13 @@ def test_the_report_columns_are_the_schemas_row_keys(report: str) -> None:
         columns = kinds.report_columns(report, by, embodied=True)
         assert {c.key: c.schema() for c in columns} == {c.key: item["properties"][c.key] for c in columns}
         assert set(item["properties"]) - {c.key for c in columns} <= {"job", "cluster", "region", "provider", "day"}
+
+
+def test_place_without_headers_prints_rows_alone_on_stdout(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["--home", str(tmp_path), "place", str(JOBS / "train-8.yaml"), "--no-headers"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(run(tmp_path, "place", JOBS / "train-8.yaml", "-o", "json"))
+    # The decision's prose (the gang, its score, its inputs) goes to stderr; stdout is the assignment's rows.
+    assert [line.split() for line in result.stdout.splitlines()] == [
+        [n["node"], n["zone"], str(n["workers"])] for n in doc["nodes"]]
+    assert "score" in result.stderr and "inputs:" in result.stderr
