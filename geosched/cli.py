@@ -12,10 +12,11 @@ import typer
 from typer.core import TyperGroup
 
 from geosched import catalog, catalog_view, config_cli, gpus, kinds, policies, render, settings
+from geosched import output as contract
 from geosched.carbon import decision_signal, decision_time, load_carbon
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
-from geosched.documents import load_job
+from geosched.documents import load_job, score_to_dict
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
 from geosched.gitops.index import placed_jobs
@@ -23,7 +24,7 @@ from geosched.inputs import Snapshot, from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
 from geosched.kube.multikueue import cli as multikueue_cli
-from geosched.models import Fleet, Offering, Placement, Pricing, Weights
+from geosched.models import Candidate, Fleet, Offering, Placement, Pricing, Weights
 from geosched.options import (
     DEFAULT_WEIGHTS,
     CarbonWeightOpt,
@@ -167,11 +168,13 @@ def place(
 
     def table() -> None:
         if isinstance(result, Placement):
-            render.placement(result, explain or output is Output.WIDE, limit)
-            render.out.print(_inputs_line(result, snap), markup=False)
+            render.placement(result)
+            if explain or output is Output.WIDE:
+                _candidates(result, output is Output.WIDE, limit)
+            render.prose().print(_inputs_line(result, snap), markup=False)
             if explain:
                 for note in [*carbon.notes, *_spot_notes(ctx, result)]:
-                    render.out.print(note, markup=False)
+                    render.prose().print(note, markup=False)
         else:
             render.error(result.message)
 
@@ -203,6 +206,18 @@ def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
         lines.append(f"spot risk in {zone} ({instance_type}): {catalog_view.risk_text(risk, gang)}; the cost term "
                      f"charges {charged:.4f} x the spot price (--risk-weight {placed.weights.spot_risk:g})")
     return lines
+
+
+def _candidates(p: Placement, wide: bool, limit: int) -> None:
+    """`--explain` (and `-o wide`, with every column): the first `limit` candidates, chosen first, and the
+    rejections, drawn from the document's own keys."""
+    chosen: list[Placement | Candidate] = [p, *p.alternatives]
+    rows = [{"zones": list(c.zones), "cluster": c.cluster, **score_to_dict(c.score),
+             "bounding_hop": "->".join(c.score.hop) if c.score.hop else None} for c in chosen]
+    contract.columns_table("candidates (chosen first)", kinds.CANDIDATES, rows[:limit or None], wide=wide,
+                 caption=render.more(len(rows), limit))
+    render.table("rejected", [{"subject": r.subject, "reason": r.reason} for r in p.rejected[:limit or None]],
+                 caption=render.more(len(p.rejected), limit))
 
 
 def _inputs_line(result: Placement, snap: Snapshot) -> str:

@@ -74,6 +74,43 @@ NODE_LINKS = ListKind("NodeLink", (C("src"), C("dst"), C("src_zone", nullable=Tr
 
 ZONE_LINKS = ListKind("ZoneLink", (C("src_zone"), C("dst_zone"), *_MEASURES), "measured zone pairs")
 
+# Tables of documents: the columns a document's own tables are drawn from (`output.table`), keyed as its JSON.
+
+# `place --explain` / `-o wide`: the Placement's candidates (the chosen one and its alternatives), their score's
+# keys (`documents.score_to_dict`); bounding_hop is its two nodes as `a->b` (one token: never wrapped).
+CANDIDATES = (
+    C("zones", "strings"), C("cluster", nullable=True), C("total", "number"), C("network", "number"),
+    C("cost", "number"), C("carbon", "number"), C("step_ms", "number"), C("comm_ms", "number", wide=True),
+    C("usd_per_hour", "number"), C("gco2e_per_hour", "number"), C("bounding_hop", nullable=True),
+    C("worst_rtt_ms", "number"), C("worst_loss", "number"),
+    C("min_throughput_gbps", "number", nullable=True, wide=True))
+
+# `simulate`: a SimulationReport's results, one per policy (`PolicyResult.summary`), drawn one row per metric;
+# times in hours where people read them.
+SIMULATION_RESULTS = (
+    C("policy"), C("avg_jct_s", "number", header="avg jct h", scale=1 / 3600),
+    C("p95_jct_s", "number", header="p95 jct h", scale=1 / 3600),
+    C("makespan_s", "number", header="makespan h", scale=1 / 3600),
+    C("avg_queue_s", "number", header="avg queue h", scale=1 / 3600),
+    C("gpu_util", "number"), C("cost_usd", "number"), C("kgco2e", "number"), C("jobs", "integer"),
+    C("unplaced", "integer"), C("avg_slowdown", "number"), C("multi_zone_jobs", "integer"))
+
+
+def report_columns(report: str, by: str, embodied: bool = False) -> tuple[Column, ...]:
+    """A CostReport's or CarbonReport's rows (`report.formats.row`), grouped `by` (their first key); grams are
+    shown as kg in the table."""
+    kind: tuple[Column, ...]
+    if report == "cost":
+        kind = (C("cost_usd", "number"), C("usd_per_gpu_hour", "number", nullable=True),
+                C("priced_from", nullable=True), C("unpriced_gpu_hours", "number", wide=True))
+    else:
+        kind = (C("energy_kwh", "number"), C("gco2e", "number", header="kgco2e", scale=1 / 1000),
+                C("gco2e_per_kwh", "number", nullable=True), C("uncounted_kwh", "number", wide=True))
+        if embodied:
+            kind += (C("embodied_gco2e", "number", nullable=True, header="embodied kgco2e", scale=1 / 1000),)
+    return (C(by), C("intervals", "integer", wide=True), C("gpu_hours", "number"), *kind)
+
+
 # Documents: one object each, schema hand-written in docs/schemas/<kind>.schema.json.
 DOCUMENTS = ("Placement", "NoFit", "SimulationReport", "ProbeRun", "ProvisionPlan", "ProvisionResult", "GangStatus",
              "SubmitOutcome", "CostReport", "CarbonReport")

@@ -26,7 +26,8 @@ from geosched import render
 from geosched.documents import API_VERSION, Output, document
 
 __all__ = ["KINDS", "NOT_DATA", "Column", "ListKind", "NoHeadersOpt", "Output", "OutputOpt", "ReportOutputOpt",
-           "TabularOutputOpt", "document", "emit_document", "emit_list", "envelope", "rfc3339"]
+           "TabularOutputOpt", "columns_table", "document", "emit_document", "emit_list", "envelope", "rfc3339",
+           "transposed_table"]
 
 
 BASE = (Output.TABLE, Output.WIDE, Output.JSON, Output.YAML)
@@ -82,6 +83,9 @@ class Column:
     nullable: bool = False
     wide: bool = False
     header: str | None = None  # the table's heading; default: the key humanised
+    # The table shows the value times this (hours for seconds, kg for grams; the heading then names the unit);
+    # JSON, YAML and CSV keep the key's own unit.
+    scale: float = 1.0
 
     @property
     def heading(self) -> str:
@@ -150,12 +154,34 @@ def emit_list(kind: ListKind, rows: Sequence[Mapping[str, Any]], output: Output,
     elif output is Output.CSV:
         render.rows_csv(items, header=not no_headers)
     else:
-        shown = [c for c in kind.columns if output is Output.WIDE or not c.wide]
         cut = items[:limit] if limit else items
         more = f"{len(cut)} of {len(items)} shown (--limit 0 shows all)" if len(cut) < len(items) else None
-        render.table(title or kind.description, [{c.key: item[c.key] for c in shown} for item in cut],
-                     caption="; ".join(x for x in (caption, more) if x) or None,
-                     headers=[c.heading for c in shown], show_headers=not no_headers)
+        with render.headers(not no_headers):
+            columns_table(title or kind.description, kind.columns, cut, wide=output is Output.WIDE,
+                  caption="; ".join(x for x in (caption, more) if x) or None)
+
+
+def _shown(column: Column, value: Any) -> Any:
+    scaled = column.scale != 1.0 and isinstance(value, int | float) and not isinstance(value, bool)
+    return value * column.scale if scaled else value
+
+
+def columns_table(title: str, columns: Sequence[Column], rows: Sequence[Mapping[str, Any]], *, wide: bool = False,
+                  caption: str | None = None) -> None:
+    """Rows drawn from their columns: the essential ones (all with `wide`), headed by each column's heading, in
+    its table unit. Headers follow `render.headers` (a command's --no-headers)."""
+    shown = [c for c in columns if wide or not c.wide]
+    render.table(title, [{c.key: _shown(c, row[c.key]) for c in shown} for row in rows], caption=caption,
+                 headers=[c.heading for c in shown])
+
+
+def transposed_table(title: str, columns: Sequence[Column], rows: Sequence[Mapping[str, Any]], by: str, *,
+                     wide: bool = False, caption: str | None = None) -> None:
+    """Rows drawn one column per row and one row per column, each row's `by` value heading its column (a few
+    policies compared on many metrics fit a terminal this way)."""
+    shown = [c for c in columns if c.key != by and (wide or not c.wide)]
+    render.table(title, [{"metric": c.heading, **{str(row[by]): _shown(c, row[c.key]) for row in rows}}
+                         for c in shown], caption=caption)
 
 
 def emit_document(kind: str, body: Mapping[str, Any], output: Output, table: Callable[[], None], *,

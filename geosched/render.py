@@ -103,6 +103,12 @@ def headers(show: bool) -> Iterator[None]:
         _HEADERS.reset(token)
 
 
+def prose() -> Console:
+    """Where a line of prose beside tables goes: stdout, or stderr under --no-headers, where stdout carries the
+    tables' rows alone (for `awk` and `cut`, as kubectl's)."""
+    return out if _HEADERS.get() else err
+
+
 def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None, *,
           headers: Sequence[str] | None = None, show_headers: bool | None = None) -> None:
     """Rows as a table: the keys of the first row are the columns, headed by the key humanised (`headers` names
@@ -174,13 +180,6 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def _score_row(score: Score) -> dict[str, Any]:
-    return {"total": score.total, "network": score.network, "cost": score.cost, "carbon": score.carbon,
-            "step ms": score.step_ms, "$/h": score.usd_per_hour, "kgCO2e/h": score.gco2e_per_hour / 1000,
-            "bounding hop": " -> ".join(score.hop) if score.hop else None, "hop rtt ms": score.worst_rtt_ms,
-            "hop loss": score.worst_loss}
-
-
 def score_line(s: Score, w: Weights) -> str:
     """Every term of a score on one line (also the MultiKueue dispatcher's Events)."""
     return (f"score {s.total:.3f} = {w.network:g} x network {s.network:.3f} + {w.cost:g} x cost {s.cost:.3f} + "
@@ -195,25 +194,19 @@ def _hop(score: Score) -> str:
             f"{score.worst_loss:g}, {score.min_throughput_gbps:g} Gbit/s")
 
 
-def placement(p: Placement, explain: bool, limit: int = 20) -> None:
-    """The decision; with `explain`, the first `limit` candidates and rejections (0: all)."""
+def placement(p: Placement) -> None:
+    """The decision: the gang, its nodes, its score and the hop that bounds its step."""
     head = (f"[bold]{safe(p.job.name)}[/]: {p.job.workers} x {p.job.gpus_per_worker} GPUs -> cluster "
             f"[bold]{safe(p.cluster or '(none)')}[/], zone{'s' if len(p.zones) > 1 else ''} "
             f"[bold]{safe(', '.join(p.zones))}[/] ({safe(', '.join(p.regions))}) by {safe(p.policy)}")
-    out.print(head, markup=True)
+    prose().print(head, markup=True)
     table("assignment", [{"node": a.node, "zone": a.zone, "workers": a.workers} for a in p.assignments])
-    out.print(score_line(p.score, p.weights))
-    out.print(_hop(p.score))
-    if not explain:
-        return
-    rows = [{"zones": list(p.zones), "cluster": p.cluster, **_score_row(p.score)}]
-    rows += [{"zones": list(c.zones), "cluster": c.cluster, **_score_row(c.score)} for c in p.alternatives]
-    table("candidates (chosen first)", rows[:limit or None], caption=_more(len(rows), limit))
-    table("rejected", [{"subject": r.subject, "reason": r.reason} for r in p.rejected[:limit or None]],
-          caption=_more(len(p.rejected), limit))
+    prose().print(score_line(p.score, p.weights))
+    prose().print(_hop(p.score))
 
 
-def _more(count: int, limit: int) -> str | None:
+def more(count: int, limit: int) -> str | None:
+    """The caption of a table cut to `limit` rows of `count`."""
     if not limit or count <= limit:
         return None
     return f"{limit} of {count} shown (--limit 0 shows all; -o json lists all)"

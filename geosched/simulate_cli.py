@@ -24,8 +24,9 @@ from geosched import policies, render
 from geosched.carbon import contexts_by_hour, decision_time, load_carbon, series_start
 from geosched.errors import InputError
 from geosched.inputs import Snapshot, resolve
+from geosched.kinds import SIMULATION_RESULTS
 from geosched.models import Fleet, Weights
-from geosched.output import Output, emit_document
+from geosched.output import Output, emit_document, transposed_table
 from geosched.plots.files import plot_format
 from geosched.simulate import report
 from geosched.simulate.engine import SimOptions, simulate
@@ -122,9 +123,9 @@ def run_simulate_command(
     else:
         meta = {"trace": read.source, "format": read.format, "fleet": snap.origin, "jobs_read": len(read.jobs),
                 "rows_with_errors": len(read.errors), "rows_skipped": len(read.skipped)}
-        emit_document("SimulationReport", report.document(results, meta), output, lambda: render.table(
+        emit_document("SimulationReport", report.document(results, meta), output, lambda: transposed_table(
             f"Trace replay: {read.source} ({read.format}, {len(read.jobs)} jobs) on {snap.origin}",
-            report.table_rows(results)), no_headers=no_headers)
+            SIMULATION_RESULTS, report.rows(results), "policy", wide=output is Output.WIDE), no_headers=no_headers)
     if plot is not None:
         # Imported here: matplotlib costs half a second, paid only when a picture is asked for.
         from geosched.plots.write import simulation_plot

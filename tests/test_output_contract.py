@@ -14,7 +14,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from geosched import render
+from geosched import kinds, render
 from geosched.cli import app
 from geosched.kinds import schema_files
 from geosched.output import KINDS, NOT_DATA
@@ -190,3 +190,44 @@ def test_free_text_wraps_at_words(columns: str, monkeypatch: pytest.MonkeyPatch,
     text = capsys.readouterr().out
     words = {w for line in text.splitlines() for w in re.split(r"[\s│┃]+", line)}
     assert set(why.split()) <= words and "1,774.8" in words, text
+
+
+def test_place_candidates_are_drawn_from_the_documents_keys(tmp_path: Path) -> None:
+    doc = json.loads(run(tmp_path, "place", JOBS / "train-64.yaml", "-o", "json"))
+    env = {"COLUMNS": "60"}
+    explained = run(tmp_path, "place", JOBS / "train-64.yaml", "--explain", "--limit", "0", env=env)
+    wide = run(tmp_path, "place", JOBS / "train-64.yaml", "-o", "wide", "--limit", "0", env=env)
+    bare = run(tmp_path, "place", JOBS / "train-64.yaml", "-o", "wide", "--no-headers", "--limit", "0", env=env)
+    piped = run(tmp_path, "place", JOBS / "train-64.yaml", "--explain")  # headings on one line
+    piped_wide = run(tmp_path, "place", JOBS / "train-64.yaml", "-o", "wide")
+    heading = next(line.split("  ") for line in piped.splitlines() if line.startswith("zones "))
+    assert [h.strip() for h in heading if h.strip()] == [c.heading for c in kinds.CANDIDATES if not c.wide]
+    assert "comm ms" in piped_wide and "comm ms" not in piped and "$/h" not in explained + wide
+    assert "candidates" not in bare and "─" not in bare and "usd per" not in bare
+    # Every candidate's numbers and its bounding hop, whole on one line, at 60 columns.
+    tokens = {t for line in wide.splitlines() for t in line.split()}
+    for candidate in (doc, *doc["alternatives"]):
+        score = candidate["score"]
+        hop = score["bounding_hop"]
+        assert {render.cell(score[k]) for k in ("total", "step_ms", "comm_ms", "usd_per_hour")} <= tokens
+        assert f"{hop['from']}->{hop['to']}" in tokens
+
+
+@pytest.mark.parametrize("report", ["cost", "carbon"])
+def test_the_report_columns_are_the_schemas_row_keys(report: str) -> None:
+    rows = json.loads((SCHEMAS / f"{report.capitalize()}Report.schema.json").read_text())["properties"]["rows"]
+    item = rows["items"]
+    for by in ("job", "cluster", "region", "provider", "day"):
+        columns = kinds.report_columns(report, by, embodied=True)
+        assert {c.key: c.schema() for c in columns} == {c.key: item["properties"][c.key] for c in columns}
+        assert set(item["properties"]) - {c.key for c in columns} <= {"job", "cluster", "region", "provider", "day"}
+
+
+def test_place_without_headers_prints_rows_alone_on_stdout(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["--home", str(tmp_path), "place", str(JOBS / "train-8.yaml"), "--no-headers"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(run(tmp_path, "place", JOBS / "train-8.yaml", "-o", "json"))
+    # The decision's prose (the gang, its score, its inputs) goes to stderr; stdout is the assignment's rows.
+    assert [line.split() for line in result.stdout.splitlines()] == [
+        [n["node"], n["zone"], str(n["workers"])] for n in doc["nodes"]]
+    assert "score" in result.stderr and "inputs:" in result.stderr

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from geosched import render
 from geosched.errors import InputError
+from geosched.kinds import SIMULATION_RESULTS
 from geosched.policies import PlacementContext
 from geosched.simulate import PolicyResult, TraceJob, simulate
-from geosched.simulate.report import document, rows, table_rows, to_csv, to_json
+from geosched.simulate.report import document, rows, to_csv, to_json
 from geosched.simulate_cli import run_simulate_command
 from geosched.testing import fleet, network, node
 
@@ -43,10 +45,16 @@ def test_json_carries_results_and_unplaced_jobs_with_their_line() -> None:
     assert document(results())["results"] == rows(results())
 
 
-def test_table_rows_are_in_hours() -> None:
-    first = table_rows(results())[0]
-    assert first["metric"] == "avg JCT h"
-    assert first[results()[0].policy] == pytest.approx(120 / 3600)
+def test_the_table_is_drawn_from_the_declared_columns_in_hours(capsys: pytest.CaptureFixture[str]) -> None:
+    assert [c.key for c in SIMULATION_RESULTS] == SUMMARY  # the table's model is the document's keys
+    returned = run_simulate_command(TRACES / "plain.csv", ["zone-first", "spread"])
+    lines = capsys.readouterr().out.splitlines()
+    jct = next(line.split() for line in lines if line.startswith("avg jct h "))
+    assert jct[3:] == [render.cell(r.avg_jct_s / 3600) for r in returned]
+    assert any(line.split() == ["metric", "zone-first", "spread"] for line in lines)
+    run_simulate_command(TRACES / "plain.csv", ["pack"], no_headers=True)
+    bare = capsys.readouterr().out.splitlines()
+    assert bare[0].split()[:3] == ["avg", "jct", "h"] and not any("metric" in line or "─" in line for line in bare)
 
 
 def test_command_prints_json_for_the_default_fleet(capsys: pytest.CaptureFixture[str]) -> None:

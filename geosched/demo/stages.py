@@ -10,16 +10,18 @@ from pathlib import Path
 from geosched import policies, render
 from geosched.documents import job_to_dict, parse_job
 from geosched.gate import Kind, load_document
+from geosched.kinds import SIMULATION_RESULTS
 from geosched.kube.config import Backend, ClusterConfig
 from geosched.kube.jobinput import parse_job_object
 from geosched.kube.render import RenderOptions, to_yaml
 from geosched.kube.render import render as render_manifests
 from geosched.models import Fleet, Job, NetworkView, Placement, Weights
+from geosched.output import transposed_table
 from geosched.policies import PlacementContext
 from geosched.simulate import read_trace, simulate
 from geosched.simulate.engine import SimOptions
 from geosched.simulate.fleets import GAVEL_NODES, sized_fleet
-from geosched.simulate.report import table_rows
+from geosched.simulate.report import rows as policy_rows
 from geosched.writes import write_file
 
 DEMO_JOBS = ("train-8.yaml", "train-64.yaml", "train-512.yaml")
@@ -108,7 +110,7 @@ def replay(n: int, fleet: Fleet, network: NetworkView) -> None:
     render.out.print(f"[bold]{n}. Trace replay[/] (simulated): Gavel trace {DEMO_TRACE}, {len(jobs)} jobs, on "
                      f"{len(small.nodes)} x 8 {TRACE_GPU} over {len(small.zones)} zones of {TRACE_CLUSTER}:",
                      markup=True)
-    render.table("policy comparison", table_rows(results))
+    transposed_table("policy comparison", SIMULATION_RESULTS, policy_rows(results), "policy")
     render.out.print("  This trace has many multi-node gangs; on the other shipped traces zone-first's gain over "
                      "spread and pack is smaller, and on one it trails pack: `python benchmarks/bench_simulate.py` "
                      "compares all five.")

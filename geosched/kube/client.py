@@ -61,6 +61,10 @@ def kubeconfig_files(explicit: Path | None = None) -> str:
 def list_contexts(kubeconfig: Path | None = None) -> tuple[list[str], str | None]:
     """Context names in file order, and the current context."""
     files = kubeconfig_files(kubeconfig)
+    if not any(Path(name).expanduser().exists() for name in filter(None, files.split(os.pathsep))):
+        # The client would say "Invalid kube-config file. No configuration found." of a file that is not there.
+        raise InputError(files, "", "cannot read the kubeconfig: no such file (pass --kubeconfig or set "
+                         "KUBECONFIG to your clusters' kubeconfig)")
     try:
         contexts, current = kubernetes.config.list_kube_config_contexts(config_file=files)  # type: ignore[no-untyped-call]
     except (kubernetes.config.ConfigException, OSError) as exc:

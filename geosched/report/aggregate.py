@@ -51,8 +51,9 @@ class Group:
         return self.gco2e / counted if counted > 0 else None
 
     @property
-    def priced_from_label(self) -> str:
-        return "+".join(p.value for p in self.priced_from) or "-"
+    def priced_from_label(self) -> str | None:
+        """The pricings used (`ondemand+spot`), or None when nothing was priced."""
+        return "+".join(p.value for p in self.priced_from) or None
 
 
 def group_key(line: Line, by: Grouping) -> str:

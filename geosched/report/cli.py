@@ -14,9 +14,10 @@ from geosched import render
 from geosched.carbon import parse_carbon_csv
 from geosched.gate import Kind, read_text
 from geosched.inputs import resolve
+from geosched.kinds import report_columns
 from geosched.models import CarbonSignal
 from geosched.options import finite
-from geosched.output import NoHeadersOpt, Output, ReportOutputOpt
+from geosched.output import NoHeadersOpt, Output, ReportOutputOpt, columns_table
 from geosched.report.accounting import Usage
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.report import Rendered, Snapshot, report
@@ -94,4 +95,7 @@ def _show(result: Rendered) -> None:
         # Raw text (CSV, JSON, Markdown, HTML) goes to stdout untouched, so it can be piped.
         typer.echo(result.text, nl=False)
     else:
-        render.table(f"geosched {result.title}", result.rows, caption=result.caption)
+        data = result.data
+        assert data is not None  # a table is always drawn from the report's data
+        columns_table(f"geosched {result.title}", report_columns(data.kind.value, data.by.value, data.embodied),
+                      result.rows, wide=result.output is Output.WIDE, caption=result.caption)

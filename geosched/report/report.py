@@ -34,7 +34,8 @@ from geosched.writes import write_file
 
 @dataclass(frozen=True)
 class Rendered:
-    """What a report produced: display rows (table), or text (other outputs), and the file written, if any."""
+    """What a report produced: its rows (table and wide, drawn from `kinds.report_columns`), or text (other
+    outputs), and the file written, if any."""
 
     title: str
     output: Output
@@ -119,8 +120,7 @@ def _render(data: ReportData, output: Output, out: Path | None) -> Rendered:
     title = f"{data.kind.value} by {data.by.value}"
     rows = [formats.row(g, data.by, data.kind, data.embodied) for g in data.rows]
     if output.tabular:
-        return Rendered(title, output, [formats.display_row(r) for r in rows], _caption(data), notes=data.notes,
-                        data=data)
+        return Rendered(title, output, rows, _caption(data), notes=data.notes, data=data)
     if output is Output.CSV:
         text = formats.to_csv(rows)
     elif output in (Output.JSON, Output.YAML):

@@ -2,7 +2,7 @@
 
     read_trace(path) -> TraceRead          traces/: one reader per format, detected from content
     simulate(jobs, ctx, policies, weights) -> list[PolicyResult]   engine.py, pure
-    report.rows / document / to_csv       report.py: table, CSV, JSON (the plot: geosched.plots.simulation)
+    report.rows / document / to_csv       report.py: rows, CSV, JSON (the plot: geosched.plots.simulation)
     run_simulate_command(...)              ../simulate_cli.py: what `geosched simulate` calls (an edge: it
                                            reads files and the store and prints, so it lives outside)
 """

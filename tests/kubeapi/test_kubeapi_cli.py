@@ -45,6 +45,11 @@ def test_dry_run_prints_the_manifests_and_applies_nothing(fleet: MultiCluster, j
     assert [d["kind"] for d in docs] == ["Service", "Job"]
     assert docs[1]["metadata"]["annotations"]["geosched.io/cluster"] == "cluster-b"
     assert "dry run: nothing applied" in result.stderr
+    as_json = CliRunner().invoke(app, ["submit", str(job), "--dry-run", "--kubeconfig", str(fleet.kubeconfig),
+                                       "--context", "cluster-b", "-o", "json"])
+    doc = valid(json.loads(as_json.stdout))  # the manifests as the API takes them, nothing applied
+    assert doc["status"] == "dry-run" and [m["kind"] for m in doc["manifests"]] == ["Service", "Job"]
+    assert doc["applied"] == [] and doc["unreachable"] == []
     assert all(c.count("PATCH") == 0 for c in fleet)
 
 
@@ -54,6 +59,9 @@ def test_submit_then_jobs(fleet: MultiCluster, job: Path) -> None:
     assert applied.exit_code == 0, applied.output
     doc = valid(json.loads(applied.stdout))
     assert doc["status"] == "applied" and [a["action"] for a in doc["applied"]] == ["created", "created"]
+    # The schema knows an applied object's shape: a key it does not know is an error.
+    with pytest.raises(AssertionError, match="applied/0"):
+        valid({**doc, "applied": [{**doc["applied"][0], "apiVersion": "v1"}]})
 
     again = runner.invoke(app, ["submit", str(job), "--kubeconfig", str(fleet.kubeconfig)])
     assert again.exit_code == 0 and "already placed on cluster" in again.stdout

@@ -82,7 +82,7 @@ def test_contexts_and_cluster_config_choose_the_clusters(clusters: MultiCluster)
         cluster_inventory.load(clusters.kubeconfig, contexts=["nope"])
     with pytest.raises(InputError, match="names a context the kubeconfig does not have"):
         cluster_inventory.load(clusters.kubeconfig, clusters={"x": ClusterConfig(name="x", context="missing")})
-    with pytest.raises(InputError, match="cannot read the kubeconfig"):
+    with pytest.raises(InputError, match=r"cannot read the kubeconfig: no such file \(pass --kubeconfig or set"):
         cluster_inventory.load(Path("/nonexistent/kubeconfig"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from geosched.models import Assignment, CarbonSignal, Job, NodeState, Placement
 from geosched.report.baseline import recorded_placements
 from geosched.report.report import report
 from geosched.store import Store
+from tests.output_support import valid
 
 JOB = Job(name="finetune-8", workers=1, gpus_per_worker=8, gpu="A100")
 HOURS = 2
@@ -123,3 +125,22 @@ def test_each_baseline_is_charged_for_its_own_predicted_run_time(tmp_path: Path)
     assert outcomes["spread"]["usd"] == pytest.approx(expected, rel=1e-9)
     assert outcomes["spread"]["run_ratio"] == pytest.approx(ratio, rel=1e-9)
     assert outcomes["recorded"]["run_ratio"] == 1.0
+
+
+@pytest.mark.parametrize(("kind", "by", "embodied"), [("cost", "job", False), ("carbon", "region", True)])
+def test_the_documents_rows_and_baselines_have_their_schemas_shape(placed: tuple[Store, Placement], kind: str,
+                                                                   by: str, embodied: bool) -> None:
+    store, _ = placed
+    now = T0 + 24 * H
+    doc = valid(json.loads(report(store, kind, by, T0, now, "json", now=now, embodied=embodied).text or ""))
+    assert doc["rows"] and doc["baselines"]["jobs"] and doc["baselines"]["savings"]
+    # The schema knows the shapes: a renamed, missing or display-style key is an error.
+    for path, broken in (("rows", {**doc["rows"][0], "GPU-h": 1.0}),
+                         ("rows", {k: v for k, v in doc["rows"][0].items() if k != "gpu_hours"}),
+                         ("rows", {**{k: v for k, v in doc["rows"][0].items() if k != by}, "zone": "x"}),
+                         ("savings", {**doc["baselines"]["savings"][0], "saved_usd": "12"}),
+                         ("jobs", {k: v for k, v in doc["baselines"]["jobs"][0].items() if k != "run_ratio"})):
+        bad = copy.deepcopy(doc)
+        (bad["rows"] if path == "rows" else bad["baselines"][path])[0] = broken
+        with pytest.raises(AssertionError):
+            valid(bad)

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from geosched import render
 from geosched.errors import GeoschedError, InputError
+from geosched.kinds import report_columns
 from geosched.report.cli import make_app
 from geosched.report.report import report
 from geosched.report.window import parse_when
@@ -102,13 +103,28 @@ def test_markdown(store: Store) -> None:
     assert "- priced from: history $192.00" in text
 
 
-def test_table_rows_are_for_people(store: Store) -> None:
+def test_table_rows_are_the_documents_rows(store: Store) -> None:
     result = report(store, "carbon", "cluster", T0, UNTIL)
     # Carbon reports put the largest emitter first: gke-b (4 node-hours at 412.72 g/kWh) before eks-a (379.069).
     assert [r["cluster"] for r in result.rows] == ["gke-b", "eks-a"]
-    assert result.rows[0]["kgCO2e"] > result.rows[1]["kgCO2e"]
-    assert set(result.rows[0]) >= {"kWh", "kgCO2e", "gCO2e/kWh"}
+    assert result.rows[0]["gco2e"] > result.rows[1]["gco2e"]
+    assert [c.key for c in report_columns("carbon", "cluster")] == list(result.rows[0])
     assert result.caption and "kgCO2e" in result.caption
+
+
+def test_cli_table_is_drawn_from_the_report_columns(store: Store, tmp_path: Path) -> None:
+    args = ["report", "carbon", "--by", "cluster", "--since", "2024-01-01", "--until", "2024-01-03"]
+    rows = report(store, "carbon", "cluster", T0, UNTIL).rows
+    runner = CliRunner()
+    table, wide, bare = (runner.invoke(_cli(tmp_path / "home"), [*args, *extra], env={"COLUMNS": "60"}).stdout
+                         for extra in ((), ("-o", "wide"), ("--no-headers",)))
+    words = " ".join(table.split())
+    assert "cluster gpu hours energy kwh kgco2e gco2e per kwh ─" in words  # no `GPU-h`, `kWh`: the keys
+    assert "intervals" not in table and "intervals" in wide and "uncounted" in wide
+    first = next(line.split() for line in bare.splitlines() if line.startswith("gke-b"))
+    assert first == [rows[0]["cluster"], render.cell(rows[0]["gpu_hours"]), render.cell(rows[0]["energy_kwh"]),
+                     render.cell(rows[0]["gco2e"] / 1000), render.cell(rows[0]["gco2e_per_kwh"])]
+    assert "geosched carbon" not in bare and "─" not in bare
 
 
 def test_out_writes_the_file_atomically(store: Store, tmp_path: Path) -> None:
