@@ -45,6 +45,7 @@ class Metrics:
         """Export on http://address:port/metrics (loopback unless an address is chosen)."""
         try:
             import prometheus_client as prom
+            from prometheus_client.core import CounterMetricFamily
         except ImportError:  # --metrics-port without the extra: one line naming it, exit 2
             from geosched.errors import MissingExtra
             raise MissingExtra("metrics", "prometheus_client (for --metrics-port)") from None
@@ -57,7 +58,7 @@ class Metrics:
             "workers": prom.Gauge("geosched_multikueue_worker_clusters", "Worker clusters by state", ["state"],
                                   registry=self.registry),
         }
-        self.registry.register(_Dropped(self))
+        self.registry.register(_Dropped(self, CounterMetricFamily))
         for outcome in OUTCOMES:
             self._prom["decisions"].labels(outcome)
         self._server = prom.start_http_server(port, addr=address, registry=self.registry)
@@ -89,11 +90,10 @@ class Metrics:
 class _Dropped:
     """The EventSink's own count, read when scraped (a second counter beside it could only drift from it)."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Metrics, family: Callable[..., Any]) -> None:
         self.metrics = metrics
+        self.family = family  # prometheus_client's CounterMetricFamily, imported where the extra is checked
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily
-
-        yield CounterMetricFamily("geosched_multikueue_events_dropped", "Events on Workloads dropped, not sent",
+        yield self.family("geosched_multikueue_events_dropped", "Events on Workloads dropped, not sent",
                                   value=self.metrics.events_dropped())
