@@ -5,8 +5,8 @@ python -m benchmarks.bench_kill [--runs 200] [--seed 1]).
 snapshot) and are SIGKILLed at a moment drawn uniformly over a clean run's duration measured first
 (tests/gitops/killcampaign.py). Reported: how many kills landed, where the output was right after them (old,
 new, or a set cut in the middle), how many runs had temp files right after the kill, and the targets: mixed
-sets seen by a reader (0), re-runs that did not give a clean run's bytes (0), temp files left after the
-re-run (0).
+sets seen by a reader (0), readers that wrote (0), files outside the output whose bytes or modification time
+changed (0), re-runs that did not give a clean run's bytes (0), temp files left after the re-run (0).
 """
 
 from __future__ import annotations

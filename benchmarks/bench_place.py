@@ -116,8 +116,11 @@ def naive_zone_first(fleet: Fleet, network: NetworkView, job: Job, weights: Weig
                                                 link.throughput_gbps)
         score = weights.network * step / ideal + weights.cost * price / price_ref + weights.carbon * carbon / carbon_ref
         cells.setdefault((n.cluster, n.zone), []).append((score, n.name, cap, link, price, carbon, n))
-    options: list[tuple[float, int, float]] = []  # (total, whole free nodes left, $/h)
-    for members in cells.values():
+    options: list[tuple[float, int, int, float]] = []  # (total, pool's free workers left, whole nodes left, $/h)
+    pool_room: dict[str | None, int] = {}
+    for (cluster, _), members in cells.items():
+        pool_room[cluster] = pool_room.get(cluster, 0) + sum(m[2] for m in members)
+    for (cluster, _), members in cells.items():
         if sum(m[2] for m in members) < job.workers:
             continue
         members.sort(key=lambda m: (m[0], m[6].gpus_free, m[1]))
@@ -144,12 +147,12 @@ def naive_zone_first(fleet: Fleet, network: NetworkView, job: Job, weights: Weig
         total = (weights.network * (job.profile.compute_ms + comm) / ideal
                  + weights.cost * usd / (job.gpus * price_ref) + weights.carbon * gco2e / (job.gpus * carbon_ref))
         whole = sum(m[6].gpus_free == m[6].gpus for m in members) - sum(n.gpus_free == n.gpus for _, n in taken)
-        options.append((total, whole, usd))
+        options.append((total, pool_room[cluster] - job.workers, whole, usd))
     if not options:
         return math.inf
     lowest = min(o[0] for o in options)
     band = [o for o in options if o[0] <= lowest * (1 + weights.zone_tolerance) + 1e-12]
-    return min(band, key=lambda o: (o[1], o[0], o[2]))[0]
+    return min(band, key=lambda o: (o[1], o[2], o[0], o[3]))[0]
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from geosched import netmodel, policies
 from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import load_job as _load_job
 from geosched.documents import load_network as _load_network
 from geosched.inputs import load_fleet_file
+from geosched.kube.jobinput import load_job as _load_job
 from geosched.models import Fleet, Job, NetworkView, NoFit, Placement, Weights
 from geosched.simulate.engine import SimOptions
 from geosched.simulate.engine import simulate as _simulate
@@ -29,7 +29,7 @@ DEFAULT_WEIGHTS = Weights()
 
 
 def load_job(path: str | Path) -> Job:
-    """A job file (geosched's compact form, YAML or JSON)."""
+    """A job file: geosched's compact form (YAML or JSON), or a batch/v1 Job, JobSet, PyTorchJob or TrainJob."""
     return _load_job(Path(path))
 
 

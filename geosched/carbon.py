@@ -1,33 +1,41 @@
-"""Grid carbon intensity: reading a signal file, and the one resolver every decision uses.
+"""Grid carbon intensity: reading signal files, and the one resolver every decision uses.
 
-File (`--carbon-hourly FILE` for place, submit, gitops and simulate; `--carbon FILE` for the report): a CSV with
-the columns `region` (`provider:region`, e.g. `gcp:us-central1`), `gco2e_per_kwh`, and one or both of:
+Files (`--carbon-hourly FILE`, repeatable, for place, submit, gitops and simulate; `--carbon FILE` for the report)
+come in two kinds, told apart by their content:
 
-- `datetime`: an RFC 3339 time on the hour (`2025-03-01T12:00:00Z`): the measured intensity of that UTC hour.
-  This is the shape of Electricity Maps' history (API v3 `GET /v3/carbon-intensity/history?zone=...` answers
-  `{"zone": ..., "history": [{"datetime": "2025-03-01T12:00:00.000Z", "carbonIntensity": 302, ...}, ...]}`, one
-  entry per hour): one row per entry, `datetime` as given, `carbonIntensity` as `gco2e_per_kwh`, and the
-  Electricity Maps zone replaced by the cloud region it powers. WattTime's historical data (`point_time`,
-  `value`) maps the same way once its lbs/MWh are converted (x 0.4536).
-- `hour`: an integer 0..N-1, a cyclic profile read at (whole hours since the Unix epoch) mod N, so 24 rows are
-  a profile by UTC hour of day; a row whose `hour` and `datetime` are both empty sets the region's mean.
+1. **As users download them** (`geosched.grid.formats`): Electricity Maps' data-portal CSV (either header
+   generation), its API v3 history / past-range / forecast JSON, and WattTime's API v3 historical / forecast JSON.
+   These are keyed by grid zone; each zone becomes the cloud regions it powers by the shipped map
+   (`geosched/data/grid_zones.csv`, Electricity Maps' own data-centre table) or a user's map over it
+   (`--grid-zones FILE`, `provider,region,zone`). The basis is chosen explicitly (`--carbon-basis lifecycle`, the
+   default and Electricity Maps' own; `direct`; `marginal` for WattTime's MOER), and a file on another basis is an
+   error. Several files of one zone (a download per year) join.
+2. **geosched's own CSV**, keyed by region: the columns `region` (`provider:region`, e.g. `gcp:us-central1`),
+   `gco2e_per_kwh`, and one or both of
+   - `datetime`: an RFC 3339 time on the hour (`2025-03-01T12:00:00Z`): the measured intensity of that UTC hour;
+   - `hour`: an integer 0..N-1, a cyclic profile read at (whole hours since the Unix epoch) mod N, so 24 rows are
+     a profile by UTC hour of day; a row whose `hour` and `datetime` are both empty sets the region's mean.
 
 `decision_signal` turns a signal into the intensity of one instant for every region of a fleet: the measured
 hour when the series has it, else the profile's hour, else the signal's mean, else the fleet's own (yearly)
-figure; each region whose value is not a measured hour gets a note, for `--explain`.
+figure; each region whose value is not a measured hour gets a note, for `--explain`. A flexible job's start looks
+ahead instead (`geosched.grid.forecast`, `geosched.policies.timeshift`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from geosched.errors import InputError
-from geosched.fields import parse_time
+from geosched.fields import parse_time, utc_instant
 from geosched.gate import CsvRows, Kind, read_text
+from geosched.grid.forecast import Dense, Error, GridHistory, mape
+from geosched.grid.formats import Basis, ZoneSeries, hour_text, merge, parse_grid_file
+from geosched.grid.zones import ZoneMap, parse_zone_map, shipped_zone_map
 from geosched.models import HOUR_S, CarbonSignal, Fleet, NetworkView
 from geosched.policies import PlacementContext
 
@@ -95,7 +103,7 @@ def epoch_hour(stamp: str, source: str, where: str) -> int:
             from None
     if parsed.tzinfo is None:
         raise InputError(source, where, f"datetime needs an offset (e.g. Z), got {stamp!r}")
-    seconds = parsed.timestamp()
+    seconds = utc_instant(parsed, source, where).timestamp()
     if seconds % HOUR_S:
         raise InputError(source, where, f"datetime must be on the hour (a series is hourly), got {stamp!r}")
     return int(seconds // HOUR_S)
@@ -106,8 +114,87 @@ def decision_time(text: str | None, where: str = "--at") -> datetime:
     return parse_time(text, where, "") if text is not None else datetime.now(UTC)
 
 
-def load_carbon(path: Path | None) -> CarbonSignal | None:
-    return parse_carbon_csv(read_text(path, Kind.CARBON), str(path)) if path is not None else None
+def load_carbon(path: Path | None, basis: Basis = Basis.LIFECYCLE) -> CarbonSignal | None:
+    """One file of any shape `load_grid` reads, as a signal by region (its notes dropped: callers that show notes
+    use `load_grid`)."""
+    return load_grid([path], basis).signal if path is not None else None
+
+
+@dataclass(frozen=True)
+class GridInput:
+    """What the carbon files say, by cloud region: the measured hours (`signal`), a forecast the user gave
+    (`forecast`), the basis every figure is on, and notes for `--explain` (where each region's series came from,
+    its estimated hours and gaps, zones no region of the map is in)."""
+
+    signal: CarbonSignal | None
+    forecast: CarbonSignal | None
+    basis: Basis
+    notes: tuple[str, ...] = ()
+
+    def mape(self, region: str) -> Error | None:
+        series = self.signal.hourly.get(region) if self.signal is not None else None
+        return mape(Dense.of(series)) if series else None
+
+
+def load_grid(paths: Sequence[Path], basis: Basis = Basis.LIFECYCLE, forecasts: Sequence[Path] = (),
+              zone_map: Path | None = None) -> GridInput:
+    """Carbon files as users download them (`geosched.grid.formats`: Electricity Maps' portal CSV and API JSON,
+    WattTime's API JSON) or geosched's own CSV (above), each through the input gate; grid zones become the cloud
+    regions they power by the shipped map (`geosched.grid.zones`), or `zone_map`'s rows over it."""
+    zones = shipped_zone_map()
+    if zone_map is not None:
+        zones = parse_zone_map(read_text(zone_map, Kind.CARBON), str(zone_map)).over(zones)
+    notes: list[str] = []
+    signal = _by_region([read_text(p, Kind.CARBON) for p in paths], [str(p) for p in paths], basis, zones, notes)
+    forecast = _by_region([read_text(p, Kind.CARBON) for p in forecasts], [str(p) for p in forecasts], basis, zones,
+                          notes, "forecast ")
+    return GridInput(signal, forecast, basis, tuple(notes))
+
+
+def _by_region(texts: Sequence[str], sources: Sequence[str], basis: Basis, zones: ZoneMap, notes: list[str],
+               what: str = "") -> CarbonSignal | None:
+    if not texts:
+        return None
+    own: list[CarbonSignal] = []
+    series: list[ZoneSeries] = []
+    for text, source in zip(texts, sources, strict=True):
+        found = parse_grid_file(text, source, basis)
+        if found:
+            series.extend(found)
+        else:  # geosched's own region-keyed CSV: its figures are on whatever basis its author used
+            own.append(parse_carbon_csv(text, source))
+            notes.append(f"carbon {what}{source}: geosched's region CSV; its basis is as its author made it "
+                         f"(the decision takes it as {basis.value})")
+    hourly: dict[str, dict[int, float]] = {}
+    origin: dict[str, str] = {}
+    for zone, s in sorted(merge(series).items()):
+        regions = zones.regions_of(zone)
+        span = f"{hour_text(s.first)}..{hour_text(s.last)}"
+        flags = [f"{s.estimated:,} estimated by the provider"] if s.estimated else []
+        if s.gaps:
+            flags.append(f"{s.gaps:,} missing (first {hour_text(s.first_gap() or s.first)}): the forecaster and the "
+                         "mean stand in there")
+        tail = f"; {'; '.join(flags)}" if flags else ""
+        if not regions:
+            notes.append(f"carbon {what}{zone} ({s.source}): no region of the zone map ({zones.source}) is in this "
+                         f"zone, so it is not used; --grid-zones FILE maps regions to it{tail}")
+            continue
+        notes.append(f"carbon {what}{zone} ({s.source}): {len(s.hours):,} h {span}, {basis.value} -> "
+                     f"{', '.join(regions)}{tail}")
+        for region in regions:
+            if region in origin:
+                raise InputError(s.source, zone, f"region {region} is also in zone {origin[region]}'s series")
+            origin[region] = zone
+            hourly[region] = dict(s.hours)
+    for signal in own:
+        for region, hours in signal.hourly.items():
+            if region in origin:
+                raise InputError(sources[0], region, f"region {region} is also in zone {origin[region]}'s series")
+            hourly[region] = dict(hours)
+            origin[region] = region
+    profile = {k: v for s in own for k, v in s.profile.items()}
+    means = {k: v for s in own for k, v in s.intensity.items()}
+    return CarbonSignal(intensity=means, hourly=hourly, profile=profile)
 
 
 @dataclass(frozen=True)
@@ -167,3 +254,29 @@ def contexts_by_hour(fleet: Fleet, network: NetworkView, signal: CarbonSignal | 
         return ctx
 
     return at
+
+
+def grid_history(fleet: Fleet, grid: GridInput | None) -> GridHistory:
+    """The grid a start-time decision reads (`GridHistory`) for every region of the fleet."""
+    signal = grid.signal if grid is not None else None
+    series = {k: Dense.of(v) for k, v in (signal.hourly.items() if signal else ()) if k in fleet.regions and v}
+    means: dict[str, float] = {}
+    for key, region in fleet.regions.items():
+        hours = signal.hourly.get(key) if signal else None
+        given = signal.intensity.get(key) if signal else None
+        means[key] = (sum(hours.values()) / len(hours) if hours else given if given is not None
+                      else region.grid_gco2e_per_kwh)
+    forecast = grid.forecast if grid is not None else None
+    ahead = {k: Dense.of(v) for k, v in forecast.hourly.items() if v} if forecast is not None else None
+    return GridHistory(series, means, ahead)
+
+
+def forecast_notes(history: GridHistory) -> list[str]:
+    """The seasonal-naive forecaster's measured error on each series, one line per series (its regions together)."""
+    by_text: dict[str, list[str]] = {}
+    for region in sorted(history.series):
+        error = history.error(region)
+        if error is not None:
+            by_text.setdefault(error.text(), []).append(region)
+    return [f"forecast {', '.join(regions)}: seasonal naive (each hour as the same hour of the last day known); "
+            f"{text} on the series" for text, regions in by_text.items()]

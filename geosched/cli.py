@@ -11,40 +11,49 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from geosched import catalog, catalog_view, config_cli, gpus, kinds, policies, render, settings
+from geosched import catalog, catalog_view, config_cli, gpus, kinds, policies, redact, render, settings
 from geosched import output as contract
-from geosched.carbon import decision_signal, decision_time, load_carbon
+from geosched.carbon import decision_signal, decision_time, forecast_notes, grid_history, load_grid
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import run_demo
-from geosched.documents import load_job, score_to_dict
+from geosched.documents import score_to_dict
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
 from geosched.gitops.index import placed_jobs
+from geosched.grid.formats import Basis
 from geosched.inputs import Snapshot, from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
+from geosched.kube.jobinput import load_job
 from geosched.kube.multikueue import cli as multikueue_cli
 from geosched.models import Candidate, Fleet, Offering, Placement, Pricing, Weights
 from geosched.options import (
     DEFAULT_WEIGHTS,
+    CarbonBasisOpt,
+    CarbonForecastOpt,
+    CarbonHourlyOpt,
     CarbonWeightOpt,
     CostWeightOpt,
+    GridZonesOpt,
     NetworkWeightOpt,
     RiskWeightOpt,
     ZoneToleranceOpt,
     deprecated,
+    finite,
     known_policy,
     one_of,
     option_name,
+    weights_rank,
 )
 from geosched.output import NoHeadersOpt, Output, OutputOpt, TabularOutputOpt, emit_document, emit_list, rfc3339
 from geosched.plots.files import plot_format
-from geosched.policies import spotrisk
+from geosched.policies import spotrisk, timeshift
 from geosched.policies.spotrisk import Rework, SpotRisk
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.providers.sources import planning_risks
 from geosched.report import cli as report_cli
+from geosched.simulate.shifting import Flexibility
 from geosched.simulate_cli import Workload, run_simulate_command
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
@@ -115,9 +124,6 @@ def installed_version() -> str:
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]
 NetworkOpt = Annotated[Path | None, typer.Option("--network", help="Network view file (YAML/JSON).")]
 SnapshotOpt = Annotated[Path | None, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
-CarbonHourlyOpt = Annotated[Path | None, typer.Option(
-    "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (hourly grid intensity, e.g. from Electricity Maps' "
-    "history; format in geosched/carbon.py): decisions use the hour the job starts instead of the yearly mean.")]
 AtOpt = Annotated[str | None, typer.Option(
     "--at", help="When the job starts, RFC 3339 with offset (default: now): the hour of --carbon-hourly used.")]
 StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (imported snapshot) plus the machines "
@@ -126,7 +132,8 @@ StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (impo
 
 @app.command()
 def place(
-    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file (YAML/JSON).")],
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job (YAML/JSON), "
+                                             "batch/v1 Job, JobSet, PyTorchJob or TrainJob.")],
     fleet: FleetOpt = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
@@ -145,12 +152,17 @@ def place(
     no_headers: NoHeadersOpt = False,
     record: Annotated[bool, typer.Option(help="Record the placement in the store.")] = False,
     carbon_hourly: CarbonHourlyOpt = None,
+    carbon_forecast: CarbonForecastOpt = None,
+    carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE,
+    grid_zones: GridZonesOpt = None,
     at: AtOpt = None,
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="Also draw the decision into FILE.png, .svg or .html: the candidates ranked as stacked bars "
-        "of their weighted terms (chosen first) and the gang's zones with the ring's hops.")] = None,
+        "of their weighted terms (chosen first) and the gang's zones with the ring's hops; for a flexible job, "
+        "the grid over its window per candidate region and where the job was put in time.")] = None,
 ) -> None:
-    """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits."""
+    """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits. A job with a `schedule:`
+    (runtime and start_within or deadline) also chooses its start hour within its slack."""
     if plot is not None:
         plot_format(plot, "--plot")
     risks = None
@@ -161,10 +173,21 @@ def place(
     else:
         snap = resolve(fleet, network, snapshot)
     job = load_job(job_file, _gpu_models(snap.fleet))
-    carbon = decision_signal(snap.fleet, load_carbon(carbon_hourly), decision_time(at))
+    grid = load_grid(carbon_hourly or [], carbon_basis, carbon_forecast or [], grid_zones) \
+        if carbon_hourly or carbon_forecast else None
+    when = decision_time(at)
+    carbon = decision_signal(snap.fleet, grid.signal if grid is not None else None, when)
     ctx = policies.PlacementContext(snap.fleet, snap.network, carbon.signal, risks)
-    result = policies.place(job, ctx, policy, Weights(network_weight, cost_weight, carbon_weight, zone_tolerance,
-                                                      risk_weight))
+    weights_rank(network_weight, cost_weight, carbon_weight)
+    weights = Weights(network_weight, cost_weight, carbon_weight, zone_tolerance, risk_weight)
+    history = grid_history(snap.fleet, grid) if grid is not None else None
+    result, shift = timeshift.place_in_time(job, ctx, history, when.timestamp(), policy, weights)
+    notes = [*(grid.notes if grid is not None else ()), *carbon.notes]
+    if job.flexible and history is None:
+        notes.append(f"job {job.name} has a schedule but no --carbon-hourly was given: it starts now")
+    doc = render.placement_doc(result)
+    if shift is not None and isinstance(result, Placement):
+        doc["start"] = timeshift.shift_doc(shift, ctx)
 
     def table() -> None:
         if isinstance(result, Placement):
@@ -172,23 +195,39 @@ def place(
             if explain or output is Output.WIDE:
                 _candidates(result, output is Output.WIDE, limit)
             render.prose().print(_inputs_line(result, snap), markup=False)
+            if shift is not None:
+                for line in timeshift.shift_lines(shift):
+                    render.prose().print(line, markup=False)
+                if explain:
+                    _start_table(shift, ctx, limit)
             if explain:
-                for note in [*carbon.notes, *_spot_notes(ctx, result)]:
+                ahead = forecast_notes(history) if shift is not None and history is not None else []
+                for note in [*notes, *ahead, *_spot_notes(ctx, result)]:
                     render.prose().print(note, markup=False)
         else:
             render.error(result.message)
 
-    emit_document("Placement" if isinstance(result, Placement) else "NoFit", render.placement_doc(result), output,
-                  table, no_headers=no_headers)
+    emit_document("Placement" if isinstance(result, Placement) else "NoFit", doc, output, table,
+                  no_headers=no_headers)
     if not isinstance(result, Placement):
         raise typer.Exit(EXIT_NO_FIT)
     if plot is not None:
         from geosched.plots.write import placement_plot  # matplotlib only when a picture is asked for
 
-        render.err.print(f"wrote {placement_plot(plot, result, snap.fleet, snap.network)}", markup=False)
+        render.err.print(f"wrote {placement_plot(plot, result, snap.fleet, snap.network, shift=shift)}",
+                         markup=False)
     if record:
         with State.store() as store:
-            store.record_placement(result)
+            store.record_placement(result, doc.get("start"))
+
+
+def _start_table(shift: timeshift.Shift, ctx: policies.PlacementContext, limit: int) -> None:
+    """`--explain` of a flexible job: each region's predicted grid over the run, now and at its best start."""
+    rows = timeshift.region_rows(shift, ctx)
+    render.table("start by region (predicted mean gCO2e/kWh over the run)",
+                 [{"region": r["region"], "now": f"{r['now_gco2e_per_kwh']:.0f}", "best start": r["best_start"],
+                   "at best": f"{r['best_gco2e_per_kwh']:.0f}", "saving": f"{r['saving']:.0%}", "from": r["source"]}
+                  for r in rows[:limit or None]], caption=render.more(len(rows), limit))
 
 
 def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
@@ -418,18 +457,32 @@ def simulate_cmd(
     plot: Annotated[Path | None, typer.Option(help="Also draw the comparison into FILE.png, .svg or .html: JCT "
                                               "and slowdown CDFs per policy, cost and emissions.")] = None,
     carbon_hourly: CarbonHourlyOpt = None,
+    carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE,
+    grid_zones: GridZonesOpt = None,
     at: Annotated[str | None, typer.Option(
         "--at", help="With --carbon-hourly: the time of the trace's start, RFC 3339 (default: the series' first "
         "hour); each job uses the hour it starts.")] = None,
+    time_shift: Annotated[bool, typer.Option(
+        "--time-shift", help="With --carbon-hourly: give a share of the jobs slack and replay each policy three "
+        "ways side by side: started now, shifted by the seasonal-naive forecast, shifted by the oracle.")] = False,
+    slack: Annotated[float, typer.Option(
+        "--slack", callback=finite, min=0.0, help="With --time-shift: hours a flexible job may finish after submit + "
+                                                  "run (its deadline).")] = 24.0,
+    flexible_share: Annotated[float, typer.Option(
+        "--flexible-share", callback=finite, min=0.0, max=1.0,
+        help="With --time-shift: the share of jobs with slack (chosen by a hash of the job id).")] = 0.5,
 ) -> None:
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
     generated = Workload(workload, jobs, load, min_gpus, like, seed) if workload is not None else None
+    weights_rank(network_weight, cost_weight, carbon_weight)
+    flex = Flexibility(slack * 3600.0, flexible_share) if time_shift else None
     run_simulate_command(trace, policy or [policies.DEFAULT_POLICY], workload=generated, fleet=fleet, network=network,
                          snapshot=snapshot,
                          trace_format=one_of("--trace-format", trace_format, "--format", old_format),
                          output=output, no_headers=no_headers, plot=plot, gpu=gpu,
                          weights=Weights(network_weight, cost_weight, carbon_weight, zone_tolerance),
-                         strict=not lenient, backfill=backfill, carbon_hourly=carbon_hourly, at=at)
+                         strict=not lenient, backfill=backfill, carbon_hourly=carbon_hourly, at=at,
+                         carbon_basis=carbon_basis, grid_zones=grid_zones, flex=flex)
 
 
 @app.command()
@@ -467,6 +520,8 @@ def hoist_global_options(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    render.scrub_warnings()
+    redact.scrub_logging()
     try:
         code = app(args=hoist_global_options(sys.argv[1:]), prog_name="geosched", standalone_mode=False)
     except typer.TyperException as exc:  # click's usage errors (typer's vendored click)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from geosched import catalog, gpus
 from geosched.errors import InputError
-from geosched.fields import Fields, each
+from geosched.fields import Fields, describe, each, parse_time
 from geosched.gate import Kind, load_document
 from geosched.models import (
     CommProfile,
@@ -28,6 +29,7 @@ from geosched.models import (
     Placement,
     Pricing,
     Region,
+    Schedule,
     Score,
     Weights,
     Zone,
@@ -73,7 +75,11 @@ def _header(fields: Fields, kind: str) -> None:
 # --- jobs -----------------------------------------------------------------------------------------
 
 JOB_FIELDS = HEADER | {"name", "namespace", "image", "workers", "gpus_per_worker", "gpu", "max_zones",
-                       "max_regions", "providers", "regions", "zones", "clusters", "pricing", "profile"}
+                       "max_regions", "providers", "regions", "zones", "clusters", "pricing", "profile", "schedule"}
+SCHEDULE_FIELDS = {"runtime", "start_within", "deadline"}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_DURATION_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+MAX_DURATION_S = 366 * 86400.0
 
 
 def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job:
@@ -105,6 +111,7 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
             restart_minutes=p.number("restart_minutes", minimum=0.0, default=profile.restart_minutes),
         )
     return Job(
+        schedule=parse_schedule(f.raw("schedule"), source) if f.has("schedule") else None,
         name=name,
         namespace=f.string("namespace", default="default"),
         image=f.opt_string("image"),
@@ -122,6 +129,50 @@ def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job
     )
 
 
+def parse_schedule(data: Any, source: str, path: str = "schedule") -> Schedule:
+    """`schedule: {runtime: 6h, start_within: 24h}` or `{runtime: 6h, deadline: 2025-03-02T18:00:00Z}` (both may be
+    given: the earlier latest start binds). `runtime` is the predicted run, over which carbon is counted; durations
+    are seconds or a number with s, m, h or d."""
+    f = Fields(data, source, path, SCHEDULE_FIELDS)
+    runtime = parse_duration(f, "runtime", required=True)
+    assert runtime is not None
+    deadline = parse_time(f.raw("deadline"), source, f.at("deadline")).timestamp() if f.has("deadline") else None
+    return Schedule(runtime_s=runtime, start_within_s=parse_duration(f, "start_within"), deadline=deadline)
+
+
+def parse_duration(f: Fields, key: str, required: bool = False) -> float | None:
+    if not f.has(key):
+        if required:
+            raise f.error(key, "is required (the predicted run time, e.g. 6h)")
+        return None
+    raw = f.raw(key)
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        seconds = float(raw)
+    elif isinstance(raw, str) and (m := _DURATION_RE.match(raw)):
+        seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
+    else:
+        raise f.error(key, f"expected a duration such as 90m, 6h or 2d (or seconds), got {describe(raw)}")
+    if not 0 < seconds <= MAX_DURATION_S:
+        raise f.error(key, f"must be more than 0 and at most 366 days, got {seconds:g} s")
+    return seconds
+
+
+def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
+    out: dict[str, Any] = {"runtime": _duration_text(schedule.runtime_s)}
+    if schedule.start_within_s is not None:
+        out["start_within"] = _duration_text(schedule.start_within_s)
+    if schedule.deadline is not None:
+        out["deadline"] = datetime.fromtimestamp(schedule.deadline, UTC).isoformat().replace("+00:00", "Z")
+    return out
+
+
+def _duration_text(seconds: float) -> str | float:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)):
+        if seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return seconds
+
+
 WEIGHT_FIELDS = {"network", "cost", "carbon", "zone_tolerance", "spot_risk"}
 
 
@@ -129,11 +180,16 @@ def parse_weights(data: Any, source: str, path: str) -> Weights:
     """The `weights` block of a config file (GitOps, scheduler): each term's weight, the zone tolerance and the
     weight of a spot job's interruption risk (`spot_risk`)."""
     w, d = Fields(data, source, path, WEIGHT_FIELDS), Weights()
-    return Weights(network=w.number("network", minimum=0.0, default=d.network),
-                   cost=w.number("cost", minimum=0.0, default=d.cost),
-                   carbon=w.number("carbon", minimum=0.0, default=d.carbon),
-                   zone_tolerance=w.number("zone_tolerance", minimum=0.0, default=d.zone_tolerance),
-                   spot_risk=w.number("spot_risk", minimum=0.0, default=d.spot_risk))
+    out = Weights(network=w.number("network", minimum=0.0, default=d.network),
+                  cost=w.number("cost", minimum=0.0, default=d.cost),
+                  carbon=w.number("carbon", minimum=0.0, default=d.carbon),
+                  # A fraction of the best total: 2 would mean "within 200%" (issue 23).
+                  zone_tolerance=w.number("zone_tolerance", minimum=0.0, maximum=1.0, default=d.zone_tolerance),
+                  spot_risk=w.number("spot_risk", minimum=0.0, default=d.spot_risk))
+    if out.network == 0 and out.cost == 0 and out.carbon == 0:
+        raise InputError(source, path, "network, cost and carbon are all 0: every candidate would score 0; give "
+                         "at least one a weight > 0")
+    return out
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:
@@ -154,11 +210,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     for key in ("checkpoint_minutes", "restart_minutes"):  # only when set: existing documents keep their digest
         if getattr(job.profile, key) != getattr(CommProfile(), key):
             out["profile"][key] = getattr(job.profile, key)
+    if job.schedule is not None:
+        out["schedule"] = schedule_to_dict(job.schedule)
     return out
-
-
-def load_job(path: Path, gpu_models: set[str] | None = None) -> Job:
-    return parse_job(load_document(path, Kind.JOB), str(path), gpu_models)
 
 
 # --- fleets ---------------------------------------------------------------------------------------

@@ -3,13 +3,14 @@ read or changed), 2 bad input, 3 no fit, 4 no credentials."""
 
 from __future__ import annotations
 
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NO_FIT = 3
 EXIT_NO_CREDENTIALS = 4
 
 
 class GeoschedError(Exception):
-    exit_code = 1
+    exit_code = EXIT_FAILED
 
 
 class InputError(GeoschedError):
@@ -23,6 +24,17 @@ class InputError(GeoschedError):
         self.reason = reason
         where = f"{source}: {field}" if field else source
         super().__init__(one_line(f"{where}: {reason}"))
+
+
+class OutputError(GeoschedError):
+    """A file or directory could not be written (a read-only or full file system, no permission, a directory
+    where a file goes, a name too long): one line naming the path and the cause, exit 1. What the path held
+    before is left whole (geosched.writes)."""
+
+    def __init__(self, path: str, cause: str) -> None:
+        self.path = path
+        self.cause = cause
+        super().__init__(one_line(f"{path}: cannot write: {cause}"))
 
 
 class MissingExtra(GeoschedError):

@@ -193,4 +193,21 @@ def parse_time(value: Any, source: str, where: str) -> datetime:
     if parsed.tzinfo is None:
         # A naive time is a different instant on every host: the same inputs would stamp different manifests.
         raise InputError(source, where, "the time needs an offset (e.g. 2025-03-01T12:00:00Z)")
-    return parsed.astimezone(UTC)
+    return utc_instant(parsed, source, where)
+
+
+# The instants geosched reasons about: carbon history from decades back, deadlines and forecasts a few years
+# ahead. Bounded well inside datetime's years 1..9999, so that converting to UTC, taking a timestamp or adding
+# a day or a year of time shifting can never overflow (0001-01-01T00:00:00+01:00 is before year 1 in UTC).
+FIRST_YEAR, LAST_YEAR = 1900, 9000
+
+
+def utc_instant(parsed: datetime, source: str, where: str) -> datetime:
+    """An aware datetime in UTC, if within FIRST_YEAR..LAST_YEAR; else one line naming the field."""
+    try:
+        utc = parsed.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not FIRST_YEAR <= utc.year <= LAST_YEAR:
+        raise InputError(source, where, f"the time must lie between the years {FIRST_YEAR} and {LAST_YEAR}")
+    return utc

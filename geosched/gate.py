@@ -6,12 +6,18 @@ settings, Terraform output, carbon series) passes here before any parser sees it
 - only a regular file is read: a FIFO, a device such as /dev/zero, a directory or a socket is refused with
   one line (opened non-blocking and checked on the open descriptor, so a FIFO cannot hold the command);
 - at most a size limit per kind of file (`LIMITS_MIB`), raised with `GEOSCHED_INPUT_LIMITS`, e.g.
-  `GEOSCHED_INPUT_LIMITS=trace=4096,fleet=512` (MiB);
+  `GEOSCHED_INPUT_LIMITS=trace=4096,fleet=512` (MiB); the size the file system reports is checked before a
+  byte is read (a 3 GiB sparse file costs nothing), and the read stops one byte past the limit whatever the
+  size said (a file under /proc says 0);
 - YAML anchors and aliases are bounded *before* anything walks the document: an alias is a pointer, so a
   663-byte file can stand for 9^9 nodes (the "billion laughs"); the expanded document may hold at most
   `ALIAS_NODES` nodes more than the file itself, nest at most `MAX_DEPTH` deep, and never contain itself;
 - JSON nests at most `MAX_DEPTH` deep and holds no NaN or Infinity;
 - CSV fields keep the csv module's 128 KiB limit, reported as the line that broke it.
+- inside `confined(root)` (a GitOps command reading a repository), a file under `root` whose real path leads
+  out of it (a symbolic link a pull request committed, to the runner's ~/.kube/config or a mounted secret) is
+  refused before it is opened: an error naming a field of it would otherwise print part of it in a public CI
+  log. Argo CD refuses such "out-of-bounds symlinks" for the same reason (CVE-2022-24904, CVE-2022-31036).
 
 Every refusal is an `InputError`: one line with the file, where in it, and why (exit 2).
 """
@@ -20,11 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import os
 import stat
 from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -59,6 +67,10 @@ class Kind(StrEnum):
     THROUGHPUTS = "throughputs"
     KUBECONFIG = "kubeconfig"
     INDEX = "index"
+    MANIFEST = "manifest"
+    """A file of a GitOps tree (a rendered job, a cluster's README)."""
+    JOURNAL = "journal"
+    """The journal of an interrupted set of writes (geosched.writes)."""
 
 
 # Each an order of magnitude above the largest real file of its kind: a fleet of 40,000 nodes is ~20 MiB of
@@ -66,7 +78,7 @@ class Kind(StrEnum):
 LIMITS_MIB: Mapping[Kind, int] = {
     Kind.JOB: 4, Kind.FLEET: 256, Kind.NETWORK: 512, Kind.INVENTORY: 64, Kind.TRACE: 1024, Kind.CLUSTERS: 4,
     Kind.SETTINGS: 4, Kind.TERRAFORM: 16, Kind.CARBON: 64, Kind.THROUGHPUTS: 16, Kind.KUBECONFIG: 16,
-    Kind.INDEX: 64,
+    Kind.INDEX: 64, Kind.MANIFEST: 16, Kind.JOURNAL: 64,
 }
 
 
@@ -104,6 +116,30 @@ def parse_limits(text: str, source: str) -> dict[Kind, int]:
     return out
 
 
+_BOUND: ContextVar[Path | None] = ContextVar("geosched_gate_bound", default=None)
+
+
+@contextlib.contextmanager
+def confined(root: Path | None) -> Iterator[None]:
+    """Within the block, files under `root` may not lead out of it through links (see the module doc); a file
+    the caller names outside `root` is the caller's choice and read as usual. None: no bound."""
+    token = _BOUND.set(None if root is None else Path(os.path.abspath(root)))
+    try:
+        yield
+    finally:
+        _BOUND.reset(token)
+
+
+def _check_bound(path: Path) -> None:
+    root = _BOUND.get()
+    if root is None or not Path(os.path.abspath(path)).is_relative_to(root):
+        return
+    if not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)):
+        raise InputError(str(path), "", f"leads out of the repository {root} through a symbolic link; geosched does "
+                         "not follow links out of a repository it reads (name a file outside it on the command "
+                         "line instead)")
+
+
 def read_bytes(path: Path, kind: Kind) -> bytes:
     """The whole file, if it is a regular file within its kind's limit."""
     return _through(path, kind, read=True)
@@ -115,27 +151,57 @@ def check_file(path: Path, kind: Kind) -> None:
     _through(path, kind, read=False)
 
 
+def read_bytes_at(dir_fd: int, name: str, kind: Kind, source: str) -> bytes:
+    """`name` in the directory open as `dir_fd`, never through a symbolic link (a file of a tree geosched owns,
+    reached without links), with the checks of `read_bytes`; `source` names it in errors."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _open_error(source, exc) from None
+    return _from_fd(fd, source, kind, read=True)
+
+
 def _through(path: Path, kind: Kind, *, read: bool) -> bytes:
-    source = str(path)
+    _check_bound(path)
     try:
         # Non-blocking: opening a FIFO for reading would otherwise wait for a writer, forever.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise InputError(source, "", "no such file") from None
     except OSError as exc:
-        raise InputError(source, "", f"cannot read: {exc.strerror or exc}") from None
+        raise _open_error(str(path), exc) from None
+    return _from_fd(fd, str(path), kind, read=read)
+
+
+def _open_error(source: str, exc: OSError) -> InputError:
+    if isinstance(exc, FileNotFoundError):
+        return InputError(source, "", "no such file")
+    if exc.errno == errno.ELOOP:
+        return InputError(source, "", "is a symbolic link; geosched does not follow links here")
+    return InputError(source, "", f"cannot read: {exc.strerror or exc}")
+
+
+def _from_fd(fd: int, source: str, kind: Kind, *, read: bool) -> bytes:
+    """Checks and reads an open descriptor, and closes it."""
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise InputError(source, "", f"not a regular file ({_file_type(info.st_mode)}): give a {kind.value} file")
         limit = limit_bytes(kind)
+        # The size first: a sparse or huge file is refused before a byte of it is in memory.
+        if info.st_size > limit:
+            raise _too_large(source, kind, limit)
         data = _read_up_to(fd, limit + 1) if read else b""
+    except OSError as exc:  # EIO, EISDIR on odd file systems: the file cannot be read, whatever it holds
+        raise InputError(source, "", f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    if max(len(data), info.st_size) > limit:
-        raise InputError(source, "", f"larger than the {limit // MIB} MiB limit for {kind.value} files "
-                         f"(raise it with {ENV_LIMITS}={kind.value}=MiB)")
+    if len(data) > limit:  # grew while read, or a size the file system does not report (/proc)
+        raise _too_large(source, kind, limit)
     return data
+
+
+def _too_large(source: str, kind: Kind, limit: int) -> InputError:
+    return InputError(source, "", f"larger than the {limit // MIB} MiB limit for {kind.value} files "
+                      f"(raise it with {ENV_LIMITS}={kind.value}=MiB)")
 
 
 def read_text(path: Path, kind: Kind, encoding: str = "utf-8") -> str:

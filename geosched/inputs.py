@@ -6,15 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from geosched import catalog, netmodel
 from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import load_network, parse_fleet
+from geosched.documents import load_network, parse_fleet, parse_network
 from geosched.errors import InputError
 from geosched.gate import Kind, load_document
 from geosched.inventory import parse_inventory
 from geosched.models import Fleet, NetworkView, Node, Zone
-from geosched.store import Store, snapshot_paths
+from geosched.store import Store, read_snapshot
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,10 @@ def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None, sto
             raise InputError("--snapshot", "", "give either --snapshot or --fleet/--network, not both")
         if not snapshot.is_dir():
             raise InputError(str(snapshot), "", "not a snapshot directory")
-        fleet, network = snapshot_paths(snapshot)
+        fleet_doc, network_doc = read_snapshot(snapshot)
+        loaded = fleet_from_document(fleet_doc.document, fleet_doc.path)
+        return Snapshot(loaded, parse_network(network_doc.document, str(network_doc.path), loaded),
+                        f"{fleet_doc.path} + {network_doc.path}")
     if fleet is None and network is None:
         return Snapshot(default_fleet(), default_network(), "embedded default")
     if fleet is None:
@@ -50,7 +54,10 @@ def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None, sto
 def load_fleet_file(path: Path) -> Fleet:
     """A fleet file, or an inventory file (its nodes say how to reach them: `address`), whose machines with GPUs
     are the fleet."""
-    doc = load_document(path, Kind.FLEET)
+    return fleet_from_document(load_document(path, Kind.FLEET), path)
+
+
+def fleet_from_document(doc: Any, path: Path) -> Fleet:
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
     if isinstance(nodes, list) and any(isinstance(n, dict) and "address" in n for n in nodes):
         inventory = parse_inventory(doc, str(path), base=path.parent)

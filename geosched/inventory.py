@@ -12,7 +12,7 @@ fleet, as the same `Node` records the providers and probes use:
         user: ubuntu              # default root
         key: ~/.ssh/id_ed25519    # private key file; default: the SSH agent / default keys
         host_key: "ssh-ed25519 AAAA..."   # the node's public host key, pinned
-        proxy_jump: bastion       # another inventory node, or user@host:port
+        proxy_jump: bastion       # another inventory node, or user@host:port; no loops, at most 16 hops
         zone: zrh-hall-a
         region: zurich
         provider: onprem          # default onprem
@@ -39,6 +39,11 @@ DEFAULT_PROVIDER = "onprem"
 HOST_KEY_RE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-\S+) [A-Za-z0-9+/=]+( .*)?$")
 NODE_FIELDS = {"name", "address", "port", "user", "key", "host_key", "proxy_jump", "zone", "region", "provider",
                "gpu", "gpus", "gpus_free", "cluster", "instance_type", "price_ondemand", "labels"}
+# Jump hosts on the way to one node. Each is one SSH connection nested in the previous (and one nested await
+# in the pool): real sites use one or two bastions; hundreds would exhaust the stack instead of connecting.
+MAX_JUMP_HOPS = 16
+# A loop longer than this is named by its ends, so the error stays one readable line.
+SHOWN_LOOP = 8
 FLEET_KEYS = ("name", "provider", "region", "zone", "gpu", "gpus", "gpus_free", "cluster", "instance_type",
               "price_ondemand", "labels")
 
@@ -119,6 +124,7 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
         if t.proxy_jump and "@" not in t.proxy_jump and ":" not in t.proxy_jump and t.proxy_jump not in names:
             raise InputError(source, f"nodes[{i}].proxy_jump", f"{t.proxy_jump!r} is neither an inventory node "
                              "nor user@host[:port]")
+    check_jump_chains(targets, source)
     fleet = None
     if fleet_nodes:
         doc: dict[str, Any] = {"nodes": fleet_nodes}
@@ -131,6 +137,43 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
             field = re.sub(r"^nodes\[(\d+)\]", lambda m: f"nodes[{origin[int(m.group(1))]}]", exc.field)
             raise InputError(source, field, exc.reason) from None
     return Inventory(targets=tuple(targets), fleet=fleet, source=source, document=data, base=base)
+
+
+def check_jump_chains(targets: list[SshTarget] | tuple[SshTarget, ...], source: str) -> None:
+    """Refuse a `proxy_jump` chain that loops (a -> a, a -> b -> a) or is deeper than MAX_JUMP_HOPS, before
+    anything dials: the pool would otherwise wait on a connection that waits on itself until the deadline.
+
+    One walk per node that stops at the first node already measured, so every node is visited once: linear
+    in the inventory, however long its chains. A jump host that is an inventory node is followed by name,
+    as the pool resolves it (even when the name looks like user@host); any other is one last hop."""
+    index = {t.name: i for i, t in enumerate(targets)}
+    via = {t.name: t.proxy_jump for t in targets if t.proxy_jump}
+    hops: dict[str, int] = {}  # jump hosts between the operator and each node already walked
+    for target in targets:
+        path: list[str] = []
+        on_path: dict[str, int] = {}
+        name: str | None = target.name
+        while name is not None and name in index and name not in hops:
+            if name in on_path:
+                loop = path[on_path[name]:]
+                raise InputError(source, f"nodes[{index[loop[0]]}].proxy_jump",
+                                 f"proxy_jump chain loops: {_loop_text(loop)}")
+            on_path[name] = len(path)
+            path.append(name)
+            name = via.get(name)
+        # Where the walk stopped: a node without a jump host (0), one outside the inventory (1), or a known one.
+        below = -1 if name is None else hops.get(name, 0)
+        for node in reversed(path):
+            below += 1
+            hops[node] = below
+            if below > MAX_JUMP_HOPS:
+                raise InputError(source, f"nodes[{index[node]}].proxy_jump", f"{node} is reached through {below} "
+                                 f"jump hosts (at most {MAX_JUMP_HOPS})")
+
+
+def _loop_text(loop: list[str]) -> str:
+    shown = loop if len(loop) <= SHOWN_LOOP else [*loop[:3], f"... {len(loop) - 5:,} more", *loop[-2:]]
+    return " -> ".join([*shown, loop[0]])
 
 
 def load_inventory(path: Path) -> Inventory:

@@ -56,7 +56,8 @@ ORPHANS = ListKind("OrphanInstance", (
     C("owner", nullable=True), C("state")),
     "instances with no record")
 
-CHECKS = ListKind("ProviderCheck", (C("provider"), C("item"), C("ok"), C("detail")), "provider check")
+CHECKS = ListKind("ProviderCheck", (C("provider"), C("item"), C("status"), C("ok", "boolean", wide=True),
+                                    C("detail")), "provider check")
 
 PLACED_JOBS = ListKind("PlacedJob", (
     C("cluster"), C("namespace"), C("kind"), C("name"), C("zones", "strings"), C("state"),
@@ -93,7 +94,9 @@ SIMULATION_RESULTS = (
     C("makespan_s", "number", header="makespan h", scale=1 / 3600),
     C("avg_queue_s", "number", header="avg queue h", scale=1 / 3600),
     C("gpu_util", "number"), C("cost_usd", "number"), C("kgco2e", "number"), C("jobs", "integer"),
-    C("unplaced", "integer"), C("avg_slowdown", "number"), C("multi_zone_jobs", "integer"))
+    C("unplaced", "integer"), C("avg_slowdown", "number"), C("multi_zone_jobs", "integer"),
+    C("flexible_jobs", "integer", wide=True), C("deadline_misses", "integer", wide=True),
+    C("avg_jct_inflexible_s", "number", header="avg jct inflexible h", scale=1 / 3600, wide=True))
 
 
 def report_columns(report: str, by: str, embodied: bool = False) -> tuple[Column, ...]:

@@ -6,6 +6,7 @@ Plain frozen dataclasses: the core passes them around and never mutates them; th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -281,8 +282,31 @@ class CommProfile:
 
 
 @dataclass(frozen=True, slots=True)
+class Schedule:
+    """When a job may run (policies/README.md, "Time shifting"). `runtime_s`: its predicted run, over which its carbon
+    is counted. A job with slack may start later than it could: up to `start_within_s` after it is submitted, and
+    late enough to finish by `deadline` (Unix seconds); the earlier of the two binds. Neither: not flexible."""
+
+    runtime_s: float
+    start_within_s: float | None = None
+    deadline: float | None = None
+
+    @property
+    def flexible(self) -> bool:
+        return self.start_within_s is not None or self.deadline is not None
+
+    def latest_start(self, submitted: float) -> float:
+        """The latest start that keeps both promises (the submit time itself when the job is not flexible)."""
+        latest = submitted + self.start_within_s if self.start_within_s is not None else math.inf
+        if self.deadline is not None:
+            latest = min(latest, self.deadline - self.runtime_s)
+        return latest if math.isfinite(latest) else submitted
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
-    """A gang: `workers` x `gpus_per_worker`, all or nothing."""
+    """A gang: `workers` x `gpus_per_worker`, all or nothing. `schedule`: its predicted run and slack, if it has
+    any (a job without one starts as soon as it fits, as always)."""
 
     name: str
     workers: int
@@ -298,6 +322,11 @@ class Job:
     profile: CommProfile = CommProfile()
     namespace: str = "default"
     image: str | None = None
+    schedule: Schedule | None = None
+
+    @property
+    def flexible(self) -> bool:
+        return self.schedule is not None and self.schedule.flexible
 
     @property
     def gpus(self) -> int:

@@ -4,12 +4,15 @@ on command-line options beyond what their types check."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from geosched import policies, render, settings
 from geosched.errors import InputError
+from geosched.fields import MAX_NUMBER
+from geosched.grid.formats import Basis
 from geosched.models import Weights
 
 # The one default of each weight, on every verb that takes it (geosched/settings.py: also from the environment and
@@ -34,9 +37,12 @@ def option_name(ctx: Any, param: Any) -> str:
 
 def finite(value: float | None) -> float | None:
     """A float option's callback: click reads `inf`, `nan` and `1e400` as floats, and one infinite weight makes
-    every score NaN (and the JSON output invalid)."""
+    every score NaN (and the JSON output invalid); beyond the files' bound (`fields.MAX_NUMBER`) a product such as
+    1e308 x a price overflows to infinity the same way."""
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"expected a finite number, got {value}")
+    if value is not None and abs(value) > MAX_NUMBER:
+        raise typer.BadParameter(f"expected at most {MAX_NUMBER:g}, got {value:g}")
     return value
 
 
@@ -58,8 +64,16 @@ RiskWeightOpt = Annotated[float, typer.Option(
     "--risk-weight", callback=finite, min=0.0,
     help="Weight of spot interruption risk on spot prices (0: price alone; policies/README.md, Spot risk).")]
 ZoneToleranceOpt = Annotated[float, typer.Option(
-    "--zone-tolerance", callback=finite, min=0.0,
-    help="A placement in fewer zones wins while its total is within this fraction of the best.")]
+    "--zone-tolerance", callback=finite, min=0.0, max=1.0,
+    help="A placement in fewer zones wins while its total is within this fraction of the best (0 to 1; 0.05: "
+         "within 5%).")]
+
+
+def weights_rank(network: float, cost: float, carbon: float) -> None:
+    """Every weight 0 makes every total 0: placements would be ranked by nothing. Refused in one line (issue 23)."""
+    if network == 0 and cost == 0 and carbon == 0:
+        raise typer.BadParameter("all three are 0: every candidate would score 0; give at least one a weight > 0",
+                                 param_hint="--network-weight, --cost-weight, --carbon-weight")
 
 
 def deprecated(new: str) -> Any:
@@ -86,3 +100,19 @@ def given(ctx: typer.Context, name: str) -> bool:
     config file's): for commands with a settings file of their own, which those two override."""
     source = ctx.get_parameter_source(name)
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+
+# Grid carbon files (geosched/carbon.py has the shapes): one declaration for every verb that reads them.
+CarbonHourlyOpt = Annotated[list[Path] | None, typer.Option(
+    "--carbon-hourly", help="Hourly grid intensity, repeatable: Electricity Maps' portal CSV or API JSON, WattTime's "
+    "API JSON, or geosched's region CSV (shapes in geosched/carbon.py). A job is placed at the hour it starts; a "
+    "flexible job (schedule:) looks at the hours of its window.")]
+CarbonForecastOpt = Annotated[list[Path] | None, typer.Option(
+    "--carbon-forecast", help="A grid intensity forecast for the hours ahead (the same shapes), repeatable; "
+    "without one, a flexible job's window is forecast seasonal-naive from --carbon-hourly.")]
+CarbonBasisOpt = Annotated[Basis, typer.Option(
+    "--carbon-basis", help="Which figures to read: lifecycle (Electricity Maps' LCA, its default), direct "
+    "(combustion only) or marginal (WattTime's MOER). A file on another basis is an error.")]
+GridZonesOpt = Annotated[Path | None, typer.Option(
+    "--grid-zones", help="CSV provider,region,zone: the grid zone of each cloud region, over the shipped map "
+    "(geosched/data/grid_zones.csv, Electricity Maps' data-centre table).")]

@@ -6,6 +6,7 @@ import csv
 import io
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -18,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from geosched import redact
 from geosched.documents import nofit_to_dict, placement_to_dict
 from geosched.errors import one_line
 from geosched.fields import dump
@@ -41,7 +43,7 @@ class _Console(Console):
     string printed or put in a table (cells, titles, captions) passes `printable` on its way."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
-        return super().render_str(printable(text), **kwargs)
+        return super().render_str(printable(redact.scrub(text)), **kwargs)
 
     @property
     def size(self) -> ConsoleDimensions:
@@ -71,11 +73,19 @@ err = _Console(stderr=True, highlight=False, markup=False)
 
 def error(message: str) -> None:
     # One plain line, no markup: messages quote user input, which must not be read as markup.
-    sys.stderr.write(f"error: {one_line(message)}\n")
+    sys.stderr.write(f"error: {one_line(redact.scrub(message))}\n")
 
 
 def data(doc: Any, fmt: str) -> None:
-    sys.stdout.write(dump(doc, fmt))
+    sys.stdout.write(redact.scrub(dump(doc, fmt)))
+
+
+def scrub_warnings() -> None:
+    """Python warnings (a library's, such as urllib3's) printed through `redact.scrub` like every other line."""
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        (file or sys.stderr).write(redact.scrub(warnings.formatwarning(message, category, filename, lineno, line)))
+    warnings.showwarning = show
 
 
 def rows_csv(rows: Sequence[dict[str, Any]], header: bool = True) -> None:
@@ -87,7 +97,7 @@ def rows_csv(rows: Sequence[dict[str, Any]], header: bool = True) -> None:
     if header:
         writer.writeheader()
     writer.writerows({k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()} for row in rows)
-    sys.stdout.write(buf.getvalue())
+    sys.stdout.write(redact.scrub(buf.getvalue()))
 
 
 _HEADERS: ContextVar[bool] = ContextVar("headers", default=True)

@@ -16,16 +16,21 @@ few shown, in both modes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from geosched import policies, render
-from geosched.carbon import contexts_by_hour, decision_time, load_carbon, series_start
+from geosched.carbon import contexts_by_hour, decision_time, forecast_notes, grid_history, load_grid, series_start
 from geosched.errors import InputError
+from geosched.grid.forecast import GridHistory
+from geosched.grid.formats import Basis
 from geosched.inputs import Snapshot, resolve
 from geosched.kinds import SIMULATION_RESULTS
-from geosched.models import Fleet, Weights
+from geosched.models import HOUR_S, Fleet, Weights
 from geosched.output import Output, emit_document, transposed_table
 from geosched.plots.files import plot_format
 from geosched.simulate import report
@@ -33,6 +38,7 @@ from geosched.simulate.engine import SimOptions, simulate
 from geosched.simulate.fleets import geo_fleet
 from geosched.simulate.llm import CLUSTERS, llm_trace
 from geosched.simulate.metrics import PolicyResult
+from geosched.simulate.shifting import Flexibility, replay
 from geosched.simulate.traces import FORMATS, TraceRead, read_trace
 
 SHOWN_SKIPPED = 5
@@ -70,8 +76,11 @@ def run_simulate_command(
     strict: bool = True,
     backfill: bool = False,
     gpu: str | None = None,
-    carbon_hourly: Path | None = None,
+    carbon_hourly: Path | Sequence[Path] | None = None,
     at: str | None = None,
+    carbon_basis: Basis = Basis.LIFECYCLE,
+    grid_zones: Path | None = None,
+    flex: Flexibility | None = None,
 ) -> list[PolicyResult]:
     """Validate the arguments, replay the trace once per policy, print the comparison, write the plot."""
     names = list(policy_names) or [policies.DEFAULT_POLICY]
@@ -105,16 +114,34 @@ def run_simulate_command(
     read = read if read is not None else _generate(workload, snap, gpu)
     _report_rows(read)
     ctx = policies.PlacementContext(snap.fleet, snap.network)
-    signal = load_carbon(carbon_hourly)
-    context_at = None
-    if signal is not None:
+    paths = [carbon_hourly] if isinstance(carbon_hourly, Path) else list(carbon_hourly or ())
+    if flex is not None and not paths:
+        raise InputError("--time-shift", "", "needs an hourly series (--carbon-hourly): shifting looks at the grid "
+                         "of the hours ahead")
+    grid = load_grid(paths, carbon_basis, zone_map=grid_zones) if paths else None
+    options = SimOptions(backfill=backfill, gpu=gpu)
+    measured: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    origin = 0.0
+    if grid is not None and grid.signal is not None:
         # Trace time 0 is --at, else the series' first hour, so by default the replay runs over the series.
-        start = decision_time(at) if at is not None else series_start(signal) or decision_time(None)
-        context_at = contexts_by_hour(snap.fleet, snap.network, signal, start)
-        _note(f"carbon: each job at the grid intensity of the hour it starts, trace time 0 = "
-              f"{start:%Y-%m-%dT%H:%M:%SZ}; hours outside the series use the yearly mean")
-    results = simulate(read.jobs, ctx, names, weights, options=SimOptions(backfill=backfill, gpu=gpu),
-                       context_at=context_at)
+        start = decision_time(at) if at is not None else series_start(grid.signal) or decision_time(None)
+        context_at = contexts_by_hour(snap.fleet, snap.network, grid.signal, start)
+        history = grid_history(snap.fleet, grid)
+        for line in [*grid.notes, *forecast_notes(history)]:
+            _note(line)
+        _note(f"carbon: each job placed at the grid intensity of the hour it starts (a shifted flexible job: the "
+              f"forecast mean of its run), its emissions counted at the measured intensity of every hour it runs; "
+              f"trace time 0 = {start:%Y-%m-%dT%H:%M:%SZ}; hours outside the series use the yearly mean")
+        if flex is not None:
+            _note(f"time shifting: {flex.share:.0%} of the jobs (by a hash of their id) may finish up to "
+                  f"{flex.slack_s / 3600:g} h after submit + run; each policy side by side started now, shifted by "
+                  "the seasonal-naive forecast, and shifted by the oracle (perfect foresight, a bound)")
+        results = replay(read.jobs, ctx, names, weights, history, start.timestamp(), options=options,
+                         context_at=context_at, flex=flex)
+        origin = start.timestamp()
+        measured = _measured(history, origin, max((r.makespan_s for r in results), default=0.0))
+    else:
+        results = simulate(read.jobs, ctx, names, weights, options=options)
     for result in results:
         for job in result.unplaced_jobs:
             _note(f"{read.source}: line {job.line}: job {job.id} not placed by {result.policy}: {job.reason}")
@@ -130,8 +157,21 @@ def run_simulate_command(
         # Imported here: matplotlib costs half a second, paid only when a picture is asked for.
         from geosched.plots.write import simulation_plot
 
-        _note(f"wrote {simulation_plot(plot, results, f'{Path(read.source).name} on {snap.origin}')}")
+        title = f"{Path(read.source).name} on {snap.origin}"
+        _note(f"wrote {simulation_plot(plot, results, title, measured=measured, origin=origin)}")
     return results
+
+
+def _measured(history: GridHistory, origin: float, span_s: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each region's measured hours over the replay, for the picture."""
+    first = int(origin // HOUR_S)
+    hours = np.arange(first, first + int(span_s // HOUR_S) + 2, dtype=np.int64)
+    out = {}
+    for region, series in history.series.items():
+        values = series.at(hours)
+        if not np.isnan(values).all():
+            out[region] = (hours, values)
+    return out
 
 
 def _snapshot(fleet: Path | None, network: Path | None, snapshot: Path | None) -> Snapshot:
@@ -143,13 +183,25 @@ def _snapshot(fleet: Path | None, network: Path | None, snapshot: Path | None) -
     return resolve(fleet, network, snapshot)
 
 
+MAX_JOBS = 1_000_000
+MAX_LOAD = 100.0
+
+
 def _check(workload: Workload) -> None:
     if workload.kind not in WORKLOADS:
         raise InputError("--workload", "", f"expected one of {', '.join(WORKLOADS)}, got {workload.kind!r}")
     if workload.like not in CLUSTERS:
         raise InputError("--like", "", f"expected one of {', '.join(sorted(CLUSTERS))}, got {workload.like!r}")
-    if workload.jobs < 1 or workload.load <= 0:
-        raise InputError("--jobs", "", "needs --jobs >= 1 and --load > 0")
+    # Each flag named on its own. NaN passes `load <= 0` (and then the generator never reaches its load); a
+    # hundred million jobs is gigabytes before the replay starts: the largest published traces hold ~1M jobs.
+    if not 1 <= workload.jobs <= MAX_JOBS:
+        raise InputError("--jobs", "", f"expected 1..{MAX_JOBS:,}, got {workload.jobs}")
+    if not (math.isfinite(workload.load) and 0 < workload.load <= MAX_LOAD):
+        raise InputError("--load", "", f"expected a number above 0 and at most {MAX_LOAD:g}, got {workload.load}")
+    if workload.min_gpus < 1:
+        raise InputError("--min-gpus", "", f"expected at least 1, got {workload.min_gpus}")
+    if not 0 <= workload.seed < 2**32:  # numpy's seeds
+        raise InputError("--seed", "", f"expected 0..{2**32 - 1}, got {workload.seed}")
 
 
 def _generate(workload: Workload | None, snap: Snapshot, gpu: str | None) -> TraceRead:

@@ -91,12 +91,18 @@ class Rebalance:
 def place_all(requests: Sequence[Request], ctx: PlacementContext, free: IntArray, *,
               policy: str = policies.DEFAULT_POLICY, weights: Weights | None = None,
               rebalance: Rebalance | None = None,
-              usable: Callable[[Placement], str | None] | None = None) -> tuple[Decision, ...]:
+              usable: Callable[[Placement], str | None] | None = None,
+              decide: Callable[[Job, PlacementContext], Placement | NoFit] | None = None) -> tuple[Decision, ...]:
     """Decide every request on `ctx` with `free` GPUs per node; decisions come back in the requests' order.
 
     `usable`, if given, may refuse a placement the policy made (a reason, else None), e.g. on a cluster the
-    caller cannot deliver to; the job then does not fit."""
+    caller cannot deliver to; the job then does not fit. `decide`, if given, places a job that is not kept instead
+    of the policy alone (a flexible job's start and placement, `geosched.policies.timeshift`)."""
     weights = weights or Weights()
+
+    def fresh(job: Job, at: PlacementContext) -> Placement | NoFit:
+        return decide(job, at) if decide is not None else policies.place(job, at, policy, weights)
+
     position = {name: i for i, name in enumerate(ctx.names)}
     order = sorted(range(len(requests)), key=lambda i: requests[i].key)
     decided: dict[int, Decision] = {}
@@ -126,7 +132,7 @@ def place_all(requests: Sequence[Request], ctx: PlacementContext, free: IntArray
         if i in decided:
             continue
         request = requests[i]
-        result = policies.place(request.job, ctx.with_free(free), policy, weights)
+        result = fresh(request.job, ctx.with_free(free))
         if isinstance(result, Placement) and usable is not None and (refused := usable(result)) is not None:
             result = NoFit(request.job, policy, (Rejection("cluster", refused),))
         decided[i] = _fresh(request, result, why_not.get(i))
@@ -136,7 +142,7 @@ def place_all(requests: Sequence[Request], ctx: PlacementContext, free: IntArray
     # after them in this run, so rendering over the result changes nothing.
     for i, d in decided.items():
         if d.fate is Fate.UNPLACED:
-            again = policies.place(requests[i].job, ctx.with_free(free), policy, weights)
+            again = fresh(requests[i].job, ctx.with_free(free))
             if isinstance(again, NoFit):
                 decided[i] = _fresh(requests[i], again, why_not.get(i))
     return tuple(decided[i] for i in range(len(requests)))
@@ -164,7 +170,7 @@ def _rebalance(request: Request, kept: Placement, ctx: PlacementContext, free: I
     here = ctx.with_free(own)
     fresh = policies.place(request.job, here, policy, weights)
     view = job_view(here, request.job, weights, explain=False)
-    nodes, workers = _arrays(kept, position)
+    nodes, workers = arrays(kept, position)
     old = placed(view, kept.policy, nodes, workers).score.total
     stay = Decision(request.key, kept, Fate.KEPT, KEPT)
     if not isinstance(fresh, Placement) or (usable is not None and usable(fresh) is not None):
@@ -239,7 +245,7 @@ def node_refusal(view: JobView, i: int, workers: int) -> str | None:
     return None
 
 
-def _arrays(placement: Placement, position: Mapping[str, int]) -> tuple[IntArray, IntArray]:
+def arrays(placement: Placement, position: Mapping[str, int]) -> tuple[IntArray, IntArray]:
     nodes = np.array([position[a.node] for a in placement.assignments], dtype=np.int64)
     workers = np.array([a.workers for a in placement.assignments], dtype=np.int64)
     return nodes, workers

@@ -6,6 +6,7 @@ documents the CLI reads, so a store can be reproduced from files in a Git reposi
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -13,8 +14,8 @@ import sqlite3
 import stat
 import statistics
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,9 @@ import platformdirs
 
 from geosched import settings, writes
 from geosched.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
-from geosched.errors import InputError
+from geosched.errors import OutputError
 from geosched.fields import dump
-from geosched.gate import Kind, load_document
+from geosched.gate import Kind, parse_yaml, read_text
 from geosched.inventory import Inventory, parse_inventory
 from geosched.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 
@@ -33,6 +34,11 @@ HOME_ENV = settings.HOME.env
 DB_NAME = "geosched.db"
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = writes.PRIVATE
+LINK_REFUSED = ("a symbolic link (geosched does not follow links in its store; replace it with the file itself, "
+                "or point GEOSCHED_HOME elsewhere)")
+HARDLINK_REFUSED = ("a file with other hard links (another name would get the store's tables and mode; replace "
+                    "it with a file of its own, or point GEOSCHED_HOME elsewhere)")
+NOT_A_FILE = "not a regular file (a FIFO, socket or device); remove it, or point GEOSCHED_HOME elsewhere"
 log = logging.getLogger(__name__)
 
 MIGRATIONS: tuple[str, ...] = (
@@ -248,29 +254,93 @@ class Sample:
     link: LinkStats
 
 
+# SQLite's primary result codes that say the environment failed, not the SQL: a full disk (SQLITE_FULL), a
+# read-only or unopenable file, no permission, I/O, a file that is not a database. https://sqlite.org/rescode.html
+_ENVIRONMENT_CODES = {3: "SQLITE_PERM", 8: "SQLITE_READONLY", 10: "SQLITE_IOERR", 11: "SQLITE_CORRUPT",
+                      13: "SQLITE_FULL", 14: "SQLITE_CANTOPEN", 26: "SQLITE_NOTADB"}
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose statements fail, when the environment is at fault, as one line naming the store
+    (exit 1): every transaction rolls back, so the store keeps what it held."""
+
+    path = ""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        with self._environment():
+            return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> sqlite3.Cursor:
+        with self._environment():
+            return super().executemany(sql, parameters)
+
+    @contextmanager
+    def _environment(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _ENVIRONMENT_CODES:
+                raise
+            raise OutputError(self.path, str(exc)) from None
+
+
 class Store:
     def __init__(self, home: Path | None = None) -> None:
         self.home = home or default_home()
-        self.home.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         self.path = self.home / DB_NAME
-        # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the database's mode.
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
+        try:
+            self.home.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            self._refuse_links()
+            # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the database's mode.
+            # O_NOFOLLOW: a link planted between the check above and here is refused too (ELOOP).
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, PRIVATE_FILE))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise OutputError(str(self.path), LINK_REFUSED) from None
+            raise OutputError(str(exc.filename or self.path), exc.strerror or str(exc)) from None
         self._narrow_modes()
-        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, factory=_Connection)
+        db.path = str(self.path)
+        self.db: sqlite3.Connection = db
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except BaseException:
+            self.db.close()
+            raise
 
     def close(self) -> None:
         self.db.close()
+
+    def _refuse_links(self) -> None:
+        """SQLite follows a link where the database, its -wal or its -shm file should be, and the narrowing
+        below would chmod the link's target: a link planted in a shared or restored home would point the
+        store's writes and mode changes at any file its owner may touch. The home itself may be a link (the
+        user chose where it lives); the files in it may not."""
+        for path in self._files():
+            try:
+                info = path.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                raise OutputError(str(path), LINK_REFUSED)
+            # A hard link is the same trap as a symbolic one (another name's file gets our tables and our
+            # mode); a FIFO or device blocks or fails deep inside SQLite. Only a plain file of its own is ours.
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                raise OutputError(str(path), HARDLINK_REFUSED)
+            if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
+                raise OutputError(str(path), NOT_A_FILE)
+
+    def _files(self) -> tuple[Path, ...]:
+        return tuple(self.home / f"{DB_NAME}{suffix}" for suffix in ("", "-wal", "-shm"))
 
     def _narrow_modes(self) -> None:
         """The store says who ran what, where and at what cost, and holds the host keys geosched trusts: only
         its owner may read it. A store made before this rule (0755 directory, 0644 database) is narrowed on
         open, with a note on stderr (logging's last-resort handler when the caller set none)."""
         narrowed = []
-        for path, allowed in ((self.home, PRIVATE_DIR),
-                              *((self.home / f"{DB_NAME}{suffix}", PRIVATE_FILE) for suffix in ("", "-wal", "-shm"))):
+        for path, allowed in ((self.home, PRIVATE_DIR), *((f, PRIVATE_FILE) for f in self._files())):
             try:
                 mode = stat.S_IMODE(path.stat().st_mode)
             except FileNotFoundError:
@@ -309,9 +379,16 @@ class Store:
         try:
             yield self.db
         except BaseException:
-            self.db.execute("ROLLBACK")
+            # SQLite may have rolled back already (on SQLITE_FULL it can): the first error is the one to report.
+            with suppress(sqlite3.Error, OutputError):
+                self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
+        try:
+            self.db.execute("COMMIT")
+        except OutputError:
+            with suppress(sqlite3.Error, OutputError):
+                self.db.execute("ROLLBACK")
+            raise
 
     # --- fleet ------------------------------------------------------------------------------------
 
@@ -406,19 +483,24 @@ class Store:
 
     # --- placements -------------------------------------------------------------------------------
 
-    def record_placement(self, placement: Placement) -> int:
-        return self.record_placements([placement])[0]
+    def record_placement(self, placement: Placement, start: Mapping[str, Any] | None = None) -> int:
+        """`start`: a flexible job's start block (policies/timeshift.py `shift_doc`), kept with the placement so
+        the report can say what waiting saved."""
+        return self.record_placements([placement], [start])[0]
 
-    def record_placements(self, placements: Sequence[Placement]) -> list[int]:
+    def record_placements(self, placements: Sequence[Placement],
+                          starts: Sequence[Mapping[str, Any] | None] | None = None) -> list[int]:
         """Several placements in one transaction (one commit for a dispatcher's pass, not one per decision)."""
         ids: list[int] = []
         now = time.time()
         with self.transaction() as db:
-            for placement in placements:
+            for placement, start in zip(placements, starts or [None] * len(placements), strict=True):
+                doc = placement_to_dict(placement)
+                if start is not None:
+                    doc["start"] = dict(start)
                 cur = db.execute(
                     "INSERT INTO placements (job, policy, cluster, created_at, document) VALUES (?, ?, ?, ?, ?)",
-                    (placement.job.name, placement.policy, placement.cluster, now,
-                     json.dumps(placement_to_dict(placement), sort_keys=True)))
+                    (placement.job.name, placement.policy, placement.cluster, now, json.dumps(doc, sort_keys=True)))
                 ids.append(int(cur.lastrowid or 0))
         return ids
 
@@ -440,14 +522,16 @@ class Store:
         return write_snapshot(directory, fleet, self.network_view(), fmt)
 
     def import_snapshot(self, directory: Path) -> tuple[int, int]:
-        fleet_path, network_path = snapshot_paths(directory)
-        fleet = parse_fleet(load_document(fleet_path, Kind.FLEET), str(fleet_path))
-        network = parse_network(load_document(network_path, Kind.NETWORK), str(network_path), fleet)
+        fleet_doc, network_doc = read_snapshot(directory)
+        fleet = parse_fleet(fleet_doc.document, str(fleet_doc.path))
+        network = parse_network(network_doc.document, str(network_doc.path), fleet)
         self.save_fleet(fleet)
         return len(fleet.nodes), self.import_network(network)
 
 
 SNAPSHOT_EXTENSIONS = ("yaml", "yml", "json")
+# The files a snapshot directory's set consists of (geosched.writes: a journal naming anything else is foreign).
+SNAPSHOT_LAYOUT = tuple(f"{name}.{ext}" for name in ("fleet", "network") for ext in SNAPSHOT_EXTENSIONS)
 
 
 def write_snapshot(directory: Path, fleet: Fleet, network: NetworkView, fmt: str = "yaml") -> list[Path]:
@@ -457,24 +541,31 @@ def write_snapshot(directory: Path, fleet: Fleet, network: NetworkView, fmt: str
             for name, doc in (("fleet", fleet_to_dict(fleet)), ("network", network_to_dict(network)))}
     stale = [f"{name}.{ext}" for name in ("fleet", "network") for ext in SNAPSHOT_EXTENSIONS
              if ext != fmt and (directory / f"{name}.{ext}").exists()]
-    writes.commit(directory, docs, stale)
+    writes.commit(directory, docs, stale, layout=SNAPSHOT_LAYOUT)
     return [directory / name for name in docs]
 
 
-def snapshot_paths(directory: Path) -> tuple[Path, Path]:
-    """fleet.{yaml,yml,json} and network.{yaml,yml,json} in a snapshot directory; an export a kill
-    interrupted is finished (or undone) first, so the two always come from one export."""
-    try:
-        writes.recover(directory)
-    except OSError as exc:
-        raise InputError(str(directory), "", f"an interrupted snapshot export is left and cannot be finished "
-                         f"here ({exc.strerror}); export again") from None
-    found = []
-    for name in ("fleet", "network"):
-        candidates = [directory / f"{name}.{ext}" for ext in SNAPSHOT_EXTENSIONS]
-        path = next((p for p in candidates if p.exists()), candidates[0])
-        found.append(path)
-    return found[0], found[1]
+@dataclass(frozen=True)
+class SnapshotDocument:
+    path: Path
+    """The file it was read from (a staged temp file when an export was killed after its commit point)."""
+    document: Any
+
+
+def read_snapshot(directory: Path) -> tuple[SnapshotDocument, SnapshotDocument]:
+    """fleet.{yaml,yml,json} and network.{yaml,yml,json} of a snapshot directory, read as one set: under a
+    reader's lock, so no export commits between the two, and as an export a kill interrupted left them
+    (geosched.writes.reading: the old pair before its commit point, the new one after). Nothing in the
+    directory is written, whatever it holds (it may come from a pull request)."""
+    texts = []
+    with writes.reading(directory, layout=SNAPSHOT_LAYOUT) as view:
+        for name, kind in (("fleet", Kind.FLEET), ("network", Kind.NETWORK)):
+            found = (view.path(f"{name}.{ext}") for ext in SNAPSHOT_EXTENSIONS)
+            path = next((p for p in found if p is not None), directory / f"{name}.{SNAPSHOT_EXTENSIONS[0]}")
+            texts.append((path, read_text(path, kind)))
+    (fleet_path, fleet_text), (network_path, network_text) = texts
+    return (SnapshotDocument(fleet_path, parse_yaml(fleet_text, str(fleet_path))),
+            SnapshotDocument(network_path, parse_yaml(network_text, str(network_path))))
 
 
 def _region_key(doc: dict[str, Any]) -> str:

@@ -181,3 +181,66 @@ def test_demo_runs_end_to_end_and_records(tmp_path: Path) -> None:
     # The user's own store holds no emulated machines and no assumed usage.
     with Store(tmp_path) as own:
         assert journal.gangs(own) == [] and intervals(own) == []
+
+
+@pytest.mark.parametrize(("name", "workers"), [("pytorchjob", 4), ("trainjob", 4), ("multi-doc", 4)])
+def test_place_reads_the_kubernetes_manifests_submit_and_gitops_read(name: str, workers: int, tmp_path: Path) -> None:
+    """Issue 21 item 11: `place` read only the compact form and refused a batch Job with `metadata: unknown field`;
+    every command that reads a job reads the same kinds (geosched.kube.jobinput)."""
+    run = geosched("place", ROOT / "tests" / "kube" / "data" / f"{name}.yaml", "-o", "json", home=tmp_path)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert sum(n["workers"] for n in doc["nodes"]) == workers
+
+
+@pytest.mark.parametrize("name", ["batch-job", "jobset"])
+def test_place_reads_a_manifests_gpu_model_from_its_node_selector(name: str, tmp_path: Path) -> None:
+    # Both pin nvidia.com/gpu.product NVIDIA-A100-SXM4-80GB, of which the embedded fleet has too few free nodes.
+    run = geosched("place", ROOT / "tests" / "kube" / "data" / f"{name}.yaml", "-o", "json", home=tmp_path)
+    assert run.returncode == 3, run.stderr
+    assert "8 free A100-80GB" in json.loads(run.stdout)["rejected"][0]["reason"]
+
+
+def test_place_names_the_supported_kinds_for_an_unknown_object(tmp_path: Path) -> None:
+    job = tmp_path / "deploy.yaml"
+    job.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n")
+    run = geosched("place", job, home=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and "batch/v1 Job" in run.stderr and "unknown field" not in run.stderr
+
+
+def test_place_takes_eks_zone_names_the_fleets_nodes_map(tmp_path: Path) -> None:
+    """Issue 21 item 10: `zones: [us-east-1a]`, what every EKS user types, gave a 579-character no-fit; the embedded
+    fleet's EKS nodes say which zone ID that name is (topology.k8s.aws/zone-id beside topology.kubernetes.io/zone)."""
+    job = tmp_path / "named.yaml"
+    job.write_text("name: named\nworkers: 2\ngpus_per_worker: 8\nzones: [us-east-1a]\n")
+    run = geosched("place", job, "-o", "json", home=tmp_path)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["zones"] == ["use1-az6"]  # us-east-1a in the embedded fleet's example account
+    assert doc["job"] == "named"
+
+
+@pytest.mark.parametrize(("zone", "says"), [
+    ("us-east-1z", "AWS zones are keyed by zone ID"),
+    ("us-east-9a", "AWS zones are keyed by zone ID"),
+    ("europe-west9-q", "not a zone of this fleet"),
+])
+def test_place_says_in_one_line_which_zones_exist(zone: str, says: str, tmp_path: Path) -> None:
+    job = tmp_path / "named.yaml"
+    job.write_text(f"name: named\nworkers: 2\ngpus_per_worker: 8\nzones: [{zone}]\n")
+    run = geosched("place", job, home=tmp_path)
+    assert run.returncode == 3
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and len(lines[0]) < 400, lines
+    if zone == "us-east-1z":
+        assert "use1-az1, use1-az2, use1-az4, use1-az6" in lines[0]
+
+
+def test_place_says_an_unknown_region_in_one_line(tmp_path: Path) -> None:
+    job = tmp_path / "r.yaml"
+    job.write_text("name: r\nworkers: 2\ngpus_per_worker: 8\nregions: [us-east-9]\n")
+    run = geosched("place", job, home=tmp_path)
+    assert run.returncode == 3
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "region us-east-9 is not a region of this fleet" in lines[0] and len(lines[0]) < 400

@@ -69,6 +69,10 @@ def test_trace_format_and_its_deprecated_name(tmp_path: Path) -> None:
     (("place", JOBS / "train-8.yaml", "--cost-weight", "-1"), {}, "--cost-weight"),
     (("place", JOBS / "train-8.yaml", "--zone-tolerance", "nan"), {}, "--zone-tolerance"),
     (("provision", "--gpu", "A100:8", "--nodes", "2", "--carbon-weight", "-0.5", "--dry-run"), {}, "--carbon-weight"),
+    # Issue 23 item 5: "within 200%" and weights that rank nothing were accepted silently.
+    (("place", JOBS / "train-8.yaml", "--zone-tolerance", "2"), {}, "--zone-tolerance"),
+    (("place", JOBS / "train-8.yaml", "--network-weight", "0", "--cost-weight", "0"), {}, "all three are 0"),
+    (("simulate", "--workload", "llm", "--network-weight", "0", "--cost-weight", "0"), {}, "all three are 0"),
     (("place", JOBS / "train-8.yaml", "--no-such-flag"), {}, "--no-such-flag"),
     (("place",), {}, "JOB"),
     (("catalog", "refresh"), {}, "--provider"),

@@ -66,3 +66,18 @@ def test_sweep_that_could_not_look_is_not_a_clean_sweep(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "geosched", "sweep", "--provider", "gcp"], capture_output=True,
                          text=True, env=_no_cloud(tmp_path), timeout=120)
     assert run.returncode == 1 and "describe failed" in run.stderr
+
+
+def test_catalog_refresh_without_credentials_exits_4_in_one_line(tmp_path: Path) -> None:
+    # Issue 23 item 9: it printed `NoCredentialsError: AWS credentials unavailable: NoCredentialsError`, exit 1,
+    # where docs/exit-codes.md says 4 for missing credentials.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GEOSCHED_", "GOOGLE_"))}
+    env = {**clean, "HOME": str(tmp_path), "GEOSCHED_HOME": str(tmp_path / "home"),
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none"),
+           "AWS_EC2_METADATA_DISABLED": "true"}
+    run = subprocess.run([sys.executable, "-m", "geosched", "catalog", "refresh", "--provider", "aws",
+                          "--region", "us-east-1"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 4, run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and "aws" in lines[0] and "geosched check" in lines[0], run.stderr
+    assert lines[0].count("NoCredentialsError") <= 1 and "Traceback" not in run.stderr

@@ -9,7 +9,8 @@ import pytest
 
 from geosched.comm import comm_ms
 from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import load_job, placement_to_dict
+from geosched.documents import placement_to_dict
+from geosched.kube.jobinput import load_job
 from geosched.models import CommProfile, Job, LinkStats, NoFit, Placement, Weights
 from geosched.policies import PlacementContext, place
 from geosched.testing import GOOD, INTER_REGION, INTER_ZONE, LOSSY, degrade, fleet, network, node

@@ -17,7 +17,6 @@ from geosched.documents import (
     fleet_to_dict,
     job_to_dict,
     load_fleet,
-    load_job,
     load_network,
     network_to_dict,
     parse_fleet,
@@ -25,6 +24,7 @@ from geosched.documents import (
     parse_network,
 )
 from geosched.errors import InputError
+from geosched.kube.jobinput import load_job
 from geosched.models import CommProfile, Job, Pricing
 
 DATA = Path(__file__).parent / "data"
@@ -172,3 +172,17 @@ def test_mutated_jobs_parse_or_fail_cleanly(data: st.DataObject) -> None:
 def test_mutated_fleets_parse_or_fail_cleanly(data: st.DataObject) -> None:
     parses_or_fails_cleanly(GOOD_FLEET, parse_fleet, lambda f: all(0 <= n.gpus_free <= n.gpus for n in f.nodes),
                             data)
+
+
+def test_a_config_files_zone_tolerance_outside_0_to_1_and_all_weights_0_are_refused_naming_the_field() -> None:
+    # Issue 23 item 5: `zone_tolerance: 2` meant "within 200%"; weights all 0 rank nothing.
+    from geosched.documents import parse_weights
+    from geosched.errors import InputError
+
+    with pytest.raises(InputError) as tolerance:
+        parse_weights({"zone_tolerance": 2}, "gitops.yaml", "weights")
+    assert "weights.zone_tolerance" in str(tolerance.value)
+    with pytest.raises(InputError) as zero:
+        parse_weights({"network": 0, "cost": 0, "carbon": 0}, "gitops.yaml", "weights")
+    assert "weights" in str(zero.value) and "0" in str(zero.value)
+    assert parse_weights({"network": 0, "cost": 1}, "gitops.yaml", "weights").cost == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from geosched.errors import InputError
-from geosched.inventory import load_inventory, parse_inventory
+from geosched.inventory import MAX_JUMP_HOPS, load_inventory, parse_inventory
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl host"
 
@@ -48,3 +48,46 @@ nodes:
 def test_bad_inventory(node: dict[str, object], message: str) -> None:
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_inventory(doc(**node), "inv.yaml")
+
+
+# --- proxy_jump chains (issue 19 item 7) ------------------------------------------------------------
+# The shape of tests/data/good/inventory.yaml: nodes reached through a bastion by `proxy_jump: <node name>`.
+
+def chain(jumps: dict[str, str | None]) -> dict[str, object]:
+    return {"nodes": [{"name": name, "address": f"198.18.{i >> 8}.{i & 255}", "zone": "z", "region": "r",
+                       **({"proxy_jump": via} if via else {})} for i, (name, via) in enumerate(jumps.items())]}
+
+
+@pytest.mark.parametrize(("jumps", "field", "cycle"), [
+    ({"a": "a"}, "nodes[0].proxy_jump", "a -> a"),
+    ({"bastion": None, "a": "b", "b": "a"}, "nodes[1].proxy_jump", "a -> b -> a"),
+    # A tail leading into a loop: the loop is named, not the tail.
+    ({"gpu": "a", "a": "b", "b": "c", "c": "a"}, "nodes[1].proxy_jump", "a -> b -> c -> a"),
+])
+def test_a_proxy_jump_loop_is_refused_naming_the_cycle(jumps: dict[str, str | None], field: str,
+                                                      cycle: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_inventory(chain(jumps), "inv.yaml")
+    assert (caught.value.source, caught.value.field) == ("inv.yaml", field)
+    assert caught.value.reason == f"proxy_jump chain loops: {cycle}"
+
+
+def test_a_long_proxy_jump_loop_is_refused_in_linear_time() -> None:
+    # 20,000 nodes each jumping through the next, the last through the first: one loop, found by one walk
+    # (a walk per node that re-followed the chain would take 200 million steps), and named in a short line.
+    names = [f"n{i}" for i in range(20_000)]
+    loop = r"n0 -> n1 -> n2 -> \.\.\. 19,995 more -> n19998 -> n19999 -> n0"
+    with pytest.raises(InputError, match=rf"nodes\[0\].proxy_jump: proxy_jump chain loops: {loop}$"):
+        parse_inventory(chain({n: names[(i + 1) % len(names)] for i, n in enumerate(names)}), "inv.yaml")
+
+
+def test_a_chain_deeper_than_ssh_hops_is_refused() -> None:
+    # Each hop is one nested SSH connection (and one nested await): 17 bastions deep is a mistake, not a site.
+    def line(hosts: int) -> dict[str, str | None]:
+        """n0 reached through `hosts` jump hosts n1..n<hosts>."""
+        return {f"n{i}": (f"n{i + 1}" if i < hosts else None) for i in range(hosts + 1)}
+
+    assert parse_inventory(chain(line(MAX_JUMP_HOPS)), "inv.yaml").by_name()["n0"].proxy_jump == "n1"
+    with pytest.raises(InputError, match=rf"nodes\[0\].proxy_jump: n0 is reached through {MAX_JUMP_HOPS + 1} "
+                                         rf"jump hosts \(at most {MAX_JUMP_HOPS}\)"):
+        parse_inventory(chain(line(MAX_JUMP_HOPS + 1)), "inv.yaml")

@@ -126,7 +126,9 @@ def test_check_without_credentials_lists_what_is_missing(tmp_path: Path, monkeyp
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     doc = both(tmp_path, "check", code=1)
-    assert any(i["item"] == "credentials" and i["ok"] == "no" for i in doc["items"])
+    # Issue 23 item 9: `ok` is a boolean (it was the string "no"); the word people read is `status`.
+    assert any(i["item"] == "credentials" and i["ok"] is False and i["status"] == "no" for i in doc["items"])
+    assert all(isinstance(i["ok"], bool) and i["ok"] == (i["status"] != "no") for i in doc["items"])
 
 
 def test_wide_adds_columns_and_no_headers_drops_them(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from geosched import policies
 from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import load_job
+from geosched.kube.jobinput import load_job
 from geosched.models import Placement, Weights
 from geosched.plots.candidates import SHOWN, ranked
 from geosched.plots.files import DPI, figure_bytes

@@ -27,3 +27,18 @@ def test_import_geosched_exports_the_api() -> None:
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["['load_fleet', 'load_job', 'load_network', 'place', 'simulate']", "True"]
+
+
+def test_load_job_reads_kubernetes_manifests_too() -> None:
+    """Issue 21 item 11: one reader for every path that reads a job file."""
+    import geosched
+
+    job = geosched.load_job(ROOT / "tests" / "kube" / "data" / "pytorchjob.yaml")
+    assert (job.workers, job.gpus_per_worker) == (4, 8)
+
+
+def test_the_readme_links_the_python_api() -> None:
+    # Issue 23 item 9: docs/python-api.md existed, but nothing a new user reads pointed to it.
+    root = Path(__file__).resolve().parents[1]
+    assert "](docs/python-api.md)" in (root / "README.md").read_text(encoding="utf-8")
+    assert (root / "docs" / "python-api.md").is_file()

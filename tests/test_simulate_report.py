@@ -20,7 +20,8 @@ from geosched.testing import fleet, network, node
 
 TRACES = Path(__file__).parent / "data" / "traces"
 SUMMARY = ["policy", "avg_jct_s", "p95_jct_s", "makespan_s", "avg_queue_s", "gpu_util", "cost_usd", "kgco2e",
-           "jobs", "unplaced", "avg_slowdown", "multi_zone_jobs"]
+           "jobs", "unplaced", "avg_slowdown", "multi_zone_jobs", "flexible_jobs", "deadline_misses",
+           "avg_jct_inflexible_s"]
 
 
 def results() -> list[PolicyResult]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from geosched.default_fleet import default_fleet, default_network
+from geosched.errors import OutputError
 from geosched.models import Job, LinkStats, Placement
 from geosched.policies import PlacementContext, place
 from geosched.store import DB_NAME, HOME_ENV, MIGRATIONS, Sample, Store, default_home, write_snapshot
@@ -104,7 +106,7 @@ def test_a_bad_snapshot_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_an_export_in_another_format_replaces_the_pair_so_a_reader_cannot_pick_an_old_file(tmp_path: Path) -> None:
-    from geosched.store import snapshot_paths
+    from geosched.store import read_snapshot
     from geosched.testing import fleet, network, node
 
     snap = tmp_path / "snap"
@@ -112,7 +114,7 @@ def test_an_export_in_another_format_replaces_the_pair_so_a_reader_cannot_pick_a
     small = fleet([node("a-1", "a"), node("b-1", "b")])
     write_snapshot(snap, small, network(small), "json")
     assert sorted(p.name for p in snap.iterdir()) == ["fleet.json", "network.json"]
-    assert snapshot_paths(snap) == (snap / "fleet.json", snap / "network.json")
+    assert [d.path for d in read_snapshot(snap)] == [snap / "fleet.json", snap / "network.json"]
 
 
 def _mode(path: Path) -> int:
@@ -152,3 +154,72 @@ def test_an_older_world_readable_store_is_narrowed_on_open_with_one_note(tmp_pat
     with caplog.at_level("WARNING", logger="geosched.store"), Store(home):
         pass
     assert caplog.records == []
+
+
+# --- a linked store (issue 19 item 9) --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", [DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"])
+def test_a_store_file_that_is_a_symbolic_link_is_refused_and_its_target_untouched(tmp_path: Path,
+                                                                                   name: str) -> None:
+    """A link planted where the store lives (a shared or restored home) would have SQLite write through it and
+    the mode narrowing chmod its target: another user's file, or one of ours that must stay as it is."""
+    home, victim = tmp_path / "home", tmp_path / "victim"
+    with Store(home) as store:
+        store.save_fleet(default_fleet())
+    for suffix in ("-wal", "-shm"):
+        (home / f"{DB_NAME}{suffix}").unlink(missing_ok=True)
+    victim.write_bytes(b"someone else's file\n")
+    victim.chmod(0o644)
+    target = home / name
+    target.unlink(missing_ok=True)
+    target.symlink_to(victim)
+    with pytest.raises(OutputError) as caught:
+        Store(home)
+    assert str(caught.value) == f"{target}: cannot write: a symbolic link (geosched does not follow links in " \
+                                "its store; replace it with the file itself, or point GEOSCHED_HOME elsewhere)"
+    assert caught.value.exit_code == 1
+    assert _mode(victim) == 0o644 and victim.read_bytes() == b"someone else's file\n"
+
+
+def test_a_linked_store_is_one_line_exit_1_through_the_cli(tmp_path: Path) -> None:
+    from tests.inputs.inputs_support import in_process
+
+    home, victim, snap = tmp_path / "home", tmp_path / "victim.db", tmp_path / "snap"
+    home.mkdir()
+    with Store(tmp_path / "elsewhere"):  # a real SQLite file, which SQLite would happily open through the link
+        pass
+    (tmp_path / "elsewhere" / DB_NAME).rename(victim)
+    victim.chmod(0o644)
+    (home / DB_NAME).symlink_to(victim)
+    write_snapshot(snap, default_fleet(), default_network())
+    run = in_process(["snapshot", "import", snap], home)
+    assert run.code == 1 and run.stderr.count("\n") == 1, (run.code, run.stderr)
+    assert f"{home / DB_NAME}: cannot write: a symbolic link" in run.stderr
+    assert _mode(victim) == 0o644
+
+
+def test_a_store_file_with_another_hard_link_is_refused_and_the_other_file_untouched(tmp_path: Path) -> None:
+    """A hard link is the symbolic link's trap without the link bit: before, `status` wrote geosched's tables into
+    the other name's SQLite file and narrowed its mode to 600 (found by an audit, issue 19 item 9)."""
+    home, victim = tmp_path / "home", tmp_path / "other.db"
+    with Store(tmp_path / "elsewhere"):
+        pass
+    (tmp_path / "elsewhere" / DB_NAME).rename(victim)
+    victim.chmod(0o644)
+    before = victim.read_bytes()
+    home.mkdir(mode=0o700)
+    os.link(victim, home / DB_NAME)
+    with pytest.raises(OutputError) as caught:
+        Store(home)
+    assert "other hard links" in str(caught.value) and caught.value.exit_code == 1
+    assert _mode(victim) == 0o644 and victim.read_bytes() == before
+
+
+def test_a_fifo_where_the_store_should_be_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    os.mkfifo(home / DB_NAME, 0o644)
+    with pytest.raises(OutputError) as caught:
+        Store(home)
+    assert "not a regular file" in str(caught.value) and caught.value.exit_code == 1
+    assert _mode(home / DB_NAME) == 0o644

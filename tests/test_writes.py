@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import InputError
+from geosched.errors import InputError, OutputError
 from geosched.writes import IGNORE_PATTERN, JOURNAL, PRIVATE, TMP_PREFIX, commit, pending, recover, write_file
+
+LAYOUT = ("*", "*/*/*")
 
 
 def mode(path: Path) -> int:
@@ -68,7 +70,7 @@ def test_a_symlinked_directory_inside_the_tree_is_refused_and_nothing_is_written
     with pytest.raises(InputError, match="symbolic link"):
         write_file(tree / "clusters" / "prod" / "ml" / "job.yaml", "x", root=tree)
     with pytest.raises(InputError, match="symbolic link"):
-        commit(tree, {"clusters/prod/job.yaml": "x", "placements.yaml": "y"})
+        commit(tree, {"clusters/prod/job.yaml": "x", "placements.yaml": "y"}, layout=("*", "clusters/*/*"))
     assert list(outside.iterdir()) == []
     assert temps(tree) == [] and not pending(tree)
 
@@ -87,7 +89,7 @@ def test_a_link_at_the_file_name_is_replaced_not_written_through(tmp_path: Path)
 def test_the_temp_file_is_removed_when_the_rename_fails(tmp_path: Path) -> None:
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "inside").write_text("a non-empty directory cannot be replaced by a file")
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match="busy: cannot write: Is a directory"):
         write_file(tmp_path / "busy", "x")
     assert temps(tmp_path) == []
 
@@ -125,10 +127,10 @@ def test_the_file_is_flushed_before_the_rename_and_the_directory_after(tmp_path:
 
 def test_a_set_is_written_whole_and_old_files_in_it_removed(tmp_path: Path) -> None:
     (tmp_path / "fleet.json").write_text("old")
-    commit(tmp_path, {"fleet.yaml": "f", "network.yaml": "n", "deep/a/b.yaml": "b"}, ["fleet.json"])
+    commit(tmp_path, {"fleet.yaml": "f", "network.yaml": "n", "deep/a/b.yaml": "b"}, ["fleet.json"], layout=LAYOUT)
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == \
         ["deep/a/b.yaml", "fleet.yaml", "network.yaml"]
-    assert not pending(tmp_path) and not recover(tmp_path)
+    assert not pending(tmp_path) and not recover(tmp_path, layout=LAYOUT)
 
 
 KILLED_COMMIT = textwrap.dedent("""
@@ -146,7 +148,7 @@ KILLED_COMMIT = textwrap.dedent("""
         if stop_at == "half" and str(dst) == "fleet.yaml":
             os.kill(os.getpid(), 9)
     os.replace = replace
-    writes.commit(Path(sys.argv[1]), {"fleet.yaml": "new fleet", "network.yaml": "new network"})
+    writes.commit(Path(sys.argv[1]), {"fleet.yaml": "new fleet", "network.yaml": "new network"}, layout=["*"])
 """)
 
 
@@ -159,7 +161,7 @@ def test_a_set_killed_before_its_commit_point_stays_old_and_after_it_is_finished
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert run.returncode == -signal.SIGKILL
     assert pending(tmp_path)
-    assert recover(tmp_path)
+    assert recover(tmp_path, layout=LAYOUT)
     assert (tmp_path / "fleet.yaml").read_text() == f"{after} fleet"
     assert (tmp_path / "network.yaml").read_text() == f"{after} network"
     assert temps(tmp_path) == []
@@ -207,7 +209,7 @@ def test_a_journal_whose_directory_became_a_link_is_dropped_without_writing_thro
     outside.mkdir()
     (outside / "job.yaml").write_text("not geosched's")
     (tree / "clusters" / "east").symlink_to(outside, target_is_directory=True)
-    (tree / JOURNAL).write_text('{"state": "commit", "write": [["clusters/east/new.yaml", ".geosched-tmp.x.1.ab"]], '
-                                '"remove": ["clusters/east/job.yaml"]}')
-    assert recover(tree)
+    (tree / JOURNAL).write_text('{"state": "commit", "write": [["clusters/east/new.yaml", '
+                                '".geosched-tmp.new.yaml.1.0a1b2c3d"]], "remove": ["clusters/east/job.yaml"]}')
+    assert recover(tree, layout=("clusters/*/*",))
     assert not pending(tree) and sorted(p.name for p in outside.iterdir()) == ["job.yaml"]

@@ -5,12 +5,16 @@ the nodes carry (`geosched.kube.nodelabels.selectable`); a value no node carries
 they do carry.
 
 Renders in memory over the tree as it is (so decisions that did not change keep their provenance time, and a
-tree rendered with another `--at` is still up to date) and compares bytes; nothing on disk changes.
+tree rendered with another `--at` is still up to date) and compares bytes; nothing on disk changes. A `check`
+reads what Git would commit: a render a kill interrupted is neither finished nor undone here (that is the next
+render's job), only reported, and a journal geosched cannot have written is refused (exit 2): the tree may
+come from a pull request (docs/security.md).
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,8 +23,10 @@ from geosched import writes
 from geosched.errors import one_line
 from geosched.gate import parse_yaml
 from geosched.gitops.explain import explain
+from geosched.gitops.files import OWNED_PATTERNS
 from geosched.gitops.plan import CLUSTERS_DIR, Placed
 from geosched.gitops.render import Rendered, render_in_memory
+from geosched.grid.formats import Basis
 from geosched.kube import affinity, nodelabels
 from geosched.stable import Rebalance
 
@@ -58,15 +64,18 @@ class CheckResult:
 
 def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_dir: Path, *,
                config: Path | None = None, at: datetime | None = None,
-               rebalance: Rebalance | None = None, carbon_hourly: Path | None = None) -> CheckResult:
+               rebalance: Rebalance | None = None, carbon_hourly: Path | Sequence[Path] | None = None,
+               carbon_basis: Basis = Basis.LIFECYCLE) -> CheckResult:
+    with writes.reading(out_dir, layout=OWNED_PATTERNS) as view:
+        interrupted = view.interrupted
     rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at,
-                                rebalance=rebalance, carbon_hourly=carbon_hourly)
+                                rebalance=rebalance, carbon_hourly=carbon_hourly, carbon_basis=carbon_basis)
     changes = rendered.changes
     unmatched = tuple(unmatched_pins(rendered))
     if changes.clean:
         return CheckResult((), (), (), "", unmatched)
     why = reasons(rendered)
-    if writes.pending(out_dir):
+    if interrupted:
         why.insert(0, f"a render was interrupted ({writes.JOURNAL} is left): render again to finish it")
     return CheckResult(changes.written, changes.removed, tuple(why), unified_diff(rendered), unmatched)
 

@@ -1,7 +1,7 @@
 """`geosched gitops render | check`: the typer sub-app. Parses arguments, calls the library, prints.
 
-Exit codes: 0 done / up to date; 1 `check` found the tree stale or pods no snapshot node admits; 2 bad input
-(one line on stderr).
+Exit codes: 0 done / up to date; 1 `check` found the tree stale or pods no snapshot node admits, or the tree
+could not be written (one line naming the path and the cause); 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from typing import Annotated
 import typer
 
 from geosched import render as console
-from geosched.errors import EXIT_BAD_INPUT, InputError, one_line
+from geosched.errors import GeoschedError, InputError, one_line
 from geosched.fields import parse_time
 from geosched.gitops.check import check_tree, unmatched_pins
 from geosched.gitops.plan import Placed
 from geosched.gitops.render import render_tree
+from geosched.grid.formats import Basis
+from geosched.options import CarbonBasisOpt, CarbonHourlyOpt
 from geosched.stable import DEFAULT_MIN_GAIN, Fate, Rebalance
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -40,9 +42,6 @@ RebalanceOpt = Annotated[bool, typer.Option(
     "(each move restarts a gang). Without it a job moves only when its nodes no longer hold it.")]
 MinGainOpt = Annotated[float, typer.Option(
     "--min-gain", help="With --rebalance: the least improvement of a job's total score, in percent, worth a move.")]
-CarbonHourlyOpt = Annotated[Path | None, typer.Option(
-    "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/carbon.py): new decisions use "
-    "the grid intensity of the hour of --at instead of the yearly mean.")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="One line per job: kept (still fits), moved: why, new.")]
 
 
@@ -51,9 +50,9 @@ def _bad_input() -> Iterator[None]:
     # Handled here as well as in geosched.cli.main, so the exit code holds however the sub-app is run.
     try:
         yield
-    except InputError as exc:
+    except GeoschedError as exc:  # bad input (2), a tree that cannot be written (1)
         console.error(str(exc))
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise typer.Exit(exc.exit_code) from None
 
 
 def _at(text: str | None) -> datetime | None:
@@ -70,12 +69,13 @@ def _rebalance(on: bool, min_gain: float) -> Rebalance | None:
 def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
                config: ConfigOpt = None, at: AtOpt = None, rebalance: RebalanceOpt = False,
                min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, explain: ExplainOpt = False,
-               carbon_hourly: CarbonHourlyOpt = None) -> None:
+               carbon_hourly: CarbonHourlyOpt = None, carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE) -> None:
     """Place every job and write the tree; only files whose bytes change are written. Jobs the tree already
     places keep their nodes while they fit."""
     with _bad_input():
         result = render_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
-                             rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly)
+                             rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly,
+                             carbon_basis=carbon_basis)
     if explain:
         for note in result.carbon_notes:
             sys.stdout.write(one_line(note) + "\n")
@@ -99,12 +99,14 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
 @app.command("check")
 def check_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: OutOpt,
               config: ConfigOpt = None, at: AtOpt = None, rebalance: RebalanceOpt = False,
-              min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, carbon_hourly: CarbonHourlyOpt = None) -> None:
+              min_gain: MinGainOpt = DEFAULT_MIN_GAIN * 100, carbon_hourly: CarbonHourlyOpt = None,
+              carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE) -> None:
     """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to, or with the
     pods no node of the snapshot admits (a pinned label value no node carries)."""
     with _bad_input():
         result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
-                            rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly)
+                            rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly,
+                            carbon_basis=carbon_basis)
     sys.stdout.write(result.report())
     if not result.passed:
         raise typer.Exit(1)

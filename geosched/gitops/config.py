@@ -4,7 +4,7 @@
 apiVersion: geosched.io/v1alpha1   # optional
 kind: GitOpsConfig                 # optional
 policy: zone-first                 # any name `geosched policies` lists
-weights: {network: 1.0, cost: 0.1, carbon: 0.0, zone_tolerance: 0.05}
+weights: {network: 1.0, cost: 0.1, carbon: 0.0, zone_tolerance: 0.05}   # tolerance 0..1; not all weights 0
 compact_kind: job                  # job | jobset: what a compact geosched job renders as
 at: 2025-03-01T12:00:00Z           # provenance time of new decisions (`--at` overrides it)
 ```

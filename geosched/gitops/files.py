@@ -16,6 +16,7 @@ from pathlib import Path
 
 from geosched import writes
 from geosched.errors import InputError
+from geosched.gate import Kind, read_bytes
 from geosched.gitops.index import INDEX
 from geosched.gitops.plan import CLUSTERS_DIR
 from geosched.gitops.tree import GITIGNORE, README
@@ -54,8 +55,10 @@ def read_tree(out_dir: Path) -> OnDisk:
         for path in sorted(out_dir.glob(pattern)):
             if not _plain(path, out_dir):
                 continue
-            data = path.read_bytes()
             name = path.relative_to(out_dir).as_posix()
+            # Through the gate: a tree may come from a pull request, and a 3 GiB sparse file there is refused
+            # by its size before a byte of it is read.
+            data = read_bytes(path, Kind.INDEX if name == INDEX else Kind.MANIFEST)
             if any(marker in data for marker in MARKERS):
                 owned[name] = data
             else:
@@ -90,7 +93,7 @@ def compare(files: Mapping[str, str], on_disk: OnDisk) -> Changes:
 def apply(out_dir: Path, files: Mapping[str, str], changes: Changes) -> None:
     if changes.clean:
         return
-    writes.commit(out_dir, {path: files[path] for path in changes.written}, changes.removed)
+    writes.commit(out_dir, {path: files[path] for path in changes.written}, changes.removed, layout=OWNED_PATTERNS)
     prune_empty(out_dir / CLUSTERS_DIR, {(out_dir / p).parent for p in changes.removed})
 
 

@@ -7,6 +7,7 @@ nothing downstream, while any change that can move a job shows in the index.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +15,13 @@ from pathlib import Path
 from geosched import catalog
 from geosched.documents import NAME_RE, fleet_to_dict, job_to_dict, network_to_dict, parse_fleet, parse_network
 from geosched.errors import InputError
-from geosched.gate import Kind, load_document
 from geosched.gitops.config import GitOpsConfig, config_to_dict, load_config
+from geosched.grid.forecast import GridHistory
 from geosched.kube.config import ClusterConfig, cluster_to_dict, load_cluster_config
 from geosched.kube.jobinput import JobInput, JobKind, read_job_file
 from geosched.kube.provenance import inputs_digest
 from geosched.models import CarbonSignal, Fleet, NetworkView
-from geosched.store import snapshot_paths
+from geosched.store import read_snapshot
 
 JOB_SUFFIXES = (".yaml", ".yml", ".json")
 # Cluster names become directory names (and Argo CD / Flux object names): one safe path segment.
@@ -53,6 +54,8 @@ class TreeInputs:
     """Canonical sha256 of each shared input: clusters, config, fleet, network."""
     carbon: CarbonSignal | None = None
     """Grid intensity of the decision's hour (None: the fleet's yearly means)."""
+    grid: GridHistory | None = None
+    """The hours around it, for flexible jobs' starts (geosched.policies.timeshift); None without a series."""
 
 
 def load_inputs(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path,
@@ -73,14 +76,22 @@ def load_inputs(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path,
     return TreeInputs(jobs, fleet, network, clusters, config, digests)
 
 
+def repository_root(out_dir: Path) -> Path:
+    """The Git work tree the tree is rendered into (the nearest directory, from `out_dir` up, holding `.git`),
+    else `out_dir` itself: what a pull request controls, and so what its links may not lead out of
+    (geosched.gate.confined, docs/security.md)."""
+    start = Path(os.path.abspath(out_dir))
+    return next((d for d in (start, *start.parents) if os.path.lexists(d / ".git")), start)
+
+
 def load_snapshot(snapshot_dir: Path) -> tuple[Fleet, NetworkView]:
     """fleet.yaml + network.yaml, both required (a tree placed on a modelled network would move its jobs the
     day real measurements arrive)."""
     if not snapshot_dir.is_dir():
         raise InputError(str(snapshot_dir), "", "not a snapshot directory")
-    fleet_path, network_path = snapshot_paths(snapshot_dir)
-    fleet = parse_fleet(load_document(fleet_path, Kind.FLEET), str(fleet_path))
-    return fleet, parse_network(load_document(network_path, Kind.NETWORK), str(network_path), fleet)
+    fleet_doc, network_doc = read_snapshot(snapshot_dir)
+    fleet = parse_fleet(fleet_doc.document, str(fleet_doc.path))
+    return fleet, parse_network(network_doc.document, str(network_doc.path), fleet)
 
 
 def read_jobs(jobs_dir: Path, gpu_models: set[str]) -> tuple[JobSpec, ...]:

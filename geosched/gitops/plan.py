@@ -12,16 +12,19 @@ clusters named in the cluster config count as free: the tree can deliver a gang 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from geosched import policies
 from geosched.gitops.load import JobSpec, TreeInputs
+from geosched.kube import flex
 from geosched.kube.config import ClusterConfig
-from geosched.models import Placement, Rejection
-from geosched.policies import PlacementContext
-from geosched.policies.context import IntArray
-from geosched.stable import Current, Fate, Rebalance, Request, place_all
+from geosched.models import Job, NoFit, Placement, Rejection, Weights
+from geosched.policies import PlacementContext, timeshift
+from geosched.policies.context import IntArray, job_view
+from geosched.policies.scoring import evaluate
+from geosched.stable import Current, Fate, Rebalance, Request, arrays, place_all
 
 CLUSTERS_DIR = "clusters"
 
@@ -34,6 +37,10 @@ class Placed:
     namespace: str
     fate: Fate = Fate.NEW
     note: str = "new"
+    start_at: float | None = None
+    """A flexible job held until this time (Unix seconds): rendered suspended (`geosched.kube.flex.hold`)."""
+    submitted_at: float | None = None
+    """When it was first held: what its `start_within` counts from on later renders."""
 
     @property
     def path(self) -> str:
@@ -55,11 +62,34 @@ def manifest_path(cluster: str, namespace: str, job: str) -> str:
 
 
 def plan(inputs: TreeInputs, previous: Mapping[str, Current] | None = None,
-         rebalance: Rebalance | None = None) -> tuple[Outcome, ...]:
+         rebalance: Rebalance | None = None, when: float | None = None,
+         held: Mapping[str, tuple[float, float]] | None = None) -> tuple[Outcome, ...]:
+    """`when` (Unix seconds) and `inputs.grid`: a flexible job (Kubernetes annotations or `schedule:`) still waiting
+    for its start (`held`: the previous render held it until then, from when it was first held, and that time has
+    not come; or it is new) is
+    decided again, start and placement together (`geosched.policies.timeshift`): a rolling decision, until its
+    hour comes. A held job whose hour has come is kept where it was, released; any other job as always."""
     ctx = PlacementContext(inputs.fleet, inputs.network, inputs.carbon)
     config = inputs.config
     previous = previous or {}
-    requests = [Request(spec.key, spec.input.job, previous.get(spec.key)) for spec in inputs.jobs]
+    held = held or {}
+    waiting = {spec.key for spec in inputs.jobs if spec.input.job.flexible and inputs.grid is not None
+               and when is not None and (spec.key not in previous or held.get(spec.key, (-1.0, 0.0))[0] > when)}
+    requests = [Request(spec.key, spec.input.job, None if spec.key in waiting else previous.get(spec.key))
+                for spec in inputs.jobs]
+    starts: dict[str, tuple[float, float]] = {}
+
+    def decide(job: Job, at: PlacementContext) -> Placement | NoFit:
+        key = next((s.key for s in inputs.jobs if s.input.job is job), None)
+        if key not in waiting or when is None:
+            return policies.place(job, at, config.policy, config.weights)
+        submitted = held[key][1] if key in held else when
+        result, shift = timeshift.place_in_time(job, at, inputs.grid, when, config.policy, config.weights,
+                                                submitted=submitted)
+        if shift is not None and isinstance(result, Placement) and shift.start > when:
+            starts[key] = (shift.start, submitted)
+        return result
+
 
     def deliverable(placement: Placement) -> str | None:
         # Only possible with a policy that ignores free GPUs; say so rather than guess.
@@ -67,16 +97,36 @@ def plan(inputs: TreeInputs, previous: Mapping[str, Current] | None = None,
             return None
         return f"placed on {placement.cluster!r}, which the cluster config does not name"
 
-    decisions = place_all(requests, ctx, initial_free(ctx, inputs.clusters), policy=config.policy,
-                          weights=config.weights, rebalance=rebalance, usable=deliverable)
+    free = initial_free(ctx, inputs.clusters)
+    decisions = place_all(requests, ctx, free, policy=config.policy,
+                          weights=config.weights, rebalance=rebalance, usable=deliverable, decide=decide)
+    alone = ctx.with_free(free)
+    position = {name: i for i, name in enumerate(ctx.names)}
     out: list[Outcome] = []
     for spec, d in zip(inputs.jobs, decisions, strict=True):
         if isinstance(d.result, Placement):
             cluster = inputs.clusters[d.result.cluster or ""]
-            out.append(Placed(spec, d.result, cluster, namespace_of(spec, cluster), d.fate, d.note))
+            start, submitted = starts.get(spec.key, (None, None))
+            note = d.note if start is None else f"{d.note}; held until {flex.stamp(start)} for a greener grid"
+            # A job decided for another hour keeps that hour's score; it is decided again on every render.
+            placement = d.result if start is not None else scored_alone(d.result, alone, config.weights, position)
+            out.append(Placed(spec, placement, cluster, namespace_of(spec, cluster), d.fate, note, start, submitted))
         else:
             out.append(Unplaced(spec, d.result.reasons, d.note))
     return tuple(out)
+
+
+def scored_alone(placement: Placement, alone: PlacementContext, weights: Weights,
+                 position: Mapping[str, int]) -> Placement:
+    """The placement's score on the snapshot as if the tree's other jobs were not there (issue 23 item 1).
+
+    The terms are normalised by the median price and carbon (and the best link) of the nodes free enough for
+    the job, so a score taken on what the other jobs leave depends on the order they were decided in: a new
+    job scored after the kept ones would score differently on the next render, kept among them, and `check`
+    right after `render` would fail. Scored alone, a job's score depends on its nodes and the snapshot only:
+    adding, changing or deleting another job rewrites nothing of it, and every render is a fixed point."""
+    nodes, workers = arrays(placement, position)
+    return replace(placement, score=evaluate(job_view(alone, placement.job, weights, explain=False), nodes, workers))
 
 
 def initial_free(ctx: PlacementContext, clusters: Mapping[str, ClusterConfig]) -> IntArray:

@@ -5,6 +5,13 @@
     placements.yaml                           the index (see index.py)
     .gitignore                                keeps temp files of an interrupted render out of `git add -A`
 
+A job that moves gets a new pod template, which Kubernetes does not change in place. Flux recreates it with
+`force: true` on its Kustomization (examples/gitops/flux); Argo CD only per resource, by the annotation
+`argocd.argoproj.io/sync-options: Force=true,Replace=true` (argo-cd docs/user-guide/sync-options.md, "Force Sync":
+delete, then create). So each job object of the tree carries those options, merged with any the job file gives;
+the Application must sync with ApplyOutOfSyncOnly=true, or every sync would recreate every job
+(examples/gitops/argocd). Flux and kubectl ignore the annotation.
+
 Provenance time: a decision is stamped with `at` when it is new. When the previous index shows the same
 decision (same `geosched.io/inputs-sha256`), its first stamp is kept, so a job whose inputs did not change
 keeps its bytes however often, and with whatever `--at`, the tree is rendered again.
@@ -21,13 +28,16 @@ from geosched.errors import InputError
 from geosched.gitops.index import INDEX, Index, Stamp, index_doc, index_text
 from geosched.gitops.load import TreeInputs
 from geosched.gitops.plan import CLUSTERS_DIR, Outcome, Placed
-from geosched.kube.provenance import DIGEST, timestamp
+from geosched.kube import flex
+from geosched.kube.provenance import CLUSTER, DIGEST, timestamp
 from geosched.kube.render import RenderOptions, render, to_yaml
 from geosched.writes import IGNORE_PATTERN
 
 README = "README.md"
 GITIGNORE = ".gitignore"
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+ARGOCD_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+RECREATE = ("Force=true", "Replace=true")
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,30 @@ def render_job(o: Placed, inputs: TreeInputs, previous: Index, at: datetime) -> 
         stamp = before.placed_at
         first = datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=UTC)
         manifests = render(o.spec.input, bare, o.cluster, replace(options, now=first))
-    return to_yaml(manifests), Stamp(digest, stamp)
+    if o.start_at is not None:
+        flex.hold(job_object(manifests, o.spec.input.name), o.start_at, o.submitted_at or o.start_at)
+    return to_yaml([recreated_on_change(m) for m in manifests]), Stamp(digest, stamp)
+
+
+def recreated_on_change(obj: dict[str, Any]) -> dict[str, Any]:
+    """The job object (the one carrying the placement's provenance) with Argo CD's Force and Replace sync options
+    added to the ones it has; anything else as it is."""
+    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    if CLUSTER not in notes:
+        return obj
+    have = [o.strip() for o in str(notes.get(ARGOCD_SYNC_OPTIONS, "")).split(",") if o.strip()]
+    keep = [o for o in have if o.split("=", 1)[0] not in {r.split("=", 1)[0] for r in RECREATE}]
+    options = ",".join([*keep, *RECREATE])
+    return {**obj, "metadata": {**obj["metadata"], "annotations": {**notes, ARGOCD_SYNC_OPTIONS: options}}}
+
+
+def job_object(manifests: Sequence[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The job itself among its rendered manifests (companions, flavors and policies ride along)."""
+    for m in reversed(manifests):
+        if m.get("kind") in flex.JOB_KINDS and (m.get("metadata") or {}).get("name") == name:
+            found: dict[str, Any] = m
+            return found
+    raise AssertionError(f"job {name} is not among its rendered manifests")
 
 
 def decision_digest(manifests: Sequence[Mapping[str, Any]]) -> str:

@@ -2,8 +2,10 @@
 
 geosched/cli.py puts these commands at the top level: `geosched submit`, `geosched jobs`, `geosched scheduler run`.
 
-Exit codes: 0 done (or the job already runs somewhere); 1 the cluster refused, or submitting could duplicate the
-job; 2 bad input; 3 no fit. Human summaries go to stderr when stdout carries data (a YAML stream, JSON).
+Exit codes: 0 done (or the job already runs somewhere); 1 the cluster refused, submitting could duplicate the
+job, or a cluster could not be read (no cluster at all, a no-fit that a cluster not read might have held, a `jobs`
+listing that lacks a cluster's jobs: each named with its context and the cause); 2 bad input; 3 no fit. Human
+summaries go to stderr when stdout carries data (a YAML stream, JSON).
 """
 
 from __future__ import annotations
@@ -19,19 +21,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import urllib3
+from kubernetes.client.exceptions import ApiException
 
-from geosched import kinds, policies, render
-from geosched.carbon import decision_time, load_carbon
+from geosched import kinds, policies, redact, render
+from geosched.carbon import decision_time, load_carbon, load_grid
 from geosched.documents import load_network
-from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT, GeoschedError, InputError
+from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_FIT, GeoschedError, InputError
+from geosched.grid.formats import Basis
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, load_cluster_config
 from geosched.kube.render import to_yaml
 from geosched.models import Weights
 from geosched.options import (
     DEFAULT_WEIGHTS,
+    CarbonBasisOpt,
+    CarbonHourlyOpt,
     CarbonWeightOpt,
     CostWeightOpt,
+    GridZonesOpt,
     NetworkWeightOpt,
     ZoneToleranceOpt,
     known_policy,
@@ -72,6 +80,11 @@ def _errors() -> Iterator[None]:
     except GeoschedError as exc:
         render.error(str(exc))
         raise typer.Exit(exc.exit_code) from None
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:  # a cluster that cannot be reached
+        from geosched.kube.client import describe
+
+        render.error(f"cannot reach the cluster: {describe(exc)}")
+        raise typer.Exit(EXIT_FAILED) from None
 
 
 def _clusters(path: Path | None) -> dict[str, ClusterConfig] | None:
@@ -108,6 +121,9 @@ def submit_cmd(
     check_queues: Annotated[bool, typer.Option(
         help="On a Kueue cluster, first check its LocalQueue, ClusterQueue, ResourceFlavors and Topology, and "
         "refuse, saying what is missing.")] = False,
+    kueue_objects: Annotated[bool, typer.Option(
+        help="On a Kueue cluster, also render (and apply first) its Topology, a ResourceFlavor per GPU model, a "
+        "ClusterQueue holding its nodes' capacity and the config's LocalQueue (kueue.x-k8s.io/v1beta2).")] = False,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     carbon_hourly: Annotated[Path | None, typer.Option(
@@ -120,19 +136,25 @@ def submit_cmd(
     """Place a job on the live clusters and apply it there, once. Jobs geosched placed that have not started keep
     their nodes: the new job is placed around them."""
     from geosched.kube import submit as submitting
+    from geosched.kube.cluster_inventory import unreachable_list
 
     with _errors():
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
                                                                                  zone_tolerance),
                                            compact_kind=compact_kind, dry_run=not apply, force=force_conflicts,
                                            skip_unreachable=skip_unreachable, carbon=load_carbon(carbon_hourly),
-                                           check_queues=check_queues)
+                                           check_queues=check_queues, kueue_objects=kueue_objects)
         outcome = submitting.submit(job_file, kubeconfig=kubeconfig, contexts=tuple(context or ()),
                                     clusters=_clusters(clusters), network=load_network(network) if network else None,
                                     options=options, now=decision_time(at))
     _warn(outcome.unreachable, outcome.assumptions)
     emit_document("SubmitOutcome", _outcome_doc(outcome), output, lambda: _print_outcome(outcome),
                   no_headers=no_headers)
+    if outcome.status == "no-fit" and outcome.unreachable:
+        # Not a no-fit: a cluster that could not be read might hold the job (docs/exit-codes.md: 1).
+        render.error(f"no fit on the clusters that answered; {len(outcome.unreachable)} could not be read: "
+                     f"{unreachable_list(outcome.unreachable)}")
+        raise typer.Exit(EXIT_FAILED)
     if outcome.status == "no-fit":
         raise typer.Exit(EXIT_NO_FIT)
 
@@ -181,18 +203,23 @@ def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: Kubec
 
     with _errors():
         configs = _clusters(clusters)
+        asked = cluster_inventory.candidates(kubeconfig, tuple(context or ()), configs)
         found, unreachable = submitting.jobs(kubeconfig, tuple(context or ()), configs, with_usage=record)
         if record:
             # The clusters that answered: only there is a job missing from the listing really gone.
             down = {u.cluster for u in unreachable}
-            asked = cluster_inventory.candidates(kubeconfig, tuple(context or ()), configs)
             _record(_home(ctx), found, {r.name for r in asked} - down)
+    if unreachable and len(unreachable) == len(asked):
+        render.error(f"cannot list placed jobs: {cluster_inventory.unreachable_list(unreachable)}")
+        raise typer.Exit(EXIT_FAILED)
     _warn(unreachable)
     rows = [{"cluster": j.cluster, "namespace": j.namespace, "kind": j.kind, "name": j.name, "zones": list(j.zones),
              "state": j.state, "policy": j.policy, "placed_at": j.placed_at,
              "started": rfc3339(j.usage.start if j.usage else None), "ended": rfc3339(j.usage.end if j.usage else None)}
             for j in found]
     emit_list(kinds.PLACED_JOBS, rows, output, no_headers=no_headers)
+    if unreachable:  # the listing lacks their jobs (docs/exit-codes.md: 1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _home(ctx: typer.Context) -> Path:
@@ -237,9 +264,14 @@ def scheduler_run(
         "else on).")] = None,
     scheduler_name: Annotated[str | None, typer.Option(help="spec.schedulerName of our pods.")] = None,
     lease_namespace: Annotated[str | None, typer.Option(help="Namespace of the Lease.")] = None,
+    carbon_hourly: CarbonHourlyOpt = None,
+    carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE,
+    grid_zones: GridZonesOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
-    """Bind pending pods with schedulerName geosched, whole gangs at a time, until SIGTERM or Ctrl-C."""
+    """Bind pending pods with schedulerName geosched, whole gangs at a time, until SIGTERM or Ctrl-C. With
+    --carbon-hourly, a gang whose pods declare slack (geosched.io/runtime with start-within or deadline) is bound
+    at the start hour it chooses, never after its latest start."""
     from geosched.kube.scheduler import FileNetwork, no_network
     from geosched.kube.scheduler import run as run_scheduler
 
@@ -252,11 +284,13 @@ def scheduler_run(
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         # Only geosched's own lines go to debug: the HTTP libraries' debug output includes response bodies.
         logging.getLogger("geosched").setLevel(logging.DEBUG if verbose else logging.INFO)
+        redact.scrub_logging()  # no credential in a log line, whichever library wrote it
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
+        grid = load_grid(carbon_hourly, carbon_basis, zone_map=grid_zones) if carbon_hourly else None
         stats = run_scheduler(context, kubeconfig=kubeconfig, in_cluster=in_cluster, settings=settings,
-                              network=source, stop=stop)
+                              network=source, stop=stop, grid=grid)
     render.err.print(f"stopped: {stats.gangs_bound} gang(s), {stats.pods_bound} pod(s) bound, {stats.rollbacks} "
                      f"rollback(s), {stats.refusals} refusal(s)", markup=False)
 

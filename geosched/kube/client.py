@@ -13,7 +13,6 @@ typed methods. `describe` turns any error into one line without headers or reque
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -29,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from geosched.errors import InputError
-from geosched.gate import Kind, check_file
+from geosched.kube import kubeconfig
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -40,7 +39,6 @@ FIELD_MANAGER = "geosched"
 PAGE = 500
 # 429 and the 5xx an API server (or a proxy in front of it) answers when it is busy or restarting.
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-DEFAULT_KUBECONFIG = "~/.kube/config"
 # Each open watch holds a connection; the scheduler keeps five open besides its requests.
 POOL_SIZE = 16
 
@@ -48,35 +46,22 @@ POOL_SIZE = 16
 # --- kubeconfig -----------------------------------------------------------------------------------
 
 def kubeconfig_files(explicit: Path | None = None) -> str:
-    """The kubeconfig to read: the explicit path, else $KUBECONFIG (a ':'-separated list, merged as kubectl
-    does), else ~/.kube/config. Read at call time: the client reads $KUBECONFIG once, at import."""
-    files = str(explicit) if explicit is not None else os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
-    for name in filter(None, files.split(os.pathsep)):
-        path = Path(name).expanduser()
-        if path.exists():  # a missing one is the client's to report, as before
-            check_file(path, Kind.KUBECONFIG)  # the client would block on a FIFO and read /dev/zero forever
-    return files
+    """The kubeconfig's files as the user named them (for messages): see `geosched.kube.kubeconfig.files`."""
+    return kubeconfig.files(explicit)
 
 
-def list_contexts(kubeconfig: Path | None = None) -> tuple[list[str], str | None]:
+def list_contexts(kubeconfig_path: Path | None = None) -> tuple[list[str], str | None]:
     """Context names in file order, and the current context."""
-    files = kubeconfig_files(kubeconfig)
-    if not any(Path(name).expanduser().exists() for name in filter(None, files.split(os.pathsep))):
-        # The client would say "Invalid kube-config file. No configuration found." of a file that is not there.
-        raise InputError(files, "", "cannot read the kubeconfig: no such file (pass --kubeconfig or set "
-                         "KUBECONFIG to your clusters' kubeconfig)")
-    try:
-        contexts, current = kubernetes.config.list_kube_config_contexts(config_file=files)  # type: ignore[no-untyped-call]
-    except (kubernetes.config.ConfigException, OSError) as exc:
-        raise InputError(files, "", f"cannot read the kubeconfig: {_first_line(exc)}") from None
-    names = [str(c["name"]) for c in contexts or []]
-    return names, (str(current["name"]) if current else None)
+    config = kubeconfig.read(kubeconfig_path)
+    return config.contexts, config.current
 
 
-def connect(context: str | None, kubeconfig: Path | None = None, *, in_cluster: bool = False) -> ApiClient:
+def connect(context: str | None, kubeconfig_path: Path | None = None, *, in_cluster: bool = False) -> ApiClient:
     """An ApiClient for one context (or the pod's service account when `in_cluster`).
 
-    persist_config=False: refreshed credentials are never written back into the user's kubeconfig.
+    The client is handed the kubeconfig geosched read and checked (`geosched.kube.kubeconfig`), never a path:
+    it would read the file again with an unbounded parser. No file behind it: refreshed credentials are never
+    written back into the user's kubeconfig.
     """
     configuration = _configuration()
     if in_cluster:
@@ -85,22 +70,23 @@ def connect(context: str | None, kubeconfig: Path | None = None, *, in_cluster: 
         except kubernetes.config.ConfigException as exc:  # not in a pod, or no service account token mounted
             raise InputError("--in-cluster", "", f"no in-cluster credentials: {_first_line(exc)}") from None
         return ApiClient(configuration)
-    try:
-        client = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig_files(kubeconfig), context=context, persist_config=False,
-            client_configuration=configuration)
-    except kubernetes.config.ConfigException as exc:
-        raise InputError(kubeconfig_files(kubeconfig), f"context {context}", _first_line(exc)) from None
-    return cast(ApiClient, client)
+    config = kubeconfig.read(kubeconfig_path)
+    kubeconfig.server_of(config, context)
+    return connect_config(config.config, config.source, context=context)
 
 
-def connect_config(config: Mapping[str, Any], source: str) -> ApiClient:
-    """An ApiClient for the current context of a kubeconfig held in memory (a MultiKueueCluster's Secret)."""
+def connect_config(config: Mapping[str, Any], source: str, *, context: str | None = None) -> ApiClient:
+    """An ApiClient for a context (else the current one) of a kubeconfig held in memory, already checked
+    (`geosched.kube.kubeconfig.check`): a file's, or a MultiKueueCluster's Secret."""
     try:
         client = kubernetes.config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
-            config_dict=dict(config), persist_config=False, client_configuration=_configuration())
-    except (kubernetes.config.ConfigException, KeyError, TypeError, ValueError) as exc:
-        raise InputError(source, "kubeconfig", _first_line(exc)) from None
+            config_dict=dict(config), context=context, persist_config=False, client_configuration=_configuration())
+    except (kubernetes.config.ConfigException, KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
+        # The client's messages quote whole entries: the edge scrubs registered credentials, and the line is
+        # cut before the first quoted mapping as well.
+        where = f"context {context}" if context else "kubeconfig"
+        raise InputError(source, where, _first_line(exc).split("{", 1)[0].rstrip(" /:") or type(exc).__name__
+                         ) from None
     return cast(ApiClient, client)
 
 
@@ -141,7 +127,9 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, ApiException):
         return f"{exc.status} {api_message(exc)}".strip()
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return f"unreachable: {_first_line(exc.reason)}"
+        pool = exc.pool
+        where = f" {pool.host}:{pool.port}" if pool is not None and pool.host else ""
+        return f"cannot connect to{where}: {_connection_cause(exc.reason)}"
     return f"{type(exc).__name__}: {_first_line(exc)}"
 
 
@@ -179,6 +167,14 @@ def with_retries(fn: Callable[[], T], policy: RetryPolicy = RetryPolicy(),
     retrying = Retrying(retry=retry_if_exception(is_transient), wait=wait, stop=stop_after_attempt(policy.attempts),
                         sleep=sleep, reraise=True)
     return retrying(fn)
+
+
+def _connection_cause(exc: BaseException) -> str:
+    """urllib3's reason without the connection's repr it starts with (`HTTPSConnection(host=..., port=...): `),
+    which only repeats the address: `Failed to establish a new connection: [Errno 111] Connection refused`."""
+    line = _first_line(exc)
+    head, sep, rest = line.partition("): ")
+    return rest if sep and head.startswith(("HTTPSConnection(", "HTTPConnection(")) else line
 
 
 def _first_line(exc: BaseException) -> str:
@@ -233,7 +229,7 @@ class Kube:
         self.api = api
         self.name = name
         self.timeout_s = timeout_s
-        self._resources: dict[tuple[str, str], Resource | None] = {}
+        self._resources: dict[tuple[str, str], Resource] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -320,7 +316,8 @@ class Kube:
     # ---- discovery ----
 
     def resource(self, api_version: str, kind: str) -> Resource | None:
-        """The served resource of a kind (from the group version's discovery document), None if not served."""
+        """The served resource of a kind (from the group version's discovery document), None if not served.
+        Only what is served is remembered: a CRD installed meanwhile (Kueue, a PodGroup) is seen at the next ask."""
         key = (api_version, kind)
         with self._lock:
             if key in self._resources:
@@ -332,8 +329,9 @@ class Kube:
             if item.get("kind") == kind and "/" not in name:
                 found = Resource(api_version, kind, name, bool(item.get("namespaced")))
                 break
-        with self._lock:
-            self._resources[key] = found
+        if found is not None:
+            with self._lock:
+                self._resources[key] = found
         return found
 
 

@@ -39,6 +39,7 @@ from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_f
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
 from geosched.kube.keys import AWS_ZONE_ID, JOB_LABEL
+from geosched.kube.tolerations import Toleration
 from geosched.models import Fleet, NetworkView, Node, Region, Rejection, Zone, region_key
 
 DEFAULT_GRID_GCO2E_PER_KWH = 480.0
@@ -149,8 +150,15 @@ def load(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
     readings, unreachable = read_clusters(refs, kubeconfig)
     if released:
         readings = [release(r, released.get(r.cluster, ())) for r in readings]
-    view = build_fleet(readings, launched)
+    view = build_fleet(readings, launched, tolerations=declared_tolerations(clusters))
     return replace(view, unreachable=tuple(unreachable))
+
+
+def declared_tolerations(clusters: Mapping[str, ClusterConfig] | None,
+                         job: Sequence[Toleration] = ()) -> dict[str, tuple[Toleration, ...]]:
+    """Per cluster, what geosched's pods for it tolerate beyond the GPU toleration: the job's own and the cluster
+    config's `tolerations:` (render writes both on every pod)."""
+    return {name: (*job, *c.tolerations) for name, c in (clusters or {}).items()}
 
 
 def release(reading: ClusterReading, jobs: Collection[JobRef]) -> ClusterReading:
@@ -169,13 +177,21 @@ def release(reading: ClusterReading, jobs: Collection[JobRef]) -> ClusterReading
 
 # --- building the fleet (pure) --------------------------------------------------------------------
 
-def build_fleet(readings: Iterable[ClusterReading], launched: Sequence[Node] = ()) -> FleetView:
+def build_fleet(readings: Iterable[ClusterReading], launched: Sequence[Node] = (), *,
+                skip_tainted: bool = True, tolerations: Mapping[str, Sequence[Toleration]] | None = None,
+                ) -> FleetView:
+    """The fleet the readings describe. `skip_tainted`: leave out nodes whose taints geosched's own rendered pods
+    do not tolerate (submit, snapshot export), those pods carrying the `tolerations` of their cluster (by cluster
+    name: `declared_tolerations`); a caller that reads each workload's
+    tolerations (the MultiKueue dispatcher) keeps them and masks them per workload."""
+    declared = tolerations or {}
     nodes: list[Node] = []
     skipped: list[Rejection] = []
     names: list[str] = []
     for reading in readings:
         names.append(reading.cluster)
-        inventory = nodes_from_kube(reading.nodes, reading.pods, reading.cluster)
+        inventory = nodes_from_kube(reading.nodes, reading.pods, reading.cluster, skip_tainted=skip_tainted,
+                                    tolerations=declared.get(reading.cluster, ()))
         nodes.extend(inventory.nodes)
         skipped.extend(Rejection(f"{reading.cluster}/{r.subject}", r.reason) for r in inventory.skipped)
     merged = merge_launched(nodes, launched) if launched else tuple(nodes)
@@ -276,7 +292,13 @@ def network_for(fleet: Fleet, measured: NetworkView | None = None) -> NetworkVie
 
 
 class ClustersUnreachable(GeoschedError):
-    """A snapshot without a cluster would move every job off it: refused rather than written."""
+    """Clusters that could not be read, where going on without them would mislead: a snapshot without a cluster
+    would move every job off it, a submit that read no cluster would call the job a no-fit."""
+
+
+def unreachable_list(unreachable: Iterable[Unreachable]) -> str:
+    """`cluster a (context ctx-a): cause; ...`: each cluster with the context that reaches it and why it did not."""
+    return "; ".join(f"cluster {u.cluster} (context {u.context}): {u.reason}" for u in unreachable)
 
 
 def snapshot(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
@@ -286,7 +308,6 @@ def snapshot(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
     renders from (`geosched snapshot export --from-clusters`): the same reading `submit` places on."""
     view = load(kubeconfig, contexts, clusters, released=released)
     if view.unreachable:
-        names = "; ".join(f"{u.cluster} (context {u.context}): {u.reason}" for u in view.unreachable)
-        raise ClustersUnreachable(f"cannot read {names}; nothing written (a snapshot without a cluster would "
-                                  "move its jobs away; leave it out with --context)")
+        raise ClustersUnreachable(f"cannot read {unreachable_list(view.unreachable)}; nothing written (a snapshot "
+                                  "without a cluster would move its jobs away; leave it out with --context)")
     return view, network_for(view.fleet, measured)

@@ -7,10 +7,17 @@ owns the headless Service and restarts the gang as a whole.
 
 Workers find each other through DNS: rank 0 is `GEOSCHED_COORDINATOR`, the worker's rank is the index
 Kubernetes sets in JOB_COMPLETION_INDEX.
+
+Failures: `backoffLimit: 0`, so a worker that fails fails the gang (a lost worker stalls all-reduce; retrying one
+index alone does not help), and a `podFailurePolicy` that ignores pods with the `DisruptionTarget` condition: a
+pod that geosched's scheduler releases from a half-bound gang (reason GeoschedGangRollback), that kube-scheduler
+preempts, or that a drain or taint evicts is recreated without counting against the Job, as Kubernetes documents
+for disruptions (kubernetes.io/docs/concepts/workloads/controllers/job/#pod-failure-policy).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -62,10 +69,15 @@ def _pod_template(job: Job, coordinator: str, subdomain: str | None) -> dict[str
     return {"metadata": {"labels": {keys.JOB_LABEL: job.name}}, "spec": spec}
 
 
+# A disrupted pod (released by geosched's rollback, preempted, evicted) is not the job's failure.
+IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
+                                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
+
 def _indexed_spec(job: Job, template: dict[str, Any]) -> dict[str, Any]:
     # A gang fails as one: a lost worker stalls all-reduce, so retrying one index alone does not help.
     return {"completionMode": "Indexed", "completions": job.workers, "parallelism": job.workers,
-            "backoffLimit": 0, "template": template}
+            "backoffLimit": 0, "podFailurePolicy": copy.deepcopy(IGNORE_DISRUPTIONS), "template": template}
 
 
 def _indexed_job(job: Job, namespace: str) -> Built:

@@ -12,11 +12,18 @@ clusters:
     karmada_context: karmada-apiserver  # with karmada: the Karmada control plane's context (submit applies there)
     pin_hosts: false                    # pin the gang to the placement's nodes (kubernetes.io/hostname)
     namespace: ml                       # used when the job object names none
-    scheduler_name: my-scheduler        # optional: pods' schedulerName (default: coscheduling
-                                        # scheduler-plugins-scheduler, volcano volcano, workload-api and none:
-                                        # the cluster's default)
+    scheduler_name: my-scheduler        # optional: pods' schedulerName, honoured by every backend (default:
+                                        # coscheduling scheduler-plugins-scheduler, volcano volcano,
+                                        # workload-api, kueue and none: the cluster's default)
     volcano_zone_tier: 1                # optional: the HyperNode tier whose HyperNodes are zones (default: none)
     volcano_region_tier: 2              # optional: the HyperNode tier whose HyperNodes are regions (default: none)
+    pods:                               # optional: what compact jobs' workers ask for beyond GPUs
+      efa: auto                         #   (geosched/kube/podoptions.py has every key and its default per cloud)
+    tolerations:                        # optional: written on every pod geosched renders for this cluster, and
+      - key: dedicated                  #   its nodes with these taints count as capacity (Kubernetes' toleration
+        operator: Equal                 #   shape: key, operator Equal/Exists, value, effect, tolerationSeconds;
+        value: gpuGroup                 #   geosched/kube/tolerations.py)
+        effect: NoSchedule
 ```
 
 Volcano's HyperNode tiers are a cluster's own numbering, counted from the nodes up: tier 1 is the HyperNodes
@@ -40,6 +47,9 @@ from geosched.documents import API_VERSION
 from geosched.errors import InputError
 from geosched.fields import Fields
 from geosched.gate import Kind, load_document
+from geosched.kube import podoptions
+from geosched.kube.tolerations import Toleration, to_manifest
+from geosched.kube.tolerations import parse as parse_tolerations
 
 
 class Backend(StrEnum):
@@ -54,7 +64,7 @@ class Backend(StrEnum):
 BACKENDS = {b.value: b for b in Backend}
 TOP_FIELDS = {"apiVersion", "kind", "clusters"}
 CLUSTER_FIELDS = {"context", "backend", "queue", "karmada", "karmada_context", "pin_hosts", "namespace",
-                  "scheduler_name", "volcano_zone_tier", "volcano_region_tier"}
+                  "scheduler_name", "volcano_zone_tier", "volcano_region_tier", "pods", "tolerations"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +80,8 @@ class ClusterConfig:
     scheduler_name: str | None = None
     volcano_zone_tier: int | None = None
     volcano_region_tier: int | None = None
+    pods: podoptions.PodOptions = podoptions.DEFAULT
+    tolerations: tuple[Toleration, ...] = ()
 
 
 def parse_cluster_config(data: Any, source: str) -> dict[str, ClusterConfig]:
@@ -119,6 +131,8 @@ def _cluster(name: str, c: Fields) -> ClusterConfig:
         scheduler_name=c.opt_string("scheduler_name"),
         volcano_zone_tier=zone_tier,
         volcano_region_tier=region_tier,
+        pods=podoptions.parse(c.raw("pods"), c.source, c.at("pods")),
+        tolerations=parse_tolerations(c.raw("tolerations"), c.source, c.at("tolerations")),
     )
 
 
@@ -145,11 +159,16 @@ def _boolean(c: Fields, key: str) -> bool:
 
 def cluster_to_dict(cluster: ClusterConfig) -> dict[str, Any]:
     """The settings that shape rendered manifests, in a stable form (for the inputs digest)."""
-    return {"name": cluster.name, "context": cluster.context, "backend": cluster.backend.value,
-            "queue": cluster.queue, "karmada": cluster.karmada, "karmada_context": cluster.karmada_context,
-            "pin_hosts": cluster.pin_hosts,
-            "namespace": cluster.namespace, "scheduler_name": cluster.scheduler_name,
-            "volcano_zone_tier": cluster.volcano_zone_tier, "volcano_region_tier": cluster.volcano_region_tier}
+    out: dict[str, Any] = {"name": cluster.name, "context": cluster.context, "backend": cluster.backend.value,
+           "queue": cluster.queue, "karmada": cluster.karmada, "karmada_context": cluster.karmada_context,
+           "pin_hosts": cluster.pin_hosts,
+           "namespace": cluster.namespace, "scheduler_name": cluster.scheduler_name,
+           "volcano_zone_tier": cluster.volcano_zone_tier, "volcano_region_tier": cluster.volcano_region_tier}
+    if cluster.pods != podoptions.DEFAULT:  # absent when default: digests of trees rendered before do not change
+        out["pods"] = podoptions.to_dict(cluster.pods)
+    if cluster.tolerations:  # likewise
+        out["tolerations"] = [to_manifest(t) for t in cluster.tolerations]
+    return out
 
 
 def load_cluster_config(path: Path) -> dict[str, ClusterConfig]:

@@ -4,10 +4,13 @@ the caller lists nodes and pods and hands them in, as dicts or kubernetes client
 - labels: region and zone from `topology.kubernetes.io/{region,zone}`; on AWS the zone is the zone ID from
   `topology.k8s.aws/zone-id` when present, since the fleet names AWS zones by ID (zone names differ per
   account); instance type from `node.kubernetes.io/instance-type`;
-- GPU model: the catalog's offering for (provider, instance type, zone) if there is one, else the
-  `nvidia.com/gpu.product` label (GPU feature discovery), else GKE's `cloud.google.com/gke-accelerator`
-  (GKE's own driver installer runs no GPU feature discovery);
-- GPUs: allocatable `nvidia.com/gpu`; free = allocatable minus what bound, non-terminated pods ask for;
+- GPU model: `geosched.kube.gpuidentity.model_of`, the one resolver: `nvidia.com/gpu.product` (GPU feature
+  discovery), else GKE's `cloud.google.com/gke-accelerator` (GKE's own driver installer runs no GPU feature
+  discovery), else the catalog's GPU for the instance type; prices from the catalog's offering for
+  (provider, instance type, zone);
+- GPUs: allocatable `nvidia.com/gpu`; free = allocatable minus what bound, non-terminated pods ask for, and none
+  on a node whose pod slots (allocatable `pods`) bound pods all take; the other resources a worker needs (cpu,
+  memory, EFA) depend on the job's pods and are checked by the in-cluster scheduler and kube-scheduler, not here;
 - cordoned (spec.unschedulable) or NotReady nodes stay in the fleet with state NOT_READY and no free GPU, so
   the node keeps its identity while policies pass it over; nodes without GPUs, or without zone labels or a
   known GPU model, are left out with the reason;
@@ -29,10 +32,10 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from geosched import catalog
-from geosched.gpus import model_from_gke_accelerator, model_from_product
-from geosched.kube import keys
+from geosched.kube import gpuidentity, keys, resources
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
+from geosched.kube.tolerations import GPU_ADMISSION, Toleration, node_taints, untolerated
 from geosched.models import Node, NodeState, Offering, Rejection
 
 PROVIDERS = {"aws": "aws", "gce": "gcp"}
@@ -64,14 +67,23 @@ def as_dict(obj: Any) -> Any:
     return obj
 
 
-def nodes_from_kube(kube_nodes: Iterable[Any], pods: Iterable[Any], cluster: str) -> Inventory:
+def nodes_from_kube(kube_nodes: Iterable[Any], pods: Iterable[Any], cluster: str, *,
+                    skip_tainted: bool = False, tolerations: Sequence[Toleration] = ()) -> Inventory:
+    """`skip_tainted`: leave out nodes with a NoSchedule/NoExecute taint the pods geosched renders do not tolerate
+    (for placing those pods: submit, snapshot export; the in-cluster scheduler reads each pod's own tolerations):
+    the GPU toleration admission adds, and `tolerations`, what the job and the cluster's config declare."""
+    pods = [as_dict(p) for p in pods]
     used = gpus_in_use(pods)
+    slots = pods_bound(pods)
     offers = catalog.offering_index()
     nodes: list[Node] = []
     skipped: list[Rejection] = []
     for item in kube_nodes:
         data = as_dict(item)
-        result = node_from_kube(data, used, cluster, offers)
+        result = node_from_kube(data, used, cluster, offers, slots)
+        if skip_tainted and isinstance(result, Node) and (taint := untolerated_taint(data, tolerations)) is not None:
+            result = Rejection(result.name, f"taint {taint}, which the job's pods do not tolerate (declare "
+                               "`tolerations:` in the job or its cluster's config to use the node)")
         if isinstance(result, Node):
             nodes.append(result)
         else:
@@ -80,7 +92,8 @@ def nodes_from_kube(kube_nodes: Iterable[Any], pods: Iterable[Any], cluster: str
 
 
 def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
-                   offers: Mapping[tuple[str, str, str], Offering] | None = None) -> Node | Rejection:
+                   offers: Mapping[tuple[str, str, str], Offering] | None = None,
+                   slots: Mapping[str, int] | None = None) -> Node | Rejection:
     root = At(data, f"node in {cluster}")
     name = root.dig("metadata", "name").string()
     root = At(data, f"node {name} in {cluster}")
@@ -97,15 +110,18 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
     if region is None or zone is None:
         return Rejection(name, f"missing {keys.REGION} or {keys.ZONE} label")
     instance_type = labels.get(keys.INSTANCE_TYPE, "custom")
-    offer = (offers if offers is not None else catalog.offering_index()).get((provider, instance_type, zone))
-    product = labels.get(keys.GPU_PRODUCT)
-    accelerator = labels.get(keys.GKE_ACCELERATOR)
-    gpu = offer.gpu if offer is not None else ((model_from_product(product) if product else None)
-                                               or (model_from_gke_accelerator(accelerator) if accelerator else None))
+    gpu = gpuidentity.model_of(labels, provider)
     if gpu is None:
-        return Rejection(name, f"unknown GPU model (no catalog offering for {provider} {instance_type} in {zone}, "
-                         f"{keys.GPU_PRODUCT}={product or '(none)'}, {keys.GKE_ACCELERATOR}={accelerator or '(none)'})")
+        return Rejection(name, f"unknown GPU model ({keys.GPU_PRODUCT}={labels.get(keys.GPU_PRODUCT) or '(none)'}, "
+                         f"{keys.GKE_ACCELERATOR}={labels.get(keys.GKE_ACCELERATOR) or '(none)'}, no catalog GPU for "
+                         f"{provider} {instance_type})")
+    offer = (offers if offers is not None else catalog.offering_index()).get((provider, instance_type, zone))
+    if offer is not None and offer.gpu != gpu:
+        offer = None  # the node's own labels name another GPU than the catalog's machine type: not its price
     ready = _ready(root) and root.dig("spec", "unschedulable").value is not True
+    # Every pod slot taken (allocatable pods): the kubelet admits no worker, whatever GPUs are free.
+    pod_slots = resources.allocatable(root).get(resources.PODS)
+    full = pod_slots is not None and (slots or {}).get(name, 0) >= pod_slots
     return Node(
         name=name,
         provider=provider,
@@ -114,7 +130,7 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
         instance_type=instance_type,
         gpu=gpu,
         gpus=allocatable,
-        gpus_free=max(0, allocatable - used.get(name, 0)) if ready else 0,
+        gpus_free=max(0, allocatable - used.get(name, 0)) if ready and not full else 0,
         price_ondemand=offer.price_ondemand if offer else None,
         price_spot=offer.price_spot if offer else None,
         cluster=cluster,
@@ -124,6 +140,15 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
         state=NodeState.READY if ready else NodeState.NOT_READY,
         provider_id=provider_id,
     )
+
+
+def untolerated_taint(data: Any, tolerations: Sequence[Toleration] = ()) -> str | None:
+    """The first NoSchedule/NoExecute taint of a node (API JSON) that a GPU pod with these tolerations does not
+    tolerate, as `key=value:effect`; None when there is none. A GPU pod also carries the toleration the
+    ExtendedResourceToleration admission plugin adds (`tolerations.GPU_ADMISSION`, which GKE and EKS run), so GKE's
+    nvidia.com/gpu=present:NoSchedule and an EKS node group's nvidia.com/gpu=true:NoSchedule take it."""
+    taint = untolerated((GPU_ADMISSION, *tolerations), node_taints(data))
+    return None if taint is None else str(taint)
 
 
 def _ready(root: At) -> bool:
@@ -144,6 +169,17 @@ def gpus_in_use(pods: Iterable[Any]) -> dict[str, int]:
             continue
         used[node] = used.get(node, 0) + pod_gpus(root.key("spec"))
     return used
+
+
+def pods_bound(pods: Iterable[Any]) -> dict[str, int]:
+    """Bound, non-terminated pods per node name: the pod slots they take."""
+    count: dict[str, int] = {}
+    for item in pods:
+        root = At(as_dict(item), "pod")
+        node = root.dig("spec", "nodeName").value
+        if isinstance(node, str) and root.dig("status", "phase").value not in TERMINATED_PHASES:
+            count[node] = count.get(node, 0) + 1
+    return count
 
 
 def pod_gpus(spec: At) -> int:

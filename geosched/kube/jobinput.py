@@ -17,7 +17,7 @@ not workers. The object read is kept as it was, so rendering returns the user's 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,11 @@ from geosched.errors import InputError
 from geosched.fields import describe
 from geosched.gate import Kind, parse_yaml, read_text
 from geosched.gpus import model_from_product
-from geosched.kube import keys
+from geosched.kube import flex, keys, podoptions
+from geosched.kube import tolerations as toleration_rules
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
-from geosched.models import Job
+from geosched.models import Job, Schedule
 
 PathKey = str | int
 
@@ -76,6 +77,11 @@ class JobInput:
     pod_sets: tuple[PodSet, ...]
     namespace: str | None = None
     extras: tuple[Mapping[str, Any], ...] = field(default=())
+    # A compact job's own `pods:` options (geosched.kube.podoptions), over its cluster's; checked when read.
+    pod_options: Mapping[str, Any] | None = None
+    # What the job's GPU pods tolerate: a compact job's declared `tolerations:` (rendered on its pods), or those
+    # every GPU pod template of a manifest carries (already on them). Its cluster config's come on top.
+    tolerations: tuple[toleration_rules.Toleration, ...] = ()
 
     @property
     def name(self) -> str:
@@ -90,7 +96,14 @@ class JobInput:
 # --- reading files --------------------------------------------------------------------------------
 
 def read_job_file(path: Path, gpu_models: set[str] | None = None) -> JobInput:
+    """The one reader of job files: `place`, `submit`, `gitops` and the Python API all read through it, so a
+    manifest one command accepts is accepted by every other."""
     return parse_job_text(read_text(path, Kind.JOB), str(path), gpu_models)
+
+
+def load_job(path: Path, gpu_models: set[str] | None = None) -> Job:
+    """The gang a job file describes (any supported kind), for commands that place without rendering."""
+    return read_job_file(path, gpu_models).job
 
 
 def parse_job_text(text: str, source: str, gpu_models: set[str] | None = None) -> JobInput:
@@ -98,7 +111,10 @@ def parse_job_text(text: str, source: str, gpu_models: set[str] | None = None) -
     documents = parse_yaml(text, source, stream=True)
     if not documents:
         raise InputError(source, "", "no document in the file")
-    sources = [source if len(documents) == 1 else f"{source} (document {i + 1})" for i in range(len(documents))]
+    if len(documents) == 1:  # a lone document is the job, and its own error says what is wrong with it
+        _is_job(documents[0], source)  # a job kind at a version geosched does not read: said of apiVersion
+        return parse_job_object(documents[0], source, gpu_models)
+    sources = [f"{source} (document {i + 1})" for i in range(len(documents))]
     jobs = [i for i, d in enumerate(documents) if _is_job(d, sources[i])]
     if len(jobs) != 1:
         found = f"{len(jobs)} job objects" if jobs else "no job object"
@@ -106,8 +122,7 @@ def parse_job_text(text: str, source: str, gpu_models: set[str] | None = None) -
     index = jobs[0]
     parsed = parse_job_object(documents[index], sources[index], gpu_models)
     extras = tuple(d for i, d in enumerate(documents) if i != index)
-    return JobInput(parsed.kind, parsed.job, parsed.source, parsed.original, parsed.pod_sets, parsed.namespace,
-                    extras)
+    return replace(parsed, extras=extras)
 
 
 def _is_job(data: Any, source: str) -> bool:
@@ -148,9 +163,20 @@ def parse_job_object(data: Any, source: str, gpu_models: set[str] | None = None)
                                      f"{', '.join(sorted(JobKind))})")
     known = gpu_models if gpu_models is not None else catalog.gpu_models()
     if kind is JobKind.COMPACT:
+        pods = None
+        declared: tuple[toleration_rules.Toleration, ...] = ()
+        # Kubernetes-only options, read here, not by the core.
+        if isinstance(data, Mapping) and "pods" in data:
+            pods = data["pods"]
+            podoptions.parse(pods, source, "pods")
+        if isinstance(data, Mapping) and "tolerations" in data:
+            declared = toleration_rules.parse(data["tolerations"], source, "tolerations")
+        if isinstance(data, Mapping):
+            data = {k: v for k, v in data.items() if k not in ("pods", "tolerations")}
         job = parse_job(data, source, known)
         explicit = data.get("namespace") if isinstance(data, Mapping) else None
-        return JobInput(kind, job, source, None, (), explicit if isinstance(explicit, str) else None)
+        return JobInput(kind, job, source, None, (), explicit if isinstance(explicit, str) else None,
+                        pod_options=pods, tolerations=declared)
     return _parse_kube(root, kind, known)
 
 
@@ -168,6 +194,7 @@ class _Template:
     zones: frozenset[str] | None
     regions: frozenset[str] | None
     where: At
+    tolerations: tuple[toleration_rules.Toleration, ...] = ()
 
 
 def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
@@ -188,10 +215,22 @@ def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
         JobKind.PYTORCHJOB: _pytorchjob,
         JobKind.TRAINJOB: _trainjob,
     }[kind](spec)
-    job = _gang(name, namespace or "default", templates, spec, known)
+    job = replace(_gang(name, namespace or "default", templates, spec, known), schedule=_schedule(meta, templates))
     pod_sets = tuple(PodSet(t.path, t.pods, t.gpus) for t in templates)
     assert isinstance(root.value, Mapping)
-    return JobInput(kind, job, root.source, root.value, pod_sets, namespace)
+    tolerated = toleration_rules.common(t.tolerations for t in templates if t.gpus > 0)
+    return JobInput(kind, job, root.source, root.value, pod_sets, namespace, tolerations=tolerated)
+
+
+def _schedule(meta: At, templates: Sequence[_Template]) -> Schedule | None:
+    """The slack the object's annotations declare, else its GPU pods' template's (`geosched.kube.flex`)."""
+    for at in (meta, *(t.where.key("metadata") for t in templates if t.gpus > 0)):
+        notes = at.key("annotations").value if isinstance(at.value, Mapping) else None
+        if isinstance(notes, Mapping):
+            found = flex.schedule_of(notes, at.source, f"{at.path}.annotations" if at.path else "annotations")
+            if found is not None:
+                return found
+    return None
 
 
 def pod_templates_gang(name: str, namespace: str, templates: Sequence[tuple[At, int]], where: At,
@@ -200,7 +239,8 @@ def pod_templates_gang(name: str, namespace: str, templates: Sequence[tuple[At, 
     Workload's podSets, for the MultiKueue dispatcher). `where` is named when no template asks for GPUs."""
     known = known if known is not None else catalog.gpu_models()
     read = [_template(t, (), pods) for t, pods in templates]
-    return _gang(name, namespace, read, where, known)
+    gang = _gang(name, namespace, read, where, known)
+    return replace(gang, schedule=_schedule(At({}, where.source), read))
 
 
 def _gang(name: str, namespace: str, templates: Sequence[_Template], spec: At, known: set[str]) -> Job:
@@ -289,15 +329,19 @@ def _trainjob(spec: At) -> list[_Template]:
     products: frozenset[str] | None = None
     zones: frozenset[str] | None = None
     regions: frozenset[str] | None = None
+    # The runtime's own tolerations are not visible here, only what the TrainJob adds for its node job.
+    tolerated: list[toleration_rules.Toleration] = []
     for override in spec.key("podSpecOverrides").items():
         targets = {t.key("name").value for t in override.key("targetJobs").items()}
         if TRAINJOB_NODE_JOB not in targets:
             continue
+        tolerated += toleration_rules.of_pod_spec(override)
         selector = _selector(override.key("nodeSelector"))
         products = _meet(products, selector.get(keys.GPU_PRODUCT))
         zones = _meet(zones, selector.get(keys.ZONE))
         regions = _meet(regions, selector.get(keys.REGION))
-    return [_Template(None, count, gpus, trainer.key("image").opt_string(), products, zones, regions, trainer)]
+    return [_Template(None, count, gpus, trainer.key("image").opt_string(), products, zones, regions, trainer,
+                      tuple(tolerated))]
 
 
 def _template(tmpl: At, path: tuple[PathKey, ...], pods: int) -> _Template:
@@ -319,6 +363,7 @@ def _template(tmpl: At, path: tuple[PathKey, ...], pods: int) -> _Template:
         zones=_meet(selector.get(keys.ZONE), _allowed(terms, keys.ZONE)),
         regions=_meet(selector.get(keys.REGION), _allowed(terms, keys.REGION)),
         where=tmpl,
+        tolerations=toleration_rules.of_pod_spec(pod),
     )
 
 

@@ -2,9 +2,9 @@
 cluster geosched chose.
 
 Replicas are duplicated, never divided: Karmada would otherwise split a Job's parallelism across clusters and
-break the gang. Cluster-scoped objects (Kueue's Topology and ResourceFlavor) need a ClusterPropagationPolicy
-and are left out; apply them to the member cluster directly. So are objects in another namespace than the
-job's (a PropagationPolicy selects in its own namespace only).
+break the gang. Cluster-scoped objects (Kueue's Topology, ResourceFlavor and ClusterQueue) need a
+ClusterPropagationPolicy and are left out; apply them to the member cluster directly. So are objects in another
+namespace than the job's (a PropagationPolicy selects in its own namespace only).
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from geosched.kube.backends.kueue import GROUP as KUEUE_GROUP
+from geosched.kube.backends.kueue import VERSIONS as KUEUE_VERSIONS
 from geosched.kube.keys import JOB_LABEL
 
 API_VERSION = "policy.karmada.io/v1alpha1"
-CLUSTER_SCOPED = {("kueue.x-k8s.io/v1beta1", "Topology"), ("kueue.x-k8s.io/v1beta1", "ResourceFlavor"),
-                  ("v1", "Namespace")}
+CLUSTER_SCOPED = {*((f"{KUEUE_GROUP}/{v}", kind) for v in KUEUE_VERSIONS
+                    for kind in ("Topology", "ResourceFlavor", "ClusterQueue")), ("v1", "Namespace")}
 
 
 def is_cluster_scoped(obj: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from geosched.kube.keys import PREFIX
 from geosched.models import Placement
 
 DIGEST = PREFIX + "inputs-sha256"
+CLUSTER = PREFIX + "cluster"  # on the job object alone: where it was placed
 
 
 def inputs_digest(inputs: Mapping[str, Any]) -> str:
@@ -37,7 +38,7 @@ def provenance_annotations(placement: Placement, cluster: str, digest: str, now:
     weights = {"network": placement.weights.network, "cost": placement.weights.cost,
                "carbon": placement.weights.carbon}
     return {
-        PREFIX + "cluster": cluster,
+        CLUSTER: cluster,
         PREFIX + "zones": ",".join(placement.zones),
         PREFIX + "regions": ",".join(placement.regions),
         PREFIX + "policy": placement.policy,

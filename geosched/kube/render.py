@@ -3,8 +3,13 @@
 The user's own object comes back with the placement added; nothing else of it changes:
 
 - required node affinity on `topology.kubernetes.io/zone` In the placement's zones, on
-  `topology.kubernetes.io/region` when the gang sits in one region, on `nvidia.com/gpu.product` when the
-  placed nodes' product labels are known, and on `kubernetes.io/hostname` when the cluster pins hosts;
+  `topology.kubernetes.io/region` when the gang sits in one region, on the GPU model by the label the placed
+  nodes carry (`gpuidentity.pin`: GFD's `nvidia.com/gpu.product`, else GKE's `cloud.google.com/gke-accelerator`,
+  else `node.kubernetes.io/instance-type`, the first that no node of another model shares), and on
+  `kubernetes.io/hostname` when the cluster pins hosts;
+- the tolerations a compact job and its cluster's config declare (`tolerations:`), on every pod template (a
+  TrainJob: on its node job's podSpecOverrides), after the pods' own, so the nodes the taint filter counted as
+  capacity are nodes the pods may use;
 - the backend's handoff (Kueue, coscheduling, Volcano, Kubernetes' Workload API; see backends/);
 - provenance annotations under `geosched.io/`, and the `geosched.io/job` label on the object and its pods;
 - a Karmada PropagationPolicy when the cluster sits behind Karmada.
@@ -33,9 +38,9 @@ import yaml
 
 from geosched.documents import job_to_dict, placement_to_dict
 from geosched.errors import InputError
-from geosched.kube import affinity, karmada, keys, nodelabels, provenance
+from geosched.kube import affinity, gpuidentity, karmada, keys, nodelabels, podoptions, provenance
+from geosched.kube import tolerations as toleration_rules
 from geosched.kube.backends import handoff
-from geosched.kube.backends import kueue as kueue_backend
 from geosched.kube.backends.base import Gang, Handoff
 from geosched.kube.compact import CompactKind, build
 from geosched.kube.config import Backend, ClusterConfig, cluster_to_dict
@@ -48,8 +53,6 @@ class RenderOptions:
     now: datetime
     compact_kind: CompactKind = CompactKind.JOB
     nodes: Mapping[str, Node] = field(default_factory=dict)
-    # Kueue only: also render the cluster's Topology and one ResourceFlavor per GPU product of `nodes`.
-    kueue_cluster_objects: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,16 +62,16 @@ class Constraints:
     zones: tuple[str, ...]
     region: str | None
     hosts: tuple[str, ...]
-    products: tuple[str, ...]
+    gpu: gpuidentity.Pin | None = None
 
     def requirements(self, *, gpu_pod: bool, pin: bool) -> list[affinity.Requirement]:
-        """Every pod of the gang stays in its zones; GPU pods also on the placed GPU product and, when
+        """Every pod of the gang stays in its zones; GPU pods also on the placed GPU model and, when
         pinned, on the placed hosts. A GPU-less helper may take any node there."""
         out: list[affinity.Requirement] = [(keys.ZONE, self.zones)]
         if self.region is not None:
             out.append((keys.REGION, (self.region,)))
-        if gpu_pod and self.products:
-            out.append((keys.GPU_PRODUCT, self.products))
+        if gpu_pod and self.gpu is not None:
+            out.append((self.gpu.key, self.gpu.values))
         if gpu_pod and pin:
             out.append((keys.HOSTNAME, self.hosts))
         return out
@@ -80,6 +83,13 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
     if job.original is None:
         built = build(job.job, namespace, options.compact_kind, job.source)
         kind, obj, companions, pod_sets = built.kind, built.obj, built.companions, built.pod_sets
+        # The compact job's workers ask for what the cluster's pod options and the placed machines call for.
+        placed = podoptions.machines(options.nodes, (a.node for a in placement.assignments))
+        pod_options = podoptions.merged(cluster.pods, job.pod_options, job.source)
+        for pod_set in pod_sets:
+            assert pod_set.path is not None, "a compact job's pods have a template"
+            podoptions.apply(_resolve(obj, pod_set.path)["spec"], pod_options, placed, job.job.gpus_per_worker,
+                             kueue=cluster.backend is Backend.KUEUE)
     else:
         kind, obj, companions, pod_sets = job.kind, copy.deepcopy(dict(job.original)), (), job.pod_sets
         obj.setdefault("metadata", {}).setdefault("namespace", namespace)
@@ -100,26 +110,27 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
         "placement": placement_to_dict(placement),
         "cluster": cluster_to_dict(cluster),
         "compact_kind": options.compact_kind.value,
-        "constraints": {"zones": constraints.zones, "region": constraints.region, "hosts": constraints.hosts,
-                        "products": constraints.products},
-        "kueue_cluster_objects": options.kueue_cluster_objects,
+        "constraints": _digested(constraints),
+        # Rendered no cluster objects then and none now (submit --kueue-objects does): kept, so the digests of
+        # trees rendered before do not change and no job of theirs is rewritten.
+        "kueue_cluster_objects": False,
+        # Only when set: the digests of jobs without pod options do not change.
+        **({"pods": dict(job.pod_options)} if job.pod_options else {}),
+        **({"tolerations": [toleration_rules.to_manifest(t) for t in job.tolerations]}
+           if job.original is None and job.tolerations else {}),
     })
     _merge(obj["metadata"], "labels", {keys.JOB_LABEL: job.name})
     notes = provenance.provenance_annotations(placement, cluster.name, digest, options.now)
     _merge(obj["metadata"], "annotations", notes)
 
-    cluster_objects: list[dict[str, Any]] = []
-    if options.kueue_cluster_objects and cluster.backend is Backend.KUEUE:
-        cluster_objects = kueue_backend.cluster_objects(n for n in options.nodes.values()
-                                                        if n.cluster in (None, cluster.name))
-    # The gang's own companions carry its label and digest; the cluster's Kueue objects are shared by all
-    # jobs, so they carry neither (two jobs would otherwise rewrite them back and forth in Git).
+    # The gang's own companions carry its label and digest. (The cluster's Kueue objects, shared by all its jobs,
+    # are not a job's: `submit --kueue-objects` renders them from the cluster's nodes, backends/kueue.py.)
     ours = [copy.deepcopy(o) for o in (*plan.side_objects, *companions)]
     for o in ours:
         _merge(o["metadata"], "labels", {keys.JOB_LABEL: job.name})
         _merge(o["metadata"], "annotations", {provenance.DIGEST: digest})
     # Apply order: what the pods refer to (flavors, PodGroup, Service, the user's ConfigMaps) before the job.
-    manifests = [*cluster_objects, *ours, *(copy.deepcopy(dict(e)) for e in job.extras), obj]
+    manifests = [*ours, *(copy.deepcopy(dict(e)) for e in job.extras), obj]
     if cluster.karmada:
         manifests.append(karmada.propagation_policy(job.name, namespace, cluster.name, manifests))
     return manifests
@@ -136,7 +147,7 @@ def constraints_for(placement: Placement, nodes: Mapping[str, Node]) -> Constrai
     that nodes of the target cluster carry. Without nodes, the placement's names as they are."""
     if not nodes:
         region = placement.regions[0].split(":", 1)[-1] if len(placement.regions) == 1 else None
-        return Constraints(placement.zones, region, tuple(sorted({a.node for a in placement.assignments})), ())
+        return Constraints(placement.zones, region, tuple(sorted({a.node for a in placement.assignments})))
     missing = sorted({a.node for a in placement.assignments} - set(nodes))
     if missing:
         raise InputError("placement", "assignments", f"node {missing[0]} is not in the fleet rendered from")
@@ -151,11 +162,22 @@ def constraints_for(placement: Placement, nodes: Mapping[str, Node]) -> Constrai
     regions = {own[keys.REGION] for own in labels}
     region = regions.pop() if len(placement.regions) == 1 and len(regions) == 1 else None
     hosts = sorted({own[keys.HOSTNAME] for own in labels})
-    # A product is known only if every placed node says it; otherwise constraining would exclude the others.
-    products = sorted({own[keys.GPU_PRODUCT] for own in labels if keys.GPU_PRODUCT in own})
-    if any(keys.GPU_PRODUCT not in own for own in labels):
-        products = []
-    return Constraints(tuple(zones), region, tuple(hosts), tuple(products))
+    models = {n.gpu for n in placed}
+    others = [nodelabels.selectable(n) for n in nodes.values() if n.gpu not in models]
+    return Constraints(tuple(zones), region, tuple(hosts), gpuidentity.pin(labels, others))
+
+
+def _digested(constraints: Constraints) -> dict[str, object]:
+    """The constraints as the inputs digest holds them. A product pin keeps the form it had before the other
+    identity labels could be pinned, so trees rendered then keep their digests and none of their jobs is
+    rewritten."""
+    pinned = constraints.gpu
+    out: dict[str, object] = {"zones": constraints.zones, "region": constraints.region, "hosts": constraints.hosts,
+                              "products": pinned.values if pinned is not None and pinned.key == keys.GPU_PRODUCT
+                              else ()}
+    if pinned is not None and pinned.key != keys.GPU_PRODUCT:
+        out["gpu_pin"] = {"key": pinned.key, "values": pinned.values}
+    return out
 
 
 def _check(job: JobInput, placement: Placement, cluster: ClusterConfig) -> None:
@@ -170,10 +192,16 @@ def _check(job: JobInput, placement: Placement, cluster: ClusterConfig) -> None:
                          f"asks for {ask.workers} x {ask.gpus_per_worker}")
 
 
+def declared_tolerations(job: JobInput, cluster: ClusterConfig) -> tuple[toleration_rules.Toleration, ...]:
+    """What render adds to every pod: a compact job's declared tolerations, then its cluster's. (A manifest's own
+    are on its pods already.)"""
+    return (*(job.tolerations if job.original is None else ()), *cluster.tolerations)
+
+
 def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], plan: Handoff,
                 constraints: Constraints, cluster: ClusterConfig, job: JobInput) -> None:
     if kind is JobKind.TRAINJOB:
-        _apply_trainjob(obj, plan, constraints, cluster, job.source)
+        _apply_trainjob(obj, plan, constraints, cluster, job)
         return
     for pod_set in pod_sets:
         assert pod_set.path is not None, "only a TrainJob has pods without a template"
@@ -188,12 +216,14 @@ def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], 
         if plan.scheduler_name is not None:
             spec["schedulerName"] = plan.scheduler_name
         affinity.require_in(spec, constraints.requirements(gpu_pod=pod_set.gpus_per_pod > 0, pin=cluster.pin_hosts))
+        toleration_rules.add_to(spec, declared_tolerations(job, cluster))
 
 
 def _apply_trainjob(obj: dict[str, Any], plan: Handoff, constraints: Constraints, cluster: ClusterConfig,
-                    source: str) -> None:
+                    job: JobInput) -> None:
     """A TrainJob's pod template lives in its runtime; the TrainJob can only add a nodeSelector for the
     runtime's `node` job, so what needs affinity with several values or pod metadata is refused, not dropped."""
+    source = job.source
     if plan.pod_level_required:
         raise InputError(source, "spec", f"backend {cluster.backend.value} needs labels or a scheduler on the pods, "
                          "which a TrainJob cannot set; its runtime's podGroupPolicy does gang scheduling")
@@ -203,6 +233,11 @@ def _apply_trainjob(obj: dict[str, Any], plan: Handoff, constraints: Constraints
     reason = affinity.select_exactly(override["nodeSelector"], wanted)
     if reason is not None:
         raise InputError(source, "spec.podSpecOverrides", f"cannot place a TrainJob here: {reason}")
+    # The runtime's pod template is not ours to change: the tolerations reach the node job's pods by the override.
+    # It repeats those the TrainJob's own overrides give, so they hold whether Trainer merges overrides or lets the
+    # last one win.
+    if cluster.tolerations:
+        toleration_rules.add_to(override, (*job.tolerations, *cluster.tolerations))
     obj["spec"].setdefault("podSpecOverrides", []).append(override)
 
 

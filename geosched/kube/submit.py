@@ -44,8 +44,8 @@ from kubernetes.client.exceptions import ApiException
 from geosched import policies, usage
 from geosched.carbon import decision_signal
 from geosched.errors import GeoschedError, InputError
-from geosched.kube import cluster_inventory, keys
-from geosched.kube.backends import workload_api
+from geosched.kube import cluster_inventory, keys, owners
+from geosched.kube.backends import kueue, workload_api
 from geosched.kube.client import (
     APPLY_PATCH,
     FIELD_MANAGER,
@@ -57,7 +57,7 @@ from geosched.kube.client import (
     describe,
     with_retries,
 )
-from geosched.kube.cluster_inventory import ClusterRef, FleetView, Unreachable
+from geosched.kube.cluster_inventory import ClusterRef, ClustersUnreachable, FleetView, Unreachable
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import Backend, ClusterConfig, apply_context
 from geosched.kube.inventory import nodes_from_kube
@@ -173,6 +173,9 @@ class SubmitOptions:
     skip_unreachable: bool = False
     # Kueue clusters: read the queue's ClusterQueue, flavors and Topology first; refuse, saying what is missing.
     check_queues: bool = False
+    # Kueue clusters: also render (and apply first, on the cluster itself) its Topology, ResourceFlavors, ClusterQueue
+    # and the LocalQueue the cluster config names, sized from its nodes (backends/kueue.py `cluster_objects`).
+    kueue_objects: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     carbon: CarbonSignal | None = None
     """An hourly grid-intensity series; the job is placed at the intensity of the hour it starts (`now`)."""
@@ -191,7 +194,13 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
     refs = cluster_inventory.candidates(kubeconfig, contexts, clusters)
     configs = {r.name: (clusters or {}).get(r.name) or ClusterConfig(name=r.name, context=r.context) for r in refs}
     readings, down_clusters = cluster_inventory.read_clusters(refs, kubeconfig)
-    view = replace(cluster_inventory.build_fleet(readings, launched), unreachable=tuple(down_clusters))
+    if not readings:  # not a "no fit": nothing was seen to fit on
+        raise ClustersUnreachable(f"cannot read {cluster_inventory.unreachable_list(down_clusters)}; nothing "
+                                  "placed")
+    # The nodes count whose taints the job's pods will tolerate: the job's own tolerations and its cluster's.
+    tolerated = cluster_inventory.declared_tolerations(configs, job.tolerations)
+    view = replace(cluster_inventory.build_fleet(readings, launched, tolerations=tolerated),
+                   unreachable=tuple(down_clusters))
     down = {u.cluster for u in view.unreachable}
     existing, unchecked = find_existing(job, [r for r in refs if r.name not in down], configs, kubeconfig,
                                         opts.compact_kind)
@@ -216,13 +225,19 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
     planned = plan(job, view, configs, network=network, policy=opts.policy, weights=opts.weights,
                    compact_kind=opts.compact_kind, now=now or datetime.now(UTC), held=held, carbon=opts.carbon)
     if isinstance(planned, NoFit):
-        return replace(seen, status="no-fit", nofit=planned)
+        return replace(seen, status="no-fit", nofit=_with_taints(planned, view))
     cluster = planned.cluster
     target = apply_context(cluster)
+    queues: tuple[Json, ...] = ()
+    if opts.kueue_objects and cluster.backend is Backend.KUEUE:
+        assert cluster.queue is not None, "config parsing requires a queue for kueue"
+        nodes = next(r.nodes for r in readings if r.cluster == cluster.name)
+        queues = tuple(kueue.cluster_objects(nodes, cluster.queue, _namespace(job, cluster),
+                                             kueue.requested_resources(planned.manifests)))
     rendered = replace(seen, status="dry-run", cluster=cluster.name, context=target,
-                       zones=planned.placement.zones, placement=planned.placement, manifests=planned.manifests,
-                       assumptions=(*seen.assumptions, *planned.notes))
-    if opts.check_queues and cluster.backend is Backend.KUEUE:
+                       zones=planned.placement.zones, placement=planned.placement,
+                       manifests=(*queues, *planned.manifests), assumptions=(*seen.assumptions, *planned.notes))
+    if opts.check_queues and cluster.backend is Backend.KUEUE and not queues:
         assert cluster.queue is not None, "config parsing requires a queue for kueue"
         # The member cluster runs Kueue, also when a Karmada control plane takes the manifests.
         with Kube.open(cluster.context, kubeconfig, name=cluster.name) as kube:
@@ -232,10 +247,40 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
                                 + "; ".join(lacking))
     if opts.dry_run:
         return rendered
+    applied: list[Applied] = []
+    if queues:  # on the member cluster itself, also when a Karmada control plane takes the job
+        with Kube.open(cluster.context, kubeconfig, name=cluster.name) as kube:
+            applied += apply_manifests(kube, queues, default_namespace=_namespace(job, cluster), retry=opts.retry,
+                                       force=opts.force)
     with Kube.open(target, kubeconfig, name=cluster.name) as kube:
-        applied = apply_manifests(kube, planned.manifests, default_namespace=_namespace(job, cluster),
-                                  retry=opts.retry, force=opts.force)
+        done = apply_manifests(kube, planned.manifests, default_namespace=_namespace(job, cluster),
+                               retry=opts.retry, force=opts.force)
+        if not cluster.karmada:  # a Karmada control plane's UIDs are not the member cluster's
+            done = own_companions(kube, planned.manifests, done, _namespace(job, cluster), opts)
+        applied += done
     return replace(rendered, status="applied", applied=tuple(applied))
+
+
+def own_companions(kube: Kube, manifests: Sequence[Mapping[str, Any]], done: Sequence[Applied], namespace: str,
+                   opts: SubmitOptions) -> list[Applied]:
+    """Apply the job's companions again, owned by the job just applied (geosched.kube.owners), so deleting the
+    job deletes them. Each companion keeps one entry in the result (created stays created)."""
+    job = manifests[-1]
+    resource = with_retries(lambda: kube.resource(str(job["apiVersion"]), str(job["kind"])), opts.retry)
+    name = str((job.get("metadata") or {}).get("name"))
+    found = with_retries(lambda: kube.get(resource.path(namespace, name)), opts.retry) if resource else None
+    reference = owners.owner_reference(found) if found is not None else None
+    if reference is None:
+        return list(done)
+    again = {(a.api_version, a.kind, a.name): a for a in apply_manifests(
+        kube, [owners.owned(c, reference) for c in owners.companions(manifests, job, namespace)],
+        default_namespace=namespace, retry=opts.retry, force=opts.force)}
+    out = []
+    for a in done:
+        later = again.get((a.api_version, a.kind, a.name))
+        out.append(a if later is None else replace(later, action="created" if a.action == "created" else
+                                                   ("unchanged" if later.action == "unchanged" else "configured")))
+    return out
 
 
 def plan(job: JobInput, view: FleetView, clusters: Mapping[str, ClusterConfig], *,
@@ -267,6 +312,17 @@ def plan(job: JobInput, view: FleetView, clusters: Mapping[str, ClusterConfig], 
     manifests = render(job, _restore_clusters(result, job), cluster,
                        RenderOptions(now=now, compact_kind=compact_kind, nodes=nodes))
     return Planned(job, result, cluster, tuple(manifests), grid.notes)
+
+
+def _with_taints(nofit: NoFit, view: FleetView) -> NoFit:
+    """The no-fit saying first that GPU nodes were left out for taints the job's pods do not tolerate: otherwise
+    it reads as if the cluster had no such GPUs, and the fix (`tolerations:`) is not in sight."""
+    tainted = [r for r in view.skipped if r.reason.startswith("taint ")]
+    if not tainted:
+        return nofit
+    first = tainted[0]
+    return replace(nofit, reasons=(Rejection(f"{len(tainted)} GPU node(s) left out", f"{first.subject}: "
+                                             f"{first.reason}"), *nofit.reasons))
 
 
 def _with_clusters(job: JobInput, clusters: tuple[str, ...]) -> JobInput:

@@ -9,7 +9,7 @@ each bar segment, `chosen-marker`, `zone-<zone>`, `hop-<a>-<b>` and `bounding-ho
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -27,10 +27,16 @@ BOUNDING = "#c0392b"
 
 
 def placement_figure(placement: Placement, candidates: Sequence[RankedCandidate], total: int,
-                     gang: GangMap) -> Figure:
+                     gang: GangMap, window: Callable[[Axes], None] | None = None) -> Figure:
+    """`window`: draws a flexible job's window (`plots.timing.draw_window`) in a row of its own beneath."""
     height = max(5.0, 0.42 * len(candidates) + 2.0)
-    fig = Figure(figsize=(15, height), layout="constrained")
-    bars_ax, map_ax = fig.subplots(1, 2, width_ratios=(1.5, 1))
+    fig = Figure(figsize=(15, height + (5.0 if window is not None else 0.0)), layout="constrained")
+    if window is None:
+        bars_ax, map_ax = fig.subplots(1, 2, width_ratios=(1.5, 1))
+    else:
+        grid = fig.add_gridspec(2, 2, width_ratios=(1.5, 1), height_ratios=(height, 5.0))
+        bars_ax, map_ax = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+        window(fig.add_subplot(grid[1, :]))
     draw_candidates(bars_ax, candidates, total, placement.weights, placement.policy)
     draw_gang(map_ax, gang)
     job = placement.job

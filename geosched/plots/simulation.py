@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,9 +48,14 @@ def job_slowdown(record: JobRecord) -> float:
     return max(record.jct_s / max(alone, BOUND_S), 1.0)
 
 
-def simulation_figure(results: Sequence[PolicyResult], title: str = "") -> Figure:
-    fig = Figure(figsize=(13, 8.5), layout="constrained")
-    grid = fig.add_gridspec(2, 2, height_ratios=(3, 2))
+def simulation_figure(results: Sequence[PolicyResult], title: str = "",
+                      replay: Callable[[Axes, Axes], None] | None = None) -> Figure:
+    """`replay`: draws the grid over the replay and the flexible jobs' starts (`plots.timing.draw_replay`) in two
+    rows of their own beneath."""
+    fig = Figure(figsize=(13, 8.5 + (7.0 if replay is not None else 0.0)), layout="constrained")
+    grid = fig.add_gridspec(4 if replay is not None else 2, 2, height_ratios=(3, 2, 2.2, 2.2)[:4 if replay else 2])
+    if replay is not None:
+        replay(fig.add_subplot(grid[2, :]), fig.add_subplot(grid[3, :]))
     jct_ax, slow_ax = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
     cost_ax, carbon_ax = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
     for i, r in enumerate(results):

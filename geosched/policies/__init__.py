@@ -9,6 +9,7 @@ import importlib
 import pkgutil
 
 from geosched.models import Job, NoFit, Placement, Weights
+from geosched.policies import places
 from geosched.policies.base import registry
 from geosched.policies.context import PlacementContext, job_view
 
@@ -29,6 +30,9 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
     fn = registry().get(policy)
     if fn is None:
         raise KeyError(f"unknown policy {policy!r}; known: {', '.join(names())}")
+    absent = places.unknown(job, ctx.fleet)
+    if absent is not None:  # said in one line, not as every zone's filters
+        return NoFit(job, policy, (absent,))
     return fn(job_view(ctx, job, weights or Weights(), explain))
 
 

@@ -16,7 +16,8 @@ import numpy.typing as npt
 
 from geosched.comm import comm_ms
 from geosched.models import CarbonSignal, Fleet, Job, NetworkView, NodeState, Pricing, Weights, pair_key
-from geosched.policies import spotrisk
+from geosched.policies import places, spotrisk
+from geosched.policies.energy import kwh_per_gpu_hour
 from geosched.policies.spotrisk import Rework, SpotRisk
 
 FloatArray = npt.NDArray[np.float64]
@@ -172,6 +173,13 @@ class PlacementContext:
         other.gpus_free = gpus_free
         return other
 
+    def with_grid(self, per_region: FloatArray) -> PlacementContext:
+        """The same snapshot at other grid intensities, one per region in `region_keys` order (gCO2e/kWh): the
+        time-shift decision's view of an hour, or of a run's mean (policies/timeshift.py)."""
+        other = copy.copy(self)
+        other.grid = np.asarray(per_region, dtype=np.float64)[self.region_of]
+        return other
+
     def zone_link_known(self, a: str, b: str) -> bool:
         return pair_key(a, b) in self.network.zone_links
 
@@ -253,7 +261,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
                    in job.regions]
         restrict(np.isin(ctx.region_of, allowed), "in a region the job does not allow")
     if job.zones:
-        allowed = [i for i, z in enumerate(ctx.zone_names) if z in job.zones]
+        wanted = places.zone_keys(ctx.fleet, job.zones)  # an EKS zone name as the zone ID its nodes say it is
+        allowed = [i for i, z in enumerate(ctx.zone_names) if z in wanted]
         restrict(np.isin(ctx.zone_of, allowed), "in a zone the job does not allow")
     if job.clusters:
         allowed = [i for i, c in enumerate(ctx.cluster_names) if c in job.clusters]
@@ -269,8 +278,7 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
 
     price_gpu = np.nan_to_num(price, nan=0.0)
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
-    watts = ctx.idle_watts + job.profile.utilisation * (ctx.max_watts - ctx.idle_watts)
-    carbon_gpu = watts / 1000.0 * ctx.pue * ctx.grid
+    carbon_gpu = kwh_per_gpu_hour(ctx, job.profile.utilisation) * ctx.grid
     ideal = ideal_step_ms(ctx, job, eligible, capacity)
     return JobView(
         ctx=ctx,
@@ -321,7 +329,11 @@ def _per_gpu(prices: list[float | None], gpus: IntArray) -> FloatArray:
 
 
 def _median_ref(values: FloatArray) -> float:
-    finite = values[np.isfinite(values)]
+    """The median of the positive values: what a term is normalised by. A free pool (on-prem machines priced $0,
+    a region declared at 0 gCO2e/kWh) is left out of the reference, not made its median: with it in, the
+    reference went to 0 and any priced candidate's term to billions, swamping every other term (issue 23). A
+    free candidate still scores 0 on the term; when every eligible node is free, the term is 0 for all."""
+    finite = values[np.isfinite(values) & (values > 0)]
     n = finite.size
     if n == 0:
         return 1.0

@@ -2,8 +2,10 @@
 
 Every placement considered is scored by the shared objective (`scoring`: the weighted step time over the
 ring's real hops, $ and carbon). The winner is chosen in the band of placements whose total is within
-`Weights.zone_tolerance` of the best total considered: there, fewer regions, then fewer zones, then the best
-fit (fewest whole free nodes left in the zones it uses, as Kueue TAS's BestFit), then the lower total.
+`Weights.zone_tolerance` of the best total considered: there, fewer regions, then fewer zones, then the
+tightest (cluster, GPU) pool (fewest free workers left in it: the larger pools stay whole for the larger gangs),
+then the best fit (fewest whole free nodes left in the zones it uses), both as Kueue TAS's BestFit, then the
+lower total.
 `max_zones` and `max_regions` are hard limits.
 
 What is considered:
@@ -290,11 +292,12 @@ class Ranking:
     regions: IntArray
     left: FloatArray
     best: float
+    pool_left: FloatArray
 
 
 def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, usd: FloatArray) -> Ranking:
     """Rank options (option k: nodes[starts[k]:starts[k+1]]) scored `total`: in the tolerance band of the best
-    total, fewer regions, fewer zones, best fit, lower total, cheaper, then first given."""
+    total, fewer regions, fewer zones, the tightest pool, best fit, lower total, cheaper, then first given."""
     ctx = view.ctx
     rid = run_ids(starts, nodes.size)
     zones = _distinct(rid, ctx.zone_of[nodes], starts.size)
@@ -309,11 +312,16 @@ def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, us
     first[by_cell[1:]] = (rid[by_cell[1:]] != rid[by_cell[:-1]]) | (elem_cell[by_cell[1:]] != elem_cell[by_cell[:-1]])
     left: FloatArray = np.bincount(rid, weights=cell_whole[elem_cell] * first - whole[nodes],
                                    minlength=starts.size).astype(np.float64)
+    # Pool fit: free workers the placement's (cluster, GPU) pool keeps, as Kueue TAS's BestFit one level up.
+    groups = group_ids(view)
+    pool_room = np.bincount(groups, weights=view.capacity, minlength=int(groups.max()) + 1)
+    pool_left: FloatArray = (pool_room[groups[nodes[starts]]] - view.job.workers).astype(np.float64)
     best = float(total.min())
     band = total <= best * (1 + view.weights.zone_tolerance) + 1e-12
     # Outside the band only the total counts (it orders the alternatives shown).
-    order = np.lexsort((np.arange(total.size), usd, total, left * band, zones * band, regions * band, ~band))
-    return Ranking(order, total, zones, regions, left, best)
+    order = np.lexsort((np.arange(total.size), usd, total, left * band, pool_left * band, zones * band,
+                        regions * band, ~band))
+    return Ranking(order, total, zones, regions, left, best, pool_left)
 
 
 def _choose(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> Placement:
@@ -350,6 +358,9 @@ def _why_not(view: JobView, r: Ranking, k: int, chosen: int) -> str:
         return f"{inside} spans {r.regions[k]} regions (chosen: {r.regions[chosen]})"
     if r.zones[k] != r.zones[chosen]:
         return f"{inside} spans {r.zones[k]} zones (chosen: {r.zones[chosen]})"
+    if r.pool_left[k] != r.pool_left[chosen]:
+        return (f"{inside} its pool keeps {r.pool_left[k]:.0f} free workers (chosen: {r.pool_left[chosen]:.0f}; "
+                "the tightest pool keeps the largest pools whole for the largest gangs)")
     if r.left[k] != r.left[chosen]:
         return (f"{inside} leaves {r.left[k]:.0f} whole free nodes in its zones (chosen: {r.left[chosen]:.0f}; "
                 "best fit keeps larger zones whole)")

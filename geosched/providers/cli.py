@@ -29,8 +29,16 @@ from geosched.options import (
 from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
 from geosched.policies.spotrisk import Rework
 from geosched.providers import journal, lifecycle, registry
-from geosched.providers.base import Provider, ondemand_firewalls, ondemand_group, ondemand_summary
-from geosched.providers.config import ADMIN_CIDRS_HOWTO, ENV_ADMIN_CIDRS, WORLD, ProviderSettings, from_env
+from geosched.providers.base import AuthError, Provider, ondemand_firewalls, ondemand_group, ondemand_summary
+from geosched.providers.config import (
+    ADMIN_CIDRS_HOWTO,
+    ENV_ADMIN_CIDRS,
+    WORLD,
+    ProviderSettings,
+    exposure,
+    from_env,
+    wide_admin_cidrs,
+)
 from geosched.providers.gang import (
     Event,
     ProvisionResult,
@@ -64,11 +72,20 @@ def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path |
                     admin_cidrs=",".join(admin_cidr) if admin_cidr else None)
 
 
-def _check_admin_cidrs(settings: ProviderSettings, names: tuple[str, ...]) -> None:
+def _check_admin_cidrs(settings: ProviderSettings, names: tuple[str, ...], allow_wide: bool) -> None:
     """Refuse, before any API call, to launch on a cloud without a Terraform network while nobody chose who may
-    reach port 22 of the machines (exit 2, one line saying how)."""
-    if settings.network is None and not settings.admin_cidrs and any(n in registry.CLOUDS for n in names):
+    reach port 22 of the machines (exit 2, one line saying how); warn, one line, when the choice is wide (the
+    world, or shorter than a /8) and --allow-wide-admin-cidr did not say it was meant."""
+    if settings.network is not None or not any(n in registry.CLOUDS for n in names):
+        return  # the admin CIDRs open nothing: a Terraform network has its own rules, an inventory none
+    if not settings.admin_cidrs:
         raise InputError(ENV_ADMIN_CIDRS, "", f"not set, and the machines would need an SSH rule: {ADMIN_CIDRS_HOWTO}")
+    wide = wide_admin_cidrs(settings.admin_cidrs)
+    if wide and not allow_wide:
+        render.err.print(f"warning: SSH (tcp 22) of the new machines is open to {', '.join(map(exposure, wide))}, "
+                         f"from {settings.admin_cidrs_from}: login is key-only, but anyone there can try; narrow it "
+                         "to the networks you administer from, or pass --allow-wide-admin-cidr if you mean it",
+                         soft_wrap=True)
 
 
 TfOutputOption = Annotated[Path | None, typer.Option(
@@ -80,6 +97,9 @@ AdminCidrOption = Annotated[list[str], typer.Option(
     "--admin-cidr", help="Who may reach SSH (tcp 22) of machines launched without a Terraform network; repeat "
     "or comma-separate (default: $GEOSCHED_ADMIN_CIDRS; none set: provision refuses; 0.0.0.0/0 opens it to "
     "the world).")]
+AllowWideOption = Annotated[bool, typer.Option(
+    "--allow-wide-admin-cidr", help="An admin CIDR wider than /8 (IPv4) or /16 (IPv6), 0.0.0.0/0 included, is "
+    "meant: no warning.")]
 
 
 def _check_network(settings: ProviderSettings, store: Store, names: tuple[str, ...]) -> None:
@@ -169,6 +189,7 @@ def provision_cmd(
     tf_output: TfOutputOption = None,
     old_network: OldNetworkOption = None,
     admin_cidr: AdminCidrOption = [],  # noqa: B006
+    allow_wide_admin_cidr: AllowWideOption = False,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
 ) -> None:
@@ -184,7 +205,7 @@ def provision_cmd(
             if record is None or record.request is None:
                 raise InputError("--resume", "", f"no gang {resume_gang!r} in {store.path}")
             _check_network(settings, store, record.request.providers or DEFAULT_PROVIDERS)
-            _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS)
+            _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS, allow_wide_admin_cidr)
             providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
             result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings, observer=obs))
             _show_result(result, output, no_headers)
@@ -201,7 +222,7 @@ def provision_cmd(
         if name:
             check_gang_name(name)
         _check_network(settings, store, names)
-        _check_admin_cidrs(settings, names)
+        _check_admin_cidrs(settings, names, allow_wide_admin_cidr)
         providers = _providers(names, settings)
         if not dry_run:
             providers = _with_credentials(providers)
@@ -613,6 +634,9 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
         elif WORLD & set(cidrs):
             ok, ssh = "warn", (f"SSH (tcp 22) open to the world: {', '.join(cidrs)} ({settings.admin_cidrs_from}); "
                                "key-only login, but narrow it if you can")
+        elif wide := wide_admin_cidrs(cidrs):
+            ok, ssh = "warn", (f"SSH (tcp 22) open to {', '.join(map(exposure, wide))} ({settings.admin_cidrs_from}); "
+                               "key-only login, but narrow it if you can")
         else:
             ok, ssh = "yes", f"SSH (tcp 22) from {', '.join(cidrs)} ({settings.admin_cidrs_from})"
         return [{"provider": provider, "item": "network", "ok": "yes",
@@ -679,7 +703,9 @@ def check_cmd(
     rows.append({"provider": "all", "item": "ssh public key", "ok": "yes" if settings.ssh_public_key else "no",
                  "detail": "found" if settings.ssh_public_key else "none: pass --ssh-key or set "
                  "GEOSCHED_SSH_PUBLIC_KEY (nodes will not accept your logins)"})
-    emit_list(kinds.CHECKS, rows, output, no_headers=no_headers)
+    # `ok` a boolean for programs (a warning does not fail), `status` the word people read (yes, no, warn).
+    emit_list(kinds.CHECKS, [{"provider": r["provider"], "item": r["item"], "status": r["ok"], "ok": r["ok"] != "no",
+                              "detail": r["detail"]} for r in rows], output, no_headers=no_headers)
     if any(r["ok"] == "no" for r in rows):
         raise typer.Exit(1)
 
@@ -697,7 +723,11 @@ def catalog_refresh(
         raise InputError("--provider", "", f"expected one of {', '.join(registry.CLOUDS)}, got {provider!r}")
     built = registry.build((provider,), _settings(ctx))
     with Store(_home(ctx)) as store:
-        result = refresh_catalog(built[provider], store, regions=_split(regions))
+        try:
+            result = refresh_catalog(built[provider], store, regions=_split(regions))
+        except AuthError as exc:
+            # Missing or refused credentials are exit 4 (docs/exit-codes.md), said once.
+            raise CredentialsError(f"no credentials for {provider} ({exc.message}): run `geosched check`") from None
     signals = f", {result.signals} spot risk signals" if result.signals else ""
     render.out.print(f"{provider}: {result.offerings} offerings and {result.prices} prices{signals} from "
                      f"{len(result.regions)} region(s) in {result.api_calls} API calls")

@@ -11,7 +11,8 @@ The network to launch into is the `terraform output -json` of geosched's Terrafo
 GEOSCHED_TERRAFORM_OUTPUT); without one, launches use the default VPC (AWS) and default network (GCP), with a
 security group / firewall rules geosched creates on demand: SSH (tcp 22) from GEOSCHED_ADMIN_CIDRS (or
 `--admin-cidr`) and all traffic between geosched's own machines. There is no default: until one is set,
-`provision` refuses before any API call and `check` warns; 0.0.0.0/0 is allowed only as an explicit choice.
+`provision` refuses before any API call and `check` warns; 0.0.0.0/0 is allowed only as an explicit choice,
+and `provision` warns about it (and any CIDR wider than WIDE_PREFIX) unless --allow-wide-admin-cidr.
 """
 
 from __future__ import annotations
@@ -46,8 +47,13 @@ DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/i
 # outside the gang.
 DEFAULT_ADMIN_CIDRS: tuple[str, ...] = ()
 WORLD = frozenset({"0.0.0.0/0", "::/0"})
+# Shorter prefixes than these are "wide": more than any one site administers from (an IPv4 /8 is 16.7 million
+# addresses; IPv6 blocks are handed out larger, so its bound is looser). Wide is allowed, but provision warns
+# naming the exposure unless --allow-wide-admin-cidr says it was meant.
+WIDE_PREFIX = {4: 8, 6: 16}
 ADMIN_CIDRS_HOWTO = (f"set {ENV_ADMIN_CIDRS} to the networks you administer from (comma-separated CIDRs, e.g. "
-                     "203.0.113.0/24), or pass --admin-cidr 0.0.0.0/0 to open SSH to the world on purpose")
+                     "203.0.113.0/24), or pass --admin-cidr 0.0.0.0/0 --allow-wide-admin-cidr to open SSH to the world "
+                     "on purpose")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +148,21 @@ def parse_admin_cidrs(text: str, source: str = ENV_ADMIN_CIDRS) -> tuple[str, ..
         if str(net) not in out:
             out.append(str(net))
     return tuple(out)
+
+
+def wide_admin_cidrs(cidrs: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The CIDRs wider than WIDE_PREFIX of their family (0.0.0.0/0 and ::/0 included)."""
+    return tuple(c for c in cidrs if (net := ipaddress.ip_network(c)).prefixlen < WIDE_PREFIX[net.version])
+
+
+def exposure(cidr: str) -> str:
+    """Who a wide CIDR lets try SSH, in words: `the whole IPv4 internet (0.0.0.0/0)`, `268,435,456 addresses
+    (16.0.0.0/4)`."""
+    net = ipaddress.ip_network(cidr)
+    if net.prefixlen == 0:
+        return f"the whole IPv{net.version} internet ({cidr})"
+    count = f"{net.num_addresses:,}" if net.version == 4 else f"2^{net.max_prefixlen - net.prefixlen}"
+    return f"{count} addresses ({cidr})"
 
 
 def read_public_key(env: Mapping[str, str], explicit: Path | None = None) -> str | None:

@@ -15,6 +15,10 @@ span times that ratio (`run_ratio`), i.e. at the average prices and grid intensi
 whose steps are 40x slower runs 40x longer and pays 40x. When the recorded nodes are not in the snapshot
 there is no predicted step to compare with: the ratio is 1 and the outcome says so.
 
+Time shifting. A job decided with a later start (`place --record` of a flexible job stores its `start` block) is
+also compared with itself started when it was decided (`start-now`): the same nodes for the same span, earlier by
+the deferral, at the grid and prices of those hours; the difference is what waiting saved.
+
 Limits: jobs are re-placed one at a time on the snapshot's free capacity, not against each other; the job's
 zone, region and cluster limits are not in the recorded placement, so baselines may go where the job was not
 allowed to; a baseline that finds no fit is reported, not guessed.
@@ -188,9 +192,30 @@ def compare(placements: Sequence[Mapping[str, Any]], usage: Mapping[str, JobUsag
             out.append(Outcome(name, REFERENCE, str(doc.get("policy")), usd, gco2e, tuple(doc.get("zones") or ()),
                                tuple(doc.get("regions") or ()), note="modelled on the snapshot", run_ratio=1.0))
             step = step_ms(job, assigned, ctx)
+            deferred = float((doc.get("start") or {}).get("deferred_s") or 0.0)
+            if deferred > 0:
+                out.append(_started_now(job, assigned, fleet, used, costing, deferred, doc))
         for b in baselines:
             out.append(_replace(job, b, ctx, used, costing, step))
     return out
+
+
+START_NOW = "start-now"
+
+
+def _started_now(job: Job, assigned: Sequence[tuple[str, int]], fleet: Fleet, used: JobUsage, costing: Costing,
+                 deferred: float, doc: Mapping[str, Any]) -> Outcome:
+    """A time-shifted job (its placement's `start` block: policies/timeshift.py) had it started when it was
+    decided: the same nodes for the same span, `deferred` seconds earlier, costed by the same accounting at the
+    prices and grid intensities of those hours. What the shift saved is this less the recorded outcome."""
+    spans = placement_intervals(job, assigned, fleet, used.start - deferred, used.end - deferred)
+    assert spans is not None  # the reference was costed on the same nodes
+    usd, gco2e = costing(spans)
+    start = doc.get("start") or {}
+    return Outcome(job.name, START_NOW, str(doc.get("policy")), usd, gco2e, tuple(doc.get("zones") or ()),
+                   tuple(doc.get("regions") or ()), run_ratio=1.0,
+                   note=f"the same nodes from {start.get('decided_at', '?')}, when it was decided, instead of "
+                        f"{start.get('at', '?')}")
 
 
 def step_ms(job: Job, assigned: Sequence[tuple[str, int]], ctx: policies.PlacementContext) -> float:
@@ -231,5 +256,6 @@ def savings(outcomes: Sequence[Outcome]) -> list[Savings]:
         acc[2] += ref.usd or 0.0
         acc[3] += o.gco2e or 0.0
         acc[4] += ref.gco2e or 0.0
-    order = [b.label for b in BASELINES] + sorted(set(totals) - {b.label for b in BASELINES})
+    order = [b.label for b in BASELINES] + [START_NOW] + sorted(set(totals) - {b.label for b in BASELINES}
+                                                                - {START_NOW})
     return [Savings(label, int(t[0]), t[1], t[2], t[3], t[4]) for label in order if (t := totals.get(label))]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from geosched.errors import InputError
+from geosched.fields import FIRST_YEAR, utc_instant
 
 _AGE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
@@ -27,7 +28,14 @@ def parse_when(text: str, now: float, option: str = "--since") -> float:
     """Unix seconds for an ISO date/date-time (naive = UTC) or a relative age before `now`."""
     age = _AGE_RE.match(text)
     if age:
-        return now - float(age.group(1)) * _UNIT_S[age.group(2)]
+        seconds = now - float(age.group(1)) * _UNIT_S[age.group(2)]
+        # An age of 99999999999d reaches before year 1: bounded as every instant geosched reads.
+        try:
+            instant = datetime.fromtimestamp(seconds, UTC)
+        except (OverflowError, ValueError, OSError):  # before year 1: no datetime holds it
+            raise InputError(option, "", f"the age {text!r} reaches before the year {FIRST_YEAR}") from None
+        utc_instant(instant, option, "")
+        return seconds
     raw = text.strip()
     try:
         # Python 3.11 reads most ISO 8601 forms, including a trailing Z.
@@ -37,7 +45,7 @@ def parse_when(text: str, now: float, option: str = "--since") -> float:
                                      f"like 7d, 12h, 30m, 2w; got {text!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+    return utc_instant(when, option, "").timestamp()
 
 
 def window(since: str | float | None, until: str | float | None, now: float) -> Window:

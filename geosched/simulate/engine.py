@@ -38,6 +38,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -50,6 +51,24 @@ from geosched.simulate.metrics import JobRecord, PolicyResult, Unplaced, summari
 from geosched.simulate.traces.model import TraceJob
 
 PlaceFn = Callable[[Job, PlacementContext, str, Weights | None], Placement | NoFit]
+
+
+class Timing(Protocol):
+    """When jobs may start and what they emit (`geosched.simulate.shifting`): the replay's one hook for time shifting.
+
+    `release_at`: the trace time a job arriving (or released) at `now` joins the queue (`now` or earlier: at once);
+    `running` holds each running job's finish, nodes and GPUs.
+    `urgent`: a released job at its latest start goes to the queue's front. `context`: the snapshot the job is
+    placed on at `now` (None: the hour's, as for any job). `kgco2e`: what a placement emits over [start, finish)."""
+
+    def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
+                   running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float: ...
+
+    def urgent(self, j: int, job: Job, now: float) -> bool: ...
+
+    def context(self, j: int, job: Job, now: float, ctx: PlacementContext) -> PlacementContext | None: ...
+
+    def kgco2e(self, job: Job, placement: Placement, ctx: PlacementContext, start: float, finish: float) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +84,24 @@ class SimOptions:
 def simulate(trace_jobs: Sequence[TraceJob], ctx: PlacementContext, policy_names: Sequence[str],
              weights: Weights | None = None, *, options: SimOptions = SimOptions(),
              profile_for: ProfileFor | None = None, place_fn: PlaceFn | None = None,
-             context_at: Callable[[float], PlacementContext] | None = None) -> list[PolicyResult]:
+             context_at: Callable[[float], PlacementContext] | None = None,
+             jobs: Callable[[Sequence[Job]], Sequence[Job]] | None = None,
+             timing: Callable[[str], Timing | None] | None = None) -> list[PolicyResult]:
     """Replay `trace_jobs` once per policy, each from the snapshot's free GPUs. Pure: same inputs, same results.
 
     `context_at(t)`, if given, is the snapshot a decision at trace time `t` is made on (the same fleet and network;
     the grid intensity of that hour: `geosched.carbon.contexts_by_hour`), so each job is placed, and its emissions
-    counted, at the carbon of the hour it starts."""
+    counted, at the carbon of the hour it starts.
+
+    `jobs` may rewrite the gangs (give some a `schedule`: geosched.simulate.shifting); `timing(name)` is the time
+    hook of the run named `name` (None: every job as soon as it fits, as always)."""
     profile_for = profile_for or gavel_profiles(shipped_throughputs())
     gangs = [to_job(t, profile_for(t), options.max_gpus_per_worker, options.gpu) for t in trace_jobs]
+    gangs = list(jobs(gangs)) if jobs is not None else gangs
     order = sorted(range(len(trace_jobs)), key=lambda i: (trace_jobs[i].submit_time_s, i))
     decide = place_fn or _decide
-    return [_Replay(trace_jobs, gangs, ctx, name, weights, options, decide, context_at).run(order)
+    return [_Replay(trace_jobs, gangs, ctx, name, weights, options, decide, context_at,
+                    timing(name) if timing is not None else None).run(order)
             for name in policy_names]
 
 
@@ -89,9 +115,11 @@ class _Replay:
 
     def __init__(self, trace: Sequence[TraceJob], gangs: Sequence[Job], ctx: PlacementContext, policy: str,
                  weights: Weights | None, options: SimOptions, place_fn: PlaceFn,
-                 context_at: Callable[[float], PlacementContext] | None = None) -> None:
+                 context_at: Callable[[float], PlacementContext] | None = None, timing: Timing | None = None) -> None:
         self.trace, self.gangs, self.ctx = trace, gangs, ctx
         self.context_at = context_at
+        self.timing = timing
+        self.waiting: list[tuple[float, int]] = []  # (release, job): flexible jobs waiting for their hour
         self.policy, self.weights, self.options, self.place_fn = policy, weights, options, place_fn
         self.index = {name: i for i, name in enumerate(ctx.names)}
         self.pool_of: IntArray = ctx.cluster_of * len(ctx.gpu_names) + ctx.gpu_of
@@ -110,21 +138,24 @@ class _Replay:
     def run(self, order: Sequence[int]) -> PolicyResult:
         submit = [self.trace[i].submit_time_s for i in order]
         k = 0
-        while k < len(order) or self.running or self.queue:
+        while k < len(order) or self.running or self.queue or self.waiting:
             next_arrival = submit[k] if k < len(order) else np.inf
             next_finish = self.running[0][0] if self.running else np.inf
-            now = float(min(next_arrival, next_finish))
+            next_hour = self.waiting[0][0] if self.waiting else np.inf
+            now = float(min(next_arrival, next_finish, next_hour))
             if now == np.inf:
                 raise RuntimeError("jobs queued with nothing running: _serve should have given them up")
             while self.running and self.running[0][0] <= now:
                 self._release(heapq.heappop(self.running)[2])
+            while self.waiting and self.waiting[0][0] <= now:
+                self._admit(heapq.heappop(self.waiting)[1], now)
             while k < len(order) and submit[k] <= now:
-                self._admit(order[k])
+                self._admit(order[k], now)
                 k += 1
             self._serve(now)
         return summarise(self.policy, self.records, self.unplaced, int(self.initial.sum()))
 
-    def _admit(self, j: int) -> None:
+    def _admit(self, j: int, now: float) -> None:
         job = self.gangs[j]
         shape = (job.workers, job.gpus_per_worker)
         if shape not in self.fits_idle:
@@ -133,6 +164,15 @@ class _Replay:
             self._give_up(j, f"no pool of ready nodes holds {job.workers} x {job.gpus_per_worker} GPUs "
                              "even with the fleet idle")
             return
+        if self.timing is not None and job.flexible:
+            running = [(finish, *self.held[i]) for finish, _, i in self.running]
+            release = self.timing.release_at(j, job, now, self.ctx.with_free(self.free), running)
+            if release > now:
+                heapq.heappush(self.waiting, (release, j))
+                return
+            if self.timing.urgent(j, job, now):
+                self.queue.appendleft(j)
+                return
         self.queue.append(j)
 
     def _serve(self, now: float) -> None:
@@ -188,6 +228,8 @@ class _Replay:
         result = None
         if self._may_fit(self.free, job):
             ctx = self.context_at(now) if self.context_at is not None else self.ctx
+            if self.timing is not None and job.flexible:
+                ctx = self.timing.context(j, job, now, ctx) or ctx
             result = self.place_fn(job, ctx.with_free(self.free.copy()), self.policy, self.weights)
         if isinstance(result, Placement):
             return result
@@ -212,10 +254,14 @@ class _Replay:
         hours = run / 3600.0
         heapq.heappush(self.running, (now + run, len(self.records), j))
         self.held[j] = (nodes, gpus)
+        kgco2e = placement.score.gco2e_per_hour * hours / 1000.0
+        if self.timing is not None:
+            kgco2e = self.timing.kgco2e(job, placement, self.ctx, now, now + run)
+        deadline = job.schedule.deadline if job.schedule is not None else None
         self.records.append(JobRecord(
             id=trace.id, submit_s=trace.submit_time_s, start_s=now, finish_s=now + run, gpus=job.gpus,
             workers=job.workers, zones=placement.zones, regions=placement.regions, slowdown=slowdown,
-            usd=placement.score.usd_per_hour * hours, kgco2e=placement.score.gco2e_per_hour * hours / 1000.0,
+            usd=placement.score.usd_per_hour * hours, kgco2e=kgco2e, flexible=job.flexible, deadline_s=deadline,
         ))
 
     def _release(self, j: int) -> None:

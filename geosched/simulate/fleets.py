@@ -50,6 +50,14 @@ GEO_ZONES: tuple[tuple[str, str, str, str, int], ...] = (
     ("aws", "eu-north-1", "eun1-az1", "p5.48xlarge", 40),
     ("aws", "eu-north-1", "eun1-az2", "p5.48xlarge", 25),
 )
+# The geo fleet's shape over three US regions whose grid zones have shipped 2023 series (geosched/data/carbon):
+# us-east-1 in PJM (steady), us-central1 in SPP (wind), us-west-2 in PacifiCorp West (hydro, wind and solar), by
+# Electricity Maps' data-centre map. For the time-shifting benchmark (benchmarks/bench_timeshift.py).
+GEO_US_ZONES: tuple[tuple[str, str, str, str, int], ...] = (
+    *GEO_ZONES[:6],
+    ("aws", "us-west-2", "usw2-az1", "p5.48xlarge", 40),
+    ("aws", "us-west-2", "usw2-az2", "p5.48xlarge", 25),
+)
 # Zone pairs whose measured link is far below the region's norm (netmodel.SAME_REGION: 1 ms, 25 Gbit/s):
 # a congested or long inter-AZ path, as probes find them. Everything else is the shipped network model.
 GEO_SLOW_PAIRS: dict[tuple[str, str], LinkStats] = {
@@ -62,14 +70,18 @@ GEO_DEGRADED = 0.03
 GEO_SEED = 11
 
 
-def geo_fleet(nodes: int = 300, degraded: float = GEO_DEGRADED, seed: int = GEO_SEED) -> tuple[Fleet, NetworkView]:
+def geo_fleet(nodes: int = 300, degraded: float = GEO_DEGRADED, seed: int = GEO_SEED,
+              layout: tuple[tuple[str, str, str, str, int], ...] = GEO_ZONES, slow_pairs: bool = True,
+              ) -> tuple[Fleet, NetworkView]:
     """The geo fleet and its measured network: `degraded` of the nodes (rounded, at least one when > 0) have
     a bad NIC (half slow, half lossy, as in the default fleet), the zone pairs of `GEO_SLOW_PAIRS` are slow,
-    every other link is the shipped model. Deterministic for a seed; all GPUs free."""
-    total = sum(w for *_, w in GEO_ZONES)
+    every other link is the shipped model. Deterministic for a seed; all GPUs free. `layout`: another layout of the
+    same shape (`GEO_US_ZONES`: three US regions whose grids geosched ships hourly series of); `slow_pairs=False`
+    leaves out the slow zone pairs (every link the shipped model)."""
+    total = sum(w for *_, w in layout)
     offers = {(o.zone, o.instance_type): o for o in catalog.offerings() if o.price_ondemand}
     fleet_nodes: list[Node] = []
-    for provider, region, zone, instance_type, weight in GEO_ZONES:
+    for provider, region, zone, instance_type, weight in layout:
         offer = offers.get((zone, instance_type))
         if offer is None or (offer.provider, offer.region) != (provider, region):
             raise ValueError(f"the catalog has no {instance_type} in {zone}")
@@ -82,5 +94,5 @@ def geo_fleet(nodes: int = 300, degraded: float = GEO_DEGRADED, seed: int = GEO_
     all_regions = catalog.regions()
     regions = {z.region_key: all_regions[z.region_key] for z in zones.values()}
     fleet = Fleet(regions=regions, zones=zones, nodes=tuple(fleet_nodes), gpu_power=catalog.gpu_power())
-    zone_links = {**netmodel.zone_links(zones.values()), **GEO_SLOW_PAIRS}
+    zone_links = {**netmodel.zone_links(zones.values()), **(GEO_SLOW_PAIRS if slow_pairs else {})}
     return fleet, NetworkView(zone_links=zone_links, node_links=node_links(rng, fleet_nodes, nics))

@@ -6,7 +6,10 @@
 - GPU utilisation: GPU-seconds the trace's jobs held / (GPUs free at the start on ready nodes x makespan);
   GPUs busy in the snapshot stay busy and are not counted as capacity.
 - $: each job's gang price per hour (the placement's `usd_per_hour`) x its hours; kgCO2e likewise from the
-  placement's `gco2e_per_hour`. A job is billed for the time it runs, network waits included.
+  placement's `gco2e_per_hour`, or, in a replay with an hourly series, the grid of every hour it runs
+  (`geosched.simulate.shifting`). A job is billed for the time it runs, network waits included.
+- flexible jobs (with slack): how many ran, how many finished after their deadline (`deadline_misses`), and the
+  average JCT of the other jobs (`avg_jct_inflexible_s`, what time shifting must not make worse).
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ class JobRecord:
     slowdown: float
     usd: float
     kgco2e: float
+    flexible: bool = False
+    deadline_s: float | None = None
+
+    @property
+    def missed(self) -> bool:
+        """Finished after its deadline (a flexible job's promise)."""
+        return self.deadline_s is not None and self.finish_s > self.deadline_s + 1e-6
 
     @property
     def jct_s(self) -> float:
@@ -67,6 +77,9 @@ class PolicyResult:
     unplaced: int
     avg_slowdown: float
     multi_zone_jobs: int
+    flexible_jobs: int = 0
+    deadline_misses: int = 0
+    avg_jct_inflexible_s: float = 0.0
     records: tuple[JobRecord, ...] = field(default=(), repr=False, compare=False)
     unplaced_jobs: tuple[Unplaced, ...] = field(default=(), repr=False, compare=False)
 
@@ -85,6 +98,9 @@ class PolicyResult:
             "unplaced": self.unplaced,
             "avg_slowdown": self.avg_slowdown,
             "multi_zone_jobs": self.multi_zone_jobs,
+            "flexible_jobs": self.flexible_jobs,
+            "deadline_misses": self.deadline_misses,
+            "avg_jct_inflexible_s": self.avg_jct_inflexible_s,
         }
 
 
@@ -92,7 +108,7 @@ def summarise(policy: str, records: Sequence[JobRecord], unplaced: Sequence[Unpl
               capacity_gpus: int) -> PolicyResult:
     if not records:
         return PolicyResult(policy, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, len(unplaced), 0.0, 0,
-                            (), tuple(unplaced))
+                            unplaced_jobs=tuple(unplaced))
     submit = np.array([r.submit_s for r in records])
     start = np.array([r.start_s for r in records])
     finish = np.array([r.finish_s for r in records])
@@ -114,6 +130,9 @@ def summarise(policy: str, records: Sequence[JobRecord], unplaced: Sequence[Unpl
         unplaced=len(unplaced),
         avg_slowdown=float(np.mean([r.slowdown for r in records])),
         multi_zone_jobs=sum(1 for r in records if len(r.zones) > 1),
+        flexible_jobs=sum(1 for r in records if r.flexible),
+        deadline_misses=sum(1 for r in records if r.missed),
+        avg_jct_inflexible_s=float(np.mean([r.jct_s for r in records if not r.flexible] or [0.0])),
         records=tuple(records),
         unplaced_jobs=tuple(unplaced),
     )

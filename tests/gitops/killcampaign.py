@@ -1,10 +1,13 @@
 """Kill campaign for multi-file outputs: `geosched gitops render` and `geosched snapshot export` run as the CLI in
 a child process and are SIGKILLed at a random moment; then the invariants are checked:
 
-- no mixed set: right after the kill, what a reader gets (after the recovery every reader of a set runs) is
-  the whole old output or the whole new one, never a mix;
+- no mixed set: right after the kill, what a reader gets (geosched.writes.reading, which every reader of a set
+  goes through) is the whole old output or the whole new one, never a mix; and the reader writes nothing;
 - one re-run repairs: after running the same command once more, the output is byte for byte what a clean
-  run gives, and no temp file is left anywhere.
+  run gives, and no temp file is left anywhere;
+- nothing outside the output is touched: every other file of the run's directory (the inputs, a sentinel
+  file beside them) keeps its bytes and its modification time, through the kill and the re-run (the store in
+  the command's home is its own and not counted).
 
 Half the kills come at a moment drawn over a clean run's duration (measured at the start of the campaign, on
 the same machine under the same load); as the writes are the last milliseconds of a run, the other half come
@@ -35,7 +38,8 @@ from typing import Any
 from geosched import writes
 from geosched.fields import parse_time
 from geosched.gitops import render_tree
-from geosched.store import Store, snapshot_paths, write_snapshot
+from geosched.gitops.files import OWNED_PATTERNS
+from geosched.store import SNAPSHOT_LAYOUT, Store, write_snapshot
 from geosched.testing import fleet, network
 from tests.gitops.gitops_support import AT, lab_fleet, tree_args, write_inputs, write_snapshot_files
 from tests.kill import run_killable
@@ -52,8 +56,8 @@ class Scenario:
     """The command, as typed after `geosched`."""
     out: str
     """The output directory, relative to the run's directory."""
-    read: Callable[[Path], object]
-    """What a reader of the output does first (and so sees the set whole); its result is not used."""
+    layout: tuple[str, ...]
+    """The files the output's set consists of (geosched.writes)."""
 
 
 def _gitops_old(run: Path) -> None:
@@ -85,12 +89,13 @@ def _export_argv(fmt: str) -> Callable[[Path], list[str]]:
 
 
 SCENARIOS = (
-    Scenario("gitops render", _gitops_old, _gitops_argv, "out", writes.recover),
+    Scenario("gitops render", _gitops_old, _gitops_argv, "out", OWNED_PATTERNS),
     Scenario("snapshot export yaml", lambda run: _snapshot_old(run, "yaml"), _export_argv("yaml"), "snap",
-             snapshot_paths),
+             SNAPSHOT_LAYOUT),
     Scenario("snapshot export json", lambda run: _snapshot_old(run, "json"), _export_argv("json"), "snap",
-             snapshot_paths),
+             SNAPSHOT_LAYOUT),
 )
+SENTINEL = "outside/precious.txt"
 
 
 # An exported network says how old each measurement is at export time: the one byte-level difference two
@@ -101,6 +106,24 @@ AGE = re.compile(rb'("?age_s"?:\s*)[-+0-9.eE]+')
 def tree(root: Path, *, temps: bool = True) -> Tree:
     return {p.relative_to(root).as_posix(): AGE.sub(rb"\1*", p.read_bytes()) for p in sorted(root.rglob("*"))
             if p.is_file() and (temps or not p.name.startswith(writes.TMP_PREFIX))}
+
+
+def seen(root: Path, layout: tuple[str, ...]) -> Tree:
+    """The output as a reader sees it (geosched.writes.reading): every file of the set, from its staged temp
+    file when a killed run committed but had not renamed it yet."""
+    with writes.reading(root, layout=layout) as view:
+        names = {p.relative_to(root).as_posix() for p in root.rglob("*")
+                 if p.is_file() and not p.name.startswith(writes.TMP_PREFIX)}
+        names |= {rel for rel, _ in view.journal.write} if view.journal is not None else set()
+        found = {rel: view.path(rel) for rel in sorted(names)}
+        return {rel: AGE.sub(rb"\1*", path.read_bytes()) for rel, path in found.items() if path is not None}
+
+
+def outside(run: Path, scenario: Scenario) -> dict[str, tuple[bytes, int]]:
+    """Every file of the run's directory but the output and the command's home, with its modification time."""
+    mine = (run / scenario.out, run / "home")
+    return {p.relative_to(run).as_posix(): (p.read_bytes(), p.lstat().st_mtime_ns) for p in sorted(run.rglob("*"))
+            if p.is_file() and not any(m == p or m in p.parents for m in mine)}
 
 
 def stray(root: Path) -> list[str]:
@@ -179,12 +202,16 @@ class Outcome:
     temps_after_kill: int
     reader_saw: str
     """old | new | mixed (a failure)."""
+    reader_wrote: bool
     rerun_ok: bool
     stray: list[str]
+    touched_outside: list[str]
+    """Files outside the output whose bytes or modification time changed, or that appeared or went."""
 
     @property
     def clean(self) -> bool:
-        return self.state != "mixed" and self.reader_saw != "mixed" and self.rerun_ok and not self.stray
+        return (self.state != "mixed" and self.reader_saw != "mixed" and not self.reader_wrote and self.rerun_ok
+                and not self.stray and not self.touched_outside)
 
 
 def _spawn(mp: Any, scenario: Scenario, run: Path, delay_s: float | None = None, kill_at: int | None = None,
@@ -200,6 +227,8 @@ def baseline(mp: Any, scenario: Scenario, workdir: Path) -> Baseline:
     template = workdir / f"template-{slug}"
     template.mkdir(parents=True)
     scenario.prepare(template)
+    (template / SENTINEL).parent.mkdir()
+    (template / SENTINEL).write_text("the user's data\n")
     old = tree(template / scenario.out)
     runs: list[tuple[float, int]] = []
     new = None
@@ -224,15 +253,19 @@ def run_one(mp: Any, base: Baseline, workdir: Path, index: int, rng: random.Rand
     run = workdir / f"run-{index:04d}"
     shutil.copytree(base.template, run, symlinks=True)
     out = run / base.scenario.out
+    before = outside(run, base.scenario)
     delay, kill_at = base.kill(rng)
     killed, _ = _spawn(mp, base.scenario, run, delay, kill_at)
     temps = len(stray(run))
     state = "pending" if writes.pending(out) else _which(tree(out, temps=False), base)
-    base.scenario.read(out)
-    reader_saw = _which(tree(out), base)
+    on_disk = tree(out)
+    reader_saw = _which(seen(out, base.scenario.layout), base)
+    reader_wrote = tree(out) != on_disk
     _, code = _spawn(mp, base.scenario, run, None)
-    outcome = Outcome(base.scenario.name, delay, kill_at, killed, state, temps, reader_saw,
-                      code == 0 and tree(out) == base.new, stray(run))
+    after = outside(run, base.scenario)
+    touched = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    outcome = Outcome(base.scenario.name, delay, kill_at, killed, state, temps, reader_saw, reader_wrote,
+                      code == 0 and tree(out) == base.new, stray(run), touched)
     shutil.rmtree(run)
     return outcome
 
@@ -255,6 +288,8 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
         "states_after_kill": dict(Counter(o.state for o in outcomes)),
         "runs_with_temp_files_after_kill": sum(o.temps_after_kill > 0 for o in outcomes),
         "mixed_seen_by_reader": sum(o.reader_saw == "mixed" for o in outcomes),
+        "readers_that_wrote": sum(o.reader_wrote for o in outcomes),
+        "files_touched_outside_the_output": sum(len(o.touched_outside) for o in outcomes),
         "rerun_not_clean": sum(not o.rerun_ok for o in outcomes),
         "stray_files": sum(len(o.stray) for o in outcomes),
         "by_scenario": dict(Counter(o.scenario for o in outcomes)),

@@ -54,6 +54,26 @@ def test_the_applicationset_makes_one_application_per_cluster_directory() -> Non
     assert spec["syncPolicy"]["automated"]["prune"] is True
 
 
+def test_argo_cd_recreates_a_moved_job_and_only_it() -> None:
+    """Issue 21 item 9: a job that moves changes its pod template, which Kubernetes does not allow in place; Argo CD
+    applied it and failed the sync. Argo CD deletes and recreates a resource annotated
+    `argocd.argoproj.io/sync-options: Force=true,Replace=true` (argo-cd docs/user-guide/sync-options.md, "Force
+    Sync"; an annotation only, there is no Application-level Force), and with ApplyOutOfSyncOnly=true a sync
+    touches only the out-of-sync objects: the moved job, not every running job of the cluster."""
+    spec = load(EXAMPLE / "argocd" / "applicationset.yaml")["spec"]["template"]["spec"]
+    assert "ApplyOutOfSyncOnly=true" in spec["syncPolicy"]["syncOptions"]
+    jobs = [obj for path in sorted((EXAMPLE / "clusters").glob("*/*/*.yaml"))
+            for obj in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+            if "geosched.io/cluster" in (obj["metadata"].get("annotations") or {})]
+    assert len(jobs) == 4
+    for obj in jobs:
+        options = obj["metadata"]["annotations"]["argocd.argoproj.io/sync-options"].split(",")
+        assert {"Force=true", "Replace=true"} <= set(options), obj["metadata"]["name"]
+    others = [obj for path in sorted((EXAMPLE / "clusters").glob("*/*/*.yaml"))
+              for obj in yaml.safe_load_all(path.read_text(encoding="utf-8")) if obj not in jobs]
+    assert all("argocd.argoproj.io/sync-options" not in (o["metadata"].get("annotations") or {}) for o in others)
+
+
 def test_flux_has_one_kustomization_per_cluster_pointing_at_its_directory() -> None:
     clusters = sorted(load_cluster_config(EXAMPLE / "clusters.yaml"))
     assert sorted(p.name for p in (EXAMPLE / "flux").iterdir()) == clusters

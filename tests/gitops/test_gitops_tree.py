@@ -257,3 +257,14 @@ def test_placed_jobs_reads_the_jobs_of_a_rendered_tree_and_refuses_anything_else
         placed_jobs(repo / "other.yaml")
     with pytest.raises(InputError, match="no such file"):
         placed_jobs(repo / "missing.yaml")
+
+
+def test_a_jobs_own_argo_cd_sync_options_are_kept_beside_force_and_replace() -> None:
+    from geosched.gitops.tree import ARGOCD_SYNC_OPTIONS, recreated_on_change
+
+    job = {"kind": "Job", "metadata": {"annotations": {"geosched.io/cluster": "c",
+                                                       ARGOCD_SYNC_OPTIONS: "Prune=false, Replace=false"}}}
+    assert recreated_on_change(job)["metadata"]["annotations"][ARGOCD_SYNC_OPTIONS] == \
+        "Prune=false,Force=true,Replace=true"
+    service = {"kind": "Service", "metadata": {"name": "s"}}
+    assert recreated_on_change(service) is service

@@ -23,6 +23,7 @@ import random
 import shutil
 import signal
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,39 @@ def _snapshot_dir(path: Path, work: Path, role: str) -> Path:
     return snap
 
 
+def _journal(path: Path, work: Path) -> list[str | Path]:
+    """The fuzzed journal where a killed render or a killed export leaves its own, half the cases each (by the
+    file's checksum): in a copy of the lab's rendered tree for `gitops render`, which recovers it first (a
+    writer), or in a copy of the lab's snapshot for `place --snapshot`, which reads through it (a reader). A
+    special file is planted as a link to it (refused as a link, never opened)."""
+    from geosched.writes import JOURNAL
+
+    data = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    if data is not None and zlib.crc32(data) % 2:
+        snapshot = work / "fuzz-journal-snapshot"
+        shutil.rmtree(snapshot, ignore_errors=True)
+        shutil.copytree(work / "lab" / "snapshot", snapshot)
+        (snapshot / JOURNAL).write_bytes(data)
+        return ["place", GOOD / "job.yaml", "--snapshot", snapshot, "-o", "json"]
+    tree = work / "lab-tree"
+    if not tree.is_dir():
+        _render_lab(tree)
+    shutil.copytree(tree, work / "out", symlinks=True)
+    if data is None:
+        (work / "out" / JOURNAL).symlink_to(path)
+    else:
+        (work / "out" / JOURNAL).write_bytes(data)
+    return _render(work)
+
+
+def _render_lab(tree: Path) -> None:
+    from geosched.fields import parse_time
+    from geosched.gitops import render_tree
+
+    lab = tree.parent / "lab"
+    render_tree(lab / "jobs", lab / "snapshot", lab / "clusters.yaml", tree, at=parse_time(AT, "at", ""))
+
+
 TRACES = tuple(sorted((DATA / "traces").iterdir()))
 KINDS: tuple[Kind, ...] = (
     Kind("job", (GOOD / "job.yaml", ROOT / "examples" / "jobs" / "train-64.yaml"),
@@ -97,6 +131,7 @@ KINDS: tuple[Kind, ...] = (
          lambda f, w: ["provision", "--gpu", "A100:8", "--nodes", "1", "--tf-output", f, "--dry-run"], suffix=".json"),
     Kind("carbon", (GOOD / "carbon.csv",),
          lambda f, w: ["report", "carbon", "--carbon", f, "-o", "json"], suffix=".csv"),
+    Kind("journal", tuple(sorted((DATA / "journals").glob("*.journal"))), _journal, suffix=".json"),
 )
 BY_NAME = {k.name: k for k in KINDS}
 

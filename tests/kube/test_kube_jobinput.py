@@ -219,6 +219,9 @@ def test_stream_with_two_jobs_or_none(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="found 2 job objects"):
         parse_job_text(two, "two.yaml")
     with pytest.raises(InputError, match="no job object"):
+        parse_job_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\napiVersion: v1\nkind: Secret\n"
+                       "metadata: {name: y}\n", "cm.yaml")
+    with pytest.raises(InputError, match="kind: unsupported object v1 ConfigMap \\(supported: batch/v1 Job"):
         parse_job_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "cm.yaml")
     with pytest.raises(InputError, match="no document"):
         parse_job_text("", "empty.yaml")

@@ -15,7 +15,8 @@ import yaml
 from kube_support import DATA, NOW, WORKLOAD_API_VERSIONS, make_placement, validate_manifest
 
 from geosched.errors import InputError
-from geosched.kube import keys
+from geosched.kube import karmada, keys
+from geosched.kube.backends import kueue as kueue_backend
 from geosched.kube.backends import volcano
 from geosched.kube.backends.base import Gang
 from geosched.kube.compact import CompactKind
@@ -208,7 +209,11 @@ def _check_backend(manifests: list[dict[str, Any]], obj: Mapping[str, Any], job:
             assert group["spec"]["minMember"] == pods
             for template, _ in templates:
                 assert template["metadata"]["labels"][keys.COSCHED_POD_GROUP] == group["metadata"]["name"]
-    if backend is Backend.VOLCANO:
+    if backend is Backend.VOLCANO and obj["kind"] == "PyTorchJob":
+        # The training operator builds the PodGroup (test_volcano_pytorchjob_keeps_its_bound_in_node_affinity).
+        assert not groups
+        assert obj["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": pods, "queue": "team-a"}
+    elif backend is Backend.VOLCANO:
         (group,) = groups
         assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
         assert group["spec"]["minMember"] == pods and group["spec"]["queue"] == "team-a"
@@ -406,21 +411,42 @@ def test_rendering_rendered_output_adds_nothing_twice() -> None:
 
 
 def test_kueue_cluster_objects(validate: Validate) -> None:
-    job = job_input("batch")
-    manifests = render(job, make_placement(job.job), cluster(Backend.KUEUE, karmada=True),
-                       RenderOptions(now=NOW, nodes=fleet_nodes(), kueue_cluster_objects=True))
-    for m in manifests:
+    """The cluster's Kueue objects at v1beta2 from its Node JSON: a GFD node's flavor pins its product, a GKE node
+    without GFD (the GKE default) its accelerator; the ClusterQueue's quotas are the nodes' allocatable."""
+    def node(name: str, labels: dict[str, str], allocatable: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}}
+
+    nodes = [node("a", {keys.GPU_PRODUCT: "NVIDIA-A100-SXM4-40GB"}, {keys.GPU: "8", "cpu": "95500m", "memory": "1Ti"}),
+             node("b", {keys.GPU_PRODUCT: "NVIDIA-A100-SXM4-40GB"}, {keys.GPU: "8", "cpu": "96", "memory": "1Ti"}),
+             node("c", {keys.GKE_ACCELERATOR: "nvidia-l4"}, {keys.GPU: "1", "cpu": "7910m", "memory": "29Gi"}),
+             node("cpu-only", {}, {"cpu": "4", "memory": "16Gi"})]
+    objects = kueue_backend.cluster_objects(nodes, "team-a", "ml", {keys.GPU, "cpu"})
+    for m in objects:
         validate(m)
-    topology = [m for m in manifests if m["kind"] == "Topology"]
-    flavors = [m for m in manifests if m["kind"] == "ResourceFlavor"]
-    assert [t["spec"]["levels"] for t in topology] == [[{"nodeLabel": keys.REGION}, {"nodeLabel": keys.ZONE},
-                                                        {"nodeLabel": keys.HOSTNAME}]]
-    assert [f["metadata"]["name"] for f in flavors] == ["geosched-nvidia-a100-sxm4-40gb"]
-    assert flavors[0]["spec"] == {"nodeLabels": {keys.GPU_PRODUCT: "NVIDIA-A100-SXM4-40GB"},
-                                  "topologyName": "geosched"}
-    assert all("labels" not in m["metadata"] for m in topology + flavors), "shared by every job of the cluster"
-    policy = manifests[-1]
-    assert {s["kind"] for s in policy["spec"]["resourceSelectors"]} == {"Job"}, "cluster-scoped objects excluded"
+        assert m["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert [m["kind"] for m in objects] == ["Topology", "ResourceFlavor", "ResourceFlavor", "ClusterQueue",
+                                            "LocalQueue"]
+    assert objects[0]["spec"]["levels"] == [{"nodeLabel": keys.REGION}, {"nodeLabel": keys.ZONE},
+                                            {"nodeLabel": keys.HOSTNAME}]
+    assert [f["spec"] for f in objects[1:3]] == [
+        {"nodeLabels": {keys.GPU_PRODUCT: "NVIDIA-A100-SXM4-40GB"}, "topologyName": "geosched"},
+        {"nodeLabels": {keys.GKE_ACCELERATOR: "nvidia-l4"}, "topologyName": "geosched"}]
+    group = objects[3]["spec"]["resourceGroups"][0]
+    assert group["coveredResources"] == ["cpu", keys.GPU]
+    assert group["flavors"] == [
+        {"name": "geosched-nvidia-a100-sxm4-40gb", "resources": [{"name": "cpu", "nominalQuota": "191500m"},
+                                                                 {"name": keys.GPU, "nominalQuota": 16}]},
+        {"name": "geosched-nvidia-l4", "resources": [{"name": "cpu", "nominalQuota": "7910m"},
+                                                     {"name": keys.GPU, "nominalQuota": 1}]}]
+    assert objects[4]["spec"] == {"clusterQueue": "geosched"}
+    assert all("labels" not in m["metadata"] for m in objects), "shared by every job of the cluster"
+    # GKE with the GPU operator's GFD on one pool only: one flavor, by the label every GPU node carries.
+    both = {keys.GKE_ACCELERATOR: "nvidia-h100-80gb", keys.GPU_PRODUCT: "NVIDIA-H100-80GB-HBM3"}
+    mixed = [node("g1", both, {keys.GPU: "8"}), node("g2", {keys.GKE_ACCELERATOR: "nvidia-h100-80gb"}, {keys.GPU: "8"})]
+    flavors = [m for m in kueue_backend.cluster_objects(mixed, "q", "ml", {keys.GPU}) if m["kind"] == "ResourceFlavor"]
+    assert [f["spec"]["nodeLabels"] for f in flavors] == [{keys.GKE_ACCELERATOR: "nvidia-h100-80gb"}]
+    # A Karmada PropagationPolicy cannot select the cluster-scoped ones: applied to the member directly.
+    assert [karmada.is_cluster_scoped(m) for m in objects] == [True, True, True, True, False]
 
 
 def test_compact_defaults_to_indexed_job_with_headless_service(validate: Validate) -> None:
@@ -511,6 +537,31 @@ def test_volcano_tiers_come_from_the_config(zone_tier: int | None, region_tier: 
         assert group["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": expected}
 
 
+def test_volcano_pytorchjob_keeps_its_bound_in_node_affinity(validate: Validate) -> None:
+    """Issue 21 item 8. With Volcano gang scheduling the training operator builds a PyTorchJob's PodGroup itself and,
+    on every sync, replaces the spec of the one it finds: `volcanoPodGroup.Spec = PodGroupSpec{MinMember, Queue,
+    PriorityClassName, MinResources}` (kubeflow/training-operator release-1.9 078ec30ff266,
+    pkg/controller.v1/common/job.go ReconcileJobs and scheduling.go SyncPodGroup), so a networkTopology rendered
+    on that PodGroup is dropped, and the group geosched applied would be rewritten under a GitOps sync forever.
+    Volcano reads the network bound from the PodGroup spec alone (volcano ed72c7c815a9, pkg/scheduler/api/
+    job_info.go). So no PodGroup is rendered: the operator's is fed through schedulingPolicy (minAvailable, queue),
+    and the bound a zone or region tier would set is the pods' required node affinity, which the operator keeps."""
+    job = job_input("pytorch")
+    config = replace(cluster(Backend.VOLCANO), volcano_zone_tier=1, volcano_region_tier=2)
+    manifests = render(job, make_placement(job.job), config, options("pytorch"))
+    for m in manifests:
+        validate(m)
+    assert [m["kind"] for m in manifests] == ["PyTorchJob"]
+    obj = manifests[0]
+    assert obj["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": job.pods, "queue": "team-a"}
+    for role in ("Master", "Worker"):
+        spec = obj["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"]
+        [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        pinned = {e["key"]: e["values"] for e in term["matchExpressions"]}
+        assert pinned[keys.ZONE] == list(make_placement(job.job).zones), role
+
+
 def test_multi_doc_extras_ride_along_unchanged() -> None:
     job = job_input("multi-doc")
     manifests = render(job, make_placement(job.job), cluster(Backend.NONE, karmada=True), RenderOptions(now=NOW))
@@ -522,3 +573,16 @@ def test_yaml_reads_back_as_rendered() -> None:
     job = job_input("jobset")
     manifests = render(job, make_placement(job.job), cluster(Backend.KUEUE, karmada=True), RenderOptions(now=NOW))
     assert list(yaml.safe_load_all(to_yaml(manifests))) == manifests
+
+
+@pytest.mark.parametrize("backend", [Backend.NONE, Backend.KUEUE])
+def test_every_backend_honours_the_configured_scheduler_name(backend: Backend) -> None:
+    # Issue 21 item 6: kueue and none dropped `scheduler_name`, so pods went to the default scheduler.
+    job = job_input("batch")
+    config = replace(cluster(backend), scheduler_name="geosched")
+    obj = main_object(render(job, make_placement(job.job), config, RenderOptions(now=NOW)), job)
+    assert obj["spec"]["template"]["spec"]["schedulerName"] == "geosched"
+    unset = main_object(render(job, make_placement(job.job), cluster(backend), RenderOptions(now=NOW)), job)
+    assert "schedulerName" not in unset["spec"]["template"]["spec"] or \
+        unset["spec"]["template"]["spec"]["schedulerName"] == job_input("batch").original["spec"]["template"][
+            "spec"].get("schedulerName")

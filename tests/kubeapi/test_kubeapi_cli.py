@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,47 @@ def test_bad_input_and_no_fit_exit_codes(fleet: MultiCluster, job: Path, tmp_pat
     nofit = runner.invoke(app, ["submit", str(big), "--kubeconfig", str(fleet.kubeconfig)])
     assert nofit.exit_code == 3 and "no fit" in nofit.stderr
     assert runner.invoke(app, ["scheduler", "run"]).exit_code == 2
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def with_dead_context(kubeconfig: Path, directory: Path) -> Path:
+    """The kubeconfig plus context `dead`, whose server refuses connections (a port nothing listens on)."""
+    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+    config["clusters"].append({"name": "dead", "cluster": {"server": f"https://127.0.0.1:{closed_port()}",
+                                                           "insecure-skip-tls-verify": True}})
+    config["users"].append({"name": "dead", "user": {"token": "t"}})
+    config["contexts"].append({"name": "dead", "context": {"cluster": "dead", "user": "dead"}})
+    path = directory / "with-dead.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def test_a_dead_context_is_named_with_its_cause_not_a_no_fit(fleet: MultiCluster, job: Path, tmp_path: Path) -> None:
+    """Issue 21 item 12: `submit --dry-run` against a dead context said "no fit" (exit 3) and `jobs` "nothing to
+    show" (exit 0). docs/exit-codes.md: 1 when a cluster could not be read."""
+    kubeconfig = str(with_dead_context(fleet.kubeconfig, tmp_path))
+    runner = CliRunner()
+    alone = runner.invoke(app, ["submit", str(job), "--dry-run", "--kubeconfig", kubeconfig, "--context", "dead"])
+    assert alone.exit_code == 1, alone.output
+    assert "no fit" not in alone.stderr and "context dead" in alone.stderr and "refused" in alone.stderr
+    assert alone.stdout == ""
+    big = tmp_path / "big.yaml"
+    big.write_text(job.read_text(encoding="utf-8").replace("workers: 2", "workers: 64"), encoding="utf-8")
+    partial = runner.invoke(app, ["submit", str(big), "--dry-run", "--kubeconfig", kubeconfig])
+    assert partial.exit_code == 1, partial.output  # the dead cluster might have held it
+    assert "context dead" in partial.stderr and "could not be read" in partial.stderr
+    listed = runner.invoke(app, ["jobs", "--kubeconfig", kubeconfig, "--context", "dead"])
+    assert listed.exit_code == 1, listed.output
+    assert "nothing to show" not in listed.output and "context dead" in listed.stderr
+    assert "refused" in listed.stderr
+    some = runner.invoke(app, ["jobs", "--kubeconfig", kubeconfig, "-o", "json"])
+    assert some.exit_code == 1 and valid(json.loads(some.stdout))["items"] == []
+    assert "context dead" in some.stderr
 
 
 def test_scheduler_run_binds_and_stops_on_sigterm(fleet: MultiCluster, tmp_path: Path) -> None:

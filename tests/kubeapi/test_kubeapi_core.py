@@ -14,9 +14,10 @@ from geosched.kube.objpath import At
 from geosched.kube.scheduler.decide import Decision, Refusal, View, consume, decide
 from geosched.kube.scheduler.gangs import PRESENT, group
 from geosched.kube.scheduler.lease import LeaseRecord, next_record
-from geosched.kube.scheduler.pods import Taint, fits, node_labels, pod_info, requirements
+from geosched.kube.scheduler.pods import fits, node_labels, pod_info, requirements
 from geosched.kube.scheduler.settings import parse_settings
 from geosched.kube.submit import job_state, placed_job
+from geosched.kube.tolerations import Taint
 from geosched.models import Node
 from geosched.policies import PlacementContext
 from geosched.testing import node

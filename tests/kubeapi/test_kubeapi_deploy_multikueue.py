@@ -131,3 +131,15 @@ def test_rbac_allows_every_request_of_a_dispatcher_run(world: MultiCluster) -> N
         reads = {attributes(r) for r in world[name].requests if r.fault is None}
         assert {(g, r, v) for g, r, v, _, _ in reads} == {("", "nodes", "list"), ("", "pods", "list")}
         assert all(allowed(a, WORKER) for a in reads)
+
+
+def test_the_dispatcher_runs_the_image_the_repository_builds() -> None:
+    """Issue 21 item 13: the Deployment named an image nobody builds; it is deploy/scheduler/Dockerfile's, which
+    installs the metrics extra the dispatcher's --metrics-port needs, mapped by kustomize like the scheduler's."""
+    root = Path(__file__).resolve().parents[2] / "deploy"
+    ours = yaml.safe_load((root / "multikueue" / "kustomization.yaml").read_text(encoding="utf-8"))["images"]
+    theirs = yaml.safe_load((root / "scheduler" / "kustomization.yaml").read_text(encoding="utf-8"))["images"]
+    assert ours == theirs and [i["name"] for i in ours] == ["geosched"]
+    deployment = yaml.safe_load((root / "multikueue" / "deployment.yaml").read_text(encoding="utf-8"))
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "geosched"
+    assert '[metrics]"' in (root / "scheduler" / "Dockerfile").read_text(encoding="utf-8")

@@ -18,10 +18,11 @@ import yaml
 from geosched import policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo.stages import handoff
-from geosched.documents import load_fleet, load_job
+from geosched.documents import load_fleet
 from geosched.gitops import check_tree
 from geosched.kube import keys
 from geosched.kube.config import load_cluster_config
+from geosched.kube.jobinput import load_job
 from geosched.kube.submit import SubmitOptions, submit
 from geosched.models import LinkStats, Node, Placement
 from geosched.policies import PlacementContext
@@ -95,6 +96,30 @@ def test_submit_pins_values_the_real_nodes_carry(real: MultiCluster, tmp_path: P
     assert pinned[keys.ZONE] == (["us-east-1a"] if cluster == "eks-us-east-1" else ["us-central1-c"])
     if keys.GPU_PRODUCT in pinned:
         assert pinned[keys.GPU_PRODUCT] == ["NVIDIA-H100-80GB-HBM3"]
+
+
+@pytest.mark.parametrize("named", ["compact", "manifest"])
+def test_submit_takes_the_eks_zone_name_its_nodes_carry(real: MultiCluster, tmp_path: Path, named: str) -> None:
+    """Issue 21 item 10: `zones: [us-east-1b]` (or a manifest's nodeSelector on the zone name) against EKS nodes
+    labelled us-east-1b / use1-az2 was a no-fit; it is the zone those nodes are in."""
+    path = tmp_path / "named.yaml"
+    if named == "compact":
+        path.write_text("name: train\nimage: ghcr.io/example/t:1\nworkers: 2\ngpus_per_worker: 8\n"
+                        "zones: [us-east-1b]\n", encoding="utf-8")
+    else:
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+            "spec": {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "template": {"spec": {
+                "restartPolicy": "Never", "nodeSelector": {keys.ZONE: "us-east-1b"},
+                "containers": [{"name": "t", "image": "ghcr.io/example/t:1",
+                                "resources": {"limits": {keys.GPU: 8}}}]}}}}), encoding="utf-8")
+    outcome = submit(path, kubeconfig=real.kubeconfig, options=SubmitOptions(dry_run=True))
+    assert (outcome.status, outcome.cluster, outcome.zones) == ("dry-run", "eks-us-east-1", ("use1-az2",))
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("name: train\nworkers: 2\ngpus_per_worker: 8\nzones: [us-east-1d]\n", encoding="utf-8")
+    nofit = submit(unknown, kubeconfig=real.kubeconfig, options=SubmitOptions(dry_run=True))
+    assert nofit.nofit is not None and len(nofit.nofit.reasons) == 1
+    assert "AWS zones are keyed by zone ID" in nofit.nofit.message and "use1-az2, use1-az6" in nofit.nofit.message
 
 
 def load_all(path: Path) -> list[dict[str, Any]]:
@@ -227,7 +252,8 @@ def test_snapshot_export_from_clusters_writes_nothing_when_a_cluster_cannot_be_r
     run = geosched("--home", str(tmp_path / "home"), "snapshot", "export", str(tmp_path / "snap"),
                    "--from-clusters", "--kubeconfig", str(real.kubeconfig))
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "cannot read gke-us-central1 (context gke-us-central1)" in run.stderr and "Traceback" not in run.stderr
+    assert "cannot read cluster gke-us-central1 (context gke-us-central1)" in run.stderr
+    assert "Traceback" not in run.stderr
     assert not (tmp_path / "snap").exists()
 
 

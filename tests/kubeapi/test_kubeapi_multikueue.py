@@ -354,6 +354,31 @@ def test_cli_once_refuses_beside_a_leader(world: MultiCluster, kube: Kube) -> No
     assert "nominatedClusterNames" not in status(world, "big")["status"]
 
 
+def test_cli_once_names_a_missing_lease_namespace(world: MultiCluster, kube: Kube) -> None:
+    """Issue 21 item 12: a Lease in a namespace that does not exist was reported as another dispatcher holding it."""
+    pending(world, kube, "big", 4)
+    result = CliRunner().invoke(cli_app, ["multikueue", "dispatch", "--once", "--no-record", "--context", "manager",
+                                          "--kubeconfig", str(world.kubeconfig), "--lease-namespace", "nowhere"])
+    assert result.exit_code == 1, result.output
+    assert "another dispatcher" not in result.stderr
+    assert "namespace nowhere does not exist" in result.stderr and result.stderr.strip().count("\n") == 0
+    assert 'namespaces "nowhere" not found' in result.stderr  # the API server's own words
+    assert "nominatedClusterNames" not in status(world, "big")["status"]
+
+
+def test_cli_once_names_a_lease_rbac_denial(world: MultiCluster, kube: Kube) -> None:
+    pending(world, kube, "big", 4)
+    world["manager"].inject(403, method="POST", path=r"/leases$", times=None,
+                            message='leases.coordination.k8s.io is forbidden: User "system:serviceaccount:geosched-'
+                                    'system:geosched-multikueue" cannot create resource "leases" in API group '
+                                    '"coordination.k8s.io" in the namespace "geosched-system"')
+    result = CliRunner().invoke(cli_app, ["multikueue", "dispatch", "--once", "--no-record", "--context", "manager",
+                                          "--kubeconfig", str(world.kubeconfig)])
+    assert result.exit_code == 1, result.output
+    assert "another dispatcher" not in result.stderr
+    assert "forbidden" in result.stderr and 'cannot create resource "leases"' in result.stderr
+
+
 def test_cli_bad_config_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "dispatcher.yaml"
     config.write_text("dispatcher_name: kueue.x-k8s.io/multikueue-dispatcher-incremental\n", encoding="utf-8")
@@ -543,3 +568,56 @@ def test_the_cpu_of_a_held_gang_is_held_too(world: MultiCluster, kube: Kube) -> 
         d.pass_once()
     first = {n: status(world, n)["status"]["nominatedClusterNames"][0] for n in ("a", "b", "c")}
     assert sorted(first.values()).count("worker1") == 2, first
+
+
+def test_a_flexible_workload_is_nominated_in_its_window_never_after_its_deadline(world: MultiCluster,
+                                                                                 kube: Kube) -> None:
+    """Issue 24: a Workload whose pod template declares slack waits, unnominated, for the start hour the time-shift
+    decision chooses on the real 2023 grids of its workers' regions (worker1 in SPP, worker3 in PJM), and is
+    nominated then; one at its latest start is nominated at once."""
+    from geosched.carbon import GridInput
+    from geosched.grid.formats import Basis
+    from geosched.grid.shipped import shipped_series
+    from geosched.models import CarbonSignal
+
+    hourly = {"gcp:us-central1": dict(shipped_series("US-CENT-SWPP").hours),
+              "aws:us-east-1": dict(shipped_series("US-MIDA-PJM").hours)}
+    grid = GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE)
+    wl = workload("flex", 2, 8)  # a deadline, not start-within: the emulator stamps its own creationTimestamp
+    wl["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": {
+        "geosched.io/runtime": "3h", "geosched.io/deadline": "2023-06-25T09:00:00Z"}}
+    reserve_quota(kube, seeded(world["manager"], wl))
+    now = [datetime(2023, 6, 24, 6, tzinfo=UTC)]  # SPP's night is dirty; a windy night ahead
+    settings = replace(SETTINGS, weights=replace(SETTINGS.weights, carbon=1.0))
+    with dispatcher(world, FakeClock(), settings, grid=grid, wall=lambda: now[0]) as d:
+        assert d.pass_once() == ()
+        assert "nominatedClusterNames" not in status(world, "flex").get("status", {})
+        wait_until(lambda: any(e["reason"] == "Held" for e in events_of(world, "flex")), 10)
+        (held,) = [e for e in events_of(world, "flex") if e["reason"] == "Held"]
+        assert held["type"] == "Normal" and "held for a greener grid: starts at 2023-06-2" in held["message"]
+        start = re.search(r"starts at (\S+) in", held["message"])
+        assert start is not None
+        assert d.pass_once() == ()  # a pass before its hour: still held, said once
+        assert len([e for e in events_of(world, "flex") if e["reason"] == "Held"]) == 1
+        # At each chosen hour it is decided again (a fresher forecast; a later start must now save 10%): it may
+        # wait once more, but it is nominated at the latest by its latest start, 06:00 (3 h before the deadline).
+        written: tuple[str, ...] = ()
+        for _ in range(5):
+            now[0] = datetime.strptime(start.group(1), "%Y-%m-%dT%H:%MZ").replace(tzinfo=UTC)
+            written = d.pass_once()
+            if written:
+                break
+            start = re.search(r"starts at (\S+) in", d._said[status(world, "flex")["metadata"]["uid"]])
+            assert start is not None
+        assert written == ("default/job-flex-3f9a2",)
+        assert datetime(2023, 6, 24, 7, tzinfo=UTC) <= now[0] <= datetime(2023, 6, 25, 6, tzinfo=UTC)
+    assert status(world, "flex")["status"]["nominatedClusterNames"] == ["worker1"]
+    assert d.metrics.stats.outcomes["held"] >= 2
+
+    late = workload("late", 2, 8)  # its latest start, 05:00, has passed
+    late["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": {
+        "geosched.io/runtime": "3h", "geosched.io/deadline": "2023-06-24T08:00:00Z"}}
+    reserve_quota(kube, seeded(world["manager"], late))
+    now[0] = datetime(2023, 6, 24, 6, 30, tzinfo=UTC)
+    with dispatcher(world, FakeClock(), settings, grid=grid, wall=lambda: now[0]) as d:
+        assert "default/job-late-3f9a2" in d.pass_once()

@@ -281,3 +281,26 @@ def test_a_clean_stop_hands_the_lease_over_at_once(clusters: MultiCluster, clust
         wait_until(lambda: all_bound(cluster, pods))
     finally:
         two.stop()
+
+
+def test_a_lease_in_a_missing_namespace_says_so(clusters: MultiCluster, cluster: EmulatedCluster,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 21 item 12: the cause (the namespace does not exist), once, not a replica that silently never leads."""
+    from dataclasses import replace
+
+    from geosched.kube.client import Kube
+    from geosched.kube.scheduler.lease import LeaderElector, LeaseError
+
+    election = replace(FAST_LEASE, namespace="nowhere")
+    with Kube.open("cluster-a", clusters.kubeconfig) as kube:
+        elector = LeaderElector(kube, election, "replica-1")
+        with pytest.raises(LeaseError, match="namespace nowhere does not exist"):
+            elector.try_acquire_or_renew()
+    one = Running(clusters, "cluster-a", settings(leader_election=election), "replica-1").start()
+    try:
+        wait_until(lambda: any("namespace nowhere does not exist" in r.getMessage() for r in caplog.records))
+        time.sleep(3 * election.retry_period_s)
+    finally:
+        one.stop()
+    said = [r for r in caplog.records if "namespace nowhere does not exist" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "ERROR"

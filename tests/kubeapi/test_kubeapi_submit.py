@@ -128,9 +128,10 @@ def test_submit_survives_throttling_server_errors_and_a_conflict(fleet: MultiClu
     assert cluster.count("PATCH", JOB_PATH, faulted=True) == times
     assert cluster.count("PATCH", JOB_PATH) == times + 1
     assert len(cluster.list("batch/v1/jobs")) == 1
-    if status == 409:  # a conflict is read again before the second apply
+    if status == 409:  # a conflict is read again before the second apply; then the job is read for its UID,
+        # which its companions are owned by (geosched.kube.owners)
         on_job = [(r.method, r.status) for r in cluster.requests if r.path == JOB_PATH]
-        assert on_job[-3:] == [("PATCH", 409), ("GET", 404), ("PATCH", 201)]
+        assert on_job[-4:] == [("PATCH", 409), ("GET", 404), ("PATCH", 201), ("GET", 200)]
 
 
 def test_retry_waits_at_least_retry_after(fleet: MultiCluster, tmp_path: Path) -> None:

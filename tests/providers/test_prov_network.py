@@ -223,7 +223,8 @@ def test_check_reports_the_network_per_provider(home: Path, proxy: Ec2FaultProxy
     result = run(home, "check", "--provider", "aws", "--tf-output", str(good), "-o", "json")
     assert result.exit_code == 0, result.output
     items = {r["item"]: r for r in json.loads(result.stdout)["items"]}
-    assert items["network"]["detail"] == f"{good}: us-east-1 (use1-az1, use1-az2)" and items["network"]["ok"] == "yes"
+    assert items["network"]["detail"] == f"{good}: us-east-1 (use1-az1, use1-az2)"
+    assert items["network"]["status"] == "yes" and items["network"]["ok"] is True
     assert items["network owner"]["detail"] == f"{owner} (this store's owner id)"
     none = run(home, "check", "--provider", "aws")
     assert none.exit_code == 0 and "no Terraform output loaded" in none.output
@@ -231,7 +232,7 @@ def test_check_reports_the_network_per_provider(home: Path, proxy: Ec2FaultProxy
     refused = run(home, "check", "--provider", "aws", "--tf-output", str(bad), "-o", "json")
     assert refused.exit_code == 1
     (owner_row,) = [r for r in json.loads(refused.stdout)["items"] if r["item"] == "network owner"]
-    assert owner_row["ok"] == "no" and f"is not this store's owner id {owner!r}" in owner_row["detail"]
+    assert owner_row["status"] == "no" and f"is not this store's owner id {owner!r}" in owner_row["detail"]
 
 
 def test_gcp_instances_carry_the_terraform_network(gce: GceDouble, store: Store) -> None:

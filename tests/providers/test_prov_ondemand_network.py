@@ -34,6 +34,7 @@ from geosched.providers.config import (
     GcpSettings,
     from_env,
     parse_admin_cidrs,
+    wide_admin_cidrs,
 )
 from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
@@ -120,7 +121,7 @@ def test_first_provision_creates_the_group_and_the_second_reuses_it(
     gid = group["GroupId"]
     assert ingress(group) == {("tcp", 22, 22, "0.0.0.0/0"), ("-1", None, None, gid)}
     assert {t["Key"]: t["Value"] for t in group["Tags"]} == {"geosched-owner": owner, "Name": name}
-    doc = json.loads(first.output)
+    doc = json.loads(first.stdout)
     raw = moto_client(moto.url).describe_instances(InstanceIds=[n["provider_id"] for n in doc["nodes"]])
     instances = [i for r in raw["Reservations"] for i in r["Instances"]]
     assert len(instances) == 2
@@ -137,7 +138,7 @@ def test_first_provision_creates_the_group_and_the_second_reuses_it(
     assert (count(proxy, "CreateSecurityGroup"), count(proxy, "AuthorizeSecurityGroupIngress")) == (1, 2)
     assert count(proxy, "DescribeSecurityGroups") == 2
     (inst2,) = [i for r in moto_client(moto.url).describe_instances(
-        InstanceIds=[n["provider_id"] for n in json.loads(second.output)["nodes"]])["Reservations"]
+        InstanceIds=[n["provider_id"] for n in json.loads(second.stdout)["nodes"]])["Reservations"]
         for i in r["Instances"]]
     assert [g["GroupId"] for g in inst2["SecurityGroups"]] == [gid]
     assert [g["GroupId"] for g in groups(moto.url, name)] == [gid]
@@ -272,7 +273,7 @@ def test_dry_run_says_what_would_be_created_and_calls_nothing(
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--provider", "aws", "--regions", "us-east-1",
                  "--dry-run", "-o", "json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["network"] == [
+    assert json.loads(result.stdout)["network"] == [
         {"provider": "aws", "regions": ["us-east-1"], "security_group": f"geosched-{owner}",
          "admin_cidrs": ["0.0.0.0/0"]}]
     monkeypatch.setattr(render.out, "width", 300)
@@ -323,7 +324,7 @@ def test_admin_cidrs_setting() -> None:
     assert [p["IpRanges"][0]["CidrIp"] for p in revoke] == ["0.0.0.0/0"]  # port 443 is not ours to touch
 
 
-def admin_row(home: Path, *args: str) -> dict[str, str]:
+def admin_row(home: Path, *args: str) -> dict[str, object]:
     """The `admin ssh` item of `geosched check -o json`."""
     result = run(home, "check", "--provider", "aws", *args, "-o", "json")
     assert result.exit_code == 0, result.output  # a warning, not a failure
@@ -340,14 +341,46 @@ def test_check_warns_when_no_admin_cidr_is_set_or_ssh_is_open_to_the_world(home:
     assert unset.exit_code == 0, unset.output  # a warning, not a failure
     assert f"security group geosched-{owner} in each region's default VPC" in unset.output
     unset_row = admin_row(home)
-    assert unset_row == {"provider": "aws", "item": "admin ssh", "ok": "warn",
+    assert unset_row == {"provider": "aws", "item": "admin ssh", "status": "warn", "ok": True,
                          "detail": f"no admin CIDR set: provision refuses; {ADMIN_CIDRS_HOWTO}"}
     assert (f"no admin CIDR set: provision refuses; {ADMIN_CIDRS_HOWTO}") in " ".join(unset.output.split())
     world = admin_row(home, "--admin-cidr", "0.0.0.0/0")
-    assert world["ok"] == "warn" and "open to the world: 0.0.0.0/0 (--admin-cidr)" in world["detail"]
+    assert world["status"] == "warn" and "open to the world: 0.0.0.0/0 (--admin-cidr)" in world["detail"]
+    wide = admin_row(home, "--admin-cidr", "16.0.0.0/4,203.0.113.0/24")
+    assert wide["status"] == "warn" and "open to 268,435,456 addresses (16.0.0.0/4)" in wide["detail"]
     monkeypatch.setenv(ENV_ADMIN_CIDRS, "203.0.113.0/24")
     narrowed = admin_row(home)
-    assert narrowed["ok"] == "yes" and narrowed["detail"] == "SSH (tcp 22) from 203.0.113.0/24 (GEOSCHED_ADMIN_CIDRS)"
+    assert narrowed["status"] == "yes"
+    assert narrowed["detail"] == "SSH (tcp 22) from 203.0.113.0/24 (GEOSCHED_ADMIN_CIDRS)"
+
+
+def test_wide_admin_cidrs_are_those_shorter_than_a_slash_8_or_a_slash_16() -> None:
+    assert wide_admin_cidrs(("0.0.0.0/0", "::/0", "16.0.0.0/4", "10.0.0.0/8", "203.0.113.0/24", "2000::/3",
+                             "2001::/16", "2001:db8::/32")) == ("0.0.0.0/0", "::/0", "16.0.0.0/4", "2000::/3")
+
+
+@pytest.mark.parametrize(("cidr", "exposure"), [
+    ("0.0.0.0/0", "the whole IPv4 internet (0.0.0.0/0)"),
+    ("::/0", "the whole IPv6 internet (::/0)"),
+    ("16.0.0.0/4", "268,435,456 addresses (16.0.0.0/4)"),
+])
+def test_provision_with_a_wide_admin_cidr_warns_naming_the_exposure_unless_allowed(
+        home: Path, proxy: Ec2FaultProxy, cidr: str, exposure: str) -> None:
+    """SSH open to the world was accepted silently (issue 19 item 9): one warning line on stderr, the plan as
+    asked; `--allow-wide-admin-cidr` says it was meant, and silences it."""
+    args = ("provision", "--gpu", "A100:8", "--nodes", "1", "--provider", "aws", "--regions", "us-east-1",
+            "--dry-run", "-o", "json", "--admin-cidr", cidr)
+    warned = run(home, *args)
+    assert warned.exit_code == 0, warned.output
+    assert warned.stderr == (f"warning: SSH (tcp 22) of the new machines is open to {exposure}, from --admin-cidr: "
+                             "login is key-only, but anyone there can try; narrow it to the networks you administer "
+                             "from, or pass --allow-wide-admin-cidr if you mean it\n")
+    assert json.loads(warned.stdout)["network"][0]["admin_cidrs"] == [cidr]
+    allowed = run(home, *args, "--allow-wide-admin-cidr")
+    assert allowed.exit_code == 0 and allowed.stderr == "", allowed.output
+    narrow = run(home, *args[:-1], "10.0.0.0/8")
+    assert narrow.exit_code == 0 and narrow.stderr == "", narrow.output
+    assert proxy.calls == []
 
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])

@@ -7,7 +7,10 @@ import codecs
 import copy
 import functools
 import json
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -324,6 +327,46 @@ def test_gcp_role_permissions_are_explicit_and_narrow() -> None:
     assert not [p for p in permissions if re.search(r"firewalls|(?<!sub)networks\.|IamPolicy|serviceAccounts", p)]
     assert locals_of(TERRAFORM / "modules" / "gcp-gpu-region")["node_roles"] == [
         "roles/logging.logWriter", "roles/monitoring.metricWriter"]
+
+
+def _variable_block(directory: Path, name: str) -> str:
+    """A variable's block as written in the module's variables.tf (a top-level block ends at a `}` line)."""
+    text = (directory / "variables.tf").read_text()
+    match = re.search(rf'^variable "{name}" {{\n.*?^}}\n', text, re.S | re.M)
+    assert match, (directory, name)
+    return match.group(0)
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="needs the terraform binary (no providers, no network)")
+@pytest.mark.parametrize("module", ["aws-gpu-region", "gcp-gpu-region"])
+def test_peer_cidr_blocks_refuse_networks_wider_than_a_slash_8(tmp_path: Path, module: str) -> None:
+    """All traffic on every port is allowed from `peer_cidr_blocks` (issue 19 item 9): 0.0.0.0/0 there opened
+    every port of the GPU nodes to the internet. The module's own validation, evaluated by terraform itself
+    (`plan` of the variable alone needs neither `init` nor a provider)."""
+    (tmp_path / "main.tf").write_text(_variable_block(TERRAFORM / "modules" / module, "peer_cidr_blocks"))
+
+    def plan(value: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["terraform", "plan", "-input=false", "-no-color", f"-var=peer_cidr_blocks={value}"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TF_CLI_CONFIG_FILE": os.devnull, "CHECKPOINT_DISABLE": "1"})
+
+    for wide in ('["0.0.0.0/0"]', '["198.51.100.0/24", "64.0.0.0/2"]'):
+        refused = plan(wide)
+        assert refused.returncode != 0 and "wider than /8" in refused.stderr, (wide, refused.stderr)
+    for fine in ("[]", '["10.41.0.0/16", "198.51.100.7/32"]', '["10.0.0.0/8"]'):
+        accepted = plan(fine)
+        assert accepted.returncode == 0, (fine, accepted.stderr)
+
+
+def test_aws_public_addresses_are_a_choice_defaulting_to_on() -> None:
+    """Every AWS node got a public address, hard-coded (issue 19 item 9): a site that runs geosched inside the
+    VPC (a bastion, a VPN) turns them off with `public_ips = false`; geosched's launch asks for none itself."""
+    module = TERRAFORM / "modules" / "aws-gpu-region"
+    subnets = [body for type_, _, body in two_label_blocks(parse(module / "main.tf"), "resource")
+               if type_ == "aws_subnet"]
+    assert [s["map_public_ip_on_launch"] for s in subnets] == ["${var.public_ips}"]
+    variable = declared(module, "variable")["public_ips"]
+    assert (variable["type"], variable["default"]) == ("bool", True)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -30,11 +30,12 @@ def placed(tmp_path: Path) -> tuple[Store, Placement]:
     return store, run_recorded(store, JOB)
 
 
-def run_recorded(store: Store, job: Job) -> Placement:
-    """`job` placed by zone-first on the embedded fleet, recorded, and run there for HOURS (kube job intervals)."""
+def run_recorded(store: Store, job: Job, start: dict[str, Any] | None = None) -> Placement:
+    """`job` placed by zone-first on the embedded fleet, recorded (with a time-shifted job's `start` block), and run
+    there for HOURS (kube job intervals)."""
     result = policies.place(job, policies.PlacementContext(default_fleet(), default_network()))
     assert isinstance(result, Placement)
-    store.record_placement(result)
+    store.record_placement(result, start)
     for a in result.assignments:
         node = default_fleet().by_name[a.node]
         used(store, f"{job.name}-{a.node}", T0, T0 + HOURS * H, kind="job", job=job.name, provider=node.provider,
@@ -144,3 +145,24 @@ def test_the_documents_rows_and_baselines_have_their_schemas_shape(placed: tuple
         (bad["rows"] if path == "rows" else bad["baselines"][path])[0] = broken
         with pytest.raises(AssertionError):
             valid(bad)
+
+
+def test_a_time_shifted_job_says_what_waiting_saved(tmp_path: Path) -> None:
+    """Issue 24: a flexible job recorded with its start block is also costed as if started when it was decided:
+    the same nodes, `deferred_s` earlier, at the hourly grid of those hours; the saving is that less the record."""
+    store = Store(tmp_path)
+    start = {"at": "2024-01-01T00:00Z", "decided_at": "2023-12-31T19:00Z", "deferred_s": 5 * H}
+    result = run_recorded(store, JOB, start)  # decided 5 h before it ran, T0 .. T0 + 2 h
+    region = default_fleet().by_name[result.assignments[0].node].region_key
+    hour = int(T0 // H)
+    # Dirty in the 5 hours before T0, clean from T0 on: waiting saved 3/4 of the emissions.
+    signal = CarbonSignal(intensity={}, hourly={region: {**{hour - k: 400.0 for k in range(1, 6)},
+                                                         hour: 100.0, hour + 1: 100.0}})
+    doc = json.loads(report(store, "carbon", "job", T0 - 6 * H, T0 + 24 * H, "json", now=T0 + 24 * H,
+                            carbon=signal).text or "")
+    by_label = {o["placement"]: o for o in doc["baselines"]["jobs"]}
+    assert by_label["start-now"]["gco2e"] == pytest.approx(4 * by_label["recorded"]["gco2e"], rel=1e-9)
+    assert "when it was decided" in by_label["start-now"]["note"]
+    saved = {s["baseline"]: s for s in doc["baselines"]["savings"]}["start-now"]
+    assert saved["saved_gco2e"] == pytest.approx(3 * by_label["recorded"]["gco2e"], rel=1e-9)
+    valid(doc)

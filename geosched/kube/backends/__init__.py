@@ -13,8 +13,10 @@ from geosched.kube.backends.base import Gang, Handoff
 from geosched.kube.config import Backend, ClusterConfig
 
 
-def _none(_gang: Gang, _cluster: ClusterConfig) -> Handoff:
-    return Handoff()
+def _none(_gang: Gang, cluster: ClusterConfig) -> Handoff:
+    # No gang handoff; the pods still go to the scheduler the cluster config names (a TrainJob, whose pods geosched
+    # cannot reach, is refused rather than sent to the default scheduler).
+    return Handoff(scheduler_name=cluster.scheduler_name, pod_level_required=cluster.scheduler_name is not None)
 
 
 HANDOFFS: dict[Backend, Callable[[Gang, ClusterConfig], Handoff]] = {

@@ -5,6 +5,15 @@ HyperNode tiers are a cluster's own numbering (tier 1 is a leaf switch where Hyp
 discovery): only the cluster config says which tier is a zone and which a region (`kube/config.py`), and by
 default none is, so the group gets no networkTopology and node affinity alone keeps the gang in its zones. A gang
 across regions gets none either: no tier holds it, and a hard limit would never bind.
+
+A PyTorchJob gets no PodGroup: with Volcano gang scheduling the training operator creates the job's group itself
+and on every sync replaces the spec of the one it finds with {minMember, queue, priorityClassName, minResources}
+(kubeflow/training-operator release-1.9 078ec30ff266, pkg/controller.v1/common/job.go ReconcileJobs,
+scheduling.go SyncPodGroup), dropping `networkTopology`, which Volcano reads from the PodGroup spec alone (volcano
+ed72c7c815a9, pkg/scheduler/api/job_info.go). The gang's size and queue go to the operator through
+`runPolicy.schedulingPolicy`, and the bound a zone or region tier would set stays where the operator keeps it:
+the pods' required node affinity on the placement's zones (and region), which the renderer writes for every
+backend.
 """
 
 from __future__ import annotations
@@ -20,6 +29,13 @@ API_VERSION = "scheduling.volcano.sh/v1beta1"
 
 
 def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
+    scheduler = cluster.scheduler_name or keys.VOLCANO_SCHEDULER
+    if gang.kind is JobKind.PYTORCHJOB:
+        policy: dict[str, Any] = {"minAvailable": gang.pods}
+        if cluster.queue is not None:
+            policy["queue"] = cluster.queue
+        return Handoff(pod_annotations={keys.VOLCANO_GROUP_NAME: gang.name}, scheduler_name=scheduler,
+                       scheduling_policy=policy, pod_level_required=True)
     spec: dict[str, Any] = {"minMember": gang.pods, "minResources": gpu_resources(gang)}
     if cluster.queue is not None:
         spec["queue"] = cluster.queue
@@ -31,10 +47,7 @@ def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
         tier = cluster.volcano_region_tier
     if tier is not None:
         spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": tier}
-    # Named after the job, as the training operator names a PyTorchJob's group, so both mean the same group.
     group = {"apiVersion": API_VERSION, "kind": "PodGroup",
              "metadata": {"name": gang.name, "namespace": gang.namespace}, "spec": spec}
-    policy = {"minAvailable": gang.pods} if gang.kind is JobKind.PYTORCHJOB else {}
-    return Handoff(pod_annotations={keys.VOLCANO_GROUP_NAME: gang.name},
-                   scheduler_name=cluster.scheduler_name or keys.VOLCANO_SCHEDULER,
-                   scheduling_policy=policy, side_objects=(group,), pod_level_required=True)
+    return Handoff(pod_annotations={keys.VOLCANO_GROUP_NAME: gang.name}, scheduler_name=scheduler,
+                   side_objects=(group,), pod_level_required=True)

@@ -1,5 +1,6 @@
 """`geosched multikueue dispatch`: parses arguments, builds the Dispatcher, runs it. Exit codes: 0 done; 1 another
-replica holds the lease (`--once`); 2 bad input (a setting, a kubeconfig, Kueue not installed)."""
+replica holds the lease, or it cannot be had at all (its namespace is missing, RBAC denies it: said so) (`--once`);
+2 bad input (a setting, a kubeconfig, Kueue not installed)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,23 @@ from typing import Annotated
 
 import typer
 
-from geosched import render
+from geosched import redact, render
+from geosched.carbon import load_grid
 from geosched.errors import InputError
+from geosched.grid.formats import Basis
 from geosched.kube.cli import KubeconfigOpt, _errors
 from geosched.models import Weights
-from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, NetworkWeightOpt, given, known_policy
+from geosched.options import (
+    DEFAULT_WEIGHTS,
+    CarbonBasisOpt,
+    CarbonHourlyOpt,
+    CarbonWeightOpt,
+    CostWeightOpt,
+    GridZonesOpt,
+    NetworkWeightOpt,
+    given,
+    known_policy,
+)
 
 
 def dispatcher_weights(configured: Weights | None, flags: dict[str, float], given: set[str]) -> Weights:
@@ -67,9 +80,14 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
             "--leader-elect/--no-leader-elect", help="Hold a Lease so only one replica writes (default: the "
             "config's, else on).")] = None,
         lease_namespace: Annotated[str | None, typer.Option(help="Namespace of the Lease.")] = None,
+        carbon_hourly: CarbonHourlyOpt = None,
+        carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE,
+        grid_zones: GridZonesOpt = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     ) -> None:
-        """Nominate worker clusters for pending MultiKueue Workloads, until SIGTERM or Ctrl-C (or once)."""
+        """Nominate worker clusters for pending MultiKueue Workloads, until SIGTERM or Ctrl-C (or once). With
+        --carbon-hourly, a Workload whose pod templates declare slack (geosched.io/runtime with start-within or
+        deadline) is nominated at the start hour it chooses, never after its latest start."""
         from geosched.kube.client import Kube
         from geosched.kube.multikueue.dispatcher import Dispatcher
         from geosched.kube.multikueue.metrics import Metrics
@@ -101,6 +119,7 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
                                 format="%(asctime)s %(levelname)s %(name)s: %(message)s")
             # Only geosched's own lines go to debug: the HTTP libraries' debug output includes response bodies.
             logging.getLogger("geosched").setLevel(logging.DEBUG if verbose else logging.INFO)
+            redact.scrub_logging()  # no credential in a log line, whichever library wrote it
             metrics = Metrics()
             if metrics_port is not None:
                 metrics.serve(metrics_port, metrics_address)
@@ -108,7 +127,9 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
             store = stack.enter_context(Store(home())) if record else None
             kube = stack.enter_context(Kube.open(context, kubeconfig, in_cluster=in_cluster))
             recorder = store.record_placements if store is not None else None
-            dispatcher = stack.enter_context(Dispatcher(kube, s, network=source, metrics=metrics, recorder=recorder))
+            grid = load_grid(carbon_hourly, carbon_basis, zone_map=grid_zones) if carbon_hourly else None
+            dispatcher = stack.enter_context(Dispatcher(kube, s, network=source, metrics=metrics, recorder=recorder,
+                                                        grid=grid))
             if once:
                 written = dispatcher.run_once()
                 render.err.print(f"nominated {len(written)} Workload(s)", markup=False)

@@ -43,8 +43,10 @@ import numpy as np
 from kubernetes.client.exceptions import ApiException
 
 from geosched import render
+from geosched.carbon import GridInput, grid_history
 from geosched.errors import GeoschedError, InputError
 from geosched.gate import parse_yaml
+from geosched.grid.forecast import GridHistory
 from geosched.kube.client import APPLY_PATCH, Json, Kube, Resource, describe
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet, network_for
 from geosched.kube.inventory import pod_request, quantity
@@ -55,14 +57,16 @@ from geosched.kube.multikueue.rank import Ranking, rank, taken
 from geosched.kube.multikueue.settings import DispatcherSettings
 from geosched.kube.multikueue.workers import Workers
 from geosched.kube.objpath import At
-from geosched.kube.scheduler.decide import View
+from geosched.kube.queues import served_version
+from geosched.kube.scheduler.decide import View, held_reason
 from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.lease import LeaderElector
 from geosched.kube.scheduler.network import NetworkSource, no_network
-from geosched.kube.scheduler.pods import node_labels, node_taints
+from geosched.kube.scheduler.pods import node_labels
 from geosched.kube.scheduler.reflector import Reflector
-from geosched.models import NetworkView, Placement
-from geosched.policies import PlacementContext
+from geosched.kube.tolerations import node_taints
+from geosched.models import Job, NetworkView, Placement
+from geosched.policies import PlacementContext, timeshift
 from geosched.policies.context import FloatArray, IntArray
 
 log = logging.getLogger(__name__)
@@ -106,8 +110,14 @@ class Dispatcher:
                  network: NetworkSource = no_network, identity: str | None = None,
                  clock: Callable[[], float] = time.monotonic, events: bool = True,
                  recorder: Callable[[Sequence[Placement]], object] | None = None, metrics: Metrics | None = None,
-                 api_version: str | None = None, wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 api_version: str | None = None, wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 grid: GridInput | None = None) -> None:
+        """`grid`: hourly carbon: a Workload whose pod templates declare slack is nominated at the start hour it
+        chooses (never after its latest start), on the grid its run is predicted to see."""
         self.manager = manager
+        self.grid = grid
+        self._history: tuple[int, GridHistory] | None = None
+        self._starts: dict[str, float] = {}  # Workload uid -> the start hour it was held for
         self.settings = s = settings or DispatcherSettings()
         self.network = network
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
@@ -146,11 +156,8 @@ class Dispatcher:
     def api_version(self) -> str:
         """The Kueue API version the manager serves (v1beta2 first)."""
         if self._api_version is None:
-            for version in kueue.VERSIONS:
-                if self.manager.resource(f"{kueue.GROUP}/{version}", "Workload") is not None:
-                    self._api_version = f"{kueue.GROUP}/{version}"
-                    break
-            else:
+            self._api_version = served_version(self.manager, "Workload")
+            if self._api_version is None:
                 raise InputError(f"context {self.manager.name}", "kueue.x-k8s.io",
                                  "the cluster serves no Kueue Workload API (is Kueue installed?)")
         return self._api_version
@@ -315,6 +322,14 @@ class Dispatcher:
             ranking = Ranking(job, (), ())
         else:
             usable, unusable = self._usable(dict(item.obj), context, job.gpus_per_worker, needs)
+            if job.flexible and self.grid is not None and not item.nominated:
+                waiting, usable = self._when(item, job, usable)
+                if waiting is not None:
+                    self.metrics.decided("held", time.perf_counter() - started)
+                    if self._said.get(item.uid) != waiting:
+                        self._said[item.uid] = waiting
+                        self._event(item, "Held", waiting)
+                    return None
             # Exact for the clusters written (the best `nominate`, or one more than already nominated); the rest
             # only as far as their bounds say they cannot be among them.
             need = len(item.nominated) + 1 if item.nominated else s.nominate
@@ -349,9 +364,35 @@ class Dispatcher:
         future = self._writer.submit(
             _timed, self.manager.request, "PATCH", self.path(WORKLOADS, item.namespace, item.name, "status"),
             query={"fieldManager": s.field_manager, "force": True},
-            body=kueue.nomination_apply(item.obj, nominated, s.field_manager), content_type=APPLY_PATCH)
+            body=kueue.nomination_apply(item.obj, nominated, s.field_manager, self.api_version),
+            content_type=APPLY_PATCH)
         message = _message(nominated, best, ranking, notes, configs[item.config])
         return _Write(item, reason, nominated, best, message, held, started, time.perf_counter(), future)
+
+    def _when(self, item: kueue.Pending, job: Job, usable: PlacementContext) -> tuple[str | None, PlacementContext]:
+        """A flexible Workload (its pod templates declare slack, geosched.kube.flex): why it waits for a later hour,
+        or the context to rank clusters on, at the grid its run is predicted to see from now. Rolling: asked again
+        on each pass until its hour; past its latest start it is nominated as any Workload."""
+        assert self.grid is not None
+        if self._history is None or self._history[0] != id(usable.fleet):
+            self._history = (id(usable.fleet), grid_history(usable.fleet, self.grid))
+        now = self.wall().timestamp()
+        created = str((item.obj.get("metadata") or {}).get("creationTimestamp") or "")
+        try:
+            submitted = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            submitted = now
+        chosen = self._starts.get(item.uid)
+        bar = timeshift.RESHIFT_SAVING if chosen is not None and now >= chosen else timeshift.MIN_SAVING
+        placed, shift = timeshift.place_in_time(job, usable, self._history[1], now, self.settings.policy,
+                                                self.settings.weights, explain=False, submitted=submitted,
+                                                min_saving=bar)
+        if shift is None:
+            return None, usable
+        if isinstance(placed, Placement) and shift.start > now:
+            self._starts[item.uid] = shift.start
+            return held_reason(shift), usable
+        return None, usable.with_grid(shift.means[0])
 
     def _settle(self, w: _Write, context: _Context | None) -> bool:
         """The write's outcome: Event, record and metrics when it landed; the hold given back when not."""
@@ -470,7 +511,8 @@ class Dispatcher:
     def _build(self, readings: Mapping[str, ClusterReading]) -> _Context | None:
         if not readings:
             return None
-        view = build_fleet(readings.values())
+        # Every node, tainted or not: _usable masks each Workload's view by its own tolerations.
+        view = build_fleet(readings.values(), skip_tainted=False)
         ctx = PlacementContext(view.fleet, network_for(view.fleet, self._network_view))
         raw = {(r.cluster, str((n.get("metadata") or {}).get("name"))): n for r in readings.values() for n in r.nodes}
         # build_fleet names a node "cluster/name" when two clusters have one of that name.

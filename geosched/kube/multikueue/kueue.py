@@ -38,15 +38,15 @@ from typing import Any
 from geosched.errors import InputError
 from geosched.fields import parse_time
 from geosched.kube import keys
+from geosched.kube.backends.kueue import GROUP, VERSIONS
 from geosched.kube.inventory import pod_gpus, pod_request
 from geosched.kube.jobinput import pod_templates_gang
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
-from geosched.kube.scheduler.pods import Requirements, Toleration, requirements
+from geosched.kube.scheduler.pods import Requirements, requirements
+from geosched.kube.tolerations import GPU_ADMISSION
 from geosched.models import Job
 
-GROUP = "kueue.x-k8s.io"
-VERSIONS = ("v1beta2", "v1beta1")  # newest first: the first the manager serves is used
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 ADMISSION_FIELD_MANAGER = "kueue-admission"
 ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
@@ -212,15 +212,11 @@ def workload_gang(wl: Mapping[str, Any], known: set[str] | None = None) -> Job:
                              templates, root.key("spec"), known)
     return Job(name=job.name, namespace=job.namespace, image=job.image, workers=job.workers,
                gpus_per_worker=job.gpus_per_worker, gpu=job.gpu, zones=job.zones, regions=job.regions,
-               max_zones=max_zones, max_regions=max_regions)
+               max_zones=max_zones, max_regions=max_regions, schedule=job.schedule)
 
 
-# What the ExtendedResourceToleration admission plugin adds to a pod that requests an extended resource
-# (plugin/pkg/admission/extendedresourcetoleration: key = the resource, operator Exists, effect NoSchedule). GKE
-# taints GPU nodes nvidia.com/gpu=present:NoSchedule and runs the plugin, so its GPU pods tolerate the taint
-# without saying so (cloud.google.com/kubernetes-engine/docs/how-to/gpus); the Workload's template, read before
-# any admission, does not carry it yet.
-GPU_TOLERATION = Toleration(keys.GPU, "Exists", "", "NoSchedule")
+# The Workload's template is read before any admission: it does not carry yet the GPU toleration the worker's
+# ExtendedResourceToleration plugin adds (tolerations.GPU_ADMISSION), so it is added here.
 
 
 def gpu_requirements(wl: Mapping[str, Any]) -> tuple[Requirements, ...]:
@@ -232,7 +228,7 @@ def gpu_requirements(wl: Mapping[str, Any]) -> tuple[Requirements, ...]:
         if not pod_gpus(spec):
             continue
         own = requirements(spec)
-        req = Requirements(own.selector, own.terms, (*own.tolerations, GPU_TOLERATION))
+        req = Requirements(own.selector, own.terms, (*own.tolerations, GPU_ADMISSION))
         if req not in out:
             out.append(req)
     return tuple(out)
@@ -277,13 +273,14 @@ def _one_pod_of(template: Any, count: int) -> Any:
 
 # --- the write --------------------------------------------------------------------------------------
 
-def nomination_apply(wl: Mapping[str, Any], nominated: Sequence[str], field_manager: str) -> dict[str, Any]:
+def nomination_apply(wl: Mapping[str, Any], nominated: Sequence[str], field_manager: str,
+                     api_version: str = f"{GROUP}/{VERSIONS[0]}") -> dict[str, Any]:
     """The server-side apply configuration for the Workload's status subresource that sets
-    `nominatedClusterNames`, as Kueue's PatchAdmissionStatus builds it (see the module doc)."""
+    `nominatedClusterNames`, as Kueue's PatchAdmissionStatus builds it (see the module doc). `api_version`: the one
+    the write goes to (an apply body's apiVersion must be the URL's; a listed item may not say its own)."""
     meta, status = wl.get("metadata") or {}, wl.get("status") or {}
     out_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if meta.get(k)}
-    body: dict[str, Any] = {"apiVersion": wl.get("apiVersion") or f"{GROUP}/{VERSIONS[0]}", "kind": "Workload",
-                            "metadata": out_meta}
+    body: dict[str, Any] = {"apiVersion": api_version, "kind": "Workload", "metadata": out_meta}
     if field_manager != ADMISSION_FIELD_MANAGER:
         body["status"] = {"nominatedClusterNames": list(nominated)}
         return body

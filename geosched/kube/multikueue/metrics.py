@@ -4,7 +4,8 @@ The counts are always kept (`Stats`, for logs, tests and the benchmark). With `-
 exported through prometheus_client (the `metrics` extra), on its own registry so two dispatchers in one
 process (the tests) do not collide:
 
-- `geosched_multikueue_decisions_total{outcome}`: nominated, renominated, no_fit, not_a_gang, conflict, error
+- `geosched_multikueue_decisions_total{outcome}`: nominated, renominated, no_fit, not_a_gang, conflict, error, held
+  (a flexible Workload waiting for the start hour it chose: geosched.kube.flex)
 - `geosched_multikueue_decision_seconds`: from reading a Workload to its status written (histogram)
 - `geosched_multikueue_worker_clusters{state}`: usable, left_out
 - `geosched_multikueue_events_dropped_total`: Events not sent (queue full, or the server refused one), read from
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-OUTCOMES = ("nominated", "renominated", "no_fit", "not_a_gang", "conflict", "error")
+OUTCOMES = ("nominated", "renominated", "no_fit", "not_a_gang", "conflict", "error", "held")
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 

@@ -26,8 +26,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from geosched import redact
 from geosched.errors import InputError
 from geosched.gate import parse_yaml
+from geosched.kube import kubeconfig
 from geosched.kube.client import Json, Kube, Resource, connect_config, describe, status_of
 from geosched.kube.cluster_inventory import ClusterReading, read_cluster
 from geosched.kube.multikueue.kueue import KUBECONFIG_KEY, kubeconfig_ref
@@ -191,6 +193,11 @@ def parse_kubeconfig(secret: Mapping[str, Any], source: str) -> dict[str, Any]:
         raise InputError(source, f"data.{KUBECONFIG_KEY}", f"not a kubeconfig: {type(exc).__name__}") from None
     if not isinstance(config, dict):
         raise InputError(source, f"data.{KUBECONFIG_KEY}", "not a kubeconfig (expected a mapping)")
+    redact.register(kubeconfig.credentials(config))
+    try:
+        kubeconfig.check(config, "")
+    except InputError as exc:  # the same checks as a file's, named after the Secret's key
+        raise InputError(source, f"data.{KUBECONFIG_KEY}: {exc.field}", exc.reason) from None
     for entry in config.get("users") or []:
         user = (entry or {}).get("user") or {}
         for key in ("tokenFile", "client-certificate", "client-key", "exec", "auth-provider"):

@@ -4,7 +4,7 @@ Like kube-scheduler's cache, it *assumes*: a pod the scheduler has just bound co
 the watch reports it, so the next gang cannot take the same GPUs. An assumption ends when the watch confirms
 the pod on a node, or is dropped after `assume_ttl_s` (the bind's answer was lost and the pod never showed up).
 
-Only changes that matter to placement bump `nodes_version` (labels, taints, allocatable GPUs, readiness,
+Only changes that matter to placement bump `nodes_version` (labels, taints, allocatable resources, readiness,
 cordon): a kubelet heartbeat does not rebuild the placement context.
 """
 
@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.kube import keys
 from geosched.kube.client import Json
 from geosched.kube.scheduler.pods import PodInfo, pod_info
 
@@ -179,4 +178,4 @@ def _placement_facts(node: Json) -> Any:
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
     ready = next((c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     return (tuple(sorted((meta.get("labels") or {}).items())), repr(spec.get("taints")), spec.get("unschedulable"),
-            (status.get("allocatable") or {}).get(keys.GPU), ready, spec.get("providerID"))
+            repr(sorted((status.get("allocatable") or {}).items())), ready, spec.get("providerID"))

@@ -11,6 +11,8 @@
   stopped binding before a new one starts, provided the two clocks run at about the same rate.
 - On a clean stop the leader releases the lease (holder emptied), so a successor need not wait the full
   duration; a crashed leader is replaced after the lease duration.
+- A Lease that cannot be read or written at all (its namespace does not exist, RBAC denies it) is a `LeaseError`
+  naming that cause: only a 409 means another replica won the race.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from geosched.kube.client import LEASES, Json, Kube, describe
+from geosched.errors import GeoschedError
+from geosched.kube.client import LEASES, Json, Kube, api_message, describe
 from geosched.kube.scheduler.settings import LeaderElection
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,22 @@ def spec_of(record: LeaseRecord) -> Json:
             "leaseTransitions": record.transitions}
 
 
+class LeaseError(GeoschedError):
+    """The Lease cannot be read or written at all: nobody holds it, this replica may not (or cannot) take it."""
+
+
+def lease_error(exc: ApiException, namespace: str, name: str) -> LeaseError | None:
+    """What a failed Lease request means, when it is not a race (409) or a passing server hiccup (None)."""
+    where = f"Lease {namespace}/{name}"
+    if exc.status == 404:
+        return LeaseError(f"cannot take the {where}: namespace {namespace} does not exist ({api_message(exc)}; "
+                          "create it, or set the lease namespace: --lease-namespace or leader_election.namespace)")
+    if exc.status in (401, 403):
+        return LeaseError(f"cannot take the {where}: {exc.status} {api_message(exc)} (the identity needs get, "
+                          f"create and update on leases in {namespace}: the Role in deploy/)")
+    return None
+
+
 def micro_time(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -92,6 +111,17 @@ class LeaderElector:
             return self._clock() < self._valid_until
 
     def try_acquire_or_renew(self) -> bool:
+        """True when this replica holds the lease now; False when another does (or won a race to it). Raises
+        LeaseError when the Lease cannot be had at all (its namespace is missing, RBAC denies it)."""
+        try:
+            return self._acquire_or_renew()
+        except ApiException as exc:
+            error = lease_error(exc, self.config.namespace, self.config.name)
+            if error is None:
+                raise
+            raise error from None
+
+    def _acquire_or_renew(self) -> bool:
         started = self._clock()
         now = micro_time(self._wall())
         lease = self.kube.get(self.path)
@@ -119,8 +149,8 @@ class LeaderElector:
         try:
             self.kube.request(method, path, body=body, timeout=self.config.renew_deadline_s)
         except ApiException as exc:
-            if exc.status != 409:  # 409: another replica wrote first; anything else is worth a line
-                log.warning("lease %s: %s", self.config.name, describe(exc))
+            if exc.status != 409:  # 409: another replica wrote first; anything else is the caller's to report
+                raise
             return False
         return True
 
@@ -152,11 +182,17 @@ class LeaderElector:
 
     def run(self, stop: threading.Event, *, release_on_stop: bool = True) -> None:
         """Campaign and renew until `stop`; meant for its own thread."""
+        said = ""
         while not stop.is_set():
             try:
                 self.try_acquire_or_renew()
+                said = ""
             except Exception as exc:  # an unreachable server: keep trying, leadership runs out on its own
-                log.warning("lease %s: %s", self.config.name, describe(exc))
+                lasting = isinstance(exc, LeaseError)
+                line = str(exc) if lasting else f"lease {self.config.name}: {describe(exc)}"
+                if line != said:  # the cause once, not every retry period
+                    log.log(logging.ERROR if lasting else logging.WARNING, "%s", line)
+                    said = line
             stop.wait(self.config.retry_period_s)
         if release_on_stop:
             self.release()

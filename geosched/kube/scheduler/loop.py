@@ -3,7 +3,8 @@
 Each cycle (woken by a change in the cache, or when a backoff ends):
 
 1. snapshot the cache; rebuild the placement context only when nodes or the network view changed, and compute
-   free GPUs from the bound pods (including the ones this scheduler just bound, assumed);
+   free GPUs and each node's room for cpu, memory, storage, pod slots and extended resources from the bound pods
+   (including the ones this scheduler just bound, assumed);
 2. group pending pods into gangs (`gangs.group`), fetching a batch Job owner's size once when needed;
 3. for each ready gang not in backoff, in priority then FIFO order: `decide`, then `bind_gang`; a gang that does
    not fit, or whose binding failed and was released, backs off (doubling, capped); a gang that did not fit is
@@ -19,15 +20,20 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from geosched import policies
-from geosched.kube.client import BATCH_JOBS, NODES, PODS, Kube, RetryPolicy, describe
+from geosched.carbon import GridInput, grid_history
+from geosched.grid.forecast import GridHistory
+from geosched.kube import resources
+from geosched.kube.client import BATCH_JOBS, NODES, PODS, Json, Kube, RetryPolicy, describe
 from geosched.kube.cluster_inventory import fleet_from_nodes, network_for
 from geosched.kube.inventory import nodes_from_kube
+from geosched.kube.objpath import At
 from geosched.kube.scheduler import cache as kinds
 from geosched.kube.scheduler.binder import bind_gang, release
 from geosched.kube.scheduler.cache import ClusterCache, Snapshot
@@ -36,10 +42,12 @@ from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.gangs import PRESENT, group
 from geosched.kube.scheduler.lease import LeaderElector
 from geosched.kube.scheduler.network import NetworkSource, no_network
-from geosched.kube.scheduler.pods import GangKey, PodInfo, node_labels, node_taints
+from geosched.kube.scheduler.pods import GangKey, PodInfo, node_labels
 from geosched.kube.scheduler.reflector import Reflector
 from geosched.kube.scheduler.settings import SchedulerSettings
+from geosched.kube.tolerations import node_taints
 from geosched.models import NetworkView
+from geosched.policies.timeshift import MIN_SAVING, RESHIFT_SAVING
 
 log = logging.getLogger(__name__)
 LIVE = "status.phase!=Succeeded,status.phase!=Failed"
@@ -71,8 +79,14 @@ class _Backoff:
 
 class Scheduler:
     def __init__(self, kube: Kube, settings: SchedulerSettings | None = None, *, network: NetworkSource = no_network,
-                 identity: str | None = None, retry: RetryPolicy | None = None, events: bool = True) -> None:
+                 identity: str | None = None, retry: RetryPolicy | None = None, events: bool = True,
+                 grid: GridInput | None = None, wall: Callable[[], float] = time.time) -> None:
+        """`grid`: hourly carbon (`--carbon-hourly`): gangs whose pods declare slack wait for their start hour
+        (geosched.kube.flex); `wall`: the clock those hours are read on."""
         self.kube = kube
+        self.grid, self.wall = grid, wall
+        self._history: tuple[int, GridHistory] | None = None
+        self._starts: dict[GangKey, float] = {}  # a held gang -> the start hour it was held for
         self.settings = settings or SchedulerSettings()
         self.network = network
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
@@ -184,13 +198,26 @@ class Scheduler:
             if not self.leading():
                 return
             started = time.perf_counter()
-            decision = decide(gang, view, self.settings.policy, self.settings.weights)
+            wall = self.wall()
+            chosen = self._starts.get(gang.key)
+            bar = RESHIFT_SAVING if chosen is not None and wall >= chosen else MIN_SAVING
+            decision = decide(gang, view, self.settings.policy, self.settings.weights, self._grid(view), wall, bar)
+            if isinstance(decision, Refusal) and decision.held_until is not None:
+                self._starts[gang.key] = decision.held_until
             self.stats.decide_s += time.perf_counter() - started
             if isinstance(decision, Refusal):
                 self._refused(decision, snap.capacity_version)
                 continue
             if self._bind(decision):
                 view = consume(view, decision)
+
+    def _grid(self, view: View) -> GridHistory | None:
+        """The grid for the cluster's regions, built again when its fleet is."""
+        if self.grid is None:
+            return None
+        if self._history is None or self._history[0] != id(view.ctx.fleet):
+            self._history = (id(view.ctx.fleet), grid_history(view.ctx.fleet, self.grid))
+        return self._history[1]
 
     def _view_for(self, snap: Snapshot) -> View | None:
         now = time.monotonic()
@@ -210,25 +237,10 @@ class Scheduler:
             self._view_key = key
         if self._view is None:
             return None
-        base = self._view
-        used = np.zeros(len(base.ctx.names), dtype=np.int64)
-        for pod in snap.bound:
-            i = base.index.get(pod.node or "")
-            if i is not None:
-                used[i] += pod.gpus
-        free = np.where(base.ctx.ready, np.maximum(base.ctx.gpus_total - used, 0), 0).astype(np.int64)
-        return View(base.ctx, free, base.labels, base.taints, base.masks, base.index)
+        return with_bound(self._view, snap.bound)
 
     def _build_view(self, snap: Snapshot) -> View | None:
-        inventory = nodes_from_kube(snap.nodes, (), self.kube.name)
-        if not inventory.nodes:
-            return None
-        fleet, _, _ = fleet_from_nodes(inventory.nodes)
-        ctx = policies.PlacementContext(fleet, network_for(fleet, self._network_view))
-        raw = {str(n["metadata"]["name"]): n for n in snap.nodes}
-        labels = [node_labels(raw[n.name]) for n in fleet.nodes]
-        taints = [node_taints(raw[n.name]) for n in fleet.nodes]
-        return View(ctx, ctx.gpus_free.copy(), labels, taints)
+        return build_view(snap.nodes, self.kube.name, self._network_view)
 
     def _owner_sizes(self, pending: list[PodInfo], now: float) -> dict[str, int]:
         """Gang sizes of controller owners, by UID: a batch Job's min(parallelism, completions), fetched once
@@ -330,14 +342,46 @@ def _job_size(job: dict[str, object]) -> int:
     return min(p, completions) if isinstance(completions, int) else p
 
 
+def build_view(nodes: Sequence[Json], cluster: str, network: NetworkView | None) -> View | None:
+    """The placement context of a cluster's nodes, each node's labels, taints and allocatable room; None when no
+    node has GPUs."""
+    inventory = nodes_from_kube(nodes, (), cluster)
+    if not inventory.nodes:
+        return None
+    fleet, _, _ = fleet_from_nodes(inventory.nodes)
+    ctx = policies.PlacementContext(fleet, network_for(fleet, network))
+    raw = {str(n["metadata"]["name"]): n for n in nodes}
+    labels = [node_labels(raw[n.name]) for n in fleet.nodes]
+    taints = [node_taints(raw[n.name]) for n in fleet.nodes]
+    rooms = resources.node_rooms([resources.allocatable(At(raw[n.name], "node")) for n in fleet.nodes])
+    return View(ctx, ctx.gpus_free.copy(), labels, taints, rooms=rooms)
+
+
+def with_bound(base: View, bound: Iterable[PodInfo]) -> View:
+    """`base` less what the bound pods hold: GPUs from the free count, everything else from the rooms.
+    NotReady and cordoned nodes offer no GPU."""
+    used = np.zeros(len(base.ctx.names), dtype=np.int64)
+    rooms = {r: a.copy() for r, a in base.rooms.items()} if base.rooms is not None else None
+    for pod in bound:
+        i = base.index.get(pod.node or "")
+        if i is None:
+            continue
+        used[i] += pod.gpus
+        for resource, value in pod.requests:
+            if rooms is not None and resource in rooms:
+                rooms[resource][i] -= value
+    free = np.where(base.ctx.ready, np.maximum(base.ctx.gpus_total - used, 0), 0).astype(np.int64)
+    return View(base.ctx, free, base.labels, base.taints, base.masks, base.index, rooms)
+
+
 def run(context: str | None, *, kubeconfig: Path | None = None, in_cluster: bool = False,
         settings: SchedulerSettings | None = None, network: NetworkSource = no_network,
         stop: threading.Event | None = None, identity: str | None = None, release_on_stop: bool = True,
-        events: bool = True) -> Stats:
+        events: bool = True, grid: GridInput | None = None) -> Stats:
     """Run the scheduler for one cluster (a kubeconfig context, or in-cluster) until `stop` is set."""
     kube = Kube.open(context, kubeconfig, in_cluster=in_cluster)
     try:
-        scheduler = Scheduler(kube, settings, network=network, identity=identity, events=events)
+        scheduler = Scheduler(kube, settings, network=network, identity=identity, events=events, grid=grid)
         return scheduler.run(stop, release_on_stop=release_on_stop)
     finally:
         kube.close()

@@ -10,8 +10,10 @@ Gang membership, first match wins:
 Where a pod may run: its nodeSelector, its required node affinity (terms ORed, expressions ANDed, with the
 operators In, NotIn, Exists, DoesNotExist, Gt, Lt; matchFields on metadata.name) and the node's
 NoSchedule/NoExecute taints it does not tolerate, as the default scheduler's NodeAffinity and TaintToleration
-filters read them. CPU, memory and other
-resources are not checked: geosched places GPUs (see the README's limits).
+filters read them (tolerations matched by `geosched.kube.tolerations`, the one matcher geosched has).
+
+What a pod asks of its node (cpu, memory, ephemeral storage, a pod slot, extended resources such as EFA
+devices): `geosched.kube.resources.pod_requests`, as NodeResourcesFit and the kubelet count it.
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.kube import keys
+from geosched.errors import InputError
+from geosched.kube import flex, keys
 from geosched.kube.inventory import pod_gpus
 from geosched.kube.objpath import At
+from geosched.kube.resources import pod_requests
+from geosched.kube.tolerations import Taint, Toleration, of_pod_spec, tolerated
+from geosched.models import Schedule
 
 GANG_NOTE = keys.PREFIX + "gang"
 # matchFields requirements are matched against this pseudo-label (the only field the API allows is the name).
 NODE_NAME_FIELD = "field:metadata.name"
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"
-BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,27 +62,12 @@ class Expr:
 
 
 @dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str
-    operator: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
 class Requirements:
     """Everything that limits a pod's nodes, hashable so pods sharing a template share one node mask."""
 
     selector: tuple[tuple[str, str], ...] = ()
     terms: tuple[tuple[Expr, ...], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +87,11 @@ class PodInfo:
     ours: bool  # bound by geosched (the binding's annotation is on the pod)
     priority: int
     requirements: Requirements
+    # The slack its annotations declare (geosched.kube.flex), or why they could not be read.
+    schedule: Schedule | None = None
+    schedule_error: str | None = None
+    # Everything it asks of its node, GPUs included (geosched.kube.resources), sorted by resource.
+    requests: tuple[tuple[str, int], ...] = ()
 
     @property
     def key(self) -> str:
@@ -113,6 +108,11 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     owner = _controller(meta)
     index = notes.get(JOB_INDEX) or labels.get(JOB_INDEX)
     node = spec.key("nodeName").value
+    schedule, schedule_error = None, None
+    try:
+        schedule = flex.schedule_of(notes, f"pod {namespace}/{name}", "metadata.annotations")
+    except InputError as exc:
+        schedule_error = str(exc)
     return PodInfo(
         namespace=namespace,
         name=name,
@@ -129,6 +129,9 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
         ours=GANG_NOTE in notes,
         priority=int(spec.key("priority").value or 0),
         requirements=requirements(spec),
+        schedule=schedule,
+        schedule_error=schedule_error,
+        requests=tuple(sorted(pod_requests(spec).items())),
     )
 
 
@@ -165,12 +168,7 @@ def requirements(spec: At) -> Requirements:
         for term in spec.dig("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
                              "nodeSelectorTerms").items()
     )
-    tolerations = tuple(
-        Toleration(str(t.key("key").value or ""), str(t.key("operator").value or "Equal"),
-                   str(t.key("value").value or ""), str(t.key("effect").value or ""))
-        for t in spec.key("tolerations").items()
-    )
-    return Requirements(selector, terms, tolerations)
+    return Requirements(selector, terms, of_pod_spec(spec))
 
 
 def _expr(e: At, prefix: str) -> Expr:
@@ -184,18 +182,13 @@ def node_labels(node: Mapping[str, Any]) -> dict[str, str]:
     return {**_strings(meta.key("labels").value), NODE_NAME_FIELD: str(meta.key("name").value)}
 
 
-def node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
-    return tuple(Taint(str(t.key("key").value or ""), str(t.key("value").value or ""), str(t.key("effect").value or ""))
-                 for t in At(node, "node").dig("spec", "taints").items())
-
-
 def fits(req: Requirements, labels: Mapping[str, str], taints: Sequence[Taint]) -> bool:
     if any(labels.get(k) != v for k, v in req.selector):
         return False
     # No term: no constraint; terms with no expressions match nothing (as the API server reads them).
     if req.terms and not any(term and all(_matches(e, labels) for e in term) for term in req.terms):
         return False
-    return all(t.effect not in BLOCKING_EFFECTS or any(_tolerates(x, t) for x in req.tolerations) for t in taints)
+    return all(tolerated(req.tolerations, t) for t in taints)
 
 
 def _matches(e: Expr, labels: Mapping[str, str]) -> bool:
@@ -216,10 +209,3 @@ def _matches(e: Expr, labels: Mapping[str, str]) -> bool:
         return have > bound if e.operator == "Gt" else have < bound
     return False
 
-
-def _tolerates(t: Toleration, taint: Taint) -> bool:
-    if t.effect and t.effect != taint.effect:
-        return False
-    if t.operator == "Exists":
-        return not t.key or t.key == taint.key
-    return t.key == taint.key and t.value == taint.value

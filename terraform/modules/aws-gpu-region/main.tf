@@ -50,9 +50,9 @@ resource "aws_subnet" "this" {
   vpc_id               = aws_vpc.this.id
   availability_zone_id = each.key
   cidr_block           = cidrsubnet(var.vpc_cidr, var.subnet_newbits, each.value)
-  # Nodes need public addresses: geosched reaches them over SSH, and cross-region probes and NCCL
-  # traffic leave the VPC without a NAT gateway in the way.
-  map_public_ip_on_launch = true
+  # Public addresses by default: geosched reaches the nodes over SSH from where it runs, and cross-region
+  # probes and NCCL leave the VPC without a NAT gateway in the way. Off when geosched runs inside the VPC.
+  map_public_ip_on_launch = var.public_ips
 
   tags = merge(var.tags, { Name = "${var.name_prefix}-${each.key}" })
 }

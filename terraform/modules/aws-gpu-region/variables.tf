@@ -75,6 +75,18 @@ variable "peer_cidr_blocks" {
     condition     = alltrue([for c in var.peer_cidr_blocks : try(cidrnetmask(c) != "" && cidrsubnet(c, 0, 0) == c, false)])
     error_message = "Each peer CIDR must be a canonical IPv4 CIDR such as 198.51.100.0/24 (no host bits set)."
   }
+
+  # Every port is open to these networks: one wider than /8 (0.0.0.0/0 above all) is the internet, not a peer.
+  validation {
+    condition     = alltrue([for c in var.peer_cidr_blocks : try(tonumber(split("/", c)[1]) >= 8, false)])
+    error_message = "A peer CIDR wider than /8 would open every port of the nodes to the internet: list the other regions' egress addresses or the VPN's range instead."
+  }
+}
+
+variable "public_ips" {
+  description = "Give every node a public IPv4 address (the subnets' map_public_ip_on_launch). Turn off when geosched and the other regions reach the nodes privately (from inside the VPC, a bastion, a VPN or peering); the nodes then need a NAT gateway or VPC endpoints for anything they download."
+  type        = bool
+  default     = true
 }
 
 variable "public_key" {

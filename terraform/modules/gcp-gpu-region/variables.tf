@@ -83,6 +83,12 @@ variable "peer_cidr_blocks" {
     condition     = alltrue([for c in var.peer_cidr_blocks : try(cidrnetmask(c) != "" && cidrsubnet(c, 0, 0) == c, false)])
     error_message = "Each peer CIDR must be a canonical IPv4 CIDR such as 198.51.100.0/24 (no host bits set)."
   }
+
+  # Every port is open to these networks: one wider than /8 (0.0.0.0/0 above all) is the internet, not a peer.
+  validation {
+    condition     = alltrue([for c in var.peer_cidr_blocks : try(tonumber(split("/", c)[1]) >= 8, false)])
+    error_message = "A peer CIDR wider than /8 would open every port of the nodes to the internet: list the other regions' egress addresses or the VPN's range instead."
+  }
 }
 
 variable "network_tag" {

@@ -1,0 +1,90 @@
+"""A GPU node's model, and the label that pins it: the one resolver of GPU identity for the inventory (and so
+`snapshot export --from-clusters`, `submit` and the in-cluster scheduler, which all read nodes through it), the
+renderer and Kueue's ResourceFlavors. Pure.
+
+What a node says about its GPU, most direct first (`IDENTITY_LABELS`):
+
+1. `nvidia.com/gpu.product`: NVIDIA GPU feature discovery reads it from the driver (the GPU operator installs it;
+   github.com/NVIDIA/k8s-device-plugin, docs/gpu-feature-discovery);
+2. `cloud.google.com/gke-accelerator`: GKE sets the accelerator type of the node pool on its nodes, and is all a
+   GKE GPU node carries without the GPU operator, GKE's default (cloud.google.com/kubernetes-engine/docs/how-to/gpus);
+3. `node.kubernetes.io/instance-type`: every cloud sets it; the catalog says which GPU that machine type has.
+
+The first that names a known model decides, with one refinement: where the catalog sells one chip as two models
+(H100 on a3-highgpu and H100-MEGA on a3-megagpu: the same `NVIDIA-H100-80GB-HBM3`, a different network), a
+later source naming the variant of the same part says which.
+
+Pinning (`pin`): a gang's pods are held to its model by the first identity label that every placed node carries
+and whose placed values no node of another model carries, with the placed nodes' own values. So a GKE cluster
+without GFD is pinned on `cloud.google.com/gke-accelerator` (pinning `nvidia.com/gpu.product` there would select
+nothing, and pinning nothing would admit its L4 nodes), an EKS cluster without GFD on the instance types, and H100
+beside H100-MEGA on the accelerator rather than on the product both share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from geosched import catalog
+from geosched.gpus import model_from_gke_accelerator, model_from_product, part
+from geosched.kube import keys
+
+IDENTITY_LABELS = (keys.GPU_PRODUCT, keys.GKE_ACCELERATOR, keys.INSTANCE_TYPE)
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """The node label that holds a gang's pods to its GPU model, and the values its placed nodes carry."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@cache
+def _instance_gpus() -> Mapping[tuple[str, str], str]:
+    # A machine type's GPU is the same in every zone that sells it.
+    return {(o.provider, o.instance_type): o.gpu for o in catalog.offerings() if o.gpus > 0}
+
+
+def catalog_model(provider: str, instance_type: str) -> str | None:
+    """The GPU model the catalog says `instance_type` of `provider` has; None for a type it does not sell."""
+    return _instance_gpus().get((provider, instance_type))
+
+
+def label_model(key: str, value: str, provider: str) -> str | None:
+    """The model one identity label's value names, None when it names no known model."""
+    if not value:
+        return None
+    if key == keys.GPU_PRODUCT:
+        return model_from_product(value)
+    if key == keys.GKE_ACCELERATOR:
+        return model_from_gke_accelerator(value)
+    if key == keys.INSTANCE_TYPE:
+        return catalog_model(provider, value)
+    return None
+
+
+def model_of(labels: Mapping[str, str], provider: str) -> str | None:
+    """The GPU model of a node with `labels` (of `provider`: aws, gcp, ...), None when no label names one."""
+    named = [m for key in IDENTITY_LABELS if (m := label_model(key, labels.get(key, ""), provider)) is not None]
+    if not named:
+        return None
+    model = named[0]
+    chip = part(model).product
+    for later in named[1:]:
+        if later != model and chip is not None and part(later).product == chip:
+            return later
+    return model
+
+
+def pin(placed: Sequence[Mapping[str, str]], others: Sequence[Mapping[str, str]]) -> Pin | None:
+    """The label and values holding pods to the placed nodes' model: `placed` are the placed nodes' labels,
+    `others` the labels of the nodes of other GPU models the pods could otherwise reach. None when no identity label
+    is carried by every placed node (a fleet described without labels: nothing is pinned that no node carries).
+    Should no such label set them apart from every other model's, the first carried by all still narrows."""
+    carried = [key for key in IDENTITY_LABELS if placed and all(labels.get(key) for labels in placed)]
+    pins = [Pin(key, tuple(sorted({labels[key] for labels in placed}))) for key in carried]
+    apart = (p for p in pins if not any(labels.get(p.key) in p.values for labels in others))
+    return next(apart, pins[0] if pins else None)

@@ -1,0 +1,185 @@
+"""What a compact job's worker pods ask for beyond GPUs, per cluster (ClusterConfig `pods:`), with defaults per
+cloud taken from the placed nodes' instance type. Pure. A user's own manifests (Job, JobSet, PyTorchJob) are
+theirs: nothing here touches them.
+
+```yaml
+clusters:
+  eks-us-east-1:
+    pods:
+      efa: auto               # vpc.amazonaws.com/efa per worker: auto (default) = the worker's share of the
+                              # placed machine's EFA devices by its share of the GPUs (8 GPUs of a
+                              # p5.48xlarge: 32; 4 GPUs: 16), or a count, or 0 for none; unset behind Kueue:
+                              # none (the ClusterQueue must cover vpc.amazonaws.com/efa first)
+      hugepages_2mi: 5120Mi   # optional hugepages-2Mi per worker (default: none)
+      host_network: false     # hostNetwork (default false: EFA and the device plugin need no host network)
+      shm: memory             # /dev/shm: memory (default, a memory-backed emptyDir) or none
+      shm_size: 64Gi          # optional sizeLimit of that emptyDir (default: none, bounded by the pod's memory)
+      cpu: "90"               # optional cpu request per worker
+      memory: 1Ti             # optional memory request per worker
+      priority_class: training  # optional priorityClassName
+```
+
+A compact job file may set the same keys under its own `pods:`; each key it sets wins over its cluster's.
+
+Why these defaults, by the sources:
+
+- EFA: on EKS the EFA device plugin advertises `vpc.amazonaws.com/efa`, one per EFA interface, and a pod gets only
+  the EFA devices it requests; an NCCL job asks for all of them so that NCCL's aws-ofi-nccl plugin uses every
+  network card (docs.aws.amazon.com/eks/latest/userguide/node-efa.html). The counts are the instance types' EFA
+  interfaces (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html): p4d/p4de.24xlarge 4,
+  p5.48xlarge and p5e.48xlarge 32, p5en.48xlarge 16.
+- Huge pages: libfabric's EFA provider prefers 2 MiB huge pages for its buffers (ofiwg/libfabric#9739), but a
+  pod may ask for them only where the node reserves them, which depends on the AMI: opt in with `hugepages_2mi`.
+- /dev/shm: a container's default /dev/shm is 64 MiB, too small for NCCL's shared-memory transport and PyTorch's
+  data loader workers; a memory-backed emptyDir mounted at /dev/shm is the Kubernetes way to enlarge it
+  (kubernetes.io/docs/concepts/storage/volumes/#emptydir, `medium: Memory`), as the EKS and GKE training examples do.
+- hostNetwork stays off by default: EFA traffic bypasses the kernel through the device, not the pod network. GKE's
+  GPUDirect-TCPX/TCPXO (a3-highgpu/a3-megagpu) does need `host_network: true` with its multi-network setup
+  (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx); geosched does not set that up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from geosched.errors import InputError
+from geosched.kube.resources import amount
+
+EFA = "vpc.amazonaws.com/efa"
+HUGEPAGES_2MI = "hugepages-2Mi"
+# EFA interfaces per instance type (EC2 user guide, "Supported instance types" for EFA with accelerators).
+EFA_PER_INSTANCE = {"p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32,
+                    "p5en.48xlarge": 16}
+AUTO = "auto"
+FIELDS = {"efa", "hugepages_2mi", "host_network", "shm", "shm_size", "cpu", "memory", "priority_class"}
+SHM_VOLUME = "dshm"
+
+
+@dataclass(frozen=True, slots=True)
+class PodOptions:
+    efa: int | str | None = None  # a count, AUTO, or None: AUTO except behind Kueue (see `efa_count`)
+    hugepages_2mi: str | None = None
+    host_network: bool = False
+    shm: bool = True
+    shm_size: str | None = None
+    cpu: str | None = None
+    memory: str | None = None
+    priority_class: str | None = None
+
+
+DEFAULT = PodOptions()
+
+
+def parse(data: Any, source: str, path: str) -> PodOptions:
+    """The `pods:` mapping of one cluster, read strictly: one line naming the field and why on a bad value."""
+    if data is None:
+        return DEFAULT
+    if not isinstance(data, Mapping):
+        raise InputError(source, path, "expected a mapping of pod options")
+    unknown = sorted(str(k) for k in data if k not in FIELDS)
+    if unknown:
+        raise InputError(source, f"{path}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(FIELDS))})")
+
+    def where(key: str) -> str:
+        return f"{path}.{key}"
+
+    efa = data.get("efa")
+    if efa is not None and efa != AUTO and (isinstance(efa, bool) or not isinstance(efa, int) or efa < 0):
+        raise InputError(source, where("efa"), f"expected auto or a count of EFA devices, got {efa!r}")
+    shm = data.get("shm", "memory")
+    if shm not in ("memory", "none"):
+        raise InputError(source, where("shm"), f"expected memory or none, got {shm!r}")
+    host_network = data.get("host_network", False)
+    if not isinstance(host_network, bool):
+        raise InputError(source, where("host_network"), f"expected true or false, got {host_network!r}")
+    quantities: dict[str, str | None] = {}
+    for key, resource in (("hugepages_2mi", HUGEPAGES_2MI), ("shm_size", "memory"), ("cpu", "cpu"),
+                          ("memory", "memory")):
+        value = data.get(key)
+        if value is None:
+            quantities[key] = None
+            continue
+        if amount(resource, value) is None or not amount(resource, value):
+            raise InputError(source, where(key), f"expected a Kubernetes quantity above 0, got {value!r}")
+        quantities[key] = str(value)
+    priority = data.get("priority_class")
+    if priority is not None and (not isinstance(priority, str) or not priority):
+        raise InputError(source, where("priority_class"), f"expected a PriorityClass name, got {priority!r}")
+    return PodOptions(efa=efa,
+                      hugepages_2mi=quantities["hugepages_2mi"],
+                      host_network=host_network, shm=shm == "memory", shm_size=quantities["shm_size"],
+                      cpu=quantities["cpu"], memory=quantities["memory"], priority_class=priority)
+
+
+def merged(cluster: PodOptions, job: Mapping[str, Any] | None, source: str) -> PodOptions:
+    """The cluster's options with the keys a compact job's own `pods:` sets taken from the job."""
+    if not job:
+        return cluster
+    return parse({**to_dict(cluster), **job}, source, "pods")
+
+
+def to_dict(options: PodOptions) -> dict[str, Any]:
+    return {"efa": options.efa, "hugepages_2mi": options.hugepages_2mi,
+            "host_network": options.host_network, "shm": "memory" if options.shm else "none",
+            "shm_size": options.shm_size, "cpu": options.cpu, "memory": options.memory,
+            "priority_class": options.priority_class}
+
+
+def efa_count(options: PodOptions, machines: Iterable[tuple[str, int]], gpus_per_worker: int,
+              kueue: bool = False) -> int:
+    """EFA devices per worker: the option's count, or (auto) the worker's share of the placed machine's EFA devices
+    by its share of the GPUs (a whole p5.48xlarge: 32; half of it: 16), the fewest if the gang spans machine types;
+    0 when a placed type has none or no type is known. Unset behind Kueue: none, since Kueue admits a workload
+    only if its ClusterQueue covers every resource its pods request, and an existing queue rarely covers EFA;
+    say `efa: auto` once it does (`submit --kueue-objects` renders a ClusterQueue that covers what pods request)."""
+    if isinstance(options.efa, int):
+        return options.efa
+    if options.efa is None and kueue:
+        return 0
+    counts = [EFA_PER_INSTANCE.get(t, 0) * min(gpus_per_worker, gpus) // gpus if gpus > 0 else 0
+              for t, gpus in set(machines)]
+    return min(counts) if counts else 0
+
+
+def apply(pod_spec: dict[str, Any], options: PodOptions, machines: Iterable[tuple[str, int]],
+          gpus_per_worker: int, kueue: bool = False) -> None:
+    """Set the options on a compact job's worker pod spec (its first container is the worker), in place.
+    `machines`: the placed nodes' (instance type, GPUs)."""
+    container = pod_spec["containers"][0]
+    resources = container.setdefault("resources", {})
+    limits, requests = resources.setdefault("limits", {}), {}
+    efa = efa_count(options, machines, gpus_per_worker, kueue)
+    if efa:
+        limits[EFA] = efa
+    if options.hugepages_2mi is not None:
+        # Huge pages are never overcommitted: the API server requires request == limit.
+        limits[HUGEPAGES_2MI] = requests[HUGEPAGES_2MI] = options.hugepages_2mi
+    if options.cpu is not None:
+        requests["cpu"] = options.cpu
+    if options.memory is not None:
+        requests["memory"] = options.memory
+    if HUGEPAGES_2MI in limits and "memory" not in requests and "cpu" not in requests:
+        # A pod asking for huge pages must ask for cpu or memory too (API server validation).
+        requests["memory"] = limits[HUGEPAGES_2MI]
+    if requests:
+        resources["requests"] = requests
+    if options.host_network:
+        pod_spec["hostNetwork"] = True
+        # With the host's network, cluster DNS (the rendezvous Service) is reachable only with this policy.
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    if options.shm:
+        empty: dict[str, Any] = {"medium": "Memory"}
+        if options.shm_size is not None:
+            empty["sizeLimit"] = options.shm_size
+        pod_spec.setdefault("volumes", []).append({"name": SHM_VOLUME, "emptyDir": empty})
+        container.setdefault("volumeMounts", []).append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    if options.priority_class is not None:
+        pod_spec["priorityClassName"] = options.priority_class
+
+
+def machines(nodes: Mapping[str, Any], names: Iterable[str]) -> list[tuple[str, int]]:
+    """(instance type, GPUs) of the placed nodes (geosched Node records by name) that are known."""
+    return [(str(n.instance_type), int(n.gpus)) for name in names
+            if (n := nodes.get(name)) is not None and n.instance_type]

@@ -1,0 +1,174 @@
+"""Time shifting in a replay: which jobs have slack, when a flexible job joins the queue, and what every job emits.
+
+- **Flexible jobs** (`flexible`): a share of the trace's jobs, chosen by a hash of the job's id (the same jobs on every
+  run and policy), gets `schedule: {runtime: <its trace duration>, deadline: submit + duration + slack}`, the slack
+  definition of Sukprasert et al. ("On the Limitations of Carbon-Aware Temporal and Spatial Workload Shifting in the
+  Cloud", EuroSys'24). The runtime is the trace's (users are assumed to know their run time; the network slow-down
+  of the placement is not foreseen).
+- **Start-now runs** ignore the slack (`ShiftTiming` with `shift=None`): every job starts as soon as it fits, as
+  today; only the emissions are counted hour by hour.
+- **Shifted runs** (`shift=Method.FORECAST` or `Method.ORACLE`): a flexible job is decided when it arrives by
+  `geosched.policies.timeshift.decide` on what is free then, with the hours ahead seen through the seasonal-naive
+  forecast of the series (or the series itself, the oracle), counting on the GPUs running jobs free by their
+  predicted end and on what earlier flexible jobs were promised (`timeshift.Queue`). When its chosen hour comes it
+  is decided again (a rolling horizon: a fresher forecast, the GPUs free then) and joins the queue, or waits once
+  more when a later start saves at least `timeshift.RESHIFT_SAVING` of the run's carbon against the best start then
+  (a higher bar than the first decision's 2%: without it a job chases each next day's forecast dip to its latest
+  start).
+  Measured on the shipped series, deciding again beat deciding once (benchmarks/bench_timeshift.py). A guard of
+  `GUARD_SHARE` of its slack is kept for queueing: no decision plans a start later than deadline - runtime - guard,
+  and a job released at that latest start goes to the queue's front. A job no region can hold at any start of its
+  window joins the queue at once.
+- **Emissions** (every run with a series): a placement's energy per hour by region (`policies.energy`) times the
+  *measured* intensity of every hour it runs, whatever the decision forecast.
+
+Times: the replay's clock is trace seconds; `origin` is the Unix time of trace time 0, so schedules (in trace
+seconds) and the grid (in UTC hours) meet here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from geosched.grid.forecast import GridHistory, Method, run_means
+from geosched.models import HOUR_S, Job, Placement, Schedule, Weights
+from geosched.policies import timeshift
+from geosched.policies.context import PlacementContext
+from geosched.policies.energy import kwh_per_hour_by_region
+from geosched.simulate.engine import SimOptions, simulate
+from geosched.simulate.metrics import PolicyResult
+from geosched.simulate.traces.model import TraceJob
+
+GUARD_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Flexibility:
+    """`share` of the jobs (0..1) get `slack_s` of slack."""
+
+    slack_s: float = 24 * HOUR_S
+    share: float = 0.5
+
+
+def chosen(job_id: str, share: float) -> bool:
+    """Whether a job is among the flexible share: a hash of its id, so the choice is the same on every run."""
+    digest = hashlib.sha256(job_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def flexible(trace: Sequence[TraceJob], flex: Flexibility) -> Callable[[Sequence[Job]], list[Job]]:
+    """The `jobs` hook of `simulate`: the gangs, with a schedule on the flexible share."""
+
+    def rewrite(gangs: Sequence[Job]) -> list[Job]:
+        out = []
+        for t, gang in zip(trace, gangs, strict=True):
+            if chosen(t.id, flex.share):
+                deadline = t.submit_time_s + t.duration_s + flex.slack_s
+                gang = replace(gang, schedule=Schedule(runtime_s=t.duration_s, deadline=deadline))
+            out.append(gang)
+        return out
+
+    return rewrite
+
+
+class ShiftTiming:
+    """The replay's time hook (`geosched.simulate.engine.Timing`) for one run."""
+
+    def __init__(self, trace: Sequence[TraceJob], history: GridHistory, origin: float, policy: str,
+                 weights: Weights | None, shift: Method | None) -> None:
+        self.trace, self.history, self.origin = trace, history, origin
+        self.policy, self.weights, self.shift = policy, weights, shift
+        self.promised: dict[int, tuple[int, float, float, float]] = {}  # job -> (region, start, end, GPUs)
+
+    def _queue(self, running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> timeshift.Queue:
+        ends = [(self.origin + finish, n, g) for finish, nodes, gpus in running
+                for n, g in zip(nodes, gpus, strict=True)]
+        promised = list(self.promised.values())
+        return timeshift.Queue(
+            np.array([e[0] for e in ends], dtype=np.float64), np.array([e[1] for e in ends], dtype=np.int64),
+            np.array([e[2] for e in ends], dtype=np.int64), np.array([p[0] for p in promised], dtype=np.int64),
+            np.array([p[1] for p in promised], dtype=np.float64), np.array([p[2] for p in promised], dtype=np.float64),
+            np.array([p[3] for p in promised], dtype=np.float64))
+
+    def _window(self, j: int, job: Job, now: float) -> timeshift.Window | None:
+        s = job.schedule
+        if self.shift is None or s is None or s.deadline is None:
+            return None
+        guard = GUARD_SHARE * (s.deadline - s.runtime_s - self.trace[j].submit_time_s)
+        latest = s.deadline - s.runtime_s - max(guard, 0.0)
+        if latest <= now:
+            return None
+        return timeshift.Window(self.origin + now, self.origin + min(latest, now + timeshift.MAX_SHIFT_H * HOUR_S),
+                                s.runtime_s)
+
+    def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
+                   running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float:
+        again = self.promised.pop(j, None) is not None
+        window = self._window(j, job, now)
+        if window is None:
+            return now
+        look = self.history.outlook(ctx.region_keys, int(window.now // HOUR_S), window.hours_needed(),
+                                    self.shift or Method.FORECAST)
+        decision = timeshift.decide(job, ctx, window, look, self.policy, self.weights, explain=False,
+                                    min_saving=timeshift.RESHIFT_SAVING if again else timeshift.MIN_SAVING,
+                                    queue=self._queue(running))
+        if not isinstance(decision.placement, Placement) or decision.start <= window.now:
+            return now
+        region = ctx.region_keys.index(decision.placement.regions[0])
+        self.promised[j] = (region, decision.start, decision.start + window.runtime_s, float(job.gpus))
+        return decision.start - self.origin
+
+    def urgent(self, j: int, job: Job, now: float) -> bool:
+        return self.shift is not None and self._window(j, job, now) is None
+
+    def context(self, j: int, job: Job, now: float, ctx: PlacementContext) -> PlacementContext | None:
+        """A flexible job starting now is placed on the predicted mean of its run, as it was decided."""
+        s = job.schedule
+        if self.shift is None or s is None:
+            return None
+        at = self.origin + now
+        look = self.history.outlook(ctx.region_keys, int(at // HOUR_S), int(np.ceil(s.runtime_s / HOUR_S)) + 2,
+                                    self.shift)
+        return ctx.with_grid(run_means(look, np.array([at]), s.runtime_s)[0])
+
+    def kgco2e(self, job: Job, placement: Placement, ctx: PlacementContext, start: float, finish: float) -> float:
+        """The measured intensity of every hour of [start, finish), whatever was forecast."""
+        at, run = self.origin + start, finish - start
+        look = self.history.outlook(ctx.region_keys, int(at // HOUR_S), int(np.ceil(run / HOUR_S)) + 2, Method.ORACLE)
+        index = timeshift.node_index(ctx)
+        nodes = np.array([index[a.node] for a in placement.assignments], dtype=np.int64)
+        gpus = np.array([a.workers * job.gpus_per_worker for a in placement.assignments], dtype=np.int64)
+        energy = kwh_per_hour_by_region(ctx, job.profile.utilisation, nodes, gpus)
+        return float(energy @ run_means(look, np.array([at]), run)[0]) * run / HOUR_S / 1000.0
+
+
+SHIFTS = (Method.FORECAST, Method.ORACLE)
+DEFAULT_OPTIONS = SimOptions()
+
+
+def label(policy: str, shift: Method | None) -> str:
+    """A run's name in the results: the policy, and how its flexible jobs were shifted."""
+    return policy if shift is None else f"{policy} +shift({shift.value})"
+
+
+def replay(trace_jobs: Sequence[TraceJob], ctx: PlacementContext, policy_names: Sequence[str],
+           weights: Weights | None, history: GridHistory, origin: float, *, options: SimOptions = DEFAULT_OPTIONS,
+           context_at: Callable[[float], PlacementContext] | None = None, flex: Flexibility | None = None,
+           ) -> list[PolicyResult]:
+    """Each policy started now (emissions counted hour by hour), and with `flex` also shifted by the forecast and by
+    the oracle, side by side: the same trace, the same flexible jobs, the same measured grid."""
+    jobs = flexible(trace_jobs, flex) if flex is not None else None
+    out = []
+    for name in policy_names:
+        for shift in (None, *SHIFTS) if flex is not None else (None,):
+            def timing(policy: str, shift: Method | None = shift) -> ShiftTiming:
+                return ShiftTiming(trace_jobs, history, origin, policy, weights, shift)
+
+            (result,) = simulate(trace_jobs, ctx, [name], weights, options=options, context_at=context_at, jobs=jobs,
+                                 timing=timing)
+            out.append(replace(result, policy=label(name, shift)))
+    return out

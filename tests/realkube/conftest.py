@@ -1,0 +1,111 @@
+"""The real control plane, started once per test session and shared (see tests/realkube/README.md), and a
+namespace on EKS with Kueue's topology-aware scheduling set up, as Kueue's TAS docs set it up.
+
+Without the binaries (scripts/realkube build): under CI (CI set) the suite fails with what is missing and the last
+build's log; elsewhere it is skipped, saying how to build them. With GEOSCHED_REALKUBE_BUILD=1 (scripts/test) the
+fixture first runs the build, which waits for the one scripts/test started in the background.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from tests.realkube import binaries
+from tests.realkube.cluster import apply, condition
+from tests.realkube.plane import EKS, KUEUE_V1BETA2, Plane
+from tests.realkube.realkube_support import wait_until
+
+STARTUP: dict[str, float] = {}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The control plane's start-up time, measured in every run that started it (the CI log keeps it)."""
+    if STARTUP:
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in STARTUP.items() if k != "total")
+        terminalreporter.write_line(f"realkube: control plane started in {STARTUP['total']:.1f} s ({parts})")
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """This folder's tests run last: under scripts/test the control plane is still being built in the background
+    while the other suites run (GEOSCHED_REALKUBE_BUILD=1, the fixture then waits for that build)."""
+    here = Path(__file__).parent
+    items.sort(key=lambda item: here in item.path.parents)
+
+
+@pytest.fixture(scope="session")
+def realkube() -> Iterator[Plane]:
+    try:
+        bins = binaries.find(build=os.environ.get("GEOSCHED_REALKUBE_BUILD") == "1")
+    except binaries.Missing as exc:
+        message = f"the real control plane is not built: {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(f"{message.splitlines()[0]} (run scripts/realkube build; it needs Go on PATH)")
+    # SIGTERM (a CI runner's timeout, `kill`) becomes KeyboardInterrupt, so pytest runs this teardown; pytest
+    # killed outright takes the processes with it (procs.py: --pdeathsig).
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    start = time.monotonic()
+    plane = Plane.start(bins)
+    plane.timings["total"] = time.monotonic() - start
+    STARTUP.update(plane.timings)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+        shutil.rmtree(plane.directory, ignore_errors=True)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def kueue_tas_objects(namespace: str, queue: str) -> list[dict[str, Any]]:
+    """Kueue's TAS setup as its docs give it, on the EKS cluster's H100 nodes (GFD labels there)."""
+    return [
+        {"apiVersion": KUEUE_V1BETA2, "kind": "Topology", "metadata": {"name": f"{namespace}-topology"},
+         "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/region"},
+                             {"nodeLabel": "topology.kubernetes.io/zone"},
+                             {"nodeLabel": "kubernetes.io/hostname"}]}},
+        {"apiVersion": KUEUE_V1BETA2, "kind": "ResourceFlavor", "metadata": {"name": f"{namespace}-h100"},
+         "spec": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                  "topologyName": f"{namespace}-topology"}},
+        {"apiVersion": KUEUE_V1BETA2, "kind": "ClusterQueue", "metadata": {"name": f"{namespace}-gpus"},
+         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                                      "flavors": [{"name": f"{namespace}-h100", "resources": [
+                                          {"name": "cpu", "nominalQuota": 400},
+                                          {"name": "memory", "nominalQuota": "4000Gi"},
+                                          {"name": "nvidia.com/gpu", "nominalQuota": 16}]}]}]}},
+        {"apiVersion": KUEUE_V1BETA2, "kind": "LocalQueue", "metadata": {"name": queue, "namespace": namespace},
+         "spec": {"clusterQueue": f"{namespace}-gpus"}},
+    ]
+
+
+@pytest.fixture
+def kueue_namespace(realkube: Plane) -> Iterator[str]:
+    with realkube.namespace("submit-kueue", clusters=(EKS,)) as ns:
+        objects = kueue_tas_objects(ns, "team-a")
+        with realkube.kube(EKS) as kube:
+            for obj in objects:
+                apply(kube, obj)
+            wait_until(lambda: condition(kube.get(f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{ns}-gpus") or {},
+                                         "Active"), 60,
+                       what="the ClusterQueue Active")
+        try:
+            yield ns
+        finally:
+            with realkube.kube(EKS) as kube:
+                for obj in reversed(objects[:-1]):  # the LocalQueue goes with the namespace
+                    resource = kube.resource(obj["apiVersion"], obj["kind"])
+                    assert resource is not None
+                    kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))

@@ -1,0 +1,157 @@
+"""Flexible jobs choose their start hour and placement together (issue 24 item 3), on the real 2023 series: the one
+`place` call equals the brute force over every start, inflexible jobs are placed as always, the deadline binds,
+the queue's releases and promises count, and `geosched place` shows the start, the start-now alternative and the
+saving."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from geosched import policies
+from geosched.carbon import GridInput, grid_history
+from geosched.grid.forecast import Method
+from geosched.grid.formats import Basis
+from geosched.grid.shipped import shipped_series, shipped_text
+from geosched.models import HOUR_S, CarbonSignal, Job, Placement, Schedule, Weights
+from geosched.policies import timeshift
+from geosched.store import write_snapshot
+from geosched.testing import fleet, network, node
+from tests.output_support import valid
+
+# A vanishing network weight, not 0: zone-first's lower bound multiplies it by an infinite delay (0 x inf).
+CARBON_ONLY = Weights(network=1e-9, cost=0.0, carbon=1.0)
+# 2023-06-10 08:00Z: in California the night (gas) runs until the solar morning, 14:00Z-ish; PJM barely moves.
+AT = datetime(2023, 6, 10, 8, tzinfo=UTC).timestamp()
+
+
+def two_regions():  # type: ignore[no-untyped-def]
+    f = fleet([*(node(f"w{i}", "usw1-az1", "us-west-1", provider="aws", gpu="H100") for i in range(3)),
+               *(node(f"e{i}", "use1-az1", "us-east-1", provider="aws", gpu="H100") for i in range(3))])
+    hourly = {"aws:us-west-1": dict(shipped_series("US-CAL-CISO").hours),
+              "aws:us-east-1": dict(shipped_series("US-MIDA-PJM").hours)}
+    grid = GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE)
+    return f, grid_history(f, grid)
+
+
+def flexible(hours: float = 24, runtime_h: float = 3, workers: int = 2) -> Job:
+    return Job("flex", workers, 8, gpu="H100", schedule=Schedule(runtime_h * HOUR_S, start_within_s=hours * HOUR_S))
+
+
+@pytest.mark.parametrize("method", [Method.FORECAST, Method.ORACLE])
+@pytest.mark.parametrize("day", [3, 10, 17])
+def test_one_place_call_equals_the_brute_force_over_every_start(method: Method, day: int) -> None:
+    f, history = two_regions()
+    ctx = policies.PlacementContext(f, network(f))
+    at = datetime(2023, 6, day, 8, tzinfo=UTC).timestamp()
+    job = flexible()
+    window = timeshift.Window.of(job, at, at)
+    assert window is not None
+    look = history.outlook(ctx.region_keys, int(at // HOUR_S), window.hours_needed(), method)
+    shift = timeshift.decide(job, ctx, window, look, weights=CARBON_ONLY, min_saving=0.0)
+    brute = []
+    for k, start in enumerate(window.starts()):
+        placed = policies.place(job, ctx.with_grid(shift.means[k]), weights=CARBON_ONLY)
+        assert isinstance(placed, Placement)
+        brute.append((placed.score.gco2e_per_hour * window.runtime_s / HOUR_S / 1000.0, start))
+    best_kg, best_start = min(brute, key=lambda b: (round(b[0], 9), b[1]))
+    assert shift.kgco2e == pytest.approx(best_kg) and shift.start == best_start
+    assert shift.start_now_kgco2e == pytest.approx(brute[0][0])
+
+
+def test_a_flexible_job_waits_for_the_green_hours_and_says_what_it_saves() -> None:
+    f, history = two_regions()
+    ctx = policies.PlacementContext(f, network(f))
+    placed, shift = timeshift.place_in_time(flexible(), ctx, history, AT, weights=Weights(carbon=1.0))
+    assert isinstance(placed, Placement) and shift is not None
+    assert placed.regions == ("aws:us-west-1",) and shift.deferred_s > 0
+    assert shift.start_now_kgco2e is not None and shift.kgco2e is not None
+    assert shift.saving_kgco2e == pytest.approx(shift.start_now_kgco2e - shift.kgco2e)
+    assert shift.saving_kgco2e > 0.2 * shift.start_now_kgco2e  # the solar dip: a real, large saving
+    lines = timeshift.shift_lines(shift)
+    assert lines[0].startswith(f"start: {timeshift.when_text(shift.start)}, ") and "saving" in lines[1]
+    inflexible = replace(flexible(), schedule=Schedule(3 * HOUR_S))  # a runtime, no slack: placed as always
+    as_always, none = timeshift.place_in_time(inflexible, ctx, history, AT, weights=Weights(carbon=1.0))
+    assert none is None and as_always == policies.place(inflexible, ctx, weights=Weights(carbon=1.0))
+
+
+def test_the_deadline_binds_the_latest_start() -> None:
+    f, history = two_regions()
+    ctx = policies.PlacementContext(f, network(f))
+    deadline = AT + 4 * HOUR_S  # a 3 h run must start within the hour
+    job = replace(flexible(), schedule=Schedule(3 * HOUR_S, start_within_s=24 * HOUR_S, deadline=deadline))
+    _, shift = timeshift.place_in_time(job, ctx, history, AT, weights=CARBON_ONLY)
+    assert shift is not None and shift.window.latest == deadline - 3 * HOUR_S
+    assert AT <= shift.start <= deadline - 3 * HOUR_S
+    late = replace(job, schedule=Schedule(3 * HOUR_S, deadline=AT + HOUR_S))  # cannot finish in time: now
+    placed, none = timeshift.place_in_time(late, ctx, history, AT, weights=CARBON_ONLY)
+    assert none is None and isinstance(placed, Placement)
+
+
+def test_a_flat_grid_starts_now() -> None:
+    f, history = two_regions()
+    ctx = policies.PlacementContext(f, network(f))
+    job = replace(flexible(), regions=("us-east-1",))  # PJM only: too steady for a 2% saving on this day
+    _, shift = timeshift.place_in_time(job, ctx, history, AT, weights=Weights(carbon=1.0))
+    assert shift is not None and shift.start == AT and "no later start saves 2%" in timeshift.shift_lines(shift)[0]
+
+
+def test_the_queue_counts_what_ends_and_what_was_promised() -> None:
+    f, history = two_regions()
+    busy = np.array([8 if n.region == "us-east-1" else 0 for n in f.nodes], dtype=np.int64)
+    ctx = policies.PlacementContext(f, network(f)).with_free(busy)  # California full now
+    job = flexible(workers=2)
+    window = timeshift.Window.of(job, AT, AT)
+    assert window is not None
+    look = history.outlook(ctx.region_keys, int(AT // HOUR_S), window.hours_needed(), Method.ORACLE)
+    west = [i for i, n in enumerate(f.nodes) if n.region == "us-west-1"]
+    frees_at = AT + 2 * HOUR_S
+    queue = timeshift.Queue(np.full(3, frees_at), np.array(west, dtype=np.int64), np.full(3, 8, dtype=np.int64),
+                            *(np.zeros(0, dtype=dt) for dt in (np.int64, np.float64, np.float64, np.float64)))
+    shift = timeshift.decide(job, ctx, window, look, weights=CARBON_ONLY, explain=False, queue=queue)
+    assert isinstance(shift.placement, Placement) and shift.placement.regions == ("aws:us-west-1",)
+    assert shift.start >= frees_at  # California, once its GPUs are free
+    blind = timeshift.decide(job, ctx, window, look, weights=CARBON_ONLY, explain=False)
+    assert isinstance(blind.placement, Placement) and blind.placement.regions == ("aws:us-east-1",)
+    # Every California start is promised to others: the job takes the east, whatever its hour.
+    crowded = replace(queue, promise_region=np.array([ctx.region_keys.index("aws:us-west-1")], dtype=np.int64),
+                      promise_start=np.array([AT]), promise_end=np.array([AT + 48 * HOUR_S]),
+                      promise_gpus=np.array([24.0]))
+    taken = timeshift.decide(job, ctx, window, look, weights=CARBON_ONLY, explain=False, queue=crowded)
+    assert isinstance(taken.placement, Placement) and taken.placement.regions == ("aws:us-east-1",)
+
+
+def geosched(*args: str | Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GEOSCHED_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "geosched", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_place_explains_the_start_the_start_now_alternative_and_the_saving(tmp_path: Path) -> None:
+    f, _ = two_regions()
+    write_snapshot(tmp_path / "snap", f, network(f))
+    (tmp_path / "ciso.csv").write_text(shipped_text("US-CAL-CISO"), encoding="utf-8")
+    (tmp_path / "pjm.csv").write_text(shipped_text("US-MIDA-PJM"), encoding="utf-8")
+    (tmp_path / "job.yaml").write_text("name: flex\nworkers: 2\ngpus_per_worker: 8\ngpu: H100\n"
+                                       "schedule: {runtime: 3h, start_within: 24h}\n")
+    args = ["place", tmp_path / "job.yaml", "--snapshot", tmp_path / "snap", "--carbon-weight", "1", "--at",
+            "2023-06-10T08:00:00Z", "--carbon-hourly", tmp_path / "ciso.csv", "--carbon-hourly", tmp_path / "pjm.csv"]
+    explained = geosched(*args, "--explain", home=tmp_path)
+    assert explained.returncode == 0, explained.stderr
+    out = explained.stdout
+    assert "start: 2023-06-10T" in out and "after 2023-06-10T08:00Z (latest start 2023-06-11T08:00Z)" in out
+    assert "starting now in usw1-az1" in out or "starting now in use1-az1" in out
+    assert "saving" in out and "start by region" in out and "forecast aws:us-west-1" in out and "MAPE" in out
+    doc = json.loads(geosched(*args, "-o", "json", home=tmp_path).stdout)
+    valid(doc)
+    start = doc["start"]
+    assert start["decided_at"] == "2023-06-10T08:00Z" and start["deferred_s"] > 0 and start["forecast"] == "forecast"
+    assert start["saving_kgco2e"] == pytest.approx(start["start_now"]["kgco2e"] - start["kgco2e"], abs=1e-5)
