@@ -12,7 +12,8 @@ fleet, as the same `Node` records the providers and probes use:
         user: ubuntu              # default root
         key: ~/.ssh/id_ed25519    # private key file; default: the SSH agent / default keys
         host_key: "ssh-ed25519 AAAA..."   # the node's public host key, pinned
-        proxy_jump: bastion       # another inventory node, or user@host:port; no loops, at most 16 hops
+        proxy_jump: bastion       # another inventory node, or [user@]host[:port] (geosched/jumpspec.py);
+                                  # no loops, at most 16 hops
         zone: zrh-hall-a
         region: zurich
         provider: onprem          # default onprem
@@ -32,6 +33,7 @@ from geosched.documents import parse_fleet
 from geosched.errors import InputError
 from geosched.fields import Fields
 from geosched.gate import Kind, load_document
+from geosched.jumpspec import FORMS, JumpSpecError, looks_external, parse_jump
 from geosched.models import Fleet
 
 DEFAULT_PROVIDER = "onprem"
@@ -121,9 +123,8 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
             raise InputError(source, f"nodes[{i}].name", f"duplicate node name {t.name!r}")
         names.add(t.name)
     for i, t in enumerate(targets):
-        if t.proxy_jump and "@" not in t.proxy_jump and ":" not in t.proxy_jump and t.proxy_jump not in names:
-            raise InputError(source, f"nodes[{i}].proxy_jump", f"{t.proxy_jump!r} is neither an inventory node "
-                             "nor user@host[:port]")
+        if t.proxy_jump and t.proxy_jump not in names:
+            check_external_jump(t.proxy_jump, source, f"nodes[{i}].proxy_jump")
     check_jump_chains(targets, source)
     fleet = None
     if fleet_nodes:
@@ -137,6 +138,16 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
             field = re.sub(r"^nodes\[(\d+)\]", lambda m: f"nodes[{origin[int(m.group(1))]}]", exc.field)
             raise InputError(source, field, exc.reason) from None
     return Inventory(targets=tuple(targets), fleet=fleet, source=source, document=data, base=base)
+
+
+def check_external_jump(spec: str, source: str, field: str) -> None:
+    """A `proxy_jump` that names no inventory node must be a jump host the pool can dial (geosched.jumpspec)."""
+    if not looks_external(spec):
+        raise InputError(source, field, f"{spec!r} is neither an inventory node nor {FORMS}")
+    try:
+        parse_jump(spec)
+    except JumpSpecError as exc:
+        raise InputError(source, field, str(exc)) from None
 
 
 def check_jump_chains(targets: list[SshTarget] | tuple[SshTarget, ...], source: str) -> None:

@@ -91,3 +91,39 @@ def test_a_chain_deeper_than_ssh_hops_is_refused() -> None:
     with pytest.raises(InputError, match=rf"nodes\[0\].proxy_jump: n0 is reached through {MAX_JUMP_HOPS + 1} "
                                          rf"jump hosts \(at most {MAX_JUMP_HOPS}\)"):
         parse_inventory(chain(line(MAX_JUMP_HOPS + 1)), "inv.yaml")
+
+
+# --- proxy_jump outside the inventory (issue 19, untrusted input) ----------------------------------
+# The forms OpenSSH reads in `ssh -J` and `ProxyJump` (ssh(1), ssh_config(5)): [user@]host[:port], an IPv6
+# address in brackets, ssh://[user@]host[:port] URIs and comma chains. Each spec is checked when the inventory
+# loads, so a bad one is one line naming the field, never a failure found when the pool dials.
+
+@pytest.mark.parametrize(("spec", "reason"), [
+    ("ops@bastion.example.com:99999", "port 99999 is not between 1 and 65535"),
+    ("ops@bastion.example.com:0", "port 0 is not between 1 and 65535"),
+    ("ops@bastion.example.com:ssh", "port 'ssh' is not a number"),
+    ("ops@bastion.example.com:", "port '' is not a number"),
+    ("jump1.example.com,jump2.example.com", "comma-separated jump chain, which geosched does not follow"),
+    ("ops@[fe80::1]:99999", "port 99999 is not between 1 and 65535"),
+    ("ops@[fe80::1", "'[' without its closing ']'"),
+    ("ops@[bastion]:22", "'bastion' in brackets is not an IPv6 address"),
+    ("ops@fe80::zz:1", "write an IPv6 address with a port in brackets"),
+    ("ssh://ops@bastion.example.com:0", "port 0 is not between 1 and 65535"),
+    ("ssh://ops@bastion.example.com/path", "an ssh:// jump host takes no path"),
+    ("@bastion.example.com", "user '' is empty"),
+    ("ops@-oProxyCommand=x:22", "host '-oProxyCommand=x' is not a host name"),
+    ("ops@:22", "host '' is not a host name"),
+])
+def test_an_external_proxy_jump_is_checked_when_the_inventory_loads(spec: str, reason: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_inventory(doc(proxy_jump=spec), "inv.yaml")
+    assert (caught.value.source, caught.value.field) == ("inv.yaml", "nodes[1].proxy_jump")
+    assert reason in caught.value.reason and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spec", [
+    "ops@203.0.113.5:2222", "ops@[fe80::1]:2222", "[2001:db8::7]", "ops@2001:db8::7", "ssh://ops@jump.example.com:2200",
+    "ssh://jump.example.com", "bastion.example.com:22",
+])
+def test_the_forms_openssh_reads_are_accepted(spec: str) -> None:
+    assert parse_inventory(doc(proxy_jump=spec), "inv.yaml").by_name()["n1"].proxy_jump == spec
