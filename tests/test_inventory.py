@@ -127,3 +127,36 @@ def test_an_external_proxy_jump_is_checked_when_the_inventory_loads(spec: str, r
 ])
 def test_the_forms_openssh_reads_are_accepted(spec: str) -> None:
     assert parse_inventory(doc(proxy_jump=spec), "inv.yaml").by_name()["n1"].proxy_jump == spec
+
+
+# --- chains across the store's inventories ---------------------------------------------------------
+
+def test_the_store_targets_hold_every_inventory_hop_of_a_chain(tmp_path: Path) -> None:
+    """A GPU node behind two bastions (an inner one reached through an outer one): the pool must hold both, or
+    it takes the inner bastion's node name for an outside host name and dials `bastion-inner` on port 22."""
+    from geosched.providers.lifecycle import probe_targets
+    from geosched.store import Store
+
+    inventory = doc(proxy_jump="bastion-inner", gpu="A100", gpus=8)
+    nodes = inventory["nodes"]
+    assert isinstance(nodes, list)
+    nodes.append({"name": "bastion-inner", "address": "198.18.0.3", "zone": "z0", "region": "lab",
+                  "proxy_jump": "bastion"})
+    with Store(tmp_path) as store:
+        store.save_inventory(parse_inventory(inventory, "inv.yaml"))
+        found = probe_targets(store, None, "root", None)
+    assert [t.name for t in found.probe] == ["n1"]
+    assert [t.name for t in found.jumps] == ["bastion", "bastion-inner"]
+
+
+def test_targets_built_by_a_library_caller_are_checked_before_dialling(tmp_path: Path) -> None:
+    from geosched.inventory import SshTarget
+    from geosched.probes import service
+    from geosched.probes.settings import ProbeSettings
+    from geosched.store import Store
+
+    looped = [SshTarget(name=a, address=f"198.18.0.{i + 1}", zone="z", region="r", proxy_jump=b)
+              for i, (a, b) in enumerate([("a", "b"), ("b", "a")])]
+    with Store(tmp_path) as store, pytest.raises(InputError) as caught:
+        service.run(store, looped, ProbeSettings(deadline_s=5.0, connect_timeout_s=1.0))
+    assert str(caught.value) == "probe targets: a.proxy_jump: proxy_jump chain loops: a -> b -> a"
