@@ -160,3 +160,20 @@ def test_targets_built_by_a_library_caller_are_checked_before_dialling(tmp_path:
     with Store(tmp_path) as store, pytest.raises(InputError) as caught:
         service.run(store, looped, ProbeSettings(deadline_s=5.0, connect_timeout_s=1.0))
     assert str(caught.value) == "probe targets: a.proxy_jump: proxy_jump chain loops: a -> b -> a"
+
+
+def test_a_bad_jump_host_is_one_line_exit_2_before_anything_dials(tmp_path: Path) -> None:
+    from tests.inputs.inputs_support import in_process
+
+    # tests/data/good/inventory.yaml's shape, its bastion outside the file written as OpenSSH's -J takes it.
+    inventory = tmp_path / "site.yaml"
+    inventory.write_text("""
+regions: [{provider: onprem, name: zurich, grid_gco2e_per_kwh: 30, pue: 1.25}]
+nodes:
+  - {name: hpc-a1, address: 198.18.0.11, zone: zrh-a, region: zurich, proxy_jump: "ops@[fe80::1]:99999",
+     gpu: A100, gpus: 8}
+""")
+    run = in_process(["probe", "run", "--inventory", inventory, "--deadline", "20"], tmp_path / "home")
+    assert run.one_line_error, (run.code, run.stderr[-2000:])
+    assert run.stderr == (f"error: {inventory}: nodes[0].proxy_jump: 'ops@[fe80::1]:99999': port 99999 is not "
+                          "between 1 and 65535\n")
