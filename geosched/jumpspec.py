@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 # A DNS name or an IPv4 address: labels of letters, digits, '-' and '_' (real internal names carry '_'), not
 # starting with '-' (which a command line would read as an option).
-HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})$")
+HOSTNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}\Z")
+# `\Z`, not `$`: `$` also matches before a trailing newline, which would pass `host\n` on to the resolver.
 # A login name: anything printable but the separators of this syntax and whitespace.
-USER_RE = re.compile(r"^[^\s@:/\[\]\x00-\x1f\x7f]{1,256}$")
+USER_RE = re.compile(r"^[^\s@:/\[\]\x00-\x1f\x7f]{1,256}\Z")
 URI_SCHEME = "ssh://"
 FORMS = "[user@]host[:port], [user@][ipv6]:port or ssh://[user@]host[:port]"
 

@@ -113,6 +113,7 @@ def test_a_chain_deeper_than_ssh_hops_is_refused() -> None:
     ("@bastion.example.com", "user '' is empty"),
     ("ops@-oProxyCommand=x:22", "host '-oProxyCommand=x' is not a host name"),
     ("ops@:22", "host '' is not a host name"),
+    ("ops@bastion.example.com\n", "host 'bastion.example.com\\n' is not a host name"),
 ])
 def test_an_external_proxy_jump_is_checked_when_the_inventory_loads(spec: str, reason: str) -> None:
     with pytest.raises(InputError) as caught:
