@@ -105,10 +105,14 @@ def _cap_memory() -> None:
 
 def _place(fleet: Path, job: Path, home: Path) -> tuple[int, float, str]:
     """Peak RSS (MiB) and seconds of `geosched place` in a process of its own, and what it printed."""
-    code = ("import resource, runpy, sys; sys.argv = ['geosched', '--home', sys.argv[1], 'place', '--fleet', "
+    # The peak is the process's own VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over exec from the
+    # forked copy of this pytest process, so a child of a large test process reported the parent's size.
+    code = ("import runpy, sys; sys.argv = ['geosched', '--home', sys.argv[1], 'place', '--fleet', "
             "sys.argv[2], sys.argv[3]]\n"
             "try:\n    runpy.run_module('geosched', run_name='__main__')\n"
-            "finally:\n    print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+            "finally:\n"
+            "    hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0]\n"
+            "    print('PEAK', hwm.split()[1], file=sys.stderr)\n")
     # Address space capped at 3 GiB: a regression to quadratic matrices fails fast with a MemoryError instead of
     # taking the memory of a machine that other jobs share.
     started = time.monotonic()
