@@ -218,8 +218,8 @@ def _unquoted_hint(value: bool | int | float) -> str:
     the text (`yes`, `on` and `True` are all True; `010` is 8, `1.50` is 1.5), so the hint names the spellings
     rather than one that may not be the user's."""
     if isinstance(value, bool):
-        return ("YAML reads an unquoted yes, no, on, off, true or false (in any case) as a boolean; put the text "
-                "in quotes as you wrote it")
+        return ("YAML reads an unquoted yes, no, on, off, true or false (also Capitalised or UPPER) as a boolean; "
+                "put the text in quotes as you wrote it")
     return "YAML read the unquoted text as a number; put it in quotes as you wrote it (the API wants a string)"
 
 

@@ -315,7 +315,8 @@ def test_no_declared_toleration_leaves_the_rendered_manifests_as_before() -> Non
     # The hint names the spellings YAML reads as a boolean or a number, never one the user may not have written
     # (before: `value: yes` was told to write "true", `value: 010` to write "8").
     ("tolerations: [{key: a, value: true}]", "tolerations[0].value", "expected a string, got a boolean (True): "
-     "YAML reads an unquoted yes, no, on, off, true or false (in any case) as a boolean; put the text in quotes"),
+     "YAML reads an unquoted yes, no, on, off, true or false (also Capitalised or UPPER) as a boolean; "
+     "put the text in quotes"),
     ("tolerations: [{key: a, value: yes}]", "tolerations[0].value", "got a boolean (True): YAML reads an unquoted "
      "yes, no"),
     ("tolerations: [{key: a, value: 010}]", "tolerations[0].value", "got a number (8): YAML read the unquoted text "
