@@ -80,7 +80,8 @@ def from_store(store: Store) -> Snapshot:
                          "`geosched snapshot import DIR` or `geosched provision` first")
     fleet = with_nodes(base, provisioned)
     measured = store.network_view()
-    view = replace(measured, zone_links={**netmodel.zone_links(fleet.zones.values()), **measured.zone_links})
+    model = netmodel.zone_links(fleet.zones.values())
+    view = replace(measured, zone_links=netmodel.LayeredLinks(measured.zone_links, model))
     parts = [p for p, on in (("imported fleet", base is not None), (f"{len(provisioned)} provisioned", provisioned))
              if on]
     return Snapshot(fleet, view, f"store {store.path} ({' + '.join(parts)})")

@@ -12,7 +12,8 @@ fleet, as the same `Node` records the providers and probes use:
         user: ubuntu              # default root
         key: ~/.ssh/id_ed25519    # private key file; default: the SSH agent / default keys
         host_key: "ssh-ed25519 AAAA..."   # the node's public host key, pinned
-        proxy_jump: bastion       # another inventory node, or user@host:port; no loops, at most 16 hops
+        proxy_jump: bastion       # another inventory node, or [user@]host[:port] (geosched/jumpspec.py);
+                                  # no loops, at most 16 hops
         zone: zrh-hall-a
         region: zurich
         provider: onprem          # default onprem
@@ -24,6 +25,7 @@ fleet, as the same `Node` records the providers and probes use:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from geosched.documents import parse_fleet
 from geosched.errors import InputError
 from geosched.fields import Fields
 from geosched.gate import Kind, load_document
+from geosched.jumpspec import FORMS, JumpSpecError, looks_external, parse_jump
 from geosched.models import Fleet
 
 DEFAULT_PROVIDER = "onprem"
@@ -121,9 +124,8 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
             raise InputError(source, f"nodes[{i}].name", f"duplicate node name {t.name!r}")
         names.add(t.name)
     for i, t in enumerate(targets):
-        if t.proxy_jump and "@" not in t.proxy_jump and ":" not in t.proxy_jump and t.proxy_jump not in names:
-            raise InputError(source, f"nodes[{i}].proxy_jump", f"{t.proxy_jump!r} is neither an inventory node "
-                             "nor user@host[:port]")
+        if t.proxy_jump and t.proxy_jump not in names:
+            check_external_jump(t.proxy_jump, source, f"nodes[{i}].proxy_jump")
     check_jump_chains(targets, source)
     fleet = None
     if fleet_nodes:
@@ -139,14 +141,32 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
     return Inventory(targets=tuple(targets), fleet=fleet, source=source, document=data, base=base)
 
 
-def check_jump_chains(targets: list[SshTarget] | tuple[SshTarget, ...], source: str) -> None:
+def check_external_jump(spec: str, source: str, field: str) -> None:
+    """A `proxy_jump` that names no inventory node must be a jump host the pool can dial (geosched.jumpspec)."""
+    if not looks_external(spec):
+        raise InputError(source, field, f"{spec!r} is neither an inventory node nor {FORMS}")
+    try:
+        parse_jump(spec)
+    except JumpSpecError as exc:
+        raise InputError(source, field, str(exc)) from None
+
+
+def check_jump_chains(targets: Sequence[SshTarget], source: str,
+                      locate: Callable[[str], tuple[str, str]] | None = None) -> None:
     """Refuse a `proxy_jump` chain that loops (a -> a, a -> b -> a) or is deeper than MAX_JUMP_HOPS, before
     anything dials: the pool would otherwise wait on a connection that waits on itself until the deadline.
 
     One walk per node that stops at the first node already measured, so every node is visited once: linear
     in the inventory, however long its chains. A jump host that is an inventory node is followed by name,
-    as the pool resolves it (even when the name looks like user@host); any other is one last hop."""
+    as the pool resolves it (even when the name looks like user@host); any other is one last hop.
+
+    `locate` names the file and field of a node's `proxy_jump` when `targets` come from more than one file
+    (`check_merged_jump_chains`); by default, `nodes[i]` of `source`."""
     index = {t.name: i for i, t in enumerate(targets)}
+
+    def where(name: str) -> tuple[str, str]:
+        return locate(name) if locate is not None else (source, f"nodes[{index[name]}].proxy_jump")
+
     via = {t.name: t.proxy_jump for t in targets if t.proxy_jump}
     hops: dict[str, int] = {}  # jump hosts between the operator and each node already walked
     for target in targets:
@@ -156,8 +176,7 @@ def check_jump_chains(targets: list[SshTarget] | tuple[SshTarget, ...], source: 
         while name is not None and name in index and name not in hops:
             if name in on_path:
                 loop = path[on_path[name]:]
-                raise InputError(source, f"nodes[{index[loop[0]]}].proxy_jump",
-                                 f"proxy_jump chain loops: {_loop_text(loop)}")
+                raise InputError(*where(loop[0]), f"proxy_jump chain loops: {_loop_text(loop)}")
             on_path[name] = len(path)
             path.append(name)
             name = via.get(name)
@@ -167,8 +186,39 @@ def check_jump_chains(targets: list[SshTarget] | tuple[SshTarget, ...], source: 
             below += 1
             hops[node] = below
             if below > MAX_JUMP_HOPS:
-                raise InputError(source, f"nodes[{index[node]}].proxy_jump", f"{node} is reached through {below} "
-                                 f"jump hosts (at most {MAX_JUMP_HOPS})")
+                raise InputError(*where(node), f"{node} is reached through {below} jump hosts (at most "
+                                 f"{MAX_JUMP_HOPS})")
+
+
+def merged_targets(inventories: Sequence[Inventory]) -> dict[str, SshTarget]:
+    """The targets of several inventories by name, their jump chains checked together: each file passed the
+    check alone, but a node of one may jump through a node of another (`proxy_jump: ops@h` is a node name in
+    one file, an outside host in the other), so together they can loop. Later inventories win a name, as
+    they always did; every caller that dials inventory targets of more than one file goes through here."""
+    merged: dict[str, SshTarget] = {}
+    origin: dict[str, tuple[str, str]] = {}
+    for inventory in inventories:
+        for i, target in enumerate(inventory.targets):
+            merged[target.name] = target
+            origin[target.name] = (inventory.source, f"nodes[{i}].proxy_jump")
+    sources = ", ".join(inv.source for inv in inventories)
+    check_jump_chains(tuple(merged.values()), sources, origin.__getitem__)
+    return merged
+
+
+def jump_hosts_of(reached: Sequence[SshTarget], known: Mapping[str, SshTarget]) -> tuple[SshTarget, ...]:
+    """The `known` targets the `reached` ones jump through, however many hops away (a bastion behind a
+    bastion), themselves excluded, by name: the pool must hold every inventory hop of a chain, or it would take
+    an inner bastion's node name for an outside host name."""
+    names = {t.name for t in reached}
+    found: dict[str, SshTarget] = {}
+    for target in reached:
+        via = target.proxy_jump
+        # The chains were checked (no loops, at most MAX_JUMP_HOPS), so this walk ends.
+        while via is not None and via in known and via not in names and via not in found:
+            found[via] = known[via]
+            via = known[via].proxy_jump
+    return tuple(found[name] for name in sorted(found))
 
 
 def _loop_text(loop: list[str]) -> str:

@@ -14,7 +14,7 @@ not in them, so we use these documented modelling values:
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from importlib import resources
 
@@ -79,13 +79,60 @@ def zone_link(a: Zone, b: Zone) -> LinkStats | None:
     return endpoint_links().get(pair_key(ea, eb))
 
 
-def zone_links(zones: Iterable[Zone]) -> dict[tuple[str, str], LinkStats]:
-    """Every zone pair (including each zone with itself) that the model knows."""
-    items = sorted(zones, key=lambda z: z.name)
-    out: dict[tuple[str, str], LinkStats] = {}
-    for i, a in enumerate(items):
-        for b in items[i:]:
-            link = zone_link(a, b)
-            if link is not None:
-                out[pair_key(a.name, b.name)] = link
-    return out
+def zone_links(zones: Iterable[Zone]) -> ModelLinks:
+    """Every zone pair (including each zone with itself) that the model knows, as a mapping computed on
+    demand: a fleet of 10,000 zones in one region has 50 million modelled pairs, which a dict would hold
+    (gigabytes) and build (a minute) before the first decision (issue 19 item 5)."""
+    return ModelLinks(zones)
+
+
+class ModelLinks(Mapping[tuple[str, str], LinkStats]):
+    """The model's links between the given zones, keyed by `pair_key`, as `zone_link` gives them: the pairs it
+    knows, in the order a dict built zone by zone (by name, each with itself and those after it) had them.
+    Lookups are constant time; iterating and `len` visit every pair (for exports of small fleets)."""
+
+    def __init__(self, zones: Iterable[Zone]) -> None:
+        self.zones: dict[str, Zone] = {z.name: z for z in sorted(zones, key=lambda z: z.name)}
+
+    def __getitem__(self, key: tuple[str, str]) -> LinkStats:
+        a, b = key
+        za, zb = self.zones.get(a), self.zones.get(b)
+        if za is None or zb is None or a > b:  # keys are pair_key()s, as in the dict this replaces
+            raise KeyError(key)
+        link = zone_link(za, zb)
+        if link is None:
+            raise KeyError(key)
+        return link
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        items = list(self.zones.values())
+        for i, a in enumerate(items):
+            for b in items[i:]:
+                if zone_link(a, b) is not None:
+                    yield pair_key(a.name, b.name)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class LayeredLinks(Mapping[tuple[str, str], LinkStats]):
+    """Links in `over` (measured), else in `under` (the model): `{**under, **over}` without building it.
+    Iterates in that dict's order: `under`'s pairs (with `over`'s link where it has one), then `over`'s others."""
+
+    def __init__(self, over: Mapping[tuple[str, str], LinkStats], under: ModelLinks) -> None:
+        self.over = over
+        self.under = under
+
+    def __getitem__(self, key: tuple[str, str]) -> LinkStats:
+        link = self.over.get(key)
+        return link if link is not None else self.under[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.over or key in self.under
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        yield from self.under
+        yield from (key for key in self.over if key not in self.under)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

@@ -237,6 +237,17 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
+def _not_a_directory(path: Path) -> str:
+    """What stands where the home (or a folder on its way) should be a directory, in words."""
+    if path.is_symlink():
+        target = os.readlink(path)
+        if not path.exists():
+            return (f"a dangling symbolic link (to {target}, which does not exist); create {target} or remove the "
+                    "link, or point GEOSCHED_HOME elsewhere")
+        return f"a symbolic link to {target}, which is not a directory; point GEOSCHED_HOME elsewhere"
+    return "exists and is not a directory; move it away, or point GEOSCHED_HOME elsewhere"
+
+
 def default_home() -> Path:
     """$GEOSCHED_HOME, else the config file's `home`, else the platform's user data directory."""
     home: Path | None = settings.lookup(settings.HOME)
@@ -297,7 +308,11 @@ class Store:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise OutputError(str(self.path), LINK_REFUSED) from None
-            raise OutputError(str(exc.filename or self.path), exc.strerror or str(exc)) from None
+            where = Path(exc.filename) if exc.filename else self.path
+            if exc.errno == errno.EEXIST:
+                # mkdir says only "File exists" when the home, or a folder on its way, is something else.
+                raise OutputError(str(where), _not_a_directory(where)) from None
+            raise OutputError(str(where), exc.strerror or str(exc)) from None
         self._narrow_modes()
         db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, factory=_Connection)
         db.path = str(self.path)

@@ -91,3 +91,90 @@ def test_a_chain_deeper_than_ssh_hops_is_refused() -> None:
     with pytest.raises(InputError, match=rf"nodes\[0\].proxy_jump: n0 is reached through {MAX_JUMP_HOPS + 1} "
                                          rf"jump hosts \(at most {MAX_JUMP_HOPS}\)"):
         parse_inventory(chain(line(MAX_JUMP_HOPS + 1)), "inv.yaml")
+
+
+# --- proxy_jump outside the inventory (issue 19, untrusted input) ----------------------------------
+# The forms OpenSSH reads in `ssh -J` and `ProxyJump` (ssh(1), ssh_config(5)): [user@]host[:port], an IPv6
+# address in brackets, ssh://[user@]host[:port] URIs and comma chains. Each spec is checked when the inventory
+# loads, so a bad one is one line naming the field, never a failure found when the pool dials.
+
+@pytest.mark.parametrize(("spec", "reason"), [
+    ("ops@bastion.example.com:99999", "port 99999 is not between 1 and 65535"),
+    ("ops@bastion.example.com:0", "port 0 is not between 1 and 65535"),
+    ("ops@bastion.example.com:ssh", "port 'ssh' is not a number"),
+    ("ops@bastion.example.com:", "port '' is not a number"),
+    ("jump1.example.com,jump2.example.com", "comma-separated jump chain, which geosched does not follow"),
+    ("ops@[fe80::1]:99999", "port 99999 is not between 1 and 65535"),
+    ("ops@[fe80::1", "'[' without its closing ']'"),
+    ("ops@[bastion]:22", "'bastion' in brackets is not an IPv6 address"),
+    ("ops@fe80::zz:1", "write an IPv6 address with a port in brackets"),
+    ("ssh://ops@bastion.example.com:0", "port 0 is not between 1 and 65535"),
+    ("ssh://ops@bastion.example.com/path", "an ssh:// jump host takes no path"),
+    ("@bastion.example.com", "user '' is empty"),
+    ("ops@-oProxyCommand=x:22", "host '-oProxyCommand=x' is not a host name"),
+    ("ops@:22", "host '' is not a host name"),
+    ("ops@bastion.example.com\n", "host 'bastion.example.com\\n' is not a host name"),
+])
+def test_an_external_proxy_jump_is_checked_when_the_inventory_loads(spec: str, reason: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_inventory(doc(proxy_jump=spec), "inv.yaml")
+    assert (caught.value.source, caught.value.field) == ("inv.yaml", "nodes[1].proxy_jump")
+    assert reason in caught.value.reason and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spec", [
+    "ops@203.0.113.5:2222", "ops@[fe80::1]:2222", "[2001:db8::7]", "ops@2001:db8::7", "ssh://ops@jump.example.com:2200",
+    "ssh://jump.example.com", "bastion.example.com:22",
+])
+def test_the_forms_openssh_reads_are_accepted(spec: str) -> None:
+    assert parse_inventory(doc(proxy_jump=spec), "inv.yaml").by_name()["n1"].proxy_jump == spec
+
+
+# --- chains across the store's inventories ---------------------------------------------------------
+
+def test_the_store_targets_hold_every_inventory_hop_of_a_chain(tmp_path: Path) -> None:
+    """A GPU node behind two bastions (an inner one reached through an outer one): the pool must hold both, or
+    it takes the inner bastion's node name for an outside host name and dials `bastion-inner` on port 22."""
+    from geosched.providers.lifecycle import probe_targets
+    from geosched.store import Store
+
+    inventory = doc(proxy_jump="bastion-inner", gpu="A100", gpus=8)
+    nodes = inventory["nodes"]
+    assert isinstance(nodes, list)
+    nodes.append({"name": "bastion-inner", "address": "198.18.0.3", "zone": "z0", "region": "lab",
+                  "proxy_jump": "bastion"})
+    with Store(tmp_path) as store:
+        store.save_inventory(parse_inventory(inventory, "inv.yaml"))
+        found = probe_targets(store, None, "root", None)
+    assert [t.name for t in found.probe] == ["n1"]
+    assert [t.name for t in found.jumps] == ["bastion", "bastion-inner"]
+
+
+def test_targets_built_by_a_library_caller_are_checked_before_dialling(tmp_path: Path) -> None:
+    from geosched.inventory import SshTarget
+    from geosched.probes import service
+    from geosched.probes.settings import ProbeSettings
+    from geosched.store import Store
+
+    looped = [SshTarget(name=a, address=f"198.18.0.{i + 1}", zone="z", region="r", proxy_jump=b)
+              for i, (a, b) in enumerate([("a", "b"), ("b", "a")])]
+    with Store(tmp_path) as store, pytest.raises(InputError) as caught:
+        service.run(store, looped, ProbeSettings(deadline_s=5.0, connect_timeout_s=1.0))
+    assert str(caught.value) == "probe targets: a.proxy_jump: proxy_jump chain loops: a -> b -> a"
+
+
+def test_a_bad_jump_host_is_one_line_exit_2_before_anything_dials(tmp_path: Path) -> None:
+    from tests.inputs.inputs_support import in_process
+
+    # tests/data/good/inventory.yaml's shape, its bastion outside the file written as OpenSSH's -J takes it.
+    inventory = tmp_path / "site.yaml"
+    inventory.write_text("""
+regions: [{provider: onprem, name: zurich, grid_gco2e_per_kwh: 30, pue: 1.25}]
+nodes:
+  - {name: hpc-a1, address: 198.18.0.11, zone: zrh-a, region: zurich, proxy_jump: "ops@[fe80::1]:99999",
+     gpu: A100, gpus: 8}
+""")
+    run = in_process(["probe", "run", "--inventory", inventory, "--deadline", "20"], tmp_path / "home")
+    assert run.one_line_error, (run.code, run.stderr[-2000:])
+    assert run.stderr == (f"error: {inventory}: nodes[0].proxy_jump: 'ops@[fe80::1]:99999': port 99999 is not "
+                          "between 1 and 65535\n")

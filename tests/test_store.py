@@ -223,3 +223,28 @@ def test_a_fifo_where_the_store_should_be_is_one_line_not_a_traceback(tmp_path: 
         Store(home)
     assert "not a regular file" in str(caught.value) and caught.value.exit_code == 1
     assert _mode(home / DB_NAME) == 0o644
+
+
+@pytest.mark.parametrize(("make", "cause"), [
+    # A home on a removed mount or a deleted folder that the link still names: before, "File exists".
+    (lambda home, tmp: home.symlink_to(tmp / "gone"), "a dangling symbolic link (to {tmp}/gone, which does not exist)"),
+    (lambda home, tmp: home.write_text("x"), "exists and is not a directory"),
+    (lambda home, tmp: [(tmp / "file").write_text("x"), home.symlink_to(tmp / "file")],
+     "a symbolic link to {tmp}/file, which is not a directory"),
+])
+def test_a_home_that_cannot_be_a_directory_is_named_in_one_line_through_the_cli(
+        tmp_path: Path, make: object, cause: str) -> None:
+    from tests.inputs.inputs_support import in_process
+
+    home = tmp_path / "home"
+    make(home, tmp_path)  # type: ignore[operator]
+    run = in_process(["status"], home)
+    assert run.code == 1 and run.stderr.count("\n") == 1, (run.code, run.stderr)
+    assert run.stderr.startswith(f"error: {home}: cannot write: {cause.format(tmp=tmp_path)}"), run.stderr
+
+
+def test_a_dangling_link_on_the_way_to_the_home_is_the_one_named(tmp_path: Path) -> None:
+    (tmp_path / "data").symlink_to(tmp_path / "unmounted")
+    with pytest.raises(OutputError) as caught:
+        Store(tmp_path / "data" / "geosched")
+    assert str(caught.value).startswith(f"{tmp_path / 'data'}: cannot write: a dangling symbolic link")

@@ -284,11 +284,12 @@ def network_for(fleet: Fleet, measured: NetworkView | None = None) -> NetworkVie
     links = netmodel.zone_links(fleet.zones.values())
     if measured is None:
         return NetworkView(zone_links=links)
-    links.update((pair, link) for pair, link in measured.zone_links.items()
-                 if pair[0] in fleet.zones and pair[1] in fleet.zones)
+    own = {pair: link for pair, link in measured.zone_links.items()
+           if pair[0] in fleet.zones and pair[1] in fleet.zones}
     names = fleet.by_name
     node_links = {pair: link for pair, link in measured.node_links.items() if pair[0] in names and pair[1] in names}
-    return NetworkView(zone_links=links, node_links=node_links, stale_after_s=measured.stale_after_s)
+    return NetworkView(zone_links=netmodel.LayeredLinks(own, links), node_links=node_links,
+                       stale_after_s=measured.stale_after_s)
 
 
 class ClustersUnreachable(GeoschedError):

@@ -36,10 +36,17 @@ EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 OPERATORS = ("Equal", "Exists")
 FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 # A label key (a qualified name with an optional DNS-subdomain prefix) and a label value, as the API server
-# validates a toleration's key and value (apimachinery validation IsQualifiedName, IsValidLabelValue).
+# validates a toleration's key and value (k8s.io/apimachinery pkg/util/validation: IsQualifiedName,
+# IsDNS1123Subdomain, IsValidLabelValue): the name and a value at most 63 characters, the prefix at most 253,
+# each length checked apart (a 253-character prefix, '/' and a 63-character name make a legal 317-character key).
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_KEY_RE = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}\Z")
+_NAME_RE = re.compile(rf"^{_NAME}\Z")
+_PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _VALUE_RE = re.compile(rf"^({_NAME})?\Z")
+MAX_PREFIX = 253  # IsDNS1123Subdomain: DNS1123SubdomainMaxLength
+MAX_NAME = 63  # IsQualifiedName: qualifiedNameMaxLength
+# tolerationSeconds is an *int64 in k8s.io/api core/v1 Toleration: a larger number is refused by the API server.
+INT64 = (-(2**63), 2**63 - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +148,9 @@ def _one(item: Any, source: str, path: str) -> Toleration:
         value = item.get(field)
         if value is None:
             return ""
-        if isinstance(value, bool | int | float):  # YAML reads `value: true` as a boolean; the API wants "true"
-            raise InputError(source, f"{path}.{field}", f"expected a string, got {describe(value)} (quote it: "
-                             f"\"{str(value).lower() if isinstance(value, bool) else value}\")")
+        if isinstance(value, bool | int | float):  # YAML reads `value: yes` as a boolean; the API wants "yes"
+            raise InputError(source, f"{path}.{field}", f"expected a string, got {describe(value)}: "
+                             f"{_unquoted_hint(value)}")
         if not isinstance(value, str):
             raise InputError(source, f"{path}.{field}", f"expected a string, got {describe(value)}")
         return value
@@ -151,9 +158,10 @@ def _one(item: Any, source: str, path: str) -> Toleration:
     key, operator, value, effect = text("key"), text("operator") or "Equal", text("value"), text("effect")
     if operator not in OPERATORS:
         raise InputError(source, f"{path}.operator", f"expected Equal or Exists, got {operator!r}")
-    if key and not (len(key) <= 316 and _KEY_RE.match(key)):
-        raise InputError(source, f"{path}.key", f"{key!r} is not a label key (a name of up to 63 letters, digits, "
-                         "'-', '_', '.', optionally after a DNS prefix and '/')")
+    if key:
+        problem = _key_problem(key)
+        if problem:
+            raise InputError(source, f"{path}.key", f"{_shown(key)} is not a label key: {problem}")
     if not key and operator != "Exists":
         raise InputError(source, f"{path}.operator", "must be Exists when key is empty (a toleration of every taint)")
     if operator == "Exists" and value:
@@ -169,10 +177,50 @@ def _one(item: Any, source: str, path: str) -> Toleration:
         if isinstance(seconds, bool) or not isinstance(seconds, int):
             raise InputError(source, f"{path}.tolerationSeconds", f"expected a whole number of seconds, got "
                              f"{describe(seconds)}")
+        if not INT64[0] <= seconds <= INT64[1]:
+            raise InputError(source, f"{path}.tolerationSeconds", f"{describe(seconds)} does not fit the API's "
+                             "64-bit integer")
         if effect != "NoExecute":
             raise InputError(source, f"{path}.tolerationSeconds", "only with effect NoExecute (how long a pod "
                              "stays on a node after the taint appears)")
     return Toleration(key, operator, value, effect, seconds)
+
+
+def _key_problem(key: str) -> str | None:
+    """Why `key` is not a qualified name as IsQualifiedName reads it, or None."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return "at most one '/', between a DNS prefix and the name"
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            return "the prefix before '/' is empty"
+        if len(prefix) > MAX_PREFIX:
+            return f"the prefix before '/' has {len(prefix)} characters (at most {MAX_PREFIX})"
+        if not _PREFIX_RE.match(prefix):
+            return "the prefix before '/' is not a DNS subdomain (lower-case letters, digits, '-' and '.')"
+    if len(name) > MAX_NAME:
+        return f"the name has {len(name)} characters (at most {MAX_NAME})"
+    if not _NAME_RE.match(name):
+        return ("the name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit, "
+                "optionally after a DNS prefix and '/'")
+    return None
+
+
+def _shown(text: str) -> str:
+    """A long key in an error, cut so the line stays readable (its length is in the reason)."""
+    return repr(text) if len(text) <= 80 else f"{text[:40]!r}...{text[-20:]!r}"
+
+
+def _unquoted_hint(value: bool | int | float) -> str:
+    """The hint for a scalar YAML did not read as a string. The document holds what YAML made of the text, not
+    the text (`yes`, `on` and `True` are all True; `010` is 8, `1.50` is 1.5), so the hint names the spellings
+    rather than one that may not be the user's."""
+    if isinstance(value, bool):
+        return ("YAML reads an unquoted yes, no, on, off, true or false (also Capitalised or UPPER) as a boolean; "
+                "put the text in quotes as you wrote it")
+    return "YAML read the unquoted text as a number; put it in quotes as you wrote it (the API wants a string)"
 
 
 def to_manifest(t: Toleration) -> dict[str, Any]:

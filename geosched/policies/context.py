@@ -19,15 +19,12 @@ from geosched.models import CarbonSignal, Fleet, Job, NetworkView, NodeState, Pr
 from geosched.policies import places, spotrisk
 from geosched.policies.energy import kwh_per_gpu_hour
 from geosched.policies.spotrisk import Rework, SpotRisk
+from geosched.policies.zonepairs import MEASURES, ZonePairs
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-# A zone pair nobody measured or modelled is assumed to be a bad intercontinental link, so a gang is
-# never split across it blindly; `--explain` shows the assumption through the worst-link figures.
-UNKNOWN_RTT_MS = 300.0
-UNKNOWN_THROUGHPUT_GBPS = 1.0
 
 
 class PlacementContext:
@@ -77,18 +74,9 @@ class PlacementContext:
         self.pue: FloatArray = np.array([fleet.regions[n.region_key].pue for n in nodes])
         self.grid: FloatArray = np.array([self.carbon.at(n.region_key) for n in nodes])
 
-        z = len(self.zone_names)
-        self.zz_rtt: FloatArray = np.full((z, z), UNKNOWN_RTT_MS)
-        self.zz_rtt95: FloatArray = np.full((z, z), UNKNOWN_RTT_MS)
-        self.zz_loss: FloatArray = np.zeros((z, z))
-        self.zz_tput: FloatArray = np.full((z, z), UNKNOWN_THROUGHPUT_GBPS)
-        for (a, b), link in network.zone_links.items():
-            if a in zone_index and b in zone_index:
-                for i, j in ((zone_index[a], zone_index[b]), (zone_index[b], zone_index[a])):
-                    self.zz_rtt[i, j] = link.rtt_p50_ms
-                    self.zz_rtt95[i, j] = link.rtt_p95_ms
-                    self.zz_loss[i, j] = link.loss
-                    self.zz_tput[i, j] = link.throughput_gbps
+        # Zone-pair links, sparse (policies/zonepairs.py): a zones x zones matrix grew with the square of the
+        # zone count, 3.2 GB for 10,000 one-node zones.
+        self.zone_pairs = ZonePairs(self.zone_names, self.region_of_zone, network.zone_links)
 
         # Each node's own summary (NetworkView.node_summaries); neutral where the node has none.
         n = len(nodes)
@@ -103,28 +91,17 @@ class PlacementContext:
                 self.sum_rtt[i], self.sum_rtt95[i] = s.rtt_p50_ms, s.rtt_p95_ms
                 self.sum_loss[i], self.sum_tput[i] = s.loss, s.throughput_gbps
         # Per-node link quality: the worst of the node's own summary and its zone's intra-zone link.
-        diag = self.zone_of
-        self.node_rtt: FloatArray = np.maximum(self.zz_rtt[diag, diag], self.sum_rtt)
-        self.node_rtt95: FloatArray = np.maximum(self.zz_rtt95[diag, diag], self.sum_rtt95)
-        self.node_loss: FloatArray = np.maximum(self.zz_loss[diag, diag], self.sum_loss)
-        self.node_tput: FloatArray = np.minimum(self.zz_tput[diag, diag], self.sum_tput)
+        links = self.zone_pairs
+        self.node_rtt: FloatArray = np.maximum(links.diagonal("rtt")[self.zone_of], self.sum_rtt)
+        self.node_rtt95: FloatArray = np.maximum(links.diagonal("rtt95")[self.zone_of], self.sum_rtt95)
+        self.node_loss: FloatArray = np.maximum(links.diagonal("loss")[self.zone_of], self.sum_loss)
+        self.node_tput: FloatArray = np.minimum(links.diagonal("tput")[self.zone_of], self.sum_tput)
 
         # The best link between two zones of each region, and between two regions, measure by measure: the
         # link no multi-zone (multi-region) placement can beat, for zone-first's lower bounds.
-        pair = ~np.eye(z, dtype=bool)
-        same = self.region_of_zone[:, None] == self.region_of_zone[None, :]
         regions = len(self.region_keys)
-        self.region_best: dict[str, FloatArray] = {}
-        self.cross_best: dict[str, float] = {}
-        for measure, matrix, pick in (("rtt", self.zz_rtt, np.minimum), ("rtt95", self.zz_rtt95, np.minimum),
-                                      ("loss", self.zz_loss, np.minimum), ("tput", self.zz_tput, np.maximum)):
-            unknown = np.inf if pick is np.minimum else -np.inf
-            inside = np.full(regions, unknown)
-            rows, cols = np.nonzero(pair & same)
-            pick.at(inside, self.region_of_zone[rows], matrix[rows, cols])
-            self.region_best[measure] = inside
-            across = matrix[~same]
-            self.cross_best[measure] = float(pick.reduce(across)) if across.size else unknown
+        self.region_best: dict[str, FloatArray] = {m: links.region_best(m, regions) for m in MEASURES}
+        self.cross_best: dict[str, float] = {m: links.cross_best(m) for m in MEASURES}
 
         # Measured node pairs, keyed lo * n + hi and sorted, so a batch of hops is one searchsorted.
         index = {name: i for i, name in enumerate(self.names)}
@@ -153,9 +130,10 @@ class PlacementContext:
         (as `NetworkView.link` estimates it)."""
         za, zb = self.zone_of[a], self.zone_of[b]
         sum_rtt = self.sum_rtt95 if p95 else self.sum_rtt
-        rtt = np.maximum((self.zz_rtt95 if p95 else self.zz_rtt)[za, zb], np.maximum(sum_rtt[a], sum_rtt[b]))
-        loss = np.maximum(self.zz_loss[za, zb], np.maximum(self.sum_loss[a], self.sum_loss[b]))
-        tput = np.minimum(self.zz_tput[za, zb], np.minimum(self.sum_tput[a], self.sum_tput[b]))
+        zones = self.zone_pairs
+        rtt = np.maximum(zones.get("rtt95" if p95 else "rtt", za, zb), np.maximum(sum_rtt[a], sum_rtt[b]))
+        loss = np.maximum(zones.get("loss", za, zb), np.maximum(self.sum_loss[a], self.sum_loss[b]))
+        tput = np.minimum(zones.get("tput", za, zb), np.minimum(self.sum_tput[a], self.sum_tput[b]))
         if self.pair_key.size:
             key = np.minimum(a, b) * len(self.names) + np.maximum(a, b)
             at = np.minimum(np.searchsorted(self.pair_key, key), self.pair_key.size - 1)

@@ -392,7 +392,7 @@ def _nearest_regions(view: JobView, cells: _Cells, in_group: IntArray, region: I
     zone = cells.cell % len(ctx.zone_names)
     regions = np.unique(region[in_group]).tolist()
     zones_of = {r: zone[in_group[region[in_group] == r]] for r in regions}
-    distance = {r: float(ctx.zz_rtt[np.ix_(zones_of[seed], z)].min()) for r, z in zones_of.items()}
+    distance = {r: ctx.zone_pairs.best("rtt", zones_of[seed], z) for r, z in zones_of.items()}
     distance[seed] = -1.0
     ordered = sorted(distance, key=lambda r: (distance[r], r))[:max_regions]
     return [ordered[: i + 1] for i in range(1, len(ordered))]

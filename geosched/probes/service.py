@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from geosched.fields import dump
-from geosched.inventory import Inventory, SshTarget
+from geosched.inventory import Inventory, SshTarget, check_jump_chains
 from geosched.models import NetworkView, Node
 from geosched.probes import exports, records
 from geosched.probes.aggregate import NodeScope, SlowNode, node_pair_links, slow_nodes, to_samples
@@ -50,6 +50,9 @@ async def run_async(store: Store, targets: Sequence[SshTarget], settings: ProbeS
     `options.run` < 0 takes the next run number from the store's home, so the sampled plan rotates.
     """
     options = options or PlanOptions(run=-1)
+    # Whoever built the targets (an inventory file, the store's inventories and machines, a library caller), a
+    # chain that loops would make connections wait on each other until the deadline: refused before dialling.
+    check_jump_chains([*targets, *jumps], "probe targets", lambda name: ("probe targets", f"{name}.proxy_jump"))
     _raise_fd_limit(len(targets) + FD_HEADROOM)
     if options.run < 0:
         options = replace(options, run=next_run(store.home))

@@ -27,6 +27,7 @@ import asyncssh
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from geosched.inventory import SshTarget
+from geosched.jumpspec import JumpSpecError, parse_jump
 from geosched.probes.commands import to_command_line
 from geosched.probes.failures import FailureKind, HostKeyUnknown, ProbeError
 from geosched.probes.hostkeys import HostKeys, Trust
@@ -236,7 +237,7 @@ class SshPool:
         tunnel = None
         if target.proxy_jump:
             if target.proxy_jump not in self.targets:
-                # A `user@host[:port]` jump host outside the inventory: reached with this node's key.
+                # A jump host outside the inventory (geosched.jumpspec): reached with this node's key.
                 self.targets[target.proxy_jump] = _jump_target(target.proxy_jump, target)
             try:
                 tunnel = await self.connect(target.proxy_jump)
@@ -305,12 +306,13 @@ def _session_error(node: str, program: str, exc: BaseException) -> ProbeError:
 
 
 def _jump_target(spec: str, via: SshTarget) -> SshTarget:
-    """`user@host[:port]` -> a target; its host key must come from known_hosts (or first use)."""
-    user, _, rest = spec.rpartition("@")
-    host, _, port = rest.rpartition(":") if rest.count(":") == 1 else (rest, "", "")
-    if not host or (port and not port.isdigit()):
-        raise ProbeError(FailureKind.JUMP, f"cannot parse jump host {spec!r} (user@host[:port])")
-    return SshTarget(name=spec, address=host, zone="", region="", port=int(port or 22), user=user or via.user,
+    """A jump host outside the inventory -> a target; its host key must come from known_hosts (or first use).
+    Read by the parser the inventory was checked with, so the pool dials what the load accepted."""
+    try:
+        jump = parse_jump(spec)
+    except JumpSpecError as exc:
+        raise ProbeError(FailureKind.JUMP, f"cannot parse jump host: {exc}") from None
+    return SshTarget(name=spec, address=jump.host, zone="", region="", port=jump.port, user=jump.user or via.user,
                      key=via.key)
 
 

@@ -33,10 +33,10 @@ from geosched.providers.base import AuthError, Provider, ondemand_firewalls, ond
 from geosched.providers.config import (
     ADMIN_CIDRS_HOWTO,
     ENV_ADMIN_CIDRS,
-    WORLD,
     ProviderSettings,
     exposure,
     from_env,
+    is_world,
     wide_admin_cidrs,
 )
 from geosched.providers.gang import (
@@ -631,7 +631,7 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
         # Not configured, or open to the world: a warning (provision refuses the first, the second was chosen).
         if not cidrs:
             ok, ssh = "warn", f"no admin CIDR set: provision refuses; {ADMIN_CIDRS_HOWTO}"
-        elif WORLD & set(cidrs):
+        elif any(is_world(c) for c in cidrs):
             ok, ssh = "warn", (f"SSH (tcp 22) open to the world: {', '.join(cidrs)} ({settings.admin_cidrs_from}); "
                                "key-only login, but narrow it if you can")
         elif wide := wide_admin_cidrs(cidrs):

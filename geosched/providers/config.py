@@ -46,7 +46,6 @@ DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/i
 # refuses with the line that says how to choose (ADMIN_CIDRS_HOWTO). Nothing but port 22 is ever opened to
 # outside the gang.
 DEFAULT_ADMIN_CIDRS: tuple[str, ...] = ()
-WORLD = frozenset({"0.0.0.0/0", "::/0"})
 # Shorter prefixes than these are "wide": more than any one site administers from (an IPv4 /8 is 16.7 million
 # addresses; IPv6 blocks are handed out larger, so its bound is looser). Wide is allowed, but provision warns
 # naming the exposure unless --allow-wide-admin-cidr says it was meant.
@@ -145,24 +144,66 @@ def parse_admin_cidrs(text: str, source: str = ENV_ADMIN_CIDRS) -> tuple[str, ..
             with contextlib.suppress(ValueError):
                 hint = f"; did you mean {ipaddress.ip_network(item, strict=False)}?"
             raise InputError(source, "", f"{item!r} is not a CIDR ({exc}){hint}") from None
+        if isinstance(net, ipaddress.IPv6Network) and net.network_address.scope_id is not None:
+            # A zone (`%eth0`) names an interface of the machine that reads it; a cloud firewall rule has none,
+            # and the clouds refuse or drop it, so the rule would not say what was meant.
+            bare = ipaddress.ip_network(f"{str(net.network_address).partition('%')[0]}/{net.prefixlen}")
+            raise InputError(source, "", f"{item!r} carries an IPv6 zone id (%{net.network_address.scope_id}), "
+                             f"which names an interface of one machine, not a network; write {bare}")
         if str(net) not in out:
             out.append(str(net))
     return tuple(out)
 
 
+# IPv6 prefixes that hold the IPv4 internet inside them: IPv4-mapped addresses (RFC 4291 section 2.5.5.2,
+# ::ffff:0:0/96, how a dual-stack socket sees an IPv4 peer) and the NAT64 well-known prefix (RFC 6052 section 2.1,
+# 64:ff9b::/96). A CIDR inside one is as wide as the IPv4 block it maps: ::ffff:0.0.0.0/96 is 0.0.0.0/0.
+IPV4_IN_IPV6 = (ipaddress.IPv6Network("::ffff:0:0/96"), ipaddress.IPv6Network("64:ff9b::/96"))
+
+
+def _as_ipv4(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> ipaddress.IPv4Network | None:
+    """The IPv4 block an IPv6 CIDR inside IPV4_IN_IPV6 maps, or None."""
+    if not isinstance(net, ipaddress.IPv6Network):
+        return None
+    for outer in IPV4_IN_IPV6:
+        if net.subnet_of(outer):
+            low = int(net.network_address) - int(outer.network_address)
+            return ipaddress.IPv4Network((low, net.prefixlen - outer.prefixlen))
+    return None
+
+
+def is_world(cidr: str) -> bool:
+    """0.0.0.0/0, ::/0, or the whole IPv4 internet written inside IPv6 (::ffff:0.0.0.0/96)."""
+    net = ipaddress.ip_network(cidr)
+    mapped = _as_ipv4(net)
+    return (mapped or net).prefixlen == 0
+
+
 def wide_admin_cidrs(cidrs: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """The CIDRs wider than WIDE_PREFIX of their family (0.0.0.0/0 and ::/0 included)."""
-    return tuple(c for c in cidrs if (net := ipaddress.ip_network(c)).prefixlen < WIDE_PREFIX[net.version])
+    """The CIDRs wider than WIDE_PREFIX of their family (0.0.0.0/0 and ::/0 included); an IPv4 block written
+    inside IPv6 is measured as the IPv4 block it is."""
+    out = []
+    for cidr in cidrs:
+        net = ipaddress.ip_network(cidr)
+        mapped = _as_ipv4(net)
+        measured = mapped if mapped is not None else net
+        if measured.prefixlen < WIDE_PREFIX[measured.version]:
+            out.append(cidr)
+    return tuple(out)
 
 
 def exposure(cidr: str) -> str:
     """Who a wide CIDR lets try SSH, in words: `the whole IPv4 internet (0.0.0.0/0)`, `268,435,456 addresses
-    (16.0.0.0/4)`."""
+    (16.0.0.0/4)`, `the whole IPv4 internet (::ffff:0:0/96, IPv4 written as IPv6)`."""
     net = ipaddress.ip_network(cidr)
-    if net.prefixlen == 0:
-        return f"the whole IPv{net.version} internet ({cidr})"
-    count = f"{net.num_addresses:,}" if net.version == 4 else f"2^{net.max_prefixlen - net.prefixlen}"
-    return f"{count} addresses ({cidr})"
+    mapped = _as_ipv4(net)
+    where = f"{cidr}, IPv4 written as IPv6" if mapped is not None else cidr
+    measured = mapped if mapped is not None else net
+    if measured.prefixlen == 0:
+        return f"the whole IPv{measured.version} internet ({where})"
+    count = (f"{measured.num_addresses:,}" if measured.version == 4
+             else f"2^{measured.max_prefixlen - measured.prefixlen}")
+    return f"{count} addresses ({where})"
 
 
 def read_public_key(env: Mapping[str, str], explicit: Path | None = None) -> str | None:

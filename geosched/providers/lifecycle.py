@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from geosched import usage
-from geosched.inventory import SshTarget
+from geosched.inventory import SshTarget, jump_hosts_of, merged_targets
 from geosched.models import Node, NodeState, Pricing
 from geosched.providers import journal
 from geosched.providers.base import (
@@ -325,7 +325,7 @@ def probe_targets(store: Store, gang: str | None, user: str, key: Path | None) -
     machines only; inventory jump hosts stay reachable. `unpinned` names the targets with no host key here: they
     are reached only with --trust-on-first-use or a known_hosts entry, never silently."""
     inventories = store.inventories()
-    inventory_targets = {t.name: t for inv in inventories for t in inv.targets}
+    inventory_targets = merged_targets(inventories)
     with_gpus = {name for inv in inventories if inv.fleet is not None for name in inv.fleet.by_name}
     rows = journal.instances(store, gang=gang, states=("launched",))
     ready = {g.gang for g in journal.gangs(store, ("ready",))}
@@ -342,8 +342,7 @@ def probe_targets(store: Store, gang: str | None, user: str, key: Path | None) -
             # peers measure the private network the gang trains on (the first).
             probe[r.name] = SshTarget(name=r.name, address=r.addresses[-1], zone=r.zone, region=r.region,
                                       provider=r.provider, user=user, key=key, peer_address=r.addresses[0])
-    jumps = tuple(t for name, t in sorted(inventory_targets.items())
-                  if name not in probe and any(p.proxy_jump == name for p in probe.values()))
+    jumps = jump_hosts_of(tuple(probe.values()), inventory_targets)
     unpinned = tuple(sorted(name for name, t in probe.items() if t.host_key is None))
     return ProbeTargets(tuple(probe[k] for k in sorted(probe)), jumps, unpinned)
 

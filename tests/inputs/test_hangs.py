@@ -38,6 +38,32 @@ nodes:
     assert time.monotonic() - started < 10
 
 
+def test_a_loop_across_two_kept_inventories_is_refused_before_anything_dials(tmp_path: Path) -> None:
+    """Each file passes alone (`ops@jump.zrh` is a node in one and an outside host in the other); merged into
+    the store's targets they loop. Before: `probe run` without --inventory dialled and waited until the deadline."""
+    from geosched.inventory import parse_inventory
+    from geosched.store import Store
+
+    # The shape of tests/data/good/inventory.yaml, split over two sites' files as `provision` keeps them.
+    region = {"provider": "onprem", "name": "zurich", "grid_gco2e_per_kwh": 30, "pue": 1.25}
+    first = {"regions": [region], "nodes": [
+        {"name": "ops@jump.zrh", "address": "198.18.0.10", "zone": "zrh-a", "region": "zurich",
+         "proxy_jump": "hpc-b1"},
+        {"name": "hpc-b1", "address": "198.18.0.12", "zone": "zrh-b", "region": "zurich"}]}
+    second = {"regions": [region], "nodes": [
+        {"name": "hpc-b1", "address": "198.18.0.12", "zone": "zrh-b", "region": "zurich", "proxy_jump": "ops@jump.zrh",
+         "gpu": "A100", "gpus": 8}]}
+    with Store(tmp_path) as store:
+        store.save_inventory(parse_inventory(first, "a-site.yaml"))
+        store.save_inventory(parse_inventory(second, "b-site.yaml"))
+    started = time.monotonic()
+    run = in_process(["probe", "run", "--deadline", "20", "--connect-timeout", "2"], tmp_path)
+    assert run.one_line_error, (run.code, run.stderr[-2000:])
+    assert run.stderr == ("error: a-site.yaml: nodes[0].proxy_jump: proxy_jump chain loops: ops@jump.zrh -> hpc-b1 "
+                          "-> ops@jump.zrh\n")
+    assert time.monotonic() - started < 10
+
+
 # --- trace reading is linear ----------------------------------------------------------------------
 
 def _rows(sample: str, count: int) -> str:

@@ -312,8 +312,26 @@ def test_no_declared_toleration_leaves_the_rendered_manifests_as_before() -> Non
     # A trailing newline slipped past `$` (which matches before one); the API server refuses it (audit find).
     ('tolerations: [{key: "a\\n", operator: Exists}]', "tolerations[0].key", "not a label key"),
     ('tolerations: [{key: a, value: "gpu\\n"}]', "tolerations[0].value", "not a label value"),
-    ("tolerations: [{key: a, value: true}]", "tolerations[0].value", 'expected a string, got a boolean (True) '
-     '(quote it: "true")'),
+    # The hint names the spellings YAML reads as a boolean or a number, never one the user may not have written
+    # (before: `value: yes` was told to write "true", `value: 010` to write "8").
+    ("tolerations: [{key: a, value: true}]", "tolerations[0].value", "expected a string, got a boolean (True): "
+     "YAML reads an unquoted yes, no, on, off, true or false (also Capitalised or UPPER) as a boolean; "
+     "put the text in quotes"),
+    ("tolerations: [{key: a, value: yes}]", "tolerations[0].value", "got a boolean (True): YAML reads an unquoted "
+     "yes, no"),
+    ("tolerations: [{key: a, value: 010}]", "tolerations[0].value", "got a number (8): YAML read the unquoted text "
+     "as a number; put it in quotes as you wrote it"),
+    # IsQualifiedName (k8s.io/apimachinery pkg/util/validation): the prefix is a DNS subdomain of at most 253.
+    (f"tolerations: [{{key: {'a' * 254}/gpu, operator: Exists}}]", "tolerations[0].key",
+     "the prefix before '/' has 254 characters (at most 253)"),
+    (f"tolerations: [{{key: example.com/{'g' * 64}, operator: Exists}}]", "tolerations[0].key",
+     "the name has 64 characters (at most 63)"),
+    ("tolerations: [{key: /gpu, operator: Exists}]", "tolerations[0].key", "the prefix before '/' is empty"),
+    ("tolerations: [{key: a/b/c, operator: Exists}]", "tolerations[0].key", "at most one '/'"),
+    ("tolerations: [{key: Example.com/gpu, operator: Exists}]", "tolerations[0].key", "not a DNS subdomain"),
+    # tolerationSeconds is an int64 in k8s.io/api core/v1.
+    ("tolerations: [{key: a, operator: Exists, effect: NoExecute, tolerationSeconds: 9223372036854775808}]",
+     "tolerations[0].tolerationSeconds", "does not fit the API's 64-bit integer"),
 ])
 def test_a_bad_toleration_is_one_line_naming_the_field(text: str, field: str, reason: str) -> None:
     with pytest.raises(InputError) as job_error:
@@ -331,6 +349,20 @@ def test_a_good_toleration_reads_as_kubernetes_has_it() -> None:
                   "tolerationSeconds: 3600}\n  - {operator: Exists}\n  - {key: dedicated, value: gpuGroup}\n")
     assert job.tolerations == (Toleration("nvidia.com/gpu", "Exists", "", "NoExecute", 3600),
                                Toleration("", "Exists", "", ""), Toleration("dedicated", "Equal", "gpuGroup", ""))
+
+
+def test_the_longest_legal_key_and_seconds_are_accepted() -> None:
+    """A 253-character DNS prefix, '/' and a 63-character name: 317 characters the API server accepts (before:
+    refused by a cap of 316 on the whole key); tolerationSeconds up to the int64 maximum, and negative (the API
+    reads it as 0: evict at once)."""
+    prefix = ".".join(["a" * 63] * 3 + ["b" * 61])
+    key = f"{prefix}/{'n' * 63}"
+    assert (len(prefix), len(key)) == (253, 317)
+    job = compact(f"tolerations:\n  - {{key: {key}, operator: Exists, effect: NoExecute, "
+                  "tolerationSeconds: 9223372036854775807}\n"
+                  "  - {key: a, operator: Exists, effect: NoExecute, tolerationSeconds: -1}\n")
+    assert job.tolerations == (Toleration(key, "Exists", "", "NoExecute", 2**63 - 1),
+                               Toleration("a", "Exists", "", "NoExecute", -1))
 
 
 # --- end to end: `geosched kube submit` and `geosched snapshot export` on an emulated EKS cluster ---------------

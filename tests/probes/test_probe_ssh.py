@@ -214,3 +214,20 @@ def test_a_garbled_pinned_key_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(ProbeError) as info:
         asyncio.run(pool.connect("n1"))
     assert info.value.kind is FailureKind.HOST_KEY_UNKNOWN and pool.dials == []
+
+
+@pytest.mark.parametrize(("spec", "dialled"), [
+    # ssh(1) -J: an IPv6 jump host with a port is written in brackets; the address dialled has none.
+    ("u@[fe80::1]:2222", ("fe80::1", 2222, "u")),
+    ("[2001:db8::7]", ("2001:db8::7", 22, "ml")),
+    ("ops@2001:db8::7", ("2001:db8::7", 22, "ops")),
+    ("ssh://ops@jump.example.com:2200", ("jump.example.com", 2200, "ops")),
+    ("ssh://jump.example.com", ("jump.example.com", 22, "ml")),
+])
+def test_the_pool_dials_an_external_jump_host_as_the_inventory_read_it(tmp_path: Path, spec: str,
+                                                                       dialled: tuple[str, int, str]) -> None:
+    pool = ScriptedPool([], target("inner", host_key=PUB, proxy_jump=spec, user="ml"), hostkeys=hostkeys(tmp_path))
+    with pytest.raises(ProbeError):
+        asyncio.run(pool.connect("inner"))  # the jump host's key is unknown here: refused after it is parsed
+    jump = pool.targets[spec]
+    assert (jump.address, jump.port, jump.user) == dialled

@@ -291,6 +291,9 @@ def test_dry_run_says_what_would_be_created_and_calls_nothing(
     ("office", "'office' is not a CIDR ("),
     ("203.0.113.0/24,,198.51.100.0/24", "empty entry in"),
     ("10.0.0.0/33", "'10.0.0.0/33' is not a CIDR ("),
+    # An IPv6 zone id names an interface of one machine (RFC 4007 section 11); a firewall rule has none.
+    ("fe80::%eth0/64", "'fe80::%eth0/64' carries an IPv6 zone id (%eth0), which names an interface of one machine, "
+     "not a network; write fe80::/64"),
 ])
 def test_bad_admin_cidrs_exit_2_naming_the_variable(home: Path, proxy: Ec2FaultProxy, value: str, reason: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
@@ -348,6 +351,9 @@ def test_check_warns_when_no_admin_cidr_is_set_or_ssh_is_open_to_the_world(home:
     assert world["status"] == "warn" and "open to the world: 0.0.0.0/0 (--admin-cidr)" in world["detail"]
     wide = admin_row(home, "--admin-cidr", "16.0.0.0/4,203.0.113.0/24")
     assert wide["status"] == "warn" and "open to 268,435,456 addresses (16.0.0.0/4)" in wide["detail"]
+    # The whole IPv4 internet written as IPv4-mapped IPv6 (RFC 4291 section 2.5.5.2) is the world too.
+    mapped = admin_row(home, "--admin-cidr", "::ffff:0.0.0.0/96")
+    assert mapped["status"] == "warn" and "open to the world: ::ffff:0:0/96 (--admin-cidr)" in mapped["detail"]
     monkeypatch.setenv(ENV_ADMIN_CIDRS, "203.0.113.0/24")
     narrowed = admin_row(home)
     assert narrowed["status"] == "yes"
@@ -357,12 +363,17 @@ def test_check_warns_when_no_admin_cidr_is_set_or_ssh_is_open_to_the_world(home:
 def test_wide_admin_cidrs_are_those_shorter_than_a_slash_8_or_a_slash_16() -> None:
     assert wide_admin_cidrs(("0.0.0.0/0", "::/0", "16.0.0.0/4", "10.0.0.0/8", "203.0.113.0/24", "2000::/3",
                              "2001::/16", "2001:db8::/32")) == ("0.0.0.0/0", "::/0", "16.0.0.0/4", "2000::/3")
+    # IPv4 blocks written inside IPv6 (IPv4-mapped, RFC 4291; NAT64's well-known prefix, RFC 6052) are measured
+    # as the IPv4 blocks they are: a /96 of them is 0.0.0.0/0, not a narrow IPv6 block.
+    assert wide_admin_cidrs(("::ffff:0:0/96", "::ffff:1000:0/100", "::ffff:a00:0/104", "::ffff:cb00:7100/120",
+                             "64:ff9b::/96")) == ("::ffff:0:0/96", "::ffff:1000:0/100", "64:ff9b::/96")
 
 
 @pytest.mark.parametrize(("cidr", "exposure"), [
     ("0.0.0.0/0", "the whole IPv4 internet (0.0.0.0/0)"),
     ("::/0", "the whole IPv6 internet (::/0)"),
     ("16.0.0.0/4", "268,435,456 addresses (16.0.0.0/4)"),
+    ("::ffff:0:0/96", "the whole IPv4 internet (::ffff:0:0/96, IPv4 written as IPv6)"),
 ])
 def test_provision_with_a_wide_admin_cidr_warns_naming_the_exposure_unless_allowed(
         home: Path, proxy: Ec2FaultProxy, cidr: str, exposure: str) -> None:

@@ -102,7 +102,6 @@ def _bounds(view: JobView, clusters: Sequence[int], policy: str) -> list[tuple[i
     cap = view.capacity[nodes]
     per_zone = np.bincount(of * z + ctx.zone_of[nodes], weights=cap, minlength=len(ctx.cluster_names) * z)
     per_region = np.bincount(of * r + ctx.region_of[nodes], weights=cap, minlength=len(ctx.cluster_names) * r)
-    rtt = ctx.zz_rtt95 if view.p95 else ctx.zz_rtt
     pair_rtt = ctx.pair_rtt95 if view.p95 else ctx.pair_rtt
     out = []
     for c in clusters:
@@ -113,10 +112,10 @@ def _bounds(view: JobView, clusters: Sequence[int], policy: str) -> list[tuple[i
             comm = 0.0  # one node holds the gang: no network hop
         else:
             zones = np.unique(ctx.zone_of[mine])
-            pairs = np.ix_(zones, zones)
             # Every hop's link is a zone pair's, worsened by the nodes' own summaries, or a measured node pair's.
-            best_rtt, best_loss, best_tput = float(rtt[pairs].min()), float(ctx.zz_loss[pairs].min()), \
-                float(ctx.zz_tput[pairs].max())
+            links = ctx.zone_pairs
+            best_rtt = links.best("rtt95" if view.p95 else "rtt", zones, zones)
+            best_loss, best_tput = links.best("loss", zones, zones), links.best("tput", zones, zones)
             if ctx.pair_key.size:
                 best_rtt = min(best_rtt, float(pair_rtt.min()))
                 best_loss = min(best_loss, float(ctx.pair_loss.min()))
