@@ -23,9 +23,10 @@ GPU_OFFERINGS = ListKind("GpuOffering", (
     C("price_observed_at", "time", nullable=True, wide=True), C("price_age", wide=True),
     C("spot_risk_source", nullable=True, wide=True), C("spot_risk_detail", nullable=True),
     C("spot_hazard_per_node_hour", "number", nullable=True, wide=True),
-    C("spot_risk_observed_at", "time", nullable=True, wide=True)),
+    C("spot_risk_observed_at", "time", nullable=True, wide=True), C("price_note", nullable=True, wide=True)),
     "GPU offerings per zone (price_observed_at null, price_age `shipped`: the shipped catalog's list price; "
-    "spot_risk_*: the spot market's interruption risk and its source, as provision ranks it)")
+    "spot_risk_*: the spot market's interruption risk and its source, as provision ranks it; price_note: why "
+    "the shipped catalog flagged a price (geosched/pricecheck.py), null when it did not)")
 
 GPU_MODELS = ListKind("GpuModel", (
     C("gpu"), C("gfd_product", nullable=True), C("gke_accelerator", nullable=True), C("offered_by", "strings")),
