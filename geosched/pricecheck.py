@@ -11,7 +11,7 @@ CSV files label every row a check flags (columns `flags` and `note`, the note sa
   neither placement nor provision plans propose it.
 - `out-of-band`: the on-demand price is outside `BAND` times the median of the same instance type's price across
   regions (`MIN_SIBLINGS` regions or more). Regional list prices of one type differ by tens of percent (the
-  shipped AWS rows: 0.77x-1.58x of their type's median); a price half or twice its siblings' says the feed
+  shipped AWS rows: 0.82x-1.37x of their type's median); a price half or twice its siblings' says the feed
   mixed SKUs. Which side is right cannot be told from the feed, so the price is kept and shown as unverified
   (`catalog -o json` carries the note) until `catalog refresh` replaces it; a refreshed price out of band is
   dropped, with a warning.
