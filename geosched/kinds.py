@@ -32,7 +32,8 @@ GPU_MODELS = ListKind("GpuModel", (
     C("gpu"), C("gfd_product", nullable=True), C("gke_accelerator", nullable=True), C("offered_by", "strings")),
     "GPU models (names are case-insensitive; GFD and GKE names are accepted too)")
 
-POLICIES = ListKind("Policy", (C("name"), C("default", "boolean")), "placement policies")
+POLICIES = ListKind("Policy", (C("name"), C("default", "boolean"), C("description")),
+                    "placement policies, each with what it does")
 
 PLACEMENT_RECORDS = ListKind("PlacementRecord", (
     C("id", "integer"), C("created_at", "time"), C("job"), C("policy"), C("cluster", nullable=True),

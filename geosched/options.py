@@ -46,6 +46,12 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def complete_policy(incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion of --policy: the registered names that start with what was typed, with their
+    descriptions (zsh and fish show them; bash offers the names)."""
+    return [(name, policies.description(name)) for name in policies.names() if name.startswith(incomplete)]
+
+
 def known_policy(value: Any) -> Any:
     """The callback of every --policy option (one name, or a list of them)."""
     for name in [value] if isinstance(value, str) else value or ():
