@@ -316,7 +316,13 @@ def catalog_cmd(
     rows = [{**r, "price_observed_at": rfc3339(r["price_observed_at"]), "price_age": catalog_view.age(
         r["price_observed_at"]), "spot_risk_observed_at": rfc3339(r["spot_risk_observed_at"])} for r in rows]
     emit_list(kinds.GPU_OFFERINGS, rows, output, no_headers=no_headers, title="GPU offerings", limit=limit,
-              caption=f"{len(rows)} offerings")
+              caption=f"{len(rows)} offerings" + _flagged_caption(rows))
+
+
+def _flagged_caption(rows: list[dict[str, Any]]) -> str:
+    """The table shows prices, not notes: it says how many of them the shipped catalog flagged, and where why."""
+    flagged = sum(1 for r in rows if r["price_note"])
+    return f"; {flagged} with a price the shipped catalog flags (-o wide: price_note)" if flagged else ""
 
 
 def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tuple[str, str, str], SpotRisk]]:

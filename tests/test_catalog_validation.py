@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,18 @@ def test_the_band_is_judged_against_the_siblings_median() -> None:
     assert [(f.row.region, f.flag) for f in pricecheck.check(rows)] == [("sa-east-1", "out-of-band")]
     # Two regions say nothing about which one is odd.
     assert pricecheck.check(rows[3:]) == []
+
+
+def test_the_catalog_table_says_how_many_prices_are_flagged(tmp_path: Path) -> None:
+    # The default table has no room for notes; its caption says how many shown prices are flagged and where why.
+    from typer.testing import CliRunner
+
+    from geosched.cli import app
+
+    h100 = CliRunner().invoke(app, ["--home", str(tmp_path), "catalog", "--gpu", "H100:8", "--provider", "gcp"],
+                              env={"COLUMNS": "200"})
+    assert h100.exit_code == 0, h100.output
+    assert "with a price the shipped catalog flags (-o wide: price_note)" in h100.output
+    a100 = CliRunner().invoke(app, ["--home", str(tmp_path), "catalog", "--gpu", "A100:8", "--provider", "gcp"],
+                              env={"COLUMNS": "200"})
+    assert a100.exit_code == 0 and "flags" not in a100.output
