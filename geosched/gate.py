@@ -221,9 +221,13 @@ def read_stdin_text(kind: Kind, encoding: str = "utf-8") -> str:
     """Standard input (a path of `-`), bounded like a file of `kind`: at most the kind's limit is read, and
     errors name `<stdin>`."""
     limit = limit_bytes(kind)
+    # The binary stream under sys.stdin (a pipe, a file, or a test runner's buffer); read(n) stops at n bytes.
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(STDIN, "", "there is no standard input to read")
     try:
-        data = _read_up_to(sys.stdin.fileno(), limit + 1)
-    except (OSError, ValueError) as exc:  # closed, or not a descriptor (an embedding that replaced it)
+        data = stream.read(limit + 1)
+    except (OSError, ValueError) as exc:  # closed, or a descriptor that cannot be read
         raise InputError(STDIN, "", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     if len(data) > limit:
         raise _too_large(STDIN, kind, limit)
