@@ -226,7 +226,7 @@ def read_stdin_text(kind: Kind, encoding: str = "utf-8") -> str:
     if stream is None:
         raise InputError(STDIN, "", "there is no standard input to read")
     try:
-        data = stream.read(limit + 1)
+        data: bytes = stream.read(limit + 1)
     except (OSError, ValueError) as exc:  # closed, or a descriptor that cannot be read
         raise InputError(STDIN, "", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     if len(data) > limit:
