@@ -1,6 +1,9 @@
 """The shipped catalog: offerings per zone, regions with grid carbon and PUE, GPU power.
 
-Read once from the CSV files in `geosched/data` (provenance in data/SOURCES.md).
+Read once from the CSV files in `geosched/data` (provenance in data/SOURCES.md). Rows the price checks flag
+(`pricecheck`) carry their flags and a note in the CSV; the flags are acted on here, so every caller (placement,
+provision plans, the default fleet, `catalog`) sees the same cleaned offerings: a spot price above on-demand is
+no spot price, a type ordinary projects cannot launch is not offered, and the note travels with the offering.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from functools import cache
 from importlib import resources
 
 from geosched.models import GpuPower, Offering, Region, Zone, region_key
+from geosched.pricecheck import launchable
 
 # Where a datasheet gives only TDP, idle is taken at the A100's measured idle/max ratio (46/407 W,
 # cloud-carbon-footprint), so TDP-only GPUs follow the same utilisation model as the others.
@@ -64,6 +68,9 @@ def offerings() -> tuple[Offering, ...]:
     out: list[Offering] = []
     for provider, name in (("aws", "aws_gpu_vms.csv"), ("gcp", "gcp_gpu_vms.csv")):
         for row in _rows(name):
+            flags = set(row.get("flags", "").split())
+            if "not-launchable" in flags or not launchable(provider, row["instance_type"]):
+                continue
             gpu = row["gpu"]
             watts = power.get(gpu)
             out.append(
@@ -77,9 +84,10 @@ def offerings() -> tuple[Offering, ...]:
                     region=row["region"],
                     zone=row["zone_id"],
                     price_ondemand=_opt_float(row["price_ondemand_usd_h"]),
-                    price_spot=_opt_float(row["price_spot_usd_h"]),
+                    price_spot=None if "spot-above-ondemand" in flags else _opt_float(row["price_spot_usd_h"]),
                     gpu_idle_watts=watts.idle_watts if watts else None,
                     gpu_max_watts=watts.max_watts if watts else None,
+                    note=f"{' '.join(sorted(flags))}: {row['note']}" if flags else None,
                 )
             )
     return tuple(out)

@@ -73,6 +73,7 @@ def rows(query: CatalogQuery, offerings: Iterable[Offering] | None = None, obser
             "spot_risk_source": risk.source if risk else None, "spot_risk_detail": risk.detail if risk else None,
             "spot_hazard_per_node_hour": risk.hazard_per_hour if risk else None,
             "spot_risk_observed_at": risk.observed_at if risk else None,
+            "price_note": o.note,
         })
     key = {"price": "usd_per_gpu_hour", "spot": "spot_usd_per_hour", "carbon": "gco2e_per_hour",
            "gpus": "gpus", "name": "instance_type"}[query.sort]

@@ -38,6 +38,7 @@ from geosched.options import (
     NetworkWeightOpt,
     RiskWeightOpt,
     ZoneToleranceOpt,
+    complete_policy,
     deprecated,
     finite,
     known_policy,
@@ -54,6 +55,7 @@ from geosched.providers import cli as providers_cli
 from geosched.providers.sources import planning_risks
 from geosched.report import cli as report_cli
 from geosched.simulate.shifting import Flexibility
+from geosched.simulate.traces import shipped as shipped_traces
 from geosched.simulate_cli import Workload, run_simulate_command
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
 
@@ -133,12 +135,14 @@ StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (impo
 @app.command()
 def place(
     job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job (YAML/JSON), "
-                                             "batch/v1 Job, JobSet, PyTorchJob or TrainJob.")],
+                                             "batch/v1 Job, JobSet, PyTorchJob or TrainJob; - reads it from standard "
+                                             "input.")],
     fleet: FleetOpt = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
     from_store: StoreOpt = False,
-    policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).", callback=known_policy)]
+    policy: Annotated[str, typer.Option(help="Placement policy (see `geosched policies`).", callback=known_policy,
+                                        autocompletion=complete_policy)]
     = policies.DEFAULT_POLICY,
     network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
     cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
@@ -312,7 +316,13 @@ def catalog_cmd(
     rows = [{**r, "price_observed_at": rfc3339(r["price_observed_at"]), "price_age": catalog_view.age(
         r["price_observed_at"]), "spot_risk_observed_at": rfc3339(r["spot_risk_observed_at"])} for r in rows]
     emit_list(kinds.GPU_OFFERINGS, rows, output, no_headers=no_headers, title="GPU offerings", limit=limit,
-              caption=f"{len(rows)} offerings")
+              caption=f"{len(rows)} offerings" + _flagged_caption(rows))
+
+
+def _flagged_caption(rows: list[dict[str, Any]]) -> str:
+    """The table shows prices, not notes: it says how many of them the shipped catalog flagged, and where why."""
+    flagged = sum(1 for r in rows if r["price_note"])
+    return f"; {flagged} with a price the shipped catalog flags (-o wide: price_note)" if flagged else ""
 
 
 def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tuple[str, str, str], SpotRisk]]:
@@ -345,7 +355,8 @@ def gpus_cmd(output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt =
 @app.command(name="policies")
 def policies_cmd(output: OutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """List the placement policies."""
-    emit_list(kinds.POLICIES, [{"name": name, "default": name == policies.DEFAULT_POLICY} for name in policies.names()],
+    emit_list(kinds.POLICIES, [{"name": name, "default": name == policies.DEFAULT_POLICY,
+                                "description": policies.description(name)} for name in policies.names()],
               output, no_headers=no_headers)
 
 
@@ -421,7 +432,8 @@ def placements(job: Annotated[str | None, typer.Option(help="Only this job.")] =
 @app.command(name="simulate")
 def simulate_cmd(
     trace: Annotated[Path | None, typer.Option("--trace", help="Gavel .trace, Alibaba 2023 pod CSV, Philly "
-                                               "cluster_job_log JSON, or CSV submit_time,gpus,duration[,model].")]
+                                               "cluster_job_log JSON, or CSV submit_time,gpus,duration[,model]; or "
+                                               f"a shipped trace by name ({', '.join(shipped_traces.names())}).")]
     = None,
     workload: Annotated[str | None, typer.Option(help="Generate a workload instead of --trace: 'llm' (job sizes, "
                                                  "run times, arrivals from published LLM-cluster statistics).")]
@@ -438,7 +450,7 @@ def simulate_cmd(
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,
     policy: Annotated[list[str] | None, typer.Option("--policy", help="Repeat to compare (default: zone-first).",
-                                                     callback=known_policy)] = None,
+                                                     callback=known_policy, autocompletion=complete_policy)] = None,
     trace_format: Annotated[str | None, typer.Option("--trace-format", help="The format of --trace: gavel, "
                                                      "alibaba, philly or csv (default: detected from the content).")]
     = None,

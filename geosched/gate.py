@@ -31,6 +31,7 @@ import io
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from enum import StrEnum
@@ -211,6 +212,29 @@ def read_text(path: Path, kind: Kind, encoding: str = "utf-8") -> str:
     except UnicodeDecodeError as exc:
         raise InputError(str(path), "", f"not {encoding.upper().removesuffix('-SIG')} text (byte {exc.start})"
                          ) from None
+
+
+STDIN = "<stdin>"
+
+
+def read_stdin_text(kind: Kind, encoding: str = "utf-8") -> str:
+    """Standard input (a path of `-`), bounded like a file of `kind`: at most the kind's limit is read, and
+    errors name `<stdin>`."""
+    limit = limit_bytes(kind)
+    # The binary stream under sys.stdin (a pipe, a file, or a test runner's buffer); read(n) stops at n bytes.
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(STDIN, "", "there is no standard input to read")
+    try:
+        data: bytes = stream.read(limit + 1)
+    except (OSError, ValueError) as exc:  # closed, or a descriptor that cannot be read
+        raise InputError(STDIN, "", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if len(data) > limit:
+        raise _too_large(STDIN, kind, limit)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise InputError(STDIN, "", f"not {encoding.upper().removesuffix('-SIG')} text (byte {exc.start})") from None
 
 
 def _read_up_to(fd: int, size: int) -> bytes:

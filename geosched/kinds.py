@@ -23,15 +23,17 @@ GPU_OFFERINGS = ListKind("GpuOffering", (
     C("price_observed_at", "time", nullable=True, wide=True), C("price_age", wide=True),
     C("spot_risk_source", nullable=True, wide=True), C("spot_risk_detail", nullable=True),
     C("spot_hazard_per_node_hour", "number", nullable=True, wide=True),
-    C("spot_risk_observed_at", "time", nullable=True, wide=True)),
+    C("spot_risk_observed_at", "time", nullable=True, wide=True), C("price_note", nullable=True, wide=True)),
     "GPU offerings per zone (price_observed_at null, price_age `shipped`: the shipped catalog's list price; "
-    "spot_risk_*: the spot market's interruption risk and its source, as provision ranks it)")
+    "spot_risk_*: the spot market's interruption risk and its source, as provision ranks it; price_note: why "
+    "the shipped catalog flagged a price (geosched/pricecheck.py), null when it did not)")
 
 GPU_MODELS = ListKind("GpuModel", (
     C("gpu"), C("gfd_product", nullable=True), C("gke_accelerator", nullable=True), C("offered_by", "strings")),
     "GPU models (names are case-insensitive; GFD and GKE names are accepted too)")
 
-POLICIES = ListKind("Policy", (C("name"), C("default", "boolean")), "placement policies")
+POLICIES = ListKind("Policy", (C("name"), C("default", "boolean"), C("description")),
+                    "placement policies, each with what it does")
 
 PLACEMENT_RECORDS = ListKind("PlacementRecord", (
     C("id", "integer"), C("created_at", "time"), C("job"), C("policy"), C("cluster", nullable=True),

@@ -91,6 +91,8 @@ class Offering:
     # A finite pool (inventory machines): the on-demand price of each node free now, cheapest first. None for a
     # cloud, whose capacity is only known by trying.
     free_node_prices: tuple[float, ...] | None = None
+    # What the shipped catalog says about a price it flagged (`pricecheck`: its flags, why, and the source).
+    note: str | None = None
 
     def price(self, pricing: Pricing) -> float | None:
         return self.price_ondemand if pricing is Pricing.ON_DEMAND else self.price_spot

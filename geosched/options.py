@@ -46,6 +46,12 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def complete_policy(incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion of --policy: the registered names that start with what was typed, with their
+    descriptions (zsh and fish show them; bash offers the names)."""
+    return [(name, policies.description(name)) for name in policies.names() if name.startswith(incomplete)]
+
+
 def known_policy(value: Any) -> Any:
     """The callback of every --policy option (one name, or a list of them)."""
     for name in [value] if isinstance(value, str) else value or ():
@@ -55,11 +61,14 @@ def known_policy(value: Any) -> Any:
 
 
 NetworkWeightOpt = Annotated[float, typer.Option(
-    "--network-weight", callback=finite, min=0.0, help="Weight of the network term (predicted step time).")]
+    "--network-weight", callback=finite, min=0.0,
+    help="Weight of the network term (predicted step time); network, cost and carbon weights are >= 0 and not all 0.")]
 CostWeightOpt = Annotated[float, typer.Option(
-    "--cost-weight", callback=finite, min=0.0, help="Weight of the $ term (the gang's $/h over the median's).")]
+    "--cost-weight", callback=finite, min=0.0,
+    help="Weight of the $ term (the gang's $/h over the median's); >= 0, not all 0 with network and carbon.")]
 CarbonWeightOpt = Annotated[float, typer.Option(
-    "--carbon-weight", callback=finite, min=0.0, help="Weight of the carbon term (gCO2e/h over the median's).")]
+    "--carbon-weight", callback=finite, min=0.0,
+    help="Weight of the carbon term (gCO2e/h over the median's); >= 0, not all 0 with network and cost.")]
 RiskWeightOpt = Annotated[float, typer.Option(
     "--risk-weight", callback=finite, min=0.0,
     help="Weight of spot interruption risk on spot prices (0: price alone; policies/README.md, Spot risk).")]

@@ -76,6 +76,11 @@ def error(message: str) -> None:
     sys.stderr.write(f"error: {one_line(redact.scrub(message))}\n")
 
 
+def warning(message: str) -> None:
+    """One plain line on stderr that does not fail the command."""
+    sys.stderr.write(f"warning: {one_line(redact.scrub(message))}\n")
+
+
 def data(doc: Any, fmt: str) -> None:
     sys.stdout.write(redact.scrub(dump(doc, fmt)))
 

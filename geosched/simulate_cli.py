@@ -39,7 +39,7 @@ from geosched.simulate.fleets import geo_fleet
 from geosched.simulate.llm import CLUSTERS, llm_trace
 from geosched.simulate.metrics import PolicyResult
 from geosched.simulate.shifting import Flexibility, replay
-from geosched.simulate.traces import FORMATS, TraceRead, read_trace
+from geosched.simulate.traces import FORMATS, TraceRead, read_trace, shipped
 
 SHOWN_SKIPPED = 5
 ANY_GPU = "any"
@@ -58,6 +58,16 @@ class Workload:
     min_gpus: int = 16
     like: str = "kalos"
     seed: int = 0
+
+
+def _shipped_or_file(trace: Path) -> Path:
+    """A file that exists is read as given; a bare name that is not a file names a shipped trace."""
+    if trace.exists() or trace.parent != Path("."):
+        return trace
+    found = shipped.resolve(trace.name)
+    if found is None:
+        raise InputError(str(trace), "", f"no such file, nor a shipped trace (shipped: {', '.join(shipped.names())})")
+    return found
 
 
 def run_simulate_command(
@@ -97,6 +107,8 @@ def run_simulate_command(
         plot_format(plot, "--plot")
     if (trace is None) == (workload is None):
         raise InputError("--trace", "", "give either --trace or --workload")
+    if trace is not None:
+        trace = _shipped_or_file(trace)
     if workload is not None:
         _check(workload)
     snap = _snapshot(fleet, network, snapshot)

@@ -81,3 +81,74 @@ def test_catalog_refresh_without_credentials_exits_4_in_one_line(tmp_path: Path)
     lines = run.stderr.splitlines()
     assert len(lines) == 1 and "aws" in lines[0] and "geosched check" in lines[0], run.stderr
     assert lines[0].count("NoCredentialsError") <= 1 and "Traceback" not in run.stderr
+
+
+# --- issue 23, item 9: policies described, policy names completed, `place -`, shipped traces by name -----------
+
+def test_policies_says_what_each_policy_does(tmp_path: Path) -> None:
+    # Before: `geosched policies` listed bare names (cheapest, greenest, karmada, ...) and `default`.
+    doc = json.loads(geosched("policies", "-o", "json", home=tmp_path).stdout)
+    described = {item["name"]: item["description"] for item in doc["items"]}
+    assert set(described) >= {"zone-first", "spread", "pack", "cheapest", "greenest", "karmada", "tas", "random"}
+    assert all(text and "\n" not in text and len(text) <= 100 for text in described.values()), described
+    assert len(set(described.values())) == len(described)  # each says something of its own
+    table = geosched("policies", home=tmp_path).stdout
+    assert described["zone-first"] in table
+
+
+def _complete(*words: str, tmp_path: Path) -> list[str]:
+    """What bash completion offers after `words` (click's protocol: COMP_WORDS and COMP_CWORD)."""
+    env = {**os.environ, "GEOSCHED_HOME": str(tmp_path), "_GEOSCHED_COMPLETE": "complete_bash",
+           "COMP_WORDS": " ".join(("geosched", *words)), "COMP_CWORD": str(len(words))}
+    run = subprocess.run([sys.executable, "-m", "geosched"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split()
+
+
+def test_completion_offers_policy_names(tmp_path: Path) -> None:
+    # Before: --policy completed to nothing (bash fell back to file names).
+    from geosched import policies
+
+    assert _complete("place", "--policy", "", tmp_path=tmp_path) == policies.names()
+    assert _complete("simulate", "--policy", "zo", tmp_path=tmp_path) == ["zone-first"]
+
+
+def _place_stdin(text: str | bytes, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "GEOSCHED_HOME": str(tmp_path), "COLUMNS": "200"}
+    data = text.encode() if isinstance(text, str) else text
+    return subprocess.run([sys.executable, "-m", "geosched", "place", "-", "-o", "json", *extra],
+                          capture_output=True, input=data, env=env, timeout=120)
+
+
+def test_place_reads_the_job_from_stdin(tmp_path: Path) -> None:
+    # Before: `place -` said "-: no such file".
+    from_file = json.loads(geosched("place", JOBS / "train-8.yaml", "-o", "json", home=tmp_path).stdout)
+    run = _place_stdin((JOBS / "train-8.yaml").read_text(), tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == from_file
+
+
+def test_place_stdin_errors_are_one_line_naming_stdin(tmp_path: Path) -> None:
+    bad = _place_stdin("name: [unclosed\n", tmp_path)
+    assert bad.returncode == 2 and bad.stderr.decode().count("\n") == 1
+    assert bad.stderr.decode().startswith("error: <stdin>") and "not valid YAML" in bad.stderr.decode()
+    # Bounded like a file: 1 MiB over the job limit set to 1 MiB is refused before it is parsed.
+    big = subprocess.run([sys.executable, "-m", "geosched", "place", "-"], capture_output=True, timeout=120,
+                         input=b"# " + b"x" * (2 * 1024 * 1024) + b"\n",
+                         env={**os.environ, "GEOSCHED_HOME": str(tmp_path), "GEOSCHED_INPUT_LIMITS": "job=1"})
+    err = big.stderr.decode()
+    assert big.returncode == 2 and err.count("\n") == 1 and err.startswith("error: <stdin>") and "limit" in err, err
+    latin = _place_stdin(b"name: caf\xe9\n", tmp_path)
+    assert latin.returncode == 2 and latin.stderr.decode().startswith("error: <stdin>: not UTF-8")
+
+
+def test_simulate_names_a_shipped_trace(tmp_path: Path) -> None:
+    # Before: `--trace seed0_b436b2` was "no such file": the shipped traces could only be named by their path
+    # inside the installed package.
+    by_name = geosched("simulate", "--trace", "seed0_b436b2", "-o", "json", home=tmp_path)
+    assert by_name.returncode == 0, by_name.stderr
+    assert json.loads(by_name.stdout)["trace"].endswith("seed0_b436b2.trace")
+    unknown = geosched("simulate", "--trace", "seed0_nope", home=tmp_path)
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
+    assert "seed0_b436b2" in unknown.stderr and "seed0_103959" in unknown.stderr
+    assert "seed0_b436b2" in geosched("simulate", "-h", home=tmp_path).stdout

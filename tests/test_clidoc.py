@@ -36,3 +36,11 @@ def test_every_help_fits_80_columns(path: str) -> None:
     assert "Usage:" in result.output
     too_wide = [line for line in result.output.splitlines() if len(line) > 80]
     assert not too_wide, too_wide
+
+
+def test_the_weight_ranges_are_documented() -> None:
+    # Issue 23 item 5: the ranges are enforced (tests/test_cli_flags.py); the reference must say them too. Before,
+    # nothing said that network, cost and carbon may not all be 0.
+    rows = {line.split("|")[1].strip(" `"): line for line in clidoc.cli_md().splitlines() if line.startswith("| `--")}
+    assert "0 to 1" in rows["--zone-tolerance"]
+    assert "not all 0" in rows["--network-weight"] and "not all 0" in rows["--cost-weight"]

@@ -26,7 +26,7 @@ from geosched import catalog
 from geosched.documents import API_VERSION, NAME_RE, parse_job
 from geosched.errors import InputError
 from geosched.fields import describe
-from geosched.gate import Kind, parse_yaml, read_text
+from geosched.gate import STDIN, Kind, parse_yaml, read_stdin_text, read_text
 from geosched.gpus import model_from_product
 from geosched.kube import flex, keys, podoptions
 from geosched.kube import tolerations as toleration_rules
@@ -97,7 +97,9 @@ class JobInput:
 
 def read_job_file(path: Path, gpu_models: set[str] | None = None) -> JobInput:
     """The one reader of job files: `place`, `submit`, `gitops` and the Python API all read through it, so a
-    manifest one command accepts is accepted by every other."""
+    manifest one command accepts is accepted by every other. A path of `-` is standard input."""
+    if str(path) == "-":
+        return parse_job_text(read_stdin_text(Kind.JOB), STDIN, gpu_models)
     return parse_job_text(read_text(path, Kind.JOB), str(path), gpu_models)
 
 

@@ -10,7 +10,7 @@ import pkgutil
 
 from geosched.models import Job, NoFit, Placement, Weights
 from geosched.policies import places
-from geosched.policies.base import registry
+from geosched.policies.base import descriptions, registry
 from geosched.policies.context import PlacementContext, job_view
 
 DEFAULT_POLICY = "zone-first"
@@ -21,6 +21,11 @@ for _module in pkgutil.iter_modules(__path__):
 
 def names() -> list[str]:
     return sorted(registry())
+
+
+def description(name: str) -> str:
+    """The policy's one-line description (`register`)."""
+    return descriptions()[name]
 
 
 def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
@@ -36,4 +41,4 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
     return fn(job_view(ctx, job, weights or Weights(), explain))
 
 
-__all__ = ["DEFAULT_POLICY", "PlacementContext", "job_view", "names", "place"]
+__all__ = ["DEFAULT_POLICY", "PlacementContext", "description", "job_view", "names", "place"]

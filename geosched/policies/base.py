@@ -1,7 +1,8 @@
 """The policy protocol, the registry, and the pieces every policy shares.
 
-A policy is a pure function `JobView -> Placement | NoFit`, registered under a name. A new policy is one
-new module in this package that calls `register`; `geosched.policies` imports every module here.
+A policy is a pure function `JobView -> Placement | NoFit`, registered under a name with a one-line description
+(`geosched policies` prints it). A new policy is one new module in this package that calls `register`;
+`geosched.policies` imports every module here.
 """
 
 from __future__ import annotations
@@ -17,13 +18,19 @@ from geosched.policies.scoring import evaluate
 PolicyFn = Callable[[JobView], Placement | NoFit]
 
 _REGISTRY: dict[str, PolicyFn] = {}
+_DESCRIPTIONS: dict[str, str] = {}
 
 
-def register(name: str) -> Callable[[PolicyFn], PolicyFn]:
+def register(name: str, description: str) -> Callable[[PolicyFn], PolicyFn]:
+    """`description`: one line saying what the policy does, for `geosched policies` and shell completion."""
+    if not description or "\n" in description:
+        raise ValueError(f"policy {name!r}: the description is one non-empty line")
+
     def decorate(fn: PolicyFn) -> PolicyFn:
         if name in _REGISTRY:
             raise ValueError(f"policy {name!r} registered twice")
         _REGISTRY[name] = fn
+        _DESCRIPTIONS[name] = description
         return fn
 
     return decorate
@@ -31,6 +38,10 @@ def register(name: str) -> Callable[[PolicyFn], PolicyFn]:
 
 def registry() -> dict[str, PolicyFn]:
     return dict(_REGISTRY)
+
+
+def descriptions() -> dict[str, str]:
+    return dict(_DESCRIPTIONS)
 
 
 def fill(view: JobView, order: IntArray) -> tuple[IntArray, IntArray]:

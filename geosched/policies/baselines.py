@@ -62,9 +62,9 @@ def spread_fill(view: JobView, pool: IntArray, need: int | None = None) -> tuple
     return order[keep], taken[keep]
 
 
-def _baseline(name: str, order: Order, choose: Choose,
+def _baseline(name: str, description: str, order: Order, choose: Choose,
               fill_pool: Callable[[JobView, IntArray], tuple[IntArray, IntArray]] | None = None) -> None:
-    @register(name)
+    @register(name, description)
     def policy(view: JobView) -> Placement | NoFit:
         cand = view.candidates
         if cand.size == 0:
@@ -99,9 +99,14 @@ def _by_score(attr: str) -> Choose:
     return choose
 
 
-_baseline("spread", _spread_order, _most_free, spread_fill)
-_baseline("pack", lambda v, p: p[np.lexsort((p, v.ctx.gpus_free[p]))], _least_free)
-_baseline("random", lambda v, p: _rng(v).permutation(p),
-          lambda v, o: int(_rng(v).integers(len(o))))
-_baseline("cheapest", lambda v, p: p[np.lexsort((p, v.cost_gpu[p]))], _by_score("usd_per_hour"))
-_baseline("greenest", lambda v, p: p[np.lexsort((p, v.carbon_gpu[p]))], _by_score("gco2e_per_hour"))
+# The descriptions say in one line what the module docstring says of each (network-blind baselines).
+_baseline("spread", "baseline: the default Kubernetes scheduler, workers spread over zones, emptiest nodes first",
+          _spread_order, _most_free, spread_fill)
+_baseline("pack", "baseline: GPU bin-packing, fullest nodes that fit first, smallest pool",
+          lambda v, p: p[np.lexsort((p, v.ctx.gpus_free[p]))], _least_free)
+_baseline("random", "baseline: nodes in a random order seeded by the job name, in a random pool",
+          lambda v, p: _rng(v).permutation(p), lambda v, o: int(_rng(v).integers(len(o))))
+_baseline("cheapest", "baseline: lowest $ per GPU-hour first, network-blind",
+          lambda v, p: p[np.lexsort((p, v.cost_gpu[p]))], _by_score("usd_per_hour"))
+_baseline("greenest", "baseline: lowest gCO2e per GPU-hour first, network-blind",
+          lambda v, p: p[np.lexsort((p, v.carbon_gpu[p]))], _by_score("gco2e_per_hour"))

@@ -66,7 +66,7 @@ def webster(seats: int, votes: dict[str, int], uid: str) -> dict[str, int]:
     return {name: k for name, k in given.items() if k > 0}
 
 
-@register(NAME)
+@register(NAME, "Karmada Divided replicas weighted by available replicas, then the default scheduler")
 def karmada(view: JobView) -> Placement | NoFit:
     cand = view.candidates
     if cand.size == 0:

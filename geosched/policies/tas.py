@@ -128,7 +128,7 @@ def assign(view: JobView, pool: IntArray) -> _Assignment:
     return _Assignment(level, fit_count, nodes, workers)
 
 
-@register(NAME)
+@register(NAME, "Kueue Topology-Aware Scheduling, preferred hostname level (BestFit)")
 def tas(view: JobView) -> Placement | NoFit:
     cand = view.candidates
     if cand.size == 0:

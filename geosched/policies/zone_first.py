@@ -108,7 +108,7 @@ class _Cells:
     own: FloatArray
 
 
-@register(NAME)
+@register(NAME, "the default: best network, $ and carbon score, in as few zones as the score allows")
 def zone_first(view: JobView) -> Placement | NoFit:
     cand = view.candidates
     if cand.size == 0:

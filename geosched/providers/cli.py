@@ -731,6 +731,8 @@ def catalog_refresh(
     signals = f", {result.signals} spot risk signals" if result.signals else ""
     render.out.print(f"{provider}: {result.offerings} offerings and {result.prices} prices{signals} from "
                      f"{len(result.regions)} region(s) in {result.api_calls} API calls")
+    for line in result.dropped:
+        render.warning(f"dropped {line}")
     for error in result.errors:
         render.error(error)
 

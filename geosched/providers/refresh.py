@@ -24,6 +24,7 @@ from geosched import catalog
 from geosched.models import Offering, Pricing
 from geosched.policies import spotrisk
 from geosched.policies.spotrisk import SpotRisk
+from geosched.providers import pricescreen
 from geosched.providers.base import (
     AuthError,
     Budget,
@@ -46,6 +47,8 @@ class RefreshResult:
     api_calls: int
     errors: tuple[str, ...]
     signals: int = 0
+    # One line per refreshed row the price checks dropped (`pricescreen`).
+    dropped: tuple[str, ...] = ()
 
 
 def refresh_catalog(provider: Provider, store: Store, *, regions: Sequence[str] = (), budget_s: float = 900.0,
@@ -80,12 +83,15 @@ def refresh_catalog(provider: Provider, store: Store, *, regions: Sequence[str] 
                     signals.extend(call(partial(read, region, types, budget), budget, policy))
                 except ProviderError as exc:
                     errors.append(f"{region}: {what}: {exc.kind}: {exc}")
+    # The shipped catalog's checks hold for what an API answers too: a refresh replaces flagged prices with
+    # checked ones, never with a new feed error.
+    kept = pricescreen.screen(provider.name, offers, prices)
     # A refresh of every region the provider lists makes its list authoritative: a shipped region it no longer
     # lists is gone. One of some regions only replaces those.
-    write_refresh(store, provider.name, done, offers, prices, complete=not regions and len(done) == len(wanted),
-                  signals=signals)
-    return RefreshResult(provider.name, tuple(done), len(offers), len(prices), budget.calls, tuple(errors),
-                         len(signals))
+    write_refresh(store, provider.name, done, kept.offerings, kept.prices,
+                  complete=not regions and len(done) == len(wanted), signals=signals)
+    return RefreshResult(provider.name, tuple(done), len(kept.offerings), len(kept.prices), budget.calls,
+                         tuple(errors), len(signals), kept.dropped)
 
 
 def write_refresh(store: Store, provider: str, regions: Sequence[str], offers: Sequence[Offering],
