@@ -36,6 +36,7 @@ from ._http import (
     json_response,
 )
 from .ec2_extras import Ec2Extras
+from .eks_extras import NodegroupOverrides
 
 # Not forwarded: they describe the client<->proxy hop, not the request.
 _HOP_BY_HOP = frozenset(
@@ -283,6 +284,8 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         self._instance_az: dict[str, str] = {}
         # Service quotas and placement groups, which moto does not answer (see ec2_extras.py).
         self.extras = Ec2Extras()
+        # EKS node group states moto never reaches (see eks_extras.py).
+        self.nodegroups = NodegroupOverrides(self._zone_of_subnet)
 
     # -- control -----------------------------------------------------------
 
@@ -322,6 +325,10 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         NoSuchResourceException, as it does for every non-VPC quota)."""
         self.extras.set_service_quota(service_code, quota_code, value, region)
 
+    def _zone_of_subnet(self, subnet: str) -> str | None:
+        with self._map_lock:
+            return self._subnet_az.get(subnet)
+
     def placement_groups(self, region: str) -> dict[str, str]:
         """Placement groups created through the proxy in `region`: name -> strategy."""
         return self.extras.placement_groups(region)
@@ -355,7 +362,7 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
             code = _error_code(answered.body) if answered.status >= 400 else None
             self.log.append(CallRecord(action, zone, answered.status, code, injected))
             return answered
-        response = self.extras.rewrite(action, params, self._forward(req))
+        response = self.nodegroups.rewrite(req, self.extras.rewrite(action, params, self._forward(req)))
         self._learn(response)
         code = _error_code(response.body) if response.status >= 400 else None
         self.log.append(CallRecord(action, zone, response.status, code, injected))
