@@ -53,6 +53,12 @@ class Eks:
         self._eks = self._session.client("eks", region_name=region, config=config)
         self._ec2 = self._session.client("ec2", region_name=region, config=config)
 
+    @staticmethod
+    def default_region() -> str | None:
+        """The region boto3's standard configuration names (AWS_DEFAULT_REGION, AWS_REGION, ~/.aws/config)."""
+        region = boto3.session.Session().region_name
+        return str(region) if region else None
+
     def cluster(self, name: str, budget: Budget) -> Cluster | None:
         """The cluster and its subnets by zone, or None when the region has no such cluster."""
         try:
