@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 
 
 def fast(**overrides: object) -> GroupSettings:
-    base: dict[str, object] = {"poll_s": 0.01, "call_timeout_s": 5.0,
+    base: dict[str, object] = {"poll_s": 0.01, "call_timeout_s": 5.0, "settle_s": 1.0,
                                "retry": RetryPolicy(attempts=3, initial_s=0.01, max_s=0.05)}
     base.update(overrides)
     return GroupSettings(**base)  # type: ignore[arg-type]

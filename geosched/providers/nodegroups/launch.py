@@ -46,6 +46,9 @@ class GroupSettings:
     # The deadline's clock and the wait between polls: injectable, so a test can run a 30-minute deadline at once.
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # How long a create request a server still holds can land after the process that sent it died: `down` keeps
+    # looking for a journalled group it does not find until its intent is this old (as the machine path's settle_s).
+    settle_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ def provision(plan: Plan, cluster: spec.Cluster, eks: Eks, store: Store, *, gang
             _create(eks, target, a, row, owner, request.nodes, node_role, budget, store, settings)
             _wait_active(eks, row, budget, settings)
         except ProviderError as error:
-            cleanup = _delete(store, eks, row, owner, settings)
+            cleanup = _cleanup(store, eks, row, error, owner, settings)
             calls += budget.calls + cleanup.calls
             note = "; the group was deleted" if cleanup.ok else f"; deleting it failed: {cleanup.error}"
             journal.finish_attempt(store, a.id, "rolled-back" if cleanup.existed else "failed", error,
@@ -178,6 +181,17 @@ def _wait_active(eks: Eks, row: GroupRecord, budget: Budget, settings: GroupSett
         settings.sleep(settings.poll_s)
 
 
+def _cleanup(store: Store, eks: Eks, row: GroupRecord, error: ProviderError, owner: str,
+             settings: GroupSettings) -> _Deleted:
+    """After a failed attempt: a create EKS refused made nothing; anything else (a create whose outcome is unknown,
+    a group that failed or never became ACTIVE) is deleted."""
+    current = groups_journal.group(store, row.id) or row
+    if current.state == "intent" and not isinstance(error, StallError):
+        groups_journal.mark(store, row.id, "deleted", note="the create was refused")
+        return _Deleted(True, False, 0)
+    return _delete(store, eks, current, owner, settings)
+
+
 @dataclass(frozen=True, slots=True)
 class _Deleted:
     ok: bool
@@ -192,6 +206,11 @@ def _delete(store: Store, eks: Eks, row: GroupRecord, owner: str, settings: Grou
     try:
         found = call(lambda: eks.describe(row.cluster, row.name, budget), budget, settings.retry,
                      sleep=settings.sleep)
+        # A group only intended may still be created by a request in flight: look again until the intent settled.
+        while found is None and row.state == "intent" and time.time() - row.created_at < settings.settle_s:
+            settings.sleep(settings.poll_s)
+            found = call(lambda: eks.describe(row.cluster, row.name, budget), budget, settings.retry,
+                         sleep=settings.sleep)
         if found is None:
             groups_journal.mark(store, row.id, "deleted", note="not found in the cluster")
             return _Deleted(True, False, budget.calls)
