@@ -12,6 +12,7 @@ Usage::
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 import re
 import threading
@@ -54,6 +55,8 @@ _HOP_BY_HOP = frozenset(
 )
 
 _XML_HEADERS = [("Content-Type", "text/xml;charset=UTF-8"), ("Server", "AmazonEC2")]
+# Paths of the REST-JSON APIs the proxy forwards (EKS: /clusters/...), whose injected errors are JSON.
+_REST_JSON_PATH = re.compile(r"^/clusters(/|$)")
 _EC2_API_VERSION = "2016-11-15"
 
 
@@ -353,8 +356,14 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
             fault, hit_zone = taken
             hit_zone = hit_zone or zone
             ctx = self._context(params, action, hit_zone)
-            body = error_xml(fault.code, fault.message.format_map(ctx))
             self.log.append(CallRecord(action, hit_zone, fault.http_status, fault.code, True))
+            if _REST_JSON_PATH.match(req.path):
+                # EKS is a REST-JSON API: its errors are JSON with the code in x-amzn-ErrorType (EKS API
+                # reference, "Common Errors"), which botocore reads; EC2's XML would not parse there.
+                body = json.dumps({"message": fault.message.format_map(ctx)}).encode()
+                return HttpResponse(fault.http_status, body, [("Content-Type", "application/json"),
+                                                              ("x-amzn-ErrorType", fault.code)])
+            body = error_xml(fault.code, fault.message.format_map(ctx))
             return HttpResponse(fault.http_status, body, list(_XML_HEADERS))
 
         answered = self.extras.answer(action, params, req)

@@ -11,11 +11,12 @@ DeleteNodegroup, ListNodegroups.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from geosched.emulators import Ec2FaultProxy, MotoServer
+from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched.emulators.eks_extras import capacity_issue
 from geosched.errors import InputError
 from geosched.providers import journal
@@ -152,3 +153,32 @@ def test_an_unknown_cluster_is_one_input_error(store: Store, proxy: Ec2FaultProx
     with pytest.raises(InputError) as err:
         read_cluster(Eks(REGION), "no-such-cluster", fast())
     assert "no EKS cluster 'no-such-cluster' in region us-east-1" in str(err.value)
+
+
+def test_a_quota_refusal_of_the_create_rules_out_the_region_at_once(store: Store, cluster: EksCluster,
+                                                                     proxy: Ec2FaultProxy) -> None:
+    # EKS API reference CreateNodegroup errors: ResourceLimitExceededException (400), "You have encountered a
+    # service limit on the specified resource". Injected because moto never refuses a create for a limit.
+    proxy.inject(Ec2Fault.error("ResourceLimitExceededException", "You have encountered a service limit on the "
+                                "specified resource."), action=f"POST /clusters/{cluster.name}/node-groups")
+    started = time.monotonic()
+    result = run(store, cluster, "g-quota", fast(settle_s=600.0))
+    assert time.monotonic() - started < 60.0, "a refused create made nothing: no settle wait for it"
+    assert not result.ok
+    attempts = journal.attempts(store, "g-quota")
+    assert [(a.zone, a.outcome, a.error_kind) for a in attempts] == [
+        ("use1-az1", "failed", "quota"), ("use1-az2", "skipped", None), ("use1-az6", "skipped", None)]
+    assert [(r.state, r.note) for r in groups_journal.groups(store, gang="g-quota")] == [
+        ("deleted", "the create was refused")]
+    assert cluster.groups() == {}
+
+
+def test_a_server_error_on_the_create_is_retried_in_place(store: Store, cluster: EksCluster,
+                                                          proxy: Ec2FaultProxy) -> None:
+    # ServerException (500): "These errors are usually caused by a server-side issue" (EKS API reference).
+    proxy.inject(Ec2Fault.error("ServerException", "internal error", 500),
+                 action=f"POST /clusters/{cluster.name}/node-groups")
+    result = run(store, cluster, "g-retry")
+    assert result.ok and result.target is not None and result.target.candidate.zone == "use1-az1"
+    assert proxy.log.count(method=f"POST /clusters/{cluster.name}/node-groups") == 2
+    assert list(cluster.groups()) == ["g-retry-1"]
