@@ -182,3 +182,16 @@ def test_a_server_error_on_the_create_is_retried_in_place(store: Store, cluster:
     assert result.ok and result.target is not None and result.target.candidate.zone == "use1-az1"
     assert proxy.log.count(method=f"POST /clusters/{cluster.name}/node-groups") == 2
     assert list(cluster.groups()) == ["g-retry-1"]
+
+
+def test_a_request_eks_rejects_stops_the_run_and_blocks_no_zone(store: Store, cluster: EksCluster,
+                                                                proxy: Ec2FaultProxy) -> None:
+    # CreateNodegroup InvalidParameterException (400): "The specified parameter is invalid" (EKS API reference):
+    # the same request fails in every zone, and the zone is not to blame.
+    proxy.inject(Ec2Fault.error("InvalidParameterException", "The role with name eks-gpu-nodes cannot be found."),
+                 action=f"POST /clusters/{cluster.name}/node-groups", times="always")
+    result = run(store, cluster, "g-bad")
+    assert not result.ok and "InvalidParameterException" in result.message
+    assert [(a.zone, a.outcome, a.error_kind) for a in journal.attempts(store, "g-bad")] == [
+        ("use1-az1", "failed", "request")]
+    assert journal.active_blocks(store) == []

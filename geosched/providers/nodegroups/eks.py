@@ -33,6 +33,7 @@ T = TypeVar("T")
 # EKS API reference, "Common Errors" and each action's errors: what they mean for failover.
 NOT_FOUND = "ResourceNotFoundException"
 IN_USE = "ResourceInUseException"
+REQUEST_CODES = frozenset({"InvalidParameterException", "InvalidRequestException", "ClientException"})
 EKS_CODES: dict[str, type[ProviderError]] = {
     "ResourceLimitExceededException": QuotaError,
     "UnsupportedAvailabilityZoneException": UnsupportedError,
@@ -118,6 +119,14 @@ class _Missing(Exception):
     """ResourceNotFoundException: the cluster or group does not exist (not an error for the callers)."""
 
 
+class RefusedRequest(ProviderError):
+    """EKS refused the request itself (InvalidParameterException, InvalidRequestException, ClientException: a role
+    it cannot use, a parameter it rejects): every zone would refuse it alike, and it says nothing about a zone's
+    capacity, so nothing is remembered and the run stops."""
+
+    kind = "request"
+
+
 class InUse(ProviderError):
     """CreateNodegroup: a group of that name exists already (a retried create, or someone else's)."""
 
@@ -138,6 +147,8 @@ def _call(budget: Budget, fn: Callable[[], T], *, mutating: bool = False) -> T:
             raise _Missing(message) from None
         if code == IN_USE:
             raise InUse(message, code=code) from None
+        if code in REQUEST_CODES:
+            raise RefusedRequest(message, code=code) from None
         if code in EKS_CODES:
             raise EKS_CODES[code](message, code=code) from None
         raise aws.classify(exc, mutating=mutating, budget=budget) from None

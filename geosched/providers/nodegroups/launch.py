@@ -27,7 +27,7 @@ from geosched.providers.failover import Ttls, blocks_for, first_block
 from geosched.providers.journal import AttemptRecord
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups import spec
-from geosched.providers.nodegroups.eks import Eks, InUse
+from geosched.providers.nodegroups.eks import Eks, InUse, RefusedRequest
 from geosched.providers.nodegroups.journal import GroupRecord
 from geosched.providers.plan import Block, Plan, Skipped
 from geosched.providers.retry import RetryPolicy, call
@@ -129,10 +129,15 @@ def provision(plan: Plan, cluster: spec.Cluster, eks: Eks, store: Store, *, gang
             journal.finish_attempt(store, a.id, "rolled-back" if cleanup.existed else "failed", error,
                                    message=f"{error.code + ': ' if error.code else ''}{error.message}"
                                    + (note if cleanup.existed else ""), api_calls=budget.calls + cleanup.calls)
+            say(f"#{a.seq} {c.zone}: {error.kind}: {error.message}")
+            if isinstance(error, RefusedRequest):
+                message = f"EKS refused the node group request: {error.code}: {error.message}"
+                journal.set_gang(store, gang, "failed", message=message)
+                return GroupResult(gang, "failed", cluster.name, None, None, tuple(journal.attempts(store, gang)),
+                                   calls, message, outside)
             new = list(blocks_for(error, c, request.nodes, settings.ttls))
             blocks.extend(new)
             journal.remember(store, new)
-            say(f"#{a.seq} {c.zone}: {error.kind}: {error.message}")
             continue
         calls += budget.calls
         journal.finish_attempt(store, a.id, "launched", message=f"node group {name} ACTIVE", api_calls=budget.calls)
