@@ -704,14 +704,24 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
     rows = journal.instances(store, gang=g.gang)
     chosen = journal.attempt(store, g.attempt) if g.attempt else None
     billed = lifecycle.billed(store, g.gang)
+    groups = nodegroup_journal.groups(store, gang=g.gang)
+    if groups:
+        # A node group gang: its nodes are the created groups' (EKS keeps them at the gang size), priced as planned.
+        up = [r for r in groups if r.state == "created"]
+        nodes_up = sum(r.nodes for r in up)
+        usd = sum(a.usd_per_hour or 0.0 for a in journal.attempts(store, g.gang) if a.id in {r.attempt for r in up})
+        open_rows = len([r for r in groups if r.state in ("intent", "deleting")])
+    else:
+        nodes_up, usd = len(billed), sum(r.usd_per_hour or 0.0 for r in billed)
+        open_rows = len([r for r in rows if r.state in ("intent", "terminating")])
     # A ready gang that lost machines (as the last refresh saw) says so.
-    state = "degraded" if g.state == "ready" and g.request and len(billed) < g.request.nodes else g.state
+    state = "degraded" if g.state == "ready" and g.request and nodes_up < g.request.nodes else g.state
     return {"gang": g.gang, "state": state,
             "provider": chosen.provider if chosen else None, "zone": chosen.zone if chosen else None,
             "instance_type": chosen.instance_type if chosen else None,
-            "nodes_up": len(billed), "nodes": g.request.nodes if g.request else None,
-            "open": len([r for r in rows if r.state in ("intent", "terminating")]),
-            "usd_per_hour": sum(r.usd_per_hour or 0.0 for r in billed),
+            "nodes_up": nodes_up, "nodes": g.request.nodes if g.request else None,
+            "open": open_rows,
+            "usd_per_hour": usd,
             "created_at": rfc3339(g.created_at),
             "age_h": round((time.time() - g.created_at) / 3600, 2)}
 

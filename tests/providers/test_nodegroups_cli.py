@@ -63,6 +63,11 @@ def test_provision_then_down_leaves_the_foreign_group(home: Path, cluster: EksCl
     assert (item["state"], item["zone"], item["nodegroup"], item["capacity_type"]) == (
         "ready", "use1-az6", "cli-gang-3", "ON_DEMAND")
     assert list(cluster.groups()) == ["cli-gang-3"]  # seq 1 was the skipped use1-az1
+    status = run(home, "status", "-o", "json")
+    [gang] = valid(json.loads(status.output))["items"]
+    assert (gang["state"], gang["zone"], gang["nodes_up"], gang["nodes"], gang["open"]) == (
+        "ready", "use1-az6", 2, 2, 0)
+    assert gang["usd_per_hour"] == pytest.approx(2 * P4D_USD_PER_HOUR)
     cluster.eks.create_nodegroup(clusterName=cluster.name, nodegroupName="team-cpu", nodeRole=NODE_ROLE,
                                  subnets=[cluster.subnets["use1-az2"]])
     down = run(home, "down", "cli-gang", "--yes", "-o", "json")
