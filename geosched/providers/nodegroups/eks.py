@@ -49,10 +49,16 @@ class Eks:
     def __init__(self, region: str, session: Any | None = None, call_timeout_s: float = 30.0) -> None:
         self.region = region
         self._session = session or boto3.session.Session()
-        config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=call_timeout_s,
-                        connect_timeout=min(10.0, call_timeout_s))
-        self._eks = self._session.client("eks", region_name=region, config=config)
-        self._ec2 = self._session.client("ec2", region_name=region, config=config)
+        self._config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=call_timeout_s,
+                              connect_timeout=min(10.0, call_timeout_s))
+        self._eks = self._session.client("eks", region_name=region, config=self._config)
+        self._ec2_client: Any = None  # only reading a cluster needs EC2: made then (a client costs ~0.3-1 s)
+
+    @property
+    def _ec2(self) -> Any:
+        if self._ec2_client is None:
+            self._ec2_client = self._session.client("ec2", region_name=self.region, config=self._config)
+        return self._ec2_client
 
     @staticmethod
     def default_region() -> str | None:
