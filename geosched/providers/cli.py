@@ -681,16 +681,25 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
             machines = [{"name": r.name, "provider": r.provider, "zone": r.zone, "provider_id": r.provider_id,
                          "state": r.state, "note": _plain(r.note or "") or None}
                         for r in journal.instances(store, gang=gang)]
+            groups = [{"name": g.name, "cluster": g.cluster, "zone": g.zone, "subnet": g.subnet,
+                       "instance_type": g.instance_type, "capacity_type": g.capacity_type, "nodes": g.nodes,
+                       "state": g.state, "note": _plain(g.note or "") or None}
+                      for g in nodegroup_journal.groups(store, gang=gang)]
 
             def table() -> None:
                 render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message
                                                               else ""))
                 render.table("attempts", attempts)
-                render.table("instances", machines)
+                if groups:
+                    render.table("node groups", groups)
+                else:
+                    render.table("instances", machines)
 
-            emit_document("GangStatus", {"gang": gang, "state": record.state, "message": record.message,
-                                         "attempts": attempts, "instances": machines}, output, table,
-                          no_headers=no_headers)
+            doc: dict[str, Any] = {"gang": gang, "state": record.state, "message": record.message,
+                                   "attempts": attempts, "instances": machines}
+            if groups:
+                doc["nodegroups"] = groups
+            emit_document("GangStatus", doc, output, table, no_headers=no_headers)
             return
         rows = [_gang_row(store, g) for g in journal.gangs(store)]
         owner = journal.owner(store)

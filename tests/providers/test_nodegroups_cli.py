@@ -68,6 +68,10 @@ def test_provision_then_down_leaves_the_foreign_group(home: Path, cluster: EksCl
     assert (gang["state"], gang["zone"], gang["nodes_up"], gang["nodes"], gang["open"]) == (
         "ready", "use1-az6", 2, 2, 0)
     assert gang["usd_per_hour"] == pytest.approx(2 * P4D_USD_PER_HOUR)
+    one = valid(json.loads(run(home, "status", "cli-gang", "-o", "json").output))
+    assert [(g["name"], g["zone"], g["state"], g["nodes"]) for g in one["nodegroups"]] == [
+        ("cli-gang-2", "use1-az2", "deleted", 2), ("cli-gang-3", "use1-az6", "created", 2)]
+    assert one["instances"] == []
     cluster.eks.create_nodegroup(clusterName=cluster.name, nodegroupName="team-cpu", nodeRole=NODE_ROLE,
                                  subnets=[cluster.subnets["use1-az2"]])
     down = run(home, "down", "cli-gang", "--yes", "-o", "json")
