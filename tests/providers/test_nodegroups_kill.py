@@ -1,10 +1,11 @@
 """A provisioning process killed with SIGKILL while it makes a node group leaves a journal that `down` cleans
 fully: no node group of the gang is left in the cluster and no journal row stays open.
 
-Two moments: while the process waits for a created group to become ACTIVE (the proxy keeps answering CREATING:
-moto makes every group ACTIVE at once, eks_extras.py), and while its CreateNodegroup request is held by the
-server (the proxy stalls it, then forwards it to moto: the group appears after the process died, and `down`
-finds it through the intent row, waiting for the intent to settle).
+Three moments: while the process waits for a created group to become ACTIVE (the proxy keeps answering CREATING:
+moto makes every group ACTIVE at once, eks_extras.py); while its CreateNodegroup request is held by the server
+(the proxy stalls it, then forwards it to moto: the group appears after the process died, and `down` finds it
+through the intent row, waiting for the intent to settle); and while the DeleteNodegroup of a group that failed
+for capacity is held (the row says `deleting`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
+from geosched.emulators.eks_extras import capacity_issue
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
@@ -113,3 +115,16 @@ def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, proxy: Ec
         time.sleep(0.02)
     assert proxy.log.count(method=create, status=200) == 1
     assert cluster.groups() == {}, "the group the held create made after the kill must be gone"
+
+
+def test_killed_while_rolling_back_a_failed_group(tmp_path: Path, proxy: Ec2FaultProxy, cluster: EksCluster) -> None:
+    # The first zone's group ends CREATE_FAILED for capacity; its DeleteNodegroup is held by the server when the
+    # process dies, so the journal says `deleting` and the group may or may not be gone yet.
+    zone = ZONES["use1-az1"]
+    proxy.nodegroups.set(zone, "CREATE_FAILED", [capacity_issue("p4d.24xlarge", zone)])
+    held = proxy.inject(Ec2Fault.stall(4.0), action=f"DELETE /clusters/{cluster.name}/node-groups/k-back-1")
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-back", lambda: held.hits > 0)
+    with Store(home) as store:
+        assert [r.state for r in groups_journal.groups(store, gang="k-back")] == ["deleting"]
+    assert_clean(home, cluster, "k-back")
