@@ -53,6 +53,20 @@ GANG_DOWN = ListKind("GangDown", (
     C("errors", "strings")),
     "down")
 
+# `provision --cluster`: the zones a gang's EKS node group may go to, in plan order, and the group it got.
+NODEGROUP_PLAN = ListKind("NodegroupCandidate", (
+    C("rank", "integer"), C("cluster"), C("region", wide=True), C("zone"), C("zone_name"), C("subnet"),
+    C("instance_type"), C("nodes", "integer"), C("capacity_type"), C("usd_per_hour", "number"),
+    C("kgco2e_per_hour", "number", nullable=True, wide=True)),
+    "node group plan (zone: AWS zone ID; zone_name: its name in this account; usd_per_hour: the whole group)")
+
+NODEGROUPS = ListKind("Nodegroup", (
+    C("gang"), C("state"), C("cluster"), C("zone", nullable=True), C("subnet", nullable=True),
+    C("nodegroup", nullable=True), C("instance_type", nullable=True), C("nodes", "integer"),
+    C("capacity_type", nullable=True), C("usd_per_hour", "number", nullable=True), C("api_calls", "integer", wide=True),
+    C("message")),
+    "node group")
+
 ORPHANS = ListKind("OrphanInstance", (
     C("provider"), C("region"), C("zone", nullable=True), C("id"), C("gang", nullable=True),
     C("owner", nullable=True), C("state")),

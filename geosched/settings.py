@@ -159,6 +159,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("aws.ami", "GEOSCHED_AWS_AMI", None, "AMI to launch.", text,
             shown_default="the newest 'Deep Learning*' AMI"),
     Setting("aws.key_name", "GEOSCHED_AWS_KEY_NAME", None, "EC2 key pair to launch with.", text),
+    Setting("aws.eks_node_role", "GEOSCHED_EKS_NODE_ROLE", None, "IAM role ARN the nodes of an EKS node group "
+            "geosched creates run as (`provision --cluster`, `--node-role`).", text),
     Setting("gcp.project", "GEOSCHED_GCP_PROJECT", None, "GCP project.", text),
     Setting("gcp.endpoint", "GEOSCHED_GCP_ENDPOINT", None, "Compute Engine API endpoint (an emulator, a "
             "private endpoint).", text, shown_default="Google's"),
@@ -172,6 +174,7 @@ HOME, OUTPUT, POLICY = BY_KEY["home"], BY_KEY["output"], BY_KEY["policy"]
 ADMIN_CIDRS, TERRAFORM_OUTPUT, INVENTORY = BY_KEY["admin_cidrs"], BY_KEY["terraform_output"], BY_KEY["inventory"]
 SSH_PUBLIC_KEY, SSH_USER = BY_KEY["ssh.public_key"], BY_KEY["ssh.user"]
 AWS_REGIONS, AWS_AMI, AWS_KEY_NAME = BY_KEY["aws.regions"], BY_KEY["aws.ami"], BY_KEY["aws.key_name"]
+EKS_NODE_ROLE = BY_KEY["aws.eks_node_role"]
 GCP_PROJECT, GCP_ENDPOINT, GCP_IMAGE = BY_KEY["gcp.project"], BY_KEY["gcp.endpoint"], BY_KEY["gcp.image"]
 INPUT_LIMITS = BY_KEY["input_limits"]
 

@@ -234,6 +234,31 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX spot_signals_key ON spot_signals (provider, instance_type, zone, signal, observed_at);
     """,
+    # EKS managed node groups a gang's attempts create (geosched.providers.nodegroups): one row per group, written
+    # `intent` before CreateNodegroup and `deleting` before DeleteNodegroup, so `down` after a crash knows every
+    # group that may exist (by cluster and name) and deletes it.
+    """
+    CREATE TABLE prov_nodegroups (
+        id INTEGER PRIMARY KEY,
+        gang TEXT NOT NULL REFERENCES prov_gangs (gang),
+        attempt INTEGER NOT NULL REFERENCES prov_attempts (id),
+        cluster TEXT NOT NULL,
+        region TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        subnet TEXT NOT NULL,
+        name TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        capacity_type TEXT NOT NULL,
+        nodes INTEGER NOT NULL,
+        arn TEXT,
+        state TEXT NOT NULL CHECK (state IN ('intent', 'created', 'deleting', 'deleted')),
+        note TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        UNIQUE (region, cluster, name)
+    );
+    CREATE INDEX prov_nodegroups_gang ON prov_nodegroups (gang, state);
+    """,
 )
 
 

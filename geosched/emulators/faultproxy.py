@@ -12,6 +12,7 @@ Usage::
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 import re
 import threading
@@ -36,6 +37,7 @@ from ._http import (
     json_response,
 )
 from .ec2_extras import Ec2Extras
+from .eks_extras import NodegroupOverrides
 
 # Not forwarded: they describe the client<->proxy hop, not the request.
 _HOP_BY_HOP = frozenset(
@@ -53,6 +55,8 @@ _HOP_BY_HOP = frozenset(
 )
 
 _XML_HEADERS = [("Content-Type", "text/xml;charset=UTF-8"), ("Server", "AmazonEC2")]
+# Paths of the REST-JSON APIs the proxy forwards (EKS: /clusters/...), whose injected errors are JSON.
+_REST_JSON_PATH = re.compile(r"^/clusters(/|$)")
 _EC2_API_VERSION = "2016-11-15"
 
 
@@ -283,6 +287,8 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         self._instance_az: dict[str, str] = {}
         # Service quotas and placement groups, which moto does not answer (see ec2_extras.py).
         self.extras = Ec2Extras()
+        # EKS node group states moto never reaches (see eks_extras.py).
+        self.nodegroups = NodegroupOverrides(self._zone_of_subnet)
 
     # -- control -----------------------------------------------------------
 
@@ -322,6 +328,10 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         NoSuchResourceException, as it does for every non-VPC quota)."""
         self.extras.set_service_quota(service_code, quota_code, value, region)
 
+    def _zone_of_subnet(self, subnet: str) -> str | None:
+        with self._map_lock:
+            return self._subnet_az.get(subnet)
+
     def placement_groups(self, region: str) -> dict[str, str]:
         """Placement groups created through the proxy in `region`: name -> strategy."""
         return self.extras.placement_groups(region)
@@ -346,8 +356,14 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
             fault, hit_zone = taken
             hit_zone = hit_zone or zone
             ctx = self._context(params, action, hit_zone)
-            body = error_xml(fault.code, fault.message.format_map(ctx))
             self.log.append(CallRecord(action, hit_zone, fault.http_status, fault.code, True))
+            if _REST_JSON_PATH.match(req.path):
+                # EKS is a REST-JSON API: its errors are JSON with the code in x-amzn-ErrorType (EKS API
+                # reference, "Common Errors"), which botocore reads; EC2's XML would not parse there.
+                body = json.dumps({"message": fault.message.format_map(ctx)}).encode()
+                return HttpResponse(fault.http_status, body, [("Content-Type", "application/json"),
+                                                              ("x-amzn-ErrorType", fault.code)])
+            body = error_xml(fault.code, fault.message.format_map(ctx))
             return HttpResponse(fault.http_status, body, list(_XML_HEADERS))
 
         answered = self.extras.answer(action, params, req)
@@ -355,7 +371,7 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
             code = _error_code(answered.body) if answered.status >= 400 else None
             self.log.append(CallRecord(action, zone, answered.status, code, injected))
             return answered
-        response = self.extras.rewrite(action, params, self._forward(req))
+        response = self.nodegroups.rewrite(req, self.extras.rewrite(action, params, self._forward(req)))
         self._learn(response)
         code = _error_code(response.body) if response.status >= 400 else None
         self.log.append(CallRecord(action, zone, response.status, code, injected))

@@ -6,6 +6,7 @@ Register with `app.add_typer(providers.cli.app)` (the commands join the top leve
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from geosched import catalog, catalog_view, gpus, kinds, render
+from geosched import settings as settings_table
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
 from geosched.options import (
@@ -44,11 +46,16 @@ from geosched.providers.gang import (
     ProvisionResult,
     ProvisionSettings,
     check_gang_name,
+    new_gang_name,
     plan_gang,
     provision,
     resume,
 )
-from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode
+from geosched.providers.nodegroups import journal as nodegroup_journal
+from geosched.providers.nodegroups import launch as nodegroup_launch
+from geosched.providers.nodegroups import spec as nodegroup_spec
+from geosched.providers.nodegroups.eks import Eks
+from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode, Skipped
 from geosched.providers.refresh import refresh_catalog
 from geosched.providers.ssh import SshProvider
 from geosched.providers.terraform import NetworkConfig, check_owner, check_project
@@ -190,10 +197,26 @@ def provision_cmd(
     old_network: OldNetworkOption = None,
     admin_cidr: AdminCidrOption = [],  # noqa: B006
     allow_wide_admin_cidr: AllowWideOption = False,
+    cluster: Annotated[str | None, typer.Option(help="Make the gang an EKS managed node group of this cluster "
+                                                "instead of machines (AWS; the cluster's region: --region, else "
+                                                "the AWS configuration's).")] = None,
+    node_role: Annotated[str | None, typer.Option(help="With --cluster: the IAM role ARN the group's nodes run "
+                                                  f"as (default: ${ENV_NODE_ROLE}).")] = None,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
 ) -> None:
-    """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider."""
+    """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider; with --cluster, as
+    an EKS managed node group of that cluster in the zone chosen (failing over zone by zone)."""
+    if cluster is not None:
+        if resume_gang:
+            raise InputError("--resume", "", "a node group gang is not resumed: `geosched down` it and provision again")
+        if gpu is None or nodes is None:
+            raise InputError("--gpu/--nodes", "", "both are required")
+        _provision_nodegroup(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
+                             Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
+                             Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, yes, output,
+                             no_headers)
+        return
     settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr)
     psettings = ProvisionSettings(zone_timeout_s=zone_timeout, parallel=parallel,
@@ -242,6 +265,112 @@ def provision_cmd(
         result = _with_progress(output, lambda obs: provision(request, providers, store, psettings, gang=name,
                                                              observer=obs))
         _show_result(result, output, no_headers)
+
+
+# --- provision --cluster: the gang as an EKS managed node group --------------------------------------
+
+ENV_NODE_ROLE = settings_table.EKS_NODE_ROLE.env
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+
+
+def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str | None, gpu: str, nodes: int,
+                         pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
+                         rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
+                         no_headers: bool) -> None:
+    names = _split(provider)
+    if names and names != ("aws",):
+        raise InputError("--provider", "", "--cluster makes an EKS node group: aws only")
+    region = _cluster_region(_split(regions))
+    model, per_node = parse_gpu(gpu)
+    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=("aws",),
+                          regions=(region,), weights=weights, rework=rework)
+    role = node_role or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
+    if not dry_run:
+        if role is None:
+            raise InputError("--node-role", "", f"required to create a node group: the IAM role ARN its nodes run "
+                             f"as (or set {ENV_NODE_ROLE})")
+        if not _ROLE_ARN_RE.match(role):
+            raise InputError("--node-role", "", f"expected an IAM role ARN (arn:aws:iam::<account>:role/<name>), "
+                             f"got {role!r}")
+    if name:
+        check_gang_name(name)
+    providers = _providers(("aws",), _settings(ctx))
+    if not dry_run:
+        providers = _with_credentials(providers)
+    eks = Eks(region)
+    with Store(_home(ctx)) as store:
+        plan = plan_gang(request, providers, store)
+        cluster = nodegroup_launch.read_cluster(eks, cluster_name)
+        targets, skipped = nodegroup_spec.targets(plan, cluster)
+        if dry_run or not targets:
+            _show_nodegroup_plan(cluster, targets, skipped, nodes, output, no_headers, dry_run)
+            if not targets:
+                render.error(f"no zone of cluster {cluster_name} holds {nodes} x {model}:{per_node} under these "
+                             "constraints")
+                raise typer.Exit(EXIT_NO_FIT)
+            return
+        assert role is not None
+        if not yes:
+            _show_nodegroup_plan(cluster, targets[:5], (), nodes, Output.TABLE, False, False)
+            first = targets[0].candidate
+            typer.confirm(f"Create a node group of {nodes} x {first.instance_type} in cluster {cluster_name} "
+                          f"(first choice {first.zone}, ${first.usd_per_hour:,.2f}/h)?", abort=True)
+
+        def say(line: str) -> None:
+            if output.tabular:
+                render.err.print(_plain(line), markup=False, highlight=False, soft_wrap=True)
+
+        result = nodegroup_launch.provision(plan, cluster, eks, store, gang=name or new_gang_name(), node_role=role,
+                                            notify=say)
+    _show_nodegroup_result(result, nodes, output, no_headers)
+
+
+def _cluster_region(regions: tuple[str, ...]) -> str:
+    """A node group lives in its cluster's region: --region names it, else the AWS configuration's region."""
+    if len(regions) > 1:
+        raise InputError("--region", "", "--cluster takes one region, the cluster's")
+    if regions:
+        return regions[0]
+    region = Eks.default_region()
+    if region is None:
+        raise InputError("--region", "", "name the cluster's region (or set AWS_DEFAULT_REGION)")
+    return region
+
+
+def _nodegroup_plan_rows(cluster: nodegroup_spec.Cluster, targets: Sequence[nodegroup_spec.Target],
+                         nodes: int) -> list[dict[str, Any]]:
+    return [{"rank": i, "cluster": cluster.name, "region": t.candidate.region, "zone": t.candidate.zone,
+             "zone_name": t.subnet.zone_name, "subnet": t.subnet.subnet_id, "instance_type": t.candidate.instance_type,
+             "nodes": nodes, "capacity_type": t.capacity_type, "usd_per_hour": t.candidate.usd_per_hour,
+             "kgco2e_per_hour": None if t.candidate.gco2e_per_hour is None else t.candidate.gco2e_per_hour / 1000}
+            for i, t in enumerate(targets, start=1)]
+
+
+def _show_nodegroup_plan(cluster: nodegroup_spec.Cluster, targets: Sequence[nodegroup_spec.Target],
+                         skipped: Sequence[Skipped], nodes: int, output: Output, no_headers: bool,
+                         dry_run: bool) -> None:
+    caption = "dry run: the cluster and its subnets were read; nothing was created" if dry_run else None
+    emit_list(kinds.NODEGROUP_PLAN, _nodegroup_plan_rows(cluster, targets, nodes), output, no_headers=no_headers,
+              caption=caption)
+    if output.tabular:
+        for s in skipped[:PLAN_ROWS]:
+            render.out.print(f"skipped {s.candidate.zone} {s.candidate.instance_type}: {_plain(s.reason)}",
+                             markup=False, highlight=False, soft_wrap=True)
+
+
+def _show_nodegroup_result(result: nodegroup_launch.GroupResult, nodes: int, output: Output,
+                           no_headers: bool) -> None:
+    t = result.target
+    row = {"gang": result.gang, "state": result.state, "cluster": result.cluster,
+           "zone": t.candidate.zone if t else None, "subnet": t.subnet.subnet_id if t else None,
+           "nodegroup": result.group, "instance_type": t.candidate.instance_type if t else None, "nodes": nodes,
+           "capacity_type": t.capacity_type if t else None, "usd_per_hour": t.candidate.usd_per_hour if t else None,
+           "api_calls": result.api_calls, "message": _plain(result.message)}
+    if output.tabular:
+        render.table(f"attempts for {result.gang}", attempt_rows(result.attempts))
+    emit_list(kinds.NODEGROUPS, [row], output, no_headers=no_headers)
+    if not result.ok:
+        raise typer.Exit(EXIT_NO_FIT)
 
 
 def _with_progress(output: Output, run: Any) -> ProvisionResult:
@@ -460,7 +589,8 @@ def down_cmd(
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
 ) -> None:
-    """Terminate every machine of a gang, including what a crashed or stalled launch left behind."""
+    """Terminate every machine of a gang, including what a crashed or stalled launch left behind; for a node group
+    gang, delete the node groups geosched created (by journal and tags) and nothing else."""
     if (gang is None) == (not all_gangs):
         raise InputError("GANG/--all", "", "name one gang or pass --all")
     with Store(_home(ctx)) as store:
@@ -478,10 +608,16 @@ def down_cmd(
                 emit_list(kinds.GANG_DOWN, [], output)
             return
         if not yes:
-            typer.confirm(f"Terminate every machine of {', '.join(targets)}?", abort=True)
+            typer.confirm(f"Terminate every machine and node group of {', '.join(targets)}?", abort=True)
         providers = _lifecycle_providers(ctx, store, targets, inventory)
         rows = []
         for target in targets:
+            if nodegroup_journal.is_nodegroup_gang(store, target):
+                # A node group gang: its groups are deleted (`terminated` counts groups).
+                groups = nodegroup_launch.down(store, target, Eks)
+                rows.append({"gang": target, "state": groups.state, "terminated": groups.deleted,
+                             "api_calls": groups.api_calls, "errors": [_plain(e) for e in groups.errors]})
+                continue
             result = lifecycle.down(store, providers, target)
             rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
                          "api_calls": result.api_calls, "errors": [_plain(e) for e in result.errors]})
@@ -545,16 +681,25 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
             machines = [{"name": r.name, "provider": r.provider, "zone": r.zone, "provider_id": r.provider_id,
                          "state": r.state, "note": _plain(r.note or "") or None}
                         for r in journal.instances(store, gang=gang)]
+            groups = [{"name": g.name, "cluster": g.cluster, "zone": g.zone, "subnet": g.subnet,
+                       "instance_type": g.instance_type, "capacity_type": g.capacity_type, "nodes": g.nodes,
+                       "state": g.state, "note": _plain(g.note or "") or None}
+                      for g in nodegroup_journal.groups(store, gang=gang)]
 
             def table() -> None:
                 render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message
                                                               else ""))
                 render.table("attempts", attempts)
-                render.table("instances", machines)
+                if groups:
+                    render.table("node groups", groups)
+                else:
+                    render.table("instances", machines)
 
-            emit_document("GangStatus", {"gang": gang, "state": record.state, "message": record.message,
-                                         "attempts": attempts, "instances": machines}, output, table,
-                          no_headers=no_headers)
+            doc: dict[str, Any] = {"gang": gang, "state": record.state, "message": record.message,
+                                   "attempts": attempts, "instances": machines}
+            if groups:
+                doc["nodegroups"] = groups
+            emit_document("GangStatus", doc, output, table, no_headers=no_headers)
             return
         rows = [_gang_row(store, g) for g in journal.gangs(store)]
         owner = journal.owner(store)
@@ -568,14 +713,24 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
     rows = journal.instances(store, gang=g.gang)
     chosen = journal.attempt(store, g.attempt) if g.attempt else None
     billed = lifecycle.billed(store, g.gang)
+    groups = nodegroup_journal.groups(store, gang=g.gang)
+    if groups:
+        # A node group gang: its nodes are the created groups' (EKS keeps them at the gang size), priced as planned.
+        up = [r for r in groups if r.state == "created"]
+        nodes_up = sum(r.nodes for r in up)
+        usd = sum(a.usd_per_hour or 0.0 for a in journal.attempts(store, g.gang) if a.id in {r.attempt for r in up})
+        open_rows = len([r for r in groups if r.state in ("intent", "deleting")])
+    else:
+        nodes_up, usd = len(billed), sum(r.usd_per_hour or 0.0 for r in billed)
+        open_rows = len([r for r in rows if r.state in ("intent", "terminating")])
     # A ready gang that lost machines (as the last refresh saw) says so.
-    state = "degraded" if g.state == "ready" and g.request and len(billed) < g.request.nodes else g.state
+    state = "degraded" if g.state == "ready" and g.request and nodes_up < g.request.nodes else g.state
     return {"gang": g.gang, "state": state,
             "provider": chosen.provider if chosen else None, "zone": chosen.zone if chosen else None,
             "instance_type": chosen.instance_type if chosen else None,
-            "nodes_up": len(billed), "nodes": g.request.nodes if g.request else None,
-            "open": len([r for r in rows if r.state in ("intent", "terminating")]),
-            "usd_per_hour": sum(r.usd_per_hour or 0.0 for r in billed),
+            "nodes_up": nodes_up, "nodes": g.request.nodes if g.request else None,
+            "open": open_rows,
+            "usd_per_hour": usd,
             "created_at": rfc3339(g.created_at),
             "age_h": round((time.time() - g.created_at) / 3600, 2)}
 

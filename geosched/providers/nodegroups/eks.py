@@ -1,0 +1,162 @@
+"""The boto3 edge of node groups: EKS DescribeCluster, CreateNodegroup, DescribeNodegroup, DeleteNodegroup,
+ListNodegroups, and EC2 DescribeSubnets for the cluster's subnets. SDK types stay here; errors leave as the
+provider taxonomy (`base.ProviderError` classes), through the EC2 classifier plus EKS's own codes.
+
+Endpoint, region chain and credentials come from boto3's standard configuration (as `aws.py`); botocore's retries
+are off so the retry policy decides. Every call counts on the `Budget` it is given and refuses to start past its
+deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import boto3  # type: ignore[import-untyped]
+import botocore.exceptions as bex  # type: ignore[import-untyped]
+from botocore.config import Config  # type: ignore[import-untyped]
+
+from geosched.providers import aws
+from geosched.providers.base import (
+    Budget,
+    CapacityError,
+    ProviderError,
+    QuotaError,
+    StallError,
+    TransientError,
+    UnsupportedError,
+)
+from geosched.providers.nodegroups.spec import Cluster, Subnet
+
+T = TypeVar("T")
+# EKS API reference, "Common Errors" and each action's errors: what they mean for failover.
+NOT_FOUND = "ResourceNotFoundException"
+IN_USE = "ResourceInUseException"
+REQUEST_CODES = frozenset({"InvalidParameterException", "InvalidRequestException", "ClientException"})
+EKS_CODES: dict[str, type[ProviderError]] = {
+    "ResourceLimitExceededException": QuotaError,
+    "UnsupportedAvailabilityZoneException": UnsupportedError,
+    "InsufficientCapacityException": CapacityError,
+    "ServerException": TransientError,
+    "ServiceUnavailableException": TransientError,
+}
+
+
+class Eks:
+    """One region's EKS and EC2 clients for node groups."""
+
+    def __init__(self, region: str, session: Any | None = None, call_timeout_s: float = 30.0) -> None:
+        self.region = region
+        self._session = session or boto3.session.Session()
+        self._config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=call_timeout_s,
+                              connect_timeout=min(10.0, call_timeout_s))
+        self._eks = self._session.client("eks", region_name=region, config=self._config)
+        self._ec2_client: Any = None  # only reading a cluster needs EC2: made then (a client costs ~0.3-1 s)
+
+    @property
+    def _ec2(self) -> Any:
+        if self._ec2_client is None:
+            self._ec2_client = self._session.client("ec2", region_name=self.region, config=self._config)
+        return self._ec2_client
+
+    @staticmethod
+    def default_region() -> str | None:
+        """The region boto3's standard configuration names (AWS_DEFAULT_REGION, AWS_REGION, ~/.aws/config)."""
+        region = boto3.session.Session().region_name
+        return str(region) if region else None
+
+    def cluster(self, name: str, budget: Budget) -> Cluster | None:
+        """The cluster and its subnets by zone, or None when the region has no such cluster."""
+        try:
+            raw = _call(budget, lambda: self._eks.describe_cluster(name=name)["cluster"])
+        except _Missing:
+            return None
+        vpc = raw.get("resourcesVpcConfig") or {}
+        ids = list(vpc.get("subnetIds") or [])
+        vpc_id = str(vpc.get("vpcId") or "")
+        found: list[dict[str, Any]] = []
+        if ids:
+            # The cluster's subnets, within its VPC when EKS says which (DescribeCluster resourcesVpcConfig.vpcId).
+            filters = [{"Name": "vpc-id", "Values": [vpc_id]}] if vpc_id else []
+            found = _call(budget, lambda: self._ec2.describe_subnets(SubnetIds=ids, Filters=filters)["Subnets"])
+        by_id = {s["SubnetId"]: Subnet(s["SubnetId"], s["AvailabilityZoneId"], s["AvailabilityZone"]) for s in found}
+        vpc_id = vpc_id or next((str(s["VpcId"]) for s in found), "")
+        # The cluster's own order: the first subnet of a zone is the one a group goes into.
+        return Cluster(name, self.region, vpc_id, tuple(by_id[i] for i in ids if i in by_id))
+
+    def create(self, request: dict[str, Any], budget: Budget) -> dict[str, Any]:
+        return dict(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
+
+    def describe(self, cluster: str, name: str, budget: Budget) -> dict[str, Any] | None:
+        """The group, or None once EKS no longer knows it."""
+        try:
+            return dict(_call(budget, lambda: self._eks.describe_nodegroup(clusterName=cluster,
+                                                                           nodegroupName=name)["nodegroup"]))
+        except _Missing:
+            return None
+
+    def delete(self, cluster: str, name: str, budget: Budget) -> bool:
+        """Ask EKS to delete the group; False when it was already gone."""
+        try:
+            _call(budget, lambda: self._eks.delete_nodegroup(clusterName=cluster, nodegroupName=name), mutating=True)
+        except _Missing:
+            return False
+        return True
+
+    def names(self, cluster: str, budget: Budget) -> list[str]:
+        out: list[str] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"clusterName": cluster, "maxResults": 100}
+            if token:
+                kwargs["nextToken"] = token
+            try:
+                page = _call(budget, partial(self._eks.list_nodegroups, **kwargs))
+            except _Missing:
+                return out
+            out.extend(page.get("nodegroups") or [])
+            token = page.get("nextToken")
+            if not token:
+                return out
+
+
+class _Missing(Exception):
+    """ResourceNotFoundException: the cluster or group does not exist (not an error for the callers)."""
+
+
+class RefusedRequest(ProviderError):
+    """EKS refused the request itself (InvalidParameterException, InvalidRequestException, ClientException: a role
+    it cannot use, a parameter it rejects): every zone would refuse it alike, and it says nothing about a zone's
+    capacity, so nothing is remembered and the run stops."""
+
+    kind = "request"
+
+
+class InUse(ProviderError):
+    """CreateNodegroup: a group of that name exists already (a retried create, or someone else's)."""
+
+    kind = "unsupported"
+
+
+def _call(budget: Budget, fn: Callable[[], T], *, mutating: bool = False) -> T:
+    if budget.expired:
+        raise StallError("deadline passed before the call", code="Deadline")
+    budget.tick()
+    try:
+        return fn()
+    except bex.ClientError as exc:
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", "Unknown"))
+        message = str(err.get("Message", ""))
+        if code == NOT_FOUND:
+            raise _Missing(message) from None
+        if code == IN_USE:
+            raise InUse(message, code=code) from None
+        if code in REQUEST_CODES:
+            raise RefusedRequest(message, code=code) from None
+        if code in EKS_CODES:
+            raise EKS_CODES[code](message, code=code) from None
+        raise aws.classify(exc, mutating=mutating, budget=budget) from None
+    except bex.BotoCoreError as exc:
+        raise aws.classify(exc, mutating=mutating, budget=budget) from None

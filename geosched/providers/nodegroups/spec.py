@@ -1,0 +1,170 @@
+"""What a gang's EKS managed node group is, decided without any call: pure.
+
+In: the gang plan (`plan.Plan`, the same ranking the machine path uses) and what the cluster is (its region and
+the subnet it has in each zone). Out: the zones to try in order (a plan candidate of the cluster's region in a
+zone where the cluster has a subnet), the CreateNodegroup request for one of them, whether a node group found in
+the cluster is geosched's, and what a failed group's health issues mean in the provider error taxonomy.
+
+AWS shapes relied on (EKS API reference, "CreateNodegroup", "Nodegroup", "Taint", "Issue"):
+- CreateNodegroup: clusterName, nodegroupName (1-63 letters, digits, '-', '_'), subnets, nodeRole, instanceTypes,
+  capacityType ON_DEMAND | SPOT | CAPACITY_BLOCK, scalingConfig {minSize, maxSize, desiredSize}, amiType, labels
+  {key: value}, taints [{key, value, effect NO_SCHEDULE | NO_EXECUTE | PREFER_NO_SCHEDULE}], tags {key: value},
+  clientRequestToken (idempotency).
+- Nodegroup.status: CREATING | ACTIVE | UPDATING | DELETING | CREATE_FAILED | DELETE_FAILED | DEGRADED;
+  Nodegroup.health.issues [{code, message, resourceIds}], codes such as AsgInstanceLaunchFailures (whose
+  message carries EC2's own error, "Could not launch On-Demand Instances. InsufficientInstanceCapacity - ..."),
+  InstanceLimitExceeded, InsufficientFreeAddresses, Ec2SubnetInvalidConfiguration, NodeCreationFailure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from geosched.kube import keys
+from geosched.models import Pricing
+from geosched.providers.base import (
+    ATTEMPT_TAG,
+    GANG_TAG,
+    OWNER_TAG,
+    CapacityError,
+    ProviderError,
+    QuotaError,
+    UnsupportedError,
+)
+from geosched.providers.lifecycle import GANG_LABEL
+from geosched.providers.plan import Candidate, Plan, Skipped
+
+PROVIDER = "aws"
+# The NVIDIA-ready EKS-optimized Amazon Linux 2023 image (EKS API reference, Nodegroup.amiType AL2023_x86_64_NVIDIA):
+# the node has the driver and the device plugin's prerequisites, as a GPU node group needs.
+AMI_TYPE = "AL2023_x86_64_NVIDIA"
+# Keeps pods that do not ask for GPUs off the gang's nodes; every pod geosched renders tolerates it
+# (kube.tolerations.GPU_ADMISSION: nvidia.com/gpu Exists NoSchedule), so the gang itself is not kept off.
+GPU_TAINT = {"key": keys.GPU, "value": "true", "effect": "NO_SCHEDULE"}
+ACTIVE = "ACTIVE"
+CREATING = "CREATING"
+CREATE_FAILED = "CREATE_FAILED"
+DELETING = "DELETING"
+# Issue codes, and codes EC2 puts into an AsgInstanceLaunchFailures message, that mean "this zone has no room now".
+CAPACITY_ISSUES = frozenset({"InsufficientFreeAddresses"})
+CAPACITY_MARKERS = ("InsufficientInstanceCapacity", "InsufficientCapacity", "SpotMaxPriceTooLow",
+                    "capacity-not-available", "UnfulfillableCapacity")
+QUOTA_ISSUES = frozenset({"InstanceLimitExceeded"})
+QUOTA_MARKERS = ("VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded")
+
+
+@dataclass(frozen=True, slots=True)
+class Subnet:
+    subnet_id: str
+    zone_id: str
+    zone_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """An EKS cluster as node groups need it: its region and the subnets of its resourcesVpcConfig by zone ID
+    (the catalog names AWS zones by zone ID; the first subnet of a zone, in the cluster's order, is used)."""
+
+    name: str
+    region: str
+    vpc_id: str
+    subnets: tuple[Subnet, ...]
+
+    def subnet_for(self, zone_id: str) -> Subnet | None:
+        return next((s for s in self.subnets if s.zone_id == zone_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One zone to try: the plan's candidate and the cluster subnet there."""
+
+    candidate: Candidate
+    cluster: str
+    subnet: Subnet
+
+    @property
+    def capacity_type(self) -> str:
+        return capacity_type(self.candidate.pricing)
+
+
+def capacity_type(pricing: Pricing) -> str:
+    return "SPOT" if pricing is Pricing.SPOT else "ON_DEMAND"
+
+
+def targets(plan: Plan, cluster: Cluster) -> tuple[tuple[Target, ...], tuple[Skipped, ...]]:
+    """The plan's candidates the cluster can hold, in plan order, and the others with the reason: another
+    provider or region (a node group lives in its cluster's region), or a zone without a cluster subnet."""
+    keep: list[Target] = []
+    skipped: list[Skipped] = []
+    for c in plan.candidates:
+        if c.provider != PROVIDER or c.region != cluster.region:
+            skipped.append(Skipped(c, f"not in cluster {cluster.name}'s region ({PROVIDER}/{cluster.region})"))
+            continue
+        subnet = cluster.subnet_for(c.zone)
+        if subnet is None:
+            skipped.append(Skipped(c, f"cluster {cluster.name} has no subnet in zone {c.zone}"))
+            continue
+        keep.append(Target(c, cluster.name, subnet))
+    return tuple(keep), tuple(skipped)
+
+
+def group_name(gang: str, seq: int) -> str:
+    """One name per attempt, known before the create call: a crash between journal and answer still leaves the
+    name `down` looks for."""
+    return f"{gang}-{seq}"
+
+
+def tags(gang: str, owner: str, token: str) -> dict[str, str]:
+    return {GANG_TAG: gang, OWNER_TAG: owner, ATTEMPT_TAG: token}
+
+
+def labels(gang: str) -> dict[str, str]:
+    """The label geosched pins the gang with (the same key its provisioned machines carry as fleet nodes); EKS
+    adds the zone, region, instance type and eks.amazonaws.com/nodegroup|capacityType labels itself."""
+    return {GANG_LABEL: gang}
+
+
+def create_request(target: Target, *, gang: str, seq: int, owner: str, token: str, nodes: int,
+                   node_role: str) -> dict[str, Any]:
+    """The keyword arguments of boto3 `eks.create_nodegroup` for this attempt."""
+    return {
+        "clusterName": target.cluster,
+        "nodegroupName": group_name(gang, seq),
+        "subnets": [target.subnet.subnet_id],
+        "nodeRole": node_role,
+        "instanceTypes": [target.candidate.instance_type],
+        "capacityType": target.capacity_type,
+        "amiType": AMI_TYPE,
+        # The gang is all-or-nothing: no autoscaling below or above it.
+        "scalingConfig": {"minSize": nodes, "maxSize": nodes, "desiredSize": nodes},
+        "labels": labels(gang),
+        "taints": [dict(GPU_TAINT)],
+        "tags": tags(gang, owner, token),
+        "clientRequestToken": token,
+    }
+
+
+def ours(group_tags: Mapping[str, str] | None, owner: str, gang: str | None = None) -> bool:
+    """A node group geosched made for this store (and gang): only those are ever deleted."""
+    t = group_tags or {}
+    return t.get(OWNER_TAG) == owner and (gang is None or t.get(GANG_TAG) == gang)
+
+
+def failure(status: str, issues: Sequence[Mapping[str, Any]], name: str) -> ProviderError:
+    """What a CREATE_FAILED group's health issues mean for failover: capacity (next zone), quota (next region),
+    anything else an unsupported configuration of this zone."""
+    text = "; ".join(f"{i.get('code', '?')}: {i.get('message', '')}" for i in issues) or "no health issue given"
+    codes = {str(i.get("code", "")) for i in issues}
+    message = f"node group {name} {status}: {text}"
+    if codes & CAPACITY_ISSUES or any(m in text for m in CAPACITY_MARKERS):
+        return CapacityError(message, code=_first(codes, CAPACITY_ISSUES) or "InsufficientInstanceCapacity")
+    if codes & QUOTA_ISSUES or any(m in text for m in QUOTA_MARKERS):
+        return QuotaError(message, code=_first(codes, QUOTA_ISSUES) or "InstanceLimitExceeded")
+    return UnsupportedError(message, code=sorted(codes)[0] if codes else status)
+
+
+def _first(codes: set[str], wanted: frozenset[str]) -> str | None:
+    found = sorted(codes & wanted)
+    return found[0] if found else None

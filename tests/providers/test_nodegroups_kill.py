@@ -1,0 +1,130 @@
+"""A provisioning process killed with SIGKILL while it makes a node group leaves a journal that `down` cleans
+fully: no node group of the gang is left in the cluster and no journal row stays open.
+
+Three moments: while the process waits for a created group to become ACTIVE (the proxy keeps answering CREATING:
+moto makes every group ACTIVE at once, eks_extras.py); while its CreateNodegroup request is held by the server
+(the proxy stalls it, then forwards it to moto: the group appears after the process died, and `down` finds it
+through the intent row, waiting for the intent to settle); and while the DeleteNodegroup of a group that failed
+for capacity is held (the row says `deleting`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
+from geosched.emulators.eks_extras import capacity_issue
+from geosched.providers import journal
+from geosched.providers.gang import plan_gang
+from geosched.providers.nodegroups import journal as groups_journal
+from geosched.providers.nodegroups.eks import Eks
+from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
+from geosched.providers.retry import RetryPolicy
+from geosched.store import Store
+from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
+from tests.providers.prov_support import aws_env, aws_provider
+
+pytestmark = pytest.mark.integration
+
+SETTLE_S = 8.0
+
+
+def settings() -> GroupSettings:
+    return GroupSettings(poll_s=0.05, call_timeout_s=10.0, settle_s=SETTLE_S,
+                         retry=RetryPolicy(attempts=3, initial_s=0.02, max_s=0.1))
+
+
+def child(home: str, env: dict[str, str], cluster: str, gang: str) -> None:
+    """The provisioning process: what `geosched provision --cluster` runs, in a process of its own."""
+    os.environ.update(env)
+    with Store(Path(home)) as store:
+        eks = Eks(REGION)
+        plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, store)
+        provision(plan, read_cluster(eks, cluster, settings()), eks, store, gang=gang, node_role=NODE_ROLE,
+                  settings=settings())
+
+
+def row_in(home: Path, gang: str, state: str) -> Callable[[], bool]:
+    def seen() -> bool:
+        with Store(home) as store:
+            return any(r.state == state for r in groups_journal.groups(store, gang=gang))
+    return seen
+
+
+def kill_when(home: Path, proxy: Ec2FaultProxy, cluster: EksCluster, gang: str, ready: Callable[[], bool],
+              limit_s: float = 60.0) -> None:
+    """Run the provisioning process and SIGKILL it as soon as `ready()` holds."""
+    proc: Any = multiprocessing.get_context("spawn").Process(
+        target=child, args=(str(home), aws_env(proxy.url), cluster.name, gang))
+    proc.start()
+    try:
+        deadline = time.monotonic() + limit_s
+        while not ready():
+            assert time.monotonic() < deadline, f"the moment to kill {gang} never came"
+            assert proc.is_alive(), "the child ended before the moment to kill it"
+            time.sleep(0.01)
+    finally:
+        proc.kill()  # SIGKILL, this child only
+        proc.join(10.0)
+    assert proc.exitcode == -9, "the child must die by the kill, not finish"
+
+
+def assert_clean(home: Path, cluster: EksCluster, gang: str) -> None:
+    with Store(home) as store:
+        result = down(store, gang, Eks, settings())
+        assert (result.state, result.errors) == ("terminated", ())
+        assert groups_journal.groups(store, gang=gang, states=groups_journal.OPEN_STATES) == []
+        assert journal.gang_record(store, gang).state == "terminated"  # type: ignore[union-attr]
+    assert cluster.groups() == {}, "down must leave no node group of the gang"
+
+
+@pytest.fixture
+def cluster(moto: MotoServer, proxy: Ec2FaultProxy) -> EksCluster:
+    return make_cluster(moto.url)
+
+
+def test_killed_while_waiting_for_active(tmp_path: Path, proxy: Ec2FaultProxy, cluster: EksCluster) -> None:
+    for zone in ZONES.values():
+        proxy.nodegroups.set(zone, "CREATING")
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-wait", row_in(home, "k-wait", "created"))
+    assert list(cluster.groups()) == ["k-wait-1"], "the killed process left its group behind"
+    proxy.nodegroups.clear()
+    assert_clean(home, cluster, "k-wait")
+
+
+def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, proxy: Ec2FaultProxy,
+                                                       cluster: EksCluster) -> None:
+    # Held for less than the settle time, so the group lands while `down` still looks for it.
+    create = f"POST /clusters/{cluster.name}/node-groups"
+    held = proxy.inject(Ec2Fault.stall(4.0), action=create)
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-held", lambda: held.hits > 0)  # the server holds the create now
+    assert cluster.groups() == {}, "killed before the held create reached moto"
+    assert_clean(home, cluster, "k-held")
+    # The held create has reached moto by now (the proxy logs a call once moto answered it): nothing it made is left.
+    deadline = time.monotonic() + 30.0
+    while proxy.log.count(method=create) == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proxy.log.count(method=create, status=200) == 1
+    assert cluster.groups() == {}, "the group the held create made after the kill must be gone"
+
+
+def test_killed_while_rolling_back_a_failed_group(tmp_path: Path, proxy: Ec2FaultProxy, cluster: EksCluster) -> None:
+    # The first zone's group ends CREATE_FAILED for capacity; its DeleteNodegroup is held by the server when the
+    # process dies, so the journal says `deleting` and the group may or may not be gone yet.
+    zone = ZONES["use1-az1"]
+    proxy.nodegroups.set(zone, "CREATE_FAILED", [capacity_issue("p4d.24xlarge", zone)])
+    held = proxy.inject(Ec2Fault.stall(4.0), action=f"DELETE /clusters/{cluster.name}/node-groups/k-back-1")
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-back", lambda: held.hits > 0)
+    with Store(home) as store:
+        assert [r.state for r in groups_journal.groups(store, gang="k-back")] == ["deleting"]
+    assert_clean(home, cluster, "k-back")

@@ -1,0 +1,73 @@
+"""The pure part of node groups: which zones a cluster can hold, the CreateNodegroup request, whose group is whose,
+and what a failed group's health issues mean for failover. Issue shapes: EKS API reference "Issue" (code, message,
+resourceIds) and the EKS User Guide's managed node group errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from geosched.models import Pricing
+from geosched.providers.base import CapacityError, QuotaError, UnsupportedError
+from geosched.providers.gang import plan_gang
+from geosched.providers.nodegroups import spec
+from geosched.providers.plan import PricingMode
+from tests.providers.eks_support import NODE_ROLE, REGION, request
+from tests.providers.prov_support import aws_provider
+
+CLUSTER = spec.Cluster("ml", REGION, "vpc-1", (
+    spec.Subnet("subnet-b", "use1-az2", "us-east-1c"), spec.Subnet("subnet-a", "use1-az6", "us-east-1a"),
+    spec.Subnet("subnet-c", "use1-az2", "us-east-1c")))
+
+
+def test_targets_keep_plan_order_and_say_why_a_zone_is_out() -> None:
+    plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, None)
+    targets, skipped = spec.targets(plan, CLUSTER)
+    assert [(t.candidate.zone, t.subnet.subnet_id) for t in targets] == [("use1-az2", "subnet-b"),
+                                                                          ("use1-az6", "subnet-a")]
+    assert [(s.candidate.zone, s.reason) for s in skipped] == [
+        ("use1-az1", "cluster ml has no subnet in zone use1-az1")]
+
+
+def test_the_request_pins_the_gang_and_holds_it_at_its_size() -> None:
+    plan = plan_gang(request(4, PricingMode.SPOT), {"aws": aws_provider((REGION,))}, None)
+    target = spec.targets(plan, CLUSTER)[0][0]
+    assert target.candidate.zone == "use1-az6"  # the cheapest spot zone of the shipped catalog (aws_gpu_vms.csv)
+    body = spec.create_request(target, gang="g", seq=3, owner="o1", token="g-3", nodes=4, node_role=NODE_ROLE)
+    assert body == {
+        "clusterName": "ml", "nodegroupName": "g-3", "subnets": ["subnet-a"], "nodeRole": NODE_ROLE,
+        "instanceTypes": ["p4d.24xlarge"], "capacityType": "SPOT", "amiType": "AL2023_x86_64_NVIDIA",
+        "scalingConfig": {"minSize": 4, "maxSize": 4, "desiredSize": 4}, "labels": {"geosched.io/gang": "g"},
+        "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+        "tags": {"geosched-gang": "g", "geosched-owner": "o1", "geosched-attempt": "g-3"},
+        "clientRequestToken": "g-3"}
+    assert spec.capacity_type(Pricing.ON_DEMAND) == "ON_DEMAND"
+
+
+def test_only_groups_tagged_with_this_stores_owner_are_ours() -> None:
+    tags = {"geosched-gang": "g", "geosched-owner": "o1"}
+    assert spec.ours(tags, "o1") and spec.ours(tags, "o1", "g")
+    assert not spec.ours(tags, "o2") and not spec.ours(tags, "o1", "h")
+    assert not spec.ours(None, "o1") and not spec.ours({"team": "data"}, "o1")
+
+
+@pytest.mark.parametrize(("issues", "kind", "code"), [
+    ([{"code": "AsgInstanceLaunchFailures", "message": "Could not launch On-Demand Instances. "
+       "InsufficientInstanceCapacity - We currently do not have sufficient p4d.24xlarge capacity in the Availability "
+       "Zone you requested (us-east-1b). Launching EC2 instance failed.", "resourceIds": ["eks-asg"]}],
+     CapacityError, "InsufficientInstanceCapacity"),
+    ([{"code": "InsufficientFreeAddresses", "message": "One or more of the subnets associated with your managed node "
+       "group does not have enough available IP addresses for new nodes.", "resourceIds": ["subnet-b"]}],
+     CapacityError, "InsufficientFreeAddresses"),
+    ([{"code": "AsgInstanceLaunchFailures", "message": "Could not launch On-Demand Instances. VcpuLimitExceeded - You "
+       "have requested more vCPU capacity than your current vCPU limit of 0 allows.", "resourceIds": ["eks-asg"]}],
+     QuotaError, "InstanceLimitExceeded"),
+    ([{"code": "Ec2SubnetInvalidConfiguration", "message": "One or more Amazon EC2 Subnets of [subnet-b] for node "
+       "group g-1 does not automatically assign public IP addresses to instances launched into it.",
+       "resourceIds": ["subnet-b"]}], UnsupportedError, "Ec2SubnetInvalidConfiguration"),
+    ([], UnsupportedError, "CREATE_FAILED"),
+])
+def test_a_failed_groups_issues_become_the_error_class_failover_acts_on(issues: list[dict[str, object]],
+                                                                        kind: type, code: str) -> None:
+    error = spec.failure("CREATE_FAILED", issues, "g-1")
+    assert type(error) is kind and error.code == code
+    assert error.message.startswith("node group g-1 CREATE_FAILED: ")
