@@ -27,6 +27,7 @@ from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import JobInput, read_job_file
 from geosched.kube.render import RenderOptions, render, to_yaml
 from geosched.models import Assignment, Node
+from tests.gitops.gitops_support import gitops, tree_args, write_inputs
 from tests.kubeapi.real_nodes import eks_node, gke_node
 
 Validate = Callable[[Mapping[str, Any]], None]
@@ -207,3 +208,18 @@ def test_pod_options_without_gpudirect_keep_their_digest_form() -> None:
     assert "networking.gke.io" not in rendered and "initContainers" not in rendered
     assert podoptions.to_dict(config({"gpudirect": "tcpx"}).pods)["gpudirect_networks"] == ["vpc1", "vpc2", "vpc3",
                                                                                             "vpc4"]
+
+
+def test_gitops_render_refuses_gpudirect_off_gke_in_one_line_exit_2(tmp_path: Path) -> None:
+    # A real `geosched gitops render` process over the lab fleet (synthetic nodes, no GKE labels).
+    write_inputs(tmp_path)
+    clusters = (tmp_path / "clusters.yaml").read_text(encoding="utf-8")
+    gpudirect = ", pods: {gpudirect: tcpxo}}"
+    (tmp_path / "clusters.yaml").write_text(clusters.replace("namespace: ml}", "namespace: ml" + gpudirect)
+                                            .replace("{backend: coscheduling}", "{backend: coscheduling" + gpudirect),
+                                            encoding="utf-8")
+    run = gitops("render", *tree_args(tmp_path))
+    assert run.returncode == 2, run.stdout + run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert "pods.gpudirect" in line and "is not a GKE node" in line and "cluster " in line
+    assert "Traceback" not in run.stderr
