@@ -121,6 +121,16 @@ def parse(data: Any, source: str, path: str) -> PodOptions:
     if priority is not None and (not isinstance(priority, str) or not priority):
         raise InputError(source, where("priority_class"), f"expected a PriorityClass name, got {priority!r}")
     stack, networks, image = _gpudirect(data, source, where)
+    if stack is not None and host_network:
+        # GKE multi-networking gives GPUDirect's NICs to the pod's own network namespace through the CNI plugin;
+        # a hostNetwork pod has no namespace of its own and the kubelet calls no CNI plugin for it, so its
+        # `networking.gke.io/interfaces` would attach nothing. The page's current manifests leave hostNetwork
+        # off (gpudirect.py cites them), as does NVIDIA's GKE TCPXO profile
+        # (docs.nvidia.com/aicr/latest/integrator-guide/gke-tcpxo-networking: "hostNetwork: false").
+        raise InputError(source, where("host_network"), "must be false with gpudirect: its NICs reach the pod "
+                         "through GKE multi-networking, which hostNetwork pods do not get")
+    if stack is not None and isinstance(efa, int) and efa > 0:
+        raise InputError(source, where("efa"), "EFA is AWS's and gpudirect GKE's: a pod cannot use both")
     return PodOptions(efa=efa,
                       hugepages_2mi=quantities["hugepages_2mi"],
                       host_network=host_network, shm=shm == "memory", shm_size=quantities["shm_size"],

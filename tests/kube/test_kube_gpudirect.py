@@ -184,6 +184,8 @@ def test_without_the_placed_nodes_gpudirect_is_refused() -> None:
      "each network once"),
     ({"gpudirect_networks": ["a", "b", "c", "d"]}, "clusters.c.pods.gpudirect_networks", "only with gpudirect"),
     ({"gpudirect": "tcpx", "gpudirect_image": "two words"}, "clusters.c.pods.gpudirect_image", "image reference"),
+    ({"gpudirect": "tcpxo", "host_network": True}, "clusters.c.pods.host_network", "multi-networking"),
+    ({"gpudirect": "tcpxo", "efa": 32}, "clusters.c.pods.efa", "cannot use both"),
 ])
 def test_a_bad_gpudirect_option_is_one_line_naming_the_field(pods: dict[str, Any], field: str, reason: str) -> None:
     with pytest.raises(InputError) as caught:
