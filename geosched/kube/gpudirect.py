@@ -115,6 +115,8 @@ def apply(template: dict[str, Any], stack: str, networks: Sequence[str], daemon_
         volumes.append({"name": "tcpx-socket", "emptyDir": {}})
         daemon_mounts.append({"name": "tcpx-socket", "mountPath": "/run/tcpx"})
         worker_mounts.append({"name": "tcpx-socket", "mountPath": "/tmp"})
+        # The page's manifest writes the --setup_param value as `\"--verbose 128 2 0 \"`, shell quoting that
+        # survived into YAML; the daemon wants the words inside the quotes, which an argv element carries as is.
         command = ["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset", "a3vm", "--gpu_shmem_type", "fd",
                    "--uds_path", "/run/tcpx", "--setup_param", "--verbose 128 2 0 "]
         env += [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},

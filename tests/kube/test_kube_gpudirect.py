@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_support import DATA, NOW, make_placement
+from kube_support import DATA, K8S_VERSIONS, NOW, WORKLOAD_API_VERSIONS, make_placement, validate_manifest
 
 from geosched.errors import InputError
 from geosched.kube import podoptions
@@ -225,3 +225,20 @@ def test_gitops_render_refuses_gpudirect_off_gke_in_one_line_exit_2(tmp_path: Pa
     [line] = run.stderr.strip().splitlines()
     assert "pods.gpudirect" in line and "is not a GKE node" in line and "cluster " in line
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("kind", list(CompactKind))
+@pytest.mark.parametrize("backend", ["none", "kueue", "coscheduling", "volcano", "workload-api"])
+def test_every_backend_and_compact_kind_carries_the_stack_and_passes_the_schemas(backend: str,
+                                                                                kind: CompactKind) -> None:
+    body: dict[str, Any] = {"clusters": {"c": {"namespace": "ml", "backend": backend, "pods": {"gpudirect": "tcpx"},
+                                               **({"queue": "team-a"} if backend == "kueue" else {})}}}
+    cluster = parse_cluster_config(body, "clusters.yaml")["c"]
+    rendered = manifests([gke("x7k2", HIGH), gke("m4q9", HIGH)], cluster, kind=kind)
+    template = worker_template(rendered)
+    assert "networking.gke.io/interfaces" in template["metadata"]["annotations"]
+    assert [c["name"] for c in template["spec"]["initContainers"]] == ["tcpx-daemon"]
+    # The Workload API's pod field and objects exist from Kubernetes 1.36 on: checked against those schemas.
+    versions = WORKLOAD_API_VERSIONS if backend == "workload-api" else K8S_VERSIONS
+    for obj in rendered:
+        validate_manifest(obj, versions)
