@@ -17,6 +17,10 @@ clusters:
       cpu: "90"               # optional cpu request per worker
       memory: 1Ti             # optional memory request per worker
       priority_class: training  # optional priorityClassName
+      gpudirect: tcpxo        # optional, GKE only: GPUDirect-TCPX (a3-highgpu-8g) or -TCPXO (a3-megagpu-8g)
+      gpudirect_networks: [gpu-nic-1, gpu-nic-2, gpu-nic-3, gpu-nic-4, gpu-nic-5, gpu-nic-6, gpu-nic-7, gpu-nic-8]
+                              # the cluster's GPU NIC Network objects, 4 (tcpx) or 8 (tcpxo) (default vpc1..vpcN)
+      gpudirect_image: us-docker.pkg.dev/...  # optional: the RxDM daemon image (default: the tag GKE's page pins)
 ```
 
 A compact job file may set the same keys under its own `pods:`; each key it sets wins over its cluster's.
@@ -35,16 +39,19 @@ Why these defaults, by the sources:
   (kubernetes.io/docs/concepts/storage/volumes/#emptydir, `medium: Memory`), as the EKS and GKE training examples do.
 - hostNetwork stays off by default: EFA traffic bypasses the kernel through the device, not the pod network. GKE's
   GPUDirect-TCPX/TCPXO (a3-highgpu/a3-megagpu) does need `host_network: true` with its multi-network setup
-  (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx); geosched does not set that up.
+  (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx) only in its older form; the page's
+  current manifests use multi-networking instead, which `gpudirect:` renders (geosched/kube/gpudirect.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from geosched.errors import InputError
+from geosched.kube import gpudirect as gpudirect_stack
 from geosched.kube.resources import amount
 
 EFA = "vpc.amazonaws.com/efa"
@@ -53,7 +60,10 @@ HUGEPAGES_2MI = "hugepages-2Mi"
 EFA_PER_INSTANCE = {"p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32,
                     "p5en.48xlarge": 16}
 AUTO = "auto"
-FIELDS = {"efa", "hugepages_2mi", "host_network", "shm", "shm_size", "cpu", "memory", "priority_class"}
+FIELDS = {"efa", "hugepages_2mi", "host_network", "shm", "shm_size", "cpu", "memory", "priority_class",
+          "gpudirect", "gpudirect_networks", "gpudirect_image"}
+# A GKE Network object's name (metadata.name, an RFC 1123 label as the interfaces annotation refers to it).
+NETWORK_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SHM_VOLUME = "dshm"
 
 
@@ -67,6 +77,9 @@ class PodOptions:
     cpu: str | None = None
     memory: str | None = None
     priority_class: str | None = None
+    gpudirect: str | None = None  # a key of gpudirect.STACKS
+    gpudirect_networks: tuple[str, ...] = ()  # set (4 or 8 names) exactly when gpudirect is
+    gpudirect_image: str | None = None
 
 
 DEFAULT = PodOptions()
@@ -107,10 +120,46 @@ def parse(data: Any, source: str, path: str) -> PodOptions:
     priority = data.get("priority_class")
     if priority is not None and (not isinstance(priority, str) or not priority):
         raise InputError(source, where("priority_class"), f"expected a PriorityClass name, got {priority!r}")
+    stack, networks, image = _gpudirect(data, source, where)
+    if stack is not None and host_network:
+        # GKE multi-networking gives GPUDirect's NICs to the pod's own network namespace through the CNI plugin;
+        # a hostNetwork pod has no namespace of its own and the kubelet calls no CNI plugin for it, so its
+        # `networking.gke.io/interfaces` would attach nothing. The page's current manifests leave hostNetwork
+        # off (gpudirect.py cites them), as does NVIDIA's GKE TCPXO profile
+        # (docs.nvidia.com/aicr/latest/integrator-guide/gke-tcpxo-networking: "hostNetwork: false").
+        raise InputError(source, where("host_network"), "must be false with gpudirect: its NICs reach the pod "
+                         "through GKE multi-networking, which hostNetwork pods do not get")
+    if stack is not None and isinstance(efa, int) and efa > 0:
+        raise InputError(source, where("efa"), "EFA is AWS's and gpudirect GKE's: a pod cannot use both")
     return PodOptions(efa=efa,
                       hugepages_2mi=quantities["hugepages_2mi"],
                       host_network=host_network, shm=shm == "memory", shm_size=quantities["shm_size"],
-                      cpu=quantities["cpu"], memory=quantities["memory"], priority_class=priority)
+                      cpu=quantities["cpu"], memory=quantities["memory"], priority_class=priority,
+                      gpudirect=stack, gpudirect_networks=networks, gpudirect_image=image)
+
+
+def _gpudirect(data: Mapping[str, Any], source: str, where: Callable[[str], str]
+               ) -> tuple[str | None, tuple[str, ...], str | None]:
+    stack, networks, image = data.get("gpudirect"), data.get("gpudirect_networks"), data.get("gpudirect_image")
+    if stack is None:
+        for key in ("gpudirect_networks", "gpudirect_image"):
+            if data.get(key) is not None:
+                raise InputError(source, where(key), "only with gpudirect: tcpx or tcpxo")
+        return None, (), None
+    if stack not in gpudirect_stack.STACKS:
+        raise InputError(source, where("gpudirect"), f"expected tcpx or tcpxo, got {stack!r}")
+    nics = gpudirect_stack.STACKS[stack].nics
+    if networks is None:
+        networks = gpudirect_stack.default_networks(stack)
+    if (not isinstance(networks, list | tuple) or len(networks) != nics
+            or not all(isinstance(n, str) and NETWORK_NAME.fullmatch(n) for n in networks)):
+        raise InputError(source, where("gpudirect_networks"), f"expected the names of the {nics} GPU NIC "
+                         f"networks GPUDirect-{stack.upper()} uses (Network object names), got {networks!r}")
+    if len(set(networks)) != nics:
+        raise InputError(source, where("gpudirect_networks"), f"each network once, got {list(networks)!r}")
+    if image is not None and (not isinstance(image, str) or not image or any(c.isspace() for c in image)):
+        raise InputError(source, where("gpudirect_image"), f"expected an image reference, got {image!r}")
+    return stack, tuple(networks), image
 
 
 def merged(cluster: PodOptions, job: Mapping[str, Any] | None, source: str) -> PodOptions:
@@ -124,7 +173,10 @@ def to_dict(options: PodOptions) -> dict[str, Any]:
     return {"efa": options.efa, "hugepages_2mi": options.hugepages_2mi,
             "host_network": options.host_network, "shm": "memory" if options.shm else "none",
             "shm_size": options.shm_size, "cpu": options.cpu, "memory": options.memory,
-            "priority_class": options.priority_class}
+            "priority_class": options.priority_class,
+            # Only when set: the digests of clusters without GPUDirect do not change.
+            **({"gpudirect": options.gpudirect, "gpudirect_networks": list(options.gpudirect_networks),
+                "gpudirect_image": options.gpudirect_image} if options.gpudirect is not None else {})}
 
 
 def efa_count(options: PodOptions, machines: Iterable[tuple[str, int]], gpus_per_worker: int,

@@ -38,7 +38,7 @@ import yaml
 
 from geosched.documents import job_to_dict, placement_to_dict
 from geosched.errors import InputError
-from geosched.kube import affinity, gpuidentity, karmada, keys, nodelabels, podoptions, provenance
+from geosched.kube import affinity, gpudirect, gpuidentity, karmada, keys, nodelabels, podoptions, provenance
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.backends import handoff
 from geosched.kube.backends.base import Gang, Handoff
@@ -90,6 +90,8 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
             assert pod_set.path is not None, "a compact job's pods have a template"
             podoptions.apply(_resolve(obj, pod_set.path)["spec"], pod_options, placed, job.job.gpus_per_worker,
                              kueue=cluster.backend is Backend.KUEUE)
+        if pod_options.gpudirect is not None:
+            _gpudirect(obj, pod_sets, pod_options, placement, cluster, job, options.nodes)
     else:
         kind, obj, companions, pod_sets = job.kind, copy.deepcopy(dict(job.original)), (), job.pod_sets
         obj.setdefault("metadata", {}).setdefault("namespace", namespace)
@@ -196,6 +198,21 @@ def declared_tolerations(job: JobInput, cluster: ClusterConfig) -> tuple[tolerat
     """What render adds to every pod: a compact job's declared tolerations, then its cluster's. (A manifest's own
     are on its pods already.)"""
     return (*(job.tolerations if job.original is None else ()), *cluster.tolerations)
+
+
+def _gpudirect(obj: dict[str, Any], pod_sets: Sequence[PodSet], pods: podoptions.PodOptions, placement: Placement,
+               cluster: ClusterConfig, job: JobInput, nodes: Mapping[str, Node]) -> None:
+    """GKE GPUDirect on a compact job's workers, where the placed nodes can run it (gpudirect.py); else one line."""
+    assert pods.gpudirect is not None
+    reason = gpudirect.refusal(pods.gpudirect, nodes, (a.node for a in placement.assignments),
+                               job.job.gpus_per_worker)
+    if reason is not None:
+        # Name whichever file set the option: the job's own `pods:` wins over its cluster's.
+        source = job.source if job.pod_options and "gpudirect" in job.pod_options else f"cluster {cluster.name}"
+        raise InputError(source, "pods.gpudirect", f"cannot use gpudirect: {pods.gpudirect} here: {reason}")
+    for pod_set in (p for p in pod_sets if p.gpus_per_pod > 0):  # a GPU-less helper has no GPU NICs to drive
+        assert pod_set.path is not None, "a compact job's pods have a template"
+        gpudirect.apply(_resolve(obj, pod_set.path), pods.gpudirect, pods.gpudirect_networks, pods.gpudirect_image)
 
 
 def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], plan: Handoff,

@@ -125,6 +125,8 @@ def test_the_readme_pod_options_example_is_a_valid_cluster_config() -> None:
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if b.startswith("# clusters-pods.yaml")]
     pods = parse_cluster_config(yaml.safe_load(block), "README.md")["eks-us-east-1"].pods
     assert (pods.efa, pods.shm, pods.host_network, pods.priority_class) == ("auto", True, False, "training")
+    gke = parse_cluster_config(yaml.safe_load(block), "README.md")["gke-us-central1"].pods
+    assert (gke.gpudirect, len(gke.gpudirect_networks)) == ("tcpxo", 8)
 
 
 def test_a_compact_jobs_own_pod_options_win_over_its_clusters(tmp_path: Path) -> None:
