@@ -1,7 +1,7 @@
 """The policy protocol, the registry, and the pieces every policy shares.
 
 A policy is a pure function `JobView -> Placement | NoFit`, registered under a name. A new policy is one
-new module in this package that calls `register`; `geosched.policies` imports every module here.
+new module in this package that calls `register`; `registry()` imports every module here first.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ def register(name: str) -> Callable[[PolicyFn], PolicyFn]:
 
 
 def registry() -> dict[str, PolicyFn]:
+    """Every policy by name (the package's modules are imported first, each registering its own)."""
+    from geosched.policies import load_all
+
+    load_all()
     return dict(_REGISTRY)
 
 
