@@ -48,9 +48,10 @@ from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import Block, Candidate, Coverage, GangRequest, Plan, build_plan
 from geosched.providers.refresh import record_prices
 from geosched.providers.registry import CLOUDS
-from geosched.providers.retry import OnRetry, RetryPolicy, call
+from geosched.providers.retry import OnRetry, call
 from geosched.providers.sources import planning_offerings, planning_regions, planning_risks
 from geosched.providers.terraform import NetworkConfig, check_owner
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 
 

@@ -32,7 +32,8 @@ from geosched.providers.base import (
     ReportsHostKeys,
 )
 from geosched.providers.journal import InstanceRecord
-from geosched.providers.retry import RetryPolicy, call
+from geosched.providers.retry import call
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 
 # keep: terminate what the gang does not keep; down: keep nothing; observe: only bring the journal (and the usage

@@ -98,7 +98,7 @@ def _iperf(tb: Testbed, src: Host, dst: Host, seconds: int = 3) -> float:
     while not tb.run(dst, ["ss", "-Hltn", "sport = :5201"]).stdout.strip():
         assert server.poll() is None, "iperf3 server died"
         assert time.monotonic() < deadline, "iperf3 server not listening"
-        time.sleep(0.05)
+        time.sleep(0.05)  # real sleep: polling a real iperf3 server until it listens
     client = tb.run(
         src,
         ["iperf3", "-c", dst.address, "-p", "5201", "-t", str(seconds), "-O", "1", "-J"],
@@ -345,7 +345,7 @@ def test_teardown_leaves_nothing() -> None:
         daemon.wait(timeout=10)
         # An open ssh session (sshd child process) at teardown time.
         session = subprocess.Popen(x.ssh_argv(["sleep", "300"]), stdin=subprocess.DEVNULL)
-        time.sleep(1.0)
+        time.sleep(1.0)  # real sleep: the ssh session's sshd child must exist before teardown runs
         pids = pids_in_netns(bed.netns_names)
         assert len(pids) >= 5  # stage, 3 sshd, proxy, daemon, session
         snapshot = (bed.prefix, list(bed.netns_names), bed.workdir)
@@ -388,7 +388,7 @@ def test_leftovers_of_a_killed_run_are_cleaned() -> None:
         bed = Testbed(zones={"x": 1, "y": 1}, links={("x", "y"): Link(1)})
         bed.start()
         print(json.dumps([bed.prefix, bed.netns_names, str(bed.workdir)]), flush=True)
-        time.sleep(300)
+        time.sleep(300)  # real sleep: a child process holding the testbed until the test kills it
         """
     )
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
