@@ -7,14 +7,15 @@ Register with `app.add_typer(providers.cli.app)` (the commands join the top leve
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from geosched import catalog, catalog_view, gpus, kinds, render
+from geosched import catalog, catalog_view, gpus, kinds, redact, render
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
 from geosched.options import (
@@ -44,11 +45,13 @@ from geosched.providers.gang import (
     ProvisionResult,
     ProvisionSettings,
     check_gang_name,
+    new_gang_name,
     plan_gang,
     provision,
     resume,
 )
 from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode
+from geosched.providers.provlog import provision_log
 from geosched.providers.refresh import refresh_catalog
 from geosched.providers.ssh import SshProvider
 from geosched.providers.terraform import NetworkConfig, check_owner, check_project
@@ -192,8 +195,14 @@ def provision_cmd(
     allow_wide_admin_cidr: AllowWideOption = False,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call and decision to stderr "
+                                          "as it happens (they go to HOME/logs/provision-GANG-TIME.log either "
+                                          "way).")] = False,
 ) -> None:
-    """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider."""
+    """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider.
+
+    Every provision (and --resume) writes its log, each cloud call and decision, to
+    HOME/logs/provision-GANG-TIME.log: attach it to a bug report (no credential is written to it)."""
     settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr)
     psettings = ProvisionSettings(zone_timeout_s=zone_timeout, parallel=parallel,
@@ -204,11 +213,13 @@ def provision_cmd(
             record = journal.gang_record(store, resume_gang)
             if record is None or record.request is None:
                 raise InputError("--resume", "", f"no gang {resume_gang!r} in {store.path}")
-            _check_network(settings, store, record.request.providers or DEFAULT_PROVIDERS)
-            _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS, allow_wide_admin_cidr)
-            providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
-            result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings, observer=obs))
-            _show_result(result, output, no_headers)
+            with _provision_log(ctx, resume_gang, verbose, output):
+                _check_network(settings, store, record.request.providers or DEFAULT_PROVIDERS)
+                _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS, allow_wide_admin_cidr)
+                providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
+                result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings,
+                                                                   observer=obs))
+                _show_result(result, output, no_headers)
             return
         if gpu is None or nodes is None:
             raise InputError("--gpu/--nodes", "", "both are required (or --resume GANG)")
@@ -221,27 +232,42 @@ def provision_cmd(
                               rework=Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0))
         if name:
             check_gang_name(name)
-        _check_network(settings, store, names)
-        _check_admin_cidrs(settings, names, allow_wide_admin_cidr)
-        providers = _providers(names, settings)
-        if not dry_run:
-            providers = _with_credentials(providers)
-        plan = plan_gang(request, providers, store, network=settings.network)
-        if dry_run or not plan.candidates:
-            _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)),
-                       no_headers=no_headers)
-            if not plan.candidates:
-                render.error(f"no offering holds {nodes} x {model}:{per_node} under these constraints")
-                raise typer.Exit(EXIT_NO_FIT)
-            return
-        if not yes:
-            _show_plan(plan, Output.TABLE, False, limit=5)
-            first = plan.candidates[0]
-            typer.confirm(f"Launch {nodes} x {first.instance_type} (first choice ${first.usd_per_hour:,.2f}/h)?",
-                          abort=True)
-        result = _with_progress(output, lambda obs: provision(request, providers, store, psettings, gang=name,
-                                                             observer=obs))
-        _show_result(result, output, no_headers)
+        gang = name or new_gang_name()
+        with nullcontext() if dry_run else _provision_log(ctx, gang, verbose, output):
+            _check_network(settings, store, names)
+            _check_admin_cidrs(settings, names, allow_wide_admin_cidr)
+            providers = _providers(names, settings)
+            if not dry_run:
+                providers = _with_credentials(providers)
+            plan = plan_gang(request, providers, store, network=settings.network)
+            if dry_run or not plan.candidates:
+                _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)),
+                           no_headers=no_headers)
+                if not plan.candidates:
+                    render.error(f"no offering holds {nodes} x {model}:{per_node} under these constraints")
+                    raise typer.Exit(EXIT_NO_FIT)
+                return
+            if not yes:
+                _show_plan(plan, Output.TABLE, False, limit=5)
+                first = plan.candidates[0]
+                typer.confirm(f"Launch {nodes} x {first.instance_type} (first choice "
+                              f"${first.usd_per_hour:,.2f}/h)?", abort=True)
+            result = _with_progress(output, lambda obs: provision(request, providers, store, psettings, gang=gang,
+                                                                 observer=obs))
+            _show_result(result, output, no_headers)
+
+
+@contextmanager
+def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
+                   verb: str = "provision") -> Iterator[None]:
+    """The provision's (or teardown's) log file (geosched/providers/provlog.py), and where it is said at the end:
+    on stderr after a table (JSON and YAML runs are read by programs: their stderr stays as it was)."""
+    with provision_log(_home(ctx), gang, verbose=verbose, verb=verb) as path:
+        try:
+            yield
+        finally:
+            if output.tabular or verbose:
+                render.err.print(f"{verb} log: {path}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _with_progress(output: Output, run: Any) -> ProvisionResult:
@@ -283,8 +309,9 @@ class _ProgressView:
 
 
 def _plain(text: str) -> str:
-    # Provider messages are untrusted text: never let them be read as rich markup.
-    return _unmarked(text)[:140]
+    # Provider messages are untrusted text: never let them be read as rich markup. And a live progress line is not
+    # drawn through render's scrubbing console: a credential a server echoed is scrubbed here.
+    return _unmarked(redact.scrub(text))[:140]
 
 
 def _unmarked(text: str) -> str:
@@ -460,7 +487,9 @@ def down_cmd(
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
 ) -> None:
-    """Terminate every machine of a gang, including what a crashed or stalled launch left behind."""
+    """Terminate every machine of a gang, including what a crashed or stalled launch left behind.
+
+    Each call and each instance terminated is logged to HOME/logs/down-GANG-TIME.log."""
     if (gang is None) == (not all_gangs):
         raise InputError("GANG/--all", "", "name one gang or pass --all")
     with Store(_home(ctx)) as store:
@@ -479,12 +508,13 @@ def down_cmd(
             return
         if not yes:
             typer.confirm(f"Terminate every machine of {', '.join(targets)}?", abort=True)
-        providers = _lifecycle_providers(ctx, store, targets, inventory)
         rows = []
-        for target in targets:
-            result = lifecycle.down(store, providers, target)
-            rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
-                         "api_calls": result.api_calls, "errors": [_plain(e) for e in result.errors]})
+        with _provision_log(ctx, gang or "all", False, output, verb="down"):
+            providers = _lifecycle_providers(ctx, store, targets, inventory)
+            for target in targets:
+                result = lifecycle.down(store, providers, target)
+                rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
+                             "api_calls": result.api_calls, "errors": [_plain(e) for e in result.errors]})
     emit_list(kinds.GANG_DOWN, rows, output, no_headers=no_headers)
     if any(r["state"] != "terminated" for r in rows):
         raise typer.Exit(1)
