@@ -40,7 +40,7 @@ from geosched.providers.base import Provider
 from geosched.providers.gang import ProvisionSettings, provision
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest
-from geosched.providers.retry import RetryPolicy
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 from tests.providers import campaign
 from tests.providers.prov_support import aws_env, aws_provider, gcp_provider, warm

@@ -29,15 +29,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from geosched.errors import InputError
 from geosched.fields import parse_time, utc_instant
 from geosched.gate import CsvRows, Kind, read_text
-from geosched.grid.forecast import Dense, Error, GridHistory, mape
 from geosched.grid.formats import Basis, ZoneSeries, hour_text, merge, parse_grid_file
 from geosched.grid.zones import ZoneMap, parse_zone_map, shipped_zone_map
 from geosched.models import HOUR_S, CarbonSignal, Fleet, NetworkView
-from geosched.policies import PlacementContext
+
+if TYPE_CHECKING:  # numpy-backed: imported where a series is forecast or a placement is built, not by `geosched -h`
+    from geosched.grid.forecast import Error, GridHistory
+    from geosched.policies import PlacementContext
 
 REQUIRED = ("region", "gco2e_per_kwh")
 
@@ -132,6 +135,8 @@ class GridInput:
     notes: tuple[str, ...] = ()
 
     def mape(self, region: str) -> Error | None:
+        from geosched.grid.forecast import Dense, mape
+
         series = self.signal.hourly.get(region) if self.signal is not None else None
         return mape(Dense.of(series)) if series else None
 
@@ -242,6 +247,8 @@ def contexts_by_hour(fleet: Fleet, network: NetworkView, signal: CarbonSignal | 
                      ) -> Callable[[float], PlacementContext]:
     """For a replay: the placement context of the hour `start + t` seconds falls in. Contexts are built once per
     distinct set of intensities (every hour outside the series shares the yearly one)."""
+    from geosched.policies import PlacementContext
+
     built: dict[tuple[float, ...], PlacementContext] = {}
     origin = start.timestamp()
 
@@ -258,6 +265,8 @@ def contexts_by_hour(fleet: Fleet, network: NetworkView, signal: CarbonSignal | 
 
 def grid_history(fleet: Fleet, grid: GridInput | None) -> GridHistory:
     """The grid a start-time decision reads (`GridHistory`) for every region of the fleet."""
+    from geosched.grid.forecast import Dense, GridHistory
+
     signal = grid.signal if grid is not None else None
     series = {k: Dense.of(v) for k, v in (signal.hourly.items() if signal else ()) if k in fleet.regions and v}
     means: dict[str, float] = {}

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 import sys
-from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -15,16 +14,13 @@ from geosched import catalog, catalog_view, config_cli, gpus, kinds, policies, r
 from geosched import output as contract
 from geosched.carbon import decision_signal, decision_time, forecast_notes, grid_history, load_grid
 from geosched.default_fleet import default_fleet, default_network
-from geosched.demo import run_demo
 from geosched.documents import score_to_dict
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
-from geosched.gitops.index import placed_jobs
 from geosched.grid.formats import Basis
 from geosched.inputs import Snapshot, from_store, resolve
 from geosched.kube import cli as kube_cli
 from geosched.kube.config import load_cluster_config
-from geosched.kube.jobinput import load_job
 from geosched.kube.multikueue import cli as multikueue_cli
 from geosched.models import Candidate, Fleet, Offering, Placement, Pricing, Weights
 from geosched.options import (
@@ -37,6 +33,7 @@ from geosched.options import (
     GridZonesOpt,
     NetworkWeightOpt,
     RiskWeightOpt,
+    Workload,
     ZoneToleranceOpt,
     complete_policy,
     deprecated,
@@ -48,16 +45,19 @@ from geosched.options import (
 )
 from geosched.output import NoHeadersOpt, Output, OutputOpt, TabularOutputOpt, emit_document, emit_list, rfc3339
 from geosched.plots.files import plot_format
-from geosched.policies import spotrisk, timeshift
+from geosched.policies import spotrisk
 from geosched.policies.spotrisk import Rework, SpotRisk
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
 from geosched.providers.sources import planning_risks
 from geosched.report import cli as report_cli
-from geosched.simulate.shifting import Flexibility
-from geosched.simulate.traces import shipped as shipped_traces
-from geosched.simulate_cli import Workload, run_simulate_command
+from geosched.simulate import shipped as shipped_traces
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
+
+# The verbs import what computes (numpy, the policies, the cloud and cluster clients, the demo) when they run, so
+# `geosched --version` and `-h` load only the declarations (issue 25; tests/test_cli_startup.py).
+if TYPE_CHECKING:
+    from geosched.policies import timeshift
 
 
 class RootGroup(TyperGroup):
@@ -117,6 +117,8 @@ def _root(home: Annotated[Path | None, typer.Option(
 
 def installed_version() -> str:
     """The version of the installed distribution (its metadata), so a wheel and a checkout say the same."""
+    from importlib import metadata  # here: it loads the email package, which only --version needs
+
     try:
         return metadata.version("geosched")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
@@ -167,6 +169,9 @@ def place(
 ) -> None:
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits. A job with a `schedule:`
     (runtime and start_within or deadline) also chooses its start hour within its slack."""
+    from geosched.kube.jobinput import load_job
+    from geosched.policies import timeshift
+
     if plot is not None:
         plot_format(plot, "--plot")
     risks = None
@@ -227,6 +232,8 @@ def place(
 
 def _start_table(shift: timeshift.Shift, ctx: policies.PlacementContext, limit: int) -> None:
     """`--explain` of a flexible job: each region's predicted grid over the run, now and at its best start."""
+    from geosched.policies import timeshift
+
     rows = timeshift.region_rows(shift, ctx)
     render.table("start by region (predicted mean gCO2e/kWh over the run)",
                  [{"region": r["region"], "now": f"{r['now_gco2e_per_kwh']:.0f}", "best start": r["best_start"],
@@ -389,6 +396,7 @@ def snapshot_export(
         paths = write_snapshot(directory, default_fleet(), default_network(), fmt)
     elif from_clusters:
         # The API client is imported when used, as by the kube commands (`geosched --help` stays light).
+        from geosched.gitops.index import placed_jobs
         from geosched.kube.cluster_inventory import snapshot as cluster_snapshot
 
         configs = load_cluster_config(clusters) if clusters is not None else None
@@ -485,6 +493,9 @@ def simulate_cmd(
         help="With --time-shift: the share of jobs with slack (chosen by a hash of the job id).")] = 0.5,
 ) -> None:
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
+    from geosched.simulate.shifting import Flexibility
+    from geosched.simulate_cli import run_simulate_command
+
     generated = Workload(workload, jobs, load, min_gpus, like, seed) if workload is not None else None
     weights_rank(network_weight, cost_weight, carbon_weight)
     flex = Flexibility(slack * 3600.0, flexible_share) if time_shift else None
@@ -500,6 +511,8 @@ def simulate_cmd(
 @app.command()
 def demo() -> None:
     """Run the main job end to end on the embedded default fleet (no cloud account needed)."""
+    from geosched.demo import run_demo  # the demo's stages import the cloud and cluster clients
+
     run_demo(State.home or default_home())
 
 

@@ -4,6 +4,7 @@ on command-line options beyond what their types check."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,20 @@ from geosched.models import Weights
 # The one default of each weight, on every verb that takes it (geosched/settings.py: also from the environment and
 # the config file).
 DEFAULT_WEIGHTS = Weights()
+
+
+@dataclass(frozen=True)
+class Workload:
+    """`geosched simulate --workload`: a generated workload instead of a trace file (`geosched.simulate.llm`); its
+    load is relative to the GPUs of the replay's GPU model. Declared here, beside the options, because its fields
+    are their defaults: the replay (geosched/simulate_cli.py, numpy) is imported only when the verb runs."""
+
+    kind: str = "llm"
+    jobs: int = 2000
+    load: float = 0.8
+    min_gpus: int = 16
+    like: str = "kalos"
+    seed: int = 0
 
 
 def option_name(ctx: Any, param: Any) -> str:

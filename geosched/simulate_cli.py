@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,33 +30,23 @@ from geosched.grid.formats import Basis
 from geosched.inputs import Snapshot, resolve
 from geosched.kinds import SIMULATION_RESULTS
 from geosched.models import HOUR_S, Fleet, Weights
+from geosched.options import Workload
 from geosched.output import Output, emit_document, transposed_table
 from geosched.plots.files import plot_format
-from geosched.simulate import report
+from geosched.simulate import report, shipped
 from geosched.simulate.engine import SimOptions, simulate
 from geosched.simulate.fleets import geo_fleet
 from geosched.simulate.llm import CLUSTERS, llm_trace
 from geosched.simulate.metrics import PolicyResult
 from geosched.simulate.shifting import Flexibility, replay
-from geosched.simulate.traces import FORMATS, TraceRead, read_trace, shipped
+from geosched.simulate.traces import FORMATS, TraceRead, read_trace
 
 SHOWN_SKIPPED = 5
 ANY_GPU = "any"
 GEO_FLEET = "geo"
 WORKLOADS = ("llm",)
 
-
-@dataclass(frozen=True)
-class Workload:
-    """A generated workload instead of a trace file (`geosched.simulate.llm`); its load is relative to the
-    GPUs of the replay's GPU model."""
-
-    kind: str = "llm"
-    jobs: int = 2000
-    load: float = 0.8
-    min_gpus: int = 16
-    like: str = "kalos"
-    seed: int = 0
+__all__ = ["GEO_FLEET", "Workload", "run_simulate_command"]
 
 
 def _shipped_or_file(trace: Path) -> Path:

@@ -31,13 +31,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from geosched import policies
 from geosched.models import Job, NoFit, Placement, Pricing, Rejection, Weights
-from geosched.policies.base import limits_ok, placed
-from geosched.policies.context import IntArray, JobView, PlacementContext, job_view
+
+# The vocabulary here (Fate, Rebalance, DEFAULT_MIN_GAIN) declares the GitOps and scheduler options; the numpy-backed
+# policy machinery is imported by the functions that decide, so `geosched -h` does not load numpy (issue 25).
+if TYPE_CHECKING:
+    from geosched.policies.context import IntArray, JobView, PlacementContext
 
 DEFAULT_MIN_GAIN = 0.10
 KEPT = "kept (still fits)"
@@ -166,6 +168,9 @@ def _rebalance(request: Request, kept: Placement, ctx: PlacementContext, free: I
                weights: Weights, position: Mapping[str, int], rebalance: Rebalance,
                usable: Callable[[Placement], str | None] | None) -> tuple[IntArray, Decision]:
     """The kept job against the policy's choice on the fleet minus every other kept job, scored alike."""
+    from geosched.policies.base import placed
+    from geosched.policies.context import job_view
+
     own = give_back(free, kept, position)
     here = ctx.with_free(own)
     fresh = policies.place(request.job, here, policy, weights)
@@ -186,6 +191,11 @@ def _rebalance(request: Request, kept: Placement, ctx: PlacementContext, free: I
 def keep(job: Job, current: Current, ctx: PlacementContext, policy: str, weights: Weights,
          position: Mapping[str, int]) -> Placement | str:
     """The job on its current assignment if that still holds (a Placement), else why not."""
+    import numpy as np
+
+    from geosched.policies.base import limits_ok, placed
+    from geosched.policies.context import job_view
+
     if not current.nodes:
         return _keep_zones(job, current, ctx, policy, weights)
     view = job_view(ctx, job, weights, explain=False)
@@ -246,6 +256,8 @@ def node_refusal(view: JobView, i: int, workers: int) -> str | None:
 
 
 def arrays(placement: Placement, position: Mapping[str, int]) -> tuple[IntArray, IntArray]:
+    import numpy as np
+
     nodes = np.array([position[a.node] for a in placement.assignments], dtype=np.int64)
     workers = np.array([a.workers for a in placement.assignments], dtype=np.int64)
     return nodes, workers

@@ -22,7 +22,7 @@ from geosched.providers.cli import attempt_rows
 from geosched.providers.gang import ProvisionSettings, plan_gang, provision
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest
-from geosched.providers.retry import RetryPolicy
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 
 PROVISION_JOB = "pretrain-64"

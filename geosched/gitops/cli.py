@@ -18,9 +18,6 @@ import typer
 from geosched import render as console
 from geosched.errors import GeoschedError, InputError, one_line
 from geosched.fields import parse_time
-from geosched.gitops.check import check_tree, unmatched_pins
-from geosched.gitops.plan import Placed
-from geosched.gitops.render import render_tree
 from geosched.grid.formats import Basis
 from geosched.options import CarbonBasisOpt, CarbonHourlyOpt
 from geosched.stable import DEFAULT_MIN_GAIN, Fate, Rebalance
@@ -72,6 +69,11 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
                carbon_hourly: CarbonHourlyOpt = None, carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE) -> None:
     """Place every job and write the tree; only files whose bytes change are written. Jobs the tree already
     places keep their nodes while they fit."""
+    # Rendering places jobs (numpy, the policies): imported by the verb, not by `geosched -h`.
+    from geosched.gitops.check import unmatched_pins
+    from geosched.gitops.plan import Placed
+    from geosched.gitops.render import render_tree
+
     with _bad_input():
         result = render_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
                              rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly,
@@ -103,6 +105,8 @@ def check_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out: 
               carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE) -> None:
     """Exit 1 with the reasons and a unified diff when the tree is not what its inputs render to, or with the
     pods no node of the snapshot admits (a pinned label value no node carries)."""
+    from geosched.gitops.check import check_tree  # as in render_cmd
+
     with _bad_input():
         result = check_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
                             rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly,

@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import urllib3
-from kubernetes.client.exceptions import ApiException
 
 from geosched import kinds, policies, redact, render
 from geosched.carbon import decision_time, load_carbon, load_grid
@@ -31,7 +29,6 @@ from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_FIT, GeoschedEr
 from geosched.grid.formats import Basis
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, load_cluster_config
-from geosched.kube.render import to_yaml
 from geosched.models import Weights
 from geosched.options import (
     DEFAULT_WEIGHTS,
@@ -80,11 +77,24 @@ def _errors() -> Iterator[None]:
     except GeoschedError as exc:
         render.error(str(exc))
         raise typer.Exit(exc.exit_code) from None
-    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:  # a cluster that cannot be reached
+    except Exception as exc:
+        if not _unreachable(exc):
+            raise
         from geosched.kube.client import describe
 
         render.error(f"cannot reach the cluster: {describe(exc)}")
         raise typer.Exit(EXIT_FAILED) from None
+
+
+def _unreachable(exc: Exception) -> bool:
+    """A cluster that cannot be reached. The client's exception types are looked up, not imported: the kubernetes
+    package loads its whole client (0.3 s, which `geosched -h` must not pay), and neither it nor urllib3 can have
+    raised unless it was loaded."""
+    if isinstance(exc, OSError):
+        return True
+    api, http = sys.modules.get("kubernetes.client.exceptions"), sys.modules.get("urllib3.exceptions")
+    return (api is not None and isinstance(exc, api.ApiException)) or (
+        http is not None and isinstance(exc, http.HTTPError))
 
 
 def _clusters(path: Path | None) -> dict[str, ClusterConfig] | None:
@@ -169,6 +179,8 @@ def _print_outcome(outcome: SubmitOutcome) -> None:
     elif outcome.status == "dry-run":
         render.err.print(f"{outcome.job} -> cluster {outcome.cluster}, zones {', '.join(outcome.zones)} "
                          "(dry run: nothing applied)", markup=False)
+        from geosched.kube.render import to_yaml  # the renderer and its backends: only when it prints
+
         # The manifests alone on stdout, so `... --dry-run | kubectl apply -f -` works.
         sys.stdout.write(to_yaml(outcome.manifests))
     else:

@@ -25,10 +25,10 @@ import kubernetes
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from geosched.errors import InputError
 from geosched.kube import kubeconfig
+from geosched.retry import RetryPolicy, retry
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -143,30 +143,15 @@ def retry_after(exc: BaseException | None) -> float | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Exponential backoff with full jitter (AWS's "Exponential Backoff and Jitter"), at least Retry-After."""
-
-    attempts: int = 6
-    initial_s: float = 0.2
-    max_s: float = 10.0
-    # The server's Retry-After is honoured up to this (a server asking for an hour is not waited on).
-    max_retry_after_s: float = 60.0
+# An API server answers in milliseconds: start lower and cap shorter than a cloud's launch API (geosched/retry.py).
+KUBE_RETRY = RetryPolicy(attempts=6, initial_s=0.2, max_s=10.0, max_retry_after_s=60.0)
 
 
-def with_retries(fn: Callable[[], T], policy: RetryPolicy = RetryPolicy(),
+def with_retries(fn: Callable[[], T], policy: RetryPolicy = KUBE_RETRY,
                  sleep: Callable[[float], None] = time.sleep) -> T:
-    """Run `fn` again while it fails transiently (`is_transient`); the last error is raised."""
-    backoff = wait_random_exponential(multiplier=policy.initial_s, max=policy.max_s)
-
-    def wait(state: RetryCallState) -> float:
-        after = retry_after(state.outcome.exception() if state.outcome is not None else None)
-        pause = backoff(state)
-        return max(pause, min(after, policy.max_retry_after_s)) if after is not None else pause
-
-    retrying = Retrying(retry=retry_if_exception(is_transient), wait=wait, stop=stop_after_attempt(policy.attempts),
-                        sleep=sleep, reraise=True)
-    return retrying(fn)
+    """Run `fn` again while it fails transiently (`is_transient`), waiting at least the server's Retry-After;
+    the last error is raised."""
+    return retry(fn, policy, is_transient, retry_after=retry_after, sleep=sleep)
 
 
 def _connection_cause(exc: BaseException) -> str:

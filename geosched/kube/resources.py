@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
-from kubernetes.utils.quantity import parse_quantity
+from typing import TYPE_CHECKING, Any
 
 from geosched.kube.objpath import At
-from geosched.policies.context import IntArray
+
+if TYPE_CHECKING:
+    from geosched.policies.context import IntArray
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -50,6 +49,9 @@ def amount(resource: str, value: Any) -> int | None:
     None when it is not a quantity."""
     if value is None or isinstance(value, bool):
         return None
+    # Imported here: the kubernetes package's __init__ loads its whole client (0.3 s), which `geosched -h` skips.
+    from kubernetes.utils.quantity import parse_quantity
+
     try:
         q = parse_quantity(value)  # type: ignore[no-untyped-call]
     except (ValueError, TypeError, ArithmeticError):
@@ -127,6 +129,8 @@ def shortfall(left: Mapping[str, int], requests: Mapping[str, int]) -> str | Non
 def node_rooms(nodes: Sequence[Mapping[str, int]]) -> dict[str, IntArray]:
     """Per resource, the room of each node (in the order given) as one array; a standard resource a node does
     not report is unlimited there, an extended one it lacks is 0."""
+    import numpy as np  # here, not at the top: the job readers that import this module serve `geosched -h`
+
     out: dict[str, IntArray] = {}
     for resource in sorted({r for n in nodes for r in n}):
         missing = UNLIMITED if resource in STANDARD else 0
@@ -138,6 +142,8 @@ def fit_counts(rooms: Mapping[str, IntArray], requests: Mapping[str, int], nodes
                skip: frozenset[str] = frozenset()) -> IntArray | None:
     """How many pods asking `requests` each node's room holds (resources in `skip` not counted); None when
     nothing counted limits them."""
+    import numpy as np  # see node_rooms
+
     count: IntArray | None = None
     for resource, want in requests.items():
         if want <= 0 or resource in skip:

@@ -49,10 +49,10 @@ from geosched.kube.backends import kueue, workload_api
 from geosched.kube.client import (
     APPLY_PATCH,
     FIELD_MANAGER,
+    KUBE_RETRY,
     NODES,
     Json,
     Kube,
-    RetryPolicy,
     api_message,
     describe,
     with_retries,
@@ -65,6 +65,7 @@ from geosched.kube.jobinput import JobInput, JobKind, parse_job_object, read_job
 from geosched.kube.queues import check_queues
 from geosched.kube.render import RenderOptions, render
 from geosched.models import CarbonSignal, Job, NetworkView, Node, NoFit, Placement, Pricing, Rejection, Weights
+from geosched.retry import RetryPolicy
 from geosched.stable import Current, Request, place_all
 from geosched.store import Store
 
@@ -176,7 +177,7 @@ class SubmitOptions:
     # Kueue clusters: also render (and apply first, on the cluster itself) its Topology, ResourceFlavors, ClusterQueue
     # and the LocalQueue the cluster config names, sized from its nodes (backends/kueue.py `cluster_objects`).
     kueue_objects: bool = False
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = KUBE_RETRY
     carbon: CarbonSignal | None = None
     """An hourly grid-intensity series; the job is placed at the intensity of the hour it starts (`now`)."""
 
@@ -418,7 +419,7 @@ def held_placement(cluster: str, kind: str, obj: Mapping[str, Any]) -> Request |
 def apply_manifests(kube: Kube, manifests: Sequence[Mapping[str, Any]], *, default_namespace: str,
                     retry: RetryPolicy | None = None, force: bool = False) -> list[Applied]:
     """Server-side apply each manifest, in order. Objects that already hold the same content are unchanged."""
-    return [apply_object(kube, m, default_namespace=default_namespace, retry=retry or RetryPolicy(), force=force)
+    return [apply_object(kube, m, default_namespace=default_namespace, retry=retry or KUBE_RETRY, force=force)
             for m in manifests]
 
 

@@ -5,26 +5,45 @@ Every module in this package registers its policies on import; `place` runs one 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING, Any
 
 from geosched.models import Job, NoFit, Placement, Weights
-from geosched.policies import places
-from geosched.policies.base import descriptions, registry
-from geosched.policies.context import PlacementContext, job_view
+
+if TYPE_CHECKING:
+    from geosched.policies.context import PlacementContext, job_view
 
 DEFAULT_POLICY = "zone-first"
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+
+@functools.cache  # once: `place` asks for the registry on every call (a simulation places thousands of times)
+def load_all() -> None:
+    """Import every module of the package, each registering its policies. Done on first use rather than with the
+    package: the policies need numpy, which `geosched -h` and the verbs that never place must not load."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PlacementContext", "job_view"):
+        from geosched.policies import context
+
+        return getattr(context, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def names() -> list[str]:
+    from geosched.policies.base import registry
+
     return sorted(registry())
 
 
 def description(name: str) -> str:
     """The policy's one-line description (`register`)."""
+    from geosched.policies.base import descriptions
+
     return descriptions()[name]
 
 
@@ -32,6 +51,10 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
           weights: Weights | None = None, explain: bool = True) -> Placement | NoFit:
     """Place one gang. Pure: the context is a snapshot and is not changed. With `explain=False` the
     placement carries no rejections or alternatives (same decision, less work)."""
+    from geosched.policies import places
+    from geosched.policies.base import registry
+    from geosched.policies.context import job_view
+
     fn = registry().get(policy)
     if fn is None:
         raise KeyError(f"unknown policy {policy!r}; known: {', '.join(names())}")
@@ -41,4 +64,4 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
     return fn(job_view(ctx, job, weights or Weights(), explain))
 
 
-__all__ = ["DEFAULT_POLICY", "PlacementContext", "description", "job_view", "names", "place"]
+__all__ = ["DEFAULT_POLICY", "PlacementContext", "description", "job_view", "load_all", "names", "place"]

@@ -2,7 +2,7 @@
 
 A policy is a pure function `JobView -> Placement | NoFit`, registered under a name with a one-line description
 (`geosched policies` prints it). A new policy is one new module in this package that calls `register`;
-`geosched.policies` imports every module here.
+`registry()` and `descriptions()` import every module here first.
 """
 
 from __future__ import annotations
@@ -37,10 +37,17 @@ def register(name: str, description: str) -> Callable[[PolicyFn], PolicyFn]:
 
 
 def registry() -> dict[str, PolicyFn]:
+    """Every policy by name (the package's modules are imported first, each registering its own)."""
+    from geosched.policies import load_all
+
+    load_all()
     return dict(_REGISTRY)
 
 
 def descriptions() -> dict[str, str]:
+    from geosched.policies import load_all
+
+    load_all()
     return dict(_DESCRIPTIONS)
 
 

@@ -18,12 +18,13 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, TypeVar
 
 from geosched.models import CommProfile
+
+if TYPE_CHECKING:  # numpy is imported where it computes: the catalog and provision verbs read this module's rules
+    import numpy as np
+    import numpy.typing as npt
 
 # Score 10 is anchored to the Spot Instance Advisor's best band (interruption frequency "<5%" per month,
 # aws.amazon.com/ec2/spot/instance-advisor: <5%, 5-10%, 10-15%, 15-20%, >20%), its upper edge; score 1 to a
@@ -46,7 +47,7 @@ GCP_DAILY_PREEMPTION = 0.15
 CV_WORST = 0.20
 VOLATILITY_WINDOW_S = 7 * 24 * 3600.0
 
-Num = TypeVar("Num", float, npt.NDArray[np.float64])
+Num = TypeVar("Num", float, "npt.NDArray[np.float64]")
 
 SOURCE_SCORE = "aws:spot-placement-score"
 SOURCE_VOLATILITY = "aws:spot-price-volatility"
@@ -156,6 +157,8 @@ def risk_factor(risk: SpotRisk, nodes: int, rework: Rework = Rework(), weight: f
 def factor(hazard: Num, nodes: Num, rework_h: float, weight: float) -> Num:
     """`risk_factor` on plain numbers or element-wise on arrays (the placement context prices every node at
     once): 1 + weight x (1 - exp(-nodes x hazard)) x rework hours."""
+    import numpy as np
+
     return 1.0 + weight * -np.expm1(-np.maximum(nodes, 0) * hazard) * rework_h  # type: ignore[no-any-return]
 
 

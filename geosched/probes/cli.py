@@ -10,9 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import asyncssh
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -22,16 +21,18 @@ from geosched.inventory import SshTarget, load_inventory
 from geosched.options import finite
 from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
 from geosched.plots.files import plot_format
-from geosched.probes import exports, service
+from geosched.probes import exports
 from geosched.probes.aggregate import NodeScope
-from geosched.probes.engine import PlanOptions
-from geosched.probes.hostkeys import KNOWN_HOSTS_NAME, HostKeys
 from geosched.probes.results import report_to_dict
 from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod, parse_kinds
 from geosched.providers import journal, registry
 from geosched.providers.config import from_env
 from geosched.providers.lifecycle import ProbeTargets, probe_targets, reported_host_keys
 from geosched.store import Store
+
+# The probing engine (asyncssh) is imported by the verbs that probe, so `geosched -h` does not load it.
+if TYPE_CHECKING:
+    from geosched.probes import service
 
 
 def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTargets:
@@ -49,6 +50,10 @@ def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTarg
     keys, errors = reported_host_keys(store, providers, wanted)
     for line in errors:
         render.err.print(line, markup=False, highlight=False, soft_wrap=True)
+    import asyncssh
+
+    from geosched.probes.hostkeys import KNOWN_HOSTS_NAME, HostKeys
+
     pinned = HostKeys(store.home / KNOWN_HOSTS_NAME)
     by_name = {t.name: t for t in found.probe}
     for name, lines in keys.items():
@@ -159,6 +164,9 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
                                      throughput_seconds=throughput_seconds)
         except ValueError as exc:
             raise InputError("probe run", "", str(exc)) from None
+        from geosched.probes import service
+        from geosched.probes.engine import PlanOptions
+
         options = PlanOptions(kind=plan, run=-1 if run_number is None else run_number, per_zone_pair=per_zone_pair)
         progress = RichProgress()
         with store_factory() as store, progress.bar:
@@ -187,6 +195,8 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         """The aggregated network view in the store: medians, p95, loss, throughput, age, samples."""
         if heatmap is not None:
             plot_format(heatmap, "--heatmap")
+        from geosched.probes import service
+
         inv = load_inventory(inventory) if inventory is not None else None
         with store_factory() as store:
             nodes = service.known_nodes(store, inv)
@@ -227,6 +237,8 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
                                    ("snapshot", snapshot)) if v is not None}
         if not paths:
             raise InputError("probe export", "", "nothing to write: give --networktopology, --configmap or --snapshot")
+        from geosched.probes import service
+
         inv = load_inventory(inventory) if inventory is not None else None
         with store_factory() as store:
             nodes = service.known_nodes(store, inv)

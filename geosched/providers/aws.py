@@ -17,6 +17,7 @@ import base64
 import binascii
 import contextlib
 import json
+import logging
 import math
 import re
 import threading
@@ -389,6 +390,30 @@ def _timestamp(value: Any) -> float | None:
     return value.timestamp() if isinstance(value, datetime) else None
 
 
+log = logging.getLogger(__name__)
+
+
+# --- the provisioning log ---------------------------------------------------------------------------
+
+def _log_call(http_response: Any, parsed: Mapping[str, Any], model: Any, context: Mapping[str, Any] | None = None,
+              **_: Any) -> None:
+    """botocore's after-call hook: one line per API call for the provisioning log (geosched/providers/provlog.py):
+    operation, HTTP status, the error code if any and the request id AWS support asks for. Never the parameters."""
+    meta = parsed.get("ResponseMetadata") or {}
+    error = (parsed.get("Error") or {}).get("Code")
+    log.debug("aws %s %s %s: HTTP %s%s, request %s", (context or {}).get("client_region", "-"),
+              model.service_model.service_name, model.name, getattr(http_response, "status_code", "?"),
+              f" {error}" if error else "", meta.get("RequestId", "-"))
+
+
+def _log_call_error(exception: BaseException, event_name: str = "", context: Mapping[str, Any] | None = None,
+                    **_: Any) -> None:
+    """botocore's after-call-error hook: the call got no answer (connection refused or reset, a read timeout).
+    The event is named `after-call-error.<service>.<operation>`."""
+    log.warning("aws %s %s: no answer: %s", (context or {}).get("client_region", "-"),
+                " ".join(event_name.split(".")[1:]), type(exception).__name__)
+
+
 # --- the provider -----------------------------------------------------------------------------------
 
 class AwsProvider:
@@ -428,6 +453,8 @@ class AwsProvider:
                 config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=timeout,
                                 connect_timeout=min(self.settings.connect_timeout_s, timeout))
                 client = self._session.client(service, region_name=region, config=config)
+                client.meta.events.register("after-call", _log_call)
+                client.meta.events.register("after-call-error", _log_call_error)
                 self._clients[key] = client
             return client
 

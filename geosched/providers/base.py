@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
@@ -222,15 +222,17 @@ class Budget:
     Every SDK call takes its timeout from here, so no single call outlives the zone's deadline, and counts
     itself, so the attempt log can say how many API calls a gang cost."""
 
-    def __init__(self, seconds: float, call_timeout_s: float = 60.0) -> None:
-        self.started = time.monotonic()
+    def __init__(self, seconds: float, call_timeout_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock  # injectable: tests run retries against a fake clock (tests/clock.py)
+        self.started = clock()
         self.deadline = self.started + seconds
         self.call_timeout_s = call_timeout_s
         self._calls = 0
         self._lock = threading.Lock()
 
     def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+        return self.deadline - self.clock()
 
     @property
     def expired(self) -> bool:

@@ -6,16 +6,18 @@ Register with `app.add_typer(providers.cli.app)` (the commands join the top leve
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from geosched import catalog, catalog_view, gpus, kinds, render
+from geosched import catalog, catalog_view, gpus, kinds, redact, render
 from geosched import settings as settings_table
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
@@ -52,15 +54,17 @@ from geosched.providers.gang import (
     resume,
 )
 from geosched.providers.nodegroups import journal as nodegroup_journal
-from geosched.providers.nodegroups import launch as nodegroup_launch
 from geosched.providers.nodegroups import spec as nodegroup_spec
-from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode, Skipped
+from geosched.providers.provlog import provision_log
 from geosched.providers.refresh import refresh_catalog
 from geosched.providers.ssh import SshProvider
 from geosched.providers.terraform import NetworkConfig, check_owner, check_project
 from geosched.settings import environ
 from geosched.store import Store, default_home
+
+if TYPE_CHECKING:
+    from geosched.providers.nodegroups.launch import GroupResult
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
 
@@ -204,9 +208,15 @@ def provision_cmd(
                                                   f"as (default: ${ENV_NODE_ROLE}).")] = None,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call and decision to stderr "
+                                          "as it happens (they go to HOME/logs/provision-GANG-TIME.log either "
+                                          "way).")] = False,
 ) -> None:
     """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider; with --cluster, as
-    an EKS managed node group of that cluster in the zone chosen (failing over zone by zone)."""
+    an EKS managed node group of that cluster in the zone chosen (failing over zone by zone).
+
+    Every provision (and --resume) writes its log, each cloud call and decision, to
+    HOME/logs/provision-GANG-TIME.log: attach it to a bug report (no credential is written to it)."""
     if cluster is not None:
         if resume_gang:
             raise InputError("--resume", "", "a node group gang is not resumed: `geosched down` it and provision again")
@@ -215,7 +225,7 @@ def provision_cmd(
         _provision_nodegroup(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
                              Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
                              Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, yes, output,
-                             no_headers)
+                             no_headers, verbose)
         return
     settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr)
@@ -227,11 +237,13 @@ def provision_cmd(
             record = journal.gang_record(store, resume_gang)
             if record is None or record.request is None:
                 raise InputError("--resume", "", f"no gang {resume_gang!r} in {store.path}")
-            _check_network(settings, store, record.request.providers or DEFAULT_PROVIDERS)
-            _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS, allow_wide_admin_cidr)
-            providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
-            result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings, observer=obs))
-            _show_result(result, output, no_headers)
+            with _provision_log(ctx, resume_gang, verbose, output):
+                _check_network(settings, store, record.request.providers or DEFAULT_PROVIDERS)
+                _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS, allow_wide_admin_cidr)
+                providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
+                result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings,
+                                                                   observer=obs))
+                _show_result(result, output, no_headers)
             return
         if gpu is None or nodes is None:
             raise InputError("--gpu/--nodes", "", "both are required (or --resume GANG)")
@@ -244,27 +256,42 @@ def provision_cmd(
                               rework=Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0))
         if name:
             check_gang_name(name)
-        _check_network(settings, store, names)
-        _check_admin_cidrs(settings, names, allow_wide_admin_cidr)
-        providers = _providers(names, settings)
-        if not dry_run:
-            providers = _with_credentials(providers)
-        plan = plan_gang(request, providers, store, network=settings.network)
-        if dry_run or not plan.candidates:
-            _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)),
-                       no_headers=no_headers)
-            if not plan.candidates:
-                render.error(f"no offering holds {nodes} x {model}:{per_node} under these constraints")
-                raise typer.Exit(EXIT_NO_FIT)
-            return
-        if not yes:
-            _show_plan(plan, Output.TABLE, False, limit=5)
-            first = plan.candidates[0]
-            typer.confirm(f"Launch {nodes} x {first.instance_type} (first choice ${first.usd_per_hour:,.2f}/h)?",
-                          abort=True)
-        result = _with_progress(output, lambda obs: provision(request, providers, store, psettings, gang=name,
-                                                             observer=obs))
-        _show_result(result, output, no_headers)
+        gang = name or new_gang_name()
+        with nullcontext() if dry_run else _provision_log(ctx, gang, verbose, output):
+            _check_network(settings, store, names)
+            _check_admin_cidrs(settings, names, allow_wide_admin_cidr)
+            providers = _providers(names, settings)
+            if not dry_run:
+                providers = _with_credentials(providers)
+            plan = plan_gang(request, providers, store, network=settings.network)
+            if dry_run or not plan.candidates:
+                _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)),
+                           no_headers=no_headers)
+                if not plan.candidates:
+                    render.error(f"no offering holds {nodes} x {model}:{per_node} under these constraints")
+                    raise typer.Exit(EXIT_NO_FIT)
+                return
+            if not yes:
+                _show_plan(plan, Output.TABLE, False, limit=5)
+                first = plan.candidates[0]
+                typer.confirm(f"Launch {nodes} x {first.instance_type} (first choice "
+                              f"${first.usd_per_hour:,.2f}/h)?", abort=True)
+            result = _with_progress(output, lambda obs: provision(request, providers, store, psettings, gang=gang,
+                                                                 observer=obs))
+            _show_result(result, output, no_headers)
+
+
+@contextmanager
+def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
+                   verb: str = "provision") -> Iterator[None]:
+    """The provision's (or teardown's) log file (geosched/providers/provlog.py), and where it is said at the end:
+    on stderr after a table (JSON and YAML runs are read by programs: their stderr stays as it was)."""
+    with provision_log(_home(ctx), gang, verbose=verbose, verb=verb) as path:
+        try:
+            yield
+        finally:
+            if output.tabular or verbose:
+                render.err.print(f"{verb} log: {path}", markup=False, highlight=False, soft_wrap=True)
 
 
 # --- provision --cluster: the gang as an EKS managed node group --------------------------------------
@@ -276,7 +303,11 @@ _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$
 def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str | None, gpu: str, nodes: int,
                          pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
-                         no_headers: bool) -> None:
+                         no_headers: bool, verbose: bool = False) -> None:
+    # Imported here: the EKS client needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
+    from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.nodegroups.eks import Eks
+
     names = _split(provider)
     if names and names != ("aws",):
         raise InputError("--provider", "", "--cluster makes an EKS node group: aws only")
@@ -316,12 +347,16 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
             typer.confirm(f"Create a node group of {nodes} x {first.instance_type} in cluster {cluster_name} "
                           f"(first choice {first.zone}, ${first.usd_per_hour:,.2f}/h)?", abort=True)
 
+        gang = name or new_gang_name()
+        log = logging.getLogger("geosched.providers.nodegroups")
+
         def say(line: str) -> None:
-            if output.tabular:
+            log.info("%s", line)  # the provisioning log's copy; -v prints the log's lines already
+            if output.tabular and not verbose:
                 render.err.print(_plain(line), markup=False, highlight=False, soft_wrap=True)
 
-        result = nodegroup_launch.provision(plan, cluster, eks, store, gang=name or new_gang_name(), node_role=role,
-                                            notify=say)
+        with _provision_log(ctx, gang, verbose, output):
+            result = nodegroup_launch.provision(plan, cluster, eks, store, gang=gang, node_role=role, notify=say)
     _show_nodegroup_result(result, nodes, output, no_headers)
 
 
@@ -331,6 +366,8 @@ def _cluster_region(regions: tuple[str, ...]) -> str:
         raise InputError("--region", "", "--cluster takes one region, the cluster's")
     if regions:
         return regions[0]
+    from geosched.providers.nodegroups.eks import Eks  # boto3: loaded when used (tests/test_cli_startup.py)
+
     region = Eks.default_region()
     if region is None:
         raise InputError("--region", "", "name the cluster's region (or set AWS_DEFAULT_REGION)")
@@ -358,7 +395,7 @@ def _show_nodegroup_plan(cluster: nodegroup_spec.Cluster, targets: Sequence[node
                              markup=False, highlight=False, soft_wrap=True)
 
 
-def _show_nodegroup_result(result: nodegroup_launch.GroupResult, nodes: int, output: Output,
+def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
                            no_headers: bool) -> None:
     t = result.target
     row = {"gang": result.gang, "state": result.state, "cluster": result.cluster,
@@ -412,8 +449,9 @@ class _ProgressView:
 
 
 def _plain(text: str) -> str:
-    # Provider messages are untrusted text: never let them be read as rich markup.
-    return _unmarked(text)[:140]
+    # Provider messages are untrusted text: never let them be read as rich markup. And a live progress line is not
+    # drawn through render's scrubbing console: a credential a server echoed is scrubbed here.
+    return _unmarked(redact.scrub(text))[:140]
 
 
 def _unmarked(text: str) -> str:
@@ -590,7 +628,9 @@ def down_cmd(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Terminate every machine of a gang, including what a crashed or stalled launch left behind; for a node group
-    gang, delete the node groups geosched created (by journal and tags) and nothing else."""
+    gang, delete the node groups geosched created (by journal and tags) and nothing else.
+
+    Each call and each instance or node group deleted is logged to HOME/logs/down-GANG-TIME.log."""
     if (gang is None) == (not all_gangs):
         raise InputError("GANG/--all", "", "name one gang or pass --all")
     with Store(_home(ctx)) as store:
@@ -609,18 +649,23 @@ def down_cmd(
             return
         if not yes:
             typer.confirm(f"Terminate every machine and node group of {', '.join(targets)}?", abort=True)
-        providers = _lifecycle_providers(ctx, store, targets, inventory)
         rows = []
-        for target in targets:
-            if nodegroup_journal.is_nodegroup_gang(store, target):
-                # A node group gang: its groups are deleted (`terminated` counts groups).
-                groups = nodegroup_launch.down(store, target, Eks)
-                rows.append({"gang": target, "state": groups.state, "terminated": groups.deleted,
-                             "api_calls": groups.api_calls, "errors": [_plain(e) for e in groups.errors]})
-                continue
-            result = lifecycle.down(store, providers, target)
-            rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
-                         "api_calls": result.api_calls, "errors": [_plain(e) for e in result.errors]})
+        with _provision_log(ctx, gang or "all", False, output, verb="down"):
+            providers = _lifecycle_providers(ctx, store, targets, inventory)
+            for target in targets:
+                if nodegroup_journal.is_nodegroup_gang(store, target):
+                    # A node group gang: its groups are deleted (`terminated` counts groups). Imported here: the
+                    # EKS client needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
+                    from geosched.providers.nodegroups import launch as nodegroup_launch
+                    from geosched.providers.nodegroups.eks import Eks
+
+                    groups = nodegroup_launch.down(store, target, Eks)
+                    rows.append({"gang": target, "state": groups.state, "terminated": groups.deleted,
+                                 "api_calls": groups.api_calls, "errors": [_plain(e) for e in groups.errors]})
+                    continue
+                result = lifecycle.down(store, providers, target)
+                rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
+                             "api_calls": result.api_calls, "errors": [_plain(e) for e in result.errors]})
     emit_list(kinds.GANG_DOWN, rows, output, no_headers=no_headers)
     if any(r["state"] != "terminated" for r in rows):
         raise typer.Exit(1)

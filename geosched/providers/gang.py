@@ -15,6 +15,7 @@ the attempt log in the store says what was tried, in which order, and why each f
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -48,10 +49,14 @@ from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import Block, Candidate, Coverage, GangRequest, Plan, build_plan
 from geosched.providers.refresh import record_prices
 from geosched.providers.registry import CLOUDS
-from geosched.providers.retry import OnRetry, RetryPolicy, call
+from geosched.providers.retry import OnRetry, call
 from geosched.providers.sources import planning_offerings, planning_regions, planning_risks
 from geosched.providers.terraform import NetworkConfig, check_owner
+from geosched.retry import RetryPolicy
 from geosched.store import Store
+
+# The provisioning log (geosched/providers/provlog.py): every decision of a provision, for the file a user attaches.
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,21 @@ class Event:
 
 
 Observer = Callable[[Event], None]
+
+
+def logged(observer: Observer | None) -> Observer:
+    """`observer`, with each event also written to the provisioning log: the zones planned and skipped, the zone
+    tried, each retry, the error that failed a zone (and so the hop to the next), the launch."""
+
+    def emit(event: Event) -> None:
+        c = event.candidate
+        where = f"#{event.seq} {c.label}" if c is not None else "gang"
+        level = logging.WARNING if event.kind in ("failed", "retry") else logging.INFO
+        log.log(level, "%s: %s: %s", where, event.kind, event.message)  # a failure's message starts with its kind
+        if observer is not None:
+            observer(event)
+
+    return emit
 
 
 @dataclass(frozen=True)
@@ -172,7 +192,10 @@ def provision(request: GangRequest, providers: Mapping[str, Provider], store: St
         raise InputError("--name", "", f"gang {name!r} exists in {store.path} (use --resume to continue it)")
     check_network(settings.network, store, providers)
     journal.create_gang(store, name, journal.owner(store), request)
-    return _run(store, providers, name, request, settings, observer, offerings, started)
+    log.info("gang %s: %d x %s:%d, %s, providers %s, regions %s", name, request.nodes, request.gpu,
+             request.gpus_per_node, request.pricing.value, ",".join(request.providers) or "all",
+             ",".join(request.regions) or "all")
+    return _run(store, providers, name, request, settings, logged(observer), offerings, started)
 
 
 def resume(gang: str, providers: Mapping[str, Provider], store: Store,
@@ -185,6 +208,8 @@ def resume(gang: str, providers: Mapping[str, Provider], store: Store,
     if record is None or record.request is None:
         raise InputError("--resume", "", f"no gang {gang!r} in the store")
     check_network(settings.network, store, providers)
+    observer = logged(observer)
+    log.info("gang %s: resuming (state %s)", gang, record.state)
     if record.state in ("terminating", "terminated"):
         result = lifecycle.down(store, providers, gang, settings.lifecycle)
         return _result(store, gang, None, result.api_calls, started, "gang was being taken down; finished that")
@@ -410,8 +435,10 @@ def _attempt(store: Store, provider: Provider, gang: str, owner: str, c: Candida
         journal.intend(store, a, names, c.gpu, c.gpus, c.node_usd_per_hour)
         intents_written = True
         launched = call(lambda: provider.launch(spec, budget), budget, settings.retry, on_retry)
+        log.info("#%d %s: launch returned %s", a.seq, c.label, _ids(launched))
         journal.record_instances(store, gang, a.id, launched)
         running = _wait_running(provider, spec, launched, budget, settings, on_retry)
+        log.info("#%d %s: running %s", a.seq, c.label, _ids(running))
         journal.record_instances(store, gang, a.id, running)
     except ProviderError as error:
         calls = budget.calls
@@ -476,6 +503,11 @@ def _rollback(store: Store, provider: Provider, a: AttemptRecord, settings: Prov
     rows = journal.instances(store, attempt_id=a.id, states=("launched", "terminating"))
     if not rows:
         return 0
+    log.info("#%d %s/%s: rolling back %s", a.seq, a.provider, a.zone, ", ".join(r.provider_id or r.name for r in rows))
     budget = Budget(settings.lifecycle.budget_s, settings.lifecycle.call_timeout_s)
     lifecycle.terminate_rows(store, {provider.name: provider}, rows, settings.lifecycle, budget, "rollback")
     return budget.calls
+
+
+def _ids(instances: Sequence[Instance]) -> str:
+    return ", ".join(f"{i.provider_id} ({i.state})" for i in instances) or "none"

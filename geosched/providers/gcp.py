@@ -13,11 +13,12 @@ zone's budget. Credentials: google.auth application default credentials unless t
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import requests
 from google.api_core import exceptions as gexc
@@ -317,9 +318,20 @@ def _timestamp(text: str) -> float | None:
         return None
 
 
-def timed(fn: Callable[..., T], **kwargs: Any) -> Callable[[float], T]:
-    """`fn(**kwargs)` with the per-call timeout the budget hands out at call time."""
-    return lambda timeout: fn(timeout=timeout, **kwargs)
+log = logging.getLogger(__name__)  # the provisioning log (geosched/providers/provlog.py): each call
+
+
+class timed(Generic[T]):  # lower case: it is used as a function, `timed(client.insert, ...)`
+    """`fn(**kwargs)` with the per-call timeout the budget hands out at call time; `operation` names the call
+    for the provisioning log (`InstancesClient.insert`), never its arguments."""
+
+    def __init__(self, fn: Callable[..., T], **kwargs: Any) -> None:
+        self.fn, self.kwargs = fn, kwargs
+        owner = getattr(fn, "__self__", None)
+        self.operation = f"{type(owner).__name__}.{fn.__name__}" if owner is not None else fn.__name__
+
+    def __call__(self, timeout: float) -> T:
+        return self.fn(timeout=timeout, **self.kwargs)
 
 
 def _last(url: str) -> str:
@@ -396,10 +408,15 @@ class GcpProvider:
         if budget.expired:
             raise StallError("zone deadline passed before the call", code="Deadline")
         budget.tick()
+        operation = getattr(fn, "operation", "call")
         try:
-            return fn(budget.timeout())
+            answer = fn(budget.timeout())
         except Exception as exc:
-            raise classify(exc, mutating=mutating, budget=budget) from None
+            error = classify(exc, mutating=mutating, budget=budget)
+            log.warning("gcp %s: %s: %s", operation, error.kind, error)
+            raise error from None
+        log.debug("gcp %s: ok", operation)
+        return answer
 
     def _zone_index(self, budget: Budget) -> dict[str, tuple[str, ...]]:
         if self._zones is None:

@@ -10,6 +10,7 @@ terminated, journalled as `terminating` before the call and `terminated` after.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -32,8 +33,11 @@ from geosched.providers.base import (
     ReportsHostKeys,
 )
 from geosched.providers.journal import InstanceRecord
-from geosched.providers.retry import RetryPolicy, call
+from geosched.providers.retry import call
+from geosched.retry import RetryPolicy
 from geosched.store import Store
+
+log = logging.getLogger(__name__)  # the provisioning log (geosched/providers/provlog.py): teardowns
 
 # keep: terminate what the gang does not keep; down: keep nothing; observe: only bring the journal (and the usage
 # ledger) in line with what the providers report, terminating nothing (`status --refresh`).
@@ -102,11 +106,15 @@ def terminate_rows(store: Store, providers: Mapping[str, Provider], rows: Sequen
             continue
         journal.mark(store, (r.id for r in group), "terminating", note)
         targets = [as_instance(r) for r in group]
+        ids = ", ".join(r.provider_id or r.name for r in group)
+        log.info("%s: terminating %s (%s)", name, ids, note)
         try:
             call(partial(provider.terminate, targets, budget), budget, settings.retry)
         except ProviderError as exc:
+            log.warning("%s: terminate failed [%s]: %s; left for the next reconcile: %s", name, exc.kind, exc, ids)
             errors.append(f"{name}: terminate failed: {exc.kind}: {exc}")
             continue
+        log.info("%s: terminated %s", name, ids)
         journal.mark(store, (r.id for r in group), "terminated")
         done += len(group)
     return done, errors

@@ -34,7 +34,8 @@ from geosched.providers.base import (
     ReportsSpotSignals,
     SpotSignal,
 )
-from geosched.providers.retry import RetryPolicy, call
+from geosched.providers.retry import call
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 
 

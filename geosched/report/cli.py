@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,8 +20,12 @@ from geosched.options import finite
 from geosched.output import NoHeadersOpt, Output, ReportOutputOpt, columns_table
 from geosched.report.accounting import Usage
 from geosched.report.aggregate import Grouping, ReportKind
-from geosched.report.report import Rendered, Snapshot, report
 from geosched.store import Store
+
+# The report re-places baselines (numpy, the policies) and draws (matplotlib): imported when one is made, so
+# `geosched -h` does not load them.
+if TYPE_CHECKING:
+    from geosched.report.report import Rendered
 
 ByOpt = Annotated[Grouping, typer.Option("--by", help="Group rows by job, cluster, region, provider or (UTC) day.")]
 SinceOpt = Annotated[str | None, typer.Option(
@@ -50,6 +54,8 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
     def run(kind: ReportKind, by: Grouping, since: str | None, until: str | None, output: Output, out: Path | None,
             usage: Usage, carbon: Path | None, snapshot: Path | None, fleet: Path | None, network: Path | None,
             embodied: bool, utilisation: float | None, no_headers: bool) -> None:
+        from geosched.report.report import Snapshot, report
+
         signal = _signal(carbon)
         snap = None
         if snapshot or fleet or network:

@@ -244,7 +244,7 @@ def test_the_scheduler_logs_no_credential(tmp_path: Path) -> None:
         proc = subprocess.Popen([sys.executable, "-m", "geosched", "scheduler", "run", "--kubeconfig", str(path),
                                  "--context", "c", "--no-leader-elect"], cwd=ROOT, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(8)
+        time.sleep(8)  # real sleep: a real `geosched scheduler run` process must try its cluster and log the failure
         proc.send_signal(signal.SIGTERM)
         try:
             out, err = proc.communicate(timeout=30)

@@ -227,7 +227,7 @@ def test_gce_zone_resource_pool_exhausted_surfaces_like_real_gce(
     # insert() itself succeeds: the failure lives in the operation.
     op = instances.insert(project=PROJECT, zone=zone, instance_resource=_vm("gang-0", zone))
     assert op.status == compute_v1.Operation.Status.RUNNING
-    time.sleep(0.06)
+    time.sleep(0.06)  # real sleep: the GCE double completes an operation after operation_delay_s of real time
     assert op.done()
     assert op.error_code == 503  # Operation.http_error_status_code
     assert op.error.errors[0].code == "ZONE_RESOURCE_POOL_EXHAUSTED"

@@ -463,7 +463,7 @@ def test_server_side_apply_stamps_the_appliers_time_when_it_changed_something(co
     second = apply({"names": "w1,w2"})  # the same field, a new value
     assert times(second)["geosched"] > times(first)["geosched"]
     assert times(second)["kueue"] == times(first)["kueue"]
-    time.sleep(1.05)
+    time.sleep(1.05)  # real sleep: the server records whole seconds
     forced = apply({"names": "w1,w2", "kueue": "b"}, force=True)
     assert times(forced)["kueue"] == times(first)["kueue"] and times(forced)["geosched"] > times(second)["geosched"]
 

@@ -98,7 +98,7 @@ def _iperf(tb: Testbed, src: Host, dst: Host, seconds: int = 3) -> float:
     while not tb.run(dst, ["ss", "-Hltn", "sport = :5201"]).stdout.strip():
         assert server.poll() is None, "iperf3 server died"
         assert time.monotonic() < deadline, "iperf3 server not listening"
-        time.sleep(0.05)
+        time.sleep(0.05)  # real sleep: polling a real iperf3 server until it listens
     client = tb.run(
         src,
         ["iperf3", "-c", dst.address, "-p", "5201", "-t", str(seconds), "-O", "1", "-J"],
@@ -345,7 +345,7 @@ def test_teardown_leaves_nothing() -> None:
         daemon.wait(timeout=10)
         # An open ssh session (sshd child process) at teardown time.
         session = subprocess.Popen(x.ssh_argv(["sleep", "300"]), stdin=subprocess.DEVNULL)
-        time.sleep(1.0)
+        time.sleep(1.0)  # real sleep: the ssh session's sshd child must exist before teardown runs
         pids = pids_in_netns(bed.netns_names)
         assert len(pids) >= 5  # stage, 3 sshd, proxy, daemon, session
         snapshot = (bed.prefix, list(bed.netns_names), bed.workdir)
@@ -388,7 +388,7 @@ def test_leftovers_of_a_killed_run_are_cleaned() -> None:
         bed = Testbed(zones={"x": 1, "y": 1}, links={("x", "y"): Link(1)})
         bed.start()
         print(json.dumps([bed.prefix, bed.netns_names, str(bed.workdir)]), flush=True)
-        time.sleep(300)
+        time.sleep(300)  # real sleep: a child process holding the testbed until the test kills it
         """
     )
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
@@ -444,10 +444,22 @@ def test_scales_to_24_hosts_in_6_zones(record_property: Callable[[str, object], 
                 stdout=subprocess.PIPE,
                 text=True,
             )
+        wrong = []
         for (a, b), p in pings.items():
             out, _ = p.communicate(timeout=30)
             rtts = [float(m) for m in re.findall(r"time=([\d.]+) ms", out)]
             assert len(rtts) == 6, out
-            measured = statistics.median(rtts[1:])
-            assert _within(measured, bed.rtt_ms(a, b)), f"{a}->{b}: {measured} vs {bed.rtt_ms(a, b)}"
+            measured = [statistics.median(rtts[1:])]
+            # 15 pings at once on a loaded 2-core machine (CI builds Go beside the tests) can see a reply held a few
+            # ms (seen: 35.8 ms on a 32 ms link): a pair out of tolerance is pinged again, alone, up to twice. A
+            # link the testbed set wrong misses every time.
+            while not _within(measured[-1], bed.rtt_ms(a, b)) and len(measured) < 3:
+                again = subprocess.run(bed.exec_argv(bed.zone_hosts(a)[0], ["ping", "-n", "-c", "11", "-i", "0.05",
+                                                                          bed.zone_hosts(b)[1].address]),
+                                       capture_output=True, text=True, timeout=30)
+                measured.append(statistics.median([float(m) for m in re.findall(r"time=([\d.]+) ms",
+                                                                                 again.stdout)][1:]))
+            if not _within(measured[-1], bed.rtt_ms(a, b)):
+                wrong.append(f"{a}->{b}: {measured} vs {bed.rtt_ms(a, b)}")
+        assert not wrong, wrong
     print(f"24-host/6-zone testbed setup took {setup_s:.2f} s")

@@ -30,7 +30,7 @@ def wait_until(check: Callable[[], Any], timeout: float = 10.0, every: float = 0
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
-        time.sleep(every)
+        time.sleep(every)  # real sleep: polling a real API server (or the emulator) between checks
 
 
 def add_nodes(cluster: EmulatedCluster, region: str, zones: str, per_zone: int, *, gpus: int = 8,

@@ -204,17 +204,6 @@ def validatable(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": meta}
 
 
-class FakeClock:
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 # | worker | nodes (8 x H100 each) | where | $/h per node | grid gCO2e/kWh |
 # | worker1 | 3, 1 busy | GKE us-central1-a, a3-highgpu-8g | 43.07 | 413 |
 # | worker2 | 8 | GKE europe-north1-c, a3-highgpu-8g | 96.71 | 39 |

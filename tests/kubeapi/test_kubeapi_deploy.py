@@ -141,7 +141,7 @@ def test_rbac_allows_every_request_of_a_scheduler_run(clusters: MultiCluster) ->
         wait_until(lambda: running.stats.rollbacks >= 1 and running.stats.gangs_bound >= 1)
         wait_until(lambda: len(cluster.list("v1/events")) >= 2)
         cluster.drop_watches()
-        time.sleep(0.3)
+        time.sleep(0.3)  # real sleep: the scheduler's watches must reconnect after being dropped
     assert cluster.get("v1/pods", pods[0], "default") is None  # released
 
     seen = {attributes(r) for r in cluster.requests if r.fault is None}

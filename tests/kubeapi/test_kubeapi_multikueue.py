@@ -39,12 +39,12 @@ from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.settings import LeaderElection
 from geosched.models import LinkStats, NetworkView
 from geosched.store import Store
+from tests.clock import FakeClock
 from tests.kube.kube_support import validate_manifest
 from tests.kubeapi.kubeapi_support import FAST_LEASE, wait_until
 from tests.kubeapi.multikueue_support import (
     SITES,
     V1B1,
-    FakeClock,
     admit,
     copies,
     kueue_status,

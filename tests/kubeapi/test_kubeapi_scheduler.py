@@ -104,7 +104,7 @@ def test_a_gang_waits_until_all_its_pods_exist(clusters: MultiCluster, cluster: 
     cluster.create(owned_pod("slow-0", owner, 0))
     with scheduler(clusters) as running:
         wait_until(lambda: running.stats.cycles >= 3, what="a few cycles")
-        time.sleep(0.5)
+        time.sleep(0.5)  # real sleep: a negative check needs the real scheduler to run a while
         assert not any(nodes_of(cluster, [*first, "slow-0"]).values())  # nothing of an incomplete gang binds
         cluster.create(gang_pod("late-3", "late"))
         for i in (1, 2):
@@ -161,7 +161,7 @@ def test_a_bind_that_keeps_failing_rolls_the_whole_gang_back(clusters: MultiClus
         assert any(c["type"] == "DisruptionTarget" for v in history if v
                    for c in (v.get("status") or {}).get("conditions") or [])
         assert nodes_of(cluster, ["g-2", "g-3"]) == {"g-2": None, "g-3": None}
-        time.sleep(0.5)
+        time.sleep(0.5)  # real sleep: a negative check needs the real scheduler to run a while
         assert running.stats.rollbacks == 1  # incomplete now: it waits, it does not thrash
 
         # The fault clears and the Job controller (played by the test) recreates the deleted pods.
@@ -246,7 +246,7 @@ def test_two_replicas_only_the_leader_binds_and_the_other_takes_over(clusters: M
         wait_until(lambda: two.scheduler.cache.nodes_version > 0, what="replica-2 synced")
         first = add_gang(cluster, "first", 4) + add_gang(cluster, "second", 3)
         wait_until(lambda: all_bound(cluster, first))
-        time.sleep(0.5)
+        time.sleep(0.5)  # real sleep: a negative check needs both real replicas to run a while
         assert (one.stats.pods_bound, two.stats.pods_bound) == (7, 0)
         assert not two.scheduler.leading()
 
@@ -274,7 +274,7 @@ def test_a_clean_stop_hands_the_lease_over_at_once(clusters: MultiCluster, clust
     wait_until(lambda: lease_holder(cluster) == "replica-1")
     two = Running(clusters, "cluster-a", slow, "replica-2").start()
     try:
-        time.sleep(0.5)
+        time.sleep(0.5)  # real sleep: replica-2 must be waiting on the lease (real time) first
         one.stop()  # releases the lease
         wait_until(lambda: lease_holder(cluster) == "replica-2", timeout=5, what="a takeover well before 30 s")
         pods = add_gang(cluster, "g", 2)
@@ -299,7 +299,7 @@ def test_a_lease_in_a_missing_namespace_says_so(clusters: MultiCluster, cluster:
     one = Running(clusters, "cluster-a", settings(leader_election=election), "replica-1").start()
     try:
         wait_until(lambda: any("namespace nowhere does not exist" in r.getMessage() for r in caplog.records))
-        time.sleep(3 * election.retry_period_s)
+        time.sleep(3 * election.retry_period_s)  # real sleep: a few of the elector's real retry periods
     finally:
         one.stop()
     said = [r for r in caplog.records if "namespace nowhere does not exist" in r.getMessage()]

@@ -11,7 +11,7 @@ import pytest
 
 from geosched.carbon import parse_carbon_csv
 from geosched.kube import keys
-from geosched.kube.client import Kube, RetryPolicy
+from geosched.kube.client import Kube
 from geosched.kube.config import Backend, ClusterConfig
 from geosched.kube.submit import (
     SubmitError,
@@ -22,6 +22,7 @@ from geosched.kube.submit import (
     submit,
 )
 from geosched.models import Weights
+from geosched.retry import RetryPolicy
 from tests.kube.kube_support import WORKLOAD_API_VERSIONS, validate_manifest
 from tests.kubeapi.kubeapi_support import REGIONS, add_nodes
 from tests.kubeemu import WORKLOAD_API, MultiCluster

@@ -322,7 +322,7 @@ class EmulatedCluster:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.name}: {self.watch_count(plural)} open watches on {plural or 'anything'}, "
                                    f"wanted {n}")
-            time.sleep(0.01)
+            time.sleep(0.01)  # real sleep: polling the emulator's open watches
 
     def drop_watches(self, plural: str | None = None) -> int:
         """Close the open watch streams (of one resource plural, or all); returns how many were closed."""

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from geosched.cli import app
-from geosched.kube.client import RetryPolicy
 from geosched.kube.submit import SubmitOptions, submit
 from geosched.report.ledger import intervals
 from geosched.report.records import Interval
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 from tests.kubeemu import MultiCluster, node_manifest
 

@@ -103,7 +103,7 @@ class FakeRemote:
         if args[0] == "iperf3":
             self._enter(node)
             try:
-                await asyncio.sleep(self.client_delay)
+                await asyncio.sleep(self.client_delay)  # a throughput test that lasts client_delay
             finally:
                 self.active[node] -= 1
             port = int(args[args.index("-p") + 1])
@@ -219,7 +219,7 @@ def test_server_is_stopped_when_the_run_is_cancelled() -> None:
 
     async def cancel_midway() -> None:
         task = asyncio.create_task(measure_throughput(fake, target("a"), target("b"), SETTINGS))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # let the measurement start before cancelling it
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -252,7 +252,7 @@ def test_locks_take_all_or_nothing() -> None:
         async def hold(name: str, resources: set[str], delay: float) -> None:
             async with locks.hold(resources):
                 log.append(f"+{name}")
-                await asyncio.sleep(delay)
+                await asyncio.sleep(delay)  # hold the locks a while, so overlaps show
                 log.append(f"-{name}")
 
         await asyncio.gather(hold("ab", {"a", "b"}, 0.05), hold("bc", {"b", "c"}, 0.01), hold("d", {"d"}, 0.01))
@@ -275,7 +275,7 @@ def test_failed_nodes_are_reported_and_left_out_of_the_plan() -> None:
 
 def test_deadline_ends_the_run_and_names_what_was_cut() -> None:
     async def slow_ping(node: str, argv: Sequence[str], timeout: float) -> CommandResult:
-        await asyncio.sleep(60)
+        await asyncio.sleep(60)  # a ping that outlives the run's deadline
         return CommandResult(0, PING_OK, "")
 
     fake = FakeRemote()

@@ -72,7 +72,7 @@ class ScriptedPool(SshPool):
     async def _dial(self, target: SshTarget, trust: Trust, tunnel: object) -> asyncssh.SSHClientConnection:  # type: ignore[override]
         self.dials.append(target.name)
         self.tunnels.append(tunnel)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a dial that takes a moment, so concurrent dials overlap
         step = self.script.pop(0) if self.script else None
         if step is not None:
             raise step

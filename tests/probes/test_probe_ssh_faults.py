@@ -55,13 +55,13 @@ async def raw_server(on_connect: Callable[[asyncio.StreamReader, asyncio.StreamW
 
 
 async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    await asyncio.sleep(30)
+    await asyncio.sleep(30)  # a server that accepts and never speaks (cancelled by the test)
 
 
 async def banner_then_silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     writer.write(BANNER)
     await writer.drain()
-    await asyncio.sleep(30)
+    await asyncio.sleep(30)  # a server that accepts and never speaks (cancelled by the test)
 
 
 async def connect_failure(port: int, tmp_path: Path) -> tuple[ProbeError, float]:
@@ -122,7 +122,7 @@ def test_a_host_that_stalls_after_the_handshake_times_out_the_command_not_the_ru
 
     async def stall(process: asyncssh.SSHServerProcess[str]) -> None:
         started_commands.append(str(process.command))
-        await asyncio.sleep(30)
+        await asyncio.sleep(30)  # a command that stalls until the client gives up
 
     async def scenario() -> tuple[ProbeError, float, float]:
         authorized = asyncssh.import_authorized_keys(CLIENT_KEY.export_public_key().decode())

@@ -106,17 +106,34 @@ def _zone(name: str) -> str:
 
 # --- truth --------------------------------------------------------------------------------------------
 
-def test_rtt_of_every_healthy_pair_matches_the_truth(tb: Testbed, first: FirstRun) -> None:
+def _reprobe_rtt(inventory: Inventory, workdir: Path, src: str, dst: str, attempt: int) -> float:
+    """The pair's RTT p50 measured again by the product, alone (a fresh store, RTT only)."""
+    targets = [t for t in inventory.targets if t.name in (src, dst)]
+    settings = ProbeSettings(kinds=frozenset({Kind.RTT}), ping_count=10)
+    with Store(workdir / f"again-{src}-{dst}-{attempt}") as store:
+        outcome = service.run(store, targets, settings, PlanOptions(kind=PlanKind.FULL, run=0), known_hosts=[])
+    [echo] = outcome.report.echoes
+    return echo.echo.p50_ms
+
+
+def test_rtt_of_every_healthy_pair_matches_the_truth(tb: Testbed, first: FirstRun, inventory: Inventory,
+                                                     workdir: Path) -> None:
     report = first.outcome.report
     assert report.plan.kind is PlanKind.FULL
     assert {pair_key(r.src, r.dst) for r in report.echoes} == {
         pair_key(a, b) for i, a in enumerate(HEALTHY) for b in HEALTHY[i + 1:]}
     wrong = []
     for r in report.echoes:
-        expected = tb.rtt_ms(_zone(r.src), _zone(r.dst))
-        if not _within(r.echo.p50_ms, expected):
-            wrong.append(f"{r.src}->{r.dst}: {r.echo.p50_ms:.2f} ms, truth {expected} ms")
         assert r.echo.method == "icmp"
+        expected = tb.rtt_ms(_zone(r.src), _zone(r.dst))
+        measured = [r.echo.p50_ms]
+        # A pair out of tolerance is measured again, alone, up to twice: on a loaded 2-core machine (CI runs the Go
+        # build beside the tests) the scheduler can hold a ping's reply for a millisecond or more across the whole
+        # full-mesh run (seen: 1.42 ms on a 0.4 ms link). A probe that measures the wrong thing misses every time.
+        while not _within(measured[-1], expected) and len(measured) < 3:
+            measured.append(_reprobe_rtt(inventory, workdir, r.src, r.dst, len(measured)))
+        if not _within(measured[-1], expected):
+            wrong.append(f"{r.src}->{r.dst}: {', '.join(f'{m:.2f}' for m in measured)} ms, truth {expected} ms")
     assert not wrong, wrong
 
 

@@ -35,7 +35,7 @@ from geosched.providers.failover import Ttls
 from geosched.providers.gang import ProvisionSettings, provision, resume
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest, PricingMode
-from geosched.providers.retry import RetryPolicy
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 from tests.kill import run_killable
 from tests.providers.prov_support import (
@@ -218,7 +218,7 @@ def run_one(emu: Emulators, plan: RunPlan, workdir: Path, mp: Any) -> RunOutcome
         record = journal.gang_record(store, plan.gang)
         if record is None:
             # Killed before the gang was journalled: then no API call was made either.
-            time.sleep(0.05)
+            time.sleep(0.05)  # real sleep: a launch the killed child sent may still land on the emulator
             outcome.unrecorded = len(alive(emu, plan.gang))
         else:
             # Before any repair, every machine must already be accounted for by an attempt the store holds.

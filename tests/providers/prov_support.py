@@ -19,7 +19,7 @@ from geosched.providers.config import AwsSettings, GcpSettings
 from geosched.providers.gang import ProvisionSettings
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.lifecycle import LifecycleSettings
-from geosched.providers.retry import RetryPolicy
+from geosched.retry import RetryPolicy
 
 PROJECT = "geosched-test"
 AWS_REGIONS = ("us-east-1", "us-east-2")

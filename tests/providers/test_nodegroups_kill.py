@@ -26,7 +26,7 @@ from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
-from geosched.providers.retry import RetryPolicy
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
 from tests.providers.prov_support import aws_env, aws_provider

@@ -48,7 +48,7 @@ def eventually(check: Callable[[], bool], seconds: float) -> bool:
     while not check():
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.1)
+        time.sleep(0.1)  # real sleep: polling a real moto server between checks
     return True
 
 
@@ -236,7 +236,7 @@ def test_refusals_are_remembered_for_their_ttl(aws: AwsProvider, proxy: Ec2Fault
     first = provision(request(1, ("aws",)), {"aws": aws}, store, settings)
     second = provision(request(1, ("aws",)), {"aws": aws}, store, settings)
     assert trail(second)[0] == ("use1-az1", "skipped") and "capacity" in (second.attempts[0].message or "")
-    time.sleep(1.1)
+    time.sleep(1.1)  # real sleep: the refusal's TTL runs on the journal's wall clock
     third = provision(request(1, ("aws",)), {"aws": aws}, store, settings)
     assert trail(third) == [("use1-az1", "launched")]
     for r in (first, second, third):

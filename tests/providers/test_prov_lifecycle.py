@@ -265,7 +265,7 @@ def test_a_launch_landing_after_the_settle_window_is_caught_by_the_next_reconcil
     assert [a.outcome for a in result.attempts] == ["failed", "launched"]
     deadline = time.monotonic() + 5.0
     while len(aws_alive(moto.url, result.gang)) < 4 and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.1)  # real sleep: polling moto until the stalled launch lands
     # The stalled request landed after its intents were closed as "never appeared": the machines are still
     # tagged with the gang and attempt, so the next reconcile adopts and terminates them.
     assert len(aws_alive(moto.url, result.gang)) == 4

@@ -185,7 +185,7 @@ def race(held: FaultRule[Any], slow: Callable[[], T], fast: Callable[[], T]) -> 
     thread.start()
     deadline = time.monotonic() + 10
     while held.hits == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(0.01)  # real sleep: polling a real thread blocked on the server
     assert held.hits == 1
     second = fast()
     thread.join(10)

@@ -165,7 +165,7 @@ def test_status_refresh_marks_preempted_machines_and_stops_billing_them(
         moto_client(moto.url, victim.region).terminate_instances(InstanceIds=[victim.provider_id])
     else:  # a spot VM preempted with action STOP: TERMINATED, still there, its GPUs released
         gce.set_instance_status(gcp.project, victim.zone, victim.provider_id, "TERMINATED")
-    time.sleep(1.5)
+    time.sleep(1.5)  # real sleep: EC2 reports the transition in whole seconds
     noticed = time.time()
 
     (health,) = lifecycle.refresh(store, {cloud: provider}, [result.gang], settings.lifecycle)

@@ -126,7 +126,7 @@ def kill_netns_processes(names: Sequence[str], *, timeout: float = 5.0) -> list[
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+        time.sleep(0.02)  # real sleep: real processes take a moment to die after SIGKILL
 
 
 def delete_netns(names: Sequence[str]) -> list[str]:

@@ -33,7 +33,7 @@ async def _handle(
 ) -> None:
     up_writer: asyncio.StreamWriter | None = None
     try:
-        await asyncio.sleep(delay_s)
+        await asyncio.sleep(delay_s)  # the link's one-way delay, on a real socket
         up_reader, up_writer = await asyncio.open_connection(*upstream)
         await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
     except (ConnectionError, OSError):

@@ -574,7 +574,7 @@ class Testbed:
             if waiting:
                 if time.monotonic() > deadline:
                     raise TestbedError(f"sshd not listening after {timeout}s on {[n for n, _ in waiting]}")
-                time.sleep(0.02)
+                time.sleep(0.02)  # real sleep: polling real sshd processes until they listen
 
     # ------------------------------------------------------------------ teardown
 
@@ -719,7 +719,7 @@ class Testbed:
         while not path.exists():
             if time.monotonic() > deadline or self._stage_proc.poll() is not None:
                 raise TestbedError("stage did not write its stats")
-            time.sleep(0.01)
+            time.sleep(0.01)  # real sleep: polling the real stage process for its stats file
         raw = parse_stats(path.read_text())
         named: dict[str, dict[str, int]] = {}
         for key, value in raw.items():

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from geosched.kube import keys
 from geosched.kube.backends.base import Gang, Handoff
 from geosched.kube.config import ClusterConfig
@@ -80,6 +78,8 @@ def cluster_objects(nodes: Iterable[Mapping[str, Any]], queue: str, namespace: s
 
 def _total(nodes: Sequence[Mapping[str, Any]], resource: str) -> int | str:
     """The nodes' allocatable `resource` added up, as a quantity: a whole number, else millis ("1500m")."""
+    from kubernetes.utils.quantity import parse_quantity  # here: the package loads its whole client (0.3 s)
+
     total = Decimal(0)
     for node in nodes:
         value = ((node.get("status") or {}).get("allocatable") or {}).get(resource)

@@ -32,7 +32,6 @@ from geosched.kube.client import (
     PODS,
     STRATEGIC_PATCH,
     Kube,
-    RetryPolicy,
     api_message,
     describe,
     status_of,
@@ -40,6 +39,7 @@ from geosched.kube.client import (
 )
 from geosched.kube.scheduler.decide import Bind, Decision
 from geosched.kube.scheduler.pods import GANG_NOTE, PodInfo
+from geosched.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 ZONES_NOTE = "geosched.io/zones"

@@ -30,7 +30,7 @@ from geosched import policies
 from geosched.carbon import GridInput, grid_history
 from geosched.grid.forecast import GridHistory
 from geosched.kube import resources
-from geosched.kube.client import BATCH_JOBS, NODES, PODS, Json, Kube, RetryPolicy, describe
+from geosched.kube.client import BATCH_JOBS, NODES, PODS, Json, Kube, describe
 from geosched.kube.cluster_inventory import fleet_from_nodes, network_for
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.objpath import At
@@ -48,6 +48,7 @@ from geosched.kube.scheduler.settings import SchedulerSettings
 from geosched.kube.tolerations import node_taints
 from geosched.models import NetworkView
 from geosched.policies.timeshift import MIN_SAVING, RESHIFT_SAVING
+from geosched.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 LIVE = "status.phase!=Succeeded,status.phase!=Failed"

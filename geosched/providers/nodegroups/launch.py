@@ -30,7 +30,8 @@ from geosched.providers.nodegroups import spec
 from geosched.providers.nodegroups.eks import Eks, InUse, RefusedRequest
 from geosched.providers.nodegroups.journal import GroupRecord
 from geosched.providers.plan import Block, Plan, Skipped
-from geosched.providers.retry import RetryPolicy, call
+from geosched.providers.retry import call
+from geosched.retry import RetryPolicy
 from geosched.store import Store
 
 
