@@ -15,6 +15,7 @@ from typing import Any
 from geosched import catalog, policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.documents import Output, document
+from geosched.energy import DEFAULT_GPU_UTILISATION, EnergyModel
 from geosched.errors import InputError
 from geosched.fields import dump
 from geosched.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
@@ -22,12 +23,11 @@ from geosched.report import formats, html, reads
 from geosched.report.accounting import Rates, Usage
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.assemble import ReportData, assemble
-from geosched.report.energy import DEFAULT_GPU_UTILISATION, EnergyModel
 from geosched.report.ledger import intervals as ledger_intervals
 from geosched.report.prices import PriceBook, PriceKey
 from geosched.report.records import Interval
-from geosched.report.specs import platforms, spec_index
 from geosched.report.window import iso, window
+from geosched.specs import platforms, spec_index
 from geosched.store import Store
 from geosched.writes import write_file
 
