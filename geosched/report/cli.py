@@ -18,8 +18,11 @@ from geosched.kinds import report_columns
 from geosched.models import CarbonSignal
 from geosched.options import finite
 from geosched.output import NoHeadersOpt, Output, ReportOutputOpt, columns_table
+from geosched.report import formats
 from geosched.report.accounting import Usage
 from geosched.report.aggregate import Grouping, ReportKind
+from geosched.report.assemble import ReportData
+from geosched.report.baseline import stands_on
 from geosched.report.report import Rendered, Snapshot, report
 from geosched.store import Store
 
@@ -99,3 +102,16 @@ def _show(result: Rendered) -> None:
         assert data is not None  # a table is always drawn from the report's data
         columns_table(f"geosched {result.title}", report_columns(data.kind.value, data.by.value, data.embodied),
                       result.rows, wide=result.output is Output.WIDE, caption=result.caption)
+        show_savings(data)
+
+
+def show_savings(data: ReportData) -> None:
+    """The baselines the JSON document carries, as a table, and one line per baseline saying what its saving
+    stands on (how much longer its gangs were predicted to run, and why). Not under --no-headers, where stdout
+    carries the usage rows alone, for `awk`."""
+    if not data.savings or not render.headers_shown():
+        return
+    render.table(f"against baselines (each re-placed on snapshot '{data.snapshot or '-'}' for the same span; saved = "
+                 "baseline - recorded)", formats.savings_rows(data.savings, data.kind))
+    for s in data.savings:
+        render.out.print(f"  {stands_on(s, data.snapshot or '-')}", markup=False)
