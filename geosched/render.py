@@ -118,6 +118,11 @@ def headers(show: bool) -> Iterator[None]:
         _HEADERS.reset(token)
 
 
+def headers_shown() -> bool:
+    """Whether tables drawn now show headers (not under --no-headers, where stdout is rows only)."""
+    return _HEADERS.get()
+
+
 def prose() -> Console:
     """Where a line of prose beside tables goes: stdout, or stderr under --no-headers, where stdout carries the
     tables' rows alone (for `awk` and `cut`, as kubectl's)."""

@@ -5,6 +5,7 @@ usage it records, and the run without moto. The whole demo as a process is in te
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -131,6 +132,14 @@ def test_demo_without_moto_skips_provisioning_and_still_reports(tmp_path: Path) 
     assert "5. Provisioning on emulated clouds: skipped: moto" in run.stdout
     assert "pip install 'geosched[emulators]'" in run.stdout
     assert "8. Cost and carbon" in run.stdout and (home / "demo" / "report.html").is_file()
+    # Each saving names what it stands on (issue 23 item 6): the baseline's predicted run time and its cause.
+    text = " ".join(run.stdout.split())
+    spread = re.search(r"saved \$[\d,]+ and [\d,.]+ kgCO2e against spread: (.*?); at equal run time the saving is "
+                       r"-?\$[\d,]+", text)
+    assert spread is not None, text
+    assert re.match(r"its gangs predicted to run up to \d+\.\d\dx as long \(pretrain-\d+; slowest ring hop: "
+                    r"[\d.]+% loss, ", spread.group(1)), spread.group(1)
+    assert "run x" in text and "at equal run" in text
     with Store(home / "demo" / "store") as store:
         assert journal.gangs(store) == []
         assert {i.job for i in intervals(store)} == {"finetune-8", "pretrain-64", "pretrain-512"}

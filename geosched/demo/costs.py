@@ -18,7 +18,8 @@ from geosched.documents import Output
 from geosched.models import Fleet, Placement
 from geosched.report import Kind, Source, close_interval, open_interval
 from geosched.report.aggregate import Grouping, ReportKind
-from geosched.report.formats import display_row, row
+from geosched.report.baseline import stands_on
+from geosched.report.formats import display_row, row, savings_rows
 from geosched.report.report import Rendered, report
 from geosched.report.window import iso
 from geosched.store import Store
@@ -55,12 +56,13 @@ def job_rows(result: Rendered) -> list[dict[str, Any]]:
     return out
 
 
-def savings_rows(result: Rendered) -> list[dict[str, Any]]:
+def savings_lines(result: Rendered) -> list[str]:
+    """Per baseline, the saving and what it stands on (`baseline.stands_on`): a saving that comes from a
+    baseline's gangs predicted to run several times as long on modelled links says so."""
     assert result.data is not None
-    return [{"baseline": s.label, "jobs": s.jobs, "baseline $": s.baseline_usd, "placed $": s.reference_usd,
-             "saved $": s.usd_saved, "baseline kgCO2e": s.baseline_gco2e / 1000,
-             "placed kgCO2e": s.reference_gco2e / 1000, "saved kgCO2e": s.gco2e_saved / 1000}
-            for s in result.data.savings]
+    data = result.data
+    return [f"  saved ${s.usd_saved:,.0f} and {s.gco2e_saved / 1000:,.1f} kgCO2e "
+            f"{stands_on(s, data.snapshot or '-')}" for s in data.savings]
 
 
 def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store, html: Path) -> Rendered:
@@ -78,7 +80,10 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store, html: P
                  caption=f"total {t.gpu_hours:,.2f} GPU-h, ${t.usd:,.2f}, {t.energy_kwh:,.1f} kWh, "
                          f"{t.gco2e / 1000:,.2f} kgCO2e")
     render.table("the placed jobs against baselines (each re-placed on the embedded fleet for the same hour; "
-                 "saved = baseline - placed)", savings_rows(result))
+                 "saved = baseline - recorded; run x: how much longer the baseline's slowest gang runs)",
+                 savings_rows(result.data.savings))
+    for line in savings_lines(result):
+        render.out.print(line, markup=False)
     render.out.print(f"  HTML report: {html}", markup=False)
     render.out.print(f"  The same from the command line: geosched --home {store.home} report cost --by job "
                      f"--until {iso(until + 60)}", markup=False)

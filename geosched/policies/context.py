@@ -17,7 +17,7 @@ import numpy.typing as npt
 from geosched.comm import comm_ms
 from geosched.models import CarbonSignal, Fleet, Job, NetworkView, NodeState, Pricing, Weights, pair_key
 from geosched.policies import places, spotrisk
-from geosched.policies.energy import kwh_per_gpu_hour
+from geosched.policies.energy import kwh_per_gpu_hour, node_kwh_per_gpu_hour
 from geosched.policies.spotrisk import Rework, SpotRisk
 from geosched.policies.zonepairs import MEASURES, ZonePairs
 
@@ -65,13 +65,10 @@ class PlacementContext:
         self.price_spot = _per_gpu([n.price_spot for n in nodes], self.gpus_total)
         self._spot_risks = spot_risks or {}
 
-        power = fleet.gpu_power
-        # A GPU missing from the power table is counted at the most power-hungry known part: carbon is
-        # then overestimated, never hidden.
-        worst = max(power.values(), key=lambda p: p.max_watts)
-        self.idle_watts: FloatArray = np.array([power.get(n.gpu, worst).idle_watts for n in nodes])
-        self.max_watts: FloatArray = np.array([power.get(n.gpu, worst).max_watts for n in nodes])
-        self.pue: FloatArray = np.array([fleet.regions[n.region_key].pue for n in nodes])
+        # kWh per GPU-hour at GPU utilisation 0 and 1, from the one energy model the report charges with
+        # (policies/energy.py interpolates a job's utilisation between them).
+        self.kwh_idle: FloatArray = node_kwh_per_gpu_hour(fleet, 0.0)
+        self.kwh_full: FloatArray = node_kwh_per_gpu_hour(fleet, 1.0)
         self.grid: FloatArray = np.array([self.carbon.at(n.region_key) for n in nodes])
 
         # Zone-pair links, sparse (policies/zonepairs.py): a zones x zones matrix grew with the square of the

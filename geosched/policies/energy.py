@@ -1,25 +1,57 @@
 """Energy per GPU-hour: the one figure the carbon term (`context.job_view`), the time-shift decision
 (`timeshift`) and the simulator's measured emissions (`geosched.simulate.shifting`) multiply by the grid's
-gCO2e/kWh, so all three count a GPU-hour alike. Another energy model (host power, idle nodes) replaces this
-function and nothing else.
+gCO2e/kWh, so all three count a GPU-hour alike, and as `geosched report` charges it: each node's figure comes
+from the one energy model (`geosched.energy`: the GPU and its share of the host's vCPUs and memory, times the
+region's PUE), with the same resolvers for GPU power, PUE and the instance type's size.
 
-    kWh per GPU-hour = (idle + utilisation x (max - idle)) W / 1000 x PUE
+The model is linear in GPU utilisation, so each node keeps its kWh per GPU-hour at utilisation 0 and 1
+(`node_kwh_per_gpu_hour`) and a job's utilisation interpolates between them.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from geosched import catalog
+from geosched import energy as model
+from geosched.specs import InstanceSpec, spec_index
+
 if TYPE_CHECKING:
+    from geosched.models import Fleet
     from geosched.policies.context import FloatArray, IntArray, PlacementContext
 
 
+@cache
+def shipped_specs() -> dict[tuple[str, str], InstanceSpec]:
+    """(provider, instance type) -> vCPUs and memory, from the shipped catalog (as the report reads it)."""
+    return dict(spec_index(catalog.offerings()))
+
+
+def node_kwh_per_gpu_hour(fleet: Fleet, utilisation: float) -> FloatArray:
+    """Each node's kWh per GPU-hour at this GPU utilisation, host and PUE included (`EnergyModel.kwh_per_gpu_hour`),
+    computed once per kind of node (provider, instance type, GPU, region)."""
+    energy = model.EnergyModel(gpu_power=fleet.gpu_power)
+    specs = shipped_specs()
+    seen: dict[tuple[str, str, str, str], float] = {}
+    out = np.empty(len(fleet.nodes), dtype=np.float64)
+    for i, n in enumerate(fleet.nodes):
+        key = (n.provider, n.instance_type, n.gpu, n.region_key)
+        kwh = seen.get(key)
+        if kwh is None:
+            power, _ = energy.gpu(n.gpu)
+            pue, _ = model.pue(fleet.regions, n.region_key)
+            kwh = seen[key] = energy.kwh_per_gpu_hour(power, utilisation, n.provider,
+                                                      specs.get((n.provider, n.instance_type)), pue)
+        out[i] = kwh
+    return out
+
+
 def kwh_per_gpu_hour(ctx: PlacementContext, utilisation: float) -> FloatArray:
-    """Each node's energy per GPU-hour at this GPU utilisation, PUE included."""
-    watts = ctx.idle_watts + utilisation * (ctx.max_watts - ctx.idle_watts)
-    out: FloatArray = (watts / 1000.0 * ctx.pue).astype(np.float64)
+    """Each node's energy per GPU-hour at this GPU utilisation, host and PUE included."""
+    out: FloatArray = (ctx.kwh_idle + utilisation * (ctx.kwh_full - ctx.kwh_idle)).astype(np.float64)
     return out
 
 

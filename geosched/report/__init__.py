@@ -6,7 +6,7 @@ Cloud Carbon Footprint, grouping, outputs, and baselines re-placed for compariso
     geosched.report.report   report(store, kind, by, since, until, output, out): one report
     geosched.report.cli      make_app(store_factory): the `geosched report cost|carbon` sub-app
 
-Pure: accounting, aggregate, baseline, energy, prices, specs, window, formats, charts, html, assemble.
+Pure: accounting, aggregate, baseline, energy, prices, window, formats, charts, html, assemble.
 I/O: ledger, journal, reads (store reads), report (file write), signal (parses a file's text), cli.
 This package's own import stays light (the demo and scripts write the ledger through it): `report` is imported
 from `geosched.report.report`, which brings in the policies and, for HTML, matplotlib.

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import pairwise
 
+from geosched import energy as model
 from geosched.models import CarbonSignal, Region
 from geosched.report import energy as en
 from geosched.report.prices import PriceBook, PriceKey
 from geosched.report.records import Interval, Kind, Line, PricedFrom
-from geosched.report.specs import InstanceSpec, SpecIndex
 from geosched.report.window import Window
+from geosched.specs import InstanceSpec, SpecIndex
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -52,7 +53,7 @@ class Rates:
     specs: SpecIndex
     platforms: Mapping[tuple[str, str], InstanceSpec]
     regions: Mapping[str, Region]
-    energy: en.EnergyModel
+    energy: model.EnergyModel
     carbon: CarbonSignal | None = None
 
     def hourly(self, region: str) -> bool:
@@ -100,16 +101,14 @@ def interval_lines(interval: Interval, window: Window, rates: Rates, notes: set[
     if spec is None:
         notes.add(f"no vCPU or memory figures for {interval.provider} {interval.instance_type or '(no instance type)'}"
                   f": GPU energy only, and a job on it is charged the whole node")
-    region = rates.regions.get(interval.region_key)
-    if region is None:
-        notes.add(f"no PUE for region {interval.region_key}: {en.DEFAULT_PUE} assumed")
-    pue = region.pue if region else en.DEFAULT_PUE
+    pue, own_pue = model.pue(rates.regions, interval.region_key)
+    if not own_pue:
+        notes.add(f"no PUE for region {interval.region_key}: {pue} assumed")
     platform = rates.platforms.get((spec.provider, spec.family)) if spec else None
     if rates.energy.embodied and platform is None:
         notes.add(f"no platform figures for {interval.provider} {interval.instance_type}: embodied emissions not "
                   f"counted")
     utilisation = rates.energy.gpu_utilisation if interval.utilisation is None else interval.utilisation
-    cpu = rates.energy.cpu_for(interval.provider)
     out = []
     for a, b in pairwise(bounds):
         hours = (b - a) / HOUR_S
@@ -117,9 +116,7 @@ def interval_lines(interval: Interval, window: Window, rates: Rates, notes: set[
         if usd_h is None:
             notes.add(f"no price for {interval.provider} {interval.instance_type or '(no instance type)'} in "
                       f"{interval.zone or interval.region} ({interval.pricing.value}): its cost is not counted")
-        use = en.energy(hours, interval.gpus, power, utilisation, spec.vcpus * share if spec else 0.0, cpu,
-                        rates.energy.cpu_utilisation, spec.memory_gib * share if spec else 0.0,
-                        rates.energy.memory_kwh_per_gb_hour, pue)
+        use = rates.energy.use(hours, interval.gpus, power, utilisation, interval.provider, spec, share, pue)
         intensity = rates.intensity(interval.region_key, a)
         if intensity is None:
             notes.add(f"no grid intensity for region {interval.region_key}: its emissions are not counted")

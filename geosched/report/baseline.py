@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from geosched import policies
-from geosched.models import Fleet, Job, Placement, Pricing, Weights
+from geosched.models import Fleet, Job, Placement, Pricing, Score, Weights
 from geosched.policies.scoring import evaluate
 from geosched.report.records import Interval, Kind, Line, Origin, Source
 
@@ -80,6 +80,7 @@ class Outcome:
     regions: tuple[str, ...] = ()
     note: str | None = None
     run_ratio: float | None = None  # predicted run time over the recorded placement's (1.0 for the recorded)
+    bound: str | None = None  # what bounds a baseline's step: its slowest ring hop (`hop_text`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,13 @@ class Savings:
     reference_usd: float
     baseline_gco2e: float
     reference_gco2e: float
+    # What the saving stands on: the baseline's cost and emissions before its run time was scaled (its nodes for
+    # the recorded span), and its slowest job (the largest run ratio, and the hop that bounds its step).
+    unscaled_usd: float = 0.0
+    unscaled_gco2e: float = 0.0
+    run_ratio: float = 1.0
+    slowest_job: str | None = None
+    slowest_bound: str | None = None
 
     @property
     def usd_saved(self) -> float:
@@ -102,8 +110,41 @@ class Savings:
     def gco2e_saved(self) -> float:
         return self.baseline_gco2e - self.reference_gco2e
 
+    @property
+    def usd_saved_at_equal_run_time(self) -> float:
+        return self.unscaled_usd - self.reference_usd
+
+    @property
+    def gco2e_saved_at_equal_run_time(self) -> float:
+        return self.unscaled_gco2e - self.reference_gco2e
+
+
+def stands_on(s: Savings, snapshot: str) -> str:
+    """One line saying what a saving against a baseline stands on: how much longer the baseline's gangs were
+    predicted to run (and why, by the hop that bounds the slowest), and what is left at equal run time."""
+    if s.run_ratio <= 1.0 + 1e-9:
+        return (f"against {s.label}: run time as recorded (no gang predicted slower): the saving is prices and "
+                "grid alone")
+    why = f"; {s.slowest_bound}" if s.slowest_bound else ""
+    model = " (the shipped network model, not measurements)" if snapshot == EMBEDDED else ""
+    usd = s.usd_saved_at_equal_run_time
+    return (f"against {s.label}: its gangs predicted to run up to {s.run_ratio:.2f}x as long ({s.slowest_job}"
+            f"{why}) on the links of snapshot '{snapshot}'{model}; at equal run time the saving is "
+            f"{'-' if usd < 0 else ''}${abs(usd):,.0f} and {s.gco2e_saved_at_equal_run_time / 1000:,.1f} kgCO2e")
+
+
+def hop_text(score: Score) -> str | None:
+    """The ring hop that bounds a placement's step, by the figures the score read for it (one node pair)."""
+    if score.hop is None:
+        return None
+    loss = f"{score.worst_loss:.1%} loss, " if score.worst_loss > 0 else ""
+    return (f"slowest ring hop: {loss}{score.worst_rtt_ms:.2f} ms RTT, {score.min_throughput_gbps:g} Gbit/s"
+            f" ({score.hop[0]} -> {score.hop[1]})")
+
 
 REFERENCE = "recorded"
+# The snapshot the baselines are re-placed on when the user names none: the embedded fleet and network model.
+EMBEDDED = "embedded default"
 
 
 def job_usage(lines: Iterable[Line]) -> dict[str, JobUsage]:
@@ -240,22 +281,36 @@ def _replace(job: Job, baseline: Baseline, ctx: policies.PlacementContext, used:
                        note="run time not scaled: the recorded nodes are not in the snapshot", run_ratio=1.0)
     ratio = result.score.step_ms / recorded_step_ms
     return Outcome(job.name, baseline.label, baseline.policy, None if usd is None else usd * ratio,
-                   None if gco2e is None else gco2e * ratio, result.zones, result.regions, run_ratio=ratio)
+                   None if gco2e is None else gco2e * ratio, result.zones, result.regions, run_ratio=ratio,
+                   bound=hop_text(result.score))
 
 
 def savings(outcomes: Sequence[Outcome]) -> list[Savings]:
     reference = {o.job: o for o in outcomes if o.label == REFERENCE}
     totals: dict[str, list[float]] = {}
+    slowest: dict[str, tuple[float, Outcome]] = {}
     for o in outcomes:
         ref = reference.get(o.job)
         if o.label == REFERENCE or ref is None or None in (o.usd, o.gco2e, ref.usd, ref.gco2e):
             continue
-        acc = totals.setdefault(o.label, [0, 0.0, 0.0, 0.0, 0.0])
+        acc = totals.setdefault(o.label, [0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        ratio = o.run_ratio if o.run_ratio and o.run_ratio > 0 else 1.0
         acc[0] += 1
         acc[1] += o.usd or 0.0
         acc[2] += ref.usd or 0.0
         acc[3] += o.gco2e or 0.0
         acc[4] += ref.gco2e or 0.0
+        acc[5] += (o.usd or 0.0) / ratio
+        acc[6] += (o.gco2e or 0.0) / ratio
+        if ratio > slowest.get(o.label, (1.0, o))[0]:
+            slowest[o.label] = (ratio, o)
     order = [b.label for b in BASELINES] + [START_NOW] + sorted(set(totals) - {b.label for b in BASELINES}
                                                                 - {START_NOW})
-    return [Savings(label, int(t[0]), t[1], t[2], t[3], t[4]) for label in order if (t := totals.get(label))]
+    out = []
+    for label in order:
+        if not (t := totals.get(label)):
+            continue
+        ratio, worst = slowest.get(label, (1.0, None))
+        out.append(Savings(label, int(t[0]), t[1], t[2], t[3], t[4], t[5], t[6], ratio,
+                           worst.job if worst else None, worst.bound if worst else None))
+    return out

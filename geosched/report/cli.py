@@ -25,6 +25,7 @@ from geosched.store import Store
 # The report re-places baselines (numpy, the policies) and draws (matplotlib): imported when one is made, so
 # `geosched -h` does not load them.
 if TYPE_CHECKING:
+    from geosched.report.assemble import ReportData
     from geosched.report.report import Rendered
 
 ByOpt = Annotated[Grouping, typer.Option("--by", help="Group rows by job, cluster, region, provider or (UTC) day.")]
@@ -105,3 +106,19 @@ def _show(result: Rendered) -> None:
         assert data is not None  # a table is always drawn from the report's data
         columns_table(f"geosched {result.title}", report_columns(data.kind.value, data.by.value, data.embodied),
                       result.rows, wide=result.output is Output.WIDE, caption=result.caption)
+        show_savings(data)
+
+
+def show_savings(data: ReportData) -> None:
+    """The baselines the JSON document carries, as a table, and one line per baseline saying what its saving
+    stands on (how much longer its gangs were predicted to run, and why). Not under --no-headers, where stdout
+    carries the usage rows alone, for `awk`."""
+    if not data.savings or not render.headers_shown():
+        return
+    from geosched.report import formats
+    from geosched.report.baseline import stands_on
+
+    render.table(f"against baselines (each re-placed on snapshot '{data.snapshot or '-'}' for the same span; saved = "
+                 "baseline - recorded)", formats.savings_rows(data.savings, data.kind))
+    for s in data.savings:
+        render.out.print(f"  {stands_on(s, data.snapshot or '-')}", markup=False)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from geosched.report.aggregate import Group, Grouping, ReportKind
+from geosched.report.baseline import Savings
 
 
 def row(group: Group, by: Grouping, kind: ReportKind, embodied: bool) -> dict[str, Any]:
@@ -40,6 +41,27 @@ def display_row(data: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[names.get(key, key)] = value
     return out
+
+
+def savings_rows(savings: Sequence[Savings], kind: ReportKind | None = None) -> list[dict[str, Any]]:
+    """The baselines for people, as the table shows them (JSON carries the same in `baselines.savings`): a cost
+    report shows dollars, a carbon report kgCO2e, the demo (`kind` None) both; `run x` is the largest run-time
+    ratio a baseline was charged for, and `at equal run` the saving without it."""
+    rows = []
+    for s in savings:
+        out: dict[str, Any] = {"baseline": s.label, "jobs": s.jobs}
+        if kind is not ReportKind.CARBON:
+            out.update({"baseline $": s.baseline_usd, "recorded $": s.reference_usd, "saved $": s.usd_saved})
+        if kind is not ReportKind.COST:
+            out.update({"baseline kgCO2e": s.baseline_gco2e / 1000, "recorded kgCO2e": s.reference_gco2e / 1000,
+                        "saved kgCO2e": s.gco2e_saved / 1000})
+        out["run x"] = s.run_ratio
+        if kind is ReportKind.CARBON:
+            out["saved kgCO2e at equal run"] = s.gco2e_saved_at_equal_run_time / 1000
+        else:
+            out["saved $ at equal run"] = s.usd_saved_at_equal_run_time
+        rows.append(out)
+    return rows
 
 
 def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:

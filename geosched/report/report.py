@@ -15,6 +15,7 @@ from typing import Any
 from geosched import catalog, policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.documents import Output, document
+from geosched.energy import DEFAULT_GPU_UTILISATION, EnergyModel
 from geosched.errors import InputError
 from geosched.fields import dump
 from geosched.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
@@ -22,12 +23,12 @@ from geosched.report import formats, html, reads
 from geosched.report.accounting import Rates, Usage
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.assemble import ReportData, assemble
-from geosched.report.energy import DEFAULT_GPU_UTILISATION, EnergyModel
+from geosched.report.baseline import EMBEDDED, stands_on
 from geosched.report.ledger import intervals as ledger_intervals
 from geosched.report.prices import PriceBook, PriceKey
 from geosched.report.records import Interval
-from geosched.report.specs import platforms, spec_index
 from geosched.report.window import iso, window
+from geosched.specs import platforms, spec_index
 from geosched.store import Store
 from geosched.writes import write_file
 
@@ -62,8 +63,9 @@ def report(store: Store, kind: ReportKind | str = ReportKind.COST, by: Grouping 
            snapshot: Snapshot | None = None, usage: Usage | str = Usage.AUTO, embodied: bool = False,
            utilisation: float | None = None, journal: bool = True) -> Rendered:
     """A cost or carbon report of the usage in [since, until), grouped `by`. `since`/`until` are Unix seconds
-    or text (ISO date/date-time, naive = UTC, or an age like 7d); `until` defaults to now. HTML and JSON also
-    compare the recorded placements with baseline placements on `snapshot` (default: the embedded fleet)."""
+    or text (ISO date/date-time, naive = UTC, or an age like 7d); `until` defaults to now. The table, HTML, JSON
+    and YAML also compare the recorded placements with baseline placements on `snapshot` (default: the embedded
+    fleet); CSV and Markdown carry the usage rows alone."""
     kind, by, output, usage = ReportKind(kind), Grouping(by), Output(output), Usage(usage)
     if output.tabular and out is not None:
         raise InputError("--out", "", "a table is for the terminal; write csv, json, md or html to a file")
@@ -71,8 +73,8 @@ def report(store: Store, kind: ReportKind | str = ReportKind.COST, by: Grouping 
         raise InputError("--utilisation", "", f"must be within [0, 1], got {utilisation:g}")
     now = time.time() if now is None else now
     win = window(since, until, now)
-    compare = output in (Output.HTML, Output.JSON, Output.YAML)
-    snap = snapshot or (Snapshot(default_fleet(), default_network(), "embedded default") if compare else None)
+    compare = output.tabular or output in (Output.HTML, Output.JSON, Output.YAML)
+    snap = snapshot or (Snapshot(default_fleet(), default_network(), EMBEDDED) if compare else None)
     used = ledger_intervals(store, win.since, win.until, journal=journal)
     rates = _rates(store, used, snap.fleet if snap else None, carbon, embodied, utilisation)
     data = assemble(used, win, rates, kind=kind, by=by, usage=usage, now=now,
@@ -169,9 +171,13 @@ def _document(data: ReportData, rows: list[dict[str, Any]]) -> dict[str, Any]:
             "savings": [{"baseline": s.label, "jobs": s.jobs, "baseline_usd": s.baseline_usd,
                          "recorded_usd": s.reference_usd, "saved_usd": s.usd_saved,
                          "baseline_gco2e": s.baseline_gco2e, "recorded_gco2e": s.reference_gco2e,
-                         "saved_gco2e": s.gco2e_saved} for s in data.savings],
+                         "saved_gco2e": s.gco2e_saved, "run_ratio": s.run_ratio,
+                         "saved_usd_at_equal_run_time": s.usd_saved_at_equal_run_time,
+                         "saved_gco2e_at_equal_run_time": s.gco2e_saved_at_equal_run_time,
+                         "stands_on": stands_on(s, data.snapshot or "-")} for s in data.savings],
             "jobs": [{"job": o.job, "placement": o.label, "policy": o.policy, "usd": o.usd, "gco2e": o.gco2e,
-                      "zones": list(o.zones), "regions": list(o.regions), "run_ratio": o.run_ratio, "note": o.note}
+                      "zones": list(o.zones), "regions": list(o.regions), "run_ratio": o.run_ratio, "bound": o.bound,
+                      "note": o.note}
                      for o in data.outcomes],
         },
         "notes": list(data.notes),

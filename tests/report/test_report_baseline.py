@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from report_support import T0, H, used
+from typer.testing import CliRunner
 
 from geosched import policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.models import Assignment, CarbonSignal, Job, NodeState, Placement
 from geosched.report.baseline import recorded_placements
+from geosched.report.cli import make_app
 from geosched.report.report import report
 from geosched.store import Store
 from tests.output_support import valid
@@ -166,3 +169,50 @@ def test_a_time_shifted_job_says_what_waiting_saved(tmp_path: Path) -> None:
     saved = {s["baseline"]: s for s in doc["baselines"]["savings"]}["start-now"]
     assert saved["saved_gco2e"] == pytest.approx(3 * by_label["recorded"]["gco2e"], rel=1e-9)
     valid(doc)
+
+
+def _slow_baseline(tmp_path: Path) -> tuple[Store, float]:
+    """pretrain-16 recorded by zone-first in one zone; spread puts it across two zones, a slower ring."""
+    store = Store(tmp_path / "home")
+    gang = Job(name="pretrain-16", workers=2, gpus_per_worker=8, gpu="H100")
+    recorded = run_recorded(store, gang)
+    spread = policies.place(gang, policies.PlacementContext(default_fleet(), default_network()), "spread")
+    assert isinstance(spread, Placement)
+    return store, spread.score.step_ms / recorded.score.step_ms
+
+
+def test_each_saving_says_what_it_stands_on(tmp_path: Path) -> None:
+    """Issue 23 item 6: a saving against a baseline whose gangs were predicted to run longer says how much longer
+    and why, and what is left at equal run time."""
+    store, ratio = _slow_baseline(tmp_path)
+    doc = _doc(store)
+    saving = {s["baseline"]: s for s in doc["baselines"]["savings"]}["spread"]
+    spread = {o["placement"]: o for o in doc["baselines"]["jobs"]}["spread"]
+    assert saving["run_ratio"] == pytest.approx(ratio, rel=1e-9)
+    # Before the run time was scaled, the baseline's cost was its cost over the ratio.
+    assert saving["saved_usd_at_equal_run_time"] == pytest.approx(
+        saving["baseline_usd"] / ratio - saving["recorded_usd"], rel=1e-9)
+    assert spread["bound"].startswith("slowest ring hop: ")
+    assert saving["stands_on"].startswith(f"against spread: its gangs predicted to run up to {ratio:.2f}x as long "
+                                          f"(pretrain-16; slowest ring hop: ")
+    assert "snapshot 'embedded default' (the shipped network model, not measurements)" in saving["stands_on"]
+    blind = {s["baseline"]: s for s in doc["baselines"]["savings"]}["carbon-blind"]
+    assert blind["run_ratio"] == 1.0 and "prices and grid alone" in blind["stands_on"]
+
+
+@pytest.mark.parametrize(("kind", "columns"), [("cost", ("saved $", "run x")), ("carbon", ("saved kgCO2e", "run x"))])
+def test_the_report_table_shows_the_baselines(tmp_path: Path, kind: str, columns: tuple[str, ...]) -> None:
+    """The table shows the baselines that `-o json` carries (issue 23 item 6), not the usage rows alone."""
+    _, ratio = _slow_baseline(tmp_path)
+    app = typer.Typer()
+    app.add_typer(make_app(lambda: Store(tmp_path / "home")), name="report")
+    run = CliRunner().invoke(app, ["report", kind, "--by", "job", "--since", "2024-01-01", "--until", "2024-01-02"],
+                             env={"COLUMNS": "200"})
+    assert run.exit_code == 0, run.output
+    text = " ".join(run.stdout.split())  # long lines wrap at the terminal's width
+    assert "against baselines" in text
+    for column in columns:
+        assert column in text
+    for label in ("spread", "tas", "cheapest", "carbon-blind"):
+        assert f"against {label}: " in text
+    assert f"up to {ratio:.2f}x as long" in text
