@@ -368,6 +368,11 @@ def _links(f: Fields, key: str, known: set[str] | None, what: str) -> dict[tuple
             if known is not None and name not in known:
                 raise link.error(end, f"unknown {what} {name!r} (not in the fleet)")
         p50 = link.number("rtt_p50_ms", minimum=0.0)
+        if pair_key(a, b) in out:
+            # Links are symmetric (keyed a-b and b-a alike): a second entry silently replaced the first, so the
+            # placement read whichever came last, 1 ms or 500 ms.
+            raise link.error("b", f"a second link between {a!r} and {b!r} (links hold both directions; give each "
+                             "pair once)")
         out[pair_key(a, b)] = LinkStats(
             rtt_p50_ms=p50,
             rtt_p95_ms=link.number("rtt_p95_ms", minimum=p50, default=p50),

@@ -331,9 +331,26 @@ def check_yaml_node(root: yaml.Node, source: str) -> None:
             continue
         if key in on_path:
             raise _where(source, node, "an alias refers to a node that contains it")
+        if isinstance(node, yaml.MappingNode):
+            _check_unique_keys(node, source)
         on_path.add(key)
         stack.append((node, True))
         stack.extend((c, False) for c in children if not isinstance(c, yaml.ScalarNode) and id(c) not in size)
+
+
+def _check_unique_keys(node: yaml.MappingNode, source: str) -> None:
+    """Refuse a mapping that gives one key twice (`name: a` ... `name: b`, or `{key: a, key: b}`): PyYAML keeps
+    the last silently, so the value read is not the one the author may have checked. YAML 1.2 requires keys to
+    be unique (spec section 3.2.1.1); JSON objects parsed here are YAML flow mappings and held to the same.
+    Scalar keys are compared as written with their tag; merge keys (`<<`) may repeat."""
+    seen: dict[tuple[str, str], yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        first = seen.setdefault((key_node.tag, key_node.value), key_node)
+        if first is not key_node:
+            line = f" (first on line {first.start_mark.line + 1})" if first.start_mark is not None else ""
+            raise _where(source, key_node, f"duplicate key {key_node.value[:80]!r}{line}")
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

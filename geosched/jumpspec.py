@@ -52,13 +52,19 @@ def parse_jump(spec: str) -> JumpHost:
     if "@" in rest:
         # The last '@', as OpenSSH splits it: the host part never holds one.
         user, _, rest = rest.rpartition("@")
-        if not USER_RE.match(user):
+        # isprintable() too: USER_RE lets through format characters such as U+202E (right-to-left override),
+        # which would reorder the text of every line that later names this host.
+        if not USER_RE.match(user) or not user.isprintable():
             raise JumpSpecError(f"{spec!r}: user {user!r} is empty or holds whitespace or ':/@[]'")
     host, port_text = _split_host_port(spec, rest)
     port = 22
     if port_text is not None:
         if not port_text.isascii() or not port_text.isdigit():
             raise JumpSpecError(f"{spec!r}: port {port_text!r} is not a number")
+        # Bounded before int(): a port of thousands of digits makes int() raise its own ValueError (Python's
+        # limit on digits), a traceback instead of this line; no port has more than five digits.
+        if len(port_text) > 5:
+            raise JumpSpecError(f"{spec!r}: port {port_text[:12]}... is not between 1 and 65535")
         port = int(port_text)
         if not 1 <= port <= 65535:
             raise JumpSpecError(f"{spec!r}: port {port} is not between 1 and 65535")
@@ -85,9 +91,15 @@ def _split_host_port(spec: str, rest: str) -> tuple[str, str | None]:
     return host, port_text if colon else None
 
 
+# An IPv6 zone (`fe80::1%eth0`) names an interface; ipaddress takes any text after '%', escape sequences
+# included, so the zone is held to what interface names are made of.
+SCOPE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
+
+
 def _is_ipv6(text: str) -> bool:
     try:
         ipaddress.IPv6Address(text)
     except ValueError:
         return False
-    return True
+    _, percent, scope = text.partition("%")
+    return not percent or SCOPE_RE.match(scope) is not None

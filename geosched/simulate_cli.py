@@ -51,7 +51,13 @@ __all__ = ["GEO_FLEET", "Workload", "run_simulate_command"]
 
 def _shipped_or_file(trace: Path) -> Path:
     """A file that exists is read as given; a bare name that is not a file names a shipped trace."""
-    if trace.exists() or trace.parent != Path("."):
+    if trace.parent != Path("."):
+        return trace
+    try:
+        exists = trace.exists()
+    except OSError:  # a name the OS refuses (too long): reading it says so in one line
+        return trace
+    if exists:
         return trace
     found = shipped.resolve(trace.name)
     if found is None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from geosched.cli import hoist_global_options
 from tests.test_cli import JOBS, geosched
 
@@ -152,3 +154,10 @@ def test_simulate_names_a_shipped_trace(tmp_path: Path) -> None:
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
     assert "seed0_b436b2" in unknown.stderr and "seed0_103959" in unknown.stderr
     assert "seed0_b436b2" in geosched("simulate", "-h", home=tmp_path).stdout
+
+
+@pytest.mark.parametrize("trace", ["t" * 5000, "traces/" + "t" * 5000])
+def test_a_trace_name_the_os_refuses_is_one_line(trace: str, tmp_path: Path) -> None:
+    # Before: Path.exists() raised ENAMETOOLONG (it swallows only "no such file" errors): an OSError traceback.
+    run = geosched("simulate", "--trace", trace, home=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr[-500:]

@@ -114,6 +114,11 @@ def test_a_chain_deeper_than_ssh_hops_is_refused() -> None:
     ("ops@-oProxyCommand=x:22", "host '-oProxyCommand=x' is not a host name"),
     ("ops@:22", "host '' is not a host name"),
     ("ops@bastion.example.com\n", "host 'bastion.example.com\\n' is not a host name"),
+    # Hostile specs a pull request could carry: a port of more digits than int() reads (a ValueError of its own,
+    # once a traceback), a zone id and a user name holding terminal escapes or a right-to-left override.
+    ("ops@bastion.example.com:" + "9" * 5000, "port 999999999999... is not between 1 and 65535"),
+    ("ops@[fe80::1%\x1b[31mred]:22", "in brackets is not an IPv6 address"),
+    ("ops\u202e@bastion.example.com:22", "user 'ops\\u202e' is empty or holds"),
 ])
 def test_an_external_proxy_jump_is_checked_when_the_inventory_loads(spec: str, reason: str) -> None:
     with pytest.raises(InputError) as caught:
@@ -124,7 +129,7 @@ def test_an_external_proxy_jump_is_checked_when_the_inventory_loads(spec: str, r
 
 @pytest.mark.parametrize("spec", [
     "ops@203.0.113.5:2222", "ops@[fe80::1]:2222", "[2001:db8::7]", "ops@2001:db8::7", "ssh://ops@jump.example.com:2200",
-    "ssh://jump.example.com", "bastion.example.com:22",
+    "ssh://jump.example.com", "bastion.example.com:22", "ops@[fe80::1%eth0]:22",
 ])
 def test_the_forms_openssh_reads_are_accepted(spec: str) -> None:
     assert parse_inventory(doc(proxy_jump=spec), "inv.yaml").by_name()["n1"].proxy_jump == spec

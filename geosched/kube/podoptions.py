@@ -146,7 +146,8 @@ def _gpudirect(data: Mapping[str, Any], source: str, where: Callable[[str], str]
             if data.get(key) is not None:
                 raise InputError(source, where(key), "only with gpudirect: tcpx or tcpxo")
         return None, (), None
-    if stack not in gpudirect_stack.STACKS:
+    # A str first: `gpudirect: [tcpx]` or a mapping is unhashable, and the lookup would raise TypeError.
+    if not isinstance(stack, str) or stack not in gpudirect_stack.STACKS:
         raise InputError(source, where("gpudirect"), f"expected tcpx or tcpxo, got {stack!r}")
     nics = gpudirect_stack.STACKS[stack].nics
     if networks is None:
@@ -157,7 +158,10 @@ def _gpudirect(data: Mapping[str, Any], source: str, where: Callable[[str], str]
                          f"networks GPUDirect-{stack.upper()} uses (Network object names), got {networks!r}")
     if len(set(networks)) != nics:
         raise InputError(source, where("gpudirect_networks"), f"each network once, got {list(networks)!r}")
-    if image is not None and (not isinstance(image, str) or not image or any(c.isspace() for c in image)):
+    # isprintable() is False for whitespace and for control characters (an ESC sequence would reach a terminal
+    # when the rendered pod is shown); no image reference holds either.
+    if image is not None and (not isinstance(image, str) or not image or not image.isprintable()
+                              or " " in image):
         raise InputError(source, where("gpudirect_image"), f"expected an image reference, got {image!r}")
     return stack, tuple(networks), image
 

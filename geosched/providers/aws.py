@@ -339,7 +339,10 @@ def volatility_signals(region: str, history: Iterable[Mapping[str, Any]], zone_i
     for h in history:
         zone = zone_ids.get(str(h["AvailabilityZone"]), str(h["AvailabilityZone"]))
         at = h["Timestamp"].timestamp() if hasattr(h["Timestamp"], "timestamp") else float(h["Timestamp"])
-        series.setdefault((str(h["InstanceType"]), zone), []).append((at, float(h["SpotPrice"])))
+        price = float(h["SpotPrice"])
+        if not math.isfinite(price) or price <= 0:
+            continue  # a feed error (pricescreen drops it from the prices too): NaN would poison the whole series
+        series.setdefault((str(h["InstanceType"]), zone), []).append((at, price))
     out = []
     for (instance_type, zone), points in sorted(series.items()):
         v = spotrisk.volatility(points, now - spotrisk.VOLATILITY_WINDOW_S, now)

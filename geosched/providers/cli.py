@@ -59,7 +59,7 @@ from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode, S
 from geosched.providers.provlog import provision_log
 from geosched.providers.refresh import refresh_catalog
 from geosched.providers.ssh import SshProvider
-from geosched.providers.terraform import NetworkConfig, check_owner, check_project
+from geosched.providers.terraform import AWS_REGION_RE, NetworkConfig, check_owner, check_project
 from geosched.settings import environ
 from geosched.store import Store, default_home
 
@@ -297,7 +297,12 @@ def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
 # --- provision --cluster: the gang as an EKS managed node group --------------------------------------
 
 ENV_NODE_ROLE = settings_table.EKS_NODE_ROLE.env
-_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+# `\Z`, not `$`: `$` also matches before a trailing newline, which a pasted ARN carries.
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}\Z")
+# An EKS cluster name as CreateCluster allows it (EKS API reference, CreateCluster `name`: 1-100 characters,
+# ^[0-9A-Za-z][A-Za-z0-9\-_]*). Checked before any call: the name goes into the request path
+# (/clusters/{name}), so '' or '../x' reach another resource (a KeyError traceback, an HTML 404 as the error).
+_CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z")
 
 
 def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str | None, gpu: str, nodes: int,
@@ -311,6 +316,9 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
     names = _split(provider)
     if names and names != ("aws",):
         raise InputError("--provider", "", "--cluster makes an EKS node group: aws only")
+    if not _CLUSTER_NAME_RE.match(cluster_name):
+        raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, digits, "
+                         "'-' and '_', starting with a letter or digit)")
     region = _cluster_region(_split(regions))
     model, per_node = parse_gpu(gpu)
     request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=("aws",),
@@ -365,6 +373,9 @@ def _cluster_region(regions: tuple[str, ...]) -> str:
     if len(regions) > 1:
         raise InputError("--region", "", "--cluster takes one region, the cluster's")
     if regions:
+        # Checked here: boto3 refuses a malformed region with its own InvalidRegionError, an exit 1.
+        if not AWS_REGION_RE.fullmatch(regions[0]):
+            raise InputError("--region", "", f"{regions[0][:40]!r} is not an AWS region name (such as us-east-1)")
         return regions[0]
     from geosched.providers.nodegroups.eks import Eks  # boto3: loaded when used (tests/test_cli_startup.py)
 

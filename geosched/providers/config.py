@@ -172,6 +172,14 @@ def _as_ipv4(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> ipaddress.IP
     return None
 
 
+def _held_ipv4_prefix(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> ipaddress.IPv6Network | None:
+    """The prefix of IPV4_IN_IPV6 a narrow-looking IPv6 CIDR holds whole (::fffe:0:0/95 holds ::ffff:0:0/96,
+    ::/64 both's first), or None: such a CIDR is the whole IPv4 internet and more, whatever its own length."""
+    if not isinstance(net, ipaddress.IPv6Network):
+        return None
+    return next((outer for outer in IPV4_IN_IPV6 if outer != net and outer.subnet_of(net)), None)
+
+
 def is_world(cidr: str) -> bool:
     """0.0.0.0/0, ::/0, or the whole IPv4 internet written inside IPv6 (::ffff:0.0.0.0/96)."""
     net = ipaddress.ip_network(cidr)
@@ -187,7 +195,7 @@ def wide_admin_cidrs(cidrs: tuple[str, ...] | list[str]) -> tuple[str, ...]:
         net = ipaddress.ip_network(cidr)
         mapped = _as_ipv4(net)
         measured = mapped if mapped is not None else net
-        if measured.prefixlen < WIDE_PREFIX[measured.version]:
+        if measured.prefixlen < WIDE_PREFIX[measured.version] or _held_ipv4_prefix(net) is not None:
             out.append(cidr)
     return tuple(out)
 
@@ -201,6 +209,9 @@ def exposure(cidr: str) -> str:
     measured = mapped if mapped is not None else net
     if measured.prefixlen == 0:
         return f"the whole IPv{measured.version} internet ({where})"
+    held = _held_ipv4_prefix(net)
+    if held is not None and measured.prefixlen >= WIDE_PREFIX[measured.version]:
+        return f"the whole IPv4 internet ({cidr} holds {held}, IPv4 written as IPv6)"
     count = (f"{measured.num_addresses:,}" if measured.version == 4
              else f"2^{measured.max_prefixlen - measured.prefixlen}")
     return f"{count} addresses ({where})"

@@ -1,15 +1,17 @@
 """What `catalog refresh` keeps of what the APIs answered: the shipped catalog's checks (`pricecheck`) applied to
 refreshed rows, each dropped row said in one line.
 
-Dropped: offerings of types ordinary projects cannot launch; a spot price above the on-demand one of the same
-type and zone (on-demand as this refresh observed it, else as shipped); an on-demand price outside
-`pricecheck.BAND` of its type's median across regions (this refresh's regions and the shipped catalog's other
-regions). A dropped price is not recorded, so the price before it (a refresh's, else the shipped catalog's)
-stands. A missing on-demand price drops nothing: the shipped one stands and `catalog` says it is shipped.
+Dropped: a price of 0, below 0 or not a number; offerings of types ordinary projects cannot launch; a spot price
+above the on-demand one of the same type and zone (on-demand as this refresh observed it, else as shipped); an
+on-demand price outside `pricecheck.BAND` of its type's median across regions (this refresh's regions and the shipped
+catalog's other regions). A dropped price is not recorded, so the price before it (a refresh's, else the shipped
+catalog's) stands. A missing on-demand price drops nothing: the shipped one stands and `catalog` says it is
+shipped.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +50,17 @@ def screen(provider: str, offers: Sequence[Offering], prices: Sequence[PriceObse
         else:
             dropped.append(f"{provider} {o.instance_type} {o.zone}: not-launchable: a machine type ordinary "
                            "projects cannot launch; not offered")
+    # A price of 0, below 0 or NaN is a feed error, never a rate (no cloud sells GPU hours for nothing): kept, a
+    # zero spot price would make every policy that weighs cost take that zone for free, and NaN passes every
+    # comparison the checks below make.
+    priced = []
+    for p in prices:
+        if math.isfinite(p.usd_per_hour) and p.usd_per_hour > 0:
+            priced.append(p)
+        else:
+            dropped.append(f"{provider} {p.instance_type} {p.zone}: not-a-price: {p.pricing.value} "
+                           f"{p.usd_per_hour:g} $/h; {p.pricing.value} price dropped")
+    prices = priced
     ondemand, spot = _newest(prices, Pricing.ON_DEMAND), _newest(prices, Pricing.SPOT)
     shipped = {(o.instance_type, o.zone): o for o in catalog.offerings() if o.provider == provider}
     refreshed_regions = {p.region for p in prices}

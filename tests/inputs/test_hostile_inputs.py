@@ -71,6 +71,31 @@ def test_a_self_referencing_alias_is_refused(tmp_path: Path) -> None:
     assert_one_line(geosched(*args, home=tmp_path), "loop.yaml: line 4", "contains it")
 
 
+@pytest.mark.parametrize(("suffix", "text", "where"), [
+    # A job's name given twice, as a merge or a copy-paste leaves it: PyYAML kept the last silently, so the job
+    # placed was not the one the author reviewed; a toleration's key twice in one flow mapping; a JSON object
+    # with a key twice (json.loads keeps the last as well).
+    (".yaml", "name: reviewed\nworkers: 1\ngpus_per_worker: 8\ngpu: A100\nname: other\n",
+     "line 5: duplicate key 'name' (first on line 1)"),
+    (".yaml", "name: j\nworkers: 1\ngpus_per_worker: 8\ngpu: A100\n"
+              "tolerations: [{key: dedicated, key: nvidia.com/gpu, operator: Exists}]\n",
+     "line 5: duplicate key 'key' (first on line 5)"),
+    (".json", '{"name": "j", "workers": 1, "gpus_per_worker": 8, "gpu": "A100", "workers": 64}',
+     "line 1: duplicate key 'workers'"),
+])
+def test_a_key_given_twice_is_one_line(tmp_path: Path, suffix: str, text: str, where: str) -> None:
+    job = tmp_path / f"job{suffix}"
+    job.write_text(text)
+    assert_one_line(geosched("place", str(job), home=tmp_path), f"job{suffix}: {where}")
+
+
+def test_merge_keys_may_repeat() -> None:
+    # YAML's merge key (`<<`) is the one key a mapping may give more than once (yaml.org/type/merge.html).
+    from geosched.gate import parse_yaml
+
+    assert parse_yaml("a: &a {x: 1}\nb: &b {y: 2}\nc: {<<: *a, <<: *b}\n", "m.yaml")["c"] == {"x": 1, "y": 2}
+
+
 # --- 2. tracebacks instead of exit 2 --------------------------------------------------------------
 
 def test_a_csv_field_over_128_kib_is_one_line(tmp_path: Path) -> None:

@@ -176,6 +176,11 @@ def test_without_the_placed_nodes_gpudirect_is_refused() -> None:
 
 @pytest.mark.parametrize(("pods", "field", "reason"), [
     ({"gpudirect": "rdma"}, "clusters.c.pods.gpudirect", "tcpx or tcpxo"),
+    # Wrong types a hand-written file carries: a list or mapping (unhashable, once a TypeError traceback).
+    ({"gpudirect": ["tcpx"]}, "clusters.c.pods.gpudirect", "tcpx or tcpxo, got ['tcpx']"),
+    ({"gpudirect": {"stack": "tcpx"}}, "clusters.c.pods.gpudirect", "tcpx or tcpxo"),
+    ({"gpudirect": "tcpx", "gpudirect_image": "example.com/rxdm\x1b[2J:v1"}, "clusters.c.pods.gpudirect_image",
+     "image reference, got 'example.com/rxdm\\x1b[2J:v1'"),
     ({"gpudirect": "tcpxo", "gpudirect_networks": ["vpc1", "vpc2"]}, "clusters.c.pods.gpudirect_networks",
      "the 8 GPU NIC networks"),
     ({"gpudirect": "tcpx", "gpudirect_networks": ["a", "b", "c", "Bad_Name"]}, "clusters.c.pods.gpudirect_networks",

@@ -102,4 +102,28 @@ def test_a_node_role_is_required_and_checked_before_any_call(home: Path, cluster
               "--nodes", "2", "--yes", "--node-role", "eks-nodes")
     assert bad.exit_code == EXIT_BAD_INPUT
     assert "expected an IAM role ARN" in str(bad.exception)
+    # A pasted ARN with its line end: `$` matched before the newline, and the ARN went to CreateNodegroup.
+    pasted = run(home, "provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8",
+                 "--nodes", "2", "--yes", "--node-role", NODE_ROLE + "\n")
+    assert pasted.exit_code == EXIT_BAD_INPUT
+    assert "expected an IAM role ARN" in str(pasted.exception)
     assert cluster.groups() == {}
+
+
+@pytest.mark.parametrize(("option", "value", "reason"), [
+    # Before: '' was a KeyError traceback (exit 1) and '../x' moto's HTML 404 page as the error (exit 1): the name
+    # is a path segment of DescribeCluster's request; a malformed region was boto3's InvalidRegionError (exit 1).
+    ("--cluster", "", "'' is not an EKS cluster name"),
+    ("--cluster", "../x", "'../x' is not an EKS cluster name"),
+    ("--cluster", "ml\x1b[31m", "'ml\\x1b[31m' is not an EKS cluster name"),
+    ("--cluster", "c" * 101, "is not an EKS cluster name"),
+    ("--region", "us-east-1\x1b[31m", "'us-east-1\\x1b[31m' is not an AWS region name"),
+])
+def test_a_malformed_cluster_or_region_is_one_line_before_any_call(home: Path, cluster: EksCluster, option: str,
+                                                                    value: str, reason: str) -> None:
+    args = {"--cluster": cluster.name, "--region": "us-east-1", option: value}
+    result = run(home, "provision", "--cluster", args["--cluster"], "--region", args["--region"], "--gpu", "A100:8",
+                 "--nodes", "2", "--dry-run")
+    assert result.exit_code == EXIT_BAD_INPUT, result.exception
+    assert str(result.exception).startswith(f"{option}: ") and reason in str(result.exception)
+    assert "\n" not in str(result.exception)

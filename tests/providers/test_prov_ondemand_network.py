@@ -367,6 +367,10 @@ def test_wide_admin_cidrs_are_those_shorter_than_a_slash_8_or_a_slash_16() -> No
     # as the IPv4 blocks they are: a /96 of them is 0.0.0.0/0, not a narrow IPv6 block.
     assert wide_admin_cidrs(("::ffff:0:0/96", "::ffff:1000:0/100", "::ffff:a00:0/104", "::ffff:cb00:7100/120",
                              "64:ff9b::/96")) == ("::ffff:0:0/96", "::ffff:1000:0/100", "64:ff9b::/96")
+    # A block that holds one of those prefixes whole is at least as wide, however long its own prefix: before,
+    # ::fffe:0:0/95 and ::/64 (prefixes an admin could paste) opened SSH to all of IPv4 without a warning.
+    assert wide_admin_cidrs(("::fffe:0:0/95", "::/64", "64:ff9b::/64", "2001:db8::/32")) == (
+        "::fffe:0:0/95", "::/64", "64:ff9b::/64")
 
 
 @pytest.mark.parametrize(("cidr", "exposure"), [
@@ -374,6 +378,7 @@ def test_wide_admin_cidrs_are_those_shorter_than_a_slash_8_or_a_slash_16() -> No
     ("::/0", "the whole IPv6 internet (::/0)"),
     ("16.0.0.0/4", "268,435,456 addresses (16.0.0.0/4)"),
     ("::ffff:0:0/96", "the whole IPv4 internet (::ffff:0:0/96, IPv4 written as IPv6)"),
+    ("::fffe:0:0/95", "the whole IPv4 internet (::fffe:0:0/95 holds ::ffff:0:0/96, IPv4 written as IPv6)"),
 ])
 def test_provision_with_a_wide_admin_cidr_warns_naming_the_exposure_unless_allowed(
         home: Path, proxy: Ec2FaultProxy, cidr: str, exposure: str) -> None:

@@ -59,6 +59,30 @@ def test_refresh_drops_spot_above_ondemand_and_out_of_band_prices_one_line_each(
             shipped[("aws", "p5.48xlarge", "use1-az6")].price_ondemand
 
 
+def test_refresh_drops_a_zero_or_nan_price_one_line_each(home: Path, proxy: Ec2FaultProxy) -> None:  # noqa: F811
+    # DescribeSpotPriceHistory answers SpotPrice as a string (botocore's ec2 model); "0.000000" and "NaN" are what
+    # a broken feed or a hostile endpoint can send. Before: both were stored, a zero spot price taken as free
+    # capacity and NaN passing every check (NaN > on-demand is False).
+    now = time.time()
+    proxy.set_ondemand_price("p4d.24xlarge", "us-east-1", 21.9576)
+    proxy.set_spot_price_history("us-east-1", [
+        (AWS_ZONES["use1-az1"], "p4d.24xlarge", now - 3600.0, 0.0),
+        (AWS_ZONES["use1-az2"], "p4d.24xlarge", now - 3600.0, float("nan")),
+        (AWS_ZONES["use1-az6"], "p4d.24xlarge", now - 3600.0, 6.25),
+    ])
+    result = run(home, "catalog", "refresh", "--provider", "aws", "--regions", "us-east-1")
+    assert result.exit_code == 0, result.output
+    warnings = sorted(line for line in result.output.splitlines() if "not-a-price" in line)
+    assert warnings == ["warning: dropped aws p4d.24xlarge use1-az1: not-a-price: spot 0 $/h; spot price dropped",
+                        "warning: dropped aws p4d.24xlarge use1-az2: not-a-price: spot nan $/h; spot price dropped"]
+    shipped = catalog.offering_index()
+    with Store(home) as store:
+        for zone in ("use1-az1", "use1-az2"):
+            assert price_at(store, "aws", "p4d.24xlarge", zone, Pricing.SPOT, time.time()) == \
+                shipped[("aws", "p4d.24xlarge", zone)].price_spot
+        assert price_at(store, "aws", "p4d.24xlarge", "use1-az6", Pricing.SPOT, time.time()) == pytest.approx(6.25)
+
+
 def test_refresh_does_not_offer_a_type_ordinary_projects_cannot_launch(store: Store) -> None:
     # A3 Edge as the machineTypes list names it (the shipped catalog's feed lists it in 13 regions).
     edge = MachineTypeSpec("a3-edgegpu-8g", 208, 1916928, "nvidia-h100-80gb", 8, ("us-central1-a",),
