@@ -232,3 +232,18 @@ def test_a_damaged_rendered_manifest_is_a_difference_not_a_traceback(tmp_path: P
                           home=tmp_path / "home")
     assert run.code == 1 and not run.traceback, (run.code, run.stderr[-3000:])
     assert "diffusion.yaml" in run.stdout + run.stderr
+
+
+def test_a_job_whose_mapping_mixes_number_and_text_keys_is_no_traceback(tmp_path: Path) -> None:
+    """Found by the fuzz suite's structural generator (bench_fuzz --structural --seed 5): `1: one` beside the
+    text keys of a PyTorchJob's replica spec. Before: TypeError ('<' not supported between 'int' and 'str')
+    from the inputs digest, which sorted the job's keys. Now they sort as text; the job is rendered afresh, so
+    `check` reports the tree as not what its inputs render to (exit 1)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "gitops", repo)
+    job = repo / "jobs" / "nlp" / "bert-finetune.yaml"
+    job.write_text(job.read_text().replace("      replicas: 1\n", "      replicas: 1\n      1: one\n", 1))
+    run = inputs_geosched("gitops", "check", *tree_args(repo), "--config", repo / "gitops.yaml",
+                          home=tmp_path / "home")
+    assert run.code == 1 and not run.traceback, (run.code, run.stderr[-3000:])
+    assert "bert-finetune" in run.stdout + run.stderr
