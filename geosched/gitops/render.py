@@ -14,12 +14,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-import yaml
-
 from geosched import writes
 from geosched.carbon import decision_signal, grid_history, load_grid
 from geosched.errors import InputError
-from geosched.gate import confined
+from geosched.gate import confined, parse_yaml
 from geosched.gitops import files
 from geosched.gitops.config import EPOCH
 from geosched.gitops.index import INDEX, Index, parse_index
@@ -89,14 +87,14 @@ def held_jobs(previous: Index, existing: Mapping[str, bytes]) -> dict[str, tuple
         text = existing.get(entry.file or "")
         if text is None:
             continue
-        try:
-            documents = yaml.safe_load_all(text.decode("utf-8", errors="replace"))
-            for doc in documents:
-                held = flex.held_until(doc) if isinstance(doc, dict) else None
-                if held is not None:
-                    out[key] = held
-        except yaml.YAMLError:
+        try:  # through the gate: a pull request may have put anything in a rendered file
+            documents = parse_yaml(text.decode("utf-8", errors="replace"), entry.file or "", stream=True)
+        except InputError:
             continue  # a damaged file: the job is decided afresh, as for a damaged index
+        for doc in documents:
+            held = flex.held_until(doc) if isinstance(doc, dict) else None
+            if held is not None:
+                out[key] = held
     return out
 
 

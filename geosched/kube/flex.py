@@ -103,7 +103,10 @@ def hold(obj: MutableMapping[str, Any], start_at: float, submitted_at: float) ->
 
 def held_until(obj: Mapping[str, Any]) -> tuple[float, float] | None:
     """The start a held object waits for and when it was first held (None: not held by geosched)."""
-    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    meta = obj.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(notes, Mapping):  # a manifest read back from a tree anyone may have edited
+        return None
     values = [notes.get(START_AT), notes.get(SUBMITTED_AT)]
     if not all(isinstance(v, str) for v in values):
         return None

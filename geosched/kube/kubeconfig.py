@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from geosched import redact
 from geosched.errors import InputError
@@ -165,6 +166,11 @@ def _check_list(items: Any, key: str, inner: str, source: str) -> None:
         _check_fields(body, fields, f"{where}.{inner}", source)
         if inner == "user":
             _check_user(body, f"{where}.{inner}", source)
+        server = body.get("server") if inner == "cluster" else None
+        if isinstance(server, str) and server and urlsplit(server).scheme.lower() not in ("https", "http"):
+            # client-go picks https for a bare host:port; the Python client would dial plain http, the user's
+            # credentials in the clear (and urllib3 prints a FutureWarning).
+            raise InputError(source, f"{where}.cluster.server", "expected a URL starting with https://")
 
 
 def _check_fields(body: Mapping[str, Any], fields: Mapping[str, str], where: str, source: str) -> None:

@@ -22,8 +22,23 @@ CLUSTER = PREFIX + "cluster"  # on the job object alone: where it was placed
 
 def inputs_digest(inputs: Mapping[str, Any]) -> str:
     # Canonical JSON: sorted keys, no whitespace; non-JSON scalars a YAML file may hold (dates) as text.
-    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        text = _canonical(inputs)
+    except TypeError:  # keys that do not sort together (a YAML mapping may hold 1 and "a"): sorted as text
+        text = _canonical(_text_keys(inputs))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _canonical(inputs: Any) -> str:
+    return json.dumps(inputs, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _text_keys(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_text_keys(v) for v in value]
+    return value
 
 
 def timestamp(now: datetime) -> str:

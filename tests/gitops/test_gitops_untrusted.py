@@ -16,6 +16,7 @@ import pytest
 from gitops_support import AT, ROOT, git, init_repo, tree_args
 
 from geosched.writes import JOURNAL, TMP_PREFIX
+from tests.inputs.inputs_support import geosched as inputs_geosched
 from tests.inputs.inputs_support import in_process
 
 pytestmark = pytest.mark.integration
@@ -206,3 +207,43 @@ def test_links_inside_the_repository_and_paths_the_workflow_names_outside_it_are
     args = tree_args(repo)
     args[args.index("--snapshot") + 1] = str(outside)
     assert in_process(["gitops", "check", *args], repo.parent / "home").code == 0
+
+
+# Rendered manifests a pull request damaged, as the fuzz suite's `repo` kind (tests/inputs/mutate.py) made them:
+# a second document whose metadata is a string, and a number of 4,301 digits (past Python's int conversion
+# limit). `check` reads each manifest back for the hour a held job waits for.
+DAMAGED_MANIFESTS = {
+    "metadata-a-string": "---\nmetadata: a string\n",
+    "huge-integer": "---\nmetadata: {annotations: {}}\nspec: {replicas: " + "9" * 4301 + "}\n",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGED_MANIFESTS))
+def test_a_damaged_rendered_manifest_is_a_difference_not_a_traceback(tmp_path: Path, damage: str) -> None:
+    """Before: AttributeError ('str' object has no attribute 'get') and ValueError (Exceeds the limit (4300
+    digits)): the manifests were read with yaml.safe_load_all, past the input gate. Now the file is read
+    through the gate; a damaged one is decided afresh, so `check` reports the tree as not what its inputs
+    render to (exit 1, with the diff)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "gitops", repo)
+    manifest = repo / "clusters" / "gke-us-central1" / "research" / "diffusion.yaml"
+    manifest.write_text(manifest.read_text() + DAMAGED_MANIFESTS[damage])
+    run = inputs_geosched("gitops", "check", *tree_args(repo), "--config", repo / "gitops.yaml",
+                          home=tmp_path / "home")
+    assert run.code == 1 and not run.traceback, (run.code, run.stderr[-3000:])
+    assert "diffusion.yaml" in run.stdout + run.stderr
+
+
+def test_a_job_whose_mapping_mixes_number_and_text_keys_is_no_traceback(tmp_path: Path) -> None:
+    """Found by the fuzz suite's structural generator (bench_fuzz --structural --seed 5): `1: one` beside the
+    text keys of a PyTorchJob's replica spec. Before: TypeError ('<' not supported between 'int' and 'str')
+    from the inputs digest, which sorted the job's keys. Now they sort as text; the job is rendered afresh, so
+    `check` reports the tree as not what its inputs render to (exit 1)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "gitops", repo)
+    job = repo / "jobs" / "nlp" / "bert-finetune.yaml"
+    job.write_text(job.read_text().replace("      replicas: 1\n", "      replicas: 1\n      1: one\n", 1))
+    run = inputs_geosched("gitops", "check", *tree_args(repo), "--config", repo / "gitops.yaml",
+                          home=tmp_path / "home")
+    assert run.code == 1 and not run.traceback, (run.code, run.stderr[-3000:])
+    assert "bert-finetune" in run.stdout + run.stderr

@@ -10,16 +10,24 @@ A case starts from a real, valid file of its kind (the test data and the example
   keys dropped in; NUL bytes, invalid UTF-8, a BOM);
 - replaces it wholesale with a known attack: alias bombs (sequences and merge keys), self-reference,
   nesting thousands deep in YAML and JSON, a CSV field over 128 KiB, a huge number;
+- mutates it structurally with tests/inputs/mutate.py, a second generator that works on the YAML node graph
+  (keys given twice, types swapped, alias bombs made of the file's own nodes, tags, deep nesting, unicode,
+  truncation): the real files being the example GitOps repository (the `repo` kind mutates one file of a copy
+  of it and runs `gitops check` as its CI workflow does), the example jobs, real EKS and GKE kubeconfigs and
+  journals of killed writes;
 - or hands a FIFO, /dev/zero or a directory instead of a file.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
+import logging
 import os
 import random
+import re
 import shutil
 import signal
 import time
@@ -32,11 +40,16 @@ from typing import Any
 import yaml
 
 from tests.inputs.inputs_support import ROOT, Run, in_process
+from tests.inputs.mutate import structural
 
 DATA = ROOT / "tests" / "data"
 GOOD = DATA / "good"
 AT = "2025-03-01T12:00:00Z"
 HANG_S = 10.0
+EXAMPLE_REPO = ROOT / "examples" / "gitops"
+KUBECONFIGS = DATA / "kubeconfigs"
+# Planted in every kubeconfig seed as a user's token: no output may carry it while it is still one.
+CANARY = "CANARY-fuzz-0c1e2d3f4a5b6c7d"
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,16 @@ class Kind:
     args: Callable[[Path, Path], list[str | Path]]
     """(fuzzed file, work dir) -> the command's arguments."""
     suffix: str = ".yaml"
+    results: tuple[int, ...] = (0, 3)
+    """Exit codes that are answers (done, no fit)."""
+    failures: tuple[int, ...] = (2,)
+    """Exit codes that must come with one `error:` line (exit 0 and 3 are results)."""
+    plant: Callable[[str], str] | None = None
+    """What is done to a seed's text before it is mutated."""
+    at: Callable[[Path, Path], Path] | None = None
+    """(seed, work dir) -> where the fuzzed file is written (default: work/input{suffix})."""
+    env: Callable[[Path], dict[str, str]] | None = None
+    """(work dir) -> environment variables the command runs with."""
 
 
 def _render(work: Path, *, jobs: Path | None = None, clusters: Path | None = None,
@@ -111,14 +134,49 @@ def _render_lab(tree: Path) -> None:
     render_tree(lab / "jobs", lab / "snapshot", lab / "clusters.yaml", tree, at=parse_time(AT, "at", ""))
 
 
+def _plant_canaries(text: str) -> str:
+    """The seed with the canary as each user's token (beside the exec plugin: client-go allows both) and in
+    each cluster's CA data (base64, as the field is), put in as text so that the rest of the real file stays
+    byte for byte what the cloud's CLI wrote."""
+    ca = base64.b64encode(f"{CANARY}-ca".encode()).decode()
+    text = text.replace("\n  user:\n", f"\n  user:\n    token: {CANARY}-token\n")
+    return re.sub(r"(certificate-authority-data: ).*", lambda m: m.group(1) + CANARY + "-" + ca, text)
+
+
+def _no_plugins(work: Path) -> dict[str, str]:
+    """An empty PATH directory: the seeds' exec plugins (aws, gke-gcloud-auth-plugin) and whatever a mutation
+    makes of their names are not found, rather than run by the fuzz suite."""
+    empty = work / "no-bin"
+    empty.mkdir(exist_ok=True)
+    return {"PATH": str(empty)}
+
+
+def _in_repo(seed: Path, work: Path) -> Path:
+    """A fresh copy of the example repository, the fuzzed file to be written over the seed's copy."""
+    repo = work / "repo"
+    shutil.rmtree(repo, ignore_errors=True)
+    shutil.copytree(EXAMPLE_REPO, repo, symlinks=True)
+    return repo / seed.relative_to(EXAMPLE_REPO)
+
+
+def _repo_check(_fuzzed: Path, work: Path) -> list[str | Path]:
+    """`gitops check` as the example's CI workflow runs it on a pull request
+    (examples/gitops/.github/workflows/geosched.yaml)."""
+    repo = work / "repo"
+    return ["gitops", "check", "--jobs", repo / "jobs", "--snapshot", repo / "snapshot", "--clusters",
+            repo / "clusters.yaml", "--config", repo / "gitops.yaml", "--out", repo]
+
+
+REPO_FILES = tuple(sorted(p for p in EXAMPLE_REPO.rglob("*.yaml") if ".github" not in p.parts))
 TRACES = tuple(sorted((DATA / "traces").iterdir()))
 KINDS: tuple[Kind, ...] = (
-    Kind("job", (GOOD / "job.yaml", ROOT / "examples" / "jobs" / "train-64.yaml"),
+    Kind("job", (GOOD / "job.yaml", *sorted((ROOT / "examples" / "jobs").glob("*.yaml"))),
          lambda f, w: ["place", f, "--fleet", GOOD / "fleet.yaml", "--network", GOOD / "network.yaml", "-o", "json"]),
     Kind("kube-job", tuple(sorted((ROOT / "examples" / "gitops" / "jobs").rglob("*.yaml"))),
          lambda f, w: _render(w, jobs=_jobs_dir(f, w))),
-    Kind("fleet", (GOOD / "fleet.yaml",), lambda f, w: ["place", GOOD / "job.yaml", "--fleet", f, "-o", "json"]),
-    Kind("network", (GOOD / "network.yaml",),
+    Kind("fleet", (GOOD / "fleet.yaml", EXAMPLE_REPO / "snapshot" / "fleet.yaml"),
+         lambda f, w: ["place", GOOD / "job.yaml", "--fleet", f, "-o", "json"]),
+    Kind("network", (GOOD / "network.yaml", EXAMPLE_REPO / "snapshot" / "network.yaml"),
          lambda f, w: ["place", GOOD / "job.yaml", "--fleet", GOOD / "fleet.yaml", "--network", f, "--explain"]),
     Kind("snapshot", (GOOD / "fleet.yaml",), lambda f, w: _render(w, snapshot=_snapshot_dir(f, w, "fleet"))),
     Kind("inventory", (GOOD / "inventory.yaml",),
@@ -132,6 +190,12 @@ KINDS: tuple[Kind, ...] = (
     Kind("carbon", (GOOD / "carbon.csv",),
          lambda f, w: ["report", "carbon", "--carbon", f, "-o", "json"], suffix=".csv"),
     Kind("journal", tuple(sorted((DATA / "journals").glob("*.journal"))), _journal, suffix=".json"),
+    # `jobs` reads the kubeconfig through the gate, then dials its server (127.0.0.1:1: refused at once).
+    Kind("kubeconfig", tuple(sorted(KUBECONFIGS.glob("*.yaml"))),
+         lambda f, w: ["jobs", "--kubeconfig", f, "-o", "json"], results=(0,), failures=(1, 2), plant=_plant_canaries,
+         env=_no_plugins),
+    # Exit 1 with a diff is `check`'s answer to a tree that is not what its inputs render to.
+    Kind("repo", REPO_FILES, _repo_check, results=(0, 1, 3), at=_in_repo),
 )
 BY_NAME = {k.name: k for k in KINDS}
 
@@ -219,8 +283,9 @@ def attack(rng: random.Random, kind: Kind) -> str | bytes:
     return rng.choice(attacks)()
 
 
-def _seed_text(rng: random.Random, kind: Kind) -> str:
-    return rng.choice(kind.seeds).read_text(encoding="utf-8")
+def _seed_text(rng: random.Random, kind: Kind, seed: Path | None = None) -> str:
+    text = (seed or rng.choice(kind.seeds)).read_text(encoding="utf-8")
+    return kind.plant(text) if kind.plant else text
 
 
 def mutate_document(rng: random.Random, text: str, as_json: bool) -> str | None:
@@ -317,16 +382,22 @@ def damage_csv(rng: random.Random, text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fuzz_input(rng: random.Random, kind: Kind) -> str | bytes:
-    roll = rng.random()
-    if roll < 0.15:
+def fuzz_input(rng: random.Random, kind: Kind, seed: Path | None = None, *, structural_only: bool = False
+               ) -> str | bytes:
+    """One hostile input of `kind` (from `seed` when given); with `structural_only`, always a structural
+    mutation of a real file (mutate.py) unless the file is not YAML or JSON."""
+    roll = 0.5 if structural_only else rng.random()
+    if roll < 0.12:
         return attack(rng, kind)
-    text = _seed_text(rng, kind)
-    if roll < 0.55:
-        mutated = (damage_csv(rng, text) if kind.suffix == ".csv" or text.lstrip()[:1].isdigit()
-                   else mutate_document(rng, text, as_json=kind.suffix == ".json" or text.lstrip()[:1] in "[{"))
+    text = _seed_text(rng, kind, seed)
+    as_json = kind.suffix == ".json" or text.lstrip()[:1] in "[{"
+    csv = kind.suffix == ".csv" or text.lstrip()[:1].isdigit()
+    if roll < 0.42:
+        mutated = damage_csv(rng, text) if csv else mutate_document(rng, text, as_json=as_json)
         if mutated is not None:
             return mutated
+    elif roll < 0.77 and not csv and (structured := structural(rng, text, as_json=as_json)) is not None:
+        return structured
     return damage_text(rng, text)
 
 
@@ -342,13 +413,27 @@ class Outcome:
     run: Run
     seconds: float
     hang: bool
+    leaked: bool = False
+    """A credential of the input (the planted canary, still a credential) in the output."""
 
     @property
     def ok(self) -> bool:
-        """Success, no fit (3) or a one-line input error; never a traceback or a hang."""
-        if self.hang or self.run.traceback:
+        """An answer (success, no fit, ...) or a one-line error; never a traceback, a hang or a credential."""
+        if self.hang or self.run.traceback or self.leaked:
             return False
-        return self.run.code in (0, 3) or self.run.one_line_error
+        kind = BY_NAME[self.kind]
+        return self.run.code in kind.results or (self.run.code in kind.failures and one_error_line(self.run))
+
+
+LOG_RECORD = ("DEBUG:", "INFO:", "WARNING:", "ERROR:", "CRITICAL:")
+
+
+def one_error_line(run: Run) -> bool:
+    """One `error:` line, the last; before it at most the log records of a library (the Kubernetes client logs
+    a failed exec plugin and urllib3 its retries, on the root logger's default handler)."""
+    lines = run.stderr.rstrip("\n").split("\n")
+    return (lines[-1].startswith("error: ") and sum(line.startswith("error: ") for line in lines) == 1
+            and all(line.startswith(LOG_RECORD) or line.startswith(" ") for line in lines[:-1]))
 
 
 class Hang(BaseException):
@@ -370,10 +455,21 @@ def alarm(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def input_path(rng: random.Random, kind: Kind, work: Path) -> Path:
+def input_path(rng: random.Random, kind: Kind, work: Path, *, structural_only: bool = False) -> Path:
     """The fuzzed file (or, now and then, a special file in its place)."""
-    if rng.random() < 0.03:
+    seed = rng.choice(kind.seeds)
+    if rng.random() < 0.03 and not structural_only:
         special = rng.choice(SPECIAL)
+        if kind.at:  # in place of the seed's file, where the command looks for it
+            path = kind.at(seed, work)
+            path.unlink()
+            if special == "fifo":
+                os.mkfifo(path)
+            elif special == "directory":
+                path.mkdir()
+            else:
+                path.symlink_to(special)
+            return path
         if special == "fifo":
             path = work / f"fifo{kind.suffix}"
             if not path.exists():
@@ -384,30 +480,61 @@ def input_path(rng: random.Random, kind: Kind, work: Path) -> Path:
             path.mkdir(exist_ok=True)
             return path
         return Path(special)
-    path = work / f"input{kind.suffix}"
-    content = fuzz_input(rng, kind)
+    path = kind.at(seed, work) if kind.at else work / f"input{kind.suffix}"
+    content = fuzz_input(rng, kind, seed, structural_only=structural_only)
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
     return path
 
 
+def leaked(path: Path, run: Run) -> bool:
+    """Whether the output holds a credential of the input that carries the canary. A file the gate refuses
+    was never parsed, so no canary may show at all; in one it reads, the canary counts while it is (part of)
+    a credential, not after a mutation made it a name."""
+    from geosched.errors import InputError
+    from geosched.gate import parse_yaml
+    from geosched.kube.kubeconfig import credentials
+
+    output = run.stdout + run.stderr
+    if CANARY not in output:
+        return False
+    try:
+        document = parse_yaml(path.read_bytes().decode("utf-8"), str(path))
+    except (InputError, UnicodeDecodeError, OSError):
+        return True
+    return any(secret in output for secret in credentials(document) if CANARY in secret)
+
+
+def _fresh_process() -> None:
+    """What a new `python -m geosched` starts without: no credential registered for redaction by an earlier
+    case (it would hide this case's leak), no log handler bound to an earlier case's captured stderr."""
+    from geosched import redact
+
+    redact._secrets = frozenset()  # the process-wide registry, empty as in a new process
+    logging.root.handlers.clear()
+
+
 def run_case(rng: random.Random, kind: Kind, work: Path,
-             runner: Callable[[list[str | Path], Path], Run] | None = None) -> Outcome:
+             runner: Callable[[list[str | Path], Path, dict[str, str]], Run] | None = None, *,
+             structural_only: bool = False) -> Outcome:
     """Generate one input of `kind`, run its command (in-process unless `runner` says otherwise) with a fresh
     home and output directory, and report how it ended."""
-    path = input_path(rng, kind, work)
+    path = input_path(rng, kind, work, structural_only=structural_only)
     for scratch in ("out", "home"):
         shutil.rmtree(work / scratch, ignore_errors=True)
     (work / "home").mkdir(mode=0o700)  # as geosched makes it: a looser one gets a note
     args = kind.args(path, work)
+    env = kind.env(work) if kind.env else {}
     started = time.monotonic()
     hang = False
     if runner is not None:
-        run = runner(args, work / "home")
+        run = runner(args, work / "home", env)
     else:
+        _fresh_process()
         try:
             with alarm(HANG_S):
-                run = in_process(args, work / "home")
+                run = in_process(args, work / "home", env)
         except Hang:
             hang = True
             run = Run("hang", "", "")
-    return Outcome(kind.name, [str(a) for a in args], run, time.monotonic() - started, hang)
+    return Outcome(kind.name, [str(a) for a in args], run, time.monotonic() - started, hang,
+                   kind.plant is not None and leaked(path, run))

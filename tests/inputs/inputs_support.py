@@ -64,16 +64,16 @@ def _cached_command(app: Any) -> Any:
     return _COMMANDS[id(app)]
 
 
-def in_process(args: Sequence[str | Path], home: Path) -> Run:
-    """`geosched.cli.main` with these arguments in this process: what `python -m geosched` runs, minus the
-    interpreter start and typer's building of the command tree (done once)."""
+def in_process(args: Sequence[str | Path], home: Path, env: dict[str, str] | None = None) -> Run:
+    """`geosched.cli.main` with these arguments (and environment variables) in this process: what `python -m
+    geosched` runs, minus the interpreter start and typer's building of the command tree (done once)."""
     from geosched.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     code: int | str = 0
     argv = ["geosched", "--home", str(home), *map(str, args)]
     with (mock.patch.object(sys, "argv", argv), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
-          mock.patch.dict(os.environ, {"COLUMNS": "200"}),
+          mock.patch.dict(os.environ, {"COLUMNS": "200", **(env or {})}),
           mock.patch.object(typer.main, "get_command", _cached_command)):
         try:
             main()

@@ -94,6 +94,10 @@ HOSTILE: dict[str, tuple[str, tuple[str, ...]]] = {
                       ("users[0].name",)),
     "bool-as-string": (yaml.safe_dump(token_config(**{"insecure-skip-tls-verify": "false"})),
                        ("insecure-skip-tls-verify", "true or false")),
+    # Found by the fuzz suite's kubeconfig kind: a server with no scheme was dialled over plain http
+    # (`cannot connect to 1e308:80`, after urllib3's FutureWarning), the token in the clear.
+    "server-without-scheme": (yaml.safe_dump(token_config(server="1e308")),
+                              ("clusters[0].cluster.server", "https://")),
 }
 
 
