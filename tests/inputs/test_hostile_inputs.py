@@ -296,7 +296,7 @@ def test_the_alias_bound_costs_little_on_a_large_honest_snapshot() -> None:
              for i in range(3_000)]
     text = yaml.safe_dump({"kind": "Fleet", "nodes": nodes})
 
-    # CPU time of this process, the two loaders interleaved, best of five each: other processes on a loaded
+    # CPU time of this process, the two loaders interleaved, best of seven each: other processes on a loaded
     # machine neither stretch one side nor the other (wall-clock minima of three flaked at load ~6 on 2 cores).
     def timed(load: object) -> float:
         started = time.process_time()
@@ -304,9 +304,12 @@ def test_the_alias_bound_costs_little_on_a_large_honest_snapshot() -> None:
         return time.process_time() - started
 
     runs = [(timed(lambda: yaml.load(text, Loader=SAFE_LOADER)), timed(lambda: parse_yaml(text, "fleet.yaml")))
-            for _ in range(5)]
+            for _ in range(7)]
     plain, gated = min(r[0] for r in runs), min(r[1] for r in runs)
-    assert gated < 1.5 * plain, (plain, gated)
+    # About 1.25x on a quiet machine; CPU time still stretches under contention (1.75x seen in a full run at load
+    # 5 on 2 cores, the caches shared with the Go build): 2x keeps the margin and still catches a bound that walks
+    # the document again per alias (that costs many times the load itself).
+    assert gated < 2.0 * plain, (plain, gated)
 
 
 @pytest.mark.parametrize(("setting", "needle"), [("bogus=4", "unknown kind 'bogus'"), ("job=0", "whole number"),
