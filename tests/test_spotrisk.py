@@ -181,3 +181,15 @@ def test_config_files_set_the_spot_risk_weight() -> None:
     assert parse_weights({}, "gitops.yaml", "weights").spot_risk == 1.0
     with pytest.raises(InputError, match="spot_risk"):
         parse_weights({"spot_risk": -1}, "gitops.yaml", "weights")
+
+
+@pytest.mark.parametrize("bad", ["abc", "", "NaN", "0", "-1.5", None])
+def test_a_spot_price_that_is_not_a_price_is_skipped(bad: object) -> None:
+    # The audit's input: a DescribeSpotPriceHistory item whose SpotPrice is not a decimal string raised ValueError
+    # from float(); zero read as free capacity. The other zone's series stays.
+    now = datetime(2026, 12, 3, 12, tzinfo=UTC).timestamp()
+    history = [{"AvailabilityZone": z, "InstanceType": "p4d.24xlarge", "ProductDescription": "Linux/UNIX",
+                "SpotPrice": price, "Timestamp": datetime.fromtimestamp(now - 3600, UTC)}
+               for z, price in (("us-east-1a", bad), ("us-east-1b", "8.000000"))]
+    signals = volatility_signals("us-east-1", history, {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1"}, now)
+    assert [s.zone for s in signals] == ["use1-az1"]

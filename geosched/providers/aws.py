@@ -331,6 +331,16 @@ PRICE_LIST_REGION = "us-east-1"
 SCORE_TARGET_INSTANCES = 4
 
 
+def spot_usd(raw: object) -> float | None:
+    """A DescribeSpotPriceHistory `SpotPrice` (a decimal string, EC2 API reference) as $/h; None for anything that
+    is not a positive finite number ("abc", "", NaN, 0), which would otherwise raise or read as free capacity."""
+    try:
+        price = float(str(raw))
+    except ValueError:
+        return None
+    return price if math.isfinite(price) and price > 0 else None
+
+
 def volatility_signals(region: str, history: Iterable[Mapping[str, Any]], zone_ids: Mapping[str, str],
                        now: float) -> list[SpotSignal]:
     """One volatility signal per (instance type, zone) from DescribeSpotPriceHistory records (`SpotPriceHistory`
@@ -339,8 +349,8 @@ def volatility_signals(region: str, history: Iterable[Mapping[str, Any]], zone_i
     for h in history:
         zone = zone_ids.get(str(h["AvailabilityZone"]), str(h["AvailabilityZone"]))
         at = h["Timestamp"].timestamp() if hasattr(h["Timestamp"], "timestamp") else float(h["Timestamp"])
-        price = float(h["SpotPrice"])
-        if not math.isfinite(price) or price <= 0:
+        price = spot_usd(h.get("SpotPrice"))
+        if price is None:
             continue  # a feed error (pricescreen drops it from the prices too): NaN would poison the whole series
         series.setdefault((str(h["InstanceType"]), zone), []).append((at, price))
     out = []
@@ -585,8 +595,14 @@ class AwsProvider:
             zone = zone_ids.get(str(h["AvailabilityZone"]), str(h["AvailabilityZone"]))
             at = h["Timestamp"].timestamp() if hasattr(h["Timestamp"], "timestamp") else time.time()
             key = (str(h["InstanceType"]), zone)
+            # Not a number ("abc") becomes NaN, which catalog refresh's screen (pricescreen) drops with one warning
+            # line, as it does NaN and zero.
+            try:
+                price = float(str(h.get("SpotPrice")))
+            except ValueError:
+                price = math.nan
             if key not in latest or at > latest[key][0]:
-                latest[key] = (at, float(h["SpotPrice"]))
+                latest[key] = (at, price)
         out = [PriceObservation(NAME, t, region, z, Pricing.SPOT, price, at, "aws:spot-price-history")
                for (t, z), (at, price) in sorted(latest.items())]
         zones = sorted(set(zone_ids.values()))

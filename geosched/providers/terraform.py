@@ -270,8 +270,9 @@ class _Reader:
             raise self.fail(path, f"expected {expected}, got {self.show(value)}")
         return [(key, self.step(path, key, index), item) for index, (key, item) in enumerate(value.items())]
 
+    # fullmatch, not match: the patterns end in `$`, which also matches before a final newline ("us-east-1\n").
     def key(self, key: str, path: str, pattern: re.Pattern[str], what: str) -> str:
-        if not pattern.match(key):
+        if not pattern.fullmatch(key):
             raise self.fail(path, f"expected {what} as this key" if self.sensitive
                             else f"expected {what}, got the key {key!r}")
         return key
@@ -279,7 +280,7 @@ class _Reader:
     def string(self, value: Any, path: str, pattern: re.Pattern[str], what: str) -> str:
         if not isinstance(value, str):
             raise self.fail(path, f"expected {what}, got {self.show(value)}")
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             raise self.fail(path, f"expected {what}, got {'another string' if self.sensitive else repr(value[:60])}")
         return value
 

@@ -533,6 +533,18 @@ def test_null_placement_policy_and_empty_placement_groups_are_fine() -> None:
     assert config.aws["us-east-1"].placement_group_for("use1-az1") is None
 
 
+@pytest.mark.parametrize("where", ["aws", "gcp"])
+def test_a_region_key_with_a_trailing_newline_is_refused(where: str) -> None:
+    # `$` matches before a final newline: "us-east-1\n" passed as a region (found by this stop's audit).
+    data = fixture()
+    regions = data[OUTPUT_NAME]["value"][where]
+    name = next(iter(regions))
+    regions[name + "\n"] = regions.pop(name)
+    with pytest.raises(InputError) as info:
+        parse_terraform_output(data, "out.json")
+    assert "\n" not in str(info.value) and "region" in str(info.value)
+
+
 def test_one_provider_alone_is_fine() -> None:
     data = fixture()
     data[OUTPUT_NAME]["value"]["gcp"] = {}
