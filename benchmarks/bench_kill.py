@@ -6,7 +6,9 @@ snapshot) and are SIGKILLed at a moment drawn uniformly over a clean run's durat
 (tests/gitops/killcampaign.py). Reported: how many kills landed, where the output was right after them (old,
 new, or a set cut in the middle), how many runs had temp files right after the kill, and the targets: mixed
 sets seen by a reader (0), readers that wrote (0), files outside the output whose bytes or modification time
-changed (0), re-runs that did not give a clean run's bytes (0), temp files left after the re-run (0).
+changed (0), re-runs that did not give a clean run's bytes (0), temp files left after the re-run (0), runs whose
+stderr holds a traceback (0), runs still going at 20x a clean run's time (0), and the children's peak memory
+(VmHWM; under 500 MB).
 """
 
 from __future__ import annotations

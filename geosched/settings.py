@@ -85,6 +85,18 @@ def names(value: Any) -> tuple[str, ...]:
     return out
 
 
+def flag(value: Any) -> bool:
+    """A YAML boolean, or in the environment yes/no (true/false, 1/0, on/off, any case)."""
+    if isinstance(value, bool):
+        return value
+    word = text(value).lower()
+    if word in ("yes", "true", "1", "on"):
+        return True
+    if word in ("no", "false", "0", "off"):
+        return False
+    raise ValueError(f"expected yes or no, got {value!r}")
+
+
 def one_of(*choices: str) -> Parse:
     def parse(value: Any) -> str:
         chosen = text(value)
@@ -166,6 +178,9 @@ SETTINGS: tuple[Setting, ...] = (
             "private endpoint).", text, shown_default="Google's"),
     Setting("gcp.image", "GEOSCHED_GCP_IMAGE", None, "Image to launch.", text,
             shown_default="Deep Learning VM family common-cu124-debian-11-py310"),
+    Setting("gcp.public_ips", "GEOSCHED_GCP_PUBLIC_IPS", True, "Give VMs geosched launches on GCP an external "
+            "address (no: reach them by internal address, from inside the VPC, a bastion or a VPN). With a "
+            "Terraform network, the module's `public_ips` decides.", flag),
     Setting("input_limits", "GEOSCHED_INPUT_LIMITS", None, "Size limits of input files per kind in MiB, e.g. "
             "trace=4096,fleet=512 (geosched/gate.py).", limits, shown_default="per kind, README"),
 )
@@ -176,6 +191,7 @@ SSH_PUBLIC_KEY, SSH_USER = BY_KEY["ssh.public_key"], BY_KEY["ssh.user"]
 AWS_REGIONS, AWS_AMI, AWS_KEY_NAME = BY_KEY["aws.regions"], BY_KEY["aws.ami"], BY_KEY["aws.key_name"]
 EKS_NODE_ROLE = BY_KEY["aws.eks_node_role"]
 GCP_PROJECT, GCP_ENDPOINT, GCP_IMAGE = BY_KEY["gcp.project"], BY_KEY["gcp.endpoint"], BY_KEY["gcp.image"]
+GCP_PUBLIC_IPS = BY_KEY["gcp.public_ips"]
 INPUT_LIMITS = BY_KEY["input_limits"]
 
 

@@ -80,6 +80,8 @@ class GcpSettings:
     terraform: NetworkConfig | None = None
     # Source ranges of the on-demand SSH firewall rule (only without a Terraform network).
     admin_cidrs: tuple[str, ...] = DEFAULT_ADMIN_CIDRS
+    # An external address per VM (only without a Terraform network: there the module's public_ips decides).
+    public_ips: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,8 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
     aws = AwsSettings(regions=get(settings.AWS_REGIONS) or (), ami=get(settings.AWS_AMI),
                       key_name=get(settings.AWS_KEY_NAME), terraform=net, admin_cidrs=cidrs)
     gcp = GcpSettings(project=get(settings.GCP_PROJECT), endpoint=get(settings.GCP_ENDPOINT),
-                      image=get(settings.GCP_IMAGE) or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs)
+                      image=get(settings.GCP_IMAGE) or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs,
+                      public_ips=get(settings.GCP_PUBLIC_IPS) is not False)
     ssh = SshSettings(inventory=inventory or get(settings.INVENTORY), leases=home / "ssh-leases.json")
     return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh, ssh_public_key=read_public_key(env, public_key_path),
                             ssh_user=get(settings.SSH_USER) or DEFAULT_SSH_USER, network=net, admin_cidrs=cidrs,

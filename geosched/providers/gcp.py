@@ -212,9 +212,13 @@ def instance_body(spec: LaunchSpec, index: int, settings: GcpSettings,
             initialize_params=compute_v1.AttachedDiskInitializeParams(source_image=settings.image,
                                                                        disk_size_gb=settings.disk_gb))],
         network_interfaces=[compute_v1.NetworkInterface(
-            network=network.network if network is not None else settings.network,
-            access_configs=[compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")])],
+            network=network.network if network is not None else settings.network)],
     )
+    # Without an access config a VM has only its internal address, which `instance_from` then lists alone:
+    # geosched reaches it from inside the VPC (docs/security.md).
+    if (network.public_ips if network is not None else settings.public_ips):
+        body.network_interfaces[0].access_configs = [compute_v1.AccessConfig(name="External NAT",
+                                                                             type_="ONE_TO_ONE_NAT")]
     if network is None and tag is not None:
         body.tags = compute_v1.Tags(items=[tag])
     if network is not None:

@@ -37,7 +37,10 @@ OWNER_KEY = "geosched-owner"
 
 AWS_FIELDS = ("vpc_id", "subnet_ids", "security_group_id", "key_name", "placement_group_names", "launch_tags")
 GCP_FIELDS = ("project", "network", "subnetwork", "zones", "firewall_tag", "placement_policy",
-              "service_account_email", "launch_labels")
+              "service_account_email", "launch_labels", "public_ips")
+# Fields an output of an older module version lacks, and what their absence means (public_ips: the module
+# gave every VM an external address before the choice existed).
+GCP_OPTIONAL = ("public_ips",)
 TOP_FIELDS = ("schema_version", "aws", "gcp")
 
 AWS_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
@@ -101,6 +104,9 @@ class GcpRegionNetwork:
     placement_policy: str | None
     service_account_email: str
     launch_labels: Mapping[str, str]
+    # An external (ONE_TO_ONE_NAT) address per VM: the module's `public_ips`. Off, geosched reaches the VMs by
+    # their internal addresses (it runs inside the VPC, behind a bastion or over a VPN).
+    public_ips: bool = True
 
     def subnet_for(self, zone: str) -> str | None:
         return self.subnetwork if zone in self.zones else None
@@ -252,17 +258,21 @@ class _Reader:
     def quoted(self, text: str) -> str:
         return "" if self.sensitive else f" {text!r}"
 
-    def obj(self, value: Any, path: str, fields: tuple[str, ...], nullable: tuple[str, ...] = ()) -> dict[str, Any]:
-        """An object with exactly `fields`, as a Terraform object constructor produces."""
+    def obj(self, value: Any, path: str, fields: tuple[str, ...], nullable: tuple[str, ...] = (),
+            optional: tuple[str, ...] = ()) -> dict[str, Any]:
+        """An object with exactly `fields` (the `optional` ones may be absent: None), as a Terraform object
+        constructor produces."""
         if not isinstance(value, Mapping):
             raise self.fail(path, f"expected an object, got {self.show(value)}")
         for index, key in enumerate(value):
             if key not in fields:
                 raise self.fail(self.step(path, str(key), index), f"unknown field (known: {', '.join(fields)})")
         for key in fields:
+            if key in optional and key not in value:
+                continue
             if key not in value or (value[key] is None and key not in nullable):
                 raise self.fail(f"{path}.{key}", "required")
-        return dict(value)
+        return {key: value.get(key) for key in fields}
 
     def entries(self, value: Any, path: str, expected: str) -> list[tuple[str, str, Any]]:
         """(key, path, item) for each entry of a JSON object (Terraform's maps and objects both print as one)."""
@@ -349,7 +359,10 @@ class _Reader:
         )
 
     def gcp_region(self, region: str, path: str, value: Any) -> GcpRegionNetwork:
-        f = self.obj(value, path, GCP_FIELDS, nullable=("placement_policy",))
+        f = self.obj(value, path, GCP_FIELDS, nullable=("placement_policy",), optional=GCP_OPTIONAL)
+        public_ips = True if f["public_ips"] is None else f["public_ips"]
+        if not isinstance(public_ips, bool):
+            raise self.fail(f"{path}.public_ips", f"expected a boolean, got {self.show(public_ips)}")
         project = self.string(f["project"], f"{path}.project", GCP_PROJECT_RE, "a GCP project ID")
         network = self.string(f["network"], f"{path}.network", NETWORK_LINK_RE,
                               "a network self link (https://www.googleapis.com/compute/v1/projects/P/global/networks/N)")
@@ -377,6 +390,7 @@ class _Reader:
             service_account_email=self.string(f["service_account_email"], f"{path}.service_account_email",
                                               SERVICE_ACCOUNT_RE, "a service account email (...gserviceaccount.com)"),
             launch_labels=MappingProxyType(labels),
+            public_ips=public_ips,
         )
 
     def regional_link(self, value: Any, path: str, region: str, pattern: re.Pattern[str], what: str) -> str:

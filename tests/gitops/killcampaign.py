@@ -42,7 +42,7 @@ from geosched.gitops.files import OWNED_PATTERNS
 from geosched.store import SNAPSHOT_LAYOUT, Store, write_snapshot
 from geosched.testing import fleet, network
 from tests.gitops.gitops_support import AT, lab_fleet, tree_args, write_inputs, write_snapshot_files
-from tests.kill import run_killable
+from tests.kill import peak_rss_kib, run_killable
 
 Tree = dict[str, bytes]
 
@@ -149,26 +149,38 @@ def _mutates(event: str, args: tuple[Any, ...]) -> bool:
     return event in MUTATIONS
 
 
-def child(argv: list[str], home: str, kill_at: int | None, count_file: str | None) -> None:
+def child(argv: list[str], home: str, kill_at: int | None, count_file: str | None, stderr_file: str,
+          peak_file: str) -> None:
     """Run the command; with `kill_at`, SIGKILL itself as it is about to make its kill_at-th change to the
     file system (seen through Python's audit events, so the code under test runs unchanged); with
-    `count_file`, write there how many changes a whole run made."""
+    `count_file`, write there how many changes a whole run made. Its stderr goes to `stderr_file` (the
+    campaign looks for tracebacks there) and its peak memory (VmHWM, KiB) to `peak_file` as it exits or
+    kills itself (the parent reads it before a timed kill)."""
     os.environ["GEOSCHED_HOME"] = home
+    err = os.open(stderr_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(err, 2)
+    os.close(err)
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - fd 2 itself, for the life of the child
     seen = 0
+
+    def peak() -> None:
+        Path(peak_file).write_text(str(peak_rss_kib()))
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         nonlocal seen
         if _mutates(event, args):
             seen += 1
             if seen == kill_at:
+                peak()
                 os.kill(os.getpid(), signal.SIGKILL)
 
     sys.addaudithook(hook)
     try:
         _cli(argv)
     finally:
+        kill_at = None
+        peak()
         if count_file is not None:
-            kill_at = None
             Path(count_file).write_text(str(seen))
 
 
@@ -207,19 +219,50 @@ class Outcome:
     stray: list[str]
     touched_outside: list[str]
     """Files outside the output whose bytes or modification time changed, or that appeared or went."""
+    tracebacks: int = 0
+    """Runs (the killed one, the re-run) whose stderr holds a Python traceback."""
+    hangs: int = 0
+    """Runs still going at the limit (a clean run's time x HANG_FACTOR, at least HANG_FLOOR_S)."""
+    peak_kib: int = 0
+    """The larger peak resident set of the two runs (VmHWM)."""
 
     @property
     def clean(self) -> bool:
         return (self.state != "mixed" and self.reader_saw != "mixed" and not self.reader_wrote and self.rerun_ok
-                and not self.stray and not self.touched_outside)
+                and not self.stray and not self.touched_outside and not self.tracebacks and not self.hangs)
+
+
+# A run that takes this many times a clean run (measured in the same campaign), and at least the floor, hangs.
+HANG_FACTOR, HANG_FLOOR_S = 20.0, 30.0
+
+
+@dataclass(frozen=True)
+class Spawned:
+    killed: bool
+    exitcode: int | None
+    hung: bool
+    traceback: bool
+    peak_kib: int
 
 
 def _spawn(mp: Any, scenario: Scenario, run: Path, delay_s: float | None = None, kill_at: int | None = None,
-           count_file: Path | None = None) -> tuple[bool, int | None]:
-    proc = mp.Process(target=child, args=(scenario.argv(run), str(run / "home"), kill_at,
-                                          str(count_file) if count_file else None))
-    killed = run_killable(proc, delay_s, 120.0)
-    return killed or proc.exitcode == -signal.SIGKILL, proc.exitcode
+           count_file: Path | None = None, limit_s: float = 120.0, target: Callable[..., None] = child) -> Spawned:
+    """`target` (the command, `child`) in a forked child; what it left: killed, exit code, hung, traceback, peak."""
+    err, peak = run / "child.stderr", run / "child.peak"
+    peak.write_text("0")
+    proc = mp.Process(target=target, args=(scenario.argv(run), str(run / "home"), kill_at,
+                                          str(count_file) if count_file else None, str(err), str(peak)))
+    timed: list[int] = []
+    started = time.monotonic()
+    killed = run_killable(proc, delay_s, limit_s, before_kill=lambda pid: timed.append(peak_rss_kib(pid)))
+    # Still running at the limit: run_killable waited `limit_s` after the planned kill (or from the start).
+    hung = time.monotonic() - started >= limit_s + (delay_s or 0.0)
+    text = err.read_text(errors="replace") if err.exists() else ""
+    kib = max([int(peak.read_text() or 0), *timed])
+    err.unlink(missing_ok=True)
+    peak.unlink()
+    return Spawned(killed or proc.exitcode == -signal.SIGKILL, proc.exitcode, hung,
+                   "Traceback (most recent call last)" in text, kib)
 
 
 def baseline(mp: Any, scenario: Scenario, workdir: Path) -> Baseline:
@@ -236,9 +279,9 @@ def baseline(mp: Any, scenario: Scenario, workdir: Path) -> Baseline:
         run = workdir / f"clean-{slug}-{i}"
         shutil.copytree(template, run, symlinks=True)
         started = time.monotonic()
-        _, code = _spawn(mp, scenario, run, count_file=workdir / "count")
+        spawned = _spawn(mp, scenario, run, count_file=workdir / "count")
         runs.append((time.monotonic() - started, int((workdir / "count").read_text())))
-        assert code == 0, f"{scenario.name}: a clean run failed ({code})"
+        assert spawned.exitcode == 0, f"{scenario.name}: a clean run failed ({spawned.exitcode})"
         new = tree(run / scenario.out)
         shutil.rmtree(run)
     assert new is not None and new != old
@@ -255,17 +298,20 @@ def run_one(mp: Any, base: Baseline, workdir: Path, index: int, rng: random.Rand
     out = run / base.scenario.out
     before = outside(run, base.scenario)
     delay, kill_at = base.kill(rng)
-    killed, _ = _spawn(mp, base.scenario, run, delay, kill_at)
+    limit = max(HANG_FLOOR_S, base.seconds * HANG_FACTOR)
+    first = _spawn(mp, base.scenario, run, delay, kill_at, limit_s=limit)
     temps = len(stray(run))
     state = "pending" if writes.pending(out) else _which(tree(out, temps=False), base)
     on_disk = tree(out)
     reader_saw = _which(seen(out, base.scenario.layout), base)
     reader_wrote = tree(out) != on_disk
-    _, code = _spawn(mp, base.scenario, run, None)
+    rerun = _spawn(mp, base.scenario, run, None, limit_s=limit)
     after = outside(run, base.scenario)
     touched = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    outcome = Outcome(base.scenario.name, delay, kill_at, killed, state, temps, reader_saw, reader_wrote,
-                      code == 0 and tree(out) == base.new, stray(run), touched)
+    outcome = Outcome(base.scenario.name, delay, kill_at, first.killed, state, temps, reader_saw, reader_wrote,
+                      rerun.exitcode == 0 and tree(out) == base.new, stray(run), touched,
+                      tracebacks=first.traceback + rerun.traceback, hangs=first.hung + rerun.hung,
+                      peak_kib=max(first.peak_kib, rerun.peak_kib))
     shutil.rmtree(run)
     return outcome
 
@@ -292,5 +338,8 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
         "files_touched_outside_the_output": sum(len(o.touched_outside) for o in outcomes),
         "rerun_not_clean": sum(not o.rerun_ok for o in outcomes),
         "stray_files": sum(len(o.stray) for o in outcomes),
+        "tracebacks": sum(o.tracebacks for o in outcomes),
+        "hangs": sum(o.hangs for o in outcomes),
+        "peak_rss_mib": round(max((o.peak_kib for o in outcomes), default=0) / 1024, 1),
         "by_scenario": dict(Counter(o.scenario for o in outcomes)),
     }

@@ -155,3 +155,25 @@ def test_rbac_allows_every_request_of_a_scheduler_run(clusters: MultiCluster) ->
     denied = sorted(a for a in seen if not allowed(a))
     assert denied == []
 
+
+
+def test_the_own_pods_policy_component_is_valid_and_lists_its_file() -> None:
+    """deploy/scheduler/own-pods (the option that narrows the ClusterRole, docs/security.md): a kustomize Component
+    whose objects are valid for Kubernetes (admissionregistration v1 is GA from 1.30, so the latest schema only).
+    What it does is tested on a real kube-apiserver: tests/realkube/test_realkube_scheduler_policy.py."""
+    folder = DEPLOY / "own-pods"
+    component = yaml.safe_load((folder / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert component["kind"] == "Component" and component["resources"] == ["policy.yaml"]
+    docs = [d for d in yaml.safe_load_all((folder / "policy.yaml").read_text(encoding="utf-8")) if d]
+    for obj in docs:
+        kubernetes_validate.validate(obj, kubernetes_validate.utils.latest_version(), strict=True)
+    policy, binding = docs
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    # The policy names the account the kustomization deploys, and the scheduler name its configuration sets.
+    account = find("ServiceAccount")["metadata"]
+    assert f"system:serviceaccount:{account['namespace']}:{account['name']}" in policy["spec"]["matchConditions"][0][
+        "expression"]
+    config = find("ConfigMap")
+    assert "scheduler_name: geosched" in next(iter(config["data"].values()))
+    assert 'oldObject.spec.schedulerName == "geosched"' in policy["spec"]["validations"][0]["expression"]

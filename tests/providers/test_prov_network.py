@@ -267,6 +267,46 @@ def test_gcp_instances_carry_the_terraform_network(gce: GceDouble, store: Store)
     assert gce.instances() == []
 
 
+def test_gcp_vms_get_no_external_address_when_the_network_says_so(gce: GceDouble, store: Store) -> None:
+    """Issue 19 item 9: `public_ips = false` in the GCP module (or GEOSCHED_GCP_PUBLIC_IPS=no without Terraform)
+    launches VMs without an access config, so GCE gives them no external address (instances.insert: "If you
+    specify no access config, the instance will have no external internet access", Compute Engine REST reference,
+    NetworkInterface.accessConfigs); geosched then reaches each by the internal address, the only one it has."""
+    owner = journal.owner(store)
+    config = parse_terraform_output(output_json(owner, gcp={"us-central1": {**gcp_region(owner), "public_ips": False}}),
+                                    "network.json")
+    providers: dict[str, Provider] = {"gcp": gcp_with(gce, config)}
+    req = GangRequest("A100", 8, 2, PricingMode.ON_DEMAND, ("gcp",), ("us-central1",))
+    result = provision(req, providers, store, replace(fast_settings(), network=config), gang="gang-net00004")
+    assert result.ok and result.candidate is not None, result.message
+    client = compute_v1.InstancesClient(**gce.client_kwargs())
+    for node in result.nodes:
+        inst = client.get(project=PROJECT, zone=result.candidate.zone, instance=node.provider_id)
+        (nic,) = inst.network_interfaces
+        assert list(nic.access_configs) == []
+        assert node.addresses == (nic.network_i_p,) and nic.network_i_p.startswith("10.")
+    lifecycle.down(store, providers, "gang-net00004", fast_settings().lifecycle)
+    assert gce.instances() == []
+
+
+@pytest.mark.parametrize(("value", "public"), [(None, True), ("yes", True), ("no", False), ("False", False)])
+def test_gcp_public_ips_setting_without_terraform(value: str | None, public: bool, tmp_path: Path) -> None:
+    env = {} if value is None else {"GEOSCHED_GCP_PUBLIC_IPS": value}
+    gcp = from_env(env, tmp_path).gcp
+    assert gcp.public_ips is public
+    spec = LaunchSpec(gang="gang-pub00001", token="t", owner="o", region="us-central1", zone="us-central1-a",
+                      instance_type="a2-highgpu-8g", gpu="A100", gpus=8, vcpus=96, pricing=Pricing.ON_DEMAND,
+                      names=("n0",))
+    body = gcp_module.instance_body(spec, 0, gcp)
+    assert [ac.type_ for ac in body.network_interfaces[0].access_configs] == (["ONE_TO_ONE_NAT"] if public else [])
+
+
+def test_gcp_public_ips_setting_refuses_other_words(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as caught:
+        from_env({"GEOSCHED_GCP_PUBLIC_IPS": "maybe"}, tmp_path)
+    assert caught.value.source == "GEOSCHED_GCP_PUBLIC_IPS" and "expected yes or no" in caught.value.reason
+
+
 def test_gcp_project_must_agree(gce: GceDouble, home: Path, tmp_path: Path,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     owner = owner_of(home)

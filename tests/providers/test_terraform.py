@@ -410,6 +410,8 @@ def hcl_value_matches(hcl: Any, recorded: Any, calls: dict[str, dict[str, Any]],
         assert list(recorded) == ["geosched-owner"], path
     elif output == "project":
         assert isinstance(recorded, str) and call["project"] == "${var.gcp_project}", path
+    elif output == "public_ips":
+        assert recorded is call.get("public_ips", True), path
     else:
         assert isinstance(recorded, str), path
 
@@ -531,6 +533,25 @@ def test_null_placement_policy_and_empty_placement_groups_are_fine() -> None:
     config = parse_terraform_output(data, "out.json")
     assert config.gcp["us-central1"].placement_policy is None
     assert config.aws["us-east-1"].placement_group_for("use1-az1") is None
+
+
+def test_gcp_public_ips_is_read_and_defaults_to_on_when_an_older_module_printed_none() -> None:
+    """Issue 19 item 9: a GCP launch without an external address is the module's `public_ips = false`. An output
+    of the module before the choice existed has no such key: its VMs always had an address, so absent means on."""
+    data = fixture()
+    value = data[OUTPUT_NAME]["value"]
+    assert parse_terraform_output(data, "out.json").gcp["us-central1"].public_ips is True
+    value["gcp"]["us-central1"]["public_ips"] = False
+    assert parse_terraform_output(data, "out.json").gcp["us-central1"].public_ips is False
+    del value["gcp"]["us-central1"]["public_ips"]
+    assert parse_terraform_output(data, "out.json").gcp["us-central1"].public_ips is True
+    for bad in ("no", None, 0):
+        value["gcp"]["us-central1"]["public_ips"] = bad
+        with pytest.raises(InputError) as caught:
+            parse_terraform_output(data, "out.json")
+        assert caught.value.field == "geosched.value.gcp.us-central1.public_ips", bad
+    variable = declared(TERRAFORM / "modules" / "gcp-gpu-region", "variable")["public_ips"]
+    assert (variable["type"], variable["default"]) == ("bool", True)
 
 
 @pytest.mark.parametrize("where", ["aws", "gcp"])

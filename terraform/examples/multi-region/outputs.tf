@@ -30,6 +30,7 @@ output "geosched" {
         placement_policy      = module.gcp_us_central1.placement_policy
         service_account_email = module.gcp_us_central1.service_account_email
         launch_labels         = module.gcp_us_central1.launch_labels
+        public_ips            = module.gcp_us_central1.public_ips
       }
       (module.gcp_europe_west4.region) = {
         project               = module.gcp_europe_west4.project
@@ -40,6 +41,7 @@ output "geosched" {
         placement_policy      = module.gcp_europe_west4.placement_policy
         service_account_email = module.gcp_europe_west4.service_account_email
         launch_labels         = module.gcp_europe_west4.launch_labels
+        public_ips            = module.gcp_europe_west4.public_ips
       }
     }
   }

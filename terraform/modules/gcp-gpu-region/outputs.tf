@@ -43,6 +43,11 @@ output "launch_labels" {
   value       = local.launch_labels
 }
 
+output "public_ips" {
+  description = "Whether geosched gives the VMs it launches an external address (var.public_ips)."
+  value       = var.public_ips
+}
+
 output "geosched_permissions" {
   description = "IAM permissions geosched itself needs in the project, whether or not create_geosched_role turned them into a custom role."
   value       = local.geosched_permissions

@@ -108,6 +108,12 @@ variable "create_placement_policy" {
   default     = true
 }
 
+variable "public_ips" {
+  description = "Whether geosched gives every VM an external IPv4 address (a ONE_TO_ONE_NAT access config). Turn off when geosched and the other regions reach the VMs privately (from inside the VPC, a bastion, a VPN or peering); the VMs then need Cloud NAT or Private Google Access for anything they download. geosched reads it from the output below: the module creates no VM itself."
+  type        = bool
+  default     = true
+}
+
 variable "owner" {
   description = "Value of the geosched-owner label geosched puts on the VMs it launches, so it lists and deletes only its own."
   type        = string
