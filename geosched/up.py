@@ -20,6 +20,7 @@ Not done: probing the new nodes over the cluster (see geosched/providers/README.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,11 +28,14 @@ import typer
 
 from geosched import policies, render
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
+from geosched.kube.config import ClusterConfig
+from geosched.kube.tolerations import Toleration
 from geosched.models import Pricing, Weights
 from geosched.options import DEFAULT_WEIGHTS, CostWeightOpt, NetworkWeightOpt, ZoneToleranceOpt, finite, known_policy
 from geosched.output import NoHeadersOpt, Output, OutputOpt
 from geosched.policies.spotrisk import Rework
 from geosched.providers import cli as providers_cli
+from geosched.providers.nodegroups.spec import GPU_TAINT
 from geosched.providers.plan import PricingMode
 
 if TYPE_CHECKING:
@@ -120,7 +124,9 @@ def up_cmd(
 
     emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
                   no_headers=no_headers)
-    say(f"gang {result.gang}: node group {result.group} runs {job.name}; `geosched down {result.gang}` deletes it")
+    # On stderr in every format (stdout stays the SubmitOutcome): without it a JSON run would not learn the gang.
+    render.err.print(f"gang {result.gang}: node group {result.group} runs {job.name}; `geosched down {result.gang}` "
+                     "deletes it", markup=False, highlight=False, soft_wrap=True)
 
 
 def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, context: str, kubeconfig: Path | None,
@@ -133,9 +139,21 @@ def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, con
     labels = {NODEGROUP_LABEL: group}
     with Kube.open(context, kubeconfig) as kube:
         wait_ready(kube, labels, workers, what=f"node group {group} (cluster {cluster})", timeout_s=join_timeout)
-    configs = load_cluster_config(clusters) if clusters is not None else None
+    configs = load_cluster_config(clusters) if clusters is not None else {
+        context: ClusterConfig(name=context, context=context)}
     options = submitting.SubmitOptions(policy=policy, weights=weights, node_labels=labels)
-    return submitting.submit(job_file, kubeconfig=kubeconfig, contexts=(context,), clusters=configs, options=options)
+    return submitting.submit(job_file, kubeconfig=kubeconfig, contexts=(context,),
+                             clusters={name: on_the_group(c) for name, c in configs.items()}, options=options)
+
+
+def on_the_group(config: ClusterConfig) -> ClusterConfig:
+    """The cluster's config as `up` submits with it: the pods pinned to the placed hosts (otherwise only the zone and
+    GPU model are required, and kube-scheduler may take the cluster's other nodes there) and tolerating the group's
+    own taint (a cluster without the ExtendedResourceToleration admission plugin would otherwise keep the gang off
+    its own nodes)."""
+    own = Toleration(GPU_TAINT["key"], "Equal", GPU_TAINT["value"], "NoSchedule")
+    return replace(config, pin_hosts=True, tolerations=(*config.tolerations, own) if own not in config.tolerations
+                   else config.tolerations)
 
 
 def _teardown(ctx: typer.Context, gang: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,11 @@ from typer.testing import CliRunner, Result
 from geosched.cli import app
 from geosched.emulators import Ec2FaultProxy, MotoServer
 from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, GeoschedError
+from geosched.kube.config import ClusterConfig
+from geosched.kube.tolerations import Toleration
 from geosched.providers import journal
 from geosched.store import Store
+from geosched.up import on_the_group
 from tests.kubeemu import MultiCluster
 from tests.output_support import valid
 from tests.providers.eks_support import NODE_ROLE, EksCluster, make_cluster
@@ -102,3 +106,13 @@ def test_nodes_that_never_join_fail_in_one_line_and_the_group_is_deleted(
     assert cluster.groups() == {}
     with Store(home) as store:
         assert journal.gang_record(store, "never").state == "terminated"  # type: ignore[union-attr]
+
+
+def test_up_submits_pinned_to_the_placed_hosts_and_tolerating_the_groups_taint() -> None:
+    # Found on the real control plane: with only zone and GPU model required, kube-scheduler put two of the gang's
+    # pods on the cluster's older p5 nodes in the same zone, and the other six stayed Pending (by all signs on the
+    # group's taint: that cluster runs no ExtendedResourceToleration admission plugin to tolerate it).
+    base = ClusterConfig(name="eks", context="eks", tolerations=(Toleration("team", "Equal", "ml", "NoSchedule"),))
+    own = Toleration("nvidia.com/gpu", "Equal", "true", "NoSchedule")
+    assert on_the_group(base) == replace(base, pin_hosts=True, tolerations=(*base.tolerations, own))
+    assert on_the_group(on_the_group(base)) == on_the_group(base)
