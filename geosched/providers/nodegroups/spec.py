@@ -40,8 +40,9 @@ PROVIDER = "aws"
 # The NVIDIA-ready EKS-optimized Amazon Linux 2023 image (EKS API reference, Nodegroup.amiType AL2023_x86_64_NVIDIA):
 # the node has the driver and the device plugin's prerequisites, as a GPU node group needs.
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
-# Keeps pods that do not ask for GPUs off the gang's nodes; every pod geosched renders tolerates it
-# (kube.tolerations.GPU_ADMISSION: nvidia.com/gpu Exists NoSchedule), so the gang itself is not kept off.
+# Keeps pods that do not ask for GPUs off the gang's nodes. Pods that request GPUs tolerate it where the
+# ExtendedResourceToleration admission plugin runs (kube.tolerations.GPU_ADMISSION: nvidia.com/gpu Exists
+# NoSchedule); `geosched up` writes the toleration on the gang's pods itself (up.on_the_group), for clusters without it.
 GPU_TAINT = {"key": keys.GPU, "value": "true", "effect": "NO_SCHEDULE"}
 ACTIVE = "ACTIVE"
 CREATING = "CREATING"
