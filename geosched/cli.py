@@ -53,6 +53,7 @@ from geosched.providers.sources import planning_risks
 from geosched.report import cli as report_cli
 from geosched.simulate import shipped as shipped_traces
 from geosched.store import DB_NAME, Store, default_home, write_snapshot
+from geosched.up import up_cmd
 
 # The verbs import what computes (numpy, the policies, the cloud and cluster clients, the demo) when they run, so
 # `geosched --version` and `-h` load only the declarations (issue 25; tests/test_cli_startup.py).
@@ -87,6 +88,8 @@ app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
 # Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
 app.registered_commands.extend(kube_cli.app.registered_commands)
 app.add_typer(kube_cli.scheduler_app, name="scheduler")
+# `geosched up`: provision --cluster, wait for the nodes, submit onto them (geosched/up.py).
+app.command(name="up")(up_cmd)
 app.add_typer(multikueue_cli.make_app(lambda: State.home), name="multikueue")
 # Provisioning verbs join the top level too: `geosched provision`, `down`, `status`, `check`, `sweep`.
 app.registered_commands.extend(providers_cli.app.registered_commands)

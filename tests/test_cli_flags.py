@@ -39,7 +39,7 @@ def test_every_weight_has_one_default_on_every_verb() -> None:
         assert {default for _, default in found} == {WEIGHTS[name]}, (name, found)
     verbs = {path for path, _ in seen["cost_weight"]}
     assert verbs == {"geosched place", "geosched submit", "geosched simulate", "geosched provision",
-                     "geosched multikueue dispatch"}
+                     "geosched multikueue dispatch", "geosched up"}
 
 
 def test_tf_output_and_its_deprecated_name(tmp_path: Path) -> None:

@@ -175,6 +175,16 @@ def release(reading: ClusterReading, jobs: Collection[JobRef]) -> ClusterReading
     return replace(reading, pods=tuple(p for p in reading.pods if not own(p)))
 
 
+def only_labelled(reading: ClusterReading, labels: Mapping[str, str]) -> ClusterReading:
+    """The reading with only the nodes carrying every one of `labels` (the pods stay: they say what is in use).
+    `geosched up` places a gang on exactly the node group it created this way."""
+    def carries(node: Json) -> bool:
+        have = (node.get("metadata") or {}).get("labels") or {}
+        return all(have.get(k) == v for k, v in labels.items())
+
+    return replace(reading, nodes=tuple(n for n in reading.nodes if carries(n)))
+
+
 # --- building the fleet (pure) --------------------------------------------------------------------
 
 def build_fleet(readings: Iterable[ClusterReading], launched: Sequence[Node] = (), *,

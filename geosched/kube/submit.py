@@ -180,6 +180,8 @@ class SubmitOptions:
     retry: RetryPolicy = KUBE_RETRY
     carbon: CarbonSignal | None = None
     """An hourly grid-intensity series; the job is placed at the intensity of the hour it starts (`now`)."""
+    node_labels: Mapping[str, str] | None = None
+    """Only nodes carrying all these labels are placed on (`geosched up`: the node group it just created)."""
 
 
 # --- the whole path -------------------------------------------------------------------------------
@@ -195,6 +197,8 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
     refs = cluster_inventory.candidates(kubeconfig, contexts, clusters)
     configs = {r.name: (clusters or {}).get(r.name) or ClusterConfig(name=r.name, context=r.context) for r in refs}
     readings, down_clusters = cluster_inventory.read_clusters(refs, kubeconfig)
+    if opts.node_labels:
+        readings = [cluster_inventory.only_labelled(r, opts.node_labels) for r in readings]
     if not readings:  # not a "no fit": nothing was seen to fit on
         raise ClustersUnreachable(f"cannot read {cluster_inventory.unreachable_list(down_clusters)}; nothing "
                                   "placed")

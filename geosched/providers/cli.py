@@ -308,7 +308,9 @@ _CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z")
 def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str | None, gpu: str, nodes: int,
                          pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
-                         no_headers: bool, verbose: bool = False) -> None:
+                         no_headers: bool, verbose: bool = False, show_result: bool = True) -> GroupResult | None:
+    """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
+    returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own)."""
     # Imported here: the EKS client needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
     from geosched.providers.nodegroups import launch as nodegroup_launch
     from geosched.providers.nodegroups.eks import Eks
@@ -319,6 +321,9 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
     if not _CLUSTER_NAME_RE.match(cluster_name):
         raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, digits, "
                          "'-' and '_', starting with a letter or digit)")
+    too_big = nodegroup_spec.size_problem(nodes)
+    if too_big is not None:
+        raise InputError("--nodes", "", too_big)
     region = _cluster_region(_split(regions))
     model, per_node = parse_gpu(gpu)
     request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=("aws",),
@@ -347,7 +352,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
                 render.error(f"no zone of cluster {cluster_name} holds {nodes} x {model}:{per_node} under these "
                              "constraints")
                 raise typer.Exit(EXIT_NO_FIT)
-            return
+            return None
         assert role is not None
         if not yes:
             _show_nodegroup_plan(cluster, targets[:5], (), nodes, Output.TABLE, False, False)
@@ -365,7 +370,9 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
 
         with _provision_log(ctx, gang, verbose, output):
             result = nodegroup_launch.provision(plan, cluster, eks, store, gang=gang, node_role=role, notify=say)
-    _show_nodegroup_result(result, nodes, output, no_headers)
+    if show_result:
+        _show_nodegroup_result(result, nodes, output, no_headers)
+    return result
 
 
 def _cluster_region(regions: tuple[str, ...]) -> str:

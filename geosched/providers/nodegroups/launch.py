@@ -100,6 +100,9 @@ def provision(plan: Plan, cluster: spec.Cluster, eks: Eks, store: Store, *, gang
     request = plan.request
     if journal.gang_record(store, gang) is not None:
         raise InputError("--name", "", f"gang {gang!r} exists already in {store.path}")
+    too_big = spec.size_problem(request.nodes)
+    if too_big is not None:  # library callers too: nothing is journalled for a gang no group can hold
+        raise InputError("--nodes", "", too_big)
     owner = journal.owner(store)
     targets, outside = spec.targets(plan, cluster)
     journal.create_gang(store, gang, owner, request)

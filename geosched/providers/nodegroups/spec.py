@@ -40,8 +40,9 @@ PROVIDER = "aws"
 # The NVIDIA-ready EKS-optimized Amazon Linux 2023 image (EKS API reference, Nodegroup.amiType AL2023_x86_64_NVIDIA):
 # the node has the driver and the device plugin's prerequisites, as a GPU node group needs.
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
-# Keeps pods that do not ask for GPUs off the gang's nodes; every pod geosched renders tolerates it
-# (kube.tolerations.GPU_ADMISSION: nvidia.com/gpu Exists NoSchedule), so the gang itself is not kept off.
+# Keeps pods that do not ask for GPUs off the gang's nodes. Pods that request GPUs tolerate it where the
+# ExtendedResourceToleration admission plugin runs (kube.tolerations.GPU_ADMISSION: nvidia.com/gpu Exists
+# NoSchedule); `geosched up` writes the toleration on the gang's pods itself (up.on_the_group), for clusters without it.
 GPU_TAINT = {"key": keys.GPU, "value": "true", "effect": "NO_SCHEDULE"}
 ACTIVE = "ACTIVE"
 CREATING = "CREATING"
@@ -53,6 +54,10 @@ CAPACITY_MARKERS = ("InsufficientInstanceCapacity", "InsufficientCapacity", "Spo
                     "capacity-not-available", "UnfulfillableCapacity")
 QUOTA_ISSUES = frozenset({"InstanceLimitExceeded"})
 QUOTA_MARKERS = ("VcpuLimitExceeded", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded")
+# Amazon EKS service quotas, "Nodes per managed node group": 450 by default in each supported Region, adjustable
+# (docs.aws.amazon.com/eks/latest/userguide/service-quotas.html). A gang is one group held at its size
+# (min = max = desired), so a larger gang cannot be one group: refused before any call, dry runs included.
+MAX_GROUP_NODES = 450
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +113,14 @@ def targets(plan: Plan, cluster: Cluster) -> tuple[tuple[Target, ...], tuple[Ski
             continue
         keep.append(Target(c, cluster.name, subnet))
     return tuple(keep), tuple(skipped)
+
+
+def size_problem(nodes: int) -> str | None:
+    """Why a gang of `nodes` cannot be one managed node group, or None."""
+    if nodes > MAX_GROUP_NODES:
+        return (f"{nodes} nodes is more than one EKS managed node group holds ({MAX_GROUP_NODES}, the default "
+                "quota 'Nodes per managed node group'); split the job into gangs of at most that many")
+    return None
 
 
 def group_name(gang: str, seq: int) -> str:

@@ -1,0 +1,119 @@
+"""Wait until new capacity has joined a cluster: the nodes a label selects exist and are Ready.
+
+`geosched up` creates a node group, and its machines become Nodes only when their kubelets register and report
+Ready, minutes after the cloud calls the group ACTIVE. This polls the Nodes the group's label selects (a LIST with
+a label selector; a watch would save little at one request per poll and resumes badly across an expired
+resourceVersion) until `expected` of them are Ready, or a deadline on an injectable clock passes, and then says in
+one line how many came up and, from their own conditions, why the others are not Ready.
+
+What counts (Kubernetes docs, "Nodes", Node status "Conditions"): a node is Ready when its `Ready` condition is
+`True`; `False` means the kubelet says it is unhealthy (its reason and message say why, such as `KubeletNotReady`
+with "container runtime network not ready ... cni plugin not initialized" while the VPC CNI starts), `Unknown`
+that the node controller heard nothing from the kubelet for the grace period (`NodeStatusUnknown`, or
+`NodeStatusNeverUpdated` for a kubelet that never posted). A node with no `Ready` condition has not posted status.
+A cordoned node (`spec.unschedulable`) is not counted: the gang could not be placed there. Nor is a Ready node that
+still carries a taint the node controller sets from conditions (`node.kubernetes.io/not-ready`, `unreachable`,
+`network-unavailable`, the pressure taints: Kubernetes docs, "Well-Known Labels, Annotations and Taints"): every
+node registers with `not-ready:NoSchedule` and keeps it for a moment after it reports Ready, and the placement
+leaves out nodes with taints its pods do not tolerate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from geosched.errors import GeoschedError
+from geosched.kube.client import NODES, Kube
+
+CONDITION_TAINTS = frozenset(f"node.kubernetes.io/{t}" for t in (
+    "not-ready", "unreachable", "network-unavailable", "unschedulable", "memory-pressure", "disk-pressure",
+    "pid-pressure"))
+# How many not-Ready nodes the error names (the rest are counted): the line stays one line for a 450-node group.
+NAMED = 3
+
+
+class NodesNotReady(GeoschedError):
+    """The nodes did not all join and become Ready before the deadline (an environment failure: exit 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    name: str
+    ready: bool
+    why: str  # empty when ready
+
+
+def selector_text(labels: Mapping[str, str]) -> str:
+    """A label selector as the API's `labelSelector` parameter takes it (equality terms, comma-joined)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def node_state(node: Mapping[str, Any]) -> NodeState:
+    """Whether one Node (the API's JSON) is Ready, and if not, why, from its conditions. Pure."""
+    name = str((node.get("metadata") or {}).get("name", "?"))
+    conditions = [c for c in ((node.get("status") or {}).get("conditions") or []) if isinstance(c, Mapping)]
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None:
+        return NodeState(name, False, "no Ready condition (its kubelet has not posted status)")
+    if ready.get("status") != "True":
+        said = ": ".join(str(x) for x in (ready.get("reason"), ready.get("message")) if x)
+        why = f"Ready={ready.get('status', '?')}" + (f" ({said})" if said else "")
+        # Pressure conditions name the cause when the kubelet reports one (Node status, "Conditions").
+        pressure = [str(c.get("type")) for c in conditions if c.get("type") != "Ready" and c.get("status") == "True"]
+        return NodeState(name, False, why + (f", {', '.join(pressure)}" if pressure else ""))
+    if (node.get("spec") or {}).get("unschedulable"):
+        return NodeState(name, False, "cordoned (spec.unschedulable)")
+    tainted = sorted({str(t.get("key")) for t in ((node.get("spec") or {}).get("taints") or [])
+                      if isinstance(t, Mapping) and t.get("key") in CONDITION_TAINTS})
+    if tainted:
+        return NodeState(name, False, f"Ready, still tainted {', '.join(tainted)}")
+    return NodeState(name, True, "")
+
+
+def shortfall(states: Sequence[NodeState], expected: int, what: str, timeout_s: float) -> str:
+    """The one line saying how many of how many came up within `timeout_s` and why the others did not, nodes with
+    the same cause said together (a whole group usually fails alike), names and causes bounded by `NAMED`. Pure."""
+    up = sum(s.ready for s in states)
+    line = f"{up} of {expected} nodes of {what} Ready after {timeout_s:g} s"
+    by_why: dict[str, list[str]] = {}
+    for s in states:
+        if not s.ready:
+            by_why.setdefault(s.why, []).append(s.name)
+    parts = []
+    for why, names in list(by_why.items())[:NAMED]:
+        more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
+        parts.append(f"{len(names)} not Ready ({', '.join(names[:NAMED])}{more}): {why}")
+    if len(by_why) > NAMED:
+        parts.append(f"{sum(len(n) for n in list(by_why.values())[NAMED:])} more not Ready for other reasons")
+    missing = expected - len(states)
+    if missing > 0:
+        parts.append(f"{missing} not registered")
+    return line + ("; " + "; ".join(parts) if parts else "")
+
+
+def ready_nodes(states: Sequence[NodeState], expected: int) -> tuple[str, ...] | None:
+    """The Ready nodes' names once at least `expected` are Ready, else None. Pure."""
+    names = tuple(sorted(s.name for s in states if s.ready))
+    return names if len(names) >= expected else None
+
+
+def wait_ready(kube: Kube, labels: Mapping[str, str], expected: int, *, what: str, timeout_s: float,
+               poll_s: float = 5.0, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> tuple[str, ...]:
+    """Poll the Nodes `labels` select until `expected` are Ready; their names. `NodesNotReady` (one line) when
+    the deadline passes first. The API's own errors (after the client's retries) propagate."""
+    start = clock()
+    selector = selector_text(labels)
+    while True:
+        found, _ = kube.list_all(NODES.path(), label_selector=selector)
+        states = [node_state(n) for n in found]
+        names = ready_nodes(states, expected)
+        if names is not None:
+            return names
+        waited = clock() - start
+        if waited >= timeout_s:
+            raise NodesNotReady(shortfall(sorted(states, key=lambda s: s.name), expected, what, timeout_s))
+        sleep(min(poll_s, max(0.0, timeout_s - waited)))

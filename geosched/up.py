@@ -1,0 +1,177 @@
+"""`geosched up JOB --cluster NAME`: a job from nothing to running on capacity made for it, in one command.
+
+It composes the verbs that exist, it does not redo them:
+
+1. `provision --cluster` (providers/cli.py `_provision_nodegroup`): the gang the job describes (its workers, GPU
+   model and GPUs per worker, its pricing) becomes an EKS managed node group in the zone the plan ranks first,
+   failing over zone by zone; `--dry-run` stops here and shows that plan with its $/h.
+2. wait until the group's nodes are Ready in the cluster (kube/nodejoin.py), selected by the label EKS puts on
+   every node of a managed group, `eks.amazonaws.com/nodegroup=<group>`;
+3. `submit` (kube/submit.py) on that cluster's context only, its inventory restricted to those nodes
+   (`SubmitOptions.node_labels`): the same placement decision as `place` and `submit`, on exactly the new nodes.
+
+All or nothing: when the nodes do not come up in time, or the job cannot be placed or applied on them, the group is
+deleted before the command exits (the same teardown as `geosched down GANG`), and the error says so. After a
+success the group stays until `geosched down GANG`.
+
+Not done: probing the new nodes over the cluster (see geosched/providers/README.md, "up").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from geosched import policies, render
+from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
+from geosched.kube.config import ClusterConfig
+from geosched.kube.tolerations import Toleration
+from geosched.models import Pricing, Weights
+from geosched.options import DEFAULT_WEIGHTS, CostWeightOpt, NetworkWeightOpt, ZoneToleranceOpt, finite, known_policy
+from geosched.output import NoHeadersOpt, Output, OutputOpt
+from geosched.policies.spotrisk import Rework
+from geosched.providers import cli as providers_cli
+from geosched.providers.nodegroups.spec import GPU_TAINT
+from geosched.providers.plan import PricingMode
+
+if TYPE_CHECKING:
+    from geosched.kube.submit import SubmitOutcome
+
+# The label EKS sets on every node of a managed node group (EKS User Guide, "Managed node groups": the nodes carry
+# eks.amazonaws.com/nodegroup=<name> and eks.amazonaws.com/capacityType); tests/kubeapi/real_nodes.py shows it.
+NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+
+
+class UpFailed(GeoschedError):
+    """The capacity came up but the job did not get onto it (exit 1); what was created has been deleted."""
+
+
+def up_cmd(
+    ctx: typer.Context,
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job, batch/v1 Job, "
+                                             "JobSet, PyTorchJob or TrainJob; its workers, gpu and gpus per worker "
+                                             "size the node group.")],
+    cluster: Annotated[str, typer.Option(help="The EKS cluster to add the node group to.")],
+    context: Annotated[str | None, typer.Option(help="The kubeconfig context of that cluster (default: the "
+                                                "cluster's name).")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, "
+                                                    "else ~/.kube/config).")] = None,
+    clusters: Annotated[Path | None, typer.Option("--clusters", help="Cluster config (ClusterConfig YAML): the "
+                                                  "context's backend, namespace, queue.")] = None,
+    region: Annotated[str | None, typer.Option(help="The cluster's region (default: the AWS "
+                                               "configuration's).")] = None,
+    node_role: Annotated[str | None, typer.Option(help="The IAM role ARN the group's nodes run as (default: "
+                                                  f"${providers_cli.ENV_NODE_ROLE}).")] = None,
+    name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
+    join_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds the nodes may take to "
+                                                "join and be Ready once the group is ACTIVE.")] = 900.0,
+    policy: Annotated[str, typer.Option(help="Placement policy.", callback=known_policy)] = policies.DEFAULT_POLICY,
+    network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
+    cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
+    zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the node group plan and its $/h; create "
+                                          "nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call to stderr.")] = False,
+) -> None:
+    """Create an EKS managed node group for JOB in the zone geosched chooses, wait until its nodes are Ready, and
+    submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
+    from geosched.kube.jobinput import read_job_file  # the job readers: only when the command runs
+
+    job = read_job_file(job_file).job
+    if not job.gpu:
+        raise InputError(str(job_file), "gpu", "`up` sizes a node group by the job's GPU model: name it (gpu:)")
+    pricing = PricingMode.SPOT if job.pricing is Pricing.SPOT else PricingMode.ON_DEMAND
+    result = providers_cli._provision_nodegroup(
+        ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, ["aws"],
+        [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
+                                            spot_risk=DEFAULT_WEIGHTS.spot_risk),
+        Rework(1.0, 0.25), name, dry_run, yes, output, no_headers, verbose, show_result=False)
+    if result is None:  # the dry run showed the plan
+        return
+    if not result.ok or result.group is None:
+        render.error(result.message)
+        raise typer.Exit(EXIT_NO_FIT)
+    say = _say(output)
+    say(f"{result.message}; waiting up to {join_timeout:g} s for its {job.workers} nodes to be Ready")
+    try:
+        outcome = _join_and_submit(job_file, job.workers, result.group, cluster, context or cluster, kubeconfig,
+                                   clusters, join_timeout, policy, Weights(network_weight, cost_weight,
+                                                                           DEFAULT_WEIGHTS.carbon, zone_tolerance))
+    except GeoschedError as exc:
+        raise UpFailed(f"{exc}; {_teardown(ctx, result.gang)}") from None
+    except Exception as exc:
+        from geosched.kube import cli as kube_cli
+
+        if not kube_cli._unreachable(exc):
+            raise
+        from geosched.kube.client import describe
+
+        raise UpFailed(f"cannot reach cluster {context or cluster}: {describe(exc)}; "
+                       f"{_teardown(ctx, result.gang)}") from None
+    if outcome.status != "applied":
+        nofit = outcome.nofit.message if outcome.nofit is not None else outcome.status
+        raise UpFailed(f"{job.name} was not placed on node group {result.group}: {nofit}; "
+                       f"{_teardown(ctx, result.gang)}")
+    from geosched.kube import cli as kube_cli
+    from geosched.output import emit_document
+
+    emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
+                  no_headers=no_headers)
+    # On stderr in every format (stdout stays the SubmitOutcome): without it a JSON run would not learn the gang.
+    render.err.print(f"gang {result.gang}: node group {result.group} runs {job.name}; `geosched down {result.gang}` "
+                     "deletes it", markup=False, highlight=False, soft_wrap=True)
+
+
+def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, context: str, kubeconfig: Path | None,
+                     clusters: Path | None, join_timeout: float, policy: str, weights: Weights) -> SubmitOutcome:
+    from geosched.kube import submit as submitting
+    from geosched.kube.client import Kube
+    from geosched.kube.config import load_cluster_config
+    from geosched.kube.nodejoin import wait_ready
+
+    labels = {NODEGROUP_LABEL: group}
+    with Kube.open(context, kubeconfig) as kube:
+        wait_ready(kube, labels, workers, what=f"node group {group} (cluster {cluster})", timeout_s=join_timeout)
+    configs = load_cluster_config(clusters) if clusters is not None else {
+        context: ClusterConfig(name=context, context=context)}
+    options = submitting.SubmitOptions(policy=policy, weights=weights, node_labels=labels)
+    return submitting.submit(job_file, kubeconfig=kubeconfig, contexts=(context,),
+                             clusters={name: on_the_group(c) for name, c in configs.items()}, options=options)
+
+
+def on_the_group(config: ClusterConfig) -> ClusterConfig:
+    """The cluster's config as `up` submits with it: the pods pinned to the placed hosts (otherwise only the zone and
+    GPU model are required, and kube-scheduler may take the cluster's other nodes there) and tolerating the group's
+    own taint (a cluster without the ExtendedResourceToleration admission plugin would otherwise keep the gang off
+    its own nodes)."""
+    own = Toleration(GPU_TAINT["key"], "Equal", GPU_TAINT["value"], "NoSchedule")
+    return replace(config, pin_hosts=True, tolerations=(*config.tolerations, own) if own not in config.tolerations
+                   else config.tolerations)
+
+
+def _teardown(ctx: typer.Context, gang: str) -> str:
+    """Delete the gang's node group (as `geosched down GANG`); what happened, for the error line."""
+    from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.nodegroups.eks import Eks
+    from geosched.store import Store
+
+    with Store(providers_cli._home(ctx)) as store, providers_cli._provision_log(ctx, gang, False, Output.JSON,
+                                                                                verb="down"):
+        down = nodegroup_launch.down(store, gang, Eks)
+    if down.errors:
+        return f"deleting gang {gang}'s node group failed ({'; '.join(down.errors)}): run `geosched down {gang}`"
+    return f"gang {gang}'s node group was deleted"
+
+
+def _say(output: Output) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        if output.tabular:
+            render.err.print(line, markup=False, highlight=False, soft_wrap=True)
+    return say

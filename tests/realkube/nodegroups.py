@@ -1,0 +1,128 @@
+"""A test controller standing in for EKS's node group machinery: it watches moto's EKS node groups (real boto3
+against moto's server) and makes each ACTIVE group's machines join one real cluster as kwok Nodes, shaped as EKS
+registers them, and removes them when the group is deleted. Test code, not product: geosched only ever sees the
+cloud's API and the cluster's Nodes, exactly as on EKS.
+
+What a node of a managed node group looks like, each from its source:
+- the labels of an EKS managed node group node (tests/kubeapi/real_nodes.py `eks_node`: `kubectl get node -o yaml`
+  on EKS, with kubernetes/cloud-provider-aws's topology.k8s.aws/zone-id): eks.amazonaws.com/nodegroup <the group>,
+  eks.amazonaws.com/capacityType <the group's ON_DEMAND|SPOT>, node.kubernetes.io/instance-type, topology
+  region/zone and zone ID, the name `ip-a-b-c-d.ec2.internal` from an address of the group's subnet, providerID
+  `aws:///<zone name>/<instance id>`; the GPU operator's GFD labels, as on the cluster's other nodes (plane.py);
+- the group's own `labels` and `taints` (EKS User Guide, "Managed node groups" / node-taints-managed-node-groups:
+  applied to every node; the API's NO_SCHEDULE | NO_EXECUTE | PREFER_NO_SCHEDULE become the node's NoSchedule |
+  NoExecute | PreferNoSchedule);
+- capacity and allocatable of the instance type, nvidia.com/gpu and vpc.amazonaws.com/efa included (nodes.py
+  `MACHINES`, `EFA`, with their sources).
+
+`ready=False` makes machines whose kubelet registers but never becomes Ready, as an EKS node does whose VPC CNI
+never starts: kwok does not run them (no kwok annotation), and their Ready condition is the one the kubelet posts
+then (`KubeletNotReady`, "container runtime network not ready: NetworkReady=false
+reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3  # type: ignore[import-untyped]
+
+from geosched.kube.client import Kube
+from tests.kubeapi.real_nodes import eks_node
+from tests.realkube.cluster import KWOK_NODE
+from tests.realkube.nodes import A100, H100, MACHINES, kwok
+
+Obj = dict[str, Any]
+NODEGROUP = "eks.amazonaws.com/nodegroup"
+CAPACITY_TYPE = "eks.amazonaws.com/capacityType"
+MADE_BY = "realkube.test/nodegroup-controller"  # marks the nodes this controller made (it deletes only those)
+PRODUCT = {"p5.48xlarge": H100, "p4d.24xlarge": A100}
+EFFECT = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+CNI_NOT_READY = ("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                 "message:Network plugin returns error: cni plugin not initialized")
+
+
+def group_nodes(group: Obj, subnet: Obj, region: str, *, ready: bool = True) -> list[Obj]:
+    """The Nodes the group's machines register as (one per desiredSize). Pure."""
+    instance = group["instanceTypes"][0]
+    net = ipaddress.ip_network(subnet["CidrBlock"])
+    zone, zone_id = subnet["AvailabilityZone"], subnet["AvailabilityZoneId"]
+    out = []
+    for i in range(int(group["scalingConfig"]["desiredSize"])):
+        ip = str(net.network_address + 10 + i)
+        instance_id = "i-0" + hashlib.sha256(f"{group['nodegroupArn']}/{i}".encode()).hexdigest()[:16]
+        node = eks_node(ip, region=region, zone=zone, zone_id=zone_id, instance_type=instance,
+                        product=PRODUCT[instance], instance_id=instance_id, nodegroup=group["nodegroupName"],
+                        gpus=MACHINES[instance][4])
+        labels = node["metadata"]["labels"]
+        labels[CAPACITY_TYPE] = group.get("capacityType") or "ON_DEMAND"
+        labels.update(group.get("labels") or {})
+        node["metadata"]["annotations"] = {MADE_BY: group["nodegroupArn"].rsplit("/", 1)[-1]}
+        taints = [{"key": t["key"], **({"value": t["value"]} if t.get("value") else {}),
+                   "effect": EFFECT[t["effect"]]} for t in group.get("taints") or []]
+        node = kwok(node, taints)
+        if not ready:
+            del node["metadata"]["annotations"][KWOK_NODE]
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            node["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                             "message": CNI_NOT_READY, "lastHeartbeatTime": now,
+                                             "lastTransitionTime": now}]
+        out.append(node)
+    return out
+
+
+class NodegroupController:
+    """Polls moto's node groups of `cluster` and keeps the real cluster's Nodes in step (a thread; `with` it)."""
+
+    def __init__(self, moto_url: str, cluster: str, plane: Any, context: str, *, region: str = "us-east-1",
+                 ready: bool = True, poll_s: float = 0.2) -> None:
+        kw = {"region_name": region, "endpoint_url": moto_url, "aws_access_key_id": "testing",
+              "aws_secret_access_key": "testing"}
+        self.eks, self.ec2 = boto3.client("eks", **kw), boto3.client("ec2", **kw)
+        self.cluster, self.plane, self.context, self.region = cluster, plane, context, region
+        self.ready, self.poll_s = ready, poll_s
+        self.made: dict[str, list[str]] = {}  # group -> node names
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nodegroup-controller", daemon=True)
+
+    def __enter__(self) -> NodegroupController:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        with self.plane.kube(self.context) as kube:
+            while not self._stop.is_set():
+                try:
+                    self.sync(kube)
+                except Exception as exc:  # kept for the test to show; the loop goes on, as a controller's does
+                    self.errors.append(repr(exc))
+                self._stop.wait(self.poll_s)
+
+    def sync(self, kube: Kube) -> None:
+        names = self.eks.list_nodegroups(clusterName=self.cluster)["nodegroups"]
+        active = {}
+        for name in names:
+            group = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
+            if group["status"] == "ACTIVE":
+                active[name] = group
+        for name, group in active.items():
+            if name not in self.made:
+                [subnet] = self.ec2.describe_subnets(SubnetIds=group["subnets"][:1])["Subnets"]
+                nodes = group_nodes(group, subnet, self.region, ready=self.ready)
+                for node in nodes:
+                    kube.request("POST", "/api/v1/nodes", body=node)
+                self.made[name] = [n["metadata"]["name"] for n in nodes]
+        for name in [g for g in self.made if g not in active]:
+            for node in kube.list_all("/api/v1/nodes", label_selector=f"{NODEGROUP}={name}")[0]:
+                if MADE_BY in (node["metadata"].get("annotations") or {}):
+                    kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+            del self.made[name]

@@ -1,0 +1,141 @@
+"""`geosched up` end to end on the real control plane: an EKS managed node group made on moto's EKS (real boto3),
+its machines joining the real EKS-shaped cluster as kwok Nodes (tests/realkube/nodegroups.py, the test controller
+standing in for EKS), geosched waiting for them to be Ready, placing the gang on exactly them, the real
+kube-scheduler binding every pod there, and `geosched down` leaving no group and no node behind.
+
+The moto cluster is named like the real one (eks-us-east-1) and has one subnet, in use1-az6: moto names that zone
+us-east-1a, as the plane's EKS account does (plane.py), so the new nodes sit in the same zone as the cluster's two
+p5 nodes. Those two are free too: only the restriction to the new group keeps the gang off them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from geosched.emulators import MotoServer
+from tests.providers.eks_support import NODE_ROLE, ROLE
+from tests.providers.prov_support import aws_env
+from tests.realkube.nodegroups import NODEGROUP, NodegroupController
+from tests.realkube.plane import EKS, Plane
+from tests.realkube.realkube_support import (
+    cluster_config,
+    compact_job,
+    geosched,
+    job_pods_selector,
+    pods,
+    wait_all_running,
+    wait_until,
+)
+
+pytestmark = pytest.mark.realkube
+ZONE_ID, ZONE = "use1-az6", "us-east-1a"
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        kw = {"region_name": "us-east-1", "endpoint_url": server.url, "aws_access_key_id": "testing",
+              "aws_secret_access_key": "testing"}
+        ec2, eks = boto3.client("ec2", **kw), boto3.client("eks", **kw)
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.16.0/24", AvailabilityZoneId=ZONE_ID)["Subnet"]
+        assert subnet["AvailabilityZone"] == ZONE
+        eks.create_cluster(name=EKS, roleArn=ROLE, resourcesVpcConfig={"subnetIds": [subnet["SubnetId"]]})
+        yield server
+
+
+def groups(moto: MotoServer) -> list[str]:
+    eks = boto3.client("eks", region_name="us-east-1", endpoint_url=moto.url, aws_access_key_id="testing",
+                       aws_secret_access_key="testing")
+    return list(eks.list_nodegroups(clusterName=EKS)["nodegroups"])
+
+
+def group_nodes(plane: Plane, group: str) -> list[str]:
+    with plane.kube(EKS) as kube:
+        return sorted(n["metadata"]["name"] for n in kube.list_all("/api/v1/nodes",
+                                                                     label_selector=f"{NODEGROUP}={group}")[0])
+
+
+def up(plane: Plane, moto: MotoServer, tmp_path: Path, ns: str, gang: str, *extra: str) -> tuple[Any, float]:
+    config = cluster_config(tmp_path / "clusters.yaml", {EKS: {"namespace": ns}})
+    job = compact_job(tmp_path / "train.yaml", "train", workers=8, gpus=8)
+    start = time.monotonic()
+    proc = geosched("up", str(job), "--cluster", EKS, "--kubeconfig", str(plane.kubeconfig), "--clusters",
+                    str(config), "--region", "us-east-1", "--node-role", NODE_ROLE, "--name", gang, "--yes", *extra,
+                    env=aws_env(moto.url), home=tmp_path / "home", timeout=600)
+    return proc, time.monotonic() - start
+
+
+def test_up_puts_an_8_node_h100_gang_on_its_new_node_group_and_down_removes_both(
+        realkube: Plane, moto: MotoServer, tmp_path: Path) -> None:
+    with realkube.namespace("up-h100", clusters=(EKS,)) as ns, \
+            NodegroupController(moto.url, EKS, realkube, EKS) as controller:
+        proc, _ = up(realkube, moto, tmp_path, ns, "up-h100", "--join-timeout", "180", "-o", "json")
+        assert proc.returncode == 0, proc.stderr
+        outcome = yaml.safe_load(proc.stdout)
+        assert (outcome["kind"], outcome["status"], outcome["cluster"], outcome["zones"]) == (
+            "SubmitOutcome", "applied", EKS, [ZONE_ID])
+        [group] = groups(moto)
+        assert group.startswith("up-h100-")
+        new = group_nodes(realkube, group)
+        assert len(new) == 8 and new == sorted(controller.made[group])
+        with realkube.kube(EKS) as kube:
+            bound = wait_all_running(kube, ns, 8, job_pods_selector("train"), timeout=180)
+            # The real kube-scheduler bound one pod to each node of the new group, none elsewhere (the cluster's
+            # own two p5 nodes in the same zone were free).
+            assert sorted(b.node or "" for b in bound) == new
+            assert {(b.zone, b.fleet_zone, b.accelerator) for b in bound} == {
+                (ZONE, ZONE_ID, "NVIDIA-H100-80GB-HBM3")}
+            # The job ends (deleted, as a finished job's owner would), then its capacity goes.
+            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
+                         query={"propagationPolicy": "Background"})
+            wait_until(lambda: not pods(kube, ns, job_pods_selector("train")), 120, what="the job's pods gone")
+        down = geosched("down", "up-h100", "--yes", "-o", "json", env=aws_env(moto.url), home=tmp_path / "home")
+        assert down.returncode == 0, down.stderr
+        [row] = yaml.safe_load(down.stdout)["items"]
+        assert (row["state"], row["terminated"]) == ("terminated", 1)
+        assert groups(moto) == []
+        wait_until(lambda: not group_nodes(realkube, group), 60, what=f"the nodes of {group} gone")
+    assert controller.errors == []
+
+
+def test_nodes_that_never_become_ready_are_one_line_within_the_deadline_and_leave_nothing(
+        realkube: Plane, moto: MotoServer, tmp_path: Path) -> None:
+    timeout = 15.0
+    with realkube.namespace("up-notready", clusters=(EKS,)) as ns, \
+            NodegroupController(moto.url, EKS, realkube, EKS, ready=False) as controller:
+        # The same command as a dry run: the process, the plan and the cluster read, without the wait.
+        baseline, base_s = up(realkube, moto, tmp_path, ns, "up-dry", "--dry-run")
+        assert baseline.returncode == 0, baseline.stderr
+        proc, took = up(realkube, moto, tmp_path, ns, "up-notready", "--join-timeout", f"{timeout:g}")
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, proc.stderr
+        [line] = errors
+        assert line.startswith("error: 0 of 8 nodes of node group up-notready-")
+        assert f"(cluster {EKS}) Ready after {timeout:g} s; 8 not Ready (ip-10-0-16-10.ec2.internal, " \
+               "ip-10-0-16-11.ec2.internal, ip-10-0-16-12.ec2.internal and 5 more): Ready=False (KubeletNotReady: " \
+               "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady " \
+               "message:Network plugin returns error: cni plugin not initialized); gang up-notready's node group " \
+               "was deleted" in line, line
+        # Within the deadline: the wait itself, plus what the same command takes without it (measured above),
+        # plus the group's deletion (moto answers at once); loose for a loaded 2-core machine.
+        assert took < timeout + 3 * base_s + 30, (took, base_s)
+        assert groups(moto) == []
+        with realkube.kube(EKS) as kube:
+            wait_until(lambda: not kube.list_all("/api/v1/nodes", label_selector="geosched.io/gang=up-notready")[0],
+                       60, what="the never-Ready nodes gone")
+        assert controller.made == {}
+        status = geosched("status", "up-notready", "-o", "json", env=aws_env(moto.url), home=tmp_path / "home")
+        assert status.returncode == 0, status.stderr
+        doc = yaml.safe_load(status.stdout)
+        assert [g["state"] for g in doc["nodegroups"]] == ["deleted"]
+    assert controller.errors == []
