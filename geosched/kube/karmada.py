@@ -9,7 +9,7 @@ namespace than the job's (a PropagationPolicy selects in its own namespace only)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from geosched.kube.backends.kueue import GROUP as KUEUE_GROUP
@@ -19,6 +19,10 @@ from geosched.kube.keys import JOB_LABEL
 API_VERSION = "policy.karmada.io/v1alpha1"
 CLUSTER_SCOPED = {*((f"{KUEUE_GROUP}/{v}", kind) for v in KUEUE_VERSIONS
                     for kind in ("Topology", "ResourceFlavor", "ClusterQueue")), ("v1", "Namespace")}
+
+
+def is_propagation_policy(obj: Mapping[str, Any]) -> bool:
+    return (obj.get("apiVersion"), obj.get("kind")) == (API_VERSION, "PropagationPolicy")
 
 
 def is_cluster_scoped(obj: dict[str, Any]) -> bool:

@@ -7,6 +7,13 @@ companions first (the pods refer to them), then the job, then the companions aga
 reference is not a controller reference and does not block the owner's deletion (both would need more RBAC and
 claim what is not ours). Only companions in the job's namespace can be owned (owner references do not cross
 namespaces); the user's own extra objects (ConfigMaps...) and the cluster's Kueue objects are left alone.
+
+Through a Karmada control plane the job, its companions and its PropagationPolicy are owned there, by the UID the
+Karmada API server gave the job: Karmada's own kube-controller-manager runs the garbage collector (karmada
+operator/pkg/controlplane/manifests.go: `--controllers=namespace,garbagecollector,...`), and Karmada strips
+ownerReferences from what it propagates (pkg/resourceinterpreter/default/native/prune/prune.go), so a member
+cluster never sees the Karmada plane's UID; deleting the job there removes the templates, and Karmada removes
+their copies from the member.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from geosched.kube import keys, provenance
+from geosched.kube import karmada, keys, provenance
 
 
 def owner_reference(job: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -26,6 +33,12 @@ def owner_reference(job: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     return {"apiVersion": str(job["apiVersion"]), "kind": str(job["kind"]), "name": str(meta["name"]),
             "uid": str(uid)}
+
+
+def the_job(manifests: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The job among what render wrote for it: the last manifest, but for the PropagationPolicy a Karmada member's
+    job ends with."""
+    return next(m for m in reversed(manifests) if not karmada.is_propagation_policy(m))
 
 
 def companions(manifests: Sequence[Mapping[str, Any]], job: Mapping[str, Any],
@@ -40,8 +53,9 @@ def companions(manifests: Sequence[Mapping[str, Any]], job: Mapping[str, Any],
         if m is job or ((m.get("apiVersion"), m.get("kind"), mm.get("name")) ==
                         (job.get("apiVersion"), job.get("kind"), name)):
             continue
-        if (mm.get("labels") or {}).get(keys.JOB_LABEL) != name or provenance.DIGEST not in (mm.get("annotations")
-                                                                                          or {}):
+        if (mm.get("labels") or {}).get(keys.JOB_LABEL) != name:
+            continue
+        if provenance.DIGEST not in (mm.get("annotations") or {}) and not karmada.is_propagation_policy(m):
             continue
         if str(mm.get("namespace") or namespace) != namespace:
             continue

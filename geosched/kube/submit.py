@@ -260,9 +260,9 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
     with Kube.open(target, kubeconfig, name=cluster.name) as kube:
         done = apply_manifests(kube, planned.manifests, default_namespace=_namespace(job, cluster),
                                retry=opts.retry, force=opts.force)
-        if not cluster.karmada:  # a Karmada control plane's UIDs are not the member cluster's
-            done = own_companions(kube, planned.manifests, done, _namespace(job, cluster), opts)
-        applied += done
+        # On the Karmada control plane when the cluster is a Karmada member (geosched.kube.owners says why that
+        # is safe).
+        applied += own_companions(kube, planned.manifests, done, _namespace(job, cluster), opts)
     return replace(rendered, status="applied", applied=tuple(applied))
 
 
@@ -270,7 +270,7 @@ def own_companions(kube: Kube, manifests: Sequence[Mapping[str, Any]], done: Seq
                    opts: SubmitOptions) -> list[Applied]:
     """Apply the job's companions again, owned by the job just applied (geosched.kube.owners), so deleting the
     job deletes them. Each companion keeps one entry in the result (created stays created)."""
-    job = manifests[-1]
+    job = owners.the_job(manifests)
     resource = with_retries(lambda: kube.resource(str(job["apiVersion"]), str(job["kind"])), opts.retry)
     name = str((job.get("metadata") or {}).get("name"))
     found = with_retries(lambda: kube.get(resource.path(namespace, name)), opts.retry) if resource else None

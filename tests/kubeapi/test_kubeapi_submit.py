@@ -87,8 +87,15 @@ def test_a_karmada_member_gets_its_job_through_the_karmada_control_plane(fleet: 
     assert (outcome.status, outcome.cluster, outcome.context) == ("applied", "cluster-b", "cluster-c")
     policy = fleet["cluster-c"].get("policy.karmada.io/v1alpha1/propagationpolicies", "geosched-train", "default")
     assert policy is not None and policy["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["cluster-b"]
-    assert job_of(fleet, "cluster-c") is not None
+    job = job_of(fleet, "cluster-c")
     assert fleet["cluster-b"].get("batch/v1/jobs", "train", "default") is None
+    # Issue 21 item 5: owned on the Karmada plane by the UID it gave the job (its garbage collector deletes them
+    # with the job; Karmada strips the references from what reaches the member).
+    reference = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": job["metadata"]["uid"]}
+    service = fleet["cluster-c"].get("v1/services", "train", "default")
+    assert service is not None and service["metadata"]["ownerReferences"] == [reference]
+    assert policy["metadata"]["ownerReferences"] == [reference]
+    assert "ownerReferences" not in job["metadata"]
 
 
 def test_submit_twice_is_one_job(fleet: MultiCluster, tmp_path: Path) -> None:
