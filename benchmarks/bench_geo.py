@@ -1,6 +1,10 @@
 """Fleet-level JCT on the geo fleet under the LLM-cluster workload: zone-first against the baselines users run.
 
-Run by hand: python benchmarks/bench_geo.py [--jobs 600] [--seeds 5] [--load 0.5] [--no-backfill]
+Run by hand: python benchmarks/bench_geo.py [--jobs 600] [--seeds 5] [--load 0.5] [--no-backfill] [--trace NAME]
+
+`--trace acme-kalos` (or any trace file `simulate --trace` reads) replays that trace instead of the generator,
+once per fleet, as recorded: the shipped one is 319 real jobs of Acme's Kalos LLM cluster (1-1,024 GPUs, 90 days;
+geosched/data/traces/SOURCES.md).
 
 Fleet: `geosched.simulate.fleets.geo_fleet` (3 clusters in 3 regions of AWS and GCP, 8 zones of 20-60 nodes,
 300 x 8 H100, the shipped inter-region measurements, two slow zone pairs), once with 3% of the nodes on a
@@ -28,13 +32,15 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from geosched.policies import PlacementContext
-from geosched.simulate import PolicyResult, SimOptions, simulate
+from geosched.simulate import PolicyResult, SimOptions, shipped, simulate
 from geosched.simulate.fleets import geo_fleet
 from geosched.simulate.llm import llm_trace
+from geosched.simulate.traces import read_trace
 
 POLICIES = ("zone-first", "pack", "spread", "tas", "karmada")
 BASELINES = POLICIES[1:]
@@ -59,11 +65,13 @@ def run_fleet(label: str, degraded: float, args: argparse.Namespace) -> dict[str
     ctx = PlacementContext(fleet, network)
     capacity = sum(n.gpus for n in fleet.nodes)
     print(f"\n== {label}: {len(fleet.nodes)} nodes, {len(fleet.zones)} zones, {len(fleet.regions)} regions, "
-          f"{degraded:.0%} degraded NICs; {args.jobs} LLM jobs per seed at load {args.load:g}, "
-          f"{'EASY backfill' if args.backfill else 'strict FIFO'}")
+          f"{degraded:.0%} degraded NICs; "
+          + (f"trace {args.trace.name}, " if args.trace else f"{args.jobs} LLM jobs per seed at load {args.load:g}, ")
+          + f"{'EASY backfill' if args.backfill else 'strict FIFO'}")
     jct: dict[str, list[float]] = {p: [] for p in POLICIES}
-    for seed in range(args.seeds):
-        jobs = llm_trace(args.jobs, capacity_gpus=capacity, load=args.load, seed=seed)
+    for seed in range(1 if args.trace else args.seeds):
+        jobs = (read_trace(args.trace).jobs if args.trace
+                else llm_trace(args.jobs, capacity_gpus=capacity, load=args.load, seed=seed))
         start = time.perf_counter()
         results = simulate(jobs, ctx, POLICIES, options=SimOptions(gpu=GPU, backfill=args.backfill))
         sizes = np.array([j.gpus for j in jobs])
@@ -105,12 +113,17 @@ def summary(label: str, jct: dict[str, list[float]], targets: dict[str, float] |
     return misses
 
 
+def _trace(text: str) -> Path:
+    return shipped.resolve(text) or Path(text)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=600)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--load", type=float, default=0.5)
     parser.add_argument("--no-backfill", dest="backfill", action="store_false")
+    parser.add_argument("--trace", type=_trace, default=None, help="a shipped trace's name or a trace file")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     degraded = run_fleet("geo fleet, 3% degraded NICs", 0.03, args)

@@ -14,9 +14,10 @@ import pytest
 from geosched.errors import InputError
 from geosched.models import pair_key
 from geosched.policies import PlacementContext
-from geosched.simulate import SimOptions, simulate
+from geosched.simulate import SimOptions, shipped, simulate
 from geosched.simulate.fleets import GEO_SLOW_PAIRS, geo_fleet
 from geosched.simulate.llm import CLUSTERS, llm_trace, size_distribution
+from geosched.simulate.traces import read_trace
 from geosched.simulate_cli import GEO_FLEET, Workload, run_simulate_command
 
 
@@ -123,3 +124,49 @@ def test_zone_first_queues_no_worse_than_tas_and_pack_on_the_healthy_seed_it_los
     results = {r.policy: r.avg_jct_s for r in simulate(jobs, ctx, ("zone-first", "tas", "pack"),
                                                         options=SimOptions(gpu="H100", backfill=True))}
     assert results["zone-first"] <= min(results["tas"], results["pack"]), results
+
+
+# --- a public trace of real multi-node LLM jobs (Acme's Kalos cluster, geosched/data/traces/SOURCES.md) --------
+
+def _kalos_results(degraded: float) -> dict[str, float]:
+    path = shipped.resolve("acme-kalos")
+    assert path is not None
+    jobs = read_trace(path).jobs
+    fleet, network = geo_fleet(degraded=degraded)
+    ctx = PlacementContext(fleet, network)
+    return {r.policy: r.avg_jct_s for r in simulate(jobs, ctx, ("zone-first", "pack", "spread", "tas", "karmada"),
+                                                      options=SimOptions(gpu="H100", backfill=True))}
+
+
+def test_the_shipped_kalos_trace_is_found_by_name_and_read_whole() -> None:
+    assert "acme-kalos" in shipped.names()
+    path = shipped.resolve("acme-kalos.csv")
+    assert path is not None and path == shipped.resolve("acme-kalos")
+    jobs = read_trace(path).jobs
+    sizes = [j.gpus for j in jobs]
+    assert len(jobs) == 319 and min(sizes) == 1 and max(sizes) == 1024
+    assert sum(s >= 64 for s in sizes) == 205
+
+
+def test_on_the_real_kalos_trace_with_degraded_nics_zone_first_wins_by_far() -> None:
+    jct = _kalos_results(0.03)
+    ratios = {b: jct[b] / jct["zone-first"] for b in ("pack", "spread", "tas", "karmada")}
+    assert min(ratios.values()) >= 1.5, ratios
+
+
+def test_on_the_real_kalos_trace_with_healthy_links_zone_first_beats_tas_spread_karmada() -> None:
+    jct = _kalos_results(0.0)
+    ratios = {b: jct[b] / jct["zone-first"] for b in ("pack", "spread", "tas", "karmada")}
+    assert min(ratios["tas"], ratios["spread"], ratios["karmada"]) >= 1.5, ratios
+    # The known miss (issue 22): pack 0.994x. Traced job by job: a 504-GPU gang (kalos-235) goes to us-central1
+    # for its better zone-pair link, so the next long 512-GPU gang (kalos-247, 4 days) can only go to us-east-1,
+    # the one cluster that holds a 1,024-GPU gang, and the eleven 1,024-GPU gangs that follow wait 17,000-22,000 s
+    # each; pack, blind to links, fills us-east-1 first and they wait none. Never worse than 0.98x meanwhile.
+    assert ratios["pack"] >= 0.98, ratios
+
+
+@pytest.mark.xfail(strict=True, reason="issue 22: zone-first does not yet keep the only cluster that holds the "
+                                       "largest gangs for them (pack 0.994x on this trace)")
+def test_on_the_real_kalos_trace_with_healthy_links_zone_first_is_no_worse_than_pack() -> None:
+    jct = _kalos_results(0.0)
+    assert jct["zone-first"] <= jct["pack"], jct
