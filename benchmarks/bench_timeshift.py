@@ -11,7 +11,8 @@
    0 on the 10th at 00:00 UTC, the month's number the seed), three ways: zone-first started now, shifted by the
    seasonal-naive forecast, shifted by the oracle (`geosched.simulate.shifting`), carbon weight 1 throughout.
    Fleets: `geo-us` (the geo fleet's shape over us-east-1 / PJM, us-central1 / SPP, us-west-2 / PacifiCorp West,
-   600 nodes so each region holds every gang, clean links) and `geo` (the shipped geo fleet: eu-north-1 has no
+   600 nodes so each region holds every gang, clean links), `geo-ca` (the same with N. California, us-west-1 /
+   CAISO, for Oregon: a solar grid) and `geo` (the shipped geo fleet: eu-north-1 has no
    shipped series and stays at its yearly mean, 3% degraded NICs). Flexible share 0.5 (the JCT of the others is
    the one that must not suffer) and 1.0 (every job with 24 h of slack). Reported per month and pooled (sums over
    months): kgCO2e saved against started-now by the forecast and by the oracle, the forecast's share of the
@@ -107,8 +108,15 @@ def latency(repeats: int) -> None:
               f"(p50 {percentile(ms, 50) / percentile(place_ms, 50):.2f}x one place)")
 
 
-def us_fleet() -> tuple[Fleet, object]:
-    return geo_fleet(nodes=600, degraded=0.0, layout=GEO_US_ZONES, slow_pairs=False)
+# geo-us with its Oregon region replaced by N. California (us-west-1, CAISO: the solar grid, whose intensity
+# halves from night to noon): the same shape, the regions' p5.48xlarge offers from the shipped catalog.
+GEO_CA_ZONES = (*GEO_US_ZONES[:6], ("aws", "us-west-1", "usw1-az1", "p5.48xlarge", 40),
+                ("aws", "us-west-1", "usw1-az3", "p5.48xlarge", 25))
+FLEETS = {
+    "geo-us": lambda: geo_fleet(nodes=600, degraded=0.0, layout=GEO_US_ZONES, slow_pairs=False),
+    "geo-ca": lambda: geo_fleet(nodes=600, degraded=0.0, layout=GEO_CA_ZONES, slow_pairs=False),
+    "geo": lambda: geo_fleet(),
+}
 
 
 def shipped_grid(fleet: Fleet) -> tuple[GridInput, GridHistory]:
@@ -124,7 +132,7 @@ def shipped_grid(fleet: Fleet) -> tuple[GridInput, GridHistory]:
 
 
 def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float]) -> None:
-    fleet, net = us_fleet() if fleet_name == "geo-us" else geo_fleet()
+    fleet, net = FLEETS[fleet_name]()
     grid, history = shipped_grid(fleet)
     assert grid.signal is not None
     ctx = policies.PlacementContext(fleet, net)  # type: ignore[arg-type]
@@ -208,18 +216,20 @@ def _change(now: PolicyResult, other: PolicyResult) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 months, 500 jobs, share 0.5 only, geo-us only")
+    parser.add_argument("--quick", action="store_true",
+                        help="3 months, 500 jobs, share 0.5 only, geo-us only unless --fleets")
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--months", default="1,2,3,4,5,6,7,8,9,10,11,12")
-    parser.add_argument("--fleets", default="geo-us,geo")
+    parser.add_argument("--fleets", default="geo-us,geo-ca,geo")
     parser.add_argument("--shares", default="0.5,1.0")
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
     months = [int(m) for m in args.months.split(",")]
     fleets, shares, jobs = args.fleets.split(","), [float(s) for s in args.shares.split(",")], args.jobs
     if args.quick:
-        months, fleets, shares, jobs = [3, 6, 9], ["geo-us"], [0.5], 500
+        months, shares, jobs = [3, 6, 9], [0.5], 500
+        fleets = fleets if args.fleets != parser.get_default("fleets") else ["geo-us"]
     if not args.skip_latency:
         latency(10 if args.quick else args.repeats)
     for name in fleets:

@@ -51,6 +51,7 @@ PEERS_MEASURED = 2
 EXAMPLE_AWS_ZONE_NAMES = {
     "use1-az6": "us-east-1a", "use1-az2": "us-east-1b", "use1-az4": "us-east-1c", "use1-az1": "us-east-1d",
     "use2-az1": "us-east-2a", "use2-az2": "us-east-2b", "use2-az3": "us-east-2c",
+    "usw1-az3": "us-west-1a", "usw1-az1": "us-west-1c",
     "usw2-az2": "us-west-2a", "usw2-az1": "us-west-2b", "usw2-az3": "us-west-2c", "usw2-az4": "us-west-2d",
     "euc1-az2": "eu-central-1a", "euc1-az3": "eu-central-1b", "euc1-az1": "eu-central-1c",
     "eun1-az1": "eu-north-1a", "eun1-az2": "eu-north-1b", "eun1-az3": "eu-north-1c",
