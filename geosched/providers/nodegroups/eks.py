@@ -163,8 +163,8 @@ def pool(group: Mapping[str, Any]) -> Pool:
     neutral = _STATUS.get(status, backend.OTHER)
     issues = (group.get("health") or {}).get("issues") or []
     name = str(group.get("nodegroupName", ""))
-    failure = None if neutral in (backend.CREATING, backend.ACTIVE, backend.DELETING) else spec.failure(
-        status, issues, name)
+    # Any status but these two is a failure while a create is waited for (as before the backend interface).
+    failure = None if neutral in (backend.CREATING, backend.ACTIVE) else spec.failure(status, issues, name)
     subnets = group.get("subnets") or [""]
     return Pool(name, neutral, dict(group.get("tags") or {}), group.get("nodegroupArn"), str(subnets[0]),
                 str(group.get("capacityType", "")), int((group.get("scalingConfig") or {}).get("desiredSize", 0)),

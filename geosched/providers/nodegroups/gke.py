@@ -149,7 +149,7 @@ class Gke:
         status = raw.Status(raw.status).name
         neutral = _STATUS.get(status, backend.OTHER)
         failure: ProviderError | None = None
-        if neutral is backend.CREATING and name in self._creating:
+        if neutral == backend.CREATING and name in self._creating:
             error = self._operation_error(self._creating[name], budget)
             if error is not None:
                 neutral, failure = backend.FAILED, gkespec.failure("create failed", error, name)
