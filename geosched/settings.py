@@ -176,6 +176,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("gcp.project", "GEOSCHED_GCP_PROJECT", None, "GCP project.", text),
     Setting("gcp.endpoint", "GEOSCHED_GCP_ENDPOINT", None, "Compute Engine API endpoint (an emulator, a "
             "private endpoint).", text, shown_default="Google's"),
+    Setting("gcp.gke_endpoint", "GEOSCHED_GKE_ENDPOINT", None, "GKE (container) API endpoint for node pools "
+            "(`provision --cluster --provider gcp`, `up`): an emulator, a private endpoint. An http:// endpoint is "
+            "called without credentials.", text, shown_default="Google's"),
     Setting("gcp.image", "GEOSCHED_GCP_IMAGE", None, "Image to launch.", text,
             shown_default="Deep Learning VM family common-cu124-debian-11-py310"),
     Setting("gcp.public_ips", "GEOSCHED_GCP_PUBLIC_IPS", True, "Give VMs geosched launches on GCP an external "
@@ -192,6 +195,7 @@ AWS_REGIONS, AWS_AMI, AWS_KEY_NAME = BY_KEY["aws.regions"], BY_KEY["aws.ami"], B
 EKS_NODE_ROLE = BY_KEY["aws.eks_node_role"]
 GCP_PROJECT, GCP_ENDPOINT, GCP_IMAGE = BY_KEY["gcp.project"], BY_KEY["gcp.endpoint"], BY_KEY["gcp.image"]
 GCP_PUBLIC_IPS = BY_KEY["gcp.public_ips"]
+GKE_ENDPOINT = BY_KEY["gcp.gke_endpoint"]
 INPUT_LIMITS = BY_KEY["input_limits"]
 
 

@@ -3,10 +3,13 @@
 It composes the verbs that exist, it does not redo them:
 
 1. `provision --cluster` (providers/cli.py `_provision_nodegroup`): the gang the job describes (its workers, GPU
-   model and GPUs per worker, its pricing) becomes an EKS managed node group in the zone the plan ranks first,
-   failing over zone by zone; `--dry-run` stops here and shows that plan with its $/h.
-2. wait until the group's nodes are Ready in the cluster (kube/nodejoin.py), selected by the label EKS puts on
-   every node of a managed group, `eks.amazonaws.com/nodegroup=<group>`;
+   model and GPUs per worker, its pricing) becomes an EKS managed node group (`--provider aws`, the default) or a
+   GKE node pool (`--provider gcp`, `--region` the cluster's location) in the zone the plan ranks first, failing
+   over zone by zone; `--dry-run` stops here and shows that plan with its $/h. The cloud is named, not guessed:
+   a kubeconfig context says nothing reliable about which cloud runs the cluster.
+2. wait until the group's nodes are Ready in the cluster (kube/nodejoin.py), selected by the label the cloud puts
+   on every node of the group: `eks.amazonaws.com/nodegroup=<group>` (EKS), `cloud.google.com/gke-nodepool=<pool>`
+   (GKE);
 3. `submit` (kube/submit.py) on that cluster's context only, its inventory restricted to those nodes
    (`SubmitOptions.node_labels`): the same placement decision as `place` and `submit`, on exactly the new nodes.
 
@@ -28,6 +31,7 @@ import typer
 
 from geosched import policies, render
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
+from geosched.kube import keys
 from geosched.kube.config import ClusterConfig
 from geosched.kube.tolerations import Toleration
 from geosched.models import Pricing, Weights
@@ -35,6 +39,7 @@ from geosched.options import DEFAULT_WEIGHTS, CostWeightOpt, NetworkWeightOpt, Z
 from geosched.output import NoHeadersOpt, Output, OutputOpt
 from geosched.policies.spotrisk import Rework
 from geosched.providers import cli as providers_cli
+from geosched.providers.nodegroups.gkespec import GPU_TAINT as GKE_GPU_TAINT
 from geosched.providers.nodegroups.spec import GPU_TAINT
 from geosched.providers.plan import PricingMode
 
@@ -44,6 +49,13 @@ if TYPE_CHECKING:
 # The label EKS sets on every node of a managed node group (EKS User Guide, "Managed node groups": the nodes carry
 # eks.amazonaws.com/nodegroup=<name> and eks.amazonaws.com/capacityType); tests/kubeapi/real_nodes.py shows it.
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+# GKE's on every node of a node pool (geosched/kube/nodelabels.py, with its source).
+NODEPOOL_LABEL = keys.GKE_NODEPOOL
+# Per cloud: the label selecting the group's nodes, and the GPU taint its nodes carry (EKS: the one geosched puts
+# on the group, spec.GPU_TAINT; GKE: the one GKE puts on every GPU node itself, gkespec.GPU_TAINT).
+GROUP_LABELS = {"aws": NODEGROUP_LABEL, "gcp": NODEPOOL_LABEL}
+GROUP_TAINTS = {"aws": Toleration(GPU_TAINT["key"], "Equal", GPU_TAINT["value"], "NoSchedule"),
+                "gcp": Toleration(GKE_GPU_TAINT["key"], "Equal", GKE_GPU_TAINT["value"], "NoSchedule")}
 
 
 class UpFailed(GeoschedError):
@@ -55,15 +67,17 @@ def up_cmd(
     job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job, batch/v1 Job, "
                                              "JobSet, PyTorchJob or TrainJob; its workers, gpu and gpus per worker "
                                              "size the node group.")],
-    cluster: Annotated[str, typer.Option(help="The EKS cluster to add the node group to.")],
+    cluster: Annotated[str, typer.Option(help="The EKS or GKE cluster to add the node group (pool) to.")],
+    provider: Annotated[str, typer.Option(help="The cluster's cloud: aws (EKS, a managed node group) or gcp (GKE, a "
+                                          "node pool).")] = "aws",
     context: Annotated[str | None, typer.Option(help="The kubeconfig context of that cluster (default: the "
                                                 "cluster's name).")] = None,
     kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, "
                                                     "else ~/.kube/config).")] = None,
     clusters: Annotated[Path | None, typer.Option("--clusters", help="Cluster config (ClusterConfig YAML): the "
                                                   "context's backend, namespace, queue.")] = None,
-    region: Annotated[str | None, typer.Option(help="The cluster's region (default: the AWS "
-                                               "configuration's).")] = None,
+    region: Annotated[str | None, typer.Option(help="The cluster's region (default: the AWS configuration's); "
+                                               "GKE: the cluster's location, required.")] = None,
     node_role: Annotated[str | None, typer.Option(help="The IAM role ARN the group's nodes run as (default: "
                                                   f"${providers_cli.ENV_NODE_ROLE}).")] = None,
     name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
@@ -80,8 +94,8 @@ def up_cmd(
     no_headers: NoHeadersOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call to stderr.")] = False,
 ) -> None:
-    """Create an EKS managed node group for JOB in the zone geosched chooses, wait until its nodes are Ready, and
-    submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
+    """Create an EKS managed node group or GKE node pool for JOB in the zone geosched chooses, wait until its nodes
+    are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
     from geosched.kube.jobinput import read_job_file  # the job readers: only when the command runs
 
     job = read_job_file(job_file).job
@@ -89,7 +103,7 @@ def up_cmd(
         raise InputError(str(job_file), "gpu", "`up` sizes a node group by the job's GPU model: name it (gpu:)")
     pricing = PricingMode.SPOT if job.pricing is Pricing.SPOT else PricingMode.ON_DEMAND
     result = providers_cli._provision_nodegroup(
-        ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, ["aws"],
+        ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],
         [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                                             spot_risk=DEFAULT_WEIGHTS.spot_risk),
         Rework(1.0, 0.25), name, dry_run, yes, output, no_headers, verbose, show_result=False)
@@ -103,7 +117,8 @@ def up_cmd(
     try:
         outcome = _join_and_submit(job_file, job.workers, result.group, cluster, context or cluster, kubeconfig,
                                    clusters, join_timeout, policy, Weights(network_weight, cost_weight,
-                                                                           DEFAULT_WEIGHTS.carbon, zone_tolerance))
+                                                                           DEFAULT_WEIGHTS.carbon, zone_tolerance),
+                                   provider)
     except GeoschedError as exc:
         raise UpFailed(f"{exc}; {_teardown(ctx, result.gang)}") from None
     except Exception as exc:
@@ -130,28 +145,30 @@ def up_cmd(
 
 
 def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, context: str, kubeconfig: Path | None,
-                     clusters: Path | None, join_timeout: float, policy: str, weights: Weights) -> SubmitOutcome:
+                     clusters: Path | None, join_timeout: float, policy: str, weights: Weights,
+                     provider: str = "aws") -> SubmitOutcome:
     from geosched.kube import submit as submitting
     from geosched.kube.client import Kube
     from geosched.kube.config import load_cluster_config
     from geosched.kube.nodejoin import wait_ready
 
-    labels = {NODEGROUP_LABEL: group}
+    labels = {GROUP_LABELS[provider]: group}
     with Kube.open(context, kubeconfig) as kube:
         wait_ready(kube, labels, workers, what=f"node group {group} (cluster {cluster})", timeout_s=join_timeout)
     configs = load_cluster_config(clusters) if clusters is not None else {
         context: ClusterConfig(name=context, context=context)}
     options = submitting.SubmitOptions(policy=policy, weights=weights, node_labels=labels)
     return submitting.submit(job_file, kubeconfig=kubeconfig, contexts=(context,),
-                             clusters={name: on_the_group(c) for name, c in configs.items()}, options=options)
+                             clusters={name: on_the_group(c, provider) for name, c in configs.items()},
+                             options=options)
 
 
-def on_the_group(config: ClusterConfig) -> ClusterConfig:
+def on_the_group(config: ClusterConfig, provider: str = "aws") -> ClusterConfig:
     """The cluster's config as `up` submits with it: the pods pinned to the placed hosts (otherwise only the zone and
     GPU model are required, and kube-scheduler may take the cluster's other nodes there) and tolerating the group's
     own taint (a cluster without the ExtendedResourceToleration admission plugin would otherwise keep the gang off
     its own nodes)."""
-    own = Toleration(GPU_TAINT["key"], "Equal", GPU_TAINT["value"], "NoSchedule")
+    own = GROUP_TAINTS[provider]
     return replace(config, pin_hosts=True, tolerations=(*config.tolerations, own) if own not in config.tolerations
                    else config.tolerations)
 
@@ -159,12 +176,11 @@ def on_the_group(config: ClusterConfig) -> ClusterConfig:
 def _teardown(ctx: typer.Context, gang: str) -> str:
     """Delete the gang's node group (as `geosched down GANG`); what happened, for the error line."""
     from geosched.providers.nodegroups import launch as nodegroup_launch
-    from geosched.providers.nodegroups.eks import Eks
     from geosched.store import Store
 
     with Store(providers_cli._home(ctx)) as store, providers_cli._provision_log(ctx, gang, False, Output.JSON,
                                                                                 verb="down"):
-        down = nodegroup_launch.down(store, gang, Eks)
+        down = nodegroup_launch.down(store, gang)
     if down.errors:
         return f"deleting gang {gang}'s node group failed ({'; '.join(down.errors)}): run `geosched down {gang}`"
     return f"gang {gang}'s node group was deleted"

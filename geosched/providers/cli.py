@@ -53,8 +53,8 @@ from geosched.providers.gang import (
     provision,
     resume,
 )
+from geosched.providers.nodegroups import gkespec
 from geosched.providers.nodegroups import journal as nodegroup_journal
-from geosched.providers.nodegroups import spec as nodegroup_spec
 from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode, Skipped
 from geosched.providers.provlog import provision_log
 from geosched.providers.refresh import refresh_catalog
@@ -64,6 +64,7 @@ from geosched.settings import environ
 from geosched.store import Store, default_home
 
 if TYPE_CHECKING:
+    from geosched.providers.nodegroups.backend import Backend, Target
     from geosched.providers.nodegroups.launch import GroupResult
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
@@ -201,9 +202,11 @@ def provision_cmd(
     old_network: OldNetworkOption = None,
     admin_cidr: AdminCidrOption = [],  # noqa: B006
     allow_wide_admin_cidr: AllowWideOption = False,
-    cluster: Annotated[str | None, typer.Option(help="Make the gang an EKS managed node group of this cluster "
-                                                "instead of machines (AWS; the cluster's region: --region, else "
-                                                "the AWS configuration's).")] = None,
+    cluster: Annotated[str | None, typer.Option(help="Make the gang a node group of this cluster instead of "
+                                                "machines: an EKS managed node group (--provider aws, the default; "
+                                                "the cluster's region: --region, else the AWS configuration's) or "
+                                                "a GKE node pool (--provider gcp; --region: the cluster's "
+                                                "location).")] = None,
     node_role: Annotated[str | None, typer.Option(help="With --cluster: the IAM role ARN the group's nodes run "
                                                   f"as (default: ${ENV_NODE_ROLE}).")] = None,
     output: OutputOpt = Output.TABLE,
@@ -213,7 +216,7 @@ def provision_cmd(
                                           "way).")] = False,
 ) -> None:
     """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider; with --cluster, as
-    an EKS managed node group of that cluster in the zone chosen (failing over zone by zone).
+    an EKS managed node group or GKE node pool of that cluster in the zone chosen (failing over zone by zone).
 
     Every provision (and --resume) writes its log, each cloud call and decision, to
     HOME/logs/provision-GANG-TIME.log: attach it to a bug report (no credential is written to it)."""
@@ -294,7 +297,7 @@ def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
                 render.err.print(f"{verb} log: {path}", markup=False, highlight=False, soft_wrap=True)
 
 
-# --- provision --cluster: the gang as an EKS managed node group --------------------------------------
+# --- provision --cluster: the gang as an EKS managed node group or a GKE node pool ----------------------
 
 ENV_NODE_ROLE = settings_table.EKS_NODE_ROLE.env
 # `\Z`, not `$`: `$` also matches before a trailing newline, which a pasted ARN carries.
@@ -303,6 +306,11 @@ _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}\
 # ^[0-9A-Za-z][A-Za-z0-9\-_]*). Checked before any call: the name goes into the request path
 # (/clusters/{name}), so '' or '../x' reach another resource (a KeyError traceback, an HTML 404 as the error).
 _CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z")
+# A GKE cluster name (projects.locations.clusters create, Cluster.name: lowercase letters, digits and '-', at most
+# 40, starting with a letter, not ending with '-') and a location (a region such as us-central1 or a zone such as
+# us-central1-a): both go into the request path.
+_GKE_CLUSTER_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?\Z")
+_GCP_LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}(?:-[a-z])?\Z")
 
 
 def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str | None, gpu: str, nodes: int,
@@ -310,54 +318,68 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
                          no_headers: bool, verbose: bool = False, show_result: bool = True) -> GroupResult | None:
     """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
-    returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own)."""
-    # Imported here: the EKS client needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
+    returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own).
+    `--provider` says the cluster's cloud: aws (EKS, the default) or gcp (GKE)."""
+    # Imported here: the cloud clients need boto3 / google-cloud-container, which `geosched -h` must not load
+    # (tests/test_cli_startup.py).
     from geosched.providers.nodegroups import launch as nodegroup_launch
-    from geosched.providers.nodegroups.eks import Eks
 
-    names = _split(provider)
-    if names and names != ("aws",):
-        raise InputError("--provider", "", "--cluster makes an EKS node group: aws only")
-    if not _CLUSTER_NAME_RE.match(cluster_name):
-        raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, digits, "
-                         "'-' and '_', starting with a letter or digit)")
-    too_big = nodegroup_spec.size_problem(nodes)
+    cloud = _cluster_cloud(_split(provider))
+    backend: Backend
+    role: str | None = None
+    if cloud == "gcp":
+        if not _GKE_CLUSTER_RE.match(cluster_name):
+            raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not a GKE cluster name (at most 40 "
+                             "lowercase letters, digits and '-', starting with a letter)")
+        region = _cluster_location(_split(regions))
+        from geosched.providers.nodegroups.gke import Gke
+
+        backend = Gke(region)
+    else:
+        if not _CLUSTER_NAME_RE.match(cluster_name):
+            raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, "
+                             "digits, '-' and '_', starting with a letter or digit)")
+        region = _cluster_region(_split(regions))
+        role = node_role or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
+        if not dry_run:
+            if role is None:
+                raise InputError("--node-role", "", f"required to create a node group: the IAM role ARN its nodes "
+                                 f"run as (or set {ENV_NODE_ROLE})")
+            if not _ROLE_ARN_RE.match(role):
+                raise InputError("--node-role", "", f"expected an IAM role ARN (arn:aws:iam::<account>:role/<name>), "
+                                 f"got {role!r}")
+        from geosched.providers.nodegroups.eks import Eks
+
+        backend = Eks(region, node_role=role)
+    too_big = backend.size_problem(nodes)
     if too_big is not None:
         raise InputError("--nodes", "", too_big)
-    region = _cluster_region(_split(regions))
     model, per_node = parse_gpu(gpu)
-    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=("aws",),
-                          regions=(region,), weights=weights, rework=rework)
-    role = node_role or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
-    if not dry_run:
-        if role is None:
-            raise InputError("--node-role", "", f"required to create a node group: the IAM role ARN its nodes run "
-                             f"as (or set {ENV_NODE_ROLE})")
-        if not _ROLE_ARN_RE.match(role):
-            raise InputError("--node-role", "", f"expected an IAM role ARN (arn:aws:iam::<account>:role/<name>), "
-                             f"got {role!r}")
+    plan_regions = (gkespec.region_of(region),) if cloud == "gcp" else (region,)
+    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=(cloud,),
+                          regions=plan_regions, weights=weights, rework=rework)
     if name:
         check_gang_name(name)
-    providers = _providers(("aws",), _settings(ctx))
-    if not dry_run:
+    providers = _providers((cloud,), _settings(ctx))
+    if not dry_run and cloud == "aws":
+        # GKE's credentials are the backend's own (an http:// emulator endpoint takes none): checked by its first
+        # call, reading the cluster, before anything is created.
         providers = _with_credentials(providers)
-    eks = Eks(region)
     with Store(_home(ctx)) as store:
         plan = plan_gang(request, providers, store)
-        cluster = nodegroup_launch.read_cluster(eks, cluster_name)
-        targets, skipped = nodegroup_spec.targets(plan, cluster)
+        cluster = nodegroup_launch.read_cluster(backend, cluster_name)
+        targets, skipped = backend.targets(plan, cluster)
         if dry_run or not targets:
-            _show_nodegroup_plan(cluster, targets, skipped, nodes, output, no_headers, dry_run)
+            _show_nodegroup_plan(cluster.name, targets, skipped, nodes, output, no_headers, dry_run)
             if not targets:
                 render.error(f"no zone of cluster {cluster_name} holds {nodes} x {model}:{per_node} under these "
                              "constraints")
                 raise typer.Exit(EXIT_NO_FIT)
             return None
-        assert role is not None
         if not yes:
-            _show_nodegroup_plan(cluster, targets[:5], (), nodes, Output.TABLE, False, False)
+            _show_nodegroup_plan(cluster.name, targets[:5], (), nodes, Output.TABLE, False, False)
             first = targets[0].candidate
-            typer.confirm(f"Create a node group of {nodes} x {first.instance_type} in cluster {cluster_name} "
+            typer.confirm(f"Create a {backend.kind} of {nodes} x {first.instance_type} in cluster {cluster_name} "
                           f"(first choice {first.zone}, ${first.usd_per_hour:,.2f}/h)?", abort=True)
 
         gang = name or new_gang_name()
@@ -369,10 +391,31 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
                 render.err.print(_plain(line), markup=False, highlight=False, soft_wrap=True)
 
         with _provision_log(ctx, gang, verbose, output):
-            result = nodegroup_launch.provision(plan, cluster, eks, store, gang=gang, node_role=role, notify=say)
+            result = nodegroup_launch.provision(plan, cluster, backend, store, gang=gang, notify=say)
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result
+
+
+def _cluster_cloud(names: tuple[str, ...]) -> str:
+    """The cluster's cloud: --provider aws (EKS, the default) or gcp (GKE); one of them."""
+    if not names:
+        return "aws"
+    if len(names) > 1 or names[0] not in ("aws", "gcp"):
+        raise InputError("--provider", "", "--cluster takes one provider, the cluster's cloud: aws (an EKS node "
+                         "group) or gcp (a GKE node pool)")
+    return names[0]
+
+
+def _cluster_location(regions: tuple[str, ...]) -> str:
+    """A GKE cluster is addressed by its location: --region names it (a region, or a zone for a zonal cluster)."""
+    if len(regions) != 1:
+        raise InputError("--region", "", "--cluster with --provider gcp takes the cluster's location (a region such "
+                         "as us-central1, or a zone for a zonal cluster)")
+    if not _GCP_LOCATION_RE.fullmatch(regions[0]):
+        raise InputError("--region", "", f"{regions[0][:40]!r} is not a GCP region or zone name (such as "
+                         "us-central1 or us-central1-a)")
+    return regions[0]
 
 
 def _cluster_region(regions: tuple[str, ...]) -> str:
@@ -392,19 +435,17 @@ def _cluster_region(regions: tuple[str, ...]) -> str:
     return region
 
 
-def _nodegroup_plan_rows(cluster: nodegroup_spec.Cluster, targets: Sequence[nodegroup_spec.Target],
-                         nodes: int) -> list[dict[str, Any]]:
-    return [{"rank": i, "cluster": cluster.name, "region": t.candidate.region, "zone": t.candidate.zone,
-             "zone_name": t.subnet.zone_name, "subnet": t.subnet.subnet_id, "instance_type": t.candidate.instance_type,
+def _nodegroup_plan_rows(cluster: str, targets: Sequence[Target], nodes: int) -> list[dict[str, Any]]:
+    return [{"rank": i, "cluster": cluster, "region": t.candidate.region, "zone": t.candidate.zone,
+             "zone_name": t.zone_name, "subnet": t.where, "instance_type": t.candidate.instance_type,
              "nodes": nodes, "capacity_type": t.capacity_type, "usd_per_hour": t.candidate.usd_per_hour,
              "kgco2e_per_hour": None if t.candidate.gco2e_per_hour is None else t.candidate.gco2e_per_hour / 1000}
             for i, t in enumerate(targets, start=1)]
 
 
-def _show_nodegroup_plan(cluster: nodegroup_spec.Cluster, targets: Sequence[nodegroup_spec.Target],
-                         skipped: Sequence[Skipped], nodes: int, output: Output, no_headers: bool,
-                         dry_run: bool) -> None:
-    caption = "dry run: the cluster and its subnets were read; nothing was created" if dry_run else None
+def _show_nodegroup_plan(cluster: str, targets: Sequence[Target], skipped: Sequence[Skipped], nodes: int,
+                         output: Output, no_headers: bool, dry_run: bool) -> None:
+    caption = "dry run: the cluster was read; nothing was created" if dry_run else None
     emit_list(kinds.NODEGROUP_PLAN, _nodegroup_plan_rows(cluster, targets, nodes), output, no_headers=no_headers,
               caption=caption)
     if output.tabular:
@@ -417,7 +458,7 @@ def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
                            no_headers: bool) -> None:
     t = result.target
     row = {"gang": result.gang, "state": result.state, "cluster": result.cluster,
-           "zone": t.candidate.zone if t else None, "subnet": t.subnet.subnet_id if t else None,
+           "zone": t.candidate.zone if t else None, "subnet": t.where if t else None,
            "nodegroup": result.group, "instance_type": t.candidate.instance_type if t else None, "nodes": nodes,
            "capacity_type": t.capacity_type if t else None, "usd_per_hour": t.candidate.usd_per_hour if t else None,
            "api_calls": result.api_calls, "message": _plain(result.message)}
@@ -675,9 +716,8 @@ def down_cmd(
                     # A node group gang: its groups are deleted (`terminated` counts groups). Imported here: the
                     # EKS client needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
                     from geosched.providers.nodegroups import launch as nodegroup_launch
-                    from geosched.providers.nodegroups.eks import Eks
 
-                    groups = nodegroup_launch.down(store, target, Eks)
+                    groups = nodegroup_launch.down(store, target)
                     rows.append({"gang": target, "state": groups.state, "terminated": groups.deleted,
                                  "api_calls": groups.api_calls, "errors": [_plain(e) for e in groups.errors]})
                     continue

@@ -344,21 +344,22 @@ def mark(store: Store, row_ids: Iterable[int], state: str, note: str | None = No
                 _ledger(db, _instance(r), state, now)
 
 
-def instances(store: Store, *, gang: str | None = None, attempt_id: int | None = None,
-              states: Sequence[str] = ()) -> list[InstanceRecord]:
-    clauses: list[str] = []
-    args: list[Any] = []
-    if gang is not None:
-        clauses.append("gang = ?")
-        args.append(gang)
-    if attempt_id is not None:
-        clauses.append("attempt = ?")
-        args.append(attempt_id)
+def where(*, states: Sequence[str] = (), **equal: Any) -> tuple[str, tuple[Any, ...]]:
+    """A WHERE clause (with its leading space; empty without terms) and its arguments: `column = ?` for each
+    keyword that is not None, and `state IN (...)` when `states` names some. Column names come from the
+    callers' keywords, never from input."""
+    clauses = [f"{column} = ?" for column, value in equal.items() if value is not None]
+    args: list[Any] = [value for value in equal.values() if value is not None]
     if states:
         clauses.append(f"state IN ({', '.join('?' * len(states))})")
         args.extend(states)
-    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = store.db.execute(f"SELECT {_INSTANCE_COLUMNS} FROM prov_instances{where} ORDER BY id", tuple(args))
+    return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), tuple(args)
+
+
+def instances(store: Store, *, gang: str | None = None, attempt_id: int | None = None,
+              states: Sequence[str] = ()) -> list[InstanceRecord]:
+    clause, args = where(gang=gang, attempt=attempt_id, states=states)
+    rows = store.db.execute(f"SELECT {_INSTANCE_COLUMNS} FROM prov_instances{clause} ORDER BY id", args)
     return [_instance(r) for r in rows]
 
 

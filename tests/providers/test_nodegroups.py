@@ -47,10 +47,10 @@ def cluster(moto: MotoServer, proxy: Ec2FaultProxy) -> Iterator[EksCluster]:
 
 def run(store: Store, cluster: EksCluster, gang: str, settings: GroupSettings | None = None,
         pricing: PricingMode = PricingMode.ON_DEMAND):  # type: ignore[no-untyped-def]
-    eks = Eks(REGION)
+    eks = Eks(REGION, node_role=NODE_ROLE)
     plan = plan_gang(request(2, pricing), {"aws": aws_provider((REGION,))}, store)
     found = read_cluster(eks, cluster.name, settings or fast())
-    return provision(plan, found, eks, store, gang=gang, node_role=NODE_ROLE, settings=settings or fast())
+    return provision(plan, found, eks, store, gang=gang, settings=settings or fast())
 
 
 def test_the_group_goes_into_the_first_zone_with_the_gang_pinned(store: Store, cluster: EksCluster) -> None:
@@ -129,7 +129,7 @@ def test_down_deletes_the_gangs_groups_and_leaves_a_foreign_one(store: Store, cl
     cluster.eks.create_nodegroup(clusterName=cluster.name, nodegroupName="g-other-1", nodeRole=NODE_ROLE,
                                  subnets=[cluster.subnets["use1-az1"]],
                                  tags={"geosched-gang": "g-down", "geosched-owner": "o-another-store"})
-    result = down(store, "g-down", Eks, fast())
+    result = down(store, "g-down", settings=fast())
     assert (result.state, result.deleted, result.errors) == ("terminated", 1, ())
     assert sorted(cluster.groups()) == ["g-other-1", "team-cpu"]
     assert journal.gang_record(store, "g-down").state == "terminated"  # type: ignore[union-attr]
@@ -144,7 +144,7 @@ def test_down_finds_a_tagged_group_the_journal_lost(store: Store, cluster: EksCl
                                  subnets=[cluster.subnets["use1-az2"]],
                                  tags={"geosched-gang": "g-tags", "geosched-owner": owner,
                                        "geosched-attempt": "g-tags-1"})
-    result = down(store, "g-tags", Eks, fast())
+    result = down(store, "g-tags", settings=fast())
     assert (result.state, result.deleted) == ("terminated", 2)
     assert cluster.groups() == {}
 

@@ -45,9 +45,9 @@ def child(home: str, env: dict[str, str], cluster: str, gang: str) -> None:
     """The provisioning process: what `geosched provision --cluster` runs, in a process of its own."""
     os.environ.update(env)
     with Store(Path(home)) as store:
-        eks = Eks(REGION)
+        eks = Eks(REGION, node_role=NODE_ROLE)
         plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, store)
-        provision(plan, read_cluster(eks, cluster, settings()), eks, store, gang=gang, node_role=NODE_ROLE,
+        provision(plan, read_cluster(eks, cluster, settings()), eks, store, gang=gang,
                   settings=settings())
 
 
@@ -78,7 +78,7 @@ def kill_when(home: Path, proxy: Ec2FaultProxy, cluster: EksCluster, gang: str, 
 
 def assert_clean(home: Path, cluster: EksCluster, gang: str) -> None:
     with Store(home) as store:
-        result = down(store, gang, Eks, settings())
+        result = down(store, gang, settings=settings())
         assert (result.state, result.errors) == ("terminated", ())
         assert groups_journal.groups(store, gang=gang, states=groups_journal.OPEN_STATES) == []
         assert journal.gang_record(store, gang).state == "terminated"  # type: ignore[union-attr]

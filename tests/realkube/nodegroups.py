@@ -15,6 +15,15 @@ What a node of a managed node group looks like, each from its source:
 - capacity and allocatable of the instance type, nvidia.com/gpu and vpc.amazonaws.com/efa included (nodes.py
   `MACHINES`, `EFA`, with their sources).
 
+`NodepoolController` does the same for GKE node pools on the GKE REST double (geosched/emulators/gke.py, read with
+google-cloud-container): each RUNNING pool's machines join as kwok Nodes shaped as GKE registers them
+(tests/kubeapi/real_nodes.py `gke_node`: cloud.google.com/gke-nodepool <the pool>, cloud.google.com/gke-accelerator
+<the pool's accelerator type>, topology.kubernetes.io/zone <the pool's zone>, node.kubernetes.io/instance-type,
+the name gke-<cluster>-<pool>-<8 hex>-<4 chars> and providerID gce://<project>/<zone>/<name> as cloud-provider-gcp
+sets them), with the pool's own `config.labels` and `config.taints`, plus the taint GKE puts on every GPU node,
+nvidia.com/gpu=present:NoSchedule (GKE docs, "Run GPUs in GKE Standard node pools"); no GFD labels, as the plane's
+GKE cluster runs no GPU operator (nodes.py).
+
 `ready=False` makes machines whose kubelet registers but never becomes Ready, as an EKS node does whose VPC CNI
 never starts: kwok does not run them (no kwok annotation), and their Ready condition is the one the kubelet posts
 then (`KubeletNotReady`, "container runtime network not ready: NetworkReady=false
@@ -32,9 +41,9 @@ from typing import Any
 import boto3  # type: ignore[import-untyped]
 
 from geosched.kube.client import Kube
-from tests.kubeapi.real_nodes import eks_node
+from tests.kubeapi.real_nodes import eks_node, gke_node
 from tests.realkube.cluster import KWOK_NODE
-from tests.realkube.nodes import A100, H100, MACHINES, kwok
+from tests.realkube.nodes import A100, GPU_TAINT, H100, MACHINES, kwok
 
 Obj = dict[str, Any]
 NODEGROUP = "eks.amazonaws.com/nodegroup"
@@ -126,3 +135,82 @@ class NodegroupController:
                 if MADE_BY in (node["metadata"].get("annotations") or {}):
                     kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
             del self.made[name]
+
+
+NODEPOOL = "cloud.google.com/gke-nodepool"
+
+
+def pool_nodes(pool: Obj, *, cluster: str, project: str, region: str) -> list[Obj]:
+    """The Nodes a GKE node pool's machines register as (one per initialNodeCount, in its one zone). Pure."""
+    config = pool.get("config") or {}
+    instance = config["machineType"]
+    [accelerator] = config.get("accelerators") or [{}]
+    [zone] = pool["locations"]
+    digest = hashlib.sha256(f"{project}/{cluster}/{pool['name']}".encode()).hexdigest()
+    out = []
+    for i in range(int(pool["initialNodeCount"])):
+        suffix = hashlib.sha256(f"{digest}/{i}".encode()).hexdigest()[:4]
+        name = f"gke-{cluster}-{pool['name']}-{digest[:8]}-{suffix}"
+        node = gke_node(name, project=project, region=region, zone=zone, instance_type=instance,
+                        accelerator=accelerator["acceleratorType"], pool=pool["name"], gpus=MACHINES[instance][4])
+        node["metadata"]["labels"].update(config.get("labels") or {})
+        node["metadata"]["annotations"] = {MADE_BY: pool["name"]}
+        taints = [GPU_TAINT] + [{"key": t["key"], **({"value": t["value"]} if t.get("value") else {}),
+                                 "effect": EFFECT[t["effect"]]} for t in config.get("taints") or []]
+        out.append(kwok(node, taints))
+    return out
+
+
+class NodepoolController(NodegroupController):
+    """Polls the GKE double's node pools of `cluster` (google-cloud-container, REST) and keeps the real cluster's
+    Nodes in step (a thread; `with` it)."""
+
+    def __init__(self, endpoint: str, project: str, location: str, cluster: str, plane: Any, context: str, *,
+                 poll_s: float = 0.2) -> None:
+        from google.api_core.client_options import ClientOptions
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import container_v1
+
+        self.client = container_v1.ClusterManagerClient(
+            credentials=AnonymousCredentials(), client_options=ClientOptions(api_endpoint=endpoint),  # type: ignore[no-untyped-call]
+            transport="rest")
+        self.project, self.location = project, location
+        self.cluster, self.plane, self.context, self.region = cluster, plane, context, location
+        self.ready, self.poll_s = True, poll_s
+        self.made = {}
+        self.errors = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nodepool-controller", daemon=True)
+
+    def sync(self, kube: Kube) -> None:
+        from google.cloud import container_v1
+
+        parent = f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
+        running = {}
+        for pool in self.client.list_node_pools(parent=parent).node_pools:
+            if pool.status == container_v1.NodePool.Status.RUNNING:
+                running[pool.name] = container_v1.NodePool.to_dict(pool, use_integers_for_enums=False)
+        for name, pool in running.items():
+            if name not in self.made:
+                nodes = pool_nodes(_camel(pool), cluster=self.cluster, project=self.project, region=self.region)
+                for node in nodes:
+                    kube.request("POST", "/api/v1/nodes", body=node)
+                self.made[name] = [n["metadata"]["name"] for n in nodes]
+        for name in [p for p in self.made if p not in running]:
+            for node in kube.list_all("/api/v1/nodes", label_selector=f"{NODEPOOL}={name}")[0]:
+                if MADE_BY in (node["metadata"].get("annotations") or {}):
+                    kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+            del self.made[name]
+
+
+def _camel(pool: Obj) -> Obj:
+    """The proto-plus dict (snake_case) in the REST shape (camelCase) `pool_nodes` reads."""
+    config = pool.get("config") or {}
+    return {"name": pool["name"], "locations": list(pool.get("locations") or []),
+            "initialNodeCount": int(pool.get("initial_node_count") or 0),
+            "config": {"machineType": config.get("machine_type"), "labels": dict(config.get("labels") or {}),
+                       "accelerators": [{"acceleratorType": a.get("accelerator_type"),
+                                         "acceleratorCount": a.get("accelerator_count")}
+                                        for a in config.get("accelerators") or []],
+                       "taints": [{"key": t.get("key"), "value": t.get("value"), "effect": t.get("effect")}
+                                  for t in config.get("taints") or []]}}

@@ -9,7 +9,7 @@ deadline.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
@@ -27,7 +27,10 @@ from geosched.providers.base import (
     TransientError,
     UnsupportedError,
 )
+from geosched.providers.nodegroups import backend, spec
+from geosched.providers.nodegroups.backend import InUse, Pool, RefusedRequest, Target
 from geosched.providers.nodegroups.spec import Cluster, Subnet
+from geosched.providers.plan import Plan, Skipped
 
 T = TypeVar("T")
 # EKS API reference, "Common Errors" and each action's errors: what they mean for failover.
@@ -44,10 +47,18 @@ EKS_CODES: dict[str, type[ProviderError]] = {
 
 
 class Eks:
-    """One region's EKS and EC2 clients for node groups."""
+    """One region's EKS and EC2 clients for node groups: the EKS `backend.Backend`. `node_role` (the IAM role ARN
+    the nodes run as) is needed only to create a group."""
 
-    def __init__(self, region: str, session: Any | None = None, call_timeout_s: float = 30.0) -> None:
+    provider = "aws"
+    cloud = "EKS"
+    scope = "region"
+    kind = "node group"
+
+    def __init__(self, region: str, session: Any | None = None, call_timeout_s: float = 30.0, *,
+                 node_role: str | None = None) -> None:
         self.region = region
+        self.node_role = node_role
         self._session = session or boto3.session.Session()
         self._config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=call_timeout_s,
                               connect_timeout=min(10.0, call_timeout_s))
@@ -85,18 +96,37 @@ class Eks:
         # The cluster's own order: the first subnet of a zone is the one a group goes into.
         return Cluster(name, self.region, vpc_id, tuple(by_id[i] for i in ids if i in by_id))
 
-    def create(self, request: dict[str, Any], budget: Budget) -> dict[str, Any]:
-        return dict(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
+    def unusable(self, cluster: Cluster) -> str | None:
+        if not cluster.subnets:
+            return (f"EKS cluster {cluster.name!r} lists no subnet geosched can read "
+                    "(resourcesVpcConfig.subnetIds)")
+        return None
 
-    def describe(self, cluster: str, name: str, budget: Budget) -> dict[str, Any] | None:
+    def targets(self, plan: Plan, cluster: Cluster) -> tuple[tuple[spec.Target, ...], tuple[Skipped, ...]]:
+        return spec.targets(plan, cluster)
+
+    def size_problem(self, nodes: int) -> str | None:
+        return spec.size_problem(nodes)
+
+    def create(self, target: Target, *, gang: str, seq: int, owner: str, token: str, nodes: int,
+               budget: Budget) -> Pool:
+        assert isinstance(target, spec.Target)
+        if self.node_role is None:
+            raise RefusedRequest("no node role: an EKS node group needs the IAM role ARN its nodes run as",
+                                 code="NoNodeRole")
+        request = spec.create_request(target, gang=gang, seq=seq, owner=owner, token=token, nodes=nodes,
+                                      node_role=self.node_role)
+        return pool(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
+
+    def describe(self, cluster: str, where: str, name: str, budget: Budget) -> Pool | None:
         """The group, or None once EKS no longer knows it."""
         try:
-            return dict(_call(budget, lambda: self._eks.describe_nodegroup(clusterName=cluster,
+            return pool(_call(budget, lambda: self._eks.describe_nodegroup(clusterName=cluster,
                                                                            nodegroupName=name)["nodegroup"]))
         except _Missing:
             return None
 
-    def delete(self, cluster: str, name: str, budget: Budget) -> bool:
+    def delete(self, cluster: str, where: str, name: str, budget: Budget) -> bool:
         """Ask EKS to delete the group; False when it was already gone."""
         try:
             _call(budget, lambda: self._eks.delete_nodegroup(clusterName=cluster, nodegroupName=name), mutating=True)
@@ -104,7 +134,7 @@ class Eks:
             return False
         return True
 
-    def names(self, cluster: str, budget: Budget) -> list[str]:
+    def names(self, cluster: str, where: str, budget: Budget) -> list[str]:
         out: list[str] = []
         token: str | None = None
         while True:
@@ -121,22 +151,28 @@ class Eks:
                 return out
 
 
+# EKS's Nodegroup.status values onto the neutral states (EKS API reference, "Nodegroup"); any other (UPDATING,
+# DEGRADED) is not a create in progress: `launch` treats it as the failure its health issues describe.
+_STATUS = {spec.CREATING: backend.CREATING, spec.ACTIVE: backend.ACTIVE, spec.CREATE_FAILED: backend.FAILED,
+           spec.DELETING: backend.DELETING, "DELETE_FAILED": backend.DELETE_FAILED}
+
+
+def pool(group: Mapping[str, Any]) -> Pool:
+    """A DescribeNodegroup / CreateNodegroup `nodegroup` as a `backend.Pool`. Pure."""
+    status = str(group.get("status", ""))
+    neutral = _STATUS.get(status, backend.OTHER)
+    issues = (group.get("health") or {}).get("issues") or []
+    name = str(group.get("nodegroupName", ""))
+    # Any status but these two is a failure while a create is waited for (as before the backend interface).
+    failure = None if neutral in (backend.CREATING, backend.ACTIVE) else spec.failure(status, issues, name)
+    subnets = group.get("subnets") or [""]
+    return Pool(name, neutral, dict(group.get("tags") or {}), group.get("nodegroupArn"), str(subnets[0]),
+                str(group.get("capacityType", "")), int((group.get("scalingConfig") or {}).get("desiredSize", 0)),
+                failure)
+
+
 class _Missing(Exception):
     """ResourceNotFoundException: the cluster or group does not exist (not an error for the callers)."""
-
-
-class RefusedRequest(ProviderError):
-    """EKS refused the request itself (InvalidParameterException, InvalidRequestException, ClientException: a role
-    it cannot use, a parameter it rejects): every zone would refuse it alike, and it says nothing about a zone's
-    capacity, so nothing is remembered and the run stops."""
-
-    kind = "request"
-
-
-class InUse(ProviderError):
-    """CreateNodegroup: a group of that name exists already (a retried create, or someone else's)."""
-
-    kind = "unsupported"
 
 
 def _call(budget: Budget, fn: Callable[[], T], *, mutating: bool = False) -> T:

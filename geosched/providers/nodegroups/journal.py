@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.providers.journal import AttemptRecord
+from geosched.providers.journal import AttemptRecord, where
 from geosched.store import Store
 
 STATES = ("intent", "created", "deleting", "deleted")
@@ -71,17 +71,9 @@ def group(store: Store, row_id: int) -> GroupRecord | None:
 
 
 def groups(store: Store, *, gang: str | None = None, states: Sequence[str] = ()) -> list[GroupRecord]:
-    clauses: list[str] = []
-    args: list[Any] = []
-    if gang is not None:
-        clauses.append("gang = ?")
-        args.append(gang)
-    if states:
-        clauses.append(f"state IN ({', '.join('?' * len(states))})")
-        args.extend(states)
-    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-    return [_record(r) for r in store.db.execute(f"SELECT {_COLUMNS} FROM prov_nodegroups{where} ORDER BY id",
-                                                 tuple(args))]
+    clause, args = where(gang=gang, states=states)
+    return [_record(r) for r in store.db.execute(f"SELECT {_COLUMNS} FROM prov_nodegroups{clause} ORDER BY id",
+                                                 args)]
 
 
 def is_nodegroup_gang(store: Store, gang: str) -> bool:

@@ -34,6 +34,8 @@ from geosched.providers.base import (
     UnsupportedError,
 )
 from geosched.providers.lifecycle import GANG_LABEL
+from geosched.providers.nodegroups.backend import ours as backend_ours
+from geosched.providers.nodegroups.backend import pool_name
 from geosched.providers.plan import Candidate, Plan, Skipped
 
 PROVIDER = "aws"
@@ -93,6 +95,15 @@ class Target:
     def capacity_type(self) -> str:
         return capacity_type(self.candidate.pricing)
 
+    @property
+    def where(self) -> str:
+        """Where in the cluster the group goes (backend.Target): its subnet."""
+        return self.subnet.subnet_id
+
+    @property
+    def zone_name(self) -> str:
+        return self.subnet.zone_name
+
 
 def capacity_type(pricing: Pricing) -> str:
     return "SPOT" if pricing is Pricing.SPOT else "ON_DEMAND"
@@ -124,9 +135,7 @@ def size_problem(nodes: int) -> str | None:
 
 
 def group_name(gang: str, seq: int) -> str:
-    """One name per attempt, known before the create call: a crash between journal and answer still leaves the
-    name `down` looks for."""
-    return f"{gang}-{seq}"
+    return pool_name(gang, seq)
 
 
 def tags(gang: str, owner: str, token: str) -> dict[str, str]:
@@ -159,10 +168,7 @@ def create_request(target: Target, *, gang: str, seq: int, owner: str, token: st
     }
 
 
-def ours(group_tags: Mapping[str, str] | None, owner: str, gang: str | None = None) -> bool:
-    """A node group geosched made for this store (and gang): only those are ever deleted."""
-    t = group_tags or {}
-    return t.get(OWNER_TAG) == owner and (gang is None or t.get(GANG_TAG) == gang)
+ours = backend_ours  # a node group geosched made for this store (and gang): only those are ever deleted
 
 
 def failure(status: str, issues: Sequence[Mapping[str, Any]], name: str) -> ProviderError:

@@ -1,0 +1,136 @@
+"""The cloud under a node-group gang, as `launch.py` sees it: one small interface, one module per cloud.
+
+`launch.py` journals, creates, waits, fails over, rolls back and tears down without knowing which cloud it talks
+to; a backend answers in these terms:
+
+- `Pool`: a node group (EKS) or node pool (GKE) as the cloud describes it, its status mapped onto five neutral
+  states, the ownership tags geosched wrote (`GANG_TAG`, `OWNER_TAG`, `ATTEMPT_TAG`), and for a failed one what
+  the failure means in the provider error taxonomy (`base.ProviderError` classes, which failover reads);
+- `Target`: one zone of the plan the cluster can hold, and where in the cluster the pool goes (`where`: the EKS
+  subnet, or the GKE cluster's location, which addresses the pool in every later call);
+- `Backend`: read the cluster, choose its targets, create / describe / delete / list pools. Errors leave as
+  `ProviderError`; `InUse` and `RefusedRequest` say what launch treats specially.
+
+Backends: `eks.Eks` (boto3, EKS managed node groups) and `gke.Gke` (google-cloud-container, GKE node pools).
+`open_backend` imports the one a provider names, so nothing here loads a cloud SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from geosched.providers.base import GANG_TAG, OWNER_TAG, Budget, ProviderError
+from geosched.providers.plan import Candidate, Plan, Skipped
+
+# The neutral states of a pool (each backend maps its cloud's own onto these).
+CREATING = "CREATING"
+ACTIVE = "ACTIVE"
+FAILED = "FAILED"  # the create failed: `Pool.failure` says why
+DELETING = "DELETING"
+DELETE_FAILED = "DELETE_FAILED"
+OTHER = "OTHER"  # updating, degraded, reconciling: not a create in progress, not a failure either
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    name: str
+    status: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    ident: str | None = None  # the node group ARN, the node pool's selfLink
+    where: str = ""
+    capacity_type: str = ""
+    nodes: int = 0
+    failure: ProviderError | None = None  # for FAILED and DELETE_FAILED
+
+
+class Target(Protocol):
+    @property
+    def candidate(self) -> Candidate: ...
+
+    @property
+    def cluster(self) -> str: ...
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def zone_name(self) -> str: ...
+
+    @property
+    def capacity_type(self) -> str: ...
+
+
+class Backend(Protocol):
+    provider: str  # the catalog's provider name: aws, gcp
+    cloud: str  # EKS, GKE: for messages
+    kind: str  # "node group", "node pool": for messages
+    scope: str  # what `region` is: "region" (EKS), "location" (GKE: a region or a zone)
+    region: str
+
+    def cluster(self, name: str, budget: Budget) -> Any | None:
+        """The cluster as this backend's `targets` needs it, or None when there is no such cluster."""
+
+    def unusable(self, cluster: Any) -> str | None:
+        """Why a cluster that exists cannot take a pool (no subnet, not running), or None."""
+
+    def targets(self, plan: Plan, cluster: Any) -> tuple[Sequence[Target], tuple[Skipped, ...]]:
+        """The plan's candidates the cluster can hold, in plan order, and the others with the reason."""
+
+    def size_problem(self, nodes: int) -> str | None:
+        """Why a gang of `nodes` cannot be one pool, or None."""
+
+    def create(self, target: Target, *, gang: str, seq: int, owner: str, token: str, nodes: int,
+               budget: Budget) -> Pool:
+        """Ask for the pool; `InUse` when one of its name exists, `RefusedRequest` when the request itself is
+        refused (every zone would refuse it)."""
+
+    def describe(self, cluster: str, where: str, name: str, budget: Budget) -> Pool | None:
+        """The pool, or None once the cloud no longer knows it."""
+
+    def delete(self, cluster: str, where: str, name: str, budget: Budget) -> bool:
+        """Ask for the pool's deletion; False when it was already gone."""
+
+    def names(self, cluster: str, where: str, budget: Budget) -> list[str]:
+        """The names of the cluster's pools (every pool, geosched's or not)."""
+
+
+def pool_name(gang: str, seq: int) -> str:
+    """One name per attempt, known before the create call: a crash between journal and answer still leaves the
+    name `down` looks for. Gang names are lowercase letters, digits and '-' (lifecycle.check_gang_name), which
+    both EKS (1-63 of letters, digits, '-', '_') and GKE (RFC 1035 label, 1-40 here) accept."""
+    return f"{gang}-{seq}"
+
+
+def ours(tags: Mapping[str, str] | None, owner: str, gang: str | None = None) -> bool:
+    """A pool geosched made for this store (and gang): only those are ever deleted."""
+    t = tags or {}
+    return t.get(OWNER_TAG) == owner and (gang is None or t.get(GANG_TAG) == gang)
+
+
+class RefusedRequest(ProviderError):
+    """The cloud refused the request itself (a role it cannot use, a field it rejects): every zone would refuse
+    it alike, and it says nothing about a zone's capacity, so nothing is remembered and the run stops."""
+
+    kind = "request"
+
+
+class InUse(ProviderError):
+    """Create: a pool of that name exists already (a retried create, or someone else's)."""
+
+    kind = "unsupported"
+
+
+def open_backend(provider: str, region: str) -> Backend:
+    """The backend of `provider` for `region` (EKS: the region; GKE: the cluster's location), with the SDK's
+    standard configuration. Imported here: boto3 and google-cloud-container load only when used."""
+    if provider == "aws":
+        from geosched.providers.nodegroups.eks import Eks
+
+        return Eks(region)
+    if provider == "gcp":
+        from geosched.providers.nodegroups.gke import Gke
+
+        return Gke(region)
+    raise ValueError(f"no node pool backend for provider {provider!r}")
