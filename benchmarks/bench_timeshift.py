@@ -135,7 +135,7 @@ def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float]) 
     fleet, net = FLEETS[fleet_name]()
     grid, history = shipped_grid(fleet)
     assert grid.signal is not None
-    ctx = policies.PlacementContext(fleet, net)  # type: ignore[arg-type]
+    ctx = policies.PlacementContext(fleet, net)
     capacity = sum(n.gpus for n in fleet.nodes)
     print(f"\n2. {fleet_name}: {len(fleet.nodes)} nodes in {', '.join(sorted(fleet.regions))}; series: "
           f"{', '.join(sorted(history.series)) or 'none'} (others at their yearly mean)")
@@ -153,7 +153,7 @@ def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float]) 
             t = time.perf_counter()
             now, fcst, oracle = replay(trace, ctx, ["zone-first"], Weights(carbon=1.0), history, start.timestamp(),
                                        options=SimOptions(gpu="H100", backfill=True),
-                                       context_at=contexts_by_hour(fleet, net, grid.signal, start),  # type: ignore[arg-type]
+                                       context_at=contexts_by_hour(fleet, net, grid.signal, start),
                                        flex=Flexibility(24 * HOUR_S, share))
             pooled.append((now, fcst, oracle))
             print(f"   {month:5d} {now.kgco2e:8.0f} {fcst.kgco2e:8.0f} {1 - fcst.kgco2e / now.kgco2e:6.1%} "
