@@ -24,6 +24,10 @@ class Binaries:
         return Path(self.paths["kueue-config"])
 
     @property
+    def jobset_config(self) -> Path:
+        return Path(self.paths["jobset-config"])
+
+    @property
     def kwok_stages(self) -> Path:
         return Path(self.paths["kwok-stages"])
 

@@ -53,12 +53,14 @@ def render(bins: Binaries, directory: Path) -> list[Obj]:
     return [d for d in yaml.safe_load_all(target.read_text()) if d]
 
 
-def _url(port: int, client: Obj, ca: bytes) -> Obj:
+def loopback_client(port: int, client: Obj, ca: bytes) -> Obj:
+    """A webhook's Service clientConfig turned into the URL of a manager serving on loopback."""
     path = client["service"].get("path", "/")
     return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
 
 
-def _strip(obj: Obj) -> Obj:
+def strip(obj: Obj) -> Obj:
+    """A rendered object as one applies it: without what the server sets."""
     obj = copy.deepcopy(obj)
     obj.pop("status", None)
     obj["metadata"].pop("creationTimestamp", None)
@@ -69,8 +71,10 @@ class Kueue:
     """One Kueue manager on one cluster."""
 
     def __init__(self, plane: ControlPlane, cluster: Cluster, bins: Binaries, manifests: list[Obj], *,
-                 multikueue: bool = False, extra_config: Mapping[str, Any] | None = None) -> None:
+                 multikueue: bool = False, extra_config: Mapping[str, Any] | None = None,
+                 frameworks: tuple[str, ...] = ("batch/job",)) -> None:
         self.cluster = cluster
+        self.frameworks = frameworks
         self.directory = cluster.directory / "kueue"
         self.directory.mkdir()
         self.port = free_port()
@@ -83,12 +87,12 @@ class Kueue:
         (certs / "tls.key").write_bytes(serving.key)
         by_kind: dict[str, list[Obj]] = {}
         for obj in manifests:
-            by_kind.setdefault(obj["kind"], []).append(_strip(obj))
+            by_kind.setdefault(obj["kind"], []).append(strip(obj))
         with plane.kube(cluster.name) as kube:
             for crd in by_kind.pop("CustomResourceDefinition", []):
                 webhook = (crd["spec"].get("conversion") or {}).get("webhook")
                 if webhook:
-                    webhook["clientConfig"] = _url(self.port, webhook["clientConfig"], ca)
+                    webhook["clientConfig"] = loopback_client(self.port, webhook["clientConfig"], ca)
                 apply(kube, crd)
             self._wait_established(kube)
             config = self._configuration(by_kind, multikueue, extra_config or {})
@@ -119,7 +123,7 @@ class Kueue:
         with plane.kube(cluster.name) as kube:
             for hook in hooks:
                 for webhook in hook.get("webhooks") or []:
-                    webhook["clientConfig"] = _url(self.port, webhook["clientConfig"], ca)
+                    webhook["clientConfig"] = loopback_client(self.port, webhook["clientConfig"], ca)
                 apply(kube, hook)
             # Ready when the API server reaches the webhooks: a dry-run ClusterQueue goes through the mutating one.
             self.proc.wait_ready(lambda: self._dry_run(kube), 60)
@@ -150,7 +154,9 @@ class Kueue:
         config["webhook"] = {"port": self.port, "host": "127.0.0.1", "certDir": str(self.directory / "certs")}
         config["leaderElection"] = {"leaderElect": False}
         config["internalCertManagement"] = {"enable": False}
-        config["integrations"] = {"frameworks": ["batch/job"]}
+        # Kueue's integration names (its Configuration's integrations.frameworks); JobSet's needs the JobSet CRD,
+        # which the plane installs before Kueue starts (tests/realkube/jobset.py).
+        config["integrations"] = {"frameworks": list(self.frameworks)}
         if multikueue:
             config["multiKueue"] = {"dispatcherName": DISPATCHER, "gcInterval": "30s",
                                     "origin": f"multikueue-{self.cluster.name}"}
@@ -186,7 +192,7 @@ class Kueue:
 
 # Kueue's create-multikueue-kubeconfig.sh (site/static/examples/multikueue/create-multikueue-kubeconfig.sh, kueue
 # main): the restricted identity MultiKueue uses in a worker, with the script's rules for the kinds run here (batch
-# Jobs, pods, Workloads; the script also lists JobSet, Kubeflow, Ray and AppWrapper kinds, not installed here).
+# Jobs, JobSets, pods, Workloads; the script also lists Kubeflow, Ray and AppWrapper kinds, not installed here).
 MULTIKUEUE_SA = "multikueue-sa"
 _VERBS = ["create", "delete", "get", "list", "watch"]
 MULTIKUEUE_SA_OBJECTS: tuple[Obj, ...] = (
@@ -195,6 +201,8 @@ MULTIKUEUE_SA_OBJECTS: tuple[Obj, ...] = (
      "rules": [
          {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _VERBS},
          {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": _VERBS},
+         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
          {"apiGroups": [""], "resources": ["pods"], "verbs": _VERBS},
          {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": _VERBS},
          {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},

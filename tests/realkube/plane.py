@@ -3,6 +3,7 @@
 
 - manager: GKE's default pool only (2 x e2-standard-8); Kueue as MultiKueue manager, dispatcherName
   geosched.io/dispatcher.
+- Every cluster with Kueue also runs the JobSet controller (v0.11.1), and Kueue's jobset integration is on.
 - gke-us-central1: GKE Standard without the GPU operator (ExtendedResourceToleration on); H100 and L4 pools in
   us-central1-a, H100 in us-central1-b with one node tainted dedicated=inference; a MultiKueue worker.
 - eks-us-east-1: EKS managed node groups with the GPU operator's GFD; p5 (H100) in us-east-1a, p4d (A100) in
@@ -24,7 +25,7 @@ from typing import Any
 import yaml
 
 from geosched.kube.client import Kube
-from tests.realkube import nodes
+from tests.realkube import jobset, nodes
 from tests.realkube.binaries import Binaries
 from tests.realkube.cluster import (
     ClusterSpec,
@@ -56,6 +57,8 @@ SPECS = (
                 runtime_config=("scheduling.k8s.io/v1alpha2=true",)),
 )
 KUEUE_CLUSTERS = (MANAGER, GKE, EKS)
+# Kueue's integration names (its docs' integrations.frameworks): batch Jobs and JobSets, on manager and workers.
+KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 
 
 class Plane:
@@ -65,6 +68,7 @@ class Plane:
         self.kubeconfig = control.kubeconfig
         self.timings = control.timings
         self.kueues: dict[str, Kueue] = {}
+        self.jobsets: dict[str, jobset.JobSetController] = {}
 
     @classmethod
     def start(cls, bins: Binaries, specs: Sequence[ClusterSpec] = SPECS) -> Plane:
@@ -73,11 +77,19 @@ class Plane:
         plane = cls(control, directory)
         try:
             start = time.monotonic()
+            # JobSet first: Kueue's jobset integration needs the JobSet CRD when Kueue starts.
+            jobset_manifests = jobset.render(bins, directory)
+            for name in KUEUE_CLUSTERS:
+                if name in control.clusters:
+                    plane.jobsets[name] = jobset.JobSetController(control, control[name], bins, jobset_manifests)
+            plane.timings["jobset"] = time.monotonic() - start
+            start = time.monotonic()
             manifests = render(bins, directory)
             # One after the other: started side by side (threads), the managers' informers never synced.
             for name in KUEUE_CLUSTERS:
                 if name in control.clusters:
-                    plane.kueues[name] = Kueue(control, control[name], bins, manifests, multikueue=name == MANAGER)
+                    plane.kueues[name] = Kueue(control, control[name], bins, manifests, multikueue=name == MANAGER,
+                                               frameworks=KUEUE_FRAMEWORKS)
             plane.timings["kueue"] = time.monotonic() - start
             start = time.monotonic()
             plane._wire_multikueue()

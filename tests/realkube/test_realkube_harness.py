@@ -28,8 +28,25 @@ def test_paths_names_every_binary_not_built(tmp_path: Path) -> None:
     proc = run(sys.executable, str(SCRIPT), "paths", cache=tmp_path, ci=False)
     assert proc.returncode == 1
     for what in ("kube-apiserver (kubernetes v1.36.3)", "kube-scheduler", "kube-controller-manager", "kubectl",
-                 "etcd (etcd v3.6.8)", "kueue (kueue v0.17.0)", "kwok (kwok v0.8.0)"):
+                 "etcd (etcd v3.6.8)", "kueue (kueue v0.17.0)", "kwok (kwok v0.8.0)", "jobset (jobset v0.11.1)"):
         assert what in proc.stderr
+
+
+def test_jobset_is_pinned_built_by_default_and_found_where_its_build_puts_it(tmp_path: Path) -> None:
+    versions = run(sys.executable, str(SCRIPT), "versions", cache=tmp_path, ci=False)
+    assert versions.returncode == 0 and "jobset v0.11.1" in versions.stdout.splitlines()
+    # `build` with no names (what scripts/test runs) builds every entry: an unknown name lists them all.
+    unknown = run(sys.executable, str(SCRIPT), "build", "nothing", cache=tmp_path, ci=False)
+    assert unknown.returncode == 2 and "known: kubernetes, kueue, kwok, jobset" in unknown.stderr
+    # A finished build's layout (binary and release config beside it) is what `paths` reports, so it is reused.
+    (tmp_path / "jobset-v0.11.1" / "bin").mkdir(parents=True)
+    (tmp_path / "jobset-v0.11.1" / "bin" / "jobset").write_text("")
+    (tmp_path / "jobset-v0.11.1" / "config" / "default").mkdir(parents=True)
+    proc = run(sys.executable, str(SCRIPT), "paths", cache=tmp_path, ci=False)
+    found = yaml.safe_load(proc.stdout)
+    assert found["jobset"] == str(tmp_path / "jobset-v0.11.1" / "bin" / "jobset")
+    assert found["jobset-config"] == str(tmp_path / "jobset-v0.11.1" / "config")
+    assert "jobset (" not in proc.stderr
 
 
 def test_a_missing_binary_fails_the_suite_under_ci_with_the_builds_error(tmp_path: Path) -> None:

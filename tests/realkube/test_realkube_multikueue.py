@@ -226,3 +226,89 @@ def test_dispatch_once_beside_a_leader_refuses_and_writes_nothing(realkube: Plan
         assert leader.stop() == 0, leader.log.read_text()
     assert proc.returncode == 1, proc.stderr
     assert f"another dispatcher holds the Lease {NAMESPACE}/{LEASE}" in proc.stderr
+
+
+def user_jobset(name: str, gpu: str) -> dict[str, Any]:
+    """A JobSet as a team submits it to Kueue (Kueue's docs, "Run a JobSet": the queue-name label on the JobSet,
+    https://kueue.sigs.k8s.io/docs/tasks/run/jobsets/): two replicated jobs, a leader and one worker, each a pod of
+    8 GPUs on GFD's product label; field names from the JobSet v1alpha2 CRD of the release the plane runs."""
+    def replicated(role: str) -> dict[str, Any]:
+        pod = {"restartPolicy": "Never", "nodeSelector": {"nvidia.com/gpu.product": gpu}, "containers": [{
+            "name": role, "image": "ghcr.io/example/train:1",
+            "resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"nvidia.com/gpu": "8"}}}]}
+        return {"name": role, "replicas": 1,
+                "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                                      "template": {"spec": pod}}}}
+
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+            "spec": {"suspend": True, "replicatedJobs": [replicated("leader"), replicated("worker")]}}
+
+
+def jobset_status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    """A JobSet's status without its zero-valued fields: the worker's JobSet controller writes `restarts: 0`, while
+    Kueue's status patch of the manager's copy is a merge patch of what changed in the Go struct, where an absent
+    `restarts` already reads 0, so it never sends it (pkg/util/client PatchStatus; seen on this plane)."""
+    status = (kube.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}") or {}).get("status") or {}
+    return {k: v for k, v in status.items() if v not in (0, None, "", [], {})}
+
+
+def test_a_jobset_queued_on_the_manager_runs_on_the_worker_and_in_the_zone_geosched_chose(
+        realkube: Plane, mk_namespace: str, tmp_path: Path) -> None:
+    ns, name = mk_namespace, "h100-jobset"
+    identity = dispatcher_identity(realkube, tmp_path)
+    config = tmp_path / "dispatcher.yaml"
+    config.write_text(CONFIG)
+    with ExitStack() as stack, realkube.kube(MANAGER) as manager, realkube.kube(EKS) as eks:
+        replica = Replica(realkube, identity, tmp_path / "home", config, "dispatcher")
+        stack.callback(replica.stop)
+        manager.request("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets",
+                        body=user_jobset(name, "NVIDIA-H100-80GB-HBM3"))
+        # Kueue's webhook hands the JobSet to MultiKueue on the manager (spec.managedBy), so the manager's JobSet
+        # controller leaves it alone.
+        queued = manager.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}") or {}
+        assert queued["spec"].get("managedBy") == "kueue.x-k8s.io/multikueue", queued["spec"]
+        where = wait_until(lambda: (workload_of(manager, ns, name) or {}).get("status", {}).get("clusterName"), 120,
+                           what=f"Kueue to send the {name} Workload to a worker ({replica.log.read_text()[-2000:]})")
+        # GFD's H100 label exists only on EKS (GKE runs no GFD): geosched nominated EKS, and only EKS.
+        assert where == EKS
+        workload = workload_of(manager, ns, name) or {}
+        assert [ps["name"] for ps in workload["spec"]["podSets"]] == ["leader", "worker"]
+        events = manager.list_all(f"/api/v1/namespaces/{ns}/events")[0]
+        assert any(e["reason"] == "Nominated" and EKS in e["message"] for e in events), events
+
+        # On the worker: MultiKueue's copy of the JobSet, the JobSet controller's Jobs (one per replicated job),
+        # the Job controller's pods, bound by kube-scheduler to kwok nodes in EKS's H100 zone.
+        remote = wait_until(lambda: eks.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}"), 60,
+                            what="MultiKueue's JobSet on the worker")
+        assert remote["metadata"]["labels"].get("kueue.x-k8s.io/multikueue-origin"), remote["metadata"]
+        assert not remote["spec"].get("managedBy"), remote["spec"]
+        bound = wait_all_running(eks, ns, 2, f"jobset.sigs.k8s.io/jobset-name={name}", timeout=120)
+        assert {b.zone for b in bound} == {"us-east-1a"} and {b.scheduler for b in bound} == {"default-scheduler"}
+        assert len({b.node for b in bound}) == 2  # 8 GPUs each: one p5.48xlarge per pod
+        jobs = {j["metadata"]["name"]: j for j in eks.list_all(f"/apis/batch/v1/namespaces/{ns}/jobs")[0]}
+        assert sorted(jobs) == [f"{name}-leader-0", f"{name}-worker-0"]
+        assert all(any(o["kind"] == "JobSet" and o["name"] == name for o in j["metadata"]["ownerReferences"])
+                   for j in jobs.values())
+
+        # Kueue copies the worker's JobSet status to the manager's JobSet (its MultiKueue adapter's SyncJob).
+        seen: dict[str, Any] = {}
+
+        def mirrored() -> dict[str, Any] | None:
+            seen.update(manager=jobset_status(manager, ns, name), worker=jobset_status(eks, ns, name))
+            ready = {s["name"]: s.get("ready") for s in seen["worker"].get("replicatedJobsStatus") or []}
+            same = seen["manager"] == seen["worker"]
+            return seen["manager"] if ready == {"leader": 1, "worker": 1} and same else None
+
+        try:
+            status = wait_until(mirrored, 60, what="the manager's JobSet status to mirror the worker's")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: {seen}") from None
+        assert {s["name"]: s["active"] for s in status["replicatedJobsStatus"]} == {"leader": 1, "worker": 1}
+        # Nothing ran on the manager or the other worker.
+        assert not manager.list_all(f"/apis/batch/v1/namespaces/{ns}/jobs")[0]
+        assert not manager.list_all(f"/api/v1/namespaces/{ns}/pods")[0]
+        with realkube.kube(GKE) as gke:
+            assert not gke.list_all(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets")[0]
+            assert not gke.list_all(f"/api/v1/namespaces/{ns}/pods")[0]
+        assert replica.stop() == 0, replica.log.read_text()
