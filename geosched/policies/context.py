@@ -57,13 +57,27 @@ class PlacementContext:
         self.region_of: IntArray = self.region_of_zone[self.zone_of]
         self.cluster_of: IntArray = np.array([cluster_index[n.cluster] for n in nodes], dtype=np.int64)
         self.gpu_of: IntArray = np.array([gpu_index[n.gpu] for n in nodes], dtype=np.int64)
+        # Each node's (cluster, GPU) group (`base.group_ids`) and (cluster, GPU, zone) cell, once per snapshot
+        # rather than once per decision.
+        self.group_of: IntArray = self.cluster_of * len(self.gpu_names) + self.gpu_of
+        self.cell_of: IntArray = self.group_of * len(self.zone_names) + self.zone_of
+        self.group_count = int(self.group_of.max(initial=-1)) + 1
+        self.cell_count = int(self.cell_of.max(initial=-1)) + 1
         self.provider_of = np.array([n.provider for n in nodes], dtype=object)
         self.gpus_total: IntArray = np.array([n.gpus for n in nodes], dtype=np.int64)
         self.gpus_free: IntArray = np.array([n.gpus_free for n in nodes], dtype=np.int64)
         self.ready: BoolArray = np.array([n.state is NodeState.READY for n in nodes], dtype=bool)
         self.price_ondemand = _per_gpu([n.price_ondemand for n in nodes], self.gpus_total)
         self.price_spot = _per_gpu([n.price_spot for n in nodes], self.gpus_total)
+        # Per pricing: which nodes have a price, and the price with 0 where there is none (for every decision).
+        self.priced: dict[Pricing, tuple[BoolArray, FloatArray]] = {
+            Pricing.ON_DEMAND: (~np.isnan(self.price_ondemand), np.nan_to_num(self.price_ondemand, nan=0.0)),
+            Pricing.SPOT: (~np.isnan(self.price_spot), np.nan_to_num(self.price_spot, nan=0.0)),
+        }
         self._spot_risks = spot_risks or {}
+        # Each node's gCO2e per GPU-hour by job utilisation, filled as jobs ask: shared by the contexts
+        # `with_free` makes (same grid), a new one for each `with_grid`.
+        self._carbon_gpu: dict[float, FloatArray] = {}
 
         # kWh per GPU-hour at GPU utilisation 0 and 1, from the one energy model the report charges with
         # (policies/energy.py interpolates a job's utilisation between them).
@@ -153,7 +167,16 @@ class PlacementContext:
         time-shift decision's view of an hour, or of a run's mean (policies/timeshift.py)."""
         other = copy.copy(self)
         other.grid = np.asarray(per_region, dtype=np.float64)[self.region_of]
+        other._carbon_gpu = {}
         return other
+
+    def carbon_gpu(self, utilisation: float) -> FloatArray:
+        """Each node's gCO2e per GPU-hour at this GPU utilisation (energy per GPU-hour times the grid). Do not
+        change the array: it is shared by every decision on this snapshot's grid."""
+        out = self._carbon_gpu.get(utilisation)
+        if out is None:
+            out = self._carbon_gpu[utilisation] = kwh_per_gpu_hour(self, utilisation) * self.grid
+        return out
 
     def zone_link_known(self, a: str, b: str) -> bool:
         return pair_key(a, b) in self.network.zone_links
@@ -179,9 +202,25 @@ class JobView:
     price_ref: float
     carbon_ref: float
     ideal_step_ms: float
-    filters: tuple[str, ...]
-    removed: IntArray
+    # Each filter's reason and the nodes it keeps, in the order applied (`removed` is counted from them when read).
+    restrictions: tuple[tuple[str, BoolArray], ...]
     explain: bool = True
+
+    @property
+    def filters(self) -> tuple[str, ...]:
+        return tuple(reason for reason, _ in self.restrictions)
+
+    @cached_property
+    def removed(self) -> IntArray:
+        """Counted on first read, not in `job_view`: only an explanation or a NoFit reads it, and counting it on
+        every decision cost a replay several bincounts per job."""
+        ctx = self.ctx
+        left = np.ones(len(ctx.names), dtype=bool)
+        out = []
+        for _, mask in self.restrictions:
+            out.append(np.bincount(ctx.zone_of[left & ~mask], minlength=len(ctx.zone_names)))
+            left = left & mask
+        return np.array(out, dtype=np.int64)
 
     @property
     def candidates(self) -> IntArray:
@@ -216,13 +255,11 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
     """`explain=False` skips what only a person reads (rejections, alternatives): the simulator's fast path."""
     g = job.gpus_per_worker
     eligible = np.ones(len(ctx.names), dtype=bool)
-    filters: list[str] = []
-    removed: list[IntArray] = []
+    restrictions: list[tuple[str, BoolArray]] = []
 
     def restrict(mask: BoolArray, reason: str) -> None:
         nonlocal eligible
-        filters.append(reason)
-        removed.append(np.bincount(ctx.zone_of[eligible & ~mask], minlength=len(ctx.zone_names)))
+        restrictions.append((reason, mask))
         eligible = eligible & mask
 
     restrict(ctx.ready, "not ready")
@@ -243,7 +280,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         allowed = [i for i, c in enumerate(ctx.cluster_names) if c in job.clusters]
         restrict(np.isin(ctx.cluster_of, allowed), "in a cluster the job does not allow")
     price = ctx.price_ondemand if job.pricing is Pricing.ON_DEMAND else ctx.price_spot
-    restrict(~np.isnan(price), f"without a {job.pricing.value} price")
+    has_price, price_gpu = ctx.priced[job.pricing]
+    restrict(has_price, f"without a {job.pricing.value} price")
     cost = price
     if job.pricing is Pricing.SPOT:
         # The cost term charges the expected $ per useful hour (spotrisk.factor); a gang on nodes like this one
@@ -251,9 +289,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         members = np.ceil(job.gpus / np.maximum(ctx.gpus_total, 1))
         cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework.of(job.profile).hours, weights.spot_risk)
 
-    price_gpu = np.nan_to_num(price, nan=0.0)
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
-    carbon_gpu = kwh_per_gpu_hour(ctx, job.profile.utilisation) * ctx.grid
+    carbon_gpu = ctx.carbon_gpu(job.profile.utilisation)
     ideal = ideal_step_ms(ctx, job, eligible, capacity)
     return JobView(
         ctx=ctx,
@@ -267,8 +304,7 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         price_ref=_median_ref(cost[eligible]),
         carbon_ref=_median_ref(carbon_gpu[eligible]),
         ideal_step_ms=ideal,
-        filters=tuple(filters),
-        removed=np.array(removed, dtype=np.int64),
+        restrictions=tuple(restrictions),
         explain=explain,
     )
 

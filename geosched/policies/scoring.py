@@ -43,23 +43,38 @@ class Rings:
     b: IntArray
 
 
+# These three run on every decision, several times: written with the fewest numpy calls (np.append, np.diff and
+# np.concatenate cost more in call overhead than their work on a few hundred elements).
 def run_starts(values: IntArray) -> IntArray:
     """Where each run of equal values starts in a sorted array."""
-    if values.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    change = np.flatnonzero(values[1:] != values[:-1]) + 1
-    return np.concatenate(([0], change)).astype(np.int64)
+    change = np.empty(values.size, dtype=bool)
+    change[:1] = True
+    np.not_equal(values[1:], values[:-1], out=change[1:])
+    return np.flatnonzero(change).astype(np.int64, copy=False)
+
+
+def run_sizes(starts: IntArray, size: int) -> IntArray:
+    """How many elements each run holds, from the runs' starts and the array's size."""
+    sizes = np.empty(starts.size, dtype=np.int64)
+    sizes[:-1] = starts[1:] - starts[:-1]
+    sizes[-1:] = size - starts[-1:]
+    return sizes
 
 
 def run_ids(starts: IntArray, size: int) -> IntArray:
     """The run number of every element, from the runs' starts."""
-    return np.repeat(np.arange(starts.size), np.diff(np.append(starts, size)))
+    return np.repeat(np.arange(starts.size), run_sizes(starts, size))
 
 
 def ring(view: JobView, nodes: IntArray, starts: IntArray) -> Rings:
     """Bounding hops of a batch of rings: ring k is the distinct nodes nodes[starts[k]:starts[k+1]]."""
     ctx, job = view.ctx, view.job
     size = nodes.size
+    if size == starts.size:
+        # Every ring is one node (no network step), as for every gang of up to 8 GPUs: the answer the general
+        # path below reaches, without its sorting and link look-ups (the bulk of a replay's decisions).
+        return Rings(comm=np.zeros(size), rtt=np.zeros(size), loss=np.zeros(size), tput=np.full(size, math.inf),
+                     a=np.full(size, -1, dtype=np.int64), b=np.full(size, -1, dtype=np.int64))
     rid = run_ids(starts, size)
     # One key per (ring, region, zone) segment, in ring order.
     segment = (rid * len(ctx.region_keys) + ctx.region_of[nodes]) * len(ctx.zone_names) + ctx.zone_of[nodes]

@@ -39,8 +39,8 @@ import numpy as np
 from geosched.comm import comm_ms
 from geosched.models import Candidate, NoFit, Placement, Rejection
 from geosched.policies.base import fill, group_ids, no_capacity, placed, register
-from geosched.policies.context import FloatArray, IntArray, JobView
-from geosched.policies.scoring import Scored, run_ids, run_starts
+from geosched.policies.context import BoolArray, FloatArray, IntArray, JobView
+from geosched.policies.scoring import Scored, run_ids, run_sizes, run_starts
 
 NAME = "zone-first"
 MAX_COMBOS = 32
@@ -117,7 +117,7 @@ def zone_first(view: JobView) -> Placement | NoFit:
     score = np.full(len(ctx.names), np.inf)
     own = np.full(len(ctx.names), np.inf)
     score[cand], own[cand] = node_scores(view, cand)
-    cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
+    cell = ctx.cell_of
     # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
     order = cand[np.lexsort((cand, ctx.gpus_free[cand], score[cand], cell[cand]))]
     starts = run_starts(cell[order])
@@ -141,27 +141,48 @@ def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
     fits = cells.capacity >= job.workers
     cum = np.cumsum(cap)
     before = cum - cap - (cum - cap)[cells.starts][elem_cell]
-    take = np.clip(job.workers - before, 0, cap)
+    take = np.minimum(np.maximum(job.workers - before, 0), cap)  # np.clip's wrapper costs more than both
     sel = (take > 0) & fits[elem_cell]
     nodes, taken, grp = order[sel], take[sel], elem_cell[sel]
-    batch.add_runs(nodes, taken, np.diff(np.append(run_starts(grp), nodes.size)))
+    batch.add_runs(nodes, taken, run_sizes(run_starts(grp), nodes.size))
     # A node that holds the whole gang alone has no network step, whatever its link: it may beat its cell's
     # best fill even when its link ranks it last.
     alone = (cap >= job.workers) & fits[elem_cell]
     if alone.any():
         additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
-        solo = np.flatnonzero(alone)
-        solo = solo[np.lexsort((order[solo], view.ctx.gpus_free[order[solo]], additive[order[solo]],
-                                elem_cell[solo]))]
-        solo = order[solo[run_starts(elem_cell[solo])]]
-        one_node_fills = nodes[np.bincount(grp, minlength=fits.size)[grp] == 1]
-        solo = solo[~np.isin(solo, one_node_fills)]
+        solo = _cheapest_alone(view, cells, elem_cell, alone, additive[order])
+        # Leave out a node already taken alone as its cell's best fill (a mask: np.isin cost more than all this).
+        filled_alone = np.zeros(len(view.ctx.names), dtype=bool)
+        filled_alone[nodes[np.bincount(grp, minlength=fits.size)[grp] == 1]] = True
+        solo = solo[~filled_alone[solo]]
         batch.add_runs(solo, np.full(solo.size, job.workers), np.ones(solo.size, dtype=np.int64))
+
+
+def _cheapest_alone(view: JobView, cells: _Cells, elem_cell: IntArray, alone: BoolArray, additive: FloatArray,
+                    ) -> IntArray:
+    """Per cell, in cell order, the node of `alone` (indexed like `cells.order`) first by the lowest `additive`,
+    then the fewest free GPUs, then the lowest index: two segment minima, the same answer as a lexsort on those
+    keys without sorting a float key, which was the costliest call of a one-worker decision. A NaN term (0 x an
+    infinite price) keeps the sort, which orders NaN last where a minimum would not."""
+    order, free = cells.order, view.ctx.gpus_free
+    lowest = np.where(alone, additive, np.inf)
+    if np.isnan(lowest).any():
+        solo = np.flatnonzero(alone)
+        solo = solo[np.lexsort((order[solo], free[order[solo]], additive[solo], elem_cell[solo]))]
+        return order[solo[run_starts(elem_cell[solo])]]
+    tied = alone & (lowest == np.minimum.reduceat(lowest, cells.starts)[elem_cell])
+    key = np.where(tied, free[order] * len(view.ctx.names) + order, np.iinfo(np.int64).max)
+    out: IntArray = order[tied & (key == np.minimum.reduceat(key, cells.starts)[elem_cell])]
+    return out
 
 
 def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> None:
     """Zone sets of one region, then across regions, wherever they could win (module docstring)."""
     ctx, job, w = view.ctx, view.job, view.weights
+    if job.workers == 1 and not view.explain:
+        # One worker sits on one node, in one zone: the search can add no option, only the notes on limits
+        # that an explanation shows (and a NoFit cannot arise: every eligible node holds one worker).
+        return
     n_zones = len(ctx.zone_names)
     group, zone = np.divmod(cells.cell, n_zones)
     region = ctx.region_of_zone[zone]
@@ -252,12 +273,17 @@ def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Reject
     key = group * len(ctx.region_keys) + region
     lowest = np.full(int(key.max()) + 1, np.inf)
     np.minimum.at(lowest, key, additive)
-    several = np.bincount(key) > 1
-    for k in np.flatnonzero(several).tolist():
+    # The pools of a region with several cells whose lower bound could win, tested all at once: most fail,
+    # and a test per pool in Python cost more than the rest of the decision (issue 22, replay speed).
+    several = np.flatnonzero(np.bincount(key) > 1)
+    if best_single is not None:
+        several = several[(inside[several % len(ctx.region_keys)] + lowest[several]) * tol < best_single]
+    for k in several.tolist():
         g, r = divmod(k, len(ctx.region_keys))
-        if best_single is None or (inside[r] + lowest[k]) * tol < best_single:
-            consider(np.flatnonzero(key == k), f"{ctx.group_labels[g]} in {ctx.region_keys[r]}")
-    for g in np.unique(group).tolist():
+        consider(np.flatnonzero(key == k), f"{ctx.group_labels[g]} in {ctx.region_keys[r]}")
+    # Only pools with cells in two regions or more can cross regions: found in one pass, not pool by pool.
+    spans = np.bincount(np.unique(key) // len(ctx.region_keys))
+    for g in np.flatnonzero(spans > 1).tolist():
         in_group = np.flatnonzero(group == g)
         regions = np.unique(region[in_group]).tolist()
         if len(regions) < 2:
@@ -299,22 +325,30 @@ def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, us
     """Rank options (option k: nodes[starts[k]:starts[k+1]]) scored `total`: in the tolerance band of the best
     total, fewer regions, fewer zones, the tightest pool, best fit, lower total, cheaper, then first given."""
     ctx = view.ctx
-    rid = run_ids(starts, nodes.size)
-    zones = _distinct(rid, ctx.zone_of[nodes], starts.size)
-    regions = _distinct(rid, ctx.region_of[nodes], starts.size)
     # Best fit: whole free nodes left in the zones (of its cluster and GPU) the placement uses.
-    cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
+    cell = ctx.cell_of
     whole = (ctx.gpus_free == ctx.gpus_total) & view.eligible
-    cell_whole = np.bincount(cell[whole], minlength=int(cell.max()) + 1)
+    cell_whole = np.bincount(cell[whole], minlength=ctx.cell_count)
     elem_cell = cell[nodes]
-    by_cell = np.lexsort((elem_cell, rid))
-    first = np.ones(nodes.size, dtype=bool)
-    first[by_cell[1:]] = (rid[by_cell[1:]] != rid[by_cell[:-1]]) | (elem_cell[by_cell[1:]] != elem_cell[by_cell[:-1]])
-    left: FloatArray = np.bincount(rid, weights=cell_whole[elem_cell] * first - whole[nodes],
-                                   minlength=starts.size).astype(np.float64)
+    left: FloatArray
+    if nodes.size == starts.size:
+        # Every option one node (every gang of up to 8 GPUs): one zone, one region, its cell counted once; the
+        # same figures as below without the sorting.
+        zones = regions = np.ones(starts.size, dtype=np.int64)
+        left = (cell_whole[elem_cell] - whole[nodes]).astype(np.float64)
+    else:
+        rid = run_ids(starts, nodes.size)
+        zones = _distinct(rid, ctx.zone_of[nodes], starts.size)
+        regions = _distinct(rid, ctx.region_of[nodes], starts.size)
+        by_cell = np.lexsort((elem_cell, rid))
+        first = np.ones(nodes.size, dtype=bool)
+        first[by_cell[1:]] = ((rid[by_cell[1:]] != rid[by_cell[:-1]])
+                              | (elem_cell[by_cell[1:]] != elem_cell[by_cell[:-1]]))
+        left = np.bincount(rid, weights=cell_whole[elem_cell] * first - whole[nodes],
+                           minlength=starts.size).astype(np.float64)
     # Pool fit: free workers the placement's (cluster, GPU) pool keeps, as Kueue TAS's BestFit one level up.
     groups = group_ids(view)
-    pool_room = np.bincount(groups, weights=view.capacity, minlength=int(groups.max()) + 1)
+    pool_room = np.bincount(groups, weights=view.capacity, minlength=ctx.group_count)
     pool_left: FloatArray = (pool_room[groups[nodes[starts]]] - view.job.workers).astype(np.float64)
     best = float(total.min())
     band = total <= best * (1 + view.weights.zone_tolerance) + 1e-12
