@@ -69,15 +69,16 @@ class PlacementContext:
         self.ready: BoolArray = np.array([n.state is NodeState.READY for n in nodes], dtype=bool)
         self.price_ondemand = _per_gpu([n.price_ondemand for n in nodes], self.gpus_total)
         self.price_spot = _per_gpu([n.price_spot for n in nodes], self.gpus_total)
-        # Per pricing: which nodes have a price, and the price with 0 where there is none (for every decision).
-        self.priced: dict[Pricing, tuple[BoolArray, FloatArray]] = {
-            Pricing.ON_DEMAND: (~np.isnan(self.price_ondemand), np.nan_to_num(self.price_ondemand, nan=0.0)),
-            Pricing.SPOT: (~np.isnan(self.price_spot), np.nan_to_num(self.price_spot, nan=0.0)),
+        # Per pricing: which nodes have a price, the price with 0 where there is none, and which prices count in
+        # the median a score is normalised by (`_median_ref`): once per snapshot, not once per decision.
+        self.priced: dict[Pricing, tuple[BoolArray, FloatArray, BoolArray]] = {
+            pricing: (~np.isnan(price), np.nan_to_num(price, nan=0.0), _counted(price))
+            for pricing, price in ((Pricing.ON_DEMAND, self.price_ondemand), (Pricing.SPOT, self.price_spot))
         }
         self._spot_risks = spot_risks or {}
         # Each node's gCO2e per GPU-hour by job utilisation, filled as jobs ask: shared by the contexts
         # `with_free` makes (same grid), a new one for each `with_grid`.
-        self._carbon_gpu: dict[float, FloatArray] = {}
+        self._carbon_gpu: dict[float, tuple[FloatArray, BoolArray]] = {}
 
         # kWh per GPU-hour at GPU utilisation 0 and 1, from the one energy model the report charges with
         # (policies/energy.py interpolates a job's utilisation between them).
@@ -170,12 +171,14 @@ class PlacementContext:
         other._carbon_gpu = {}
         return other
 
-    def carbon_gpu(self, utilisation: float) -> FloatArray:
-        """Each node's gCO2e per GPU-hour at this GPU utilisation (energy per GPU-hour times the grid). Do not
-        change the array: it is shared by every decision on this snapshot's grid."""
+    def carbon_gpu(self, utilisation: float) -> tuple[FloatArray, BoolArray]:
+        """Each node's gCO2e per GPU-hour at this GPU utilisation (energy per GPU-hour times the grid), and which
+        values count in the median (`_median_ref`). Do not change the arrays: every decision on this snapshot's
+        grid shares them."""
         out = self._carbon_gpu.get(utilisation)
         if out is None:
-            out = self._carbon_gpu[utilisation] = kwh_per_gpu_hour(self, utilisation) * self.grid
+            carbon = kwh_per_gpu_hour(self, utilisation) * self.grid
+            out = self._carbon_gpu[utilisation] = (carbon, _counted(carbon))
         return out
 
     def zone_link_known(self, a: str, b: str) -> bool:
@@ -280,7 +283,7 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         allowed = [i for i, c in enumerate(ctx.cluster_names) if c in job.clusters]
         restrict(np.isin(ctx.cluster_of, allowed), "in a cluster the job does not allow")
     price = ctx.price_ondemand if job.pricing is Pricing.ON_DEMAND else ctx.price_spot
-    has_price, price_gpu = ctx.priced[job.pricing]
+    has_price, price_gpu, price_counted = ctx.priced[job.pricing]
     restrict(has_price, f"without a {job.pricing.value} price")
     cost = price
     if job.pricing is Pricing.SPOT:
@@ -290,7 +293,7 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework.of(job.profile).hours, weights.spot_risk)
 
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
-    carbon_gpu = ctx.carbon_gpu(job.profile.utilisation)
+    carbon_gpu, carbon_counted = ctx.carbon_gpu(job.profile.utilisation)
     ideal = ideal_step_ms(ctx, job, eligible, capacity)
     return JobView(
         ctx=ctx,
@@ -301,8 +304,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         price_gpu=price_gpu,
         cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0),
         carbon_gpu=carbon_gpu,
-        price_ref=_median_ref(cost[eligible]),
-        carbon_ref=_median_ref(carbon_gpu[eligible]),
+        price_ref=_median_ref(cost[eligible]) if cost is not price else _median(price[eligible & price_counted]),
+        carbon_ref=_median(carbon_gpu[eligible & carbon_counted]),
         ideal_step_ms=ideal,
         restrictions=tuple(restrictions),
         explain=explain,
@@ -344,10 +347,20 @@ def _median_ref(values: FloatArray) -> float:
     a region declared at 0 gCO2e/kWh) is left out of the reference, not made its median: with it in, the
     reference went to 0 and any priced candidate's term to billions, swamping every other term (issue 23). A
     free candidate still scores 0 on the term; when every eligible node is free, the term is 0 for all."""
-    finite = values[np.isfinite(values) & (values > 0)]
-    n = finite.size
+    return _median(values[_counted(values)])
+
+
+def _counted(values: FloatArray) -> BoolArray:
+    """The values `_median_ref` counts: finite and positive."""
+    out: BoolArray = np.isfinite(values) & (values > 0)
+    return out
+
+
+def _median(counted: FloatArray) -> float:
+    """`_median_ref` of values already screened by `_counted`."""
+    n = counted.size
     if n == 0:
         return 1.0
     # np.median's generic machinery costs more than the partition itself on every decision.
-    part = np.partition(finite, [(n - 1) // 2, n // 2])
+    part = np.partition(counted, [(n - 1) // 2, n // 2])
     return max(float(part[(n - 1) // 2] + part[n // 2]) / 2, 1e-9)

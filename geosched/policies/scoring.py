@@ -148,10 +148,15 @@ class Scored:
     def of(view: JobView, nodes: IntArray, workers: IntArray, starts: IntArray) -> Scored:
         rings = ring(view, nodes, starts)
         gpus = workers * view.job.gpus_per_worker
-        usd: FloatArray = np.add.reduceat(gpus * view.price_gpu[nodes], starts)
-        gco2e: FloatArray = np.add.reduceat(gpus * view.carbon_gpu[nodes], starts)
         # The cost term charges the risk-adjusted $/h of a spot job; the Score reports the price itself.
-        charged = usd if view.cost_gpu is view.price_gpu else np.add.reduceat(gpus * view.cost_gpu[nodes], starts)
+        spot = view.cost_gpu is not view.price_gpu
+        per_gpu = (view.price_gpu, view.carbon_gpu, view.cost_gpu) if spot else (view.price_gpu, view.carbon_gpu)
+        sums = [gpus * x[nodes] for x in per_gpu]
+        if nodes.size != starts.size:  # else one node per option (every gang of up to 8 GPUs): a sum of one term
+            sums = [np.add.reduceat(x, starts) for x in sums]
+        usd: FloatArray = sums[0]
+        gco2e: FloatArray = sums[1]
+        charged = sums[2] if spot else usd
         return Scored(nodes, workers, starts, scores(view, rings, charged, gco2e), usd, gco2e, rings)
 
     @property

@@ -118,18 +118,44 @@ def zone_first(view: JobView) -> Placement | NoFit:
     own = np.full(len(ctx.names), np.inf)
     score[cand], own[cand] = node_scores(view, cand)
     cell = ctx.cell_of
-    # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
-    order = cand[np.lexsort((cand, ctx.gpus_free[cand], score[cand], cell[cand]))]
-    starts = run_starts(cell[order])
-    cells = _Cells(order, cell[order][starts], starts, np.add.reduceat(view.capacity[order], starts), score,
-                   own)
     batch = _Batch()
-    _single_zone(view, cells, batch)
     limits: list[Rejection] = []
-    _multi_zone(view, cells, batch, limits)
+    if view.job.workers == 1 and not view.explain:
+        # One worker sits on one node, in one zone: no multi-zone option exists (the search would add only the
+        # notes on limits an explanation shows), and each cell's options are two minima, found without sorting
+        # its nodes by score: most of a replay's decisions (every gang of up to 8 GPUs) take this path.
+        order = cand[np.argsort(cell[cand], kind="stable")]
+        cells = _cells(view, order, score, own)
+        _one_worker(view, cells, batch)
+    else:
+        # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
+        order = cand[np.lexsort((cand, ctx.gpus_free[cand], score[cand], cell[cand]))]
+        cells = _cells(view, order, score, own)
+        _single_zone(view, cells, batch)
+        _multi_zone(view, cells, batch, limits)
     if not batch:
         return no_capacity(view, NAME, limits + _short_cells(view, cells))
     return _choose(view, cells, batch, limits)
+
+
+def _cells(view: JobView, order: IntArray, score: FloatArray, own: FloatArray) -> _Cells:
+    """`order`: the candidates grouped by cell, in cell order."""
+    cell = view.ctx.cell_of[order]
+    starts = run_starts(cell)
+    return _Cells(order, cell[starts], starts, np.add.reduceat(view.capacity[order], starts), score, own)
+
+
+def _one_worker(view: JobView, cells: _Cells, batch: _Batch) -> None:
+    """`_single_zone` for a gang of one worker, whatever the order of each cell's nodes: every eligible node holds
+    the worker, so each cell's best fill is its node of the lowest (score, free GPUs, index), and its best node
+    alone is that of the lowest (additive terms, free GPUs, index), unless it is the same node."""
+    order = cells.order
+    fills = _lowest_per_cell(view, cells, cells.score[order])
+    additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
+    solo = _lowest_per_cell(view, cells, additive[order])
+    solo = solo[solo != fills]
+    batch.add_runs(fills, np.ones(fills.size, dtype=np.int64), np.ones(fills.size, dtype=np.int64))
+    batch.add_runs(solo, np.ones(solo.size, dtype=np.int64), np.ones(solo.size, dtype=np.int64))
 
 
 def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
@@ -150,7 +176,7 @@ def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
     alone = (cap >= job.workers) & fits[elem_cell]
     if alone.any():
         additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
-        solo = _cheapest_alone(view, cells, elem_cell, alone, additive[order])
+        solo = _lowest_per_cell(view, cells, additive[order], alone)
         # Leave out a node already taken alone as its cell's best fill (a mask: np.isin cost more than all this).
         filled_alone = np.zeros(len(view.ctx.names), dtype=bool)
         filled_alone[nodes[np.bincount(grp, minlength=fits.size)[grp] == 1]] = True
@@ -158,31 +184,34 @@ def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
         batch.add_runs(solo, np.full(solo.size, job.workers), np.ones(solo.size, dtype=np.int64))
 
 
-def _cheapest_alone(view: JobView, cells: _Cells, elem_cell: IntArray, alone: BoolArray, additive: FloatArray,
-                    ) -> IntArray:
-    """Per cell, in cell order, the node of `alone` (indexed like `cells.order`) first by the lowest `additive`,
-    then the fewest free GPUs, then the lowest index: two segment minima, the same answer as a lexsort on those
-    keys without sorting a float key, which was the costliest call of a one-worker decision. A NaN term (0 x an
-    infinite price) keeps the sort, which orders NaN last where a minimum would not."""
-    order, free = cells.order, view.ctx.gpus_free
-    lowest = np.where(alone, additive, np.inf)
-    if np.isnan(lowest).any():
-        solo = np.flatnonzero(alone)
-        solo = solo[np.lexsort((order[solo], free[order[solo]], additive[solo], elem_cell[solo]))]
-        return order[solo[run_starts(elem_cell[solo])]]
-    tied = alone & (lowest == np.minimum.reduceat(lowest, cells.starts)[elem_cell])
-    key = np.where(tied, free[order] * len(view.ctx.names) + order, np.iinfo(np.int64).max)
-    out: IntArray = order[tied & (key == np.minimum.reduceat(key, cells.starts)[elem_cell])]
+def _lowest_per_cell(view: JobView, cells: _Cells, values: FloatArray, among: BoolArray | None = None) -> IntArray:
+    """Per cell, in cell order, the node of `among` (default: all; both indexed like `cells.order`) of the lowest
+    `values`, then the fewest free GPUs, then the lowest index: two segment minima, the same answer as a lexsort
+    on those keys without sorting a float key, which was the costliest call of a one-worker decision. A NaN value
+    (0 x an infinite price) keeps the sort, which orders NaN last where a minimum would not."""
+    order, free, n = cells.order, view.ctx.gpus_free, len(view.ctx.names)
+    sizes = run_sizes(cells.starts, order.size)
+    lowest = values if among is None else np.where(among, values, np.inf)
+    least = np.minimum.reduceat(lowest, cells.starts)
+    if np.isnan(least).any():  # a minimum is NaN wherever its cell holds one
+        elem_cell = np.repeat(np.arange(cells.starts.size), sizes)
+        solo = np.flatnonzero(among) if among is not None else np.arange(order.size)
+        solo = solo[np.lexsort((order[solo], free[order[solo]], values[solo], elem_cell[solo]))]
+        out: IntArray = order[solo[run_starts(elem_cell[solo])]]
+        return out
+    tied = lowest == np.repeat(least, sizes)
+    if among is not None:
+        tied &= among
+    # Free GPUs, then index, as one key whose remainder is the node.
+    none = np.iinfo(np.int64).max
+    best = np.minimum.reduceat(np.where(tied, free[order] * n + order, none), cells.starts)
+    out = best[best != none] % n
     return out
 
 
 def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> None:
     """Zone sets of one region, then across regions, wherever they could win (module docstring)."""
     ctx, job, w = view.ctx, view.job, view.weights
-    if job.workers == 1 and not view.explain:
-        # One worker sits on one node, in one zone: the search can add no option, only the notes on limits
-        # that an explanation shows (and a NoFit cannot arise: every eligible node holds one worker).
-        return
     n_zones = len(ctx.zone_names)
     group, zone = np.divmod(cells.cell, n_zones)
     region = ctx.region_of_zone[zone]
