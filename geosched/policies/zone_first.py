@@ -45,6 +45,7 @@ from geosched.policies.scoring import Scored, run_ids, run_sizes, run_starts
 NAME = "zone-first"
 MAX_COMBOS = 32
 MAX_LEVELS = 4
+_NO_NODE = np.iinfo(np.int64).max  # a segment minimum's key where the cell has no node to offer
 
 
 def node_scores(view: JobView, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
@@ -154,8 +155,9 @@ def _one_worker(view: JobView, cells: _Cells, batch: _Batch) -> None:
     additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
     solo = _lowest_per_cell(view, cells, additive[order])
     solo = solo[solo != fills]
-    batch.add_runs(fills, np.ones(fills.size, dtype=np.int64), np.ones(fills.size, dtype=np.int64))
-    batch.add_runs(solo, np.ones(solo.size, dtype=np.int64), np.ones(solo.size, dtype=np.int64))
+    ones = np.ones(fills.size, dtype=np.int64)  # one worker on one node per option; never written to
+    batch.add_runs(fills, ones, ones)
+    batch.add_runs(solo, ones[: solo.size], ones[: solo.size])
 
 
 def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
@@ -203,7 +205,7 @@ def _lowest_per_cell(view: JobView, cells: _Cells, values: FloatArray, among: Bo
     if among is not None:
         tied &= among
     # Free GPUs, then index, as one key whose remainder is the node.
-    none = np.iinfo(np.int64).max
+    none = _NO_NODE
     best = np.minimum.reduceat(np.where(tied, free[order] * n + order, none), cells.starts)
     out = best[best != none] % n
     return out
