@@ -172,6 +172,7 @@ def speed(ctx: PlacementContext, n: int, load: float) -> None:
     print(f"zone-first: {total:.1f} s wall ({n / total:,.0f} jobs/s; target <= 30 s), {len(calls):,} policy calls, "
           f"{spent:.1f} s inside place() = {spent / len(calls) * 1e3:.2f} ms per call, "
           f"{(total - spent):.1f} s elsewhere")
+    print(f"replay / engine alone: {total / engine_s:.2f}x (issue 22 target <= 4x; both timed in this run)")
     print(HEADER)
     print(row(result))
 

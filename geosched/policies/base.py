@@ -55,7 +55,7 @@ def fill(view: JobView, order: IntArray) -> tuple[IntArray, IntArray]:
     """Take workers from nodes in `order` until the gang is complete: (nodes, workers per node)."""
     cap = view.capacity[order]
     before = np.cumsum(cap) - cap
-    take = np.clip(view.job.workers - before, 0, cap)
+    take = np.minimum(np.maximum(view.job.workers - before, 0), cap)  # np.clip: same, with more call overhead
     keep = take > 0
     return order[keep], take[keep]
 
@@ -64,11 +64,14 @@ def placed(view: JobView, policy: str, nodes: IntArray, workers: IntArray,
            rejected: Sequence[Rejection] = (), alternatives: Sequence[Candidate] = (),
            score: Score | None = None) -> Placement:
     ctx = view.ctx
-    zones = tuple(sorted({ctx.zone_names[z] for z in ctx.zone_of[nodes]}))
-    regions = tuple(sorted({ctx.region_keys[r] for r in ctx.region_of[nodes]}))
-    clusters = {ctx.cluster_names[c] for c in ctx.cluster_of[nodes]}
+    # Plain ints before indexing lists: a replay builds a placement per job.
+    zone_ids = ctx.zone_of[nodes].tolist()
+    zone_of = dict(zip(nodes.tolist(), zone_ids, strict=True))
+    zones = tuple(sorted({ctx.zone_names[z] for z in zone_ids}))
+    regions = tuple(sorted({ctx.region_keys[r] for r in ctx.region_of[nodes].tolist()}))
+    clusters = {ctx.cluster_names[c] for c in ctx.cluster_of[nodes].tolist()}
     assignments = tuple(
-        Assignment(node=ctx.names[i], zone=ctx.zone_names[ctx.zone_of[i]], workers=int(k))
+        Assignment(node=ctx.names[i], zone=ctx.zone_names[zone_of[i]], workers=int(k))
         for i, k in sorted(zip(nodes.tolist(), workers.tolist(), strict=True), key=lambda p: ctx.names[p[0]])
     )
     return Placement(
@@ -105,8 +108,7 @@ def no_capacity(view: JobView, policy: str, extra: Sequence[Rejection] = ()) -> 
 
 def group_ids(view: JobView) -> IntArray:
     """A gang stays inside one cluster and on one GPU model: the (cluster, GPU) group of each node."""
-    ctx = view.ctx
-    return ctx.cluster_of * len(ctx.gpu_names) + ctx.gpu_of
+    return view.ctx.group_of
 
 
 def fitting_pools(view: JobView) -> list[tuple[int, IntArray]]:

@@ -57,13 +57,28 @@ class PlacementContext:
         self.region_of: IntArray = self.region_of_zone[self.zone_of]
         self.cluster_of: IntArray = np.array([cluster_index[n.cluster] for n in nodes], dtype=np.int64)
         self.gpu_of: IntArray = np.array([gpu_index[n.gpu] for n in nodes], dtype=np.int64)
+        # Each node's (cluster, GPU) group (`base.group_ids`) and (cluster, GPU, zone) cell, once per snapshot
+        # rather than once per decision.
+        self.group_of: IntArray = self.cluster_of * len(self.gpu_names) + self.gpu_of
+        self.cell_of: IntArray = self.group_of * len(self.zone_names) + self.zone_of
+        self.group_count = int(self.group_of.max(initial=-1)) + 1
+        self.cell_count = int(self.cell_of.max(initial=-1)) + 1
         self.provider_of = np.array([n.provider for n in nodes], dtype=object)
         self.gpus_total: IntArray = np.array([n.gpus for n in nodes], dtype=np.int64)
         self.gpus_free: IntArray = np.array([n.gpus_free for n in nodes], dtype=np.int64)
         self.ready: BoolArray = np.array([n.state is NodeState.READY for n in nodes], dtype=bool)
         self.price_ondemand = _per_gpu([n.price_ondemand for n in nodes], self.gpus_total)
         self.price_spot = _per_gpu([n.price_spot for n in nodes], self.gpus_total)
+        # Per pricing: which nodes have a price, the price with 0 where there is none, and which prices count in
+        # the median a score is normalised by (`_median_ref`): once per snapshot, not once per decision.
+        self.priced: dict[Pricing, tuple[BoolArray, FloatArray, BoolArray]] = {
+            pricing: (~np.isnan(price), np.nan_to_num(price, nan=0.0), _counted(price))
+            for pricing, price in ((Pricing.ON_DEMAND, self.price_ondemand), (Pricing.SPOT, self.price_spot))
+        }
         self._spot_risks = spot_risks or {}
+        # Each node's gCO2e per GPU-hour by job utilisation, filled as jobs ask: shared by the contexts
+        # `with_free` makes (same grid), a new one for each `with_grid`.
+        self._carbon_gpu: dict[float, tuple[FloatArray, BoolArray]] = {}
 
         # kWh per GPU-hour at GPU utilisation 0 and 1, from the one energy model the report charges with
         # (policies/energy.py interpolates a job's utilisation between them).
@@ -153,7 +168,18 @@ class PlacementContext:
         time-shift decision's view of an hour, or of a run's mean (policies/timeshift.py)."""
         other = copy.copy(self)
         other.grid = np.asarray(per_region, dtype=np.float64)[self.region_of]
+        other._carbon_gpu = {}
         return other
+
+    def carbon_gpu(self, utilisation: float) -> tuple[FloatArray, BoolArray]:
+        """Each node's gCO2e per GPU-hour at this GPU utilisation (energy per GPU-hour times the grid), and which
+        values count in the median (`_median_ref`). Do not change the arrays: every decision on this snapshot's
+        grid shares them."""
+        out = self._carbon_gpu.get(utilisation)
+        if out is None:
+            carbon = kwh_per_gpu_hour(self, utilisation) * self.grid
+            out = self._carbon_gpu[utilisation] = (carbon, _counted(carbon))
+        return out
 
     def zone_link_known(self, a: str, b: str) -> bool:
         return pair_key(a, b) in self.network.zone_links
@@ -179,9 +205,25 @@ class JobView:
     price_ref: float
     carbon_ref: float
     ideal_step_ms: float
-    filters: tuple[str, ...]
-    removed: IntArray
+    # Each filter's reason and the nodes it keeps, in the order applied (`removed` is counted from them when read).
+    restrictions: tuple[tuple[str, BoolArray], ...]
     explain: bool = True
+
+    @property
+    def filters(self) -> tuple[str, ...]:
+        return tuple(reason for reason, _ in self.restrictions)
+
+    @cached_property
+    def removed(self) -> IntArray:
+        """Counted on first read, not in `job_view`: only an explanation or a NoFit reads it, and counting it on
+        every decision cost a replay several bincounts per job."""
+        ctx = self.ctx
+        left = np.ones(len(ctx.names), dtype=bool)
+        out = []
+        for _, mask in self.restrictions:
+            out.append(np.bincount(ctx.zone_of[left & ~mask], minlength=len(ctx.zone_names)))
+            left = left & mask
+        return np.array(out, dtype=np.int64)
 
     @property
     def candidates(self) -> IntArray:
@@ -216,13 +258,11 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
     """`explain=False` skips what only a person reads (rejections, alternatives): the simulator's fast path."""
     g = job.gpus_per_worker
     eligible = np.ones(len(ctx.names), dtype=bool)
-    filters: list[str] = []
-    removed: list[IntArray] = []
+    restrictions: list[tuple[str, BoolArray]] = []
 
     def restrict(mask: BoolArray, reason: str) -> None:
         nonlocal eligible
-        filters.append(reason)
-        removed.append(np.bincount(ctx.zone_of[eligible & ~mask], minlength=len(ctx.zone_names)))
+        restrictions.append((reason, mask))
         eligible = eligible & mask
 
     restrict(ctx.ready, "not ready")
@@ -243,7 +283,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         allowed = [i for i, c in enumerate(ctx.cluster_names) if c in job.clusters]
         restrict(np.isin(ctx.cluster_of, allowed), "in a cluster the job does not allow")
     price = ctx.price_ondemand if job.pricing is Pricing.ON_DEMAND else ctx.price_spot
-    restrict(~np.isnan(price), f"without a {job.pricing.value} price")
+    has_price, price_gpu, price_counted = ctx.priced[job.pricing]
+    restrict(has_price, f"without a {job.pricing.value} price")
     cost = price
     if job.pricing is Pricing.SPOT:
         # The cost term charges the expected $ per useful hour (spotrisk.factor); a gang on nodes like this one
@@ -251,9 +292,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         members = np.ceil(job.gpus / np.maximum(ctx.gpus_total, 1))
         cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework.of(job.profile).hours, weights.spot_risk)
 
-    price_gpu = np.nan_to_num(price, nan=0.0)
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
-    carbon_gpu = kwh_per_gpu_hour(ctx, job.profile.utilisation) * ctx.grid
+    carbon_gpu, carbon_counted = ctx.carbon_gpu(job.profile.utilisation)
     ideal = ideal_step_ms(ctx, job, eligible, capacity)
     return JobView(
         ctx=ctx,
@@ -264,11 +304,10 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         price_gpu=price_gpu,
         cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0),
         carbon_gpu=carbon_gpu,
-        price_ref=_median_ref(cost[eligible]),
-        carbon_ref=_median_ref(carbon_gpu[eligible]),
+        price_ref=_median_ref(cost[eligible]) if cost is not price else _median(price[eligible & price_counted]),
+        carbon_ref=_median(carbon_gpu[eligible & carbon_counted]),
         ideal_step_ms=ideal,
-        filters=tuple(filters),
-        removed=np.array(removed, dtype=np.int64),
+        restrictions=tuple(restrictions),
         explain=explain,
     )
 
@@ -308,10 +347,20 @@ def _median_ref(values: FloatArray) -> float:
     a region declared at 0 gCO2e/kWh) is left out of the reference, not made its median: with it in, the
     reference went to 0 and any priced candidate's term to billions, swamping every other term (issue 23). A
     free candidate still scores 0 on the term; when every eligible node is free, the term is 0 for all."""
-    finite = values[np.isfinite(values) & (values > 0)]
-    n = finite.size
+    return _median(values[_counted(values)])
+
+
+def _counted(values: FloatArray) -> BoolArray:
+    """The values `_median_ref` counts: finite and positive."""
+    out: BoolArray = np.isfinite(values) & (values > 0)
+    return out
+
+
+def _median(counted: FloatArray) -> float:
+    """`_median_ref` of values already screened by `_counted`."""
+    n = counted.size
     if n == 0:
         return 1.0
     # np.median's generic machinery costs more than the partition itself on every decision.
-    part = np.partition(finite, [(n - 1) // 2, n // 2])
+    part = np.partition(counted, [(n - 1) // 2, n // 2])
     return max(float(part[(n - 1) // 2] + part[n // 2]) / 2, 1e-9)

@@ -43,23 +43,38 @@ class Rings:
     b: IntArray
 
 
+# These three run on every decision, several times: written with the fewest numpy calls (np.append, np.diff and
+# np.concatenate cost more in call overhead than their work on a few hundred elements).
 def run_starts(values: IntArray) -> IntArray:
     """Where each run of equal values starts in a sorted array."""
-    if values.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    change = np.flatnonzero(values[1:] != values[:-1]) + 1
-    return np.concatenate(([0], change)).astype(np.int64)
+    change = np.empty(values.size, dtype=bool)
+    change[:1] = True
+    np.not_equal(values[1:], values[:-1], out=change[1:])
+    return np.flatnonzero(change).astype(np.int64, copy=False)
+
+
+def run_sizes(starts: IntArray, size: int) -> IntArray:
+    """How many elements each run holds, from the runs' starts and the array's size."""
+    sizes = np.empty(starts.size, dtype=np.int64)
+    sizes[:-1] = starts[1:] - starts[:-1]
+    sizes[-1:] = size - starts[-1:]
+    return sizes
 
 
 def run_ids(starts: IntArray, size: int) -> IntArray:
     """The run number of every element, from the runs' starts."""
-    return np.repeat(np.arange(starts.size), np.diff(np.append(starts, size)))
+    return np.repeat(np.arange(starts.size), run_sizes(starts, size))
 
 
 def ring(view: JobView, nodes: IntArray, starts: IntArray) -> Rings:
     """Bounding hops of a batch of rings: ring k is the distinct nodes nodes[starts[k]:starts[k+1]]."""
     ctx, job = view.ctx, view.job
     size = nodes.size
+    if size == starts.size:
+        # Every ring is one node (no network step), as for every gang of up to 8 GPUs: the answer the general
+        # path below reaches, without its sorting and link look-ups (the bulk of a replay's decisions).
+        return Rings(comm=np.zeros(size), rtt=np.zeros(size), loss=np.zeros(size), tput=np.full(size, math.inf),
+                     a=np.full(size, -1, dtype=np.int64), b=np.full(size, -1, dtype=np.int64))
     rid = run_ids(starts, size)
     # One key per (ring, region, zone) segment, in ring order.
     segment = (rid * len(ctx.region_keys) + ctx.region_of[nodes]) * len(ctx.zone_names) + ctx.zone_of[nodes]
@@ -133,10 +148,15 @@ class Scored:
     def of(view: JobView, nodes: IntArray, workers: IntArray, starts: IntArray) -> Scored:
         rings = ring(view, nodes, starts)
         gpus = workers * view.job.gpus_per_worker
-        usd: FloatArray = np.add.reduceat(gpus * view.price_gpu[nodes], starts)
-        gco2e: FloatArray = np.add.reduceat(gpus * view.carbon_gpu[nodes], starts)
         # The cost term charges the risk-adjusted $/h of a spot job; the Score reports the price itself.
-        charged = usd if view.cost_gpu is view.price_gpu else np.add.reduceat(gpus * view.cost_gpu[nodes], starts)
+        spot = view.cost_gpu is not view.price_gpu
+        per_gpu = (view.price_gpu, view.carbon_gpu, view.cost_gpu) if spot else (view.price_gpu, view.carbon_gpu)
+        sums = [gpus * x[nodes] for x in per_gpu]
+        if nodes.size != starts.size:  # else one node per option (every gang of up to 8 GPUs): a sum of one term
+            sums = [np.add.reduceat(x, starts) for x in sums]
+        usd: FloatArray = sums[0]
+        gco2e: FloatArray = sums[1]
+        charged = sums[2] if spot else usd
         return Scored(nodes, workers, starts, scores(view, rings, charged, gco2e), usd, gco2e, rings)
 
     @property

@@ -39,12 +39,13 @@ import numpy as np
 from geosched.comm import comm_ms
 from geosched.models import Candidate, NoFit, Placement, Rejection
 from geosched.policies.base import fill, group_ids, no_capacity, placed, register
-from geosched.policies.context import FloatArray, IntArray, JobView
-from geosched.policies.scoring import Scored, run_ids, run_starts
+from geosched.policies.context import BoolArray, FloatArray, IntArray, JobView
+from geosched.policies.scoring import Scored, run_ids, run_sizes, run_starts
 
 NAME = "zone-first"
 MAX_COMBOS = 32
 MAX_LEVELS = 4
+_NO_NODE = np.iinfo(np.int64).max  # a segment minimum's key where the cell has no node to offer
 
 
 def node_scores(view: JobView, nodes: IntArray) -> tuple[FloatArray, FloatArray]:
@@ -117,19 +118,46 @@ def zone_first(view: JobView) -> Placement | NoFit:
     score = np.full(len(ctx.names), np.inf)
     own = np.full(len(ctx.names), np.inf)
     score[cand], own[cand] = node_scores(view, cand)
-    cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
-    # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
-    order = cand[np.lexsort((cand, ctx.gpus_free[cand], score[cand], cell[cand]))]
-    starts = run_starts(cell[order])
-    cells = _Cells(order, cell[order][starts], starts, np.add.reduceat(view.capacity[order], starts), score,
-                   own)
+    cell = ctx.cell_of
     batch = _Batch()
-    _single_zone(view, cells, batch)
     limits: list[Rejection] = []
-    _multi_zone(view, cells, batch, limits)
+    if view.job.workers == 1 and not view.explain:
+        # One worker sits on one node, in one zone: no multi-zone option exists (the search would add only the
+        # notes on limits an explanation shows), and each cell's options are two minima, found without sorting
+        # its nodes by score: most of a replay's decisions (every gang of up to 8 GPUs) take this path.
+        order = cand[np.argsort(cell[cand], kind="stable")]
+        cells = _cells(view, order, score, own)
+        _one_worker(view, cells, batch)
+    else:
+        # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
+        order = cand[np.lexsort((cand, ctx.gpus_free[cand], score[cand], cell[cand]))]
+        cells = _cells(view, order, score, own)
+        _single_zone(view, cells, batch)
+        _multi_zone(view, cells, batch, limits)
     if not batch:
         return no_capacity(view, NAME, limits + _short_cells(view, cells))
     return _choose(view, cells, batch, limits)
+
+
+def _cells(view: JobView, order: IntArray, score: FloatArray, own: FloatArray) -> _Cells:
+    """`order`: the candidates grouped by cell, in cell order."""
+    cell = view.ctx.cell_of[order]
+    starts = run_starts(cell)
+    return _Cells(order, cell[starts], starts, np.add.reduceat(view.capacity[order], starts), score, own)
+
+
+def _one_worker(view: JobView, cells: _Cells, batch: _Batch) -> None:
+    """`_single_zone` for a gang of one worker, whatever the order of each cell's nodes: every eligible node holds
+    the worker, so each cell's best fill is its node of the lowest (score, free GPUs, index), and its best node
+    alone is that of the lowest (additive terms, free GPUs, index), unless it is the same node."""
+    order = cells.order
+    fills = _lowest_per_cell(view, cells, cells.score[order])
+    additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
+    solo = _lowest_per_cell(view, cells, additive[order])
+    solo = solo[solo != fills]
+    ones = np.ones(fills.size, dtype=np.int64)  # one worker on one node per option; never written to
+    batch.add_runs(fills, ones, ones)
+    batch.add_runs(solo, ones[: solo.size], ones[: solo.size])
 
 
 def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
@@ -141,22 +169,46 @@ def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
     fits = cells.capacity >= job.workers
     cum = np.cumsum(cap)
     before = cum - cap - (cum - cap)[cells.starts][elem_cell]
-    take = np.clip(job.workers - before, 0, cap)
+    take = np.minimum(np.maximum(job.workers - before, 0), cap)  # np.clip's wrapper costs more than both
     sel = (take > 0) & fits[elem_cell]
     nodes, taken, grp = order[sel], take[sel], elem_cell[sel]
-    batch.add_runs(nodes, taken, np.diff(np.append(run_starts(grp), nodes.size)))
+    batch.add_runs(nodes, taken, run_sizes(run_starts(grp), nodes.size))
     # A node that holds the whole gang alone has no network step, whatever its link: it may beat its cell's
     # best fill even when its link ranks it last.
     alone = (cap >= job.workers) & fits[elem_cell]
     if alone.any():
         additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
-        solo = np.flatnonzero(alone)
-        solo = solo[np.lexsort((order[solo], view.ctx.gpus_free[order[solo]], additive[order[solo]],
-                                elem_cell[solo]))]
-        solo = order[solo[run_starts(elem_cell[solo])]]
-        one_node_fills = nodes[np.bincount(grp, minlength=fits.size)[grp] == 1]
-        solo = solo[~np.isin(solo, one_node_fills)]
+        solo = _lowest_per_cell(view, cells, additive[order], alone)
+        # Leave out a node already taken alone as its cell's best fill (a mask: np.isin cost more than all this).
+        filled_alone = np.zeros(len(view.ctx.names), dtype=bool)
+        filled_alone[nodes[np.bincount(grp, minlength=fits.size)[grp] == 1]] = True
+        solo = solo[~filled_alone[solo]]
         batch.add_runs(solo, np.full(solo.size, job.workers), np.ones(solo.size, dtype=np.int64))
+
+
+def _lowest_per_cell(view: JobView, cells: _Cells, values: FloatArray, among: BoolArray | None = None) -> IntArray:
+    """Per cell, in cell order, the node of `among` (default: all; both indexed like `cells.order`) of the lowest
+    `values`, then the fewest free GPUs, then the lowest index: two segment minima, the same answer as a lexsort
+    on those keys without sorting a float key, which was the costliest call of a one-worker decision. A NaN value
+    (0 x an infinite price) keeps the sort, which orders NaN last where a minimum would not."""
+    order, free, n = cells.order, view.ctx.gpus_free, len(view.ctx.names)
+    sizes = run_sizes(cells.starts, order.size)
+    lowest = values if among is None else np.where(among, values, np.inf)
+    least = np.minimum.reduceat(lowest, cells.starts)
+    if np.isnan(least).any():  # a minimum is NaN wherever its cell holds one
+        elem_cell = np.repeat(np.arange(cells.starts.size), sizes)
+        solo = np.flatnonzero(among) if among is not None else np.arange(order.size)
+        solo = solo[np.lexsort((order[solo], free[order[solo]], values[solo], elem_cell[solo]))]
+        out: IntArray = order[solo[run_starts(elem_cell[solo])]]
+        return out
+    tied = lowest == np.repeat(least, sizes)
+    if among is not None:
+        tied &= among
+    # Free GPUs, then index, as one key whose remainder is the node.
+    none = _NO_NODE
+    best = np.minimum.reduceat(np.where(tied, free[order] * n + order, none), cells.starts)
+    out = best[best != none] % n
+    return out
 
 
 def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> None:
@@ -252,12 +304,17 @@ def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Reject
     key = group * len(ctx.region_keys) + region
     lowest = np.full(int(key.max()) + 1, np.inf)
     np.minimum.at(lowest, key, additive)
-    several = np.bincount(key) > 1
-    for k in np.flatnonzero(several).tolist():
+    # The pools of a region with several cells whose lower bound could win, tested all at once: most fail,
+    # and a test per pool in Python cost more than the rest of the decision (issue 22, replay speed).
+    several = np.flatnonzero(np.bincount(key) > 1)
+    if best_single is not None:
+        several = several[(inside[several % len(ctx.region_keys)] + lowest[several]) * tol < best_single]
+    for k in several.tolist():
         g, r = divmod(k, len(ctx.region_keys))
-        if best_single is None or (inside[r] + lowest[k]) * tol < best_single:
-            consider(np.flatnonzero(key == k), f"{ctx.group_labels[g]} in {ctx.region_keys[r]}")
-    for g in np.unique(group).tolist():
+        consider(np.flatnonzero(key == k), f"{ctx.group_labels[g]} in {ctx.region_keys[r]}")
+    # Only pools with cells in two regions or more can cross regions: found in one pass, not pool by pool.
+    spans = np.bincount(np.unique(key) // len(ctx.region_keys))
+    for g in np.flatnonzero(spans > 1).tolist():
         in_group = np.flatnonzero(group == g)
         regions = np.unique(region[in_group]).tolist()
         if len(regions) < 2:
@@ -299,22 +356,30 @@ def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, us
     """Rank options (option k: nodes[starts[k]:starts[k+1]]) scored `total`: in the tolerance band of the best
     total, fewer regions, fewer zones, the tightest pool, best fit, lower total, cheaper, then first given."""
     ctx = view.ctx
-    rid = run_ids(starts, nodes.size)
-    zones = _distinct(rid, ctx.zone_of[nodes], starts.size)
-    regions = _distinct(rid, ctx.region_of[nodes], starts.size)
     # Best fit: whole free nodes left in the zones (of its cluster and GPU) the placement uses.
-    cell = group_ids(view) * len(ctx.zone_names) + ctx.zone_of
+    cell = ctx.cell_of
     whole = (ctx.gpus_free == ctx.gpus_total) & view.eligible
-    cell_whole = np.bincount(cell[whole], minlength=int(cell.max()) + 1)
+    cell_whole = np.bincount(cell[whole], minlength=ctx.cell_count)
     elem_cell = cell[nodes]
-    by_cell = np.lexsort((elem_cell, rid))
-    first = np.ones(nodes.size, dtype=bool)
-    first[by_cell[1:]] = (rid[by_cell[1:]] != rid[by_cell[:-1]]) | (elem_cell[by_cell[1:]] != elem_cell[by_cell[:-1]])
-    left: FloatArray = np.bincount(rid, weights=cell_whole[elem_cell] * first - whole[nodes],
-                                   minlength=starts.size).astype(np.float64)
+    left: FloatArray
+    if nodes.size == starts.size:
+        # Every option one node (every gang of up to 8 GPUs): one zone, one region, its cell counted once; the
+        # same figures as below without the sorting.
+        zones = regions = np.ones(starts.size, dtype=np.int64)
+        left = (cell_whole[elem_cell] - whole[nodes]).astype(np.float64)
+    else:
+        rid = run_ids(starts, nodes.size)
+        zones = _distinct(rid, ctx.zone_of[nodes], starts.size)
+        regions = _distinct(rid, ctx.region_of[nodes], starts.size)
+        by_cell = np.lexsort((elem_cell, rid))
+        first = np.ones(nodes.size, dtype=bool)
+        first[by_cell[1:]] = ((rid[by_cell[1:]] != rid[by_cell[:-1]])
+                              | (elem_cell[by_cell[1:]] != elem_cell[by_cell[:-1]]))
+        left = np.bincount(rid, weights=cell_whole[elem_cell] * first - whole[nodes],
+                           minlength=starts.size).astype(np.float64)
     # Pool fit: free workers the placement's (cluster, GPU) pool keeps, as Kueue TAS's BestFit one level up.
     groups = group_ids(view)
-    pool_room = np.bincount(groups, weights=view.capacity, minlength=int(groups.max()) + 1)
+    pool_room = np.bincount(groups, weights=view.capacity, minlength=ctx.group_count)
     pool_left: FloatArray = (pool_room[groups[nodes[starts]]] - view.job.workers).astype(np.float64)
     best = float(total.min())
     band = total <= best * (1 + view.weights.zone_tolerance) + 1e-12
