@@ -34,6 +34,7 @@ INPUTS = {
     "jobset": ("jobset.yaml", CompactKind.JOB),
     "pytorch": ("pytorchjob.yaml", CompactKind.JOB),
     "trainjob": ("trainjob.yaml", CompactKind.JOB),
+    "lws": ("leaderworkerset.yaml", CompactKind.JOB),
     "compact-job": ("compact.yaml", CompactKind.JOB),
     "compact-jobset": ("compact.yaml", CompactKind.JOBSET),
     "multi-doc": ("multi-doc.yaml", CompactKind.JOB),
