@@ -18,7 +18,7 @@ from geosched.errors import InputError
 from geosched.gitops.config import GitOpsConfig, config_to_dict, load_config
 from geosched.grid.forecast import GridHistory
 from geosched.kube.config import ClusterConfig, cluster_to_dict, load_cluster_config
-from geosched.kube.jobinput import JobInput, JobKind, read_job_file
+from geosched.kube.jobinput import JobInput, read_job_file
 from geosched.kube.provenance import inputs_digest
 from geosched.models import CarbonSignal, Fleet, NetworkView
 from geosched.store import read_snapshot
@@ -119,10 +119,10 @@ def job_spec(job: JobInput, source: str) -> JobSpec:
     if namespace is not None and (not NAME_RE.match(namespace) or len(namespace) > 63):
         # The namespace becomes a directory name: only a valid Kubernetes namespace may.
         raise InputError(job.source, "namespace", f"must be a lowercase RFC 1123 label, got {namespace!r}")
-    if job.kind is JobKind.COMPACT and job.job.image is None:
+    if not job.kind.served and job.job.image is None:
         # Checked here, not when rendering, so a bad spec fails whether or not it fits anywhere.
         raise InputError(job.source, "image", "required to run the job on Kubernetes (the container image)")
-    digest = inputs_digest({"kind": job.kind.value,
+    digest = inputs_digest({"kind": job.kind.label,
                             "job": job.original if job.original is not None else job_to_dict(job.job),
                             "namespace": namespace, "extras": list(job.extras)})
     key = f"{namespace}/{job.name}" if namespace else job.name

@@ -84,7 +84,8 @@ def render_job(o: Placed, inputs: TreeInputs, previous: Index, at: datetime) -> 
         first = datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=UTC)
         manifests = render(o.spec.input, bare, o.cluster, replace(options, now=first))
     if o.start_at is not None:
-        flex.hold(job_object(manifests, o.spec.input.name), o.start_at, o.submitted_at or o.start_at)
+        flex.hold(job_object(manifests, o.spec.input.name), o.start_at, o.submitted_at or o.start_at,
+                  source=o.spec.input.source)
     return to_yaml([recreated_on_change(m) for m in manifests]), Stamp(digest, stamp)
 
 
@@ -103,7 +104,7 @@ def recreated_on_change(obj: dict[str, Any]) -> dict[str, Any]:
 def job_object(manifests: Sequence[dict[str, Any]], name: str) -> dict[str, Any]:
     """The job itself among its rendered manifests (companions, flavors and policies ride along)."""
     for m in reversed(manifests):
-        if m.get("kind") in flex.JOB_KINDS and (m.get("metadata") or {}).get("name") == name:
+        if m.get("kind") in flex.job_kinds() and (m.get("metadata") or {}).get("name") == name:
             found: dict[str, Any] = m
             return found
     raise AssertionError(f"job {name} is not among its rendered manifests")

@@ -202,7 +202,6 @@ PODS = Resource("v1", "Pod", "pods", True)
 NODES = Resource("v1", "Node", "nodes", False)
 EVENTS = Resource("v1", "Event", "events", True)
 LEASES = Resource("coordination.k8s.io/v1", "Lease", "leases", True)
-BATCH_JOBS = Resource("batch/v1", "Job", "jobs", True)
 
 
 # --- one cluster ----------------------------------------------------------------------------------

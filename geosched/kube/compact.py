@@ -25,6 +25,7 @@ from typing import Any
 from geosched.errors import InputError
 from geosched.kube import keys
 from geosched.kube.jobinput import JobKind, PathKey, PodSet
+from geosched.kube.kinds import batch, jobset
 from geosched.models import Job
 
 
@@ -83,22 +84,22 @@ def _indexed_spec(job: Job, template: dict[str, Any]) -> dict[str, Any]:
 def _indexed_job(job: Job, namespace: str) -> Built:
     # Pods of an Indexed Job are named <job>-<index>; with the Service as subdomain they resolve in DNS.
     template = _pod_template(job, f"{job.name}-0.{job.name}", subdomain=job.name)
-    obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": job.name, "namespace": namespace},
-           "spec": _indexed_spec(job, template)}
+    obj = {"apiVersion": batch.KIND.api_version, "kind": batch.KIND.kind,
+           "metadata": {"name": job.name, "namespace": namespace}, "spec": _indexed_spec(job, template)}
     service = {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": job.name, "namespace": namespace},
         # Workers must resolve each other before they are ready: rendezvous is how they become ready.
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {keys.JOB_LABEL: job.name}},
     }
     path: tuple[PathKey, ...] = ("spec", "template")
-    return Built(JobKind.BATCH_JOB, obj, (service,), (PodSet(path, job.workers, job.gpus_per_worker),))
+    return Built(batch.KIND, obj, (service,), (PodSet(path, job.workers, job.gpus_per_worker),))
 
 
 def _jobset(job: Job, namespace: str) -> Built:
     # JobSet pods are <jobset>-<replicatedJob>-<job index>-<pod index> under a Service named after the JobSet.
     template = _pod_template(job, f"{job.name}-{JOBSET_WORKERS}-0-0.{job.name}", subdomain=None)
     obj = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "apiVersion": jobset.KIND.api_version, "kind": jobset.KIND.kind,
         "metadata": {"name": job.name, "namespace": namespace},
         "spec": {
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
@@ -107,4 +108,4 @@ def _jobset(job: Job, namespace: str) -> Built:
         },
     }
     path: tuple[PathKey, ...] = ("spec", "replicatedJobs", 0, "template", "spec", "template")
-    return Built(JobKind.JOBSET, obj, (), (PodSet(path, job.workers, job.gpus_per_worker),))
+    return Built(jobset.KIND, obj, (), (PodSet(path, job.workers, job.gpus_per_worker),))

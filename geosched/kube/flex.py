@@ -30,6 +30,7 @@ from typing import Any
 
 from geosched.errors import InputError
 from geosched.fields import parse_time
+from geosched.kube import kinds
 from geosched.kube.keys import PREFIX
 from geosched.models import Schedule
 
@@ -39,7 +40,6 @@ DEADLINE = PREFIX + "deadline"
 START_AT = PREFIX + "start-at"
 SUBMITTED_AT = PREFIX + "submitted-at"
 KEYS = (RUNTIME, START_WITHIN, DEADLINE)
-JOB_KINDS = ("Job", "JobSet", "PyTorchJob", "TrainJob")
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -83,15 +83,28 @@ def stamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def suspend_path(kind: str) -> tuple[str, ...]:
-    """Where a kind's suspend flag lives."""
-    return ("spec", "runPolicy", "suspend") if kind == "PyTorchJob" else ("spec", "suspend")
+def job_kinds() -> tuple[str, ...]:
+    """The names of the job kinds a cluster serves (kube/kinds/)."""
+    return tuple(k.kind for k in kinds.served())
 
 
-def hold(obj: MutableMapping[str, Any], start_at: float, submitted_at: float) -> None:
+def suspend_path(kind: str, source: str = "job") -> tuple[str, ...]:
+    """Where a kind's suspend flag lives (`JobKind.suspend_path`); a kind without one cannot be held (`source`
+    names the job's file in that one-line error)."""
+    adapter = kinds.by_name(kind)
+    path = adapter.suspend_path if adapter is not None else ("spec", "suspend")
+    if path is None:
+        assert adapter is not None
+        raise InputError(source, "metadata.annotations", f"{adapter.label} has no suspend field, so geosched cannot "
+                         "hold it until its start hour; drop geosched.io/start-within and geosched.io/deadline to "
+                         "start it now")
+    return path
+
+
+def hold(obj: MutableMapping[str, Any], start_at: float, submitted_at: float, *, source: str = "job") -> None:
     """Render the job object held until `start_at`: suspended, with `geosched.io/start-at` and the time the slack
     counts from (`geosched.io/submitted-at`, so a later render keeps counting from there)."""
-    *parents, leaf = suspend_path(str(obj.get("kind") or "Job"))
+    *parents, leaf = suspend_path(str(obj.get("kind") or "Job"), source)
     here: MutableMapping[str, Any] = obj
     for key in parents:
         here = here.setdefault(key, {})
@@ -125,6 +138,9 @@ def released(obj: Mapping[str, Any], now: float) -> bool:
 
 def release(obj: MutableMapping[str, Any]) -> None:
     """The object as its hour comes: unsuspended (a controller's patch; in GitOps, a later render)."""
+    adapter = kinds.by_name(str(obj.get("kind") or "Job"))
+    if adapter is not None and adapter.suspend_path is None:
+        return  # a kind without a suspend field was never held
     *parents, leaf = suspend_path(str(obj.get("kind") or "Job"))
     here: Any = obj
     for key in parents:

@@ -1,12 +1,7 @@
 """Standard Kubernetes job objects (and geosched's compact job file) read into the geosched `Job` model.
 
-Supported, detected by apiVersion and kind:
-
-- batch/v1 Job: workers = parallelism (Indexed when more than one; completions must equal parallelism);
-- jobset.x-k8s.io/v1alpha2 JobSet: pods = sum over replicatedJobs of replicas x parallelism;
-- kubeflow.org/v1 PyTorchJob: Master + Worker replicas;
-- trainer.kubeflow.org/v1alpha1 TrainJob: spec.trainer.numNodes, GPUs from spec.trainer.resourcesPerNode;
-- geosched.io/v1alpha1 Job: the compact file, parsed by `geosched.documents.parse_job`.
+Supported, detected by apiVersion and kind: every kind in `geosched.kube.kinds` (one module each, saying how its
+pod sets are read), and geosched.io/v1alpha1 Job, the compact file, parsed by `geosched.documents.parse_job`.
 
 GPUs per pod come from `resources.limits["nvidia.com/gpu"]`; the GPU model from `nvidia.com/gpu.product` in
 a nodeSelector or a required node affinity (`In`); zone and region limits from `topology.kubernetes.io/zone`
@@ -18,44 +13,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from geosched import catalog
-from geosched.documents import API_VERSION, NAME_RE, parse_job
+from geosched.documents import NAME_RE, parse_job
 from geosched.errors import InputError
 from geosched.fields import describe
 from geosched.gate import STDIN, Kind, parse_yaml, read_stdin_text, read_text
 from geosched.gpus import model_from_product
-from geosched.kube import flex, keys, podoptions
+from geosched.kube import flex, keys, kinds, podoptions
 from geosched.kube import tolerations as toleration_rules
+from geosched.kube.kinds.base import JobKind
+from geosched.kube.kinds.template import PathKey, meet
+from geosched.kube.kinds.template import Template as _Template
+from geosched.kube.kinds.template import read as _template
 from geosched.kube.objpath import At
-from geosched.kube.quantity import whole_count
 from geosched.models import Job, Schedule
 
-PathKey = str | int
+__all__ = ["JobInput", "JobKind", "PathKey", "PodSet", "load_job", "parse_job_object", "parse_job_text",
+           "pod_templates_gang", "read_job_file"]
 
 
-class JobKind(StrEnum):
-    BATCH_JOB = "batch/v1 Job"
-    JOBSET = "jobset.x-k8s.io/v1alpha2 JobSet"
-    PYTORCHJOB = "kubeflow.org/v1 PyTorchJob"
-    TRAINJOB = "trainer.kubeflow.org/v1alpha1 TrainJob"
-    COMPACT = f"{API_VERSION} Job"
-
-
-KINDS: dict[tuple[str, str], JobKind] = {
-    ("batch/v1", "Job"): JobKind.BATCH_JOB,
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"): JobKind.JOBSET,
-    ("kubeflow.org/v1", "PyTorchJob"): JobKind.PYTORCHJOB,
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): JobKind.TRAINJOB,
-    (API_VERSION, "Job"): JobKind.COMPACT,
-}
-JOB_KIND_NAMES = {kind for _, kind in KINDS}
-PYTORCH_ROLES = ("Master", "Worker")
-# The replicated job of Trainer v2's runtimes that runs the training nodes (initializers are separate jobs).
-TRAINJOB_NODE_JOB = "node"
+def _kind_labels() -> str:
+    return ", ".join(sorted(k.label for k in kinds.registered()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +101,7 @@ def parse_job_text(text: str, source: str, gpu_models: set[str] | None = None) -
     jobs = [i for i, d in enumerate(documents) if _is_job(d, sources[i])]
     if len(jobs) != 1:
         found = f"{len(jobs)} job objects" if jobs else "no job object"
-        raise InputError(source, "", f"expected exactly one job ({', '.join(sorted(JobKind))}), found {found}")
+        raise InputError(source, "", f"expected exactly one job ({_kind_labels()}), found {found}")
     index = jobs[0]
     parsed = parse_job_object(documents[index], sources[index], gpu_models)
     extras = tuple(d for i, d in enumerate(documents) if i != index)
@@ -132,12 +113,19 @@ def _is_job(data: Any, source: str) -> bool:
     api, kind = _header(root)
     if api is None and kind in (None, "Job"):
         return True  # a compact job file may leave out its header
-    if (api, kind) in KINDS:
+    if isinstance(api, str) and kinds.lookup(api, kind or "") is not None:
         return True
-    if kind in JOB_KIND_NAMES and isinstance(api, str) and api.split("/")[0] in _GROUPS.get(str(kind), ()):
-        supported = ", ".join(f"{a} {k}" for a, k in KINDS if k == kind)
+    # A known kind of a known group at another version: said of apiVersion, not passed over as a companion.
+    same = [k for k in kinds.registered() if k.kind == kind and k.group.split("/")[0] == api_group(api)]
+    if same:
+        supported = ", ".join(k.label for k in same)
         raise root.key("apiVersion").error(f"{kind} {api} is not supported (supported: {supported})")
     return False
+
+
+def api_group(api: str | None) -> str | None:
+    """The group of an apiVersion (`batch/v1`: batch); a group's own name for geosched's compact `geosched.io`."""
+    return api.split("/")[0] if isinstance(api, str) else None
 
 
 def _header(root: At) -> tuple[str | None, str | None]:
@@ -152,19 +140,14 @@ def _header(root: At) -> tuple[str | None, str | None]:
     return values[0], values[1]
 
 
-_GROUPS = {"Job": ("batch", "geosched.io"), "JobSet": ("jobset.x-k8s.io",), "PyTorchJob": ("kubeflow.org",),
-           "TrainJob": ("trainer.kubeflow.org",)}
-
-
 def parse_job_object(data: Any, source: str, gpu_models: set[str] | None = None) -> JobInput:
     root = At(data, source)
     api, kind_name = _header(root)
-    kind = KINDS.get((api, kind_name or "")) if api is not None else JobKind.COMPACT
+    kind = kinds.lookup(api, kind_name or "") if api is not None else kinds.compact()
     if kind is None:
-        raise root.key("kind").error(f"unsupported object {api} {kind_name} (supported: "
-                                     f"{', '.join(sorted(JobKind))})")
+        raise root.key("kind").error(f"unsupported object {api} {kind_name} (supported: {_kind_labels()})")
     known = gpu_models if gpu_models is not None else catalog.gpu_models()
-    if kind is JobKind.COMPACT:
+    if not kind.served:
         pods = None
         declared: tuple[toleration_rules.Toleration, ...] = ()
         # Kubernetes-only options, read here, not by the core.
@@ -184,21 +167,6 @@ def parse_job_object(data: Any, source: str, gpu_models: set[str] | None = None)
 
 # --- Kubernetes objects ---------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class _Template:
-    """What one pod template says about the gang."""
-
-    path: tuple[PathKey, ...] | None
-    pods: int
-    gpus: int
-    image: str | None
-    products: frozenset[str] | None
-    zones: frozenset[str] | None
-    regions: frozenset[str] | None
-    where: At
-    tolerations: tuple[toleration_rules.Toleration, ...] = ()
-
-
 def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
     meta = root.key("metadata")
     meta.mapping(required=True)
@@ -211,12 +179,7 @@ def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
     namespace = meta.key("namespace").opt_string()
     spec = root.key("spec")
     spec.mapping(required=True)
-    templates = {
-        JobKind.BATCH_JOB: _batch_job,
-        JobKind.JOBSET: _jobset,
-        JobKind.PYTORCHJOB: _pytorchjob,
-        JobKind.TRAINJOB: _trainjob,
-    }[kind](spec)
+    templates = kind.pod_sets(spec)
     job = replace(_gang(name, namespace or "default", templates, spec, known), schedule=_schedule(meta, templates))
     pod_sets = tuple(PodSet(t.path, t.pods, t.gpus) for t in templates)
     assert isinstance(root.value, Mapping)
@@ -267,166 +230,6 @@ def _gang(name: str, namespace: str, templates: Sequence[_Template], spec: At, k
     )
 
 
-def _batch_job(spec: At) -> list[_Template]:
-    pods = _indexed_pods(spec)
-    return [_template(spec.key("template"), ("spec", "template"), pods)]
-
-
-def _indexed_pods(spec: At) -> int:
-    """A batch Job spec's gang size: all its pods run at once, each with its own index."""
-    parallelism = spec.key("parallelism").integer(minimum=1, default=1)
-    mode = spec.key("completionMode").string(default="NonIndexed")
-    if parallelism > 1 and mode != "Indexed":
-        raise spec.key("completionMode").error(
-            f"a gang of {parallelism} workers needs completionMode: Indexed (each worker its own rank), got {mode}")
-    completions = spec.key("completions")
-    if completions.present and completions.integer(minimum=1) != parallelism:
-        raise completions.error(f"a gang runs all its workers at once: completions ({completions.value}) must "
-                                f"equal parallelism ({parallelism})")
-    if mode == "Indexed" and not completions.present:
-        raise completions.error("required with completionMode: Indexed")
-    return parallelism
-
-
-def _jobset(spec: At) -> list[_Template]:
-    out: list[_Template] = []
-    for i, rjob in enumerate(spec.key("replicatedJobs").items(required=True)):
-        rjob.key("name").string()
-        replicas = rjob.key("replicas").integer(minimum=0, default=1)
-        job_spec = rjob.dig("template", "spec")
-        job_spec.mapping(required=True)
-        pods = replicas * _indexed_pods(job_spec)
-        path: tuple[PathKey, ...] = ("spec", "replicatedJobs", i, "template", "spec", "template")
-        out.append(_template(job_spec.key("template"), path, pods))
-    if not out:
-        raise spec.key("replicatedJobs").error("must list at least one replicated job")
-    return out
-
-
-def _pytorchjob(spec: At) -> list[_Template]:
-    if spec.key("elasticPolicy").present:
-        raise spec.key("elasticPolicy").error("an elastic PyTorchJob has no fixed gang size; geosched places "
-                                              "fixed gangs (remove elasticPolicy)")
-    out: list[_Template] = []
-    for role, replica in spec.key("pytorchReplicaSpecs").entries(required=True):
-        if role not in PYTORCH_ROLES:
-            raise replica.error(f"unknown replica type (expected {' or '.join(PYTORCH_ROLES)})")
-        replicas = replica.key("replicas").integer(minimum=0, default=1)
-        if role == "Master" and replicas > 1:
-            raise replica.key("replicas").error(f"a PyTorchJob has one Master, got {replicas}")
-        out.append(_template(replica.key("template"), ("spec", "pytorchReplicaSpecs", role, "template"), replicas))
-    if not out:
-        raise spec.key("pytorchReplicaSpecs").error("must define Master and/or Worker")
-    return out
-
-
-def _trainjob(spec: At) -> list[_Template]:
-    trainer = spec.key("trainer")
-    nodes = trainer.key("numNodes")
-    if not nodes.present:
-        raise nodes.error("required (the runtime's default node count is not visible in the TrainJob)")
-    count = nodes.integer(minimum=1)
-    resources = trainer.key("resourcesPerNode")
-    gpus = _gpu_limit(resources, required=True)
-    products: frozenset[str] | None = None
-    zones: frozenset[str] | None = None
-    regions: frozenset[str] | None = None
-    # The runtime's own tolerations are not visible here, only what the TrainJob adds for its node job.
-    tolerated: list[toleration_rules.Toleration] = []
-    for override in spec.key("podSpecOverrides").items():
-        targets = {t.key("name").value for t in override.key("targetJobs").items()}
-        if TRAINJOB_NODE_JOB not in targets:
-            continue
-        tolerated += toleration_rules.of_pod_spec(override)
-        selector = _selector(override.key("nodeSelector"))
-        products = _meet(products, selector.get(keys.GPU_PRODUCT))
-        zones = _meet(zones, selector.get(keys.ZONE))
-        regions = _meet(regions, selector.get(keys.REGION))
-    return [_Template(None, count, gpus, trainer.key("image").opt_string(), products, zones, regions, trainer,
-                      tuple(tolerated))]
-
-
-def _template(tmpl: At, path: tuple[PathKey, ...], pods: int) -> _Template:
-    tmpl.mapping(required=True)
-    pod = tmpl.key("spec")
-    pod.mapping(required=True)
-    containers = pod.key("containers").items(required=True)
-    if not containers:
-        raise pod.key("containers").error("must list at least one container")
-    # A pod holds the larger of its app containers' sum and its largest init container (init runs alone).
-    app = sum(_gpu_limit(c.key("resources")) for c in containers)
-    init = max((_gpu_limit(c.key("resources")) for c in pod.key("initContainers").items()), default=0)
-    image = next((c.key("image").value for c in containers if _gpu_limit(c.key("resources")) > 0), None)
-    selector = _selector(pod.key("nodeSelector"))
-    terms = _required_terms(pod)
-    return _Template(
-        path=path, pods=pods, gpus=max(app, init), image=image if isinstance(image, str) else None,
-        products=_meet(selector.get(keys.GPU_PRODUCT), _allowed(terms, keys.GPU_PRODUCT)),
-        zones=_meet(selector.get(keys.ZONE), _allowed(terms, keys.ZONE)),
-        regions=_meet(selector.get(keys.REGION), _allowed(terms, keys.REGION)),
-        where=tmpl,
-        tolerations=toleration_rules.of_pod_spec(pod),
-    )
-
-
-def _gpu_limit(resources: At, *, required: bool = False) -> int:
-    limit = resources.dig("limits", keys.GPU)
-    request = resources.dig("requests", keys.GPU)
-    if not limit.present:
-        if request.present:
-            raise limit.error(f"{keys.GPU} is requested but has no limit (Kubernetes takes extended resources "
-                              "from limits; set the limit, or both equal)")
-        if required:
-            raise limit.error("required: the GPUs each node gets")
-        return 0
-    count = whole_count(limit.value)
-    if count is None:
-        raise limit.error(f"expected a whole number of GPUs, got {describe(limit.value)}")
-    if request.present and whole_count(request.value) != count:
-        raise request.error(f"must equal the limit ({count}) for an extended resource")
-    return count
-
-
-def _selector(at: At) -> dict[str, frozenset[str]]:
-    out: dict[str, frozenset[str]] = {}
-    for key, value in at.entries():
-        out[key] = frozenset({value.string()})
-    return out
-
-
-def _required_terms(pod: At) -> list[At]:
-    return pod.dig("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
-                   "nodeSelectorTerms").items()
-
-
-def _allowed(terms: Sequence[At], key: str) -> frozenset[str] | None:
-    """Values of `key` a node may have under required node affinity, or None when unconstrained.
-
-    Terms are ORed and expressions within a term ANDed, so a key is constrained only if every term constrains it.
-    Only `In` narrows here; other operators stay in the object for the scheduler to enforce.
-    """
-    allowed: set[str] = set()
-    for term in terms:
-        within: frozenset[str] | None = None
-        for expr in term.key("matchExpressions").items():
-            if expr.key("key").string() != key or expr.key("operator").string() != "In":
-                continue
-            values = frozenset(v.string() for v in expr.key("values").items(required=True))
-            within = _meet(within, values)
-        if within is None:
-            return None
-        allowed |= within
-    return frozenset(allowed) if terms else None
-
-
-def _meet(a: frozenset[str] | None, b: frozenset[str] | None) -> frozenset[str] | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a & b
-
-
 def _gpu_model(workers: Sequence[_Template], known: set[str]) -> str | None:
     models: set[str] = set()
     for t in workers:
@@ -449,7 +252,7 @@ def _gpu_model(workers: Sequence[_Template], known: set[str]) -> str | None:
 def _common(templates: Sequence[_Template], attr: str) -> tuple[str, ...]:
     allowed: frozenset[str] | None = None
     for t in templates:
-        allowed = _meet(allowed, getattr(t, attr))
+        allowed = meet(allowed, getattr(t, attr))
     if allowed is not None and not allowed:
         label = keys.ZONE if attr == "zones" else keys.REGION
         raise templates[0].where.error(f"the pod templates' {label} constraints leave no {attr[:-1]} in common")

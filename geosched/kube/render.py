@@ -8,7 +8,8 @@ The user's own object comes back with the placement added; nothing else of it ch
   else `node.kubernetes.io/instance-type`, the first that no node of another model shares), and on
   `kubernetes.io/hostname` when the cluster pins hosts;
 - the tolerations a compact job and its cluster's config declare (`tolerations:`), on every pod template (a
-  TrainJob: on its node job's podSpecOverrides), after the pods' own, so the nodes the taint filter counted as
+  kind without pod templates, such as a TrainJob, pins its pods its own way: `JobKind.pin_untemplated`), after
+  the pods' own, so the nodes the taint filter counted as
   capacity are nodes the pods may use;
 - the backend's handoff (Kueue, coscheduling, Volcano, Kubernetes' Workload API; see backends/);
 - provenance annotations under `geosched.io/`, and the `geosched.io/job` label on the object and its pods;
@@ -44,7 +45,8 @@ from geosched.kube.backends import handoff
 from geosched.kube.backends.base import Gang, Handoff
 from geosched.kube.compact import CompactKind, build
 from geosched.kube.config import Backend, ClusterConfig, cluster_to_dict
-from geosched.kube.jobinput import TRAINJOB_NODE_JOB, JobInput, JobKind, PathKey, PodSet
+from geosched.kube.jobinput import JobInput, JobKind, PathKey, PodSet
+from geosched.kube.kinds.base import PinRequest
 from geosched.models import Node, Placement
 
 
@@ -106,7 +108,7 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
     _apply_object(obj, kind, plan)
 
     digest = provenance.inputs_digest({
-        "kind": kind.value,
+        "kind": kind.label,
         "job": job.original if job.original is not None else job_to_dict(job.job),
         "extras": list(job.extras),
         "placement": placement_to_dict(placement),
@@ -217,11 +219,13 @@ def _gpudirect(obj: dict[str, Any], pod_sets: Sequence[PodSet], pods: podoptions
 
 def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], plan: Handoff,
                 constraints: Constraints, cluster: ClusterConfig, job: JobInput) -> None:
-    if kind is JobKind.TRAINJOB:
-        _apply_trainjob(obj, plan, constraints, cluster, job)
-        return
     for pod_set in pod_sets:
-        assert pod_set.path is not None, "only a TrainJob has pods without a template"
+        if pod_set.path is None:  # the kind's pods have no template in the object: the kind pins them
+            kind.pin_untemplated(obj, PinRequest(
+                requirements=constraints.requirements(gpu_pod=True, pin=cluster.pin_hosts),
+                tolerations=(*job.tolerations, *cluster.tolerations), cluster_tolerations=bool(cluster.tolerations),
+                pod_level_required=plan.pod_level_required, backend=cluster.backend.value, source=job.source))
+            continue
         template = _resolve(obj, pod_set.path)
         meta = template.setdefault("metadata", {})
         # The job's label on its pods too, so the GPUs they hold can be told from others' (`snapshot export
@@ -236,33 +240,13 @@ def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], 
         toleration_rules.add_to(spec, declared_tolerations(job, cluster))
 
 
-def _apply_trainjob(obj: dict[str, Any], plan: Handoff, constraints: Constraints, cluster: ClusterConfig,
-                    job: JobInput) -> None:
-    """A TrainJob's pod template lives in its runtime; the TrainJob can only add a nodeSelector for the
-    runtime's `node` job, so what needs affinity with several values or pod metadata is refused, not dropped."""
-    source = job.source
-    if plan.pod_level_required:
-        raise InputError(source, "spec", f"backend {cluster.backend.value} needs labels or a scheduler on the pods, "
-                         "which a TrainJob cannot set; its runtime's podGroupPolicy does gang scheduling")
-    # Kueue's topology annotation is dropped here: the nodeSelector below already holds the gang in one zone.
-    override: dict[str, Any] = {"targetJobs": [{"name": TRAINJOB_NODE_JOB}], "nodeSelector": {}}
-    wanted = constraints.requirements(gpu_pod=True, pin=cluster.pin_hosts)
-    reason = affinity.select_exactly(override["nodeSelector"], wanted)
-    if reason is not None:
-        raise InputError(source, "spec.podSpecOverrides", f"cannot place a TrainJob here: {reason}")
-    # The runtime's pod template is not ours to change: the tolerations reach the node job's pods by the override.
-    # It repeats those the TrainJob's own overrides give, so they hold whether Trainer merges overrides or lets the
-    # last one win.
-    if cluster.tolerations:
-        toleration_rules.add_to(override, (*job.tolerations, *cluster.tolerations))
-    obj["spec"].setdefault("podSpecOverrides", []).append(override)
-
-
 def _apply_object(obj: dict[str, Any], kind: JobKind, plan: Handoff) -> None:
     _merge(obj["metadata"], "labels", plan.object_labels)
-    if plan.scheduling_policy and kind is JobKind.PYTORCHJOB:
-        policy = obj["spec"].setdefault("runPolicy", {}).setdefault("schedulingPolicy", {})
-        policy.update(plan.scheduling_policy)
+    if plan.scheduling_policy and kind.scheduling_policy_path is not None:
+        here = obj
+        for key in kind.scheduling_policy_path:
+            here = here.setdefault(key, {})
+        here.update(plan.scheduling_policy)
 
 
 def _resolve(obj: dict[str, Any], path: Sequence[PathKey]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from kubernetes.client.exceptions import ApiException
 from geosched import policies, usage
 from geosched.carbon import decision_signal
 from geosched.errors import GeoschedError, InputError
-from geosched.kube import cluster_inventory, keys, owners
+from geosched.kube import cluster_inventory, keys, kinds, owners
 from geosched.kube.backends import kueue, workload_api
 from geosched.kube.client import (
     APPLY_PATCH,
@@ -61,7 +61,8 @@ from geosched.kube.cluster_inventory import ClusterRef, ClustersUnreachable, Fle
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import Backend, ClusterConfig, apply_context
 from geosched.kube.inventory import nodes_from_kube
-from geosched.kube.jobinput import JobInput, JobKind, parse_job_object, read_job_file
+from geosched.kube.jobinput import JobInput, parse_job_object, read_job_file
+from geosched.kube.kinds.base import JobKind, when
 from geosched.kube.queues import check_queues
 from geosched.kube.render import RenderOptions, render
 from geosched.models import CarbonSignal, Job, NetworkView, Node, NoFit, Placement, Pricing, Rejection, Weights
@@ -70,9 +71,8 @@ from geosched.stable import Current, Request, place_all
 from geosched.store import Store
 
 COMPACT_OBJECTS = {CompactKind.JOB: ("batch/v1", "Job"), CompactKind.JOBSET: ("jobset.x-k8s.io/v1alpha2", "JobSet")}
-# The kinds a placed gang's main object can have, for `jobs`.
-JOB_RESOURCES = (("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet"), ("kubeflow.org/v1", "PyTorchJob"),
-                 ("trainer.kubeflow.org/v1alpha1", "TrainJob"))
+# The kinds a placed gang's main object can have, for `jobs`: every kind a cluster serves (kube/kinds/).
+JOB_RESOURCES = tuple((k.api_version, k.kind) for k in kinds.served())
 CLUSTER_NOTE = keys.PREFIX + "cluster"
 ZONES_NOTE = keys.PREFIX + "zones"
 REGIONS_NOTE = keys.PREFIX + "regions"
@@ -348,10 +348,9 @@ def _namespace(job: JobInput, cluster: ClusterConfig) -> str:
 
 def job_object(job: JobInput, compact_kind: CompactKind = CompactKind.JOB) -> tuple[str, str]:
     """apiVersion and kind of the object that is the job on a cluster."""
-    if job.kind is JobKind.COMPACT:
+    if not job.kind.served:
         return COMPACT_OBJECTS[compact_kind]
-    api_version, kind = job.kind.value.split(" ")
-    return api_version, kind
+    return job.kind.api_version, job.kind.kind
 
 
 def find_existing(job: JobInput, refs: Sequence[ClusterRef], configs: Mapping[str, ClusterConfig],
@@ -550,7 +549,8 @@ STATE_OF_CONDITION = (("Failed", "Failed"), ("Complete", "Succeeded"), ("Complet
 def job_state(obj: Mapping[str, Any]) -> str:
     status = obj.get("status") or {}
     true = {str(c.get("type")) for c in status.get("conditions") or [] if c.get("status") == "True"}
-    for condition, state in STATE_OF_CONDITION:
+    adapter = kinds.by_name(str(obj.get("kind")))
+    for condition, state in (*STATE_OF_CONDITION, *(adapter.state_conditions if adapter is not None else ())):
         if condition in true:
             return state
     if (obj.get("spec") or {}).get("suspend") is True:
@@ -577,10 +577,11 @@ UNKNOWN_GPU = "?"
 def job_times(kind: str, obj: Mapping[str, Any]) -> tuple[float | None, float | None]:
     """When the job's current (or last) run started and ended, from its status; None where it does not say.
 
-    - Job, PyTorchJob: `status.startTime` (a PyTorchJob without one: its Running condition's time);
-    - JobSet, TrainJob (no start field): when the Suspended condition went False (resumed, e.g. admitted by
-      Kueue); else, once anything shows the run began (a child job counted active, ready, succeeded or failed,
-      or a final condition), `metadata.creationTimestamp`, early by the scheduling delay (cost over-stated);
+    - a kind whose status states it (`JobKind.started_at`: Job, PyTorchJob): that;
+    - others (JobSet, TrainJob: no start field): when the Suspended condition went False (resumed, e.g. admitted
+      by Kueue); else, once anything shows the run began (`JobKind.run_began`: a child job counted active, ready,
+      succeeded or failed; or a final condition), `metadata.creationTimestamp`, early by the scheduling delay
+      (cost over-stated);
     - end: `status.completionTime`, else the time of a Complete/Completed/Succeeded/Failed condition;
     - suspended now (Suspended condition True): the run ended when it was suspended, and a start from before
       that is the run that ended; a start after it is ignored (the job is not running).
@@ -590,13 +591,14 @@ def job_times(kind: str, obj: Mapping[str, Any]) -> tuple[float | None, float | 
     true = {str(c.get("type")): _when(c.get("lastTransitionTime")) for c in conditions if c.get("status") == "True"}
     ends = [t for c in END_CONDITIONS if (t := true.get(c)) is not None]
     end = _when(status.get("completionTime")) or (min(ends) if ends else None)
-    if kind in ("Job", "PyTorchJob"):
-        start = _when(status.get("startTime")) or (true.get("Running") if kind == "PyTorchJob" else None)
+    adapter = kinds.by_name(kind) or JobKind()  # a kind geosched does not know states no start
+    if adapter.states_start:
+        start = adapter.started_at(status, true)
     else:
         resumed = [_when(c.get("lastTransitionTime")) for c in conditions
                    if c.get("type") == "Suspended" and c.get("status") == "False"]
         start = next((t for t in resumed if t is not None), None)
-        if start is None and (_children_ran(status) or end is not None):
+        if start is None and (adapter.run_began(status) or end is not None):
             start = _when((obj.get("metadata") or {}).get("creationTimestamp"))
     suspended = true.get("Suspended")
     if end is None and suspended is not None:
@@ -605,21 +607,7 @@ def job_times(kind: str, obj: Mapping[str, Any]) -> tuple[float | None, float | 
     return start, end
 
 
-def _children_ran(status: Mapping[str, Any]) -> bool:
-    children = [*(status.get("replicatedJobsStatus") or []), *(status.get("jobsStatus") or [])]
-    return any(int(c.get(k) or 0) > 0 for c in children if isinstance(c, Mapping)
-               for k in ("active", "ready", "succeeded", "failed"))
-
-
-def _when(value: Any) -> float | None:
-    """An RFC 3339 time as Unix seconds; None for anything else (a status is read, not validated)."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+_when = when
 
 
 def job_usage(cluster: str, kind: str, obj: Mapping[str, Any], nodes: Mapping[str, Node]) -> JobUsage | str:

@@ -27,10 +27,14 @@ import yaml
 from packaging.version import Version
 from referencing import Registry, Resource
 
+from geosched.kube import kinds
+from geosched.kube.objpath import At
 from geosched.models import Assignment, Job, Placement, Score, Weights
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
+# Upstream CRDs of job kinds that shared/schemas/crds does not hold (each file's header names its release).
+OWN_CRDS = DATA / "crds"
 REPO = HERE.parents[1]
 # The Kubernetes versions built-in objects are checked against: a floor still in common use, and the newest
 # the installed kubernetes-validate carries.
@@ -86,7 +90,7 @@ def _structural(schema: Any) -> Any:
 
 @cache
 def _crd_validator(directory: Path, api_version: str, kind: str) -> jsonschema.protocols.Validator:
-    schema = _crd_schemas(directory).get((api_version, kind))
+    schema = _crd_schemas(directory).get((api_version, kind)) or _crd_schemas(OWN_CRDS).get((api_version, kind))
     if schema is None:
         raise AssertionError(f"no CRD schema for {api_version} {kind} in {directory}")
     return jsonschema.Draft4Validator(schema)
@@ -152,14 +156,21 @@ def _job_template(template: Mapping[str, Any], where: str, versions: Versions) -
 
 def embedded_templates(obj: Mapping[str, Any]) -> Iterator[tuple[
         str, Callable[[Mapping[str, Any], str, Versions], None], Mapping[str, Any]]]:
-    """The built-in objects inside a custom resource, each with its checker."""
-    kind = obj["kind"]
-    if kind == "JobSet":
+    """The built-in objects inside a custom resource, each with its checker: a JobSet's Job templates, and the pod
+    template of every pod set its job kind reads (geosched.kube.kinds)."""
+    if obj["kind"] == "JobSet":
         for i, rjob in enumerate(obj["spec"]["replicatedJobs"]):
             yield f"spec.replicatedJobs[{i}].template", _job_template, rjob["template"]
-    elif kind == "PyTorchJob":
-        for role, spec in obj["spec"]["pytorchReplicaSpecs"].items():
-            yield f"spec.pytorchReplicaSpecs.{role}.template", _pod_template, spec["template"]
+        return
+    kind = kinds.lookup(obj["apiVersion"], obj["kind"])
+    if kind is None:
+        return
+    for pod_set in kind.pod_sets(At(obj["spec"], "manifest", "spec")):
+        if pod_set.path is not None:
+            template: Any = obj
+            for step in pod_set.path:
+                template = template[step]
+            yield ".".join(str(s) for s in pod_set.path), _pod_template, template
 
 
 def validate_manifest(obj: Mapping[str, Any], versions: Versions = K8S_VERSIONS) -> None:

@@ -16,7 +16,8 @@ from geosched.kube import affinity, gpuidentity, keys
 from geosched.kube.cluster_inventory import fleet_from_nodes, network_for
 from geosched.kube.config import Backend, ClusterConfig
 from geosched.kube.inventory import nodes_from_kube
-from geosched.kube.jobinput import JobInput, JobKind
+from geosched.kube.jobinput import JobInput
+from geosched.kube.kinds import geosched_job
 from geosched.kube.render import RenderOptions, render
 from geosched.kube.scheduler.decide import Decision, View, decide
 from geosched.kube.scheduler.gangs import PRESENT, group
@@ -116,7 +117,7 @@ def placed(kube_nodes: Sequence[Obj], gpu: str, workers: int, gpus: int) -> tupl
 def rendered_pod_spec(kube_nodes: Sequence[Obj], gpu: str, workers: int = 2, gpus: int = 8,
                       backend: Backend = Backend.NONE) -> tuple[Mapping[str, Any], Placement]:
     placement, fleet = placed(kube_nodes, gpu, workers, gpus)
-    job = JobInput(kind=JobKind.COMPACT, job=placement.job, source="train.yaml", original=None, pod_sets=())
+    job = JobInput(kind=geosched_job.KIND, job=placement.job, source="train.yaml", original=None, pod_sets=())
     config = ClusterConfig(name="gke", context="gke", backend=backend, queue="q" if backend is Backend.KUEUE else None)
     manifests = render(job, placement, config, RenderOptions(now=NOW, nodes=fleet.by_name))
     (obj,) = [m for m in manifests if m["kind"] == "Job"]

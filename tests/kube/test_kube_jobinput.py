@@ -9,7 +9,8 @@ import yaml
 from kube_support import DATA
 
 from geosched.errors import InputError
-from geosched.kube.jobinput import JobKind, parse_job_object, parse_job_text, read_job_file
+from geosched.kube.jobinput import parse_job_object, parse_job_text, read_job_file
+from geosched.kube.kinds import batch, geosched_job, jobset, pytorchjob, trainjob
 
 
 def load(name: str) -> dict:
@@ -18,7 +19,7 @@ def load(name: str) -> dict:
 
 def test_batch_job() -> None:
     parsed = read_job_file(DATA / "batch-job.yaml")
-    assert parsed.kind is JobKind.BATCH_JOB
+    assert parsed.kind is batch.KIND
     job = parsed.job
     assert (job.name, job.namespace, job.workers, job.gpus_per_worker) == ("llm-pretrain", "research", 4, 8)
     assert job.gpu == "A100-80GB"
@@ -29,7 +30,7 @@ def test_batch_job() -> None:
 
 def test_jobset_counts_replicas_times_parallelism_and_helpers() -> None:
     parsed = read_job_file(DATA / "jobset.yaml")
-    assert parsed.kind is JobKind.JOBSET
+    assert parsed.kind is jobset.KIND
     assert (parsed.job.workers, parsed.job.gpus_per_worker, parsed.pods) == (4, 8, 5)
     assert parsed.job.gpu == "A100-80GB"  # both allowed products are the catalog's A100-80GB
     assert parsed.namespace is None and parsed.job.namespace == "default"
@@ -41,27 +42,27 @@ def test_jobset_counts_replicas_times_parallelism_and_helpers() -> None:
 
 def test_pytorchjob_master_plus_workers() -> None:
     parsed = read_job_file(DATA / "pytorchjob.yaml")
-    assert parsed.kind is JobKind.PYTORCHJOB
+    assert parsed.kind is pytorchjob.KIND
     assert (parsed.job.workers, parsed.job.gpus_per_worker, parsed.pods) == (4, 8, 4)
 
 
 def test_trainjob() -> None:
     parsed = read_job_file(DATA / "trainjob.yaml")
-    assert parsed.kind is JobKind.TRAINJOB
+    assert parsed.kind is trainjob.KIND
     assert (parsed.job.workers, parsed.job.gpus_per_worker, parsed.job.image) == (4, 8, "ghcr.io/example/llama:1")
     assert parsed.pod_sets[0].path is None
 
 
 def test_compact() -> None:
     parsed = read_job_file(DATA / "compact.yaml")
-    assert parsed.kind is JobKind.COMPACT and parsed.original is None
+    assert parsed.kind is geosched_job.KIND and parsed.original is None
     assert (parsed.job.workers, parsed.job.gpus_per_worker, parsed.job.gpu) == (4, 8, "A100")
     assert parsed.pods == 4 and parsed.namespace is None
 
 
 def test_multi_document_keeps_other_objects() -> None:
     parsed = read_job_file(DATA / "multi-doc.yaml")
-    assert parsed.kind is JobKind.BATCH_JOB and parsed.name == "llm-small"
+    assert parsed.kind is batch.KIND and parsed.name == "llm-small"
     assert [e["kind"] for e in parsed.extras] == ["ConfigMap"]
     assert parsed.source.endswith("(document 2)")
 

@@ -15,13 +15,15 @@ import yaml
 from kube_support import DATA, NOW, WORKLOAD_API_VERSIONS, make_placement, validate_manifest
 
 from geosched.errors import InputError
-from geosched.kube import karmada, keys
+from geosched.kube import karmada, keys, kinds
 from geosched.kube.backends import kueue as kueue_backend
 from geosched.kube.backends import volcano
 from geosched.kube.backends.base import Gang
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import Backend, ClusterConfig
-from geosched.kube.jobinput import JobInput, JobKind, read_job_file
+from geosched.kube.jobinput import JobInput, read_job_file
+from geosched.kube.kinds import batch
+from geosched.kube.objpath import At
 from geosched.kube.render import RenderOptions, render, to_yaml
 from geosched.models import Node
 
@@ -32,6 +34,7 @@ INPUTS = {
     "jobset": ("jobset.yaml", CompactKind.JOB),
     "pytorch": ("pytorchjob.yaml", CompactKind.JOB),
     "trainjob": ("trainjob.yaml", CompactKind.JOB),
+    "lws": ("leaderworkerset.yaml", CompactKind.JOB),
     "compact-job": ("compact.yaml", CompactKind.JOB),
     "compact-jobset": ("compact.yaml", CompactKind.JOBSET),
     "multi-doc": ("multi-doc.yaml", CompactKind.JOB),
@@ -55,8 +58,8 @@ def options(name: str, **kw: Any) -> RenderOptions:
 
 
 def main_object(manifests: list[dict[str, Any]], job: JobInput) -> dict[str, Any]:
-    kinds = {"Job", "JobSet", "PyTorchJob", "TrainJob"}
-    found = [m for m in manifests if m["kind"] in kinds and m["metadata"]["name"] == job.name]
+    served = {k.kind for k in kinds.served()}
+    found = [m for m in manifests if m["kind"] in served and m["metadata"]["name"] == job.name]
     assert len(found) == 1
     return found[0]
 
@@ -66,14 +69,15 @@ def pod_templates(obj: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], bool]
     def gpus(t: Mapping[str, Any]) -> bool:
         return any(keys.GPU in (c.get("resources", {}).get("limits") or {}) for c in t["spec"]["containers"])
 
-    if obj["kind"] == "Job":
-        templates = [obj["spec"]["template"]]
-    elif obj["kind"] == "JobSet":
-        templates = [r["template"]["spec"]["template"] for r in obj["spec"]["replicatedJobs"]]
-    elif obj["kind"] == "PyTorchJob":
-        templates = [r["template"] for r in obj["spec"]["pytorchReplicaSpecs"].values()]
-    else:
-        templates = []
+    def at(path: tuple[str | int, ...]) -> Mapping[str, Any]:
+        here: Any = obj
+        for step in path:
+            here = here[step]
+        return here  # type: ignore[no-any-return]
+
+    kind = kinds.lookup(obj["apiVersion"], obj["kind"])
+    assert kind is not None
+    templates = [at(p.path) for p in kind.pod_sets(At(obj["spec"], "rendered", "spec")) if p.path is not None]
     return [(t, gpus(t)) for t in templates]
 
 
@@ -527,7 +531,7 @@ def test_coscheduling_scheduler_name_from_config() -> None:
 ])
 def test_volcano_tiers_come_from_the_config(zone_tier: int | None, region_tier: int | None,
                                             zones: tuple[str, ...], expected: int | None) -> None:
-    gang = Gang(name="g", namespace="ml", kind=JobKind.BATCH_JOB, pods=4, gpus=8, zones=zones,
+    gang = Gang(name="g", namespace="ml", kind=batch.KIND, pods=4, gpus=8, zones=zones,
                 regions=("us-east-1",))
     config = replace(cluster(Backend.VOLCANO), volcano_zone_tier=zone_tier, volcano_region_tier=region_tier)
     (group,) = volcano.handoff(gang, config).side_objects

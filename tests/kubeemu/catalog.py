@@ -127,6 +127,7 @@ CUSTOM: tuple[ResourceSpec, ...] = (
     _crd("jobset.x-k8s.io", ("v1alpha2",), "jobsets", "JobSet", True),
     _crd("kubeflow.org", ("v1",), "pytorchjobs", "PyTorchJob", True, scale=True),
     _crd("trainer.kubeflow.org", ("v1alpha1",), "trainjobs", "TrainJob", True),
+    _crd("leaderworkerset.x-k8s.io", ("v1",), "leaderworkersets", "LeaderWorkerSet", True, scale=True),
     _crd("kueue.x-k8s.io", _KUEUE, "topologies", "Topology", False, status=False, storage="v1beta2"),
     _crd("kueue.x-k8s.io", _KUEUE, "resourceflavors", "ResourceFlavor", False, status=False, storage="v1beta2"),
     _crd("kueue.x-k8s.io", _KUEUE, "localqueues", "LocalQueue", True, storage="v1beta2"),

@@ -1,7 +1,9 @@
 """Gang handoff per in-cluster scheduler: what each one needs on the job, its pods and beside them.
 
 A backend gets the gang's shape and the cluster's settings and returns a `Handoff`; the renderer applies
-it to whichever pod templates the job kind has. Backends never see the user's object.
+it to whichever pod templates the job kind has. Backends never see the user's object, and never branch on a
+kind by name: they ask what it can do (`JobKind.scheduling_policy_path`), and a kind refuses a backend itself
+(`JobKind.refusal`).
 """
 
 from __future__ import annotations
@@ -29,4 +31,7 @@ HANDOFFS: dict[Backend, Callable[[Gang, ClusterConfig], Handoff]] = {
 
 
 def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
+    refused = gang.kind.refusal(cluster.backend)  # a kind may not be one a backend can hold (kube/kinds/)
+    if refused is not None:
+        return Handoff(refused=refused)
     return HANDOFFS[cluster.backend](gang, cluster)

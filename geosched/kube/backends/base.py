@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from geosched.kube import keys
-from geosched.kube.jobinput import JobKind
+from geosched.kube.kinds.base import JobKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,8 @@ class Handoff:
     pod_labels: Mapping[str, str] = field(default_factory=dict)
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     scheduler_name: str | None = None
-    # Merged into a PyTorchJob's spec.runPolicy.schedulingPolicy (the training operator builds the PodGroup).
+    # Merged where the kind's operator reads it (`JobKind.scheduling_policy_path`: a PyTorchJob's
+    # spec.runPolicy.schedulingPolicy), when that operator builds the PodGroup itself.
     scheduling_policy: Mapping[str, Any] = field(default_factory=dict)
     side_objects: tuple[dict[str, Any], ...] = ()
     # Fields set on every pod spec of the gang (the native API's `schedulingGroup`).

@@ -23,14 +23,13 @@ from typing import Any
 from geosched.kube import keys
 from geosched.kube.backends.base import Gang, Handoff, gpu_resources
 from geosched.kube.config import ClusterConfig
-from geosched.kube.jobinput import JobKind
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
 
 
 def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
     scheduler = cluster.scheduler_name or keys.VOLCANO_SCHEDULER
-    if gang.kind is JobKind.PYTORCHJOB:
+    if gang.kind.scheduling_policy_path is not None:  # its operator makes the PodGroup
         policy: dict[str, Any] = {"minAvailable": gang.pods}
         if cluster.queue is not None:
             policy["queue"] = cluster.queue

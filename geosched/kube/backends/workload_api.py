@@ -16,7 +16,8 @@ Shapes from the Kubernetes 1.36 OpenAPI (the kubernetes-validate package's v1.36
 - both are named after the job, as the coscheduling and Volcano groups are.
 
 Jobs and JobSets carry the pods' field (the JobSet CRD in shared/schemas/crds has it); a PyTorchJob (kubeflow.org/v1)
-is refused, its CRD would prune it; a TrainJob, whose pods live in its runtime, too (`pod_level_required`).
+is refused (`kinds/pytorchjob.py`), its CRD would prune it; a TrainJob, whose pods live in its runtime, too
+(`pod_level_required`).
 
 The pods go to the cluster's default scheduler (or `scheduler_name` from the cluster config), which runs the
 plugin when the GangScheduling gate is on. A pod template that names its group is also what keeps the Job
@@ -32,7 +33,6 @@ from typing import Any
 
 from geosched.kube.backends.base import Gang, Handoff
 from geosched.kube.config import ClusterConfig
-from geosched.kube.jobinput import JobKind
 
 API_VERSION = "scheduling.k8s.io/v1alpha2"
 TEMPLATE = "gang"
@@ -42,11 +42,6 @@ NOT_SERVED = ("Kubernetes 1.36 serves it with the GenericWorkload feature gate o
 
 
 def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
-    if gang.kind is JobKind.PYTORCHJOB:
-        # The kubeflow.org/v1 CRD's pod templates predate schedulingGroup: the API server would prune it and the pods
-        # would be scheduled one by one (shared/schemas/crds/kubeflow.org_pytorchjobs.yaml has no such field).
-        return Handoff(refused="a kubeflow.org/v1 PyTorchJob's pod templates cannot carry spec.schedulingGroup (its "
-                               "CRD predates it); use a JobSet or an indexed Job, or backend coscheduling or volcano")
     def policy() -> dict[str, Any]:  # fresh dicts per object: shared ones would be YAML anchors in the output
         return {"gang": {"minCount": gang.pods}}
 
@@ -71,6 +66,5 @@ def handoff(gang: Gang, cluster: ClusterConfig) -> Handoff:
 
 def controller_ref(gang: Gang) -> dict[str, str]:
     """The job object as a TypedLocalObjectReference (`apiGroup` is the group alone, empty for the core group)."""
-    api_version, kind = gang.kind.value.split(" ")
-    group = api_version.rpartition("/")[0]
+    group, kind = gang.kind.group, gang.kind.kind
     return {"apiGroup": group, "kind": kind, "name": gang.name} if group else {"kind": kind, "name": gang.name}

@@ -29,8 +29,9 @@ import numpy as np
 from geosched import policies
 from geosched.carbon import GridInput, grid_history
 from geosched.grid.forecast import GridHistory
+from geosched.kube import kinds as job_kinds
 from geosched.kube import resources
-from geosched.kube.client import BATCH_JOBS, NODES, PODS, Json, Kube, describe
+from geosched.kube.client import NODES, PODS, Json, Kube, Resource, describe
 from geosched.kube.cluster_inventory import fleet_from_nodes, network_for
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.objpath import At
@@ -244,8 +245,9 @@ class Scheduler:
         return build_view(snap.nodes, self.kube.name, self._network_view)
 
     def _owner_sizes(self, pending: list[PodInfo], now: float) -> dict[str, int]:
-        """Gang sizes of controller owners, by UID: a batch Job's min(parallelism, completions), fetched once
-        per OWNER_TTL_S; other kinds count the pods that exist."""
+        """Gang sizes of controller owners, by UID: what a job kind that owns its pods says of them
+        (`JobKind.owned_pods_gang`: a batch Job's min(parallelism, completions)), fetched once per OWNER_TTL_S;
+        other kinds count the pods that exist."""
         sizes: dict[str, int] = {}
         for pod in pending:
             owner = pod.owner
@@ -255,15 +257,18 @@ class Scheduler:
             if cached is not None and now - cached[1] < OWNER_TTL_S:
                 sizes[owner.uid] = cached[0]
                 continue
-            if (owner.api_version, owner.kind) != (BATCH_JOBS.api_version, BATCH_JOBS.kind):
+            kind = job_kinds.lookup(owner.api_version, owner.kind)
+            if kind is None or not kind.owns_pods:
                 size = PRESENT
             else:
+                resource = Resource(kind.api_version, kind.kind, kind.plural, True)
                 try:
-                    job = self.kube.get(BATCH_JOBS.path(pod.namespace, owner.name))
+                    job = self.kube.get(resource.path(pod.namespace, owner.name))
                 except Exception as exc:  # unknown this cycle: the gang waits
                     log.warning("owner %s/%s: %s", pod.namespace, owner.name, describe(exc))
                     continue
-                size = _job_size(job) if job is not None else PRESENT
+                found = kind.owned_pods_gang(job) if job is not None else None
+                size = found if found is not None else PRESENT
             self._owners[owner.uid] = (size, now)
             sizes[owner.uid] = size
         return sizes
@@ -331,16 +336,6 @@ class Scheduler:
         if self.events is not None:
             for pod in pods:
                 self.events.emit(pod, reason, message, warning=warning)
-
-
-def _job_size(job: dict[str, object]) -> int:
-    spec = job.get("spec")
-    if not isinstance(spec, dict):
-        return PRESENT
-    parallelism = spec.get("parallelism")
-    completions = spec.get("completions")
-    p = parallelism if isinstance(parallelism, int) else 1
-    return min(p, completions) if isinstance(completions, int) else p
 
 
 def build_view(nodes: Sequence[Json], cluster: str, network: NetworkView | None) -> View | None:
