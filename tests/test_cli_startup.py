@@ -47,7 +47,10 @@ def test_version_and_help_import_no_client_numpy_or_demo(args: tuple[str, ...], 
     assert run.returncode == 0, run.stderr
     assert "geosched" in run.stdout or "Usage" in run.stdout  # it really printed the version or the help
     loaded = json.loads(listing.read_text())
-    assert "geosched.cli" in loaded  # the probe ran the real command
+    if args == ("--version",):  # answered by geosched.entry before the CLI and typer are imported (issue 25)
+        assert run.stdout.startswith("geosched ") and not {"geosched.cli", "typer", "rich", "click"} & set(loaded)
+    else:
+        assert "geosched.cli" in loaded  # the probe ran the real command
     heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY))
     assert not heavy, f"`geosched {' '.join(args)}` imported {heavy[:10]}"
 
