@@ -64,14 +64,14 @@ def _cpu_seconds(cmd: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def test_version_costs_a_few_times_what_typer_alone_costs(tmp_path: Path) -> None:
+def test_version_costs_less_than_importing_typer(tmp_path: Path) -> None:
     # Baseline measured in the same run, interleaved: importing typer and rich's console is what any typer CLI pays
-    # before its own code runs. Measured (median of 10, CPU): before issue 25's lazy imports --version took 12.8x
-    # this baseline, after it 5.1x; 8x leaves room for a slower or busier machine and fails the eager imports.
+    # before its own code runs. Measured (median of 7, CPU): before issue 25's lazy imports --version took 12.8x
+    # this baseline, after them 5.1x; answered by geosched.entry before typer is imported, 0.64x (55 vs 86 ms).
     env = _env(tmp_path)
     floor, version = [], []
     for _ in range(5):
         floor.append(_cpu_seconds([sys.executable, "-c", "import typer, rich.console"], env))
         version.append(_cpu_seconds([sys.executable, "-m", "geosched", "--version"], env))
     ratio = statistics.median(version) / statistics.median(floor)
-    assert ratio <= 8.0, f"--version took {ratio:.1f}x the cost of importing typer and rich ({version} vs {floor})"
+    assert ratio <= 1.0, f"--version took {ratio:.1f}x the cost of importing typer and rich ({version} vs {floor})"
