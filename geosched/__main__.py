@@ -1,5 +1,5 @@
 """`python -m geosched` is the `geosched` command."""
 
-from geosched.cli import main
+from geosched.entry import main
 
 main()

@@ -15,6 +15,7 @@ from geosched import output as contract
 from geosched.carbon import decision_signal, decision_time, forecast_notes, grid_history, load_grid
 from geosched.default_fleet import default_fleet, default_network
 from geosched.documents import score_to_dict
+from geosched.entry import installed_version
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.gitops.cli import app as gitops_app
 from geosched.grid.formats import Basis
@@ -69,14 +70,29 @@ class RootGroup(TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         settings.bind(self)
+        whole_summaries(self)
 
     def main(self, *args: Any, **extra: Any) -> Any:
         extra.setdefault("default_map", settings.default_map(self))
         return super().main(*args, **extra)
 
 
+def whole_summaries(group: TyperGroup) -> None:
+    """Each command's line in its group's help: the first paragraph of its help, whole and wrapped, where click
+    would cut it to the terminal's width with `...` (issue 23 item 8: nothing cut at 80 columns)."""
+    for command in group.commands.values():
+        if not command.short_help and command.help:
+            command.short_help = " ".join(command.help.split("\n\n")[0].split())
+        if isinstance(command, TyperGroup):
+            whole_summaries(command)
+
+
 # -h as well as --help on every command (kubectl's habit); `--install-completion` / `--show-completion` on the root.
+# Help as click formats it (rich_markup_mode=None, for every command below the root): plain text wrapped at the
+# terminal's width, every word whole. typer's rich panels gave an 80-column terminal a 19-column help text with
+# variable names cut to `GEOSCHED_NETWORK_…` (issue 23 item 8), and cost more to import for `-h` (issue 25).
 app = typer.Typer(cls=RootGroup, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
+                  rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Zone-first placement of distributed training gangs across geo-distributed GPU clusters.")
 snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet + network snapshots.")
@@ -116,16 +132,6 @@ def _root(home: Annotated[Path | None, typer.Option(
           version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
                                                 help="Print the installed version and exit.")] = False) -> None:
     State.home = home
-
-
-def installed_version() -> str:
-    """The version of the installed distribution (its metadata), so a wheel and a checkout say the same."""
-    from importlib import metadata  # here: it loads the email package, which only --version needs
-
-    try:
-        return metadata.version("geosched")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
 
 
 FleetOpt = Annotated[Path | None, typer.Option("--fleet", help="Fleet file (YAML/JSON); default: embedded.")]

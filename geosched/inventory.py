@@ -20,16 +20,19 @@ fleet, as the same `Node` records the providers and probes use:
         gpu: A100                 # optional: with gpus, the node joins the fleet
         gpus: 8
         cluster: hpc
+        price_ondemand: 5.2       # $/h of the whole node; default for owned machines: amortised purchase plus
+                                  # power per GPU model (geosched/owned.py), else unpriced
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from geosched import catalog, owned
 from geosched.documents import parse_fleet
 from geosched.errors import InputError
 from geosched.fields import Fields
@@ -138,7 +141,21 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
             # The fleet saw only the nodes with GPUs: point back at the node's place in this file.
             field = re.sub(r"^nodes\[(\d+)\]", lambda m: f"nodes[{origin[int(m.group(1))]}]", exc.field)
             raise InputError(source, field, exc.reason) from None
+        fleet = owned_prices(fleet)
     return Inventory(targets=tuple(targets), fleet=fleet, source=source, document=data, base=base)
+
+
+def owned_prices(fleet: Fleet) -> Fleet:
+    """Owned machines (a provider the catalog does not sell) without `price_ondemand`: their amortised $/h
+    (geosched/owned.py), so that they are eligible and weighed against the clouds on one scale (issue 23 item 2).
+    A stated price wins; a cloud's VM keeps what it states (its price is the cloud's, not a purchase's)."""
+    clouds = {o.provider for o in catalog.offerings()}
+    nodes = []
+    for n in fleet.nodes:
+        if n.price_ondemand is None and n.provider not in clouds:
+            n = replace(n, price_ondemand=owned.usd_per_hour(n.gpu, n.gpus))
+        nodes.append(n)
+    return replace(fleet, nodes=tuple(nodes))
 
 
 def check_external_jump(spec: str, source: str, field: str) -> None:

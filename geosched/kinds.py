@@ -94,13 +94,24 @@ ZONE_LINKS = ListKind("ZoneLink", (C("src_zone"), C("dst_zone"), *_MEASURES), "m
 # Tables of documents: the columns a document's own tables are drawn from (`output.table`), keyed as its JSON.
 
 # `place --explain` / `-o wide`: the Placement's candidates (the chosen one and its alternatives), their score's
-# keys (`documents.score_to_dict`); bounding_hop is its two nodes as `a->b` (one token: never wrapped).
+# keys (`documents.score_to_dict`); bounding_hop is its two nodes as `a->b` (one token: never wrapped). --explain
+# shows the terms and what they stand on in 80 columns (issue 23 item 8: all of them made 140-152); the hop that
+# bounds each step and its link, $ and carbon per hour are in `-o wide` (the chosen one's are on the lines above).
 CANDIDATES = (
     C("zones", "strings"), C("cluster", nullable=True), C("total", "number"), C("network", "number"),
     C("cost", "number"), C("carbon", "number"), C("step_ms", "number"), C("comm_ms", "number", wide=True),
-    C("usd_per_hour", "number"), C("gco2e_per_hour", "number"), C("bounding_hop", nullable=True),
-    C("worst_rtt_ms", "number"), C("worst_loss", "number"),
-    C("min_throughput_gbps", "number", nullable=True, wide=True))
+    C("usd_per_hour", "number", wide=True), C("gco2e_per_hour", "number", wide=True),
+    C("bounding_hop", nullable=True, wide=True), C("worst_rtt_ms", "number", wide=True),
+    C("worst_loss", "number", wide=True), C("min_throughput_gbps", "number", nullable=True, wide=True))
+
+# A provisioning's attempts (`providers.cli.attempt_rows`; `provision`, `status GANG`, the demo): what was tried
+# and why it failed fit 80 columns with the provider's message wrapped whole (issue 23 item 8: all columns made
+# 171 and the GCE message was cut at "Try a different zone,"); the error class, code and counts in `-o wide`.
+ATTEMPTS = (
+    C("seq", "integer"), C("provider", wide=True), C("zone"), C("instance_type"), C("market", wide=True),
+    C("outcome"), C("error", nullable=True, wide=True), C("code", nullable=True, wide=True),
+    C("api_calls", "integer", wide=True), C("retries", "integer", wide=True), C("seconds", "number", wide=True),
+    C("why"))
 
 # `simulate`: a SimulationReport's results, one per policy (`PolicyResult.summary`), drawn one row per metric;
 # times in hours where people read them.

@@ -65,6 +65,8 @@ _AT_LEAST: ContextVar[int] = ContextVar("at_least", default=0)
 PIPED_WIDTH = 4000
 # A free-text cell wraps at words; a single token longer than this is the only thing folded mid-word.
 LONGEST_UNBROKEN = 40
+# ... unless the terminal is too narrow for that: then it folds inside words down to this width.
+NARROWEST_PROSE = 20
 
 
 out = _Console(highlight=False, soft_wrap=False, markup=False)
@@ -147,9 +149,14 @@ def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None
     columns = [[c[i] for c in cells] for i in range(len(keys))]
     prose = [any(" " in c for c in column) for column in columns]
     widths = column_widths(columns, names if show_headers else [""] * len(keys), prose, out.width)
+    # A title with a word wider than the table (a trace's path over a two-column table) would be split inside that
+    # word by rich: it goes on its own line above, wrapped at the terminal's width instead (issue 23 item 8).
+    apart = show_headers and max(map(cell_len, title.split()), default=0) > sum(widths) + 2 * (len(widths) - 1)
+    if apart:
+        out.print(Text(title, overflow="fold"))
     # kubectl's layout: columns two spaces apart, a rule under the header, no vertical lines (they cost three
     # characters a column that the numbers need at 80 columns).
-    t = Table(title=title if show_headers else None, caption=caption if show_headers else None,
+    t = Table(title=title if show_headers and not apart else None, caption=caption if show_headers else None,
               show_header=show_headers, show_lines=False, box=box.SIMPLE_HEAD if show_headers else None,
               show_edge=False, pad_edge=False, padding=(0, 1 if show_headers else 2, 0, 0))
     for key, name, width, free in zip(keys, names, widths, prose, strict=True):
@@ -178,15 +185,26 @@ def column_widths(columns: Sequence[Sequence[str]], names: Sequence[str], prose:
     widths = list(natural)
     excess = sum(widths) + 2 * len(widths) - available
     for give_way in (True, False):  # free text first, then headings
-        while excess > 0:
-            slack = [(w - m, i) for i, (w, m, free) in enumerate(zip(widths, least, prose, strict=True))
-                     if free is give_way and w > m]
-            if not slack:
-                break
-            _, i = max(slack)
-            widths[i] -= 1
-            excess -= 1
+        excess = _give_way(widths, least, [free is give_way for free in prose], excess)
+    # Still too wide: free text folds inside its long words (a path in a provider's message) down to
+    # NARROWEST_PROSE, so the message is wrapped whole rather than the table running off the terminal (issue 23).
+    floor = [min(w, max(NARROWEST_PROSE, max((cell_len(x) for x in name.split()), default=0))) for w, name in
+             zip(widths, names, strict=True)]
+    _give_way(widths, floor, list(prose), excess)
     return widths
+
+
+def _give_way(widths: list[int], least: Sequence[int], may: Sequence[bool], excess: int) -> int:
+    """Narrow the widest-above-its-least of the columns that `may`, one character at a time, until `excess` is
+    gone or none can; the excess left."""
+    while excess > 0:
+        slack = [(w - m, i) for i, (w, m, ok) in enumerate(zip(widths, least, may, strict=True)) if ok and w > m]
+        if not slack:
+            break
+        _, i = max(slack)
+        widths[i] -= 1
+        excess -= 1
+    return excess
 
 
 def cell(value: Any) -> str:

@@ -47,7 +47,10 @@ def test_version_and_help_import_no_client_numpy_or_demo(args: tuple[str, ...], 
     assert run.returncode == 0, run.stderr
     assert "geosched" in run.stdout or "Usage" in run.stdout  # it really printed the version or the help
     loaded = json.loads(listing.read_text())
-    assert "geosched.cli" in loaded  # the probe ran the real command
+    if args == ("--version",):  # answered by geosched.entry before the CLI and typer are imported (issue 25)
+        assert run.stdout.startswith("geosched ") and not {"geosched.cli", "typer", "rich", "click"} & set(loaded)
+    else:
+        assert "geosched.cli" in loaded  # the probe ran the real command
     heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY))
     assert not heavy, f"`geosched {' '.join(args)}` imported {heavy[:10]}"
 
@@ -61,14 +64,14 @@ def _cpu_seconds(cmd: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def test_version_costs_a_few_times_what_typer_alone_costs(tmp_path: Path) -> None:
+def test_version_costs_less_than_importing_typer(tmp_path: Path) -> None:
     # Baseline measured in the same run, interleaved: importing typer and rich's console is what any typer CLI pays
-    # before its own code runs. Measured (median of 10, CPU): before issue 25's lazy imports --version took 12.8x
-    # this baseline, after it 5.1x; 8x leaves room for a slower or busier machine and fails the eager imports.
+    # before its own code runs. Measured (median of 7, CPU): before issue 25's lazy imports --version took 12.8x
+    # this baseline, after them 5.1x; answered by geosched.entry before typer is imported, 0.64x (55 vs 86 ms).
     env = _env(tmp_path)
     floor, version = [], []
     for _ in range(5):
         floor.append(_cpu_seconds([sys.executable, "-c", "import typer, rich.console"], env))
         version.append(_cpu_seconds([sys.executable, "-m", "geosched", "--version"], env))
     ratio = statistics.median(version) / statistics.median(floor)
-    assert ratio <= 8.0, f"--version took {ratio:.1f}x the cost of importing typer and rich ({version} vs {floor})"
+    assert ratio <= 1.0, f"--version took {ratio:.1f}x the cost of importing typer and rich ({version} vs {floor})"

@@ -19,13 +19,15 @@ from geosched.models import Fleet, Placement
 from geosched.report import Kind, Source, close_interval, open_interval
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.baseline import stands_on
-from geosched.report.formats import display_row, row, savings_rows
+from geosched.report.formats import display_row, recorded_caption, row, savings_rows
 from geosched.report.report import Rendered, report
 from geosched.report.window import iso
 from geosched.store import Store
 
 ASSUMED_S = 3600.0
-COLUMNS = ("job", "intervals", "GPU-h", "cost $", "$/GPU-h", "priced from", "kWh", "kgCO2e")
+# 80 columns (issue 23 item 8): the intervals count (a ledger detail) and $/GPU-h (cost $ / GPU-h) are
+# `geosched report cost --by job`'s (-o wide).
+COLUMNS = ("job", "GPU-h", "cost $", "priced from", "kWh", "kgCO2e")
 
 
 def record_assumed_usage(store: Store, placed: Sequence[Placement], fleet: Fleet, start: float) -> int:
@@ -81,7 +83,7 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store, html: P
                          f"{t.gco2e / 1000:,.2f} kgCO2e")
     render.table("the placed jobs against baselines (each re-placed on the embedded fleet for the same hour; "
                  "saved = baseline - recorded; run x: how much longer the baseline's slowest gang runs)",
-                 savings_rows(result.data.savings))
+                 savings_rows(result.data.savings), caption=recorded_caption(result.data.savings))
     for line in savings_lines(result):
         render.out.print(line, markup=False)
     render.out.print(f"  HTML report: {html}", markup=False)

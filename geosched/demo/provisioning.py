@@ -18,7 +18,7 @@ from geosched import catalog, render
 from geosched.errors import MissingExtra
 from geosched.models import Fleet, Offering, Placement
 from geosched.providers import lifecycle
-from geosched.providers.cli import attempt_rows
+from geosched.providers.cli import attempt_rows, attempts_table
 from geosched.providers.gang import ProvisionSettings, plan_gang, provision
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest
@@ -131,7 +131,7 @@ def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store) -> Gang
         render.out.print(f"  injected fault: {first.provider} {first.zone} refuses every launch with {code} "
                          "(out of capacity), so the gang must fail over")
         result = provision(req, providers, store, SETTINGS)
-        render.table(f"attempts for {result.gang}", attempt_rows(result.attempts))
+        attempts_table(f"attempts for {result.gang}", attempt_rows(result.attempts))
         render.out.print(f"  {result.gang}: {result.state}: {result.message} ({result.api_calls} API calls, "
                          f"{result.elapsed_s:.1f} s)", markup=False)
         if result.ok:

@@ -18,6 +18,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from geosched import catalog, catalog_view, gpus, kinds, redact, render
+from geosched import output as contract
 from geosched import settings as settings_table
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.models import Weights
@@ -463,7 +464,7 @@ def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
            "capacity_type": t.capacity_type if t else None, "usd_per_hour": t.candidate.usd_per_hour if t else None,
            "api_calls": result.api_calls, "message": _plain(result.message)}
     if output.tabular:
-        render.table(f"attempts for {result.gang}", attempt_rows(result.attempts))
+        attempts_table(f"attempts for {result.gang}", attempt_rows(result.attempts), output is Output.WIDE)
     emit_list(kinds.NODEGROUPS, [row], output, no_headers=no_headers)
     if not result.ok:
         raise typer.Exit(EXIT_NO_FIT)
@@ -507,10 +508,16 @@ class _ProgressView:
                                  completed=1 if done else 0)
 
 
-def _plain(text: str) -> str:
+# A provider's message in a table or document: long enough for any cloud's error text we have seen (GCE's
+# ZONE_RESOURCE_POOL_EXHAUSTED is 170 characters with its zone), short of a page a hostile server could send.
+MESSAGE_CHARS = 1000
+
+
+def _plain(text: str, limit: int = 140) -> str:
     # Provider messages are untrusted text: never let them be read as rich markup. And a live progress line is not
-    # drawn through render's scrubbing console: a credential a server echoed is scrubbed here.
-    return _unmarked(redact.scrub(text))[:140]
+    # drawn through render's scrubbing console: a credential a server echoed is scrubbed here. A progress line
+    # keeps 140 characters; tables wrap the message and keep MESSAGE_CHARS.
+    return _unmarked(redact.scrub(text))[:limit]
 
 
 def _unmarked(text: str) -> str:
@@ -633,17 +640,23 @@ def _risk_notes(plan: Plan) -> list[str]:
 
 
 def attempt_rows(attempts: Sequence[journal.AttemptRecord]) -> list[dict[str, Any]]:
-    """The attempt report: what was tried, in which order, and why each failed (also the demo's)."""
+    """The attempt report: what was tried, in which order, and why each failed (also the demo's). The provider's
+    message whole (up to MESSAGE_CHARS): a table wraps it, it is not cut to a progress line's length."""
     return [{"seq": a.seq, "provider": a.provider, "zone": a.zone, "instance_type": a.instance_type,
              "market": a.pricing.value, "outcome": a.outcome, "error": a.error_kind, "code": a.error_code,
              "api_calls": a.api_calls, "retries": a.retries,
              "seconds": round((a.finished_at or a.started_at) - a.started_at, 2),
-             "why": _plain(a.message or "")} for a in attempts]
+             "why": _plain(a.message or "", MESSAGE_CHARS)} for a in attempts]
+
+
+def attempts_table(title: str, rows: Sequence[dict[str, Any]], wide: bool = False) -> None:
+    """`attempt_rows` for people: the essential columns (`kinds.ATTEMPTS`), all of them with `wide`."""
+    contract.columns_table(title, kinds.ATTEMPTS, rows, wide=wide)
 
 
 def _show_result(result: ProvisionResult, output: Output, no_headers: bool = False) -> None:
     def table() -> None:
-        render.table(f"attempts for {result.gang}", attempt_rows(result.attempts))
+        attempts_table(f"attempts for {result.gang}", attempt_rows(result.attempts), output is Output.WIDE)
         render.table("nodes", [{"name": n.name, "zone": n.zone, "instance_type": n.instance_type,
                                 "provider_id": n.provider_id, "addresses": list(n.addresses)}
                                for n in result.nodes])
@@ -792,7 +805,7 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
             def table() -> None:
                 render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message
                                                               else ""))
-                render.table("attempts", attempts)
+                attempts_table("attempts", attempts, output is Output.WIDE)
                 if groups:
                     render.table("node groups", groups)
                 else:

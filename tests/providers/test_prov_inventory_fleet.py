@@ -22,7 +22,8 @@ from geosched.store import Store
 from tests.test_cli import geosched
 
 # Two halls of one on-prem site with its own grid figures (the `regions:` block); hall a holds one free
-# DGX, hall b three at different prices (one already paid for).
+# DGX, hall b three at different prices (one already paid for: stated $0, else it would cost its amortised
+# price, geosched/owned.py).
 INVENTORY = """
 regions: [{provider: onprem, name: oslo, grid_gco2e_per_kwh: 19, pue: 1.15}]
 nodes:
@@ -32,7 +33,7 @@ nodes:
   - {name: dgx-b1, address: 198.18.1.21, zone: osl-b, region: oslo, gpu: A100, gpus: 8, instance_type: dgx-a100,
      price_ondemand: 12.0, cluster: hpc}
   - {name: dgx-b2, address: 198.18.1.22, zone: osl-b, region: oslo, gpu: A100, gpus: 8, instance_type: dgx-a100,
-     cluster: hpc}
+     price_ondemand: 0, cluster: hpc}
   - {name: dgx-b3, address: 198.18.1.23, zone: osl-b, region: oslo, gpu: A100, gpus: 8, instance_type: dgx-a100,
      price_ondemand: 4.0, cluster: hpc}
 """
