@@ -124,10 +124,21 @@ def third_party_imports() -> list[Import]:
     for path in sorted(PACKAGE.rglob("*.py")):
         for imp in imports(path):
             top = imp.module.split(".")[0]
-            if top in sys.stdlib_module_names or top == "geosched" or top == "__future__" or imp.type_only:
+            # geosched_emulators: the demo's doubles, a distribution of this repository the demo checks for
+            # before it imports it (test_only_the_demo_imports_the_emulators).
+            if top in sys.stdlib_module_names or top in ("geosched", "__future__", "geosched_emulators") \
+                    or imp.type_only:
                 continue
             out.append(imp)
     return out
+
+
+def test_only_the_demo_imports_the_emulators() -> None:
+    # The product wheel ships no test double (issue 25 item 4); the demo's provisioning stage is the one user of
+    # them, behind geosched.demo.provisioning.emulators_missing (one line naming what to install).
+    users = {imp.where.split(":")[0] for path in sorted(PACKAGE.rglob("*.py")) for imp in imports(path)
+             if imp.module.split(".")[0] == "geosched_emulators"}
+    assert users == {"geosched/demo/clouds.py"}
 
 
 def test_every_import_comes_from_a_declared_distribution() -> None:
@@ -159,7 +170,7 @@ def test_every_declared_runtime_dependency_is_imported() -> None:
 
 def test_every_declared_extra_dependency_is_imported() -> None:
     # Each extra brings only what its own commands import: a distribution nothing imports is weight on a light
-    # install. (The emulators extra is imported by geosched.emulators, a guarded import like any other.)
+    # install.
     _, extras = _declared()
     used = set().union(*(provided_by(imp.module) for imp in third_party_imports()))
     unused = {extra: sorted(names - used) for extra, names in extras.items() if names - used}
@@ -172,7 +183,7 @@ def test_the_module_table_names_declared_extras_and_all_holds_every_one() -> Non
     assert set(EXTRA_OF_MODULE.values()) <= set(declared)
     assert set(PURPOSE) == set(EXTRA_OF_MODULE.values())
     # `all` is every extra a user runs geosched with; `dev` (the test command) pulls all of them and the doubles.
-    everything = {e for e in declared if e not in USER_EXTRAS_EXCLUDED | {"emulators"}}
+    everything = {e for e in declared if e not in USER_EXTRAS_EXCLUDED}
     assert declared["all"] == [f"geosched[{','.join(sorted(everything, key=list(declared).index))}]"]
     assert any(r.startswith("geosched[") and "all" in r for r in declared["dev"])
     # The core itself holds no SDK: none of the table's modules comes from a core dependency.
@@ -188,34 +199,54 @@ def test_the_check_sees_what_it_is_meant_to_see(tmp_path: Path) -> None:
     source.write_text(
         "from typing import TYPE_CHECKING\nimport click\nfrom google.cloud import compute_v1\n"
         "if TYPE_CHECKING:\n    import mypy\n"
-        "def f():\n    try:\n        from moto.server import ThreadedMotoServer\n"
-        "    except ImportError:\n        raise MissingExtra('emulators', 'moto') from None\n")
+        "def f():\n    try:\n        import prometheus_client\n"
+        "    except ImportError:\n        raise MissingExtra('metrics', 'prometheus_client') from None\n")
     found = {i.module: i for i in imports(source, tmp_path)}
     assert found["click"].guard is None and not found["click"].type_only
     assert found["mypy"].type_only
-    assert found["moto.server.ThreadedMotoServer"].guard == "emulators"
+    assert found["prometheus_client"].guard == "metrics"
     assert provided_by("google.cloud.compute_v1") == {"google-cloud-compute"}
     assert provided_by("google.auth.credentials") == {"google-auth"}
     assert "click" in provided_by("click.exceptions")
-    assert provided_by("moto.server") & _declared()[1]["emulators"]
+    assert provided_by("prometheus_client.core") & _declared()[1]["metrics"]
 
 
 def test_a_missing_extra_is_one_line_exit_1() -> None:
-    # moto hidden from the import system: what a plain install without the `emulators` extra sees.
+    # prometheus_client hidden from the import system: what an install without the `metrics` extra sees.
     code = ("import sys\n"
             "class Hide:\n"
             "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'moto' or name.startswith('moto.'):\n"
+            "        if name == 'prometheus_client' or name.startswith('prometheus_client.'):\n"
             "            raise ModuleNotFoundError(name)\n"
             "sys.meta_path.insert(0, Hide())\n"
             "from geosched.errors import GeoschedError\n"
-            "from geosched.emulators import MotoServer\n"
+            "from geosched.kube.multikueue.metrics import Metrics\n"
             "try:\n"
-            "    MotoServer()\n"
+            "    Metrics().serve(0)\n"
             "except GeoschedError as exc:\n"
             "    print(exc)\n"
             "    sys.exit(exc.exit_code)\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 1, run.stderr
-    assert run.stdout.strip().splitlines() == [
-        "moto is not installed; it comes with the 'emulators' extra: pip install 'geosched[emulators]'"]
+    assert run.stdout.strip().splitlines() == ["prometheus_client (for --metrics-port) is not installed; it comes "
+                                               "with the 'metrics' extra: pip install 'geosched[metrics]'"]
+
+
+EMULATORS = ROOT / "emulators"
+
+
+def test_the_emulators_import_only_what_their_own_distribution_declares() -> None:
+    # geosched-emulators is its own distribution (issue 25 item 4): moto and the google libraries its doubles
+    # stand in front of are its dependencies, and it needs nothing of geosched.
+    project = tomllib.loads((EMULATORS / "pyproject.toml").read_text())["project"]
+    declared = {_norm(Requirement(r).name) for r in project["dependencies"]}
+    problems = []
+    for path in sorted((EMULATORS / "geosched_emulators").rglob("*.py")):
+        for imp in imports(path, EMULATORS):
+            top = imp.module.split(".")[0]
+            if top in sys.stdlib_module_names or top in ("__future__", "geosched_emulators") or imp.type_only:
+                continue
+            dists = provided_by(imp.module)
+            if not dists & declared:
+                problems.append(f"{imp.where}: {imp.module} comes from {sorted(dists)}, not declared")
+    assert not problems, "\n".join(problems)

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
-from geosched.emulators.eks_extras import capacity_issue
 from geosched.errors import InputError
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
@@ -27,6 +25,8 @@ from geosched.providers.nodegroups.launch import GroupSettings, down, provision,
 from geosched.providers.plan import PricingMode
 from geosched.retry import RetryPolicy
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
+from geosched_emulators.eks_extras import capacity_issue
 from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
 from tests.providers.prov_support import aws_provider
 
