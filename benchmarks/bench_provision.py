@@ -31,8 +31,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
-from geosched.emulators.gce import DEFAULT_MACHINE_TYPES, only_in, with_zones
 from geosched.models import Offering, Pricing
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import VCPU_QUOTA_CODES
@@ -42,6 +40,8 @@ from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest
 from geosched.retry import RetryPolicy
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
+from geosched_emulators.gce import DEFAULT_MACHINE_TYPES, only_in, with_zones
 from tests.providers import campaign
 from tests.providers.prov_support import aws_env, aws_provider, gcp_provider, warm
 

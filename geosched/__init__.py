@@ -6,6 +6,12 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from geosched import toplinks
+
+# ./policies, ./providers and ./probes of a checkout are links into this package: imported through them, a module
+# is the geosched one, never a second copy (geosched/toplinks.py).
+toplinks.install()
+
 __version__ = "0.1.0"
 
 # The Python API (geosched/api.py), re-exported here but imported on first use: the API pulls in numpy, the

@@ -17,6 +17,7 @@ from geosched.default_fleet import default_fleet, default_network
 from geosched.documents import score_to_dict
 from geosched.entry import installed_version
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
+from geosched.extras import extra_for
 from geosched.gitops.cli import app as gitops_app
 from geosched.grid.formats import Basis
 from geosched.inputs import Snapshot, from_store, resolve
@@ -569,6 +570,13 @@ def main() -> None:
     except GeoschedError as exc:
         render.error(str(exc))
         sys.exit(exc.exit_code)
+    except ModuleNotFoundError as exc:
+        # A verb reached a module of an extra the install lacks (geosched.extras): one line naming the extra.
+        missing = extra_for(exc)
+        if missing is None:
+            raise
+        render.error(str(missing))
+        sys.exit(missing.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -38,9 +38,10 @@ class OutputError(GeoschedError):
 
 
 class MissingExtra(GeoschedError):
-    """An optional dependency is not installed: one line naming the extra that brings it, exit 2."""
+    """An optional dependency is not installed: one line naming the extra that brings it, exit 1 (the install, not
+    the input, lacks something; geosched.extras says which module comes with which extra)."""
 
-    exit_code = EXIT_BAD_INPUT
+    exit_code = EXIT_FAILED
 
     def __init__(self, extra: str, module: str) -> None:
         self.extra = extra

@@ -1,6 +1,7 @@
 """`geosched demo`'s provisioning and cost stages: the gang it builds from a placement, a real launch with
 failover on the emulated clouds (wired only to them, whatever the user's AWS settings say), the assumed job
-usage it records, and the run without moto. The whole demo as a process is in tests/test_cli.py."""
+usage it records, and the run without the emulators (or moto, or a cloud SDK). The whole demo as a process is
+in tests/test_cli.py."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ import pytest
 from geosched import catalog, policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.demo import costs, demo_jobs, provisioning
-from geosched.emulators import MotoServer
 from geosched.models import Fleet, Placement, Weights
 from geosched.policies import PlacementContext
 from geosched.providers import journal
 from geosched.report import Kind, Source, intervals
 from geosched.store import Store
+from geosched_emulators import MotoServer
 
 
 @pytest.fixture(scope="module")
@@ -119,18 +120,22 @@ def test_assumed_usage_is_one_hour_per_placed_node(placed: list[Placement], flee
         assert {i.ref for i in rows} == {a.node for a in p.assignments}
 
 
-def test_demo_without_moto_skips_provisioning_and_still_reports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("absent", ["geosched_emulators", "moto"])
+def test_demo_without_the_emulators_skips_provisioning_and_still_reports(absent: str, tmp_path: Path) -> None:
+    # The product wheel holds no test double (issue 25 item 4): `pip install geosched` then `geosched demo` finds
+    # no geosched_emulators; an emulators install whose moto is broken is the same to the demo.
     hidden = tmp_path / "hide"
-    (hidden / "moto").mkdir(parents=True)
-    (hidden / "moto" / "__init__.py").write_text("raise ImportError('moto hidden by the test')\n")
+    (hidden / absent).mkdir(parents=True)
+    (hidden / absent / "__init__.py").write_text(f"raise ImportError('{absent} hidden by the test')\n")
     home = tmp_path / "home"
     env = {**os.environ, "GEOSCHED_HOME": str(home), "COLUMNS": "200",
            "PYTHONPATH": os.pathsep.join([str(hidden), *filter(None, [os.environ.get("PYTHONPATH")])])}
     run = subprocess.run([sys.executable, "-m", "geosched", "demo"], capture_output=True, text=True, env=env,
                          timeout=120)
     assert run.returncode == 0, run.stderr
-    assert "5. Provisioning on emulated clouds: skipped: moto" in run.stdout
-    assert "pip install 'geosched[emulators]'" in run.stdout
+    assert ("5. Provisioning on emulated clouds: skipped: the emulated clouds are not installed: pip install "
+            "./emulators (geosched-emulators, in the geosched repository; scripts/demo installs it)") in " ".join(
+        run.stdout.split())
     assert "8. Cost and carbon" in run.stdout and (home / "demo" / "report.html").is_file()
     # Each saving names what it stands on (issue 23 item 6): the baseline's predicted run time and its cause.
     text = " ".join(run.stdout.split())
@@ -143,3 +148,15 @@ def test_demo_without_moto_skips_provisioning_and_still_reports(tmp_path: Path) 
     with Store(home / "demo" / "store") as store:
         assert journal.gangs(store) == []
         assert {i.job for i in intervals(store)} == {"finetune-8", "pretrain-64", "pretrain-512"}
+
+
+@pytest.mark.parametrize(("module", "extra"), [("boto3", "aws"), ("google.cloud.compute_v1", "gcp")])
+def test_the_provisioning_stage_names_the_sdk_extra_it_lacks(module: str, extra: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # A light install with the emulators but without a cloud SDK the stage drives them with.
+    real = provisioning.importlib.util.find_spec
+    monkeypatch.setattr(provisioning.importlib.util, "find_spec", lambda name: None if name == module else real(name))
+    assert provisioning.emulators_missing() == (f"{module} is not installed; it comes with the {extra!r} extra: "
+                                                f"pip install 'geosched[{extra}]'")
+    monkeypatch.undo()
+    assert provisioning.emulators_missing() is None

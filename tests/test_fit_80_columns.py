@@ -27,7 +27,7 @@ from tests.test_cli import JOBS
 WIDTH = 80
 # The GCE error the demo's emulated zone answers with: the message Compute Engine sends for
 # ZONE_RESOURCE_POOL_EXHAUSTED (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-
-# availability), the project and zone filled in as the emulator (geosched/emulators/gce.py) fills them.
+# availability), the project and zone filled in as the emulator (emulators/geosched_emulators/gce.py) fills them.
 GCE_ERROR = ("The zone 'projects/geosched-demo/zones/us-central1-a' does not have enough resources available to "
              "fulfill the request. Try a different zone, or try again later.")
 

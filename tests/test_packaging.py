@@ -1,4 +1,5 @@
-"""The wheel installs one namespace, `geosched`, with its data and its console script."""
+"""The wheel installs one namespace, `geosched`, with its data and its console script, and no test double: the
+emulators are their own distribution, geosched-emulators (emulators/, issue 25 item 4)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,27 @@ def test_wheel_holds_only_the_geosched_namespace(wheel: Path) -> None:
         assert module in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "geosched = geosched.entry:main" in entry_points  # --version before the CLI loads
+
+
+def test_the_product_wheel_holds_no_test_double(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    doubles = [n for n in names if "emulator" in n.lower() or n.rsplit("/", 1)[-1] in (
+        "gce.py", "faultproxy.py", "ec2_extras.py", "eks_extras.py", "billing.py")]
+    assert doubles == []
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    assert requires and not [r for r in requires if "moto" in r]  # not even as an extra: that dependency is theirs
+
+
+def test_the_emulators_are_a_wheel_of_their_own(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT / "emulators")], check=True, capture_output=True, timeout=300)
+    built = next(tmp_path.glob("geosched_emulators-*.whl"))
+    names = zipfile.ZipFile(built).namelist()
+    assert {n.split("/")[0] for n in names} == {"geosched_emulators", built.name.split("-")[0] + "-"
+                                                + built.name.split("-")[1] + ".dist-info"}
+    assert {"geosched_emulators/gce.py", "geosched_emulators/faultproxy.py", "geosched_emulators/py.typed"} <= set(
+        names)
 
 
 def test_installed_wheel_places_a_job_from_outside_the_repo(wheel: Path, tmp_path: Path) -> None:

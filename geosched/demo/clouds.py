@@ -19,13 +19,13 @@ import boto3  # type: ignore[import-untyped]
 import botocore.session  # type: ignore[import-untyped]
 from google.auth.credentials import AnonymousCredentials
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
-from geosched.emulators.gce import DEFAULT_MACHINE_TYPES, only_in, with_zones
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import Budget, Provider
 from geosched.providers.config import AwsSettings, GcpSettings
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import Candidate
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
+from geosched_emulators.gce import DEFAULT_MACHINE_TYPES, only_in, with_zones
 
 GCP_PROJECT = "geosched-demo"
 # moto accepts any key; a fixed fake one keeps boto3 from looking for the user's.

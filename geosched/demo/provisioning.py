@@ -8,6 +8,7 @@ in the demo's own store, never in the user's.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 
 from geosched import catalog, render
-from geosched.errors import MissingExtra
+from geosched.extras import extra_for
 from geosched.models import Fleet, Offering, Placement
 from geosched.providers import lifecycle
 from geosched.providers.cli import attempt_rows, attempts_table
@@ -86,19 +87,36 @@ def gang_plan(p: Placement, fleet: Fleet, offerings: Iterable[Offering]) -> Gang
     return GangPlan(p.job.name, request, zones, regions)
 
 
-def moto_missing() -> str | None:
-    """Why the emulated AWS cannot start (moto or its server extras are not installed), else None."""
+# The test doubles are their own distribution (emulators/ in the repository, issue 25 item 4): the product wheel
+# holds none, so a `pip install geosched` has no emulated cloud to provision on.
+EMULATORS_MISSING = ("the emulated clouds are not installed: pip install ./emulators (geosched-emulators, in the "
+                     "geosched repository; scripts/demo installs it)")
+
+
+def emulators_missing() -> str | None:
+    """Why the emulated clouds cannot start, as one line naming what to install, else None: the stage drives the
+    doubles with the aws and gcp SDKs (their extras), and the doubles are the geosched-emulators distribution."""
+    for module in ("boto3", "google.cloud.compute_v1"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # a parent package (google.cloud) is missing
+            found = False
+        if not found:
+            missing = extra_for(ModuleNotFoundError(module, name=module))
+            assert missing is not None  # both names are in geosched.extras.EXTRA_OF_MODULE
+            return str(missing)
     try:
+        importlib.import_module("geosched_emulators")
         importlib.import_module("moto.server")
     except ImportError:
-        return str(MissingExtra("emulators", "moto (the emulated AWS)"))
+        return EMULATORS_MISSING
     return None
 
 
 def run(n: int, placed: Sequence[Placement], fleet: Fleet, store: Store) -> GangOutcome | None:
     """The stage: prints what it does; returns what happened to the gang, or None when skipped."""
     head = f"[bold]{n}. Provisioning[/] on emulated clouds"
-    missing = moto_missing()
+    missing = emulators_missing()
     if missing is not None:
         render.out.print(f"{head}: skipped: " + escape(missing), markup=True)
         return None

@@ -5,6 +5,11 @@ Every module in this package registers its policies on import; `place` runs one 
 
 from __future__ import annotations
 
+if __name__ != "geosched.policies":  # executed through the top-level link ./policies: be geosched.policies instead
+    from geosched import toplinks
+
+    toplinks.alias(__name__)
+
 import functools
 import importlib
 import pkgutil

@@ -1,5 +1,10 @@
 """Cloud and inventory providers (see README.md)."""
 
+if __name__ != "geosched.providers":  # executed through the top-level link ./providers: be geosched.providers instead
+    from geosched import toplinks
+
+    toplinks.alias(__name__)
+
 import logging
 
 # The providers log every call and decision for the provisioning log (provlog.py), which attaches its handlers for

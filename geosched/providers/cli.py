@@ -21,6 +21,7 @@ from geosched import catalog, catalog_view, gpus, kinds, redact, render
 from geosched import output as contract
 from geosched import settings as settings_table
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
+from geosched.extras import extra_for
 from geosched.models import Weights
 from geosched.options import (
     DEFAULT_WEIGHTS,
@@ -957,13 +958,22 @@ def check_cmd(
     names = _split(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
     settings = _settings(ctx, inventory, network=one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr=admin_cidr)
-    providers = registry.build(names, settings)
+    unknown = [n for n in names if n not in registry.names()]
+    if unknown:
+        registry.build(unknown, settings)  # raises the one-line InputError naming the known providers
     with Store(_home(ctx)) as store:
         owner = journal.owner(store)
     rows = []
     for name in names:
         try:
-            items = providers[name].check()
+            items = registry.build((name,), settings)[name].check()
+        except ModuleNotFoundError as exc:
+            # The SDK's extra is not installed (a light install): a failed check that says what to install.
+            missing = extra_for(exc)
+            if missing is None:
+                raise
+            rows.append({"provider": name, "item": "sdk", "ok": "no", "detail": str(missing)})
+            continue
         except Exception as exc:  # a provider whose SDK cannot even start is a failed check, not a crash
             rows.append({"provider": name, "item": "sdk", "ok": "no", "detail": f"{type(exc).__name__}"})
             continue

@@ -7,8 +7,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from html import escape
+from types import ModuleType
 from typing import Any
 
+from geosched.extras import extra_for
 from geosched.report.aggregate import Grouping, ReportKind, series
 from geosched.report.assemble import ReportData
 from geosched.report.baseline import BASELINES, REFERENCE
@@ -72,10 +74,24 @@ def _img(title: str, png: bytes, level: int = 2) -> str:
     return f'<h{level}>{escape(title)}</h{level}>\n<img alt="{escape(title)}" src="data:image/png;base64,{encoded}">'
 
 
-def _charts(data: ReportData) -> list[str]:
-    # matplotlib takes a third of a second to import: only an HTML report pays for it, not every command.
-    from geosched.report import charts
+def _charts_module() -> ModuleType | str:
+    """geosched.report.charts, or the note that replaces the charts when matplotlib (the `plots` extra) is not
+    installed: the tables of a light install's report stay whole."""
+    try:
+        # matplotlib takes a third of a second to import: only an HTML report pays for it, not every command.
+        from geosched.report import charts
+    except ModuleNotFoundError as exc:
+        missing = extra_for(exc)
+        if missing is None:
+            raise
+        return f"No charts: {missing}."
+    return charts
 
+
+def _charts(data: ReportData) -> list[str]:
+    charts = _charts_module()
+    if isinstance(charts, str):
+        return [f'<p class="note">{escape(charts)}</p>']
     if not data.lines:
         return ['<p class="note">No usage in this window: nothing to chart.</p>']
     regions = data.groups.get(Grouping.REGION) or []
@@ -90,8 +106,7 @@ def _charts(data: ReportData) -> list[str]:
 
 
 def _savings(data: ReportData) -> list[str]:
-    from geosched.report import charts
-
+    charts = _charts_module()
     out = ["<h2>Savings against baselines</h2>", SAVINGS_METHOD_HTML]
     if data.snapshot:
         out.append(f'<p class="meta">Snapshot fleet: {escape(data.snapshot)}.</p>')
@@ -99,7 +114,8 @@ def _savings(data: ReportData) -> list[str]:
         out.append('<p class="note">No job in this window has a recorded placement: nothing to compare.</p>')
         return out
     if data.savings:
-        out.append(_img("Baselines against the recorded placements", charts.savings_bars(data.savings), 3))
+        if not isinstance(charts, str):
+            out.append(_img("Baselines against the recorded placements", charts.savings_bars(data.savings), 3))
         out.append(_table([{"baseline": s.label, "jobs": s.jobs, "baseline $": s.baseline_usd,
                             "recorded $": s.reference_usd, "saved $": s.usd_saved,
                             "baseline kgCO2e": s.baseline_gco2e / 1000, "recorded kgCO2e": s.reference_gco2e / 1000,

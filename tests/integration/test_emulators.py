@@ -2,8 +2,8 @@
 # mypy: disable-error-code="no-untyped-call"
 """The cloud API doubles speak real HTTP to the unmodified official SDKs.
 
-GCE: google-cloud-compute (REST transport) against geosched.emulators.gce.
-AWS: boto3 against moto's server behind geosched.emulators.faultproxy.
+GCE: google-cloud-compute (REST transport) against geosched_emulators.gce.
+AWS: boto3 against moto's server behind geosched_emulators.faultproxy.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from google.cloud import compute_v1
 from google.protobuf import json_format  # type: ignore[import-untyped]
 
 try:
-    from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
-    from geosched.emulators.gce import compile_filter
+    from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
+    from geosched_emulators.gce import compile_filter
 except ModuleNotFoundError:  # pytest started without the repo root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
-    from geosched.emulators.gce import compile_filter
+    from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
+    from geosched_emulators.gce import compile_filter
 
 pytestmark = pytest.mark.integration
 

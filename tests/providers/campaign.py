@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from geosched.providers import journal, lifecycle
 from geosched.providers.base import Provider
 from geosched.providers.failover import Ttls
@@ -37,6 +36,7 @@ from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.retry import RetryPolicy
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from tests.kill import run_killable
 from tests.providers.prov_support import (
     AWS_REGIONS,

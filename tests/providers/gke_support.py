@@ -1,4 +1,4 @@
-"""A GKE cluster in the GKE REST double (geosched/emulators/gke.py) for the node pool tests: a regional cluster in
+"""A GKE cluster in the GKE REST double (geosched_emulators/gke.py) for the node pool tests: a regional cluster in
 us-central1, where the shipped catalog offers a3-highgpu-8g (8 x H100) in zones a, b and c.
 
 Shapes: the GKE v1 REST reference (projects.locations.clusters, .nodePools); the double cites them.
@@ -6,8 +6,8 @@ Shapes: the GKE v1 REST reference (projects.locations.clusters, .nodePools); the
 
 from __future__ import annotations
 
-from geosched.emulators.gke import GkeDouble
 from geosched.providers.plan import GangRequest, PricingMode
+from geosched_emulators.gke import GkeDouble
 
 PROJECT = "geosched-test"
 LOCATION = "us-central1"

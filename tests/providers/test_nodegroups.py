@@ -3,7 +3,7 @@ AWS variables): the group in the zone the plan chose, failover to the next zone 
 the deadline, and `down` deleting geosched's groups and nothing else.
 
 moto creates every group ACTIVE at once and never fails one (moto/eks/models.py); the CREATING and CREATE_FAILED
-answers come from the fault proxy's node group overrides (geosched/emulators/eks_extras.py), only where moto
+answers come from the fault proxy's node group overrides (emulators/geosched_emulators/eks_extras.py), only where moto
 cannot. AWS shapes: EKS API reference CreateNodegroup, DescribeNodegroup (Nodegroup, NodegroupHealth, Issue),
 DeleteNodegroup, ListNodegroups.
 """
@@ -16,8 +16,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
-from geosched.emulators.eks_extras import capacity_issue
 from geosched.errors import InputError
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
@@ -27,6 +25,8 @@ from geosched.providers.nodegroups.launch import GroupSettings, down, provision,
 from geosched.providers.plan import PricingMode
 from geosched.retry import RetryPolicy
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
+from geosched_emulators.eks_extras import capacity_issue
 from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
 from tests.providers.prov_support import aws_provider
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from geosched.emulators import Ec2FaultProxy, MotoServer
-from geosched.emulators.eks_extras import capacity_issue
 from geosched.errors import EXIT_BAD_INPUT
 from geosched.providers import journal
 from geosched.store import Store
+from geosched_emulators import Ec2FaultProxy, MotoServer
+from geosched_emulators.eks_extras import capacity_issue
 from tests.output_support import valid
 from tests.providers.eks_support import NODE_ROLE, ZONES, EksCluster, make_cluster
 from tests.providers.test_prov_cli import run

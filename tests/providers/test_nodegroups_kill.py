@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
-from geosched.emulators.eks_extras import capacity_issue
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
@@ -28,6 +26,8 @@ from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
 from geosched.retry import RetryPolicy
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
+from geosched_emulators.eks_extras import capacity_issue
 from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
 from tests.providers.prov_support import aws_env, aws_provider
 

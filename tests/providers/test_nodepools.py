@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from geosched.emulators.gke import GkeDouble, GkeFault
 from geosched.errors import InputError
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
@@ -25,6 +24,7 @@ from geosched.providers.nodegroups.launch import GroupResult, GroupSettings, dow
 from geosched.providers.plan import PricingMode
 from geosched.retry import RetryPolicy
 from geosched.store import Store
+from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.providers.gke_support import CLUSTER, LOCATION, MACHINE, PROJECT, make_cluster, request
 from tests.providers.prov_support import gcp_provider
 

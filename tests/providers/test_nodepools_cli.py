@@ -1,5 +1,5 @@
 """`geosched provision --cluster --provider gcp`, `geosched down` and `geosched up --provider gcp` for GKE node
-pool gangs, through the CLI as a user runs them, against the GKE REST double (geosched/emulators/gke.py) named by
+pool gangs, through the CLI as a user runs them, against the GKE REST double (geosched_emulators/gke.py) named by
 GEOSCHED_GKE_ENDPOINT, with google-cloud-container unchanged."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from geosched.emulators.gke import GkeDouble, GkeFault
 from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED
 from geosched.kube.config import ClusterConfig
 from geosched.kube.tolerations import Toleration
 from geosched.providers import journal
 from geosched.store import Store
 from geosched.up import on_the_group
+from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.kubeemu import MultiCluster
 from tests.output_support import valid
 from tests.providers.gke_support import CLUSTER, LOCATION, MACHINE, PROJECT, make_cluster

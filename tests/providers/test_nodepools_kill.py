@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from geosched.emulators.gke import GkeDouble, GkeFault
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
@@ -28,6 +27,7 @@ from geosched.providers.nodegroups.gke import Gke
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
 from geosched.retry import RetryPolicy
 from geosched.store import Store
+from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.providers.gke_support import CLUSTER, LOCATION, PROJECT, make_cluster, request
 from tests.providers.prov_support import gcp_provider
 

@@ -1,7 +1,7 @@
 """The pure part of GKE node pools: which zones a cluster can hold, the CreateNodePoolRequest, the accelerator of a
 machine, where a compact placement policy applies, and what a failed pool's message means for failover. Shapes:
 cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools (gkespec.py cites
-each); failure messages as GKE's operations carry them (geosched/emulators/gke.py `GkeFault`)."""
+each); failure messages as GKE's operations carry them (emulators/geosched_emulators/gke.py `GkeFault`)."""
 
 from __future__ import annotations
 

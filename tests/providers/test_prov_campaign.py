@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.emulators import Ec2FaultProxy, GceDouble, MotoServer
+from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
 from tests.providers.campaign import MAX_STALL_S, Emulators, campaign, summary
 
 pytestmark = pytest.mark.integration

@@ -11,10 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, MotoServer
 from geosched.errors import EXIT_BAD_INPUT, GeoschedError
 from geosched.providers import cli, journal
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, MotoServer
 from tests.output_support import valid
 from tests.providers.prov_support import aws_alive
 

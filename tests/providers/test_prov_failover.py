@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from geosched.models import Pricing
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider
@@ -20,6 +19,7 @@ from geosched.providers.gcp import GcpProvider
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import (
     AWS_REGIONS,
     GCP_REGIONS,

@@ -9,7 +9,6 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from geosched.emulators import Ec2FaultProxy, GceDouble
 from geosched.probes.cli import store_targets
 from geosched.probes.hostkeys import KNOWN_HOSTS_NAME
 from geosched.providers import journal, lifecycle
@@ -18,6 +17,7 @@ from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
 from geosched.store import Store
+from geosched_emulators import Ec2FaultProxy, GceDouble
 from tests.providers.prov_support import AWS_REGIONS, GCP_REGIONS, PROJECT, fast_settings
 
 pytestmark = pytest.mark.integration

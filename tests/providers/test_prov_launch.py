@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from geosched.models import Pricing
 from geosched.providers import gcp as gcp_module
 from geosched.providers.aws import AwsProvider
@@ -27,6 +26,7 @@ from geosched.providers.base import (
 )
 from geosched.providers.config import GcpSettings
 from geosched.providers.gcp import GcpProvider
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import ADMIN_CIDR, moto_client
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me@laptop"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from geosched.emulators import Ec2FaultProxy, GceDouble, MotoServer
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import Budget, Instance, InstanceState, LaunchSpec, Provider
@@ -19,6 +18,7 @@ from geosched.providers.gang import provision, resume
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
 from geosched.store import Store
+from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
 from tests.providers.prov_support import AWS_REGIONS, GCP_REGIONS, aws_alive, fast_settings, gce_alive, moto_client
 
 pytestmark = pytest.mark.integration
@@ -142,7 +142,7 @@ def test_crash_then_down_leaves_nothing(point: str, gcp: GcpProvider, gce: GceDo
 
 
 def test_attempt_log_says_what_was_tried_in_order_and_why(gcp: GcpProvider, gce: GceDouble, store: Store) -> None:
-    from geosched.emulators import GceFault
+    from geosched_emulators import GceFault
 
     gce.inject(GceFault.zone_resource_pool_exhausted(), zone="europe-west4-a", times="always")
     gce.inject(GceFault.quota_exceeded("NVIDIA_A100_GPUS", 0), zone="europe-west4-b", times="always")
@@ -256,7 +256,7 @@ def test_resume_after_half_landed_inserts_creates_only_the_missing(gcp: GcpProvi
 
 def test_a_launch_landing_after_the_settle_window_is_caught_by_the_next_reconcile(
         aws: AwsProvider, proxy: Ec2FaultProxy, moto: MotoServer, store: Store) -> None:
-    from geosched.emulators import Ec2Fault
+    from geosched_emulators import Ec2Fault
 
     proxy.inject(Ec2Fault.stall(1.5), zone="us-east-1b", action="RunInstances")
     settings = fast_settings(zone_timeout_s=1.0, call_timeout_s=1.0,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched.providers.provlog import LOG_DIR
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from tests.providers.prov_support import aws_alive
 from tests.providers.test_prov_cli import root_app
 

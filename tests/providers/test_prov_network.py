@@ -18,8 +18,6 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 from geosched import render
-from geosched.emulators import Ec2FaultProxy, GceDouble, MotoServer
-from geosched.emulators.faultproxy import Ec2Fault
 from geosched.errors import InputError
 from geosched.models import Pricing
 from geosched.providers import aws as aws_module
@@ -32,6 +30,8 @@ from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.terraform import NetworkConfig, load_terraform_output, parse_terraform_output
 from geosched.store import Store
+from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
+from geosched_emulators.faultproxy import Ec2Fault
 from tests.providers.prov_support import PROJECT, fast_settings, moto_client
 from tests.providers.test_prov_cli import run
 
@@ -122,7 +122,7 @@ def network(proxy: Ec2FaultProxy) -> AwsNetwork:
 
 def described(proxy: Ec2FaultProxy, ids: list[str]) -> list[dict[str, Any]]:
     """DescribeInstances through the proxy: moto keeps subnet, groups, key and tags, the proxy adds the
-    placement group moto drops (see geosched/emulators/ec2_extras.py)."""
+    placement group moto drops (see emulators/geosched_emulators/ec2_extras.py)."""
     raw = moto_client(proxy.url).describe_instances(InstanceIds=ids)
     return [i for r in raw["Reservations"] for i in r["Instances"]]
 

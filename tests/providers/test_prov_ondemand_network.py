@@ -20,7 +20,6 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 from geosched import render
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, FaultRule, GceDouble, GceFault, MotoServer
 from geosched.errors import EXIT_BAD_INPUT, InputError
 from geosched.models import Pricing
 from geosched.providers import journal, lifecycle
@@ -41,6 +40,7 @@ from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.terraform import parse_terraform_output
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, FaultRule, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import (
     ADMIN_CIDR,
     PROJECT,

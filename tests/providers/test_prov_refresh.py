@@ -7,8 +7,6 @@ import time
 import pytest
 
 from geosched import catalog
-from geosched.emulators import Ec2FaultProxy, GceDouble
-from geosched.emulators.billing import Sku
 from geosched.models import Pricing
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import PriceObservation
@@ -17,6 +15,8 @@ from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
 from geosched.providers.refresh import price_ages, price_at, record_prices, refresh_catalog, refreshed_offerings
 from geosched.store import Store
+from geosched_emulators import Ec2FaultProxy, GceDouble
+from geosched_emulators.billing import Sku
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from geosched import catalog
-from geosched.emulators import Ec2FaultProxy, GceDouble
-from geosched.emulators.gce import DEFAULT_MACHINE_TYPES, MachineTypeSpec
 from geosched.models import Pricing
 from geosched.providers.refresh import price_at, refresh_catalog, refreshed_offerings
 from geosched.store import Store
+from geosched_emulators import Ec2FaultProxy, GceDouble
+from geosched_emulators.gce import DEFAULT_MACHINE_TYPES, MachineTypeSpec
 from tests.providers.prov_support import AWS_ZONES, gcp_provider
 from tests.providers.test_prov_cli import home, run  # noqa: F401  (the CLI fixture and runner)
 

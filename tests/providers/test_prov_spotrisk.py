@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from geosched.emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched.policies import spotrisk
 from geosched.providers.aws import AwsProvider
 from geosched.providers.refresh import refresh_catalog, spot_risks
 from geosched.store import Store
+from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from tests.providers.prov_support import AWS_ZONES, aws_alive
 from tests.providers.test_prov_cli import home, run  # noqa: F401  (the CLI fixture and runner)
 

@@ -13,7 +13,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from geosched.emulators import GceDouble, MotoServer
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import Budget
@@ -25,6 +24,7 @@ from geosched.report.journal import journal_intervals
 from geosched.report.ledger import intervals, ledger_intervals
 from geosched.report.records import Interval
 from geosched.store import Store
+from geosched_emulators import GceDouble, MotoServer
 from tests.providers.prov_support import AWS_REGIONS, GCP_REGIONS, aws_alive, fast_settings, gce_alive
 from tests.providers.test_prov_lifecycle import crash_then
 

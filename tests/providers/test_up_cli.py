@@ -14,13 +14,13 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from geosched.cli import app
-from geosched.emulators import Ec2FaultProxy, MotoServer
 from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, GeoschedError
 from geosched.kube.config import ClusterConfig
 from geosched.kube.tolerations import Toleration
 from geosched.providers import journal
 from geosched.store import Store
 from geosched.up import on_the_group
+from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.kubeemu import MultiCluster
 from tests.output_support import valid
 from tests.providers.eks_support import NODE_ROLE, EksCluster, make_cluster

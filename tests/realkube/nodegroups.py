@@ -15,7 +15,7 @@ What a node of a managed node group looks like, each from its source:
 - capacity and allocatable of the instance type, nvidia.com/gpu and vpc.amazonaws.com/efa included (nodes.py
   `MACHINES`, `EFA`, with their sources).
 
-`NodepoolController` does the same for GKE node pools on the GKE REST double (geosched/emulators/gke.py, read with
+`NodepoolController` does the same for GKE node pools on the GKE REST double (geosched_emulators/gke.py, read with
 google-cloud-container): each RUNNING pool's machines join as kwok Nodes shaped as GKE registers them
 (tests/kubeapi/real_nodes.py `gke_node`: cloud.google.com/gke-nodepool <the pool>, cloud.google.com/gke-accelerator
 <the pool's accelerator type>, topology.kubernetes.io/zone <the pool's zone>, node.kubernetes.io/instance-type,

@@ -19,7 +19,7 @@ import boto3  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from geosched.emulators import MotoServer
+from geosched_emulators import MotoServer
 from tests.providers.eks_support import NODE_ROLE, ROLE
 from tests.providers.prov_support import aws_env
 from tests.realkube.nodegroups import NODEGROUP, NodegroupController

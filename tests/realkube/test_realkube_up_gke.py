@@ -1,5 +1,5 @@
 """`geosched up --provider gcp` end to end on the real control plane: a GKE node pool made on the GKE REST double
-(google-cloud-container unchanged, geosched/emulators/gke.py), its machines joining the real GKE-shaped cluster as
+(google-cloud-container unchanged, geosched_emulators/gke.py), its machines joining the real GKE-shaped cluster as
 kwok Nodes (tests/realkube/nodegroups.py `NodepoolController`, the test controller standing in for GKE: the labels
 and GPU taint GKE sets), geosched waiting for them to be Ready, placing the gang on exactly them, the real
 kube-scheduler binding every pod there, and `geosched down` leaving no pool and no node behind.
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from geosched.emulators.gke import GkeDouble
+from geosched_emulators.gke import GkeDouble
 from tests.realkube.nodegroups import NODEPOOL, NodepoolController
 from tests.realkube.plane import GKE, Plane
 from tests.realkube.realkube_support import (

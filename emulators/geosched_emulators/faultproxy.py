@@ -23,8 +23,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from geosched.errors import MissingExtra
-
 from ._http import (
     ADMIN_PREFIX,
     LOOPBACK,
@@ -215,10 +213,8 @@ class MotoServer:
     one process share state; use reset() between tests."""
 
     def __init__(self) -> None:
-        try:
-            from moto.server import ThreadedMotoServer
-        except ImportError:
-            raise MissingExtra("emulators", "moto") from None
+        # Here, not at the top: moto takes seconds to import, and the GCE double alone never needs it.
+        from moto.server import ThreadedMotoServer
 
         self._server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
         self._started = False
