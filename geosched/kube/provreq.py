@@ -1,0 +1,169 @@
+"""Queued provisioning through Kueue: a job placed in zone Z of a cluster, rendered beside the Kueue objects whose
+ProvisioningRequest admission check asks the cluster's autoscaler for the gang's nodes, in Z. Pure.
+
+The flow (Kueue's "ProvisioningRequest" admission check, kueue.sigs.k8s.io/docs/admission-check-controllers/
+provisioning; GKE's "Run a large-scale workload with flex-start with queued provisioning",
+cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest):
+1. the job carries its LocalQueue's label; Kueue reserves quota in the ClusterQueue, whose admission check is the
+   ProvisioningRequest one (AdmissionCheck `spec.controllerName: kueue.x-k8s.io/provisioning-request`, its
+   `parameters` naming a ProvisioningRequestConfig);
+2. Kueue creates a ProvisioningRequest (autoscaling.x-k8s.io/v1) of the config's `provisioningClassName`, one
+   PodTemplate per pod set copied from the job's own pod template (sigs.k8s.io/kueue v0.17.0
+   pkg/controller/admissionchecks/provisioning/controller.go `createPodTemplate`): the zone geosched pinned in the
+   job's nodeSelector is what the autoscaler reads, so the nodes come up in Z and nowhere else;
+3. the autoscaler (GKE's Dynamic Workload Scheduler for `queued-provisioning.gke.io`, cluster-autoscaler for
+   `best-effort-atomic-scale-up.autoscaling.x-k8s.io`) sets the request's `Provisioned` condition True once every
+   node exists; Kueue then admits the job and kube-scheduler binds its pods to those nodes.
+
+What this module renders: the job (any kind geosched reads, or a compact job built as an Indexed Job) with its
+queue label and, on every pod template, `nodeSelector` zone Z and the GPU label, and the tolerations of the taints
+the class's nodes carry; and, cluster-scoped, one ResourceFlavor (the GPU label), the ProvisioningRequestConfig
+(`managedResources: [nvidia.com/gpu]`: only pod sets asking for GPUs get a request), the AdmissionCheck, a
+ClusterQueue applying that check whose quota is the gang's own request (nodes that do not exist yet have nothing
+to size it from; a cluster owner raises it to queue more gangs) and the LocalQueue. Rendered at Kueue's
+v1beta2 (its storage version since v0.16; v0.17.0 serves v1beta1 and v1beta2 of ProvisioningRequestConfig,
+config/components/crd/bases/kueue.x-k8s.io_provisioningrequestconfigs.yaml).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from geosched.errors import InputError
+from geosched.kube import affinity, keys, tolerations
+from geosched.kube.backends.kueue import API_VERSION, GROUP
+from geosched.kube.jobinput import JobInput, PathKey, PodSet
+from geosched.kube.tolerations import Toleration
+
+# Kueue's ProvisioningRequest admission check controller (apis/kueue/v1beta2 `ProvisioningRequestControllerName`).
+CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+# GKE's Dynamic Workload Scheduler (the GKE how-to above); cluster-autoscaler's own classes
+# (kubernetes/autoscaler cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1 `ProvisioningClass*`):
+# best-effort-atomic-scale-up makes the nodes all or none; check-capacity only checks that they exist already.
+QUEUED_PROVISIONING = "queued-provisioning.gke.io"
+BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+CLASSES = (QUEUED_PROVISIONING, BEST_EFFORT_ATOMIC, CHECK_CAPACITY)
+# The taints the class's new nodes carry, which the job's pods must tolerate (the request's pod templates are the
+# pods the autoscaler simulates on the new nodes): on GKE every GPU node has nvidia.com/gpu=present:NoSchedule
+# ("Run GPUs in GKE Standard node pools"), and nodes of a queued-provisioning node pool also
+# cloud.google.com/gke-queued=true:NoSchedule (the taint a queued-provisioning pool's `config.taints` holds as
+# the GKE API returns it, and the toleration GKE's flex-start examples give their pods).
+QUEUED_TAINT = Toleration("cloud.google.com/gke-queued", "Equal", "true", "NoSchedule")
+GKE_GPU_TAINT = Toleration(keys.GPU, "Equal", "present", "NoSchedule")
+CLASS_TOLERATIONS: Mapping[str, tuple[Toleration, ...]] = {
+    QUEUED_PROVISIONING: (GKE_GPU_TAINT, QUEUED_TAINT),
+    BEST_EFFORT_ATOMIC: (),
+    CHECK_CAPACITY: (),
+}
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the gang's nodes are to come up: a zone of the cluster and the GPU label (and value) the new nodes
+    will carry (GKE: cloud.google.com/gke-accelerator, e.g. nvidia-h100-80gb; with GFD: nvidia.com/gpu.product)."""
+
+    zone: str
+    gpu_label: str
+    gpu_value: str
+    class_name: str = QUEUED_PROVISIONING
+    name: str = "geosched-provisioning"  # the cluster-scoped objects' name (a ClusterQueue, its check, its config)
+
+
+def render(job: JobInput, target: Target, *, queue: str, namespace: str) -> list[dict[str, Any]]:
+    """The Kueue objects (flavor, config, check, ClusterQueue, LocalQueue) and the job pinned to `target.zone`,
+    ready to apply in that order. Refuses (InputError) a job that cannot be pinned: no pod template (a TrainJob),
+    a nodeSelector already asking for another zone or GPU, or an unknown class."""
+    if target.class_name not in CLASSES:
+        raise InputError("--provisioning-class", "", f"{target.class_name!r} is not one of {', '.join(CLASSES)}")
+    if not _NAME.match(target.name):
+        raise InputError("--name", "", f"{target.name[:80]!r} is not a Kubernetes object name (lowercase letters, "
+                         "digits and '-', at most 63)")
+    obj, companions, pod_sets = _job_objects(job, namespace)
+    templates = [_template(obj, p, job.source) for p in pod_sets]
+    requirements = [(keys.ZONE, (target.zone,)), (target.gpu_label, (target.gpu_value,))]
+    for template in templates:
+        spec = template.setdefault("spec", {})
+        selector = dict(spec.get("nodeSelector") or {})
+        problem = affinity.select_exactly(selector, requirements)
+        if problem is not None:
+            raise InputError(job.source, "nodeSelector", problem)
+        spec["nodeSelector"] = selector
+        tolerations.add_to(spec, CLASS_TOLERATIONS[target.class_name])
+    obj.setdefault("metadata", {}).setdefault("labels", {})[keys.KUEUE_QUEUE] = queue
+    quota = gang_request(obj, pod_sets)
+    return [*queue_objects(target, queue, namespace, quota), obj, *companions]
+
+
+def queue_objects(target: Target, queue: str, namespace: str,
+                  quota: Mapping[str, int | str]) -> list[dict[str, Any]]:
+    """The cluster-scoped Kueue objects that send the gang through a ProvisioningRequest, and its LocalQueue."""
+    name = target.name
+    flavor = {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name},
+              "spec": {"nodeLabels": {target.gpu_label: target.gpu_value}}}
+    config = {"apiVersion": API_VERSION, "kind": "ProvisioningRequestConfig", "metadata": {"name": name},
+              "spec": {"provisioningClassName": target.class_name, "managedResources": [keys.GPU]}}
+    check = {"apiVersion": API_VERSION, "kind": "AdmissionCheck", "metadata": {"name": name},
+             "spec": {"controllerName": CONTROLLER,
+                      "parameters": {"apiGroup": GROUP, "kind": "ProvisioningRequestConfig", "name": name}}}
+    covered = sorted(quota)
+    cluster_queue = {
+        "apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                 "resourceGroups": [{"coveredResources": covered, "flavors": [
+                     {"name": name, "resources": [{"name": r, "nominalQuota": quota[r]} for r in covered]}]}],
+                 "admissionChecksStrategy": {"admissionChecks": [{"name": name}]}}}
+    local_queue = {"apiVersion": API_VERSION, "kind": "LocalQueue",
+                   "metadata": {"name": queue, "namespace": namespace}, "spec": {"clusterQueue": name}}
+    return [flavor, config, check, cluster_queue, local_queue]
+
+
+def gang_request(obj: Mapping[str, Any], pod_sets: Sequence[PodSet]) -> dict[str, int | str]:
+    """What the gang's pods request together (a container's limit where it sets no request, as Kueue counts it),
+    GPUs always among them: the ClusterQueue's quota for this gang."""
+    from kubernetes.utils.quantity import parse_quantity  # here: the package loads its whole client (0.3 s)
+
+    totals: dict[str, Decimal] = {keys.GPU: Decimal(0)}
+    for pod_set in pod_sets:
+        assert pod_set.path is not None
+        spec = _at(obj, pod_set.path).get("spec") or {}
+        for container in spec.get("containers") or []:
+            resources = container.get("resources") or {}
+            wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+            for resource, value in wanted.items():
+                amount = Decimal(parse_quantity(value))  # type: ignore[no-untyped-call]
+                totals[str(resource)] = totals.get(str(resource), Decimal(0)) + amount * pod_set.pods
+    return {r: int(v) if v == v.to_integral_value() else f"{int(v * 1000)}m" for r, v in totals.items()}
+
+
+def _job_objects(job: JobInput, namespace: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...],
+                                                          tuple[PodSet, ...]]:
+    if job.original is None:  # a compact job: the Indexed Job (and its headless Service) `submit` renders
+        from geosched.kube.compact import CompactKind, build
+
+        built = build(job.job, namespace, CompactKind.JOB, job.source)
+        return built.obj, built.companions, built.pod_sets
+    obj = copy.deepcopy(dict(job.original))
+    obj.setdefault("metadata", {}).setdefault("namespace", namespace)
+    return obj, (), job.pod_sets
+
+
+def _template(obj: dict[str, Any], pod_set: PodSet, source: str) -> dict[str, Any]:
+    if pod_set.path is None:
+        raise InputError(source, "kind", "a ProvisioningRequest copies the job's pod templates, and this kind has "
+                         "none of its own (a TrainJob's pods come from its runtime)")
+    return _at(obj, pod_set.path)
+
+
+def _at(obj: Mapping[str, Any], path: Sequence[PathKey]) -> dict[str, Any]:
+    here: Any = obj
+    for step in path:
+        here = here[step]
+    assert isinstance(here, dict)
+    return here

@@ -1,0 +1,114 @@
+"""Queued provisioning rendered beside the job (geosched/kube/provreq.py): the Kueue objects validated against
+Kueue v0.17.0's ProvisioningRequestConfig CRD (tests/kube/data/crds, from the release's module) and the upstream
+Kueue CRDs of shared/schemas/crds, the job pinned to the zone so the ProvisioningRequest Kueue makes from its pod
+template asks for nodes there. tests/realkube/test_realkube_provreq.py runs the same objects on the real Kueue."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_support import DATA
+
+from geosched.errors import InputError
+from geosched.kube import keys, provreq
+from geosched.kube.jobinput import read_job_file
+
+Validate = Callable[[Mapping[str, Any]], None]
+GKE_C = provreq.Target(zone="us-central1-c", gpu_label=keys.GKE_ACCELERATOR, gpu_value="nvidia-h100-80gb")
+
+
+def compact(tmp_path: Path, workers: int = 8, gpus: int = 8) -> Path:
+    path = tmp_path / "train.yaml"
+    path.write_text(f"apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                    f"workers: {workers}\ngpus_per_worker: {gpus}\ngpu: H100\n", encoding="utf-8")
+    return path
+
+
+def by_kind(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["kind"]: o for o in objs}
+
+
+def test_an_8_node_gang_renders_the_check_its_queue_and_the_job_pinned_to_the_zone(
+        tmp_path: Path, validate: Validate) -> None:
+    objs = provreq.render(read_job_file(compact(tmp_path)), GKE_C, queue="team-a", namespace="ml")
+    assert [o["kind"] for o in objs] == ["ResourceFlavor", "ProvisioningRequestConfig", "AdmissionCheck",
+                                         "ClusterQueue", "LocalQueue", "Job", "Service"]
+    for obj in objs:
+        validate(obj)
+    k = by_kind(objs)
+    assert k["ProvisioningRequestConfig"]["spec"] == {"provisioningClassName": "queued-provisioning.gke.io",
+                                                      "managedResources": ["nvidia.com/gpu"]}
+    assert k["AdmissionCheck"]["spec"] == {
+        "controllerName": "kueue.x-k8s.io/provisioning-request",
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                       "name": "geosched-provisioning"}}
+    queue = k["ClusterQueue"]["spec"]
+    assert queue["admissionChecksStrategy"] == {"admissionChecks": [{"name": "geosched-provisioning"}]}
+    [group] = queue["resourceGroups"]
+    [flavor] = group["flavors"]
+    assert flavor["name"] == k["ResourceFlavor"]["metadata"]["name"]
+    assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]}["nvidia.com/gpu"] == 64
+    assert k["ResourceFlavor"]["spec"] == {"nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}}
+    assert k["LocalQueue"]["spec"] == {"clusterQueue": "geosched-provisioning"}
+    job = k["Job"]
+    assert job["metadata"]["labels"][keys.KUEUE_QUEUE] == "team-a"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"topology.kubernetes.io/zone": "us-central1-c",
+                                   "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert {"key": "cloud.google.com/gke-queued", "operator": "Equal", "value": "true",
+            "effect": "NoSchedule"} in pod["tolerations"]
+    assert job["spec"]["parallelism"] == 8
+
+
+def test_a_manifest_keeps_its_own_selector_when_it_agrees_and_is_refused_when_it_does_not(
+        validate: Validate) -> None:
+    job = read_job_file(DATA / "batch-job.yaml")  # nodeSelector nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB
+    gfd = provreq.Target(zone="us-east-1a", gpu_label=keys.GPU_PRODUCT, gpu_value="NVIDIA-A100-SXM4-80GB",
+                         class_name=provreq.BEST_EFFORT_ATOMIC, name="research-a100")
+    objs = provreq.render(job, gfd, queue="q", namespace="research")
+    for obj in objs:
+        validate(obj)
+    k = by_kind(objs)
+    pod = k["Job"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {keys.GPU_PRODUCT: "NVIDIA-A100-SXM4-80GB", keys.ZONE: "us-east-1a"}
+    assert pod["tolerations"] == job.original["spec"]["template"]["spec"]["tolerations"]  # type: ignore[index]
+    # 4 pods x (8 GPUs limited, 90 CPUs requested, 900Gi limited): limits count where requests are not set.
+    quota = {r["name"]: r["nominalQuota"] for r in k["ClusterQueue"]["spec"]["resourceGroups"][0]["flavors"][0][
+        "resources"]}
+    assert quota["nvidia.com/gpu"] == 32 and quota["cpu"] == 360
+    assert quota["memory"] == 4 * 900 * 2**30
+    h100 = provreq.Target(zone="us-east-1a", gpu_label=keys.GPU_PRODUCT, gpu_value="NVIDIA-H100-80GB-HBM3")
+    with pytest.raises(InputError, match=r"nodeSelector.*nvidia\.com/gpu\.product=NVIDIA-A100-SXM4-80GB"):
+        provreq.render(job, h100, queue="q", namespace="research")
+
+
+def test_an_unknown_class_or_name_is_refused(tmp_path: Path) -> None:
+    job = read_job_file(compact(tmp_path))
+    for target, field in ((provreq.Target("us-central1-c", keys.GKE_ACCELERATOR, "nvidia-h100-80gb",
+                                          class_name="queued-provisioning"), "--provisioning-class"),
+                          (provreq.Target("us-central1-c", keys.GKE_ACCELERATOR, "nvidia-h100-80gb",
+                                          name="Not_A_Name"), "--name")):
+        with pytest.raises(InputError) as raised:
+            provreq.render(job, target, queue="q", namespace="ml")
+        assert raised.value.source == field
+
+
+def test_the_schemas_can_fail(tmp_path: Path, validate: Validate) -> None:
+    """The CRDs checked against would catch a misspelt field or a wrong type in what is rendered."""
+    k = by_kind(provreq.render(read_job_file(compact(tmp_path)), GKE_C, queue="q", namespace="ml"))
+    config = copy.deepcopy(k["ProvisioningRequestConfig"])
+    config["spec"]["managedResource"] = config["spec"].pop("managedResources")
+    with pytest.raises(AssertionError, match="managedResource"):
+        validate(config)
+    check = copy.deepcopy(k["AdmissionCheck"])
+    check["spec"]["parameters"]["kind"] = 7
+    with pytest.raises(AssertionError, match="kind"):
+        validate(check)
+    queue = copy.deepcopy(k["ClusterQueue"])
+    queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": ["geosched-provisioning"]}
+    with pytest.raises(AssertionError, match="admissionChecks"):
+        validate(queue)
