@@ -21,7 +21,7 @@ import pytest
 
 from tests.realkube import binaries
 from tests.realkube.cluster import apply, condition
-from tests.realkube.plane import EKS, KUEUE_V1BETA2, Plane
+from tests.realkube.plane import EKS, GKE, KUEUE_V1BETA2, SPECS, Plane
 from tests.realkube.realkube_support import wait_until
 
 STARTUP: dict[str, float] = {}
@@ -47,6 +47,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def realkube() -> Iterator[Plane]:
+    yield from _started()
+
+
+# The ProvisioningRequest CRD of the autoscaler module Kueue v0.17.0 requires (its header names the source).
+PROVISIONING_REQUEST_CRD = Path(__file__).parents[1] / "kube" / "data" / "crds" / \
+    "autoscaling.x-k8s.io_provisioningrequests.yaml"
+
+
+@pytest.fixture(scope="session")
+def realkube_provreq() -> Iterator[Plane]:
+    """A plane of its own, started only by the tests that ask for it: the GKE-shaped cluster alone, with the
+    ProvisioningRequest CRD installed before Kueue starts, so Kueue runs its provisioning admission check controller
+    (the session's `realkube` plane has no such CRD, as a cluster without cluster-autoscaler's API has none)."""
+    yield from _started(specs=tuple(s for s in SPECS if s.name == GKE), crds=(PROVISIONING_REQUEST_CRD,))
+
+
+def _started(**options: Any) -> Iterator[Plane]:
     try:
         bins = binaries.find(build=os.environ.get("GEOSCHED_REALKUBE_BUILD") == "1")
     except binaries.Missing as exc:
@@ -58,7 +75,7 @@ def realkube() -> Iterator[Plane]:
     # killed outright takes the processes with it (procs.py: --pdeathsig).
     previous = signal.signal(signal.SIGTERM, _interrupt)
     start = time.monotonic()
-    plane = Plane.start(bins)
+    plane = Plane.start(bins, **options)
     plane.timings["total"] = time.monotonic() - start
     STARTUP.update(plane.timings)
     try:

@@ -61,6 +61,19 @@ KUEUE_CLUSTERS = (MANAGER, GKE, EKS)
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 
 
+def install_crds(control: ControlPlane, cluster: str, files: Sequence[Path]) -> None:
+    """Apply each file's CustomResourceDefinitions (comment headers and `---` separators allowed) and wait until
+    the API server serves them (Established)."""
+    crds = [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
+    with control.kube(cluster) as kube:
+        for crd in crds:
+            apply(kube, crd)
+        for crd in crds:
+            path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+            wait_for(lambda p=path: condition(kube.get(p) or {}, "Established"), 60,
+                     f"{cluster}: CRD {crd['metadata']['name']} Established")
+
+
 class Plane:
     def __init__(self, control: ControlPlane, directory: Path) -> None:
         self.control = control
@@ -71,12 +84,22 @@ class Plane:
         self.jobsets: dict[str, jobset.JobSetController] = {}
 
     @classmethod
-    def start(cls, bins: Binaries, specs: Sequence[ClusterSpec] = SPECS) -> Plane:
+    def start(cls, bins: Binaries, specs: Sequence[ClusterSpec] = SPECS, *, crds: Sequence[Path] = ()) -> Plane:
+        """The clusters of `specs`, Kueue on those of them in KUEUE_CLUSTERS, MultiKueue when the manager is among
+        them. `crds`: CustomResourceDefinition files installed on every Kueue cluster before Kueue starts (Kueue
+        sets up some controllers only for APIs served at its start: its provisioning controller only when
+        ProvisioningRequests are, sigs.k8s.io/kueue v0.17.0 cmd/kueue/main.go `ServerSupportsProvisioningRequest`)."""
         directory = session_dir()
         control = ControlPlane(bins, directory, specs)
         plane = cls(control, directory)
         try:
             start = time.monotonic()
+            if crds:
+                for name in KUEUE_CLUSTERS:
+                    if name in control.clusters:
+                        install_crds(control, name, crds)
+                plane.timings["crds"] = time.monotonic() - start
+                start = time.monotonic()
             # JobSet first: Kueue's jobset integration needs the JobSet CRD when Kueue starts.
             jobset_manifests = jobset.render(bins, directory)
             for name in KUEUE_CLUSTERS:
@@ -91,9 +114,10 @@ class Plane:
                     plane.kueues[name] = Kueue(control, control[name], bins, manifests, multikueue=name == MANAGER,
                                                frameworks=KUEUE_FRAMEWORKS)
             plane.timings["kueue"] = time.monotonic() - start
-            start = time.monotonic()
-            plane._wire_multikueue()
-            plane.timings["multikueue"] = time.monotonic() - start
+            if MANAGER in control.clusters:
+                start = time.monotonic()
+                plane._wire_multikueue()
+                plane.timings["multikueue"] = time.monotonic() - start
         except BaseException:
             plane.stop()
             raise

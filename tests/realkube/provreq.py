@@ -1,0 +1,155 @@
+"""A test controller standing in for GKE's Dynamic Workload Scheduler (the `queued-provisioning.gke.io` class of
+ProvisioningRequests): it watches the ProvisioningRequests Kueue creates in one namespace, makes each one's nodes
+join the real cluster as kwok Nodes shaped as GKE registers them, in the zone the request's pod template selects,
+and then marks the request Provisioned, as the autoscaler does. Test code, not product: geosched and Kueue only
+ever see the ProvisioningRequest API and the cluster's Nodes, as on GKE.
+
+Shapes, each from its source:
+- the request (autoscaling.x-k8s.io/v1, the CRD of the autoscaler module Kueue v0.17.0 requires,
+  tests/kube/data/crds): `spec.podSets[]` of {podTemplateRef.name, count}, each PodTemplate a copy of the job's
+  pod template with Kueue's admission applied (sigs.k8s.io/kueue v0.17.0
+  pkg/controller/admissionchecks/provisioning/controller.go `createPodTemplate`);
+- the nodes: GKE's labels (tests/kubeapi/real_nodes.py `gke_node`: the zone, accelerator, machine type, node pool
+  and providerID), the zone and accelerator those of the pod template's `nodeSelector`, the machine the one GKE
+  gives that accelerator count (a3-highgpu-8g: 8 x nvidia-h100-80gb, "GPU machine types" in the Compute Engine
+  docs; nodes.py `MACHINES`), tainted as GKE taints every GPU node (nvidia.com/gpu=present:NoSchedule, "Run GPUs
+  in GKE Standard node pools") and the nodes of a queued-provisioning pool (cloud.google.com/gke-queued=true:
+  NoSchedule, labelled cloud.google.com/gke-queued=true; geosched/kube/provreq.py `QUEUED_TAINT` says where
+  that shape is seen); the pool is the one the template selects (cloud.google.com/gke-nodepool), else a name of
+  this controller's (`dws-<hash>`: GKE's own naming of pools it makes is not documented);
+- the status: conditions as cluster-autoscaler writes them (kubernetes/autoscaler
+  cluster-autoscaler/provisioningrequest/conditions/conditions.go `AddOrUpdateCondition`: metav1.Condition with
+  observedGeneration; Accepted/"Accepted"/"ProvisioningRequest is accepted by ClusterAutoscaler", then
+  Provisioned/"CapacityIsProvisioned"/"Capacity is found in the cluster"), written to the status subresource.
+
+A request whose template selects no zone is not provisioned (the error is kept for the test): nodes "anywhere"
+would prove nothing about the zone geosched chose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from geosched.kube.client import Kube
+from tests.kubeapi.real_nodes import gke_node
+from tests.realkube.nodes import GPU_TAINT, MACHINES, kwok
+
+Obj = dict[str, Any]
+API = "/apis/autoscaling.x-k8s.io/v1"
+ZONE, ACCELERATOR, NODEPOOL = ("topology.kubernetes.io/zone", "cloud.google.com/gke-accelerator",
+                               "cloud.google.com/gke-nodepool")
+QUEUED = "cloud.google.com/gke-queued"
+QUEUED_TAINT = {"key": QUEUED, "value": "true", "effect": "NoSchedule"}
+MADE_BY = "realkube.test/provisioning-controller"  # marks the nodes this controller made: the request's name
+# (accelerator, GPUs per pod) -> the GKE machine type that carries them (Compute Engine "GPU machine types").
+MACHINE_FOR = {("nvidia-h100-80gb", 8): "a3-highgpu-8g", ("nvidia-l4", 4): "g2-standard-48"}
+ACCEPTED_MSG = "ProvisioningRequest is accepted by ClusterAutoscaler"
+PROVISIONED_REASON, PROVISIONED_MSG = "CapacityIsProvisioned", "Capacity is found in the cluster"
+
+
+def request_nodes(request: Obj, templates: dict[str, Obj], *, project: str, region: str) -> list[Obj]:
+    """The Nodes a request's pod sets come up as. Pure; ValueError when a template selects no zone or no GPU."""
+    out = []
+    for pod_set in request["spec"]["podSets"]:
+        template = templates[pod_set["podTemplateRef"]["name"]]["template"]
+        spec = template.get("spec") or {}
+        selector = spec.get("nodeSelector") or {}
+        if not selector.get(ZONE) or not selector.get(ACCELERATOR):
+            raise ValueError(f"{request['metadata']['name']}: the pod template selects no {ZONE} and "
+                             f"{ACCELERATOR} ({selector})")
+        gpus = max(int((c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu")
+                       or (c.get("resources") or {}).get("requests", {}).get("nvidia.com/gpu") or 0)
+                   for c in spec["containers"])
+        instance = MACHINE_FOR[(selector[ACCELERATOR], gpus)]
+        digest = hashlib.sha256(f"{request['metadata']['uid']}/{pod_set['podTemplateRef']['name']}".encode()
+                                ).hexdigest()
+        pool = selector.get(NODEPOOL) or f"dws-{digest[:8]}"
+        for i in range(int(pod_set["count"])):
+            suffix = hashlib.sha256(f"{digest}/{i}".encode()).hexdigest()[:4]
+            name = f"gke-{pool}-{digest[8:16]}-{suffix}"
+            node = gke_node(name, project=project, region=region, zone=selector[ZONE], instance_type=instance,
+                            accelerator=selector[ACCELERATOR], pool=pool, gpus=MACHINES[instance][4])
+            node["metadata"]["labels"][QUEUED] = "true"
+            node["metadata"]["annotations"] = {MADE_BY: request["metadata"]["name"]}
+            out.append(kwok(node, [GPU_TAINT, QUEUED_TAINT]))
+    return out
+
+
+def provisioned_status(request: Obj, now: datetime) -> Obj:
+    """The request's status once its nodes exist, as cluster-autoscaler writes it. Pure."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    generation = request["metadata"].get("generation", 1)
+
+    def cond(kind: str, reason: str, message: str) -> Obj:
+        return {"type": kind, "status": "True", "observedGeneration": generation, "lastTransitionTime": stamp,
+                "reason": reason, "message": message}
+
+    return {"conditions": [cond("Accepted", "Accepted", ACCEPTED_MSG),
+                           cond("Provisioned", PROVISIONED_REASON, PROVISIONED_MSG)]}
+
+
+class ProvisioningController:
+    """Polls the ProvisioningRequests of `namespace` on `context` and provisions each once (a thread; `with` it);
+    the nodes of a request that is gone are deleted, and every node it made is deleted when it stops."""
+
+    def __init__(self, plane: Any, context: str, namespace: str, *, project: str = "ml-platform-prod",
+                 region: str = "us-central1", poll_s: float = 0.2) -> None:
+        self.plane, self.context, self.namespace = plane, context, namespace
+        self.project, self.region, self.poll_s = project, region, poll_s
+        self.made: dict[str, list[Obj]] = {}  # request name -> the nodes made for it
+        self.seen: dict[str, Obj] = {}  # request name -> the request as first seen, with its templates
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="provisioning-controller", daemon=True)
+
+    def __enter__(self) -> ProvisioningController:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        with self.plane.kube(self.context) as kube:
+            for nodes in self.made.values():
+                for node in nodes:
+                    if kube.get(f"/api/v1/nodes/{node['metadata']['name']}") is not None:
+                        kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+
+    def _run(self) -> None:
+        with self.plane.kube(self.context) as kube:
+            while not self._stop.is_set():
+                try:
+                    self.sync(kube)
+                except Exception as exc:  # kept for the test to show; the loop goes on, as a controller's does
+                    self.errors.append(repr(exc))
+                self._stop.wait(self.poll_s)
+
+    def sync(self, kube: Kube) -> None:
+        requests = kube.list_all(f"{API}/namespaces/{self.namespace}/provisioningrequests")[0]
+        names = {r["metadata"]["name"] for r in requests}
+        for request in requests:
+            name = request["metadata"]["name"]
+            if name in self.made:
+                continue
+            templates = {ps["podTemplateRef"]["name"]: kube.request(
+                "GET", f"/api/v1/namespaces/{self.namespace}/podtemplates/{ps['podTemplateRef']['name']}")
+                for ps in request["spec"]["podSets"]}
+            self.seen[name] = {"request": request, "templates": templates}
+            try:
+                nodes = request_nodes(request, templates, project=self.project, region=self.region)
+            except (ValueError, KeyError) as exc:
+                if repr(exc) not in self.errors:
+                    self.errors.append(repr(exc))
+                continue
+            for node in nodes:
+                kube.request("POST", "/api/v1/nodes", body=node)
+            self.made[name] = nodes
+            kube.request("PATCH", f"{API}/namespaces/{self.namespace}/provisioningrequests/{name}/status",
+                         body={"status": provisioned_status(request, datetime.now(UTC))},
+                         content_type="application/merge-patch+json")
+        for name in [n for n in self.made if n not in names]:  # the request is gone: so are its nodes
+            for node in self.made.pop(name):
+                kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
