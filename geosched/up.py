@@ -39,6 +39,7 @@ from geosched.options import DEFAULT_WEIGHTS, CostWeightOpt, NetworkWeightOpt, Z
 from geosched.output import NoHeadersOpt, Output, OutputOpt
 from geosched.policies.spotrisk import Rework
 from geosched.providers import cli as providers_cli
+from geosched.providers.nodegroups import gkespec
 from geosched.providers.nodegroups.gkespec import GPU_TAINT as GKE_GPU_TAINT
 from geosched.providers.nodegroups.spec import GPU_TAINT
 from geosched.providers.plan import PricingMode
@@ -93,6 +94,11 @@ def up_cmd(
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call to stderr.")] = False,
+    provisioning_class: Annotated[str | None, typer.Option(
+        "--provisioning-class", help="Create no node pool: queue JOB through Kueue's ProvisioningRequest admission "
+        "check, pinned to the zone geosched chooses, and let the cluster's autoscaler bring the nodes up there "
+        "(queued-provisioning.gke.io: GKE's Dynamic Workload Scheduler; or best-effort-atomic-scale-up."
+        "autoscaling.x-k8s.io). --provider gcp.")] = None,
 ) -> None:
     """Create an EKS managed node group or GKE node pool for JOB in the zone geosched chooses, wait until its nodes
     are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
@@ -102,6 +108,10 @@ def up_cmd(
     if not job.gpu:
         raise InputError(str(job_file), "gpu", "`up` sizes a node group by the job's GPU model: name it (gpu:)")
     pricing = PricingMode.SPOT if job.pricing is Pricing.SPOT else PricingMode.ON_DEMAND
+    if provisioning_class is not None:
+        _queue_provisioning(ctx, job_file, cluster, provider, region, context or cluster, kubeconfig, clusters,
+                            provisioning_class, pricing, dry_run, yes, output, no_headers)
+        return
     result = providers_cli._provision_nodegroup(
         ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],
         [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
@@ -142,6 +152,65 @@ def up_cmd(
     # On stderr in every format (stdout stays the SubmitOutcome): without it a JSON run would not learn the gang.
     render.err.print(f"gang {result.gang}: node group {result.group} runs {job.name}; `geosched down {result.gang}` "
                      "deletes it", markup=False, highlight=False, soft_wrap=True)
+
+
+def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provider: str, region: str | None,
+                        context: str, kubeconfig: Path | None, clusters: Path | None, class_name: str,
+                        pricing: PricingMode, dry_run: bool, yes: bool, output: Output, no_headers: bool) -> None:
+    """`up --provisioning-class`: the zone the node pool plan ranks first, the job pinned there and rendered beside
+    Kueue's ProvisioningRequest admission check (kube/provreq.py), applied to the cluster (or shown, with
+    --dry-run) as `submit` applies; Kueue then asks the autoscaler for the nodes and admits the job once they
+    exist. Nothing is created in the cloud by geosched, so nothing is journalled for `down`: deleting the job
+    deletes its Workload and, with it, the ProvisioningRequest Kueue owns."""
+    from geosched.kube import cli as kube_cli
+    from geosched.kube import provreq
+    from geosched.kube.client import Kube
+    from geosched.kube.config import load_cluster_config
+    from geosched.kube.jobinput import read_job_file
+    from geosched.kube.submit import SubmitOutcome, apply_manifests
+    from geosched.output import emit_document
+    from geosched.store import Store
+
+    if provider != "gcp":
+        raise InputError("--provisioning-class", "", "queued provisioning pins GKE's node labels "
+                         "(cloud.google.com/gke-accelerator): use it with --provider gcp")
+    if class_name not in provreq.CLASSES:
+        raise InputError("--provisioning-class", "", f"{class_name[:80]!r} is not one of {', '.join(provreq.CLASSES)}")
+    job = read_job_file(job_file)
+    gpu = f"{job.job.gpu}:{job.job.gpus_per_worker}"
+    with Store(providers_cli._home(ctx)) as store:
+        _, _, _, targets, skipped, _, _ = providers_cli._nodegroup_targets(
+            ctx, store, cluster, None, gpu, job.job.workers, pricing, [provider], [region] if region else [],
+            Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
+                    spot_risk=DEFAULT_WEIGHTS.spot_risk), Rework(1.0, 0.25), True)
+    if not targets:
+        reasons = "; ".join(sorted({s.reason for s in skipped})) or "no offering"
+        render.error(f"no zone of cluster {cluster} holds {job.job.workers} x {gpu}: {reasons}")
+        raise typer.Exit(EXIT_NO_FIT)
+    first = targets[0].candidate
+    accelerator = gkespec.accelerator(first.instance_type, first.gpu)
+    assert accelerator is not None, "targets() keeps only zones whose accelerator type is known"
+    configs = load_cluster_config(clusters) if clusters is not None else {}
+    config = configs.get(context) or next((c for c in configs.values() if c.context == context), None)
+    namespace = job.namespace or (config.namespace if config else None) or "default"
+    queue = (config.queue if config else None) or provreq.DEFAULT_NAME
+    target = provreq.Target(zone=first.zone, gpu_label=keys.GKE_ACCELERATOR, gpu_value=accelerator,
+                            class_name=class_name)
+    manifests = provreq.render(job, target, queue=queue, namespace=namespace)
+    note = (f"{job.job.workers} x {first.instance_type} ({accelerator}) asked of the autoscaler in {first.zone} "
+            f"through ProvisioningRequestConfig {target.name} ({class_name}), ${first.usd_per_hour:,.2f}/h once up")
+    outcome = SubmitOutcome(job.name, "dry-run", cluster=cluster, context=context, zones=(first.zone,),
+                            manifests=tuple(manifests), assumptions=(note,))
+    if not dry_run:
+        if not yes:
+            typer.confirm(f"Queue {job.name} on cluster {cluster}: {note}?", abort=True)
+        with Kube.open(context, kubeconfig, name=cluster) as kube:
+            applied = apply_manifests(kube, manifests, default_namespace=namespace)
+        outcome = SubmitOutcome(job.name, "applied", cluster=cluster, context=context, zones=(first.zone,),
+                                applied=tuple(applied), assumptions=(note,))
+    emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
+                  no_headers=no_headers)
+    _say(output)(note)
 
 
 def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, context: str, kubeconfig: Path | None,

@@ -61,6 +61,7 @@ CLASS_TOLERATIONS: Mapping[str, tuple[Toleration, ...]] = {
     BEST_EFFORT_ATOMIC: (),
     CHECK_CAPACITY: (),
 }
+DEFAULT_NAME = "geosched-provisioning"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -73,7 +74,7 @@ class Target:
     gpu_label: str
     gpu_value: str
     class_name: str = QUEUED_PROVISIONING
-    name: str = "geosched-provisioning"  # the cluster-scoped objects' name (a ClusterQueue, its check, its config)
+    name: str = DEFAULT_NAME  # the cluster-scoped objects' name (a ClusterQueue, its check, its config)
 
 
 def render(job: JobInput, target: Target, *, queue: str, namespace: str) -> list[dict[str, Any]]:

@@ -326,6 +326,48 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
     # (tests/test_cli_startup.py).
     from geosched.providers.nodegroups import launch as nodegroup_launch
 
+    if name:
+        check_gang_name(name)
+    with Store(_home(ctx)) as store:
+        backend, cluster, plan, targets, skipped, model, per_node = _nodegroup_targets(
+            ctx, store, cluster_name, node_role, gpu, nodes, pricing, provider, regions, weights, rework, dry_run)
+        if dry_run or not targets:
+            _show_nodegroup_plan(cluster.name, targets, skipped, nodes, output, no_headers, dry_run)
+            if not targets:
+                render.error(f"no zone of cluster {cluster_name} holds {nodes} x {model}:{per_node} under these "
+                             "constraints")
+                raise typer.Exit(EXIT_NO_FIT)
+            return None
+        if not yes:
+            _show_nodegroup_plan(cluster.name, targets[:5], (), nodes, Output.TABLE, False, False)
+            first = targets[0].candidate
+            typer.confirm(f"Create a {backend.kind} of {nodes} x {first.instance_type} in cluster {cluster_name} "
+                          f"(first choice {first.zone}, ${first.usd_per_hour:,.2f}/h)?", abort=True)
+
+        gang = name or new_gang_name()
+        log = logging.getLogger("geosched.providers.nodegroups")
+
+        def say(line: str) -> None:
+            log.info("%s", line)  # the provisioning log's copy; -v prints the log's lines already
+            if output.tabular and not verbose:
+                render.err.print(_plain(line), markup=False, highlight=False, soft_wrap=True)
+
+        with _provision_log(ctx, gang, verbose, output):
+            result = nodegroup_launch.provision(plan, cluster, backend, store, gang=gang, notify=say)
+    if show_result:
+        _show_nodegroup_result(result, nodes, output, no_headers)
+    return result
+
+
+def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node_role: str | None, gpu: str,
+                       nodes: int, pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
+                       rework: Rework, dry_run: bool) -> tuple[Backend, Any, Plan, tuple[Target, ...],
+                                                               tuple[Skipped, ...], str, int]:
+    """The cluster's backend and its description, the gang's plan and the zones of the cluster it ranks, best
+    first (with the candidates left out and why), the GPU model and GPUs per node: what `provision --cluster`
+    creates a group from, and the zone `up --provisioning-class` asks a ProvisioningRequest for."""
+    from geosched.providers.nodegroups import launch as nodegroup_launch
+
     cloud = _cluster_cloud(_split(provider))
     backend: Backend
     role: str | None = None
@@ -360,43 +402,15 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
     plan_regions = (gkespec.region_of(region),) if cloud == "gcp" else (region,)
     request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=(cloud,),
                           regions=plan_regions, weights=weights, rework=rework)
-    if name:
-        check_gang_name(name)
     providers = _providers((cloud,), _settings(ctx))
     if not dry_run and cloud == "aws":
         # GKE's credentials are the backend's own (an http:// emulator endpoint takes none): checked by its first
         # call, reading the cluster, before anything is created.
         providers = _with_credentials(providers)
-    with Store(_home(ctx)) as store:
-        plan = plan_gang(request, providers, store)
-        cluster = nodegroup_launch.read_cluster(backend, cluster_name)
-        targets, skipped = backend.targets(plan, cluster)
-        if dry_run or not targets:
-            _show_nodegroup_plan(cluster.name, targets, skipped, nodes, output, no_headers, dry_run)
-            if not targets:
-                render.error(f"no zone of cluster {cluster_name} holds {nodes} x {model}:{per_node} under these "
-                             "constraints")
-                raise typer.Exit(EXIT_NO_FIT)
-            return None
-        if not yes:
-            _show_nodegroup_plan(cluster.name, targets[:5], (), nodes, Output.TABLE, False, False)
-            first = targets[0].candidate
-            typer.confirm(f"Create a {backend.kind} of {nodes} x {first.instance_type} in cluster {cluster_name} "
-                          f"(first choice {first.zone}, ${first.usd_per_hour:,.2f}/h)?", abort=True)
-
-        gang = name or new_gang_name()
-        log = logging.getLogger("geosched.providers.nodegroups")
-
-        def say(line: str) -> None:
-            log.info("%s", line)  # the provisioning log's copy; -v prints the log's lines already
-            if output.tabular and not verbose:
-                render.err.print(_plain(line), markup=False, highlight=False, soft_wrap=True)
-
-        with _provision_log(ctx, gang, verbose, output):
-            result = nodegroup_launch.provision(plan, cluster, backend, store, gang=gang, notify=say)
-    if show_result:
-        _show_nodegroup_result(result, nodes, output, no_headers)
-    return result
+    plan = plan_gang(request, providers, store)
+    cluster = nodegroup_launch.read_cluster(backend, cluster_name)
+    targets, skipped = backend.targets(plan, cluster)
+    return backend, cluster, plan, tuple(targets), tuple(skipped), model, per_node
 
 
 def _cluster_cloud(names: tuple[str, ...]) -> str:

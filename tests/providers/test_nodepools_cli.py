@@ -142,3 +142,36 @@ def test_up_on_gke_tolerates_the_taint_gke_puts_on_gpu_nodes() -> None:
     base = ClusterConfig(name="gke", context="gke")
     own = Toleration("nvidia.com/gpu", "Equal", "present", "NoSchedule")
     assert on_the_group(base, "gcp") == replace(base, pin_hosts=True, tolerations=(own,))
+
+
+def test_up_with_a_provisioning_class_renders_the_job_in_the_plans_first_zone_and_creates_no_pool(
+        home: Path, tmp_path: Path, gke: GkeDouble) -> None:
+    plan = valid(json.loads(run(home, "provision", "--cluster", CLUSTER, "--provider", "gcp", "--region", LOCATION,
+                                "--gpu", "H100:8", "--nodes", "2", "--dry-run", "-o", "json").output))["items"]
+    result = run_root(home, "up", str(job(tmp_path / "train.yaml", 2)), "--cluster", CLUSTER, "--provider", "gcp",
+                      "--region", LOCATION, "--provisioning-class", "queued-provisioning.gke.io", "--dry-run",
+                      "-o", "json")
+    assert result.exit_code == 0, result.output
+    outcome = valid(json.loads(result.output))
+    assert (outcome["kind"], outcome["status"], outcome["zones"]) == ("SubmitOutcome", "dry-run", [plan[0]["zone"]])
+    kinds = [m["kind"] for m in outcome["manifests"]]
+    assert kinds == ["ResourceFlavor", "ProvisioningRequestConfig", "AdmissionCheck", "ClusterQueue", "LocalQueue",
+                     "Job", "Service"]
+    pod = outcome["manifests"][5]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"topology.kubernetes.io/zone": plan[0]["zone"],
+                                   "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert any("$" in a and "queued-provisioning.gke.io" in a for a in outcome["assumptions"])
+    assert gke.pools() == {}
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (("--provider", "aws", "--region", "us-east-1"), "use it with --provider gcp"),
+    (("--provider", "gcp", "--region", LOCATION, "--provisioning-class", "queued"), "is not one of"),
+])
+def test_up_refuses_a_provisioning_class_it_cannot_render_in_one_line(
+        home: Path, tmp_path: Path, gke: GkeDouble, extra: tuple[str, ...], says: str) -> None:
+    result = run_root(home, "up", str(job(tmp_path / "train.yaml", 2)), "--cluster", CLUSTER,
+                      "--provisioning-class", "queued-provisioning.gke.io", *extra, "--dry-run")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert says in str(result.exception) and "\n" not in str(result.exception)
+    assert gke.pools() == {}
