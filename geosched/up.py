@@ -198,7 +198,8 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
                             class_name=class_name)
     manifests = provreq.render(job, target, queue=queue, namespace=namespace)
     note = (f"{job.job.workers} x {first.instance_type} ({accelerator}) asked of the autoscaler in {first.zone} "
-            f"through ProvisioningRequestConfig {target.name} ({class_name}), ${first.usd_per_hour:,.2f}/h once up")
+            f"through ProvisioningRequestConfig {target.name} ({class_name}), ${first.usd_per_hour:,.2f}/h at the "
+            f"catalog's {pricing.value} price once up (flex-start capacity is billed at its own rate)")
     outcome = SubmitOutcome(job.name, "dry-run", cluster=cluster, context=context, zones=(first.zone,),
                             manifests=tuple(manifests), assumptions=(note,))
     if not dry_run:
