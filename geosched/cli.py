@@ -91,7 +91,7 @@ def whole_summaries(group: TyperGroup) -> None:
 # -h as well as --help on every command (kubectl's habit); `--install-completion` / `--show-completion` on the root.
 # Help as click formats it (rich_markup_mode=None, for every command below the root): plain text wrapped at the
 # terminal's width, every word whole. typer's rich panels gave an 80-column terminal a 19-column help text with
-# variable names cut to `GEOSCHED_NETWORK_…` (issue 23 item 8), and cost more to import for `-h` (issue 25).
+# environment variable names cut off mid-word (issue 23 item 8), and cost more to import for `-h` (issue 25).
 app = typer.Typer(cls=RootGroup, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=True,
                   rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
