@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
 
-DEFAULT_PROVIDERS = ("aws", "gcp")
+DEFAULT_PROVIDERS = registry.CLOUDS
 PLAN_ROWS = 15
 
 
