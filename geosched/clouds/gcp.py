@@ -43,6 +43,7 @@ SPEC = CloudSpec(
     title="GCP",
     provider_id_schemes=("gce",),
     node_labels=node_labels,
+    pool_label=NODEPOOL_LABEL,
     provider_id=provider_id,
     kube_service="gke",
     catalog_file="gcp_gpu_vms.csv",

@@ -48,6 +48,8 @@ class CloudSpec:
     zone_id_label_since: str | None = None
     # The cloud's own labels on a GPU node its managed node groups launch (beside the well-known ones).
     node_labels: Callable[[NodeShape], Mapping[str, str]] = no_labels
+    # The label its managed node groups (node pools) put on every node with the group's name, None without such.
+    pool_label: str | None = None
     # The providerID its node controller sets: (zone label, node name, project) -> providerID; None when geosched
     # does not describe such nodes itself.
     provider_id: Callable[[str, str, str], str] | None = None

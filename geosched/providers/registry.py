@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from geosched import clouds
+from geosched.clouds import aws, gcp
 from geosched.errors import InputError
 from geosched.providers.base import Provider
 from geosched.providers.config import ProviderSettings
@@ -33,7 +34,11 @@ def _ssh(settings: ProviderSettings) -> Provider:
     return SshProvider(settings.ssh)
 
 
-FACTORIES: Mapping[str, Callable[[ProviderSettings], Provider]] = {"aws": _aws, "gcp": _gcp, "ssh": _ssh}
+FACTORIES: Mapping[str, Callable[[ProviderSettings], Provider]] = {
+    aws.NAME: _aws,
+    gcp.NAME: _gcp,
+    "ssh": _ssh,
+}
 # The clouds geosched launches machines on: those with a spec and a factory (a Kubernetes-only cloud has a spec
 # and no factory: geosched reads its nodes, it does not launch them).
 CLOUDS = tuple(name for name in clouds.names() if name in FACTORIES)
