@@ -49,7 +49,6 @@ SPEC = CloudSpec(
     catalog_file="aws_gpu_vms.csv",
     network_endpoint="region",
     ccf_cpu_watts=(0.74, 3.5),
-    settings_section="aws",
     terraform_module="terraform/modules/aws-gpu-region",
     sources=(
         "github.com/kubernetes/cloud-provider-aws (providerID, #855 zone-id label)",

@@ -51,7 +51,6 @@ SPEC = CloudSpec(
     network_endpoint="zone",
     spot_daily_preemption=DAILY_PREEMPTION,
     ccf_cpu_watts=(0.68, 4.11),
-    settings_section="gcp",
     terraform_module="terraform/modules/gcp-gpu-region",
     sources=(
         "github.com/kubernetes/cloud-provider-gcp (providerID)",

@@ -5,7 +5,7 @@ A spec answers what other modules used to answer with `if provider == "aws"` bra
 says where it is (its zone label, its providerID scheme), the labels its managed node groups put on a GPU node,
 which shipped CSV prices its machine types, which of them ordinary accounts cannot launch, how the shipped network
 model measured it, its documented spot-interruption default, the CPU power coefficients its energy is counted with,
-and where its settings and Terraform module live.
+and which Terraform module of geosched's builds its network.
 """
 
 from __future__ import annotations
@@ -67,8 +67,7 @@ class CloudSpec:
     spot_daily_preemption: float | None = None
     # Cloud Carbon Footprint's watts per vCPU at 0% and 100% utilisation, None where CCF has none.
     ccf_cpu_watts: tuple[float, float] | None = None
-    # Where a user configures it: the settings section, and geosched's Terraform module for its network.
-    settings_section: str | None = None
+    # geosched's Terraform module for its network (a path in the repository), None when there is none.
     terraform_module: str | None = None
     # Sources of the shapes above, for the reader.
     sources: tuple[str, ...] = field(default=())

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from geosched import catalog, catalog_view, gpus, kinds, redact, render
+from geosched import catalog, catalog_view, clouds, gpus, kinds, redact, render
 from geosched import output as contract
 from geosched import settings as settings_table
 from geosched.clouds import aws as aws_cloud
@@ -921,8 +921,11 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
                 {"provider": provider, "item": "admin ssh", "ok": ok, "detail": _unmarked(ssh)}]
     regions = net.regions(provider)
     if not regions:
+        spec = clouds.get(provider)
+        module = spec.terraform_module if spec is not None else None
+        hint = f" (geosched's Terraform module for it: {module})" if module else ""
         return [{"provider": provider, "item": "network", "ok": "no",
-                 "detail": _plain(f"{net.source} covers no {provider} region: no {provider} zone can be used")}]
+                 "detail": _plain(f"{net.source} covers no {provider} region: no {provider} zone can be used{hint}")}]
     covered = "; ".join(f"{name} ({', '.join(r.zones)})" for name, r in regions.items())
     rows = [{"provider": provider, "item": "network", "ok": "yes", "detail": _unmarked(f"{net.source}: {covered}")}]
     problems: list[str] = []
