@@ -21,6 +21,11 @@ and the others only the instance type (the catalog names its GPU).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from geosched import api, catalog, clouds
@@ -132,3 +137,32 @@ def test_a_gang_places_on_its_nodes() -> None:
     assert sorted(a.node for a in placed.assignments) == ["g0000a", "g0002a", "g0003a"]  # g0001a is busy
     too_big = api.place(Job("big", workers=6, gpus_per_worker=8, gpu="H100", max_zones=1), view.fleet)
     assert isinstance(too_big, NoFit)
+
+
+def test_geosched_place_takes_a_fleet_file_of_its_nodes(tmp_path: Path) -> None:
+    # No `regions:` declared: RNO2's grid and PUE come from the shipped carbon row, the GPU and price from the
+    # catalog row of its instance type; beside an EKS p5 node in us-east-1, pricier and on a dirtier grid.
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "apiVersion: geosched.io/v1alpha1\nkind: Fleet\nnodes:\n"
+        + "".join(
+            f"  - {{name: g000{i}a, provider: coreweave, region: RNO2, zone: RNO2A, instance_type: {INSTANCE}, "
+            "gpus: 8, cluster: cks-rno2}\n"
+            for i in range(2)
+        )
+        + "  - {name: ip-10-0-1-23, provider: aws, region: us-east-1, zone: use1-az6, instance_type: p5.48xlarge, "
+        "gpus: 8, cluster: eks-east}\n"
+    )
+    job = tmp_path / "job.yaml"
+    job.write_text("name: train\nworkers: 2\ngpus_per_worker: 8\ngpu: H100\n")
+    env = {**os.environ, "GEOSCHED_HOME": str(tmp_path), "COLUMNS": "200"}
+    run = subprocess.run(
+        [sys.executable, "-m", "geosched", "place", str(job), "--fleet", str(fleet), "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert (doc["cluster"], doc["zones"]) == ("cks-rno2", ["RNO2A"])
