@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 
+from geosched import clouds
 from geosched.models import GpuPower, Offering, Region, Zone, region_key
 from geosched.pricecheck import launchable
 
@@ -66,7 +67,7 @@ def regions() -> dict[str, Region]:
 def offerings() -> tuple[Offering, ...]:
     power = gpu_power()
     out: list[Offering] = []
-    for provider, name in (("aws", "aws_gpu_vms.csv"), ("gcp", "gcp_gpu_vms.csv")):
+    for provider, name in ((s.name, s.catalog_file) for s in clouds.all_specs() if s.catalog_file is not None):
         for row in _rows(name):
             flags = set(row.get("flags", "").split())
             if "not-launchable" in flags or not launchable(provider, row["instance_type"]):

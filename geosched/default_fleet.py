@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 from functools import cache
 
-from geosched import catalog, netmodel
+from geosched import catalog, clouds, netmodel
+from geosched.clouds import CloudSpec
 from geosched.kube.nodelabels import cloud_labels, provider_id
 from geosched.models import Fleet, LinkStats, NetworkView, Node, Offering, Zone, pair_key
 
@@ -66,13 +67,21 @@ def _short(instance_type: str) -> str:
 
 
 def cluster_name(provider: str, region: str) -> str:
-    return f"{'eks' if provider == 'aws' else 'gke'}-{region}"
+    return f"{_spec(provider).kube_service}-{region}"
+
+
+def _spec(provider: str) -> CloudSpec:
+    spec = clouds.get(provider)
+    if spec is None:
+        raise ValueError(f"the default fleet has no cloud {provider!r}")
+    return spec
 
 
 def catalog_node(offer: Offering, index: int, gpus_free: int) -> Node:
     """Node `index` of an offering, named, labelled and priced as its cloud's nodes are (the geo fleet too)."""
     provider, region, zone = offer.provider, offer.region, offer.zone
-    zone_label = EXAMPLE_AWS_ZONE_NAMES[zone] if provider == "aws" else zone
+    # A cloud that names zones by ID (AWS) labels nodes with the zone's name in the account: the example's.
+    zone_label = EXAMPLE_AWS_ZONE_NAMES[zone] if _spec(provider).zone_id_label else zone
     name = f"{provider}-{zone}-{_short(offer.instance_type)}-{index:02d}"
     return Node(
         name=name,

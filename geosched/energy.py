@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from geosched import clouds
+from geosched.clouds import aws
 from geosched.models import CommProfile, GpuPower, Region
 from geosched.specs import InstanceSpec
 
@@ -38,15 +40,15 @@ class CpuCoefficients:
         return self.min_watts + utilisation * (self.max_watts - self.min_watts)
 
 
-# AWS: MIN_WATTS_AVG / MAX_WATTS_AVG. GCP: MIN_WATTS_MEDIAN / MAX_WATTS_MEDIAN of the constants file (CCF's
-# methodology page still prints 0.71 / 4.26 for GCP; the code's values are the ones CCF computes with).
+# Per cloud, its spec's `ccf_cpu_watts`. AWS: MIN_WATTS_AVG / MAX_WATTS_AVG. GCP: MIN_WATTS_MEDIAN /
+# MAX_WATTS_MEDIAN of the constants file (CCF's methodology page still prints 0.71 / 4.26 for GCP; the code's
+# values are the ones CCF computes with).
 CCF_CPU: Mapping[str, CpuCoefficients] = {
-    "aws": CpuCoefficients(0.74, 3.5),
-    "gcp": CpuCoefficients(0.68, 4.11),
+    s.name: CpuCoefficients(*s.ccf_cpu_watts) for s in clouds.all_specs() if s.ccf_cpu_watts is not None
 }
-# A provider CCF does not cover (an SSH inventory, on-premises) is counted with the AWS averages, the set CCF
-# derives from the most processor types.
-CCF_CPU_DEFAULT = CCF_CPU["aws"]
+# A provider CCF does not cover (an SSH inventory, on-premises, a cloud CCF has no constants for) is counted with
+# the AWS averages, the set CCF derives from the most processor types.
+CCF_CPU_DEFAULT = CCF_CPU[aws.NAME]
 # AVG_CPU_UTILIZATION_2020 = 50: CCF's fallback when a provider reports no CPU utilisation, which it never does
 # for the nodes geosched records.
 CCF_CPU_UTILISATION = 0.5

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from importlib import resources
 
+from geosched import clouds
 from geosched.models import LinkStats, Zone, pair_key
 
 SAME_ZONE = LinkStats(rtt_p50_ms=0.2, rtt_p95_ms=0.4, loss=0.0, throughput_gbps=50.0, samples=0)
@@ -55,15 +56,19 @@ def _endpoints() -> frozenset[str]:
 
 
 def endpoint(zone: Zone) -> str | None:
-    """The measurement endpoint standing for a zone: its region for AWS, the zone (or a sibling) for GCP."""
-    if zone.provider == "aws":
-        name = f"aws:{zone.region}"
+    """The measurement endpoint standing for a zone, as its cloud's spec says the model measured it: its region
+    (`aws:<region>`), or the zone or else a sibling zone (`gcp:<zone>`); None for a cloud the model did not
+    measure."""
+    spec = clouds.get(zone.provider)
+    scope = spec.network_endpoint if spec is not None else None
+    if scope == "region":
+        name = f"{zone.provider}:{zone.region}"
         return name if name in _endpoints() else None
-    if zone.provider == "gcp":
-        exact = f"gcp:{zone.name}"
+    if scope == "zone":
+        exact = f"{zone.provider}:{zone.name}"
         if exact in _endpoints():
             return exact
-        siblings = sorted(e for e in _endpoints() if e.startswith(f"gcp:{zone.region}-"))
+        siblings = sorted(e for e in _endpoints() if e.startswith(f"{zone.provider}:{zone.region}-"))
         return siblings[0] if siblings else None
     return None
 

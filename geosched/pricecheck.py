@@ -26,14 +26,19 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from geosched import clouds
+
 # The band a region's on-demand price must keep around the median of its instance type's regional prices.
 BAND = (0.5, 2.0)
 # Fewer regions than this and the median says nothing about which price is odd.
 MIN_SIBLINGS = 3
-# Machine-type name prefixes ordinary projects cannot launch. GCP's A3 Edge (a3-edgegpu-8g, -nolssd) is offered
-# only in the zones and to the projects Google enables it for (cloud.google.com/compute/docs/gpus, "A3 Edge"),
-# yet the machineTypes list of the feed (skypilot-catalog v7 gcp vms.csv) names it in 13 regions.
-NOT_LAUNCHABLE: dict[str, tuple[str, ...]] = {"gcp": ("a3-edgegpu-",)}
+# Machine-type name prefixes ordinary projects cannot launch, per cloud (its spec's `not_launchable`). GCP's A3
+# Edge (a3-edgegpu-8g, -nolssd) is offered only in the zones and to the projects Google enables it for
+# (cloud.google.com/compute/docs/gpus, "A3 Edge"), yet the machineTypes list of the feed (skypilot-catalog v7 gcp
+# vms.csv) names it in 13 regions.
+NOT_LAUNCHABLE: dict[str, tuple[str, ...]] = {
+    s.name: s.not_launchable for s in clouds.all_specs() if s.not_launchable
+}
 
 FLAGS = ("spot-above-ondemand", "no-ondemand", "not-launchable", "out-of-band", "split-price", "duplicate")
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from geosched import policies, render
+from geosched import clouds, policies, render
 from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
 from geosched.kube import keys
 from geosched.kube.config import ClusterConfig
@@ -41,7 +41,9 @@ from geosched.policies.spotrisk import Rework
 from geosched.providers import cli as providers_cli
 from geosched.providers.nodegroups import gkespec
 from geosched.providers.nodegroups.gkespec import GPU_TAINT as GKE_GPU_TAINT
+from geosched.providers.nodegroups.gkespec import PROVIDER as GKE
 from geosched.providers.nodegroups.spec import GPU_TAINT
+from geosched.providers.nodegroups.spec import PROVIDER as EKS
 from geosched.providers.plan import PricingMode
 
 if TYPE_CHECKING:
@@ -49,14 +51,15 @@ if TYPE_CHECKING:
 
 # The label EKS sets on every node of a managed node group (EKS User Guide, "Managed node groups": the nodes carry
 # eks.amazonaws.com/nodegroup=<name> and eks.amazonaws.com/capacityType); tests/kubeapi/real_nodes.py shows it.
-NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-# GKE's on every node of a node pool (geosched/kube/nodelabels.py, with its source).
+NODEGROUP_LABEL = keys.EKS_NODEGROUP
+# GKE's on every node of a node pool (geosched/clouds/gcp.py, with its source).
 NODEPOOL_LABEL = keys.GKE_NODEPOOL
-# Per cloud: the label selecting the group's nodes, and the GPU taint its nodes carry (EKS: the one geosched puts
-# on the group, spec.GPU_TAINT; GKE: the one GKE puts on every GPU node itself, gkespec.GPU_TAINT).
-GROUP_LABELS = {"aws": NODEGROUP_LABEL, "gcp": NODEPOOL_LABEL}
-GROUP_TAINTS = {"aws": Toleration(GPU_TAINT["key"], "Equal", GPU_TAINT["value"], "NoSchedule"),
-                "gcp": Toleration(GKE_GPU_TAINT["key"], "Equal", GKE_GPU_TAINT["value"], "NoSchedule")}
+# Per cloud: the label selecting the group's nodes (its spec's `pool_label`), and the GPU taint its nodes carry
+# (EKS: the one geosched puts on the group, spec.GPU_TAINT; GKE: the one GKE puts on every GPU node itself,
+# gkespec.GPU_TAINT).
+GROUP_LABELS = {s.name: s.pool_label for s in clouds.all_specs() if s.pool_label is not None}
+GROUP_TAINTS = {EKS: Toleration(GPU_TAINT["key"], "Equal", GPU_TAINT["value"], "NoSchedule"),
+                GKE: Toleration(GKE_GPU_TAINT["key"], "Equal", GKE_GPU_TAINT["value"], "NoSchedule")}
 
 
 class UpFailed(GeoschedError):
@@ -70,7 +73,7 @@ def up_cmd(
                                              "size the node group.")],
     cluster: Annotated[str, typer.Option(help="The EKS or GKE cluster to add the node group (pool) to.")],
     provider: Annotated[str, typer.Option(help="The cluster's cloud: aws (EKS, a managed node group) or gcp (GKE, a "
-                                          "node pool).")] = "aws",
+                                          "node pool).")] = EKS,
     context: Annotated[str | None, typer.Option(help="The kubeconfig context of that cluster (default: the "
                                                 "cluster's name).")] = None,
     kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, "
@@ -216,7 +219,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
 
 def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, context: str, kubeconfig: Path | None,
                      clusters: Path | None, join_timeout: float, policy: str, weights: Weights,
-                     provider: str = "aws") -> SubmitOutcome:
+                     provider: str = EKS) -> SubmitOutcome:
     from geosched.kube import submit as submitting
     from geosched.kube.client import Kube
     from geosched.kube.config import load_cluster_config
@@ -233,7 +236,7 @@ def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, con
                              options=options)
 
 
-def on_the_group(config: ClusterConfig, provider: str = "aws") -> ClusterConfig:
+def on_the_group(config: ClusterConfig, provider: str = EKS) -> ClusterConfig:
     """The cluster's config as `up` submits with it: the pods pinned to the placed hosts (otherwise only the zone and
     GPU model are required, and kube-scheduler may take the cluster's other nodes there) and tolerating the group's
     own taint (a cluster without the ExtendedResourceToleration admission plugin would otherwise keep the gang off

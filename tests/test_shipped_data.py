@@ -31,7 +31,7 @@ def test_every_data_file_ships_with_its_provenance() -> None:
 
 def test_catalog_contents() -> None:
     offers = catalog.offerings()
-    assert {o.provider for o in offers} == {"aws", "gcp"}
+    assert {o.provider for o in offers} == {"aws", "gcp", "coreweave"}
     p5 = catalog.offering_index()[("aws", "p5.48xlarge", "use1-az1")]
     assert (p5.gpu, p5.gpus) == ("H100", 8)
     a2 = next(o for o in offers if o.instance_type == "a2-highgpu-8g" and o.zone == "us-central1-a")

@@ -33,12 +33,12 @@ from functools import cache
 from pathlib import Path
 from statistics import median
 
-from geosched import catalog, netmodel
+from geosched import catalog, clouds, netmodel
 from geosched.errors import GeoschedError, InputError
 from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_files, list_contexts
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
-from geosched.kube.keys import AWS_ZONE_ID, JOB_LABEL
+from geosched.kube.keys import JOB_LABEL
 from geosched.kube.tolerations import Toleration
 from geosched.models import Fleet, NetworkView, Node, Region, Rejection, Zone, region_key
 
@@ -235,12 +235,15 @@ def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], lis
     for gpu, count in sorted(estimated.items()):
         assumptions.append(f"{count} {gpu} node(s) without a catalog price: priced at the catalog's median "
                            f"$/GPU-hour for {gpu}")
-    by_name = sorted({n.zone for n in kept if n.provider == "aws" and AWS_ZONE_ID not in n.labels})
-    if by_name:
-        # Which ID a zone name stands for differs per account: not guessed, so these zones stay apart from the
-        # catalog's and the measured network's zone IDs.
-        assumptions.append(f"AWS zone(s) {', '.join(by_name)} named by nodes without {AWS_ZONE_ID} (EKS before "
-                           "1.30): keyed by name, so no catalog price or zone-ID measurement applies to them")
+    for spec in clouds.all_specs():
+        label = spec.zone_id_label
+        by_name = sorted({n.zone for n in kept if n.provider == spec.name and label and label not in n.labels})
+        if label and by_name:
+            # Which ID a zone name stands for differs per account: not guessed, so these zones stay apart from the
+            # catalog's and the measured network's zone IDs.
+            before = f" ({spec.zone_id_label_since})" if spec.zone_id_label_since else ""
+            assumptions.append(f"{spec.title} zone(s) {', '.join(by_name)} named by nodes without {label}{before}: "
+                               "keyed by name, so no catalog price or zone-ID measurement applies to them")
     fleet = Fleet(regions=regions, zones=zones, nodes=tuple(kept), gpu_power=catalog.gpu_power())
     return fleet, skipped, assumptions
 

@@ -1,9 +1,9 @@
 """Kubernetes Node objects (and the pods bound to them) turned into geosched `Node` records. No API calls:
 the caller lists nodes and pods and hands them in, as dicts or kubernetes client models (V1Node, V1Pod).
 
-- labels: region and zone from `topology.kubernetes.io/{region,zone}`; on AWS the zone is the zone ID from
-  `topology.k8s.aws/zone-id` when present, since the fleet names AWS zones by ID (zone names differ per
-  account); instance type from `node.kubernetes.io/instance-type`;
+- labels: region and zone from `topology.kubernetes.io/{region,zone}`; where the cloud's spec names a zone-ID
+  label (AWS: `topology.k8s.aws/zone-id`) the zone is its value when present, since the fleet names AWS zones by
+  ID (zone names differ per account); instance type from `node.kubernetes.io/instance-type`;
 - GPU model: `geosched.kube.gpuidentity.model_of`, the one resolver: `nvidia.com/gpu.product` (GPU feature
   discovery), else GKE's `cloud.google.com/gke-accelerator` (GKE's own driver installer runs no GPU feature
   discovery), else the catalog's GPU for the instance type; prices from the catalog's offering for
@@ -14,8 +14,9 @@ the caller lists nodes and pods and hands them in, as dicts or kubernetes client
 - cordoned (spec.unschedulable) or NotReady nodes stay in the fleet with state NOT_READY and no free GPU, so
   the node keeps its identity while policies pass it over; nodes without GPUs, or without zone labels or a
   known GPU model, are left out with the reason;
-- provider from spec.providerID (`aws:///zone/i-...` is aws, `gce://project/zone/name` is gcp, any other
-  scheme names itself, none is `onprem`); cluster is the kube context name.
+- provider from spec.providerID: the cloud whose spec lists its scheme (`aws:///zone/i-...` is aws,
+  `gce://project/zone/name` is gcp; `geosched.clouds`), any other scheme names itself, none is `onprem`; cluster
+  is the kube context name.
 
 One node, one identity: `merge_launched` joins a node that a provider launched with the node that joined a
 cluster, matched first by instance ID (the last segment of the providerID, so either a full providerID or a
@@ -31,14 +32,13 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from geosched import catalog
+from geosched import catalog, clouds
 from geosched.kube import gpuidentity, keys, resources
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
 from geosched.kube.tolerations import GPU_ADMISSION, Toleration, node_taints, untolerated
 from geosched.models import Node, NodeState, Offering, Rejection
 
-PROVIDERS = {"aws": "aws", "gce": "gcp"}
 TERMINATED_PHASES = {"Succeeded", "Failed"}
 
 
@@ -106,7 +106,9 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
     provider = provider_of(provider_id)
     # An empty label value names no place.
     region = labels.get(keys.REGION) or None
-    zone = (provider == "aws" and labels.get(keys.AWS_ZONE_ID)) or labels.get(keys.ZONE) or None
+    spec = clouds.get(provider)
+    zone_id_label = spec.zone_id_label if spec is not None else None
+    zone = (zone_id_label is not None and labels.get(zone_id_label)) or labels.get(keys.ZONE) or None
     if region is None or zone is None:
         return Rejection(name, f"missing {keys.REGION} or {keys.ZONE} label")
     instance_type = labels.get(keys.INSTANCE_TYPE, "custom")
@@ -229,7 +231,8 @@ def provider_of(provider_id: str | None) -> str:
     if not provider_id or "://" not in provider_id:
         return "onprem"
     scheme = provider_id.split("://", 1)[0]
-    return PROVIDERS.get(scheme, scheme)
+    spec = clouds.by_scheme(scheme)
+    return spec.name if spec is not None else scheme
 
 
 def instance_id(provider_id: str | None) -> str | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from geosched.clouds import aws as _aws
+from geosched.clouds import gcp as _gcp
+
 # Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints) and NVIDIA's GPU labels.
 REGION = "topology.kubernetes.io/region"
 ZONE = "topology.kubernetes.io/zone"
@@ -16,13 +19,14 @@ GPU_COUNT = "nvidia.com/gpu.count"
 GPU_PRESENT = "nvidia.com/gpu.present"
 # EKS also labels nodes with the zone ID, the fleet's zone identity for AWS (zone names differ per account):
 # kubernetes/cloud-provider-aws#855, on EKS nodes since Kubernetes 1.30. Managed node groups add their own.
-AWS_ZONE_ID = "topology.k8s.aws/zone-id"
-EKS_NODEGROUP = "eks.amazonaws.com/nodegroup"
-EKS_CAPACITY_TYPE = "eks.amazonaws.com/capacityType"
+# The cloud-specific keys are defined with their cloud (geosched.clouds) and named here too for the renderer.
+AWS_ZONE_ID = _aws.ZONE_ID_LABEL
+EKS_NODEGROUP = _aws.NODEGROUP_LABEL
+EKS_CAPACITY_TYPE = _aws.CAPACITY_TYPE_LABEL
 # GKE (cloud.google.com/kubernetes-engine/docs/how-to/gpus, .../concepts/node-pools).
-GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
-GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
-GKE_MACHINE_FAMILY = "cloud.google.com/machine-family"
+GKE_NODEPOOL = _gcp.NODEPOOL_LABEL
+GKE_ACCELERATOR = _gcp.ACCELERATOR_LABEL
+GKE_MACHINE_FAMILY = _gcp.MACHINE_FAMILY_LABEL
 
 # Kueue.
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"

@@ -2,7 +2,8 @@
 (for nodes geosched describes instead of reading them from a cluster: the embedded default fleet), and
 `selectable`, a fleet node's labels as a scheduler matches them (for rendering and checking manifests).
 
-What each platform sets (a node carries these; geosched emits nothing else as a cloud's own):
+What each platform sets (a node carries these; geosched emits nothing else as a cloud's own; each cloud's own
+labels and providerID are defined with its spec in `geosched.clouds`):
 
 - Kubernetes and its cloud providers: `kubernetes.io/hostname`, `kubernetes.io/os`, `kubernetes.io/arch`,
   `topology.kubernetes.io/region`, `topology.kubernetes.io/zone`, `node.kubernetes.io/instance-type`
@@ -21,9 +22,10 @@ What each platform sets (a node carries these; geosched emits nothing else as a 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
+from geosched import clouds
+from geosched.clouds import NodeShape
 from geosched.gpus import part
 from geosched.kube import keys
 from geosched.models import Node
@@ -31,23 +33,18 @@ from geosched.models import Node
 
 def cloud_labels(*, provider: str, region: str, zone: str, zone_label: str, instance_type: str, gpu: str,
                  gpus: int, hostname: str, pool: str, spot: bool = False) -> dict[str, str]:
-    """The labels a GPU node of `provider` (aws or gcp) carries. `zone` is the fleet's zone (AWS: the zone ID),
-    `zone_label` the value of `topology.kubernetes.io/zone` on the node (AWS: that zone's name in the account
-    running the cluster); `pool` the node group (EKS) or node pool (GKE)."""
+    """The labels a GPU node of `provider` (a cloud of `geosched.clouds`) carries. `zone` is the fleet's zone
+    (AWS: the zone ID), `zone_label` the value of `topology.kubernetes.io/zone` on the node (AWS: that zone's name
+    in the account running the cluster); `pool` the node group (EKS) or node pool (GKE). The cloud's own labels
+    come from its spec."""
+    spec = clouds.get(provider)
+    if spec is None:
+        raise ValueError(f"no cloud node labels for provider {provider!r}")
     labels = {keys.HOSTNAME: hostname, keys.OS: "linux", keys.ARCH: "amd64", keys.REGION: region,
               keys.ZONE: zone_label, keys.INSTANCE_TYPE: instance_type}
     gpu_part = part(gpu)
-    if provider == "aws":
-        labels[keys.AWS_ZONE_ID] = zone
-        labels[keys.EKS_NODEGROUP] = pool
-        labels[keys.EKS_CAPACITY_TYPE] = "SPOT" if spot else "ON_DEMAND"
-    elif provider == "gcp":
-        labels[keys.GKE_NODEPOOL] = pool
-        labels[keys.GKE_MACHINE_FAMILY] = instance_type.split("-", 1)[0]
-        if gpu_part.gke_accelerator is not None:
-            labels[keys.GKE_ACCELERATOR] = gpu_part.gke_accelerator
-    else:
-        raise ValueError(f"no cloud node labels for provider {provider!r}")
+    labels.update(spec.node_labels(NodeShape(zone=zone, pool=pool, instance_type=instance_type, gpu=gpu_part,
+                                             spot=spot)))
     if gpu_part.product is not None:
         labels[keys.GPU_PRODUCT] = gpu_part.product
         labels[keys.GPU_COUNT] = str(gpus)
@@ -56,23 +53,20 @@ def cloud_labels(*, provider: str, region: str, zone: str, zone_label: str, inst
 
 
 def provider_id(provider: str, zone_label: str, name: str, project: str) -> str:
-    """The providerID a cloud's node controller sets: AWS with an instance ID (derived from `name`, so the same
-    node always gets the same one), GCE with the instance name in `project`."""
-    if provider == "aws":
-        return f"aws:///{zone_label}/i-0{hashlib.sha256(name.encode()).hexdigest()[:16]}"
-    if provider == "gcp":
-        return f"gce://{project}/{zone_label}/{name}"
-    raise ValueError(f"no providerID format for provider {provider!r}")
+    """The providerID a cloud's node controller sets (its spec's scheme): AWS with an instance ID derived from
+    `name` (so the same node always gets the same one), GCE with the instance name in `project`."""
+    spec = clouds.get(provider)
+    if spec is None or spec.provider_id is None:
+        raise ValueError(f"no providerID format for provider {provider!r}")
+    return spec.provider_id(zone_label, name, project)
 
 
 def selectable(node: Node) -> Mapping[str, str]:
     """The node's labels as a node selector sees them. A fleet file may leave out labels whose value the fleet
-    already states: the hostname (the node name), the region, the zone (the fleet's zone name) and on AWS the
-    zone ID. The zone label of an AWS node is never filled in: the fleet names AWS zones by ID, and the zone
-    name a node carries differs per account."""
+    already states: the hostname (the node name), the region, and the zone: in the cloud's zone-ID label where
+    its spec names one (AWS), else in the zone label. The zone label of an AWS node is never filled in: the fleet
+    names AWS zones by ID, and the zone name a node carries differs per account."""
     defaults = {keys.HOSTNAME: node.name, keys.REGION: node.region}
-    if node.provider == "aws":
-        defaults[keys.AWS_ZONE_ID] = node.zone
-    else:
-        defaults[keys.ZONE] = node.zone
+    spec = clouds.get(node.provider)
+    defaults[spec.zone_id_label if spec is not None and spec.zone_id_label else keys.ZONE] = node.zone
     return {**defaults, **node.labels}

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 
 from geosched import catalog
+from geosched.clouds import aws as aws_cloud
 from geosched.models import Fleet, Job, Rejection
 
 # The same label keys as geosched.kube.keys (the core may not import kube/).
@@ -64,8 +65,8 @@ def _zone_reason(fleet: Fleet, zone: str, count: int) -> str:
         shown = ", ".join(zones[:SHOWN]) + (", ..." if len(zones) > SHOWN else "")
         return f"{what} is not a zone of this fleet (zones: {shown or 'none'})"
     region = aws.group("region")
-    ids = sorted({z.name for z in fleet.zones.values() if z.provider == "aws" and z.region == region}
-                 or {z.name for z in catalog.zones().values() if z.provider == "aws" and z.region == region})
+    ids = sorted({z.name for z in fleet.zones.values() if z.provider == aws_cloud.NAME and z.region == region}
+                 or {z.name for z in catalog.zones().values() if z.provider == aws_cloud.NAME and z.region == region})
     where = f"IDs in {region}: {', '.join(ids)}" if ids else f"{region} is not an AWS region geosched knows"
     return (f"{what}: AWS zones are keyed by zone ID, and no node of this fleet says which ID this zone name is in "
             f"your account ({where}; nodes read from your clusters carry both)")

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from geosched import clouds
+from geosched.clouds import CloudSpec, gcp
 from geosched.models import CommProfile
 
 if TYPE_CHECKING:  # numpy is imported where it computes: the catalog and provision verbs read this module's rules
@@ -35,12 +37,9 @@ if TYPE_CHECKING:  # numpy is imported where it computes: the catalog and provis
 HOURS_PER_MONTH = 730.0
 HAZARD_BEST = -math.log(1.0 - 0.05) / HOURS_PER_MONTH  # score 10: ~7.0e-5 per node-hour
 HAZARD_WORST = -math.log(1.0 - 0.50) / 24.0  # score 1: ~2.9e-2 per node-hour
-# GCP publishes no interruption signal: Spot VMs "might be preempted at any time" with 30 s notice
-# (cloud.google.com/compute/docs/instances/spot). An older edition of the preemptible VM page gave 5-15% of VMs
-# per day averaged over seven days; we take the upper end. That figure is recalled, not re-read: the page as
-# stored today says only that preemption is "generally low" and varies by day and zone, so this is an assumption
-# (a stand-in until Compute Engine's capacity-history preemption records are read).
-GCP_DAILY_PREEMPTION = 0.15
+# A cloud that publishes no interruption signal may document a daily preemption rate (its spec's
+# `spot_daily_preemption`; GCP's, and why it is an assumption, in geosched.clouds.gcp).
+GCP_DAILY_PREEMPTION = gcp.DAILY_PREEMPTION
 # Volatility: a spot price whose coefficient of variation over the window reaches this is scored 1, a flat one
 # 10, linearly between (our assumption: since 2017 AWS moves spot prices gradually with long-term supply and
 # demand, so a moving price means moving spare capacity; a weak signal, used only without a placement score).
@@ -51,7 +50,8 @@ Num = TypeVar("Num", float, "npt.NDArray[np.float64]")
 
 SOURCE_SCORE = "aws:spot-placement-score"
 SOURCE_VOLATILITY = "aws:spot-price-volatility"
-SOURCE_GCP_DEFAULT = "gcp:documented-default"
+DOCUMENTED_DEFAULT = "documented-default"
+SOURCE_GCP_DEFAULT = f"{gcp.NAME}:{DOCUMENTED_DEFAULT}"
 SOURCE_UNKNOWN = "unknown"
 
 
@@ -139,9 +139,17 @@ def from_volatility(v: Volatility, observed_at: float | None) -> SpotRisk:
                     f"price cv {v.cv:.3f}, {v.changes} changes in 7 d (as score {score:.1f})", observed_at)
 
 
-GCP_DEFAULT = SpotRisk(-math.log(1.0 - GCP_DAILY_PREEMPTION) / 24.0, SOURCE_GCP_DEFAULT,
-                       f"no GCP interruption API; documented {GCP_DAILY_PREEMPTION:.0%}/day assumed")
+def documented_default(spec: CloudSpec) -> SpotRisk | None:
+    """The risk a cloud's documented daily preemption rate implies, None when its spec documents none."""
+    daily = spec.spot_daily_preemption
+    if daily is None:
+        return None
+    return SpotRisk(-math.log(1.0 - daily) / 24.0, f"{spec.name}:{DOCUMENTED_DEFAULT}",
+                    f"no {spec.title} interruption API; documented {daily:.0%}/day assumed")
+
+
 UNKNOWN = SpotRisk(HAZARD_WORST, SOURCE_UNKNOWN, "no signal: priced at the worst score (1/10)")
+GCP_DEFAULT = documented_default(gcp.SPEC) or UNKNOWN  # GCP's spec documents a rate: never UNKNOWN
 
 
 def gang_interruption_per_hour(risk: SpotRisk, nodes: int) -> float:
@@ -170,9 +178,11 @@ def adjusted_usd_per_hour(usd_per_hour: float, risk: SpotRisk, nodes: int, rewor
 
 def resolve(provider: str, score: SpotRisk | None = None, volatility_risk: SpotRisk | None = None) -> SpotRisk:
     """The risk of one spot offering: a placement score, else the price volatility, else the provider's
-    documented default (GCP), else UNKNOWN (the worst score, never zero)."""
+    documented default (its cloud spec's; GCP), else UNKNOWN (the worst score, never zero)."""
     if score is not None:
         return score
     if volatility_risk is not None:
         return volatility_risk
-    return GCP_DEFAULT if provider == "gcp" else UNKNOWN
+    spec = clouds.get(provider)
+    documented = documented_default(spec) if spec is not None else None
+    return documented if documented is not None else UNKNOWN

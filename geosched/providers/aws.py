@@ -33,6 +33,7 @@ from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 
 from geosched import catalog
+from geosched.clouds import aws as aws_cloud
 from geosched.models import Offering, Pricing, Region
 from geosched.policies import spotrisk
 from geosched.providers.base import (
@@ -64,7 +65,7 @@ from geosched.providers.base import (
 from geosched.providers.config import AwsSettings
 from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
 
-NAME = "aws"
+NAME = aws_cloud.NAME  # what this cloud offers: geosched.clouds.aws
 T = TypeVar("T")
 
 CAPACITY_CODES = frozenset({

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
+from geosched.clouds import aws as aws_cloud
 from geosched.errors import GeoschedError
 from geosched.inventory import Inventory
 from geosched.models import Offering, Pricing, Region
@@ -79,7 +80,7 @@ def admin_sources(admin_cidrs: Sequence[str]) -> Sequence[str]:
 def ondemand_summary(provider: str, owner: str, admin_cidrs: Sequence[str]) -> str:
     """What a launch without a Terraform network ensures exists first (for `--dry-run` and `check`)."""
     cidrs = ", ".join(admin_cidrs) or "nowhere (no admin CIDR set: provision refuses)"
-    if provider == "aws":
+    if provider == aws_cloud.NAME:
         return (f"security group {ondemand_group(owner)} in each region's default VPC (created if missing): "
                 f"tcp {SSH_PORT} from {cidrs}, all traffic from the group itself")
     ssh, internal = ondemand_firewalls(owner)

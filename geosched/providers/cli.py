@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from geosched import catalog, catalog_view, gpus, kinds, redact, render
+from geosched import catalog, catalog_view, clouds, gpus, kinds, redact, render
 from geosched import output as contract
 from geosched import settings as settings_table
+from geosched.clouds import aws as aws_cloud
+from geosched.clouds import gcp as gcp_cloud
 from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
 from geosched.extras import extra_for
 from geosched.models import Weights
@@ -71,7 +73,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
 
-DEFAULT_PROVIDERS = ("aws", "gcp")
+DEFAULT_PROVIDERS = registry.CLOUDS
 PLAN_ROWS = 15
 
 
@@ -123,7 +125,7 @@ def _check_network(settings: ProviderSettings, store: Store, names: tuple[str, .
     if net is None:
         return
     check_owner(net, journal.owner(store), [n for n in names if n in registry.CLOUDS])
-    if "gcp" in names:
+    if gcp_cloud.NAME in names:
         check_project(net, settings.gcp.project)
 
 
@@ -371,7 +373,7 @@ def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node
     cloud = _cluster_cloud(_split(provider))
     backend: Backend
     role: str | None = None
-    if cloud == "gcp":
+    if cloud == gcp_cloud.NAME:
         if not _GKE_CLUSTER_RE.match(cluster_name):
             raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not a GKE cluster name (at most 40 "
                              "lowercase letters, digits and '-', starting with a letter)")
@@ -399,11 +401,11 @@ def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node
     if too_big is not None:
         raise InputError("--nodes", "", too_big)
     model, per_node = parse_gpu(gpu)
-    plan_regions = (gkespec.region_of(region),) if cloud == "gcp" else (region,)
+    plan_regions = (gkespec.region_of(region),) if cloud == gcp_cloud.NAME else (region,)
     request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=(cloud,),
                           regions=plan_regions, weights=weights, rework=rework)
     providers = _providers((cloud,), _settings(ctx))
-    if not dry_run and cloud == "aws":
+    if not dry_run and cloud == aws_cloud.NAME:
         # GKE's credentials are the backend's own (an http:// emulator endpoint takes none): checked by its first
         # call, reading the cluster, before anything is created.
         providers = _with_credentials(providers)
@@ -416,8 +418,8 @@ def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node
 def _cluster_cloud(names: tuple[str, ...]) -> str:
     """The cluster's cloud: --provider aws (EKS, the default) or gcp (GKE); one of them."""
     if not names:
-        return "aws"
-    if len(names) > 1 or names[0] not in ("aws", "gcp"):
+        return aws_cloud.NAME
+    if len(names) > 1 or names[0] not in (aws_cloud.NAME, gcp_cloud.NAME):
         raise InputError("--provider", "", "--cluster takes one provider, the cluster's cloud: aws (an EKS node "
                          "group) or gcp (a GKE node pool)")
     return names[0]
@@ -594,15 +596,16 @@ def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[dict[s
     if settings.network is not None:
         return []
     out: list[dict[str, Any]] = []
-    aws_regions = sorted({c.region for c in plan.candidates if c.provider == "aws"})
+    aws, gcp = aws_cloud.NAME, gcp_cloud.NAME
+    aws_regions = sorted({c.region for c in plan.candidates if c.provider == aws})
     if aws_regions:
-        out.append({"provider": "aws", "regions": aws_regions, "security_group": ondemand_group(owner),
+        out.append({"provider": aws, "regions": aws_regions, "security_group": ondemand_group(owner),
                     "admin_cidrs": list(settings.aws.admin_cidrs),
-                    "detail": ondemand_summary("aws", owner, settings.aws.admin_cidrs)})
-    if any(c.provider == "gcp" for c in plan.candidates):
-        out.append({"provider": "gcp", "firewall_rules": list(ondemand_firewalls(owner)),
+                    "detail": ondemand_summary(aws, owner, settings.aws.admin_cidrs)})
+    if any(c.provider == gcp for c in plan.candidates):
+        out.append({"provider": gcp, "firewall_rules": list(ondemand_firewalls(owner)),
                     "network_tag": ondemand_group(owner), "admin_cidrs": list(settings.gcp.admin_cidrs),
-                    "detail": ondemand_summary("gcp", owner, settings.gcp.admin_cidrs)})
+                    "detail": ondemand_summary(gcp, owner, settings.gcp.admin_cidrs)})
     return out
 
 
@@ -927,19 +930,22 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
             ok, ssh = "yes", f"SSH (tcp 22) from {', '.join(cidrs)} ({settings.admin_cidrs_from})"
         return [{"provider": provider, "item": "network", "ok": "yes",
                  "detail": "no Terraform output loaded (--tf-output or GEOSCHED_TERRAFORM_OUTPUT): launches use the "
-                 "default " + ("VPC" if provider == "aws" else "network") + " with "
+                 "default " + ("VPC" if provider == aws_cloud.NAME else "network") + " with "
                  + ondemand_summary(provider, owner, cidrs)},
                 {"provider": provider, "item": "admin ssh", "ok": ok, "detail": _unmarked(ssh)}]
     regions = net.regions(provider)
     if not regions:
+        spec = clouds.get(provider)
+        module = spec.terraform_module if spec is not None else None
+        hint = f" (geosched's Terraform module for it: {module})" if module else ""
         return [{"provider": provider, "item": "network", "ok": "no",
-                 "detail": _plain(f"{net.source} covers no {provider} region: no {provider} zone can be used")}]
+                 "detail": _plain(f"{net.source} covers no {provider} region: no {provider} zone can be used{hint}")}]
     covered = "; ".join(f"{name} ({', '.join(r.zones)})" for name, r in regions.items())
     rows = [{"provider": provider, "item": "network", "ok": "yes", "detail": _unmarked(f"{net.source}: {covered}")}]
     problems: list[str] = []
     try:
         check_owner(net, owner, (provider,))
-        if provider == "gcp":
+        if provider == gcp_cloud.NAME:
             check_project(net, settings.gcp.project)
     except InputError as exc:
         problems.append(f"{exc.field}: {exc.reason}")

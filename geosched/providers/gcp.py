@@ -28,6 +28,7 @@ from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
 from geosched import catalog
+from geosched.clouds import gcp as gcp_cloud
 from geosched.models import Offering, Pricing, Region
 from geosched.providers.base import (
     ATTEMPT_TAG,
@@ -58,7 +59,7 @@ from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT, GcpSett
 from geosched.providers.gcp_prices import Rates, machine_price, rates
 from geosched.providers.terraform import GcpRegionNetwork
 
-NAME = "gcp"
+NAME = gcp_cloud.NAME  # what this cloud offers: geosched.clouds.gcp
 T = TypeVar("T")
 
 CAPACITY_CODES = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",

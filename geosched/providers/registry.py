@@ -1,4 +1,5 @@
-"""The provider table: a name to a factory. A new provider is one module plus one line here.
+"""The provider table: a name to a factory. A new provider is one module plus one line here; what its cloud
+offers (zones, labels, prices, ...) is its spec in `geosched.clouds`.
 
 Factories import their SDK lazily, so `geosched` without boto3 or google-cloud-compute still runs for the
 providers that are installed.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+from geosched import clouds
+from geosched.clouds import aws, gcp
 from geosched.errors import InputError
 from geosched.providers.base import Provider
 from geosched.providers.config import ProviderSettings
@@ -31,8 +34,14 @@ def _ssh(settings: ProviderSettings) -> Provider:
     return SshProvider(settings.ssh)
 
 
-FACTORIES: Mapping[str, Callable[[ProviderSettings], Provider]] = {"aws": _aws, "gcp": _gcp, "ssh": _ssh}
-CLOUDS = ("aws", "gcp")
+FACTORIES: Mapping[str, Callable[[ProviderSettings], Provider]] = {
+    aws.NAME: _aws,
+    gcp.NAME: _gcp,
+    "ssh": _ssh,
+}
+# The clouds geosched launches machines on: those with a spec and a factory (a Kubernetes-only cloud has a spec
+# and no factory: geosched reads its nodes, it does not launch them).
+CLOUDS = tuple(name for name in clouds.names() if name in FACTORIES)
 
 
 def names() -> tuple[str, ...]:

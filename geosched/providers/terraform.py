@@ -27,9 +27,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from geosched.clouds import aws as aws_cloud
+from geosched.clouds import gcp as gcp_cloud
 from geosched.errors import InputError
 from geosched.gate import Kind, parse_json, read_bytes
 
+# The output's per-cloud keys are the clouds' names (geosched.clouds), each with its own region schema below.
+AWS = aws_cloud.NAME
+GCP = gcp_cloud.NAME
 OUTPUT_NAME = "geosched"
 SCHEMA_VERSION = 1
 # The IAM policy (AWS) and geosched's listing (GCP) both hinge on this key, so a config without it is unusable.
@@ -41,7 +46,7 @@ GCP_FIELDS = ("project", "network", "subnetwork", "zones", "firewall_tag", "plac
 # Fields an output of an older module version lacks, and what their absence means (public_ips: the module
 # gave every VM an external address before the choice existed).
 GCP_OPTIONAL = ("public_ips",)
-TOP_FIELDS = ("schema_version", "aws", "gcp")
+TOP_FIELDS = ("schema_version", AWS, GCP)
 
 AWS_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
 AWS_ZONE_ID_RE = re.compile(r"^[a-z]+[0-9]+-az[0-9]+$")
@@ -117,7 +122,7 @@ RegionNetwork = AwsRegionNetwork | GcpRegionNetwork
 
 @dataclass(frozen=True, slots=True)
 class NetworkConfig:
-    """Per provider ("aws", "gcp") and region, the network geosched's Terraform modules built."""
+    """Per provider (AWS, GCP) and region, the network geosched's Terraform modules built."""
 
     source: str
     aws: Mapping[str, AwsRegionNetwork]
@@ -128,10 +133,10 @@ class NetworkConfig:
     output: str = OUTPUT_NAME
 
     def regions(self, provider: str) -> Mapping[str, RegionNetwork]:
-        """Region name to network for "aws" or "gcp"; empty for any other provider (ssh, on-prem)."""
-        if provider == "aws":
+        """Region name to network for AWS or GCP; empty for any other provider (ssh, on-prem)."""
+        if provider == AWS:
             return self.aws
-        if provider == "gcp":
+        if provider == GCP:
             return self.gcp
         return MappingProxyType({})
 
@@ -145,18 +150,18 @@ class NetworkConfig:
     def zones(self) -> tuple[tuple[str, str, str], ...]:
         """(provider, region, zone) for every zone geosched can launch in."""
         out: list[tuple[str, str, str]] = []
-        for provider, regions in (("aws", self.aws), ("gcp", self.gcp)):
+        for provider, regions in ((AWS, self.aws), (GCP, self.gcp)):
             for name, net in regions.items():
                 out.extend((provider, name, zone) for zone in net.zones)
         return tuple(out)
 
 
-def check_owner(config: NetworkConfig, owner: str, providers: Iterable[str] = ("aws", "gcp")) -> None:
+def check_owner(config: NetworkConfig, owner: str, providers: Iterable[str] = (AWS, GCP)) -> None:
     """The modules' `owner` must be this store's owner id: on AWS the IAM policy lets RunInstances and
     TerminateInstances through only with the tag geosched-owner = var.owner, so any other value makes every
     launch a denial; on GCP geosched lists and sweeps its VMs by that label. Checked before any API call."""
     for provider in providers:
-        field = "launch_tags" if provider == "aws" else "launch_labels"
+        field = "launch_tags" if provider == AWS else "launch_labels"
         for index, (name, net) in enumerate(config.regions(provider).items()):
             tags = net.launch_tags if isinstance(net, AwsRegionNetwork) else net.launch_labels
             found = tags.get(OWNER_KEY, "")
@@ -164,7 +169,7 @@ def check_owner(config: NetworkConfig, owner: str, providers: Iterable[str] = ("
                 continue
             region = f"<region #{index + 1}>" if config.sensitive else name
             what = "the value" if config.sensitive else repr(found)
-            why = ("the IAM policy lets RunInstances through only with this tag" if provider == "aws"
+            why = ("the IAM policy lets RunInstances through only with this tag" if provider == AWS
                    else "geosched finds and sweeps its VMs by this label")
             raise InputError(config.source, f"{config.output}.value.{provider}.{region}.{field}.{OWNER_KEY}",
                              f"{what} is not this store's owner id {owner!r} ({why}): set the Terraform modules' "
@@ -311,10 +316,10 @@ class _Reader:
             raise self.fail(f"{path}.schema_version", f"unsupported schema version {version} (this geosched reads "
                             f"{SCHEMA_VERSION}): update geosched or the Terraform modules so they match")
         aws = {key: self.aws_region(key, at, item)
-               for key, at, item in self.region_entries(top["aws"], f"{path}.aws", AWS_REGION_RE,
+               for key, at, item in self.region_entries(top[AWS], f"{path}.{AWS}", AWS_REGION_RE,
                                                         "an AWS region name such as us-east-1")}
         gcp = {key: self.gcp_region(key, at, item)
-               for key, at, item in self.region_entries(top["gcp"], f"{path}.gcp", GCP_REGION_RE,
+               for key, at, item in self.region_entries(top[GCP], f"{path}.{GCP}", GCP_REGION_RE,
                                                         "a GCP region name such as us-central1")}
         if not aws and not gcp:
             raise self.fail(path, "no regions: both aws and gcp are empty")
@@ -419,7 +424,7 @@ class _Reader:
         # Zone names identify a zone fleet-wide (AWS zone IDs, GCP zone names), so one zone in two regions is a
         # copy-paste error that would send launches to the wrong subnet.
         seen: dict[str, str] = {}
-        for provider, regions in (("aws", aws), ("gcp", gcp)):
+        for provider, regions in ((AWS, aws), (GCP, gcp)):
             for name, net in regions.items():
                 for zone in net.zones:
                     here = f"{provider}.{name}"

@@ -404,3 +404,18 @@ def test_settings_read_the_network_from_the_environment(tmp_path: Path) -> None:
         from_env({ENV_TERRAFORM_OUTPUT: str(tmp_path / "nope.json")}, tmp_path)
     assert str(missing.value) == f"{tmp_path / 'nope.json'}: no such file"
 
+
+
+def test_check_names_the_terraform_module_of_a_cloud_the_output_does_not_cover(tmp_path: Path) -> None:
+    from geosched.providers.cli import _network_rows
+    from geosched.providers.config import ProviderSettings
+
+    # Only an AWS region (IDs in EC2's shapes, see AwsNetwork): the GCP check says which module would build one.
+    only_aws = output_json("o", aws={"us-east-1": aws_region("o", "vpc-0123abcd", {"use1-az1": "subnet-0123abcd"},
+                                                             "sg-0123abcd", {})})
+    config = parse_terraform_output(only_aws, "tf.json")
+    (row,) = _network_rows("gcp", config, "o", ProviderSettings())
+    assert row["ok"] == "no"
+    assert row["detail"] == ("tf.json covers no gcp region: no gcp zone can be used (geosched's Terraform module for "
+                             "it: terraform/modules/gcp-gpu-region)")
+    assert (Path(__file__).parents[2] / "terraform/modules/gcp-gpu-region/main.tf").is_file()

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from geosched.clouds import aws, gcp
 from geosched.providers.base import GANG_TAG, OWNER_TAG, Budget, ProviderError
 from geosched.providers.plan import Candidate, Plan, Skipped
 
@@ -125,11 +126,11 @@ class InUse(ProviderError):
 def open_backend(provider: str, region: str) -> Backend:
     """The backend of `provider` for `region` (EKS: the region; GKE: the cluster's location), with the SDK's
     standard configuration. Imported here: boto3 and google-cloud-container load only when used."""
-    if provider == "aws":
+    if provider == aws.NAME:
         from geosched.providers.nodegroups.eks import Eks
 
         return Eks(region)
-    if provider == "gcp":
+    if provider == gcp.NAME:
         from geosched.providers.nodegroups.gke import Gke
 
         return Gke(region)

@@ -50,7 +50,7 @@ class Eks:
     """One region's EKS and EC2 clients for node groups: the EKS `backend.Backend`. `node_role` (the IAM role ARN
     the nodes run as) is needed only to create a group."""
 
-    provider = "aws"
+    provider = spec.PROVIDER
     cloud = "EKS"
     scope = "region"
     kind = "node group"

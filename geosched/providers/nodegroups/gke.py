@@ -39,7 +39,7 @@ _STATUS = {gkespec.PROVISIONING: backend.CREATING, gkespec.RECONCILING: backend.
 class Gke:
     """GKE node pools of one project, through one ClusterManagerClient."""
 
-    provider = "gcp"
+    provider = gkespec.PROVIDER
     cloud = "GKE"
     scope = "location"
     kind = "node pool"

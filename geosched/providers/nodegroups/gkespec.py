@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched import gpus
+from geosched.clouds import gcp as gcp_cloud
 from geosched.kube import keys
 from geosched.models import Pricing
 from geosched.providers.base import (
@@ -45,7 +46,7 @@ from geosched.providers.lifecycle import GANG_LABEL
 from geosched.providers.nodegroups.backend import pool_name
 from geosched.providers.plan import Candidate, Plan, Skipped
 
-PROVIDER = "gcp"
+PROVIDER = gcp_cloud.NAME
 # The taint GKE puts on GPU nodes (see above), as a node carries it.
 GPU_TAINT = {"key": keys.GPU, "value": "present", "effect": "NoSchedule"}
 # The GPU types built into a machine family whose part differs from the catalog GPU model's usual one

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from geosched.clouds import aws, gcp
 from geosched.errors import InputError
 from geosched.providers import journal
 from geosched.providers.base import ATTEMPT_TAG, Budget, ProviderError, StallError, UnsupportedError
@@ -271,7 +272,7 @@ def down(store: Store, gang: str, backend_for: BackendFor = open_backend,
     clients: dict[tuple[str, str], Backend] = {}
 
     def backend_of(row: GroupRecord) -> Backend:
-        key = (provider_of.get(row.attempt, "aws"), row.region)
+        key = (provider_of.get(row.attempt, aws.NAME), row.region)
         if key not in clients:
             clients[key] = backend_for(*key)
         return clients[key]
@@ -280,7 +281,7 @@ def down(store: Store, gang: str, backend_for: BackendFor = open_backend,
     calls = 0
     deleted = 0
     # One listing per cluster (GKE addresses a cluster by its location, the rows' `subnet`; EKS ignores it).
-    places = {(r.region, r.cluster, r.subnet if provider_of.get(r.attempt) == "gcp" else ""): r for r in rows}
+    places = {(r.region, r.cluster, r.subnet if provider_of.get(r.attempt) == gcp.NAME else ""): r for r in rows}
     for (region, cluster, _where), first in sorted(places.items(), key=lambda item: item[0]):
         b = backend_of(first)
         known = {r.name for r in rows if r.cluster == cluster and r.region == region}

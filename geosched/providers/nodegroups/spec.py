@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from geosched.clouds import aws as aws_cloud
 from geosched.kube import keys
 from geosched.models import Pricing
 from geosched.providers.base import (
@@ -38,7 +39,7 @@ from geosched.providers.nodegroups.backend import ours as backend_ours
 from geosched.providers.nodegroups.backend import pool_name
 from geosched.providers.plan import Candidate, Plan, Skipped
 
-PROVIDER = "aws"
+PROVIDER = aws_cloud.NAME
 # The NVIDIA-ready EKS-optimized Amazon Linux 2023 image (EKS API reference, Nodegroup.amiType AL2023_x86_64_NVIDIA):
 # the node has the driver and the device plugin's prerequisites, as a GPU node group needs.
 AMI_TYPE = "AL2023_x86_64_NVIDIA"

@@ -1,0 +1,59 @@
+"""GCP: Compute Engine GPU VMs, GKE node pools.
+
+- Zones: zone names (`us-central1-a`) in `topology.kubernetes.io/zone` are the same in every project, so the
+  zone label is the fleet's zone.
+- GKE labels: `cloud.google.com/gke-nodepool`, `cloud.google.com/gke-accelerator` on GPU nodes
+  (`nvidia-h100-80gb`), `cloud.google.com/machine-family` (cloud.google.com/kubernetes-engine/docs/how-to/gpus,
+  .../concepts/node-pools).
+- providerID `gce://<project>/<zone>/<instance name>` (kubernetes/cloud-provider-gcp).
+- Prices: `gcp_gpu_vms.csv`; A3 Edge (`a3-edgegpu-*`) is listed by the feed but offered only in the zones and to
+  the projects Google enables it for (cloud.google.com/compute/docs/gpus, "A3 Edge").
+- The network model measured one endpoint per zone (Skyplane); a zone without one takes a sibling's.
+- Spot: no interruption API; Spot VMs are reclaimed at a rate GCP calls "generally low": 15%/day is assumed
+  (the upper end of the 5-15% an older edition of cloud.google.com/compute/docs/instances/preemptible gave).
+- CPU power: Cloud Carbon Footprint's MIN_WATTS_MEDIAN / MAX_WATTS_MEDIAN (packages/gcp constants).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from geosched.clouds.spec import CloudSpec, NodeShape
+
+NAME = "gcp"
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+MACHINE_FAMILY_LABEL = "cloud.google.com/machine-family"
+DAILY_PREEMPTION = 0.15
+
+
+def node_labels(node: NodeShape) -> Mapping[str, str]:
+    labels = {NODEPOOL_LABEL: node.pool, MACHINE_FAMILY_LABEL: node.instance_type.split("-", 1)[0]}
+    if node.gpu.gke_accelerator is not None:
+        labels[ACCELERATOR_LABEL] = node.gpu.gke_accelerator
+    return labels
+
+
+def provider_id(zone_label: str, name: str, project: str) -> str:
+    return f"gce://{project}/{zone_label}/{name}"
+
+
+SPEC = CloudSpec(
+    name=NAME,
+    title="GCP",
+    provider_id_schemes=("gce",),
+    node_labels=node_labels,
+    pool_label=NODEPOOL_LABEL,
+    provider_id=provider_id,
+    kube_service="gke",
+    catalog_file="gcp_gpu_vms.csv",
+    not_launchable=("a3-edgegpu-",),
+    network_endpoint="zone",
+    spot_daily_preemption=DAILY_PREEMPTION,
+    ccf_cpu_watts=(0.68, 4.11),
+    terraform_module="terraform/modules/gcp-gpu-region",
+    sources=(
+        "github.com/kubernetes/cloud-provider-gcp (providerID)",
+        "cloud.google.com/kubernetes-engine/docs/how-to/gpus",
+    ),
+)
