@@ -90,6 +90,10 @@ def up_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the node group plan and its $/h; create "
                                           "nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    karpenter: providers_cli.KarpenterOpt = False,
+    out: providers_cli.KarpenterOutOpt = None,
+    ami: providers_cli.AmiOpt = "al2023",
+    expire_after: providers_cli.ExpireAfterOpt = providers_cli.DEFAULT_EXPIRE_AFTER,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call to stderr.")] = False,
@@ -98,10 +102,21 @@ def up_cmd(
     are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
     from geosched.kube.jobinput import read_job_file  # the job readers: only when the command runs
 
-    job = read_job_file(job_file).job
+    job_input = read_job_file(job_file)
+    job = job_input.job
     if not job.gpu:
         raise InputError(str(job_file), "gpu", "`up` sizes a node group by the job's GPU model: name it (gpu:)")
     pricing = PricingMode.SPOT if job.pricing is Pricing.SPOT else PricingMode.ON_DEMAND
+    if karpenter:
+        # The pool and the job pinned to it, rendered for GitOps: Karpenter, not geosched, brings the nodes.
+        from geosched.providers.karpenter_cli import render_pool
+
+        render_pool(ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],
+                    [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost,
+                                                        carbon=DEFAULT_WEIGHTS.carbon,
+                                                        spot_risk=DEFAULT_WEIGHTS.spot_risk),
+                    Rework(1.0, 0.25), name, dry_run, output, no_headers, out, ami, expire_after, job=job_input)
+        return
     result = providers_cli._provision_nodegroup(
         ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],
         [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
