@@ -3,7 +3,8 @@ upstream CRDs installed unchanged (aws/karpenter-provider-aws v1.15.2), so the r
 geosched renders against their schema and CEL rules (server-side apply, dry run); then the pool applied, its nodes
 launched by a Karpenter stand-in (tests/realkube/karpenter.py) and the gang, pinned to the pool
 (karpenter_pin.py), bound by the real kube-scheduler to exactly those nodes, while the cluster's own free p5 nodes
-in the same zone stay empty.
+in the same zone stay empty: from `geosched up JOB --cluster NAME --karpenter --out FILE` (the cluster read from
+moto's EKS with real boto3) through `kubectl apply --server-side -f FILE`, as a GitOps controller applies it.
 
 The plane's EKS cluster has its p5 (H100) nodes in us-east-1a, zone ID use1-az6 (plane.py).
 """
@@ -12,22 +13,32 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import boto3  # type: ignore[import-untyped]
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from geosched.kube.client import APPLY_PATCH, Kube
-from geosched.kube.jobinput import parse_job_text
 from geosched.models import Pricing
 from geosched.providers.nodegroups import karpenter
-from geosched.providers.nodegroups.karpenter_pin import pinned
 from geosched.providers.nodegroups.spec import Subnet, Target
 from geosched.providers.plan import Candidate
+from geosched_emulators import MotoServer
+from tests.providers.eks_support import ROLE
+from tests.providers.prov_support import aws_env
 from tests.realkube import karpenter as standin
-from tests.realkube.cluster import apply
 from tests.realkube.plane import EKS, Plane
-from tests.realkube.realkube_support import job_pods_selector, wait_all_running, wait_until
+from tests.realkube.realkube_support import (
+    compact_job,
+    geosched,
+    job_pods_selector,
+    kubectl,
+    wait_all_running,
+    wait_until,
+)
 
 pytestmark = pytest.mark.realkube
 ZONE_ID, ZONE = "use1-az6", "us-east-1a"
@@ -113,26 +124,45 @@ def test_the_cel_rules_are_enforced(realkube: Plane, crds: None) -> None:
         assert "karpenter.sh/nodepool" in refused(kube, bad)
 
 
-def test_the_gang_runs_on_exactly_the_pools_nodes(realkube: Plane, crds: None) -> None:
-    p = pool("kp-gang", 4)
-    job = parse_job_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
-                         "workers: 4\ngpus_per_worker: 8\ngpu: H100\n", "train.yaml")
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    """The EKS cluster as AWS knows it (moto, real boto3): named like the plane's, one subnet, in use1-az6, which
+    moto names us-east-1a as the plane's EKS account does (test_realkube_up.py)."""
+    with MotoServer() as server:
+        kw = {"region_name": "us-east-1", "endpoint_url": server.url, "aws_access_key_id": "testing",
+              "aws_secret_access_key": "testing"}
+        ec2, eks = boto3.client("ec2", **kw), boto3.client("eks", **kw)
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.32.0/24", AvailabilityZoneId=ZONE_ID)["Subnet"]
+        assert subnet["AvailabilityZone"] == ZONE
+        eks.create_cluster(name=EKS, roleArn=ROLE, resourcesVpcConfig={"subnetIds": [subnet["SubnetId"]]})
+        yield server
+
+
+def test_up_karpenter_then_gitops_apply_puts_the_gang_on_exactly_the_pools_nodes(
+        realkube: Plane, crds: None, moto: MotoServer, tmp_path: Path) -> None:
+    """The user's flow: `geosched up JOB --karpenter --out FILE`, the file applied as GitOps applies it (kubectl
+    apply --server-side), Karpenter (the stand-in) launching the pool's nodes, the real kube-scheduler binding."""
+    out = tmp_path / "gitops" / "train.yaml"
+    out.parent.mkdir()
     with realkube.namespace("karpenter-gang", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
-        objects = karpenter.manifests(p)
+        job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8, extra=f"namespace: {ns}\n")
+        proc = geosched("up", str(job), "--cluster", EKS, "--region", "us-east-1", "--karpenter", "--out", str(out),
+                        "--name", "kp-gang", env=aws_env(moto.url), home=tmp_path / "home")
+        assert proc.returncode == 0, proc.stderr
+        objects = [d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d]
+        assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool", "Service", "Job"]
         made: list[str] = []
         try:
-            for obj in objects:
-                apply(kube, obj, manager="geosched")
-            stored = kube.get(f"/apis/karpenter.sh/v1/nodepools/{p.name}")
+            applied = kubectl(realkube, EKS, "apply", "--server-side", "--field-manager", "gitops", "-f", str(out))
+            assert applied.returncode == 0, applied.stderr
+            stored = kube.get("/apis/karpenter.sh/v1/nodepools/kp-gang-1")
             assert stored is not None
             nodes = standin.launch(stored, region="us-east-1", zone_id=ZONE_ID)
             assert len(nodes) == 4
             for node in nodes:
                 kube.request("POST", "/api/v1/nodes", body=node)
                 made.append(node["metadata"]["name"])
-            for obj in pinned(job.__class__(**{**{f: getattr(job, f) for f in job.__dataclass_fields__},
-                                               "namespace": ns}), p):
-                apply(kube, obj, manager="geosched")  # the indexed Job and its headless Service
             bound = wait_all_running(kube, ns, 4, job_pods_selector("train"), timeout=180)
             # Every pod on a node of the pool (the plane's own two free p5 nodes in us-east-1a took none).
             assert sorted(b.node or "" for b in bound) == sorted(made)
@@ -146,7 +176,7 @@ def test_the_gang_runs_on_exactly_the_pools_nodes(realkube: Plane, crds: None) -
         finally:
             for name in made:
                 kube.request("DELETE", f"/api/v1/nodes/{name}")
-            for obj in reversed(objects):
+            for obj in reversed(objects[:2]):
                 resource = kube.resource(obj["apiVersion"], obj["kind"])
-                if resource is not None:
+                if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
                     kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
