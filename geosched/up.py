@@ -111,6 +111,14 @@ def up_cmd(
         # The pool and the job pinned to it, rendered for GitOps: Karpenter, not geosched, brings the nodes.
         from geosched.providers.karpenter_cli import render_pool
 
+        if clusters is not None and job_input.namespace is None:
+            # The cluster config's namespace, as `up` and `submit` use it (the context's entry, else the cluster's).
+            from geosched.kube.config import load_cluster_config
+
+            configs = load_cluster_config(clusters)
+            found = next((c for c in configs.values() if c.context == (context or cluster)), configs.get(cluster))
+            if found is not None and found.namespace is not None:
+                job_input = replace(job_input, namespace=found.namespace)
         render_pool(ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],
                     [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost,
                                                         carbon=DEFAULT_WEIGHTS.carbon,

@@ -97,6 +97,21 @@ def test_up_writes_the_pool_and_the_job_pinned_to_it(home: Path, cluster: EksClu
     assert cluster.groups() == {}
 
 
+def test_up_takes_the_namespace_of_the_cluster_config(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    job = tmp_path / "train.yaml"
+    job.write_text("name: train\nimage: ghcr.io/example/train:1\nworkers: 2\ngpus_per_worker: 8\ngpu: A100\n",
+                   encoding="utf-8")
+    config = tmp_path / "clusters.yaml"
+    config.write_text(f"clusters:\n  {cluster.name}:\n    context: eks-east\n    namespace: research\n",
+                      encoding="utf-8")
+    result = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter",
+                 "--clusters", str(config), "--context", "eks-east")
+    assert result.exit_code == 0, result.output
+    objects = docs(result.stdout)
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in objects] == [
+        ("EC2NodeClass", None), ("NodePool", None), ("Service", "research"), ("Job", "research")]
+
+
 def test_dry_run_shows_the_plan(home: Path, cluster: EksCluster) -> None:
     result = run(home, "provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8",
                  "--nodes", "2", "--karpenter", "--dry-run")
