@@ -4,8 +4,8 @@ NodePool turned into the kwok Nodes Karpenter would launch for it. Test code, no
 The CRDs: tests/kube/data/crds (aws/karpenter-provider-aws v1.15.2, the header of each file names it), applied
 unchanged, so the real kube-apiserver enforces their OpenAPI schema *and* their CEL rules (x-kubernetes-validations).
 
-A node Karpenter launches for a NodePool, as its docs describe it (karpenter.sh/docs/reference/well-known-labels,
-karpenter.sh/docs/concepts/nodepools "Taints", AWS provider "Well-Known Labels"): the EC2 instance's labels as EKS
+A node Karpenter launches for a NodePool, as its docs describe it (karpenter.sh/docs/concepts/scheduling/
+"Well-Known Labels", karpenter.sh/docs/concepts/nodepools "Taints"): the EC2 instance's labels as EKS
 registers any node (tests/kubeapi/real_nodes.py `eks_node`: zone name, zone ID, instance type, region, hostname from
 its address, providerID; the GPU operator's GFD labels), plus karpenter.sh/nodepool <the pool>,
 karpenter.sh/capacity-type <on-demand|spot>, karpenter.k8s.aws/ec2nodeclass <the class>, the NodePool's

@@ -9,7 +9,8 @@ carry in topology.kubernetes.io/zone comes from there, as the zone ID -> name ma
 gang, its size, the IAM role the nodes run as. Out: two plain dicts, for `render.to_yaml`.
 
 Every field, from the Karpenter v1 docs (karpenter.sh/docs/concepts/nodepools/, .../nodeclasses/,
-.../disruption/, karpenter.sh/docs/reference/annotations/) and the upstream CRDs they are tested against
+.../disruption/ "Pod-Level Controls", .../scheduling/ "Well-Known Labels", karpenter.sh/docs/getting-started/
+getting-started-with-karpenter/ for the discovery tag and the node role) and the upstream CRDs they are tested against
 (tests/kube/data/crds: sigs.k8s.io/karpenter v1.15 NodePool as aws/karpenter-provider-aws v1.15.2 ships it, and
 its EC2NodeClass):
 - NodePool karpenter.sh/v1, cluster-scoped. spec.template.spec.requirements [{key, operator In, values}] on the
@@ -46,16 +47,16 @@ from geosched.providers.nodegroups.spec import GPU_TAINT, Target
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
 NODECLASS_GROUP = "karpenter.k8s.aws"
-# The label Karpenter puts on every node it launches for a NodePool (Karpenter docs, "Well-Known Labels"):
-# what the gang's pods select.
+# The label Karpenter puts on every node it launches for a NodePool (karpenter.sh/docs/concepts/scheduling/,
+# "Well-Known Labels"): what the gang's pods select.
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 # The tag Karpenter's getting-started guide puts on the cluster's subnets and node security group, valued with the
 # cluster name; subnets then come from the zone the NodePool requires.
 DISCOVERY_TAG = "karpenter.sh/discovery"
-# Pod annotation (Karpenter docs, "Well-Known Annotations", GA): blocks consolidation of the pod's node and its
-# drift (a new `@latest` AMI drifts every node), so a running gang is not replaced under it. It does not block
-# expiration: `expireAfter` bounds how long a node may live regardless.
+# Pod annotation (karpenter.sh/docs/concepts/disruption/, "Pod-Level Controls"): blocks consolidation of the pod's
+# node and its drift (a new `@latest` AMI drifts every node), so a running gang is not replaced under it. It does
+# not block expiration: `expireAfter` bounds how long a node may live regardless.
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 # Karpenter's default node lifetime (NodePool spec.template.spec.expireAfter default in the CRD).
 DEFAULT_EXPIRE_AFTER = "720h"
@@ -129,7 +130,8 @@ def _labels(p: KarpenterPool) -> dict[str, str]:
 def node_labels(p: KarpenterPool) -> dict[str, str]:
     """What the pool puts on its nodes: the gang label, and the GPU product GPU feature discovery will write
     (gpus.PARTS) once the node runs. Karpenter launches a node only for pods whose node selectors its NodePool's
-    labels and requirements satisfy ("label ... does not have known values" otherwise), so a job that selects
+    labels and requirements satisfy ("incompatible requirements, label ... does not have known values" otherwise:
+    aws/karpenter-provider-aws#7535), so a job that selects
     nvidia.com/gpu.product, as geosched's own renders do, needs the value here already."""
     product = part(p.gpu).product
     return {**_labels(p), **({keys.GPU_PRODUCT: product} if product is not None else {})}

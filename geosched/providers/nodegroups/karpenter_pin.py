@@ -1,9 +1,10 @@
 """A job's pods pinned to the nodes of its Karpenter NodePool (`karpenter.py`): pure, on a deep copy.
 
 The nodes do not exist yet when the tree is rendered, so the pods cannot name hosts: they require the label
-Karpenter gives every node of the pool (karpenter.sh/nodepool=<pool>, Karpenter docs "Well-Known Labels") and the
-zone the pool is held to, tolerate the pool's GPU taint, and carry karpenter.sh/do-not-disrupt (Karpenter docs,
-"Well-Known Annotations") so Karpenter neither consolidates nor drift-replaces a node while the gang runs on it.
+Karpenter gives every node of the pool (karpenter.sh/nodepool=<pool>, karpenter.sh/docs/concepts/scheduling/
+"Well-Known Labels") and the zone the pool is held to, tolerate the pool's GPU taint, and carry
+karpenter.sh/do-not-disrupt (karpenter.sh/docs/concepts/disruption/ "Pod-Level Controls") so Karpenter neither
+consolidates nor drift-replaces a node while the gang runs on it.
 Karpenter provisions for pending pods whose requirements a NodePool can satisfy: these pods only this pool's.
 
 Every pod set of the job is pinned (GPU-less helpers too: the pool's nodes are the only ones the gang is meant
