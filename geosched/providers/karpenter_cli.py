@@ -105,9 +105,13 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
                           role=node_role_name, ami=family, expire_after=expire_after)
     manifests = karpenter.manifests(pool)
     if job is not None:
-        from geosched.providers.nodegroups.karpenter_pin import pinned
+        from geosched.providers.nodegroups.karpenter_pin import pinned, unlaunchable
 
-        manifests += pinned(job, pool)
+        pinned_job = pinned(job, pool)
+        manifests += pinned_job
+        # Written anyway (the job's own constraint, as `gitops render` writes a pin no node admits), said first.
+        for line in unlaunchable(pinned_job, job, pool):
+            render.err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     from geosched.kube.render import to_yaml
 
     text = to_yaml(manifests)

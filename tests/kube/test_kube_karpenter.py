@@ -15,7 +15,7 @@ from geosched.errors import InputError
 from geosched.kube.jobinput import parse_job_text, read_job_file
 from geosched.models import Pricing
 from geosched.providers.nodegroups import karpenter
-from geosched.providers.nodegroups.karpenter_pin import pinned
+from geosched.providers.nodegroups.karpenter_pin import pinned, unlaunchable
 from geosched.providers.nodegroups.spec import Subnet, Target
 from geosched.providers.plan import Candidate
 
@@ -163,3 +163,33 @@ def test_a_kind_without_pod_templates_is_refused() -> None:
         pytest.skip("TrainJob pod sets carry templates here")
     with pytest.raises(InputError, match="cannot be pinned"):
         pinned(job, pool())
+
+
+def test_selectors_the_pool_cannot_satisfy_are_said() -> None:
+    """batch-job.yaml selects nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB: on an H100 pool Karpenter would launch
+    nothing for it; a label no node of the pool is known to carry, the same."""
+    job = read_job_file(DATA / "batch-job.yaml")
+    out = pinned(job, pool())
+    [line] = unlaunchable(out, job, pool())
+    assert line == ("Job/llm-pretrain spec.template: nvidia.com/gpu.product In ['NVIDIA-A100-SXM4-80GB'], but the "
+                    "pool's nodes carry nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3; Karpenter will launch no node "
+                    "of pool g-7f3a-1 for these pods")
+    obj = copy.deepcopy(dict(job.original or {}))
+    obj["spec"]["template"]["spec"]["nodeSelector"] = {"team.example.com/pool": "nlp"}
+    odd = job.__class__(**{**_fields(job), "original": obj})
+    [line] = unlaunchable(pinned(odd, pool()), odd, pool())
+    assert "team.example.com/pool is not a label the pool's nodes are known to carry" in line
+    # What the pool's nodes do carry, well-known labels and Exists included, is fine.
+    obj["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                                                       "kubernetes.io/arch": "amd64"}
+    obj["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                                     "values": ["p5"]}]}]}}}
+    fine = job.__class__(**{**_fields(job), "original": obj})
+    assert unlaunchable(pinned(fine, pool()), fine, pool()) == []
+
+
+def test_a_compact_job_pinned_is_launchable() -> None:
+    job = parse_job_text("name: pretrain\nworkers: 8\ngpu: H100\ngpus_per_worker: 8\nimage: ghcr.io/example/llm:1.0\n",
+                         "pretrain.yaml")
+    assert unlaunchable(pinned(job, pool()), job, pool()) == []

@@ -112,6 +112,33 @@ def test_up_takes_the_namespace_of_the_cluster_config(home: Path, cluster: EksCl
         ("EC2NodeClass", None), ("NodePool", None), ("Service", "research"), ("Job", "research")]
 
 
+def test_up_warns_of_a_selector_no_node_of_the_pool_carries(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    job = tmp_path / "train.yaml"
+    job.write_text("""apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: research}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB, team.example.com/pool: nlp}
+      containers:
+        - name: trainer
+          image: ghcr.io/example/llm:1.0
+          resources: {limits: {nvidia.com/gpu: 8}}
+""", encoding="utf-8")
+    result = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter")
+    assert result.exit_code == 0, result.output
+    assert [o["kind"] for o in docs(result.stdout)] == ["EC2NodeClass", "NodePool", "Job"]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert warnings[0].startswith("warning: Job/train spec.template: team.example.com/pool is not a label the pool's "
+                                  "nodes are known to carry; Karpenter will launch no node of pool ")
+
+
 def test_dry_run_shows_the_plan(home: Path, cluster: EksCluster) -> None:
     result = run(home, "provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8",
                  "--nodes", "2", "--karpenter", "--dry-run")

@@ -23,7 +23,14 @@ from geosched.kube import affinity, keys
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.compact import CompactKind, build
 from geosched.kube.jobinput import JobInput, PathKey
-from geosched.providers.nodegroups.karpenter import DO_NOT_DISRUPT, NODEPOOL_LABEL, KarpenterPool
+from geosched.providers.nodegroups.karpenter import (
+    CAPACITY_TYPE,
+    DO_NOT_DISRUPT,
+    NODEPOOL_LABEL,
+    KarpenterPool,
+    node_labels,
+    nodepool,
+)
 from geosched.providers.nodegroups.spec import GPU_TAINT
 
 TOLERATION = toleration_rules.Toleration(GPU_TAINT["key"], "Equal", GPU_TAINT["value"], "NoSchedule")
@@ -45,6 +52,52 @@ def pinned(job: JobInput, pool: KarpenterPool) -> list[dict[str, Any]]:
         _pin_template(_resolve(obj, path), pool)
     extras = [copy.deepcopy(dict(e)) for e in job.extras]
     return [*companions, *extras, obj]
+
+
+# Labels Karpenter knows values of for any pool without the pool naming them (karpenter.sh/docs/concepts/scheduling/,
+# "Well-Known Labels"; the AWS provider's karpenter.k8s.aws/instance-* labels, which the NodePool CRD lists).
+_WELL_KNOWN = frozenset({keys.REGION, keys.AWS_ZONE_ID, keys.OS, keys.ARCH, keys.HOSTNAME, CAPACITY_TYPE,
+                         NODEPOOL_LABEL})
+_WELL_KNOWN_PREFIX = "karpenter.k8s.aws/"
+
+
+def unlaunchable(manifests: list[dict[str, Any]], job: JobInput, pool: KarpenterPool) -> list[str]:
+    """Why Karpenter would launch nothing for some pods of the pinned job, one line each: a node selector or a
+    required node affinity on a label the pool's nodes carry with another value, or on a label Karpenter knows no
+    value of for this pool ("incompatible requirements, label ... does not have known values"). Every required
+    term is checked; a pod set is reported only when none of its terms can match (terms are ORed)."""
+    fixed = {**node_labels(pool), NODEPOOL_LABEL: pool.name,
+             **{r["key"]: r["values"][0] for r in nodepool(pool)["spec"]["template"]["spec"]["requirements"]}}
+    obj = manifests[-1]
+    paths = [p.path for p in job.pod_sets] if job.original is not None else [("spec", "template")]
+    out: list[str] = []
+    for path in paths:
+        assert path is not None
+        spec = _resolve(obj, path).get("spec") or {}
+        where = f"{obj['kind']}/{obj['metadata']['name']} {'.'.join(str(p) for p in path)}"
+        selector = [_problem(k, "In", [v], fixed) for k, v in (spec.get("nodeSelector") or {}).items()]
+        problems = [p for p in selector if p is not None]
+        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+        terms = [[p for e in (t.get("matchExpressions") or [])
+                  if (p := _problem(e.get("key", ""), e.get("operator", ""), e.get("values") or [], fixed))]
+                 for t in required.get("nodeSelectorTerms") or []]
+        if terms and all(terms):
+            problems += terms[0]
+        out += [f"{where}: {p}; Karpenter will launch no node of pool {pool.name} for these pods" for p in problems]
+    return out
+
+
+def _problem(key: str, operator: str, values: list[str], fixed: dict[str, str]) -> str | None:
+    if operator not in ("In", "Exists"):
+        return None
+    if key in fixed:
+        if operator == "In" and fixed[key] not in values:
+            return f"{key} In {values}, but the pool's nodes carry {key}={fixed[key]}"
+        return None
+    if key in _WELL_KNOWN or key.startswith(_WELL_KNOWN_PREFIX):
+        return None
+    return f"{key} is not a label the pool's nodes are known to carry"
 
 
 def _pin_template(template: dict[str, Any], pool: KarpenterPool) -> None:
