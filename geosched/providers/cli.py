@@ -244,6 +244,8 @@ def provision_cmd(
     if karpenter and cluster is None:
         raise InputError("--karpenter", "", "needs --cluster NAME, the EKS cluster Karpenter runs in")
     if cluster is not None and karpenter:
+        if resume_gang:
+            raise InputError("--resume", "", "--karpenter creates nothing, so there is nothing to resume")
         if gpu is None or nodes is None:
             raise InputError("--gpu/--nodes", "", "both are required")
         from geosched.providers.karpenter_cli import render_pool

@@ -166,6 +166,12 @@ def test_bad_options_are_one_line_before_any_call(home: Path, cluster: EksCluste
     assert f"error: {result.exception}".startswith(message), result.exception
 
 
+def test_nothing_to_resume(home: Path) -> None:
+    result = run(home, "provision", "--cluster", "ml", "--karpenter", "--resume", "g-1")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert str(result.exception) == "--resume: --karpenter creates nothing, so there is nothing to resume"
+
+
 def test_karpenter_needs_a_cluster(home: Path) -> None:
     result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--karpenter")
     assert result.exit_code == EXIT_BAD_INPUT, result.output
