@@ -139,12 +139,21 @@ spec:
                                   "nodes are known to carry; Karpenter will launch no node of pool ")
 
 
-def test_dry_run_shows_the_plan(home: Path, cluster: EksCluster) -> None:
+def test_dry_run_shows_the_plan(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
     result = run(home, "provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8",
                  "--nodes", "2", "--karpenter", "--dry-run")
     assert result.exit_code == 0, result.output
     assert "nothing was created" in result.output
     assert "apiVersion" not in result.stdout
+    job = tmp_path / "train.yaml"
+    job.write_text("name: train\nimage: ghcr.io/example/train:1\nworkers: 2\ngpus_per_worker: 8\ngpu: A100\n",
+                   encoding="utf-8")
+    out = tmp_path / "train-karpenter.yaml"
+    up = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter", "--out",
+             str(out), "--dry-run", "-o", "json")
+    assert up.exit_code == 0, up.output
+    assert [i["zone"] for i in json.loads(up.stdout)["items"]] == ["use1-az2", "use1-az6"]
+    assert not out.exists()  # a dry run writes nothing
 
 
 @pytest.mark.parametrize(("args", "message"), [
