@@ -94,6 +94,10 @@ def up_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the node group plan and its $/h; create "
                                           "nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    karpenter: providers_cli.KarpenterOpt = False,
+    out: providers_cli.KarpenterOutOpt = None,
+    ami: providers_cli.AmiOpt = "al2023",
+    expire_after: providers_cli.ExpireAfterOpt = providers_cli.DEFAULT_EXPIRE_AFTER,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call to stderr.")] = False,
@@ -107,13 +111,35 @@ def up_cmd(
     are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
     from geosched.kube.jobinput import read_job_file  # the job readers: only when the command runs
 
-    job = read_job_file(job_file).job
+    job_input = read_job_file(job_file)
+    job = job_input.job
     if not job.gpu:
         raise InputError(str(job_file), "gpu", "`up` sizes a node group by the job's GPU model: name it (gpu:)")
     pricing = PricingMode.SPOT if job.pricing is Pricing.SPOT else PricingMode.ON_DEMAND
+    if provisioning_class is not None and karpenter:
+        raise InputError("--karpenter", "", "and --provisioning-class both hand the nodes to someone else "
+                         "(Karpenter on EKS, the autoscaler on GKE): choose one")
     if provisioning_class is not None:
         _queue_provisioning(ctx, job_file, cluster, provider, region, context or cluster, kubeconfig, clusters,
                             provisioning_class, pricing, dry_run, yes, output, no_headers)
+        return
+    if karpenter:
+        # The pool and the job pinned to it, rendered for GitOps: Karpenter, not geosched, brings the nodes.
+        from geosched.providers.karpenter_cli import render_pool
+
+        if clusters is not None and job_input.namespace is None:
+            # The cluster config's namespace, as `up` and `submit` use it (the context's entry, else the cluster's).
+            from geosched.kube.config import load_cluster_config
+
+            configs = load_cluster_config(clusters)
+            found = next((c for c in configs.values() if c.context == (context or cluster)), configs.get(cluster))
+            if found is not None and found.namespace is not None:
+                job_input = replace(job_input, namespace=found.namespace)
+        render_pool(ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],
+                    [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost,
+                                                        carbon=DEFAULT_WEIGHTS.carbon,
+                                                        spot_risk=DEFAULT_WEIGHTS.spot_risk),
+                    Rework(1.0, 0.25), name, dry_run, output, no_headers, out, ami, expire_after, job=job_input)
         return
     result = providers_cli._provision_nodegroup(
         ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],

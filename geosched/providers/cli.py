@@ -173,6 +173,21 @@ def _providers(names: tuple[str, ...], settings: ProviderSettings) -> dict[str, 
 
 # --- provision ---------------------------------------------------------------------------------------
 
+# `--karpenter` and its options, shared with `up` (providers/karpenter_cli.py).
+DEFAULT_EXPIRE_AFTER = "720h"  # Karpenter's own default (nodegroups/karpenter.py)
+KarpenterOpt = Annotated[bool, typer.Option(
+    "--karpenter", help="With --cluster (EKS): render a Karpenter NodePool + EC2NodeClass for your GitOps in the "
+    "zone chosen, instead of creating a managed node group; nothing is created.")]
+KarpenterOutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="With --karpenter: write the YAML to this file (default: stdout).")]
+AmiOpt = Annotated[str, typer.Option(
+    "--ami", help="With --karpenter: the EKS-optimized image family, al2023 or bottlerocket (its NVIDIA variant "
+    "for GPU instances).")]
+ExpireAfterOpt = Annotated[str, typer.Option(
+    "--expire-after", help="With --karpenter: the longest a node of the pool lives (a duration such as 720h, or "
+    "Never); Karpenter replaces it then, running gang or not.")]
+
+
 @app.command(name="provision")
 def provision_cmd(
     ctx: typer.Context,
@@ -213,6 +228,10 @@ def provision_cmd(
                                                 "location).")] = None,
     node_role: Annotated[str | None, typer.Option(help="With --cluster: the IAM role ARN the group's nodes run "
                                                   f"as (default: ${ENV_NODE_ROLE}).")] = None,
+    karpenter: KarpenterOpt = False,
+    out: KarpenterOutOpt = None,
+    ami: AmiOpt = "al2023",
+    expire_after: ExpireAfterOpt = DEFAULT_EXPIRE_AFTER,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call and decision to stderr "
@@ -224,6 +243,20 @@ def provision_cmd(
 
     Every provision (and --resume) writes its log, each cloud call and decision, to
     HOME/logs/provision-GANG-TIME.log: attach it to a bug report (no credential is written to it)."""
+    if karpenter and cluster is None:
+        raise InputError("--karpenter", "", "needs --cluster NAME, the EKS cluster Karpenter runs in")
+    if cluster is not None and karpenter:
+        if resume_gang:
+            raise InputError("--resume", "", "--karpenter creates nothing, so there is nothing to resume")
+        if gpu is None or nodes is None:
+            raise InputError("--gpu/--nodes", "", "both are required")
+        from geosched.providers.karpenter_cli import render_pool
+
+        render_pool(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
+                    Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
+                    Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, output, no_headers, out,
+                    ami, expire_after)
+        return
     if cluster is not None:
         if resume_gang:
             raise InputError("--resume", "", "a node group gang is not resumed: `geosched down` it and provision again")

@@ -1,0 +1,130 @@
+"""`provision --cluster NAME --karpenter` and `up JOB --cluster NAME --karpenter`: the gang's capacity as a Karpenter
+NodePool + EC2NodeClass for the user's GitOps, in the zone geosched chose. The CLI layer: checks the options,
+plans, reads the cluster, renders, writes.
+
+The same plan and cluster read as a managed node group (`provision --cluster`: plan.py ranks the zones by price,
+carbon and spot risk; the EKS cluster's subnets say which zones it can hold and each zone's *name* in this
+account), the first zone the cluster holds is chosen, and `nodegroups/karpenter.py` renders the two objects for it;
+with a job (`up`), the job follows, its pods pinned to the pool (`nodegroups/karpenter_pin.py`). The YAML stream
+goes to stdout or `--out FILE` (written whole, atomically): commit it, and Argo CD or Flux applies it; Karpenter
+launches the nodes when the pods are pending.
+
+geosched creates nothing in the cloud or the cluster here, so nothing is journaled and `down` has nothing to
+delete: removing the file from the repository removes the pool, and Karpenter its nodes. Only the cluster is read
+(DescribeCluster, DescribeSubnets).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from geosched import render
+from geosched import settings as settings_table
+from geosched.errors import EXIT_NO_FIT, InputError
+from geosched.models import Weights
+from geosched.output import Output
+from geosched.policies.spotrisk import Rework
+from geosched.providers import journal
+from geosched.providers.gang import check_gang_name, new_gang_name, plan_gang
+from geosched.providers.nodegroups import karpenter
+from geosched.providers.plan import GangRequest, PricingMode
+from geosched.settings import environ
+from geosched.store import Store
+
+if TYPE_CHECKING:
+    from geosched.kube.jobinput import JobInput
+
+
+def role(cluster: str, given: str | None) -> str:
+    """The IAM role name of the EC2NodeClass: --node-role (a name or an ARN), else $GEOSCHED_EKS_NODE_ROLE, else
+    the name Karpenter's getting-started guide creates, KarpenterNodeRole-<cluster>."""
+    text = given or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
+    if text is None:
+        return f"KarpenterNodeRole-{cluster}"[:64]
+    name = karpenter.role_name(text)
+    if name is None:
+        raise InputError("--node-role", "", f"expected an IAM role name (1-64 of letters, digits and +=,.@_-) or "
+                         f"role ARN, got {text[:120]!r}")
+    return name
+
+
+def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gpu: str, nodes: int,
+                pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights, rework: Rework,
+                name: str | None, dry_run: bool, output: Output, no_headers: bool, out: Path | None,
+                ami: str, expire_after: str, job: JobInput | None = None) -> None:
+    """Plan, read the cluster, render the pool (and the pinned job) and write it; the plan alone on a dry run."""
+    from geosched.providers import cli as providers_cli  # the shared option checks; cli imports this module lazily
+
+    if providers_cli._cluster_cloud(providers_cli._split(provider)) != "aws":
+        raise InputError("--karpenter", "", "a Karpenter EC2NodeClass is for EKS (--provider aws); on GKE use a node "
+                         "pool (--provider gcp without --karpenter)")
+    if not providers_cli._CLUSTER_NAME_RE.match(cluster_name):
+        raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, "
+                         "digits, '-' and '_', starting with a letter or digit)")
+    try:
+        family = karpenter.Ami(ami)
+    except ValueError:
+        raise InputError("--ami", "", f"expected one of {', '.join(a.value for a in karpenter.Ami)}, "
+                         f"got {ami[:40]!r}") from None
+    problem = karpenter.expire_problem(expire_after)
+    if problem is not None:
+        raise InputError("--expire-after", "", problem)
+    node_role_name = role(cluster_name, node_role)
+    if name:
+        check_gang_name(name)
+    region = providers_cli._cluster_region(providers_cli._split(regions))
+    model, per_node = providers_cli.parse_gpu(gpu)
+    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=("aws",),
+                          regions=(region,), weights=weights, rework=rework)
+    from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.nodegroups.eks import Eks  # boto3: loaded when used (tests/test_cli_startup.py)
+
+    backend = Eks(region, node_role=None)
+    providers = providers_cli._providers(("aws",), providers_cli._settings(ctx))
+    if not dry_run:
+        providers = providers_cli._with_credentials(providers)
+    with Store(providers_cli._home(ctx)) as store:
+        plan = plan_gang(request, providers, store)
+        cluster = nodegroup_launch.read_cluster(backend, cluster_name)
+        targets, skipped = backend.targets(plan, cluster)
+        if dry_run or not targets:
+            providers_cli._show_nodegroup_plan(cluster.name, targets, skipped, nodes, output, no_headers, dry_run)
+            if not targets:
+                render.error(f"no zone of cluster {cluster_name} holds {nodes} x {model}:{per_node} under these "
+                             "constraints")
+                raise typer.Exit(EXIT_NO_FIT)
+            return
+        owner = journal.owner(store)
+    target = targets[0]
+    gang = name or new_gang_name()
+    pool = karpenter.pool(target, gang=gang, owner=owner, seq=1, nodes=nodes, gpus_per_node=per_node,
+                          role=node_role_name, ami=family, expire_after=expire_after)
+    manifests = karpenter.manifests(pool)
+    if job is not None:
+        from geosched.providers.nodegroups.karpenter_pin import pinned, unlaunchable
+
+        pinned_job = pinned(job, pool)
+        manifests += pinned_job
+        # Written anyway (the job's own constraint, as `gitops render` writes a pin no node admits), said first.
+        for line in unlaunchable(pinned_job, job, pool):
+            render.err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+    from geosched.kube.render import to_yaml
+
+    text = to_yaml(manifests)
+    c = target.candidate
+    summary = (f"NodePool {pool.name}: {nodes} x {c.instance_type} {pool.capacity_type} in {target.zone_name} "
+               f"({c.zone}, cluster {cluster_name}), ${c.usd_per_hour:,.2f}/h once Karpenter has launched them")
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        from geosched.writes import write_file
+
+        write_file(out, text)
+        sys.stdout.write(f"wrote {out}\n")
+    render.err.print(f"{summary}; commit it for your GitOps to apply (geosched created nothing: deleting the "
+                     "objects deletes the pool, and Karpenter its nodes)", markup=False, highlight=False,
+                     soft_wrap=True)

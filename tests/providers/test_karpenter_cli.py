@@ -1,0 +1,209 @@
+"""`geosched provision --cluster NAME --karpenter` and `geosched up JOB --cluster NAME --karpenter`: a Karpenter
+NodePool + EC2NodeClass (and the job pinned to it) rendered for GitOps in the zone the plan chose, from the EKS
+cluster read on moto (real boto3), through the CLI as a user runs it. Nothing is created."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from geosched.errors import EXIT_BAD_INPUT, InputError
+from geosched_emulators import Ec2FaultProxy, MotoServer
+from tests.kube.kube_support import validate_manifest
+from tests.providers.eks_support import ZONES, EksCluster, make_cluster
+from tests.providers.test_up_cli import run
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def home(tmp_path: Path, proxy: Ec2FaultProxy) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def cluster(moto: MotoServer, proxy: Ec2FaultProxy) -> EksCluster:
+    return make_cluster(moto.url, ("use1-az2", "use1-az6"))  # no subnet in use1-az1, the plan's first zone
+
+
+def docs(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def requirement(np: dict[str, Any], key: str) -> list[str]:
+    [values] = [r["values"] for r in np["spec"]["template"]["spec"]["requirements"] if r["key"] == key]
+    return list(values)
+
+
+@pytest.mark.parametrize("market", ["--on-demand", "--spot"])
+def test_provision_renders_the_pool_in_the_first_zone_the_cluster_holds(home: Path, cluster: EksCluster,
+                                                                         market: str) -> None:
+    args = ("provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8", "--nodes", "2",
+            "--karpenter", market)
+    plan = run(home, *args, "--dry-run", "-o", "json")
+    assert plan.exit_code == 0, plan.output
+    first = json.loads(plan.stdout)["items"][0]
+    result = run(home, *args, "--name", "kp-gang")
+    assert result.exit_code == 0, result.output
+    cls, np = docs(result.stdout)
+    for obj in (cls, np):
+        validate_manifest(obj)
+    assert (cls["kind"], np["kind"], np["metadata"]["name"]) == ("EC2NodeClass", "NodePool", "kp-gang-1")
+    # The plan's first zone the cluster has a subnet in (never use1-az1: no subnet there), by its name in this
+    # account.
+    assert first["zone"] != "use1-az1"
+    assert requirement(np, "topology.kubernetes.io/zone") == [ZONES[first["zone"]]] == [first["zone_name"]]
+    assert requirement(np, "node.kubernetes.io/instance-type") == ["p4d.24xlarge"]
+    assert requirement(np, "karpenter.sh/capacity-type") == [market.removeprefix("--")]
+    assert np["spec"]["limits"] == {"nvidia.com/gpu": "16"}
+    assert cls["spec"]["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": cluster.name}}]
+    # No --node-role and no $GEOSCHED_EKS_NODE_ROLE: the role Karpenter's getting-started guide creates.
+    assert cls["spec"]["role"] == f"KarpenterNodeRole-{cluster.name}"
+    assert (f"NodePool kp-gang-1: 2 x p4d.24xlarge {market.removeprefix('--')} in {first['zone_name']} "
+            f"({first['zone']}, cluster {cluster.name}), ${first['usd_per_hour']:,.2f}/h") in result.stderr
+    assert cluster.groups() == {}  # nothing created
+
+
+def test_up_writes_the_pool_and_the_job_pinned_to_it(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    job = tmp_path / "train.yaml"
+    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    out = tmp_path / "gitops" / "karpenter.yaml"
+    out.parent.mkdir()
+    result = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter", "--out",
+                 str(out), "--name", "kp-up", "--ami", "bottlerocket", "--expire-after", "168h", "--node-role",
+                 "arn:aws:iam::123456789012:role/eks/KarpenterNodeRole-ml")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"wrote {out}\n"
+    objects = docs(out.read_text(encoding="utf-8"))
+    assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool", "Service", "Job"]
+    for obj in objects:
+        validate_manifest(obj)
+    cls, np, _, job_obj = objects
+    assert cls["spec"]["amiSelectorTerms"] == [{"alias": "bottlerocket@latest"}]
+    assert cls["spec"]["role"] == "KarpenterNodeRole-ml"
+    assert np["spec"]["template"]["spec"]["expireAfter"] == "168h"
+    pod = job_obj["spec"]["template"]
+    [term] = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["kp-up-1"]} in term["matchExpressions"]
+    assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    assert cluster.groups() == {}
+
+
+def test_up_takes_the_namespace_of_the_cluster_config(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    job = tmp_path / "train.yaml"
+    job.write_text("name: train\nimage: ghcr.io/example/train:1\nworkers: 2\ngpus_per_worker: 8\ngpu: A100\n",
+                   encoding="utf-8")
+    config = tmp_path / "clusters.yaml"
+    config.write_text(f"clusters:\n  {cluster.name}:\n    context: eks-east\n    namespace: research\n",
+                      encoding="utf-8")
+    result = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter",
+                 "--clusters", str(config), "--context", "eks-east")
+    assert result.exit_code == 0, result.output
+    objects = docs(result.stdout)
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in objects] == [
+        ("EC2NodeClass", None), ("NodePool", None), ("Service", "research"), ("Job", "research")]
+
+
+def test_up_warns_of_a_selector_no_node_of_the_pool_carries(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    job = tmp_path / "train.yaml"
+    job.write_text("""apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: research}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB, team.example.com/pool: nlp}
+      containers:
+        - name: trainer
+          image: ghcr.io/example/llm:1.0
+          resources: {limits: {nvidia.com/gpu: 8}}
+""", encoding="utf-8")
+    result = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter")
+    assert result.exit_code == 0, result.output
+    assert [o["kind"] for o in docs(result.stdout)] == ["EC2NodeClass", "NodePool", "Job"]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, result.stderr
+    assert warnings[0].startswith("warning: Job/train spec.template: team.example.com/pool is not a label the pool's "
+                                  "nodes are known to carry; Karpenter will launch no node of pool ")
+
+
+def test_dry_run_shows_the_plan(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    result = run(home, "provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8",
+                 "--nodes", "2", "--karpenter", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "nothing was created" in result.output
+    assert "apiVersion" not in result.stdout
+    job = tmp_path / "train.yaml"
+    job.write_text("name: train\nimage: ghcr.io/example/train:1\nworkers: 2\ngpus_per_worker: 8\ngpu: A100\n",
+                   encoding="utf-8")
+    out = tmp_path / "train-karpenter.yaml"
+    up = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter", "--out",
+             str(out), "--dry-run", "-o", "json")
+    assert up.exit_code == 0, up.output
+    assert [i["zone"] for i in json.loads(up.stdout)["items"]] == ["use1-az2", "use1-az6"]
+    assert not out.exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--provider", "gcp", "--region", "us-central1"), "error: --karpenter: a Karpenter EC2NodeClass is for EKS"),
+    (("--node-role", "role with spaces"), "error: --node-role: expected an IAM role name"),
+    (("--expire-after", "30d"), "error: --expire-after: expected a duration"),
+    (("--ami", "ubuntu"), "error: --ami: expected one of al2023, bottlerocket"),
+    (("--cluster", "../x"), "error: --cluster: '../x' is not an EKS cluster name"),
+])
+def test_bad_options_are_one_line_before_any_call(home: Path, cluster: EksCluster, args: tuple[str, ...],
+                                                  message: str) -> None:
+    base = {"--cluster": cluster.name, "--region": "us-east-1"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    flat = [x for kv in base.items() for x in kv]
+    result = run(home, "provision", *flat, "--gpu", "A100:8", "--nodes", "2", "--karpenter")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert isinstance(result.exception, InputError)
+    assert f"error: {result.exception}".startswith(message), result.exception
+
+
+def test_nothing_to_resume(home: Path) -> None:
+    result = run(home, "provision", "--cluster", "ml", "--karpenter", "--resume", "g-1")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert str(result.exception) == "--resume: --karpenter creates nothing, so there is nothing to resume"
+
+
+def test_karpenter_needs_a_cluster(home: Path) -> None:
+    result = run(home, "provision", "--gpu", "A100:8", "--nodes", "2", "--karpenter")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert str(result.exception).startswith("--karpenter: needs --cluster NAME")
+
+
+def test_karpenter_and_a_provisioning_request_are_not_asked_for_together(home: Path, tmp_path: Path) -> None:
+    job = tmp_path / "train.yaml"
+    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    result = run(home, "up", str(job), "--cluster", "ml", "--karpenter", "--provisioning-class",
+                 "queued-provisioning.gke.io")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert str(result.exception).startswith("--karpenter: and --provisioning-class both hand the nodes")
+    assert not (home / "journal").exists()
+
+
+def test_a_bad_option_is_one_line_on_stderr_in_the_real_process(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "geosched", "--home", str(tmp_path / "home"), "provision",
+                           "--cluster", "ml", "--gpu", "A100:8", "--nodes", "2", "--karpenter", "--expire-after",
+                           "30 days"], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "error: --expire-after: expected a duration such as 720h or 90m (digits with s, m or h) or Never, "
+        "got '30 days'"]

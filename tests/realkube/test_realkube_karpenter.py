@@ -1,0 +1,187 @@
+"""Karpenter NodePool + EC2NodeClass (geosched/providers/nodegroups/karpenter.py) on the real control plane: the
+upstream CRDs installed unchanged (aws/karpenter-provider-aws v1.15.2), so the real kube-apiserver checks what
+geosched renders against their schema and CEL rules (server-side apply, dry run); then the pool applied, its nodes
+launched by a Karpenter stand-in (tests/realkube/karpenter.py) and the gang, pinned to the pool
+(karpenter_pin.py), bound by the real kube-scheduler to exactly those nodes, while the cluster's own free p5 nodes
+in the same zone stay empty: from `geosched up JOB --cluster NAME --karpenter --out FILE` (the cluster read from
+moto's EKS with real boto3) through `kubectl apply --server-side -f FILE`, as a GitOps controller applies it.
+
+The plane's EKS cluster has its p5 (H100) nodes in us-east-1a, zone ID use1-az6 (plane.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3  # type: ignore[import-untyped]
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+
+from geosched.kube.client import APPLY_PATCH, Kube
+from geosched.models import Pricing
+from geosched.providers.nodegroups import karpenter
+from geosched.providers.nodegroups.spec import Subnet, Target
+from geosched.providers.plan import Candidate
+from geosched_emulators import MotoServer
+from tests.providers.eks_support import ROLE
+from tests.providers.prov_support import aws_env
+from tests.realkube import karpenter as standin
+from tests.realkube.plane import EKS, Plane
+from tests.realkube.realkube_support import (
+    compact_job,
+    geosched,
+    job_pods_selector,
+    kubectl,
+    wait_all_running,
+    wait_until,
+)
+
+pytestmark = pytest.mark.realkube
+ZONE_ID, ZONE = "use1-az6", "us-east-1a"
+
+
+def pool(gang: str, nodes: int, pricing: Pricing = Pricing.ON_DEMAND) -> karpenter.KarpenterPool:
+    c = Candidate(provider="aws", region="us-east-1", zone=ZONE_ID, instance_type="p5.48xlarge", gpu="H100", gpus=8,
+                  vcpus=192, pricing=pricing, node_usd_per_hour=98.32, usd_per_hour=98.32 * nodes,
+                  gco2e_per_hour=None)
+    target = Target(c, EKS, Subnet("subnet-0a1b2c3d4e5f60718", ZONE_ID, ZONE))
+    return karpenter.pool(target, gang=gang, owner="o-realkube", seq=1, nodes=nodes, gpus_per_node=8,
+                          role="KarpenterNodeRole-eks-us-east-1")
+
+
+def dry_run(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
+    """Server-side apply with dryRun=All: every admission step and validation runs, nothing is stored."""
+    resource = kube.resource(obj["apiVersion"], obj["kind"])
+    assert resource is not None
+    path = resource.path(None, obj["metadata"]["name"])
+    return dict(kube.request("PATCH", path, query={"fieldManager": "geosched", "force": "true", "dryRun": "All"},
+                             body=obj, content_type=APPLY_PATCH))
+
+
+def contained(wrote: Any, stored: Any) -> bool:
+    """Every field written is stored with its value (the server may add defaults beside them)."""
+    if isinstance(wrote, dict):
+        return isinstance(stored, dict) and all(k in stored and contained(v, stored[k]) for k, v in wrote.items())
+    return bool(wrote == stored)
+
+
+def refused(kube: Kube, obj: dict[str, Any]) -> str:
+    with pytest.raises(ApiException) as caught:
+        dry_run(kube, obj)
+    assert caught.value.status == 422, caught.value.body
+    return str(caught.value.body)
+
+
+@pytest.fixture(scope="module")
+def crds(realkube: Plane) -> Iterator[None]:
+    with realkube.kube(EKS) as kube:
+        standin.install_crds(kube)
+    try:
+        yield
+    finally:
+        with realkube.kube(EKS) as kube:
+            standin.remove_crds(kube)
+
+
+@pytest.mark.parametrize("pricing", [Pricing.ON_DEMAND, Pricing.SPOT])
+@pytest.mark.parametrize("ami", list(karpenter.Ami))
+def test_the_real_api_server_accepts_both_objects(realkube: Plane, crds: None, pricing: Pricing,
+                                                  ami: karpenter.Ami) -> None:
+    p = karpenter.KarpenterPool(**{**{f: getattr(pool("kp-accept", 8, pricing), f)
+                                      for f in karpenter.KarpenterPool.__dataclass_fields__}, "ami": ami})
+    with realkube.kube(EKS) as kube:
+        for obj in karpenter.manifests(p):
+            stored = dry_run(kube, obj)
+            # What the server would store is what geosched wrote (its defaults only added around it).
+            assert contained(obj["spec"], stored["spec"]), (obj["spec"], stored["spec"])
+
+
+def test_the_cel_rules_are_enforced(realkube: Plane, crds: None) -> None:
+    """The checks only CEL states, which a JSON-schema validator cannot run: the same objects with one rule
+    broken are refused by the server with the CRD's own message."""
+    np, cls = karpenter.nodepool(pool("kp-cel", 8)), karpenter.ec2nodeclass(pool("kp-cel", 8))
+    broken: list[tuple[dict[str, Any], str]] = []
+    bad = copy.deepcopy(np)
+    bad["spec"]["template"]["spec"]["requirements"].append(
+        {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["x"]})
+    broken.append((bad, 'label \\"karpenter.sh/nodepool\\" is restricted'))
+    bad = copy.deepcopy(np)
+    bad["spec"]["template"]["metadata"]["labels"]["kubernetes.io/hostname"] = "ip-10-0-0-1"
+    broken.append((bad, 'label \\"kubernetes.io/hostname\\" is restricted'))
+    bad = copy.deepcopy(cls)
+    bad["spec"]["instanceProfile"] = "KarpenterNodeInstanceProfile"
+    broken.append((bad, "must specify exactly one of ['role', 'instanceProfile']"))
+    bad = copy.deepcopy(cls)
+    bad["spec"]["amiSelectorTerms"].append({"id": "ami-0123456789abcdef0"})
+    broken.append((bad, "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms"))
+    bad = copy.deepcopy(cls)
+    bad["spec"]["tags"]["karpenter.sh/nodepool"] = "x"
+    broken.append((bad, "tag contains a restricted tag matching karpenter.sh/nodepool"))
+    with realkube.kube(EKS) as kube:
+        for obj in (np, cls):
+            dry_run(kube, obj)  # the unbroken objects pass: each refusal below is its one broken rule
+        for obj, message in broken:
+            body = refused(kube, obj)
+            assert message in body, (message, body)
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    """The EKS cluster as AWS knows it (moto, real boto3): named like the plane's, one subnet, in use1-az6, which
+    moto names us-east-1a as the plane's EKS account does (test_realkube_up.py)."""
+    with MotoServer() as server:
+        kw = {"region_name": "us-east-1", "endpoint_url": server.url, "aws_access_key_id": "testing",
+              "aws_secret_access_key": "testing"}
+        ec2, eks = boto3.client("ec2", **kw), boto3.client("eks", **kw)
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.32.0/24", AvailabilityZoneId=ZONE_ID)["Subnet"]
+        assert subnet["AvailabilityZone"] == ZONE
+        eks.create_cluster(name=EKS, roleArn=ROLE, resourcesVpcConfig={"subnetIds": [subnet["SubnetId"]]})
+        yield server
+
+
+def test_up_karpenter_then_gitops_apply_puts_the_gang_on_exactly_the_pools_nodes(
+        realkube: Plane, crds: None, moto: MotoServer, tmp_path: Path) -> None:
+    """The user's flow: `geosched up JOB --karpenter --out FILE`, the file applied as GitOps applies it (kubectl
+    apply --server-side), Karpenter (the stand-in) launching the pool's nodes, the real kube-scheduler binding."""
+    out = tmp_path / "gitops" / "train.yaml"
+    out.parent.mkdir()
+    with realkube.namespace("karpenter-gang", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
+        job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8, extra=f"namespace: {ns}\n")
+        proc = geosched("up", str(job), "--cluster", EKS, "--region", "us-east-1", "--karpenter", "--out", str(out),
+                        "--name", "kp-gang", env=aws_env(moto.url), home=tmp_path / "home")
+        assert proc.returncode == 0, proc.stderr
+        objects = [d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d]
+        assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool", "Service", "Job"]
+        made: list[str] = []
+        try:
+            applied = kubectl(realkube, EKS, "apply", "--server-side", "--field-manager", "gitops", "-f", str(out))
+            assert applied.returncode == 0, applied.stderr
+            stored = kube.get("/apis/karpenter.sh/v1/nodepools/kp-gang-1")
+            assert stored is not None
+            nodes = standin.launch(stored, region="us-east-1", zone_id=ZONE_ID)
+            assert len(nodes) == 4
+            for node in nodes:
+                kube.request("POST", "/api/v1/nodes", body=node)
+                made.append(node["metadata"]["name"])
+            bound = wait_all_running(kube, ns, 4, job_pods_selector("train"), timeout=180)
+            # Every pod on a node of the pool (the plane's own two free p5 nodes in us-east-1a took none).
+            assert sorted(b.node or "" for b in bound) == sorted(made)
+            assert {(b.zone, b.fleet_zone, b.accelerator) for b in bound} == {
+                (ZONE, ZONE_ID, "NVIDIA-H100-80GB-HBM3")}
+            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
+                         query={"propagationPolicy": "Background"})
+            wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods",
+                                                 label_selector=job_pods_selector("train"))[0],
+                       120, what="the job's pods gone")
+        finally:
+            for name in made:
+                kube.request("DELETE", f"/api/v1/nodes/{name}")
+            for obj in reversed(objects[:2]):
+                resource = kube.resource(obj["apiVersion"], obj["kind"])
+                if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
+                    kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
