@@ -22,8 +22,9 @@ Per fleet and seed: avg and p95 JCT, avg queueing (and that of the gangs of >= 5
 clusters hold, so it shows what a policy's earlier choices left free for them), cost, kgCO2e (each job billed
 for its own run time, its placement's slow-down included), mean slow-down, gangs over several zones; then each
 baseline's avg JCT over zone-first's (> 1: zone-first better) per seed and over the sum of all seeds' JCTs.
-Targets (issue 11): with degraded NICs >= 1.5x against pack and spread and >= 1.2x against tas; without,
-zone-first never worse than 0.98x the best baseline (checked per seed). Queueing under load is chaotic (one
+Targets (issue 11): with degraded NICs >= 1.5x against pack and spread and >= 1.2x against tas; without
+(issue 22), zone-first never worse than the best baseline (>= 1.00x, checked per seed) and >= 1.05x the best
+baseline pooled over the seeds. Queueing under load is chaotic (one
 job's start moves every later one), so the figures that mean something are the ones that hold across seeds.
 """
 
@@ -46,7 +47,8 @@ POLICIES = ("zone-first", "pack", "spread", "tas", "karmada")
 BASELINES = POLICIES[1:]
 GPU = "H100"
 TARGETS = {"pack": 1.5, "spread": 1.5, "tas": 1.2}  # with degraded NICs: baseline avg JCT / zone-first's
-CLEAN_TARGET = 0.98  # without: best baseline avg JCT / zone-first's, every seed
+CLEAN_TARGET = 1.0  # without (issue 22): best baseline avg JCT / zone-first's, every seed
+CLEAN_POOLED = 1.05  # and pooled over the seeds, against the best baseline
 BIG = 512  # gangs this large fit in few clusters: their queueing shows what a policy strands
 HEADER = (f"{'policy':<11} {'avg JCT h':>10} {'p95 JCT h':>10} {'queue h':>8} {f'q >={BIG} h':>9} {'cost $':>12} "
           f"{'kgCO2e':>10} {'slowdown':>9} {'multi-zone':>10}")
@@ -106,10 +108,16 @@ def summary(label: str, jct: dict[str, list[float]], targets: dict[str, float] |
         best = np.min([jct[b] for b in BASELINES], axis=0) / zf
         worst = float(best.min())
         ok = worst >= CLEAN_TARGET
-        print(f"best baseline / zone-first per seed: {', '.join(f'{v:.2f}x' for v in best)}; "
+        print(f"best baseline / zone-first per seed: {', '.join(f'{v:.3f}x' for v in best)}; "
               f"target: never below {CLEAN_TARGET}x: {'met' if ok else 'MISSED'}")
         if not ok:
             misses.append(f"{label}: best baseline / zone-first {worst:.2f}x < {CLEAN_TARGET}x on some seed")
+        pooled_best = min(float(np.sum(jct[b])) for b in BASELINES) / float(zf.sum())
+        ok = pooled_best >= CLEAN_POOLED
+        print(f"best baseline pooled / zone-first: {pooled_best:.3f}x; target >= {CLEAN_POOLED}x: "
+              f"{'met' if ok else 'MISSED'}")
+        if not ok:
+            misses.append(f"{label}: best baseline pooled / zone-first {pooled_best:.3f}x < {CLEAN_POOLED}x")
     return misses
 
 

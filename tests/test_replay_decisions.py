@@ -1,7 +1,9 @@
 """The replay's speed-ups change no decision (issue 22 item 4).
 
 Every placement of seeded replays is compared with the one the code made before those speed-ups (commit
-2751575), recorded in tests/data/replay_decisions.json: the nodes, the workers on each, the score's total and
+2751575; recorded again on purpose for issue 22's capacity-aware choice, policies/capacity.py, which moves
+zone-first's decisions: 298 of 1,800 lines of the default-fleet replay, most of the geo one), recorded in
+tests/data/replay_decisions.json: the nodes, the workers on each, the score's total and
 the start time, job by job (a line per decision, kept as a short SHA-256 to keep the file small). The replays
 cover what the fast paths touch and what they skip: a default-fleet trace of mostly one-worker gangs with
 multi-node ones among them (EASY backfill, baselines too) and LLM gangs of 2-128 nodes on the geo fleet with

@@ -9,6 +9,7 @@ import pytest
 
 from geosched.models import Job, NoFit, Placement, Weights
 from geosched.policies import PlacementContext, job_view, place
+from geosched.policies.capacity import CAPACITY_TOLERANCE
 from geosched.policies.exact import solve_exact
 from geosched.policies.scoring import evaluate
 from geosched.testing import INTER_REGION, LOSSY, SLOW, degrade, fleet, network, node
@@ -167,3 +168,19 @@ def test_matches_the_exact_optimum_on_small_random_fleets(seed):
         p = ok(result)
         assert len(p.zones) <= exact.zones
         assert p.score.total <= exact.score.total * 1.03 + 1e-9
+
+
+@pytest.mark.parametrize(("price", "chosen"), [(30.0, "zb"), (40.0, "za")])
+def test_a_tighter_pool_wins_within_the_capacity_band(price: float, chosen: str) -> None:
+    # Issue 22: a roomy cheap cluster and a tight dearer one, a gang either holds in one zone. At 30 $/h the tight
+    # pool's total is 8% above the cheap one's, outside the 5% zone band, inside the 12% capacity band: it takes
+    # the gang and the roomy pool stays whole for larger gangs. At 40 $/h it is 14% dearer: price wins.
+    nodes = ([node(f"a{i}", "za", cluster="big") for i in range(10)]
+             + [node(f"b{i}", "zb", cluster="small", price=price) for i in range(3)])
+    p = ok(place(Job("j", workers=2, gpus_per_worker=8), ctx_of(nodes)))
+    assert p.zones == (chosen,)
+    if chosen == "zb":
+        (why,) = [r.reason for r in p.rejected if r.subject.startswith("za ")]
+        assert "keeps 8 free workers (chosen: 1" in why and "tightest pool" in why
+        assert p.alternatives[0].score.total * (1 + CAPACITY_TOLERANCE) >= p.score.total > (
+            p.alternatives[0].score.total * 1.05)

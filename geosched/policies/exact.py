@@ -10,7 +10,8 @@ assignment, not over the options zone-first happens to consider:
   ring, and so the step, depends only on the set;
 - each set scored by the shared `scoring.ring` objective, all at once;
 - the winner chosen by `zone_first.rank`: the tolerance band of the best total, then fewer regions, fewer
-  zones, best fit, lower total. `max_zones` and `max_regions` are hard limits.
+  zones, the tightest pool, best fit, lower total, then the capacity-aware choice (`capacity.keep_room`).
+  `max_zones` and `max_regions` are hard limits.
 """
 
 from __future__ import annotations

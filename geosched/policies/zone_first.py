@@ -5,7 +5,8 @@ ring's real hops, $ and carbon). The winner is chosen in the band of placements 
 `Weights.zone_tolerance` of the best total considered: there, fewer regions, then fewer zones, then the
 tightest (cluster, GPU) pool (fewest free workers left in it: the larger pools stay whole for the larger gangs),
 then the best fit (fewest whole free nodes left in the zones it uses), both as Kueue TAS's BestFit, then the
-lower total.
+lower total. Then the capacity-aware choice (`capacity.keep_room`): an option of as many regions and zones whose
+total is within `capacity.CAPACITY_TOLERANCE` (12%) of the winner's and whose pool is tighter wins instead.
 `max_zones` and `max_regions` are hard limits.
 
 What is considered:
@@ -39,6 +40,7 @@ import numpy as np
 from geosched.comm import comm_ms
 from geosched.models import Candidate, NoFit, Placement, Rejection
 from geosched.policies.base import fill, group_ids, no_capacity, placed, register
+from geosched.policies.capacity import CAPACITY_TOLERANCE, keep_room
 from geosched.policies.context import BoolArray, FloatArray, IntArray, JobView
 from geosched.policies.scoring import Scored, run_ids, run_sizes, run_starts
 
@@ -350,11 +352,14 @@ class Ranking:
     left: FloatArray
     best: float
     pool_left: FloatArray
+    room: bool = False  # the capacity-aware choice (`capacity.keep_room`) moved a tighter pool's option first
 
 
 def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, usd: FloatArray) -> Ranking:
     """Rank options (option k: nodes[starts[k]:starts[k+1]]) scored `total`: in the tolerance band of the best
-    total, fewer regions, fewer zones, the tightest pool, best fit, lower total, cheaper, then first given."""
+    total, fewer regions, fewer zones, the tightest pool, best fit, lower total, cheaper, then first given; then
+    the capacity-aware choice (`capacity.keep_room`): a tighter pool's option of as many regions and zones within
+    `capacity.CAPACITY_TOLERANCE` of the winner's total goes first."""
     ctx = view.ctx
     # Best fit: whole free nodes left in the zones (of its cluster and GPU) the placement uses.
     cell = ctx.cell_of
@@ -386,7 +391,9 @@ def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, us
     # Outside the band only the total counts (it orders the alternatives shown).
     order = np.lexsort((np.arange(total.size), usd, total, left * band, pool_left * band, zones * band,
                         regions * band, ~band))
-    return Ranking(order, total, zones, regions, left, best, pool_left)
+    by_objective = int(order[0])
+    order = keep_room(order, total, zones, regions, pool_left, usd)
+    return Ranking(order, total, zones, regions, left, best, pool_left, int(order[0]) != by_objective)
 
 
 def _choose(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> Placement:
@@ -416,6 +423,11 @@ def _choose(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]
 def _why_not(view: JobView, r: Ranking, k: int, chosen: int) -> str:
     """The rule that ranked option k below the chosen one, in words."""
     tol, total, best = view.weights.zone_tolerance, r.total, r.best
+    if r.room and r.pool_left[k] > r.pool_left[chosen] and (r.zones[k], r.regions[k]) == (r.zones[chosen],
+                                                                                           r.regions[chosen]):
+        return (f"total {total[k]:.3f}, but its pool keeps {r.pool_left[k]:.0f} free workers (chosen: "
+                f"{r.pool_left[chosen]:.0f}, total {total[chosen]:.3f}, within {CAPACITY_TOLERANCE:.0%}: "
+                "the tightest pool keeps the larger pools whole for the larger gangs)")
     if total[k] > best * (1 + tol) + 1e-12:
         return f"total {total[k]:.3f} is more than {tol:.0%} above the best, {best:.3f}"
     inside = f"total {total[k]:.3f} within {tol:.0%} of the best {best:.3f}, but"

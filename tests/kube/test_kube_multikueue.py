@@ -23,6 +23,7 @@ from geosched.kube.multikueue.settings import parse_settings
 from geosched.kube.multikueue.workers import parse_kubeconfig
 from geosched.models import Node, Weights
 from geosched.policies import PlacementContext
+from geosched.policies.capacity import CAPACITY_TOLERANCE
 
 V1B2 = "kueue.x-k8s.io/v1beta2"
 
@@ -283,3 +284,19 @@ def test_bounded_ranking_chooses_exactly_what_the_full_ranking_chooses(policy: s
         if full.fits:
             ctx = ctx.with_free(taken(ctx, full.fits[0], index))
     assert skipped > 0
+
+
+def test_rank_prefers_the_worker_that_keeps_the_larger_gangs_placeable() -> None:
+    # Issue 22: two workers hold a 2-node gang equally well (one zone each, same price band); the one left with
+    # fewer free nodes wins, so the roomier one still holds an 8-node gang afterwards. Without the rule the tie
+    # went by price and name to c1.
+    ctx = context(gke_nodes("c1", "us-central1-a", 8) + gke_nodes("c2", "us-central1-b", 3))
+    gang = kueue.workload_gang(workload(pod_set("main", 2, 8)))
+    assert rank(gang, ctx, ["c1", "c2"]).cluster_names() == ["c2", "c1"]
+    assert rank(gang, ctx, ["c1", "c2"], need=1).cluster_names()[0] == "c2"
+    # A tighter worker whose placement's total is more than the band above the best does not win on room alone.
+    dear = Weights(cost=1.0)
+    ctx = context(gke_nodes("c1", "us-central1-a", 8) + gke_nodes("c2", "europe-west4-b", 3))
+    totals = {c: rank(gang, ctx, [c], weights=dear).fits[0].score.total for c in ("c1", "c2")}
+    assert totals["c2"] > totals["c1"] * (1 + CAPACITY_TOLERANCE)
+    assert rank(gang, ctx, ["c1", "c2"], weights=dear).cluster_names() == ["c1", "c2"]

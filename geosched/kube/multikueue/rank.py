@@ -9,14 +9,18 @@ policy places it there; one whose free slots (free GPUs // GPUs per worker, on e
 the workers is refused without asking the policy.
 
 Order: for `zone-first`, its own ranking of candidates (one region before several, fewer zones, then the
-score); for every other policy, the score. Ties: cheaper per hour, then the cluster name.
+score), then its capacity-aware choice (`policies.capacity.keep_room`, issue 22): of the clusters whose placement
+spans as many regions and zones within `CAPACITY_TOLERANCE` of the best total, the one left with the fewest free
+workers goes first, so the roomier workers stay whole for larger gangs, as zone-first does between pools of one
+fleet; for every other policy, the score. Ties: cheaper per hour, then the cluster name.
 
 Bounded (`need`): a dispatcher writes the best one or few clusters, so only those must be exact. Each cluster
 gets a lower bound of its order key first, from arrays alone (`_bounds`): its regions and zones (one zone only if
 some zone of it has room for the whole gang), and a score no placement there can beat (the cheapest and cleanest
 eligible GPU-hour, and the step time on the best link any hop there could have: zone pairs and measured node
 pairs, no hop at all when one node holds the gang; `comm_ms` grows with RTT and loss and falls with throughput).
-The policy runs on the clusters in order of their bounds and stops once the next bound is above the `need`-th
+The policy runs on the clusters in order of their bounds and stops once the next bound (for zone-first, its score
+deflated by the capacity band, so a cluster that could still win on room is ranked) is above the `need`-th
 best key found: the clusters it skips cannot enter the first `need`, so those are the exhaustive ranking's, and
 the skipped ones are listed with their bound (`unranked`).
 """
@@ -30,7 +34,7 @@ import numpy as np
 
 from geosched.comm import comm_ms
 from geosched.models import Job, NoFit, Placement, Weights
-from geosched.policies import PlacementContext, job_view
+from geosched.policies import PlacementContext, capacity, job_view
 from geosched.policies.base import registry
 from geosched.policies.context import IntArray, JobView
 
@@ -76,7 +80,7 @@ def rank(job: Job, ctx: PlacementContext, clusters: Sequence[str], *, policy: st
         for k, (low, cluster) in enumerate(queue):
             if low is not None and need is not None and len(fits) >= need:
                 kth = sorted(key(p) for p in fits)[need - 1]
-                if (*low, cluster) > kth:
+                if (*_within_room_band(low, policy), cluster) > kth:
                     unranked = [(c, b[2]) for b, c in queue[k:] if b is not None]
                     break
             mine = ctx.cluster_of == index[cluster]
@@ -86,6 +90,15 @@ def rank(job: Job, ctx: PlacementContext, clusters: Sequence[str], *, policy: st
             else:
                 refused.append((cluster, _why(outcome)))
     fits.sort(key=_order(policy))
+    if policy == ZONE_FIRST and len(fits) > 1:
+        # The capacity-aware choice zone-first makes inside one fleet, across worker clusters: of near-equal
+        # placements, the cluster that keeps the fewest free workers (the roomier ones stay whole for larger gangs).
+        left = np.array([room[index[p.cluster or ""]] - job.workers for p in fits], dtype=np.float64)
+        order = capacity.keep_room(np.arange(len(fits)), np.array([p.score.total for p in fits]),
+                                   np.array([len(p.zones) for p in fits]),
+                                   np.array([int(len(p.regions) > 1) for p in fits]), left,
+                                   np.array([p.score.usd_per_hour for p in fits]))
+        fits = [fits[k] for k in order.tolist()]
     return Ranking(job, tuple(fits), tuple(sorted(refused)), tuple(unranked))
 
 
@@ -128,6 +141,16 @@ def _bounds(view: JobView, clusters: Sequence[int], policy: str) -> list[tuple[i
         placed = (int(not one_region), 1 if one_zone else 2) if policy == ZONE_FIRST else (0, 0)
         out.append((*placed, score - SLACK * abs(score), usd - SLACK * abs(usd)))
     return out
+
+
+def _within_room_band(low: tuple[int, int, float, float], policy: str) -> tuple[int, int, float, float]:
+    """A cluster's bound as the early stop must compare it: for zone-first, a cluster whose total is up to
+    `capacity.CAPACITY_TOLERANCE` above the best may still win on room (`capacity.keep_room`), so its score bound
+    is deflated by that much; skipping it is then still exact."""
+    if policy != ZONE_FIRST:
+        return low
+    score = low[2]
+    return (low[0], low[1], score / (1 + capacity.CAPACITY_TOLERANCE) if score > 0 else score, low[3])
 
 
 def _order(policy: str) -> Callable[[Placement], tuple[int, int, float, float, str]]:
