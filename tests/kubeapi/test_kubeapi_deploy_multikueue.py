@@ -4,6 +4,7 @@ and RBAC that allows every request a dispatcher run makes in the manager cluster
 from __future__ import annotations
 
 import copy
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -142,4 +143,7 @@ def test_the_dispatcher_runs_the_image_the_repository_builds() -> None:
     assert ours == theirs and [i["name"] for i in ours] == ["geosched"]
     deployment = yaml.safe_load((root / "multikueue" / "deployment.yaml").read_text(encoding="utf-8"))
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "geosched"
-    assert '[metrics]"' in (root / "scheduler" / "Dockerfile").read_text(encoding="utf-8")
+    # The wheel is installed with its extras named in brackets: the cluster client and the dispatcher's metrics.
+    [extras] = re.findall(r'geosched-\*\.whl\)\[([a-z,]+)\]"', (root / "scheduler" / "Dockerfile").read_text(
+        encoding="utf-8"))
+    assert {"kubernetes", "metrics"} <= set(extras.split(","))
