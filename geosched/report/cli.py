@@ -12,8 +12,8 @@ import typer
 
 from geosched.options import finite
 from geosched.output import NoHeadersOpt, Output, ReportOutputOpt
-from geosched.report.accounting import Usage
 from geosched.report.aggregate import Grouping, ReportKind
+from geosched.report.records import Usage
 
 # The report re-places baselines (numpy, the policies) and draws (matplotlib): imported when one is made, so
 # `geosched -h` does not load them.
