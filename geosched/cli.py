@@ -648,6 +648,8 @@ def verb_only(args: list[str]) -> typer.Typer:
     (tests/test_cli_startup.py compares every command's help)."""
     if any(name.endswith("_COMPLETE") for name in os.environ):  # typer's completion: the whole tree
         return app
+    if args in ([], ["-h"], ["--help"]):  # the root's help lists the verbs: their summaries, not their options
+        return _listing(app)
     i = 0
     while i < len(args) and args[i].split("=", 1)[0] in GLOBAL_OPTIONS:
         i += 1 if "=" in args[i] else 2
@@ -662,6 +664,34 @@ def verb_only(args: list[str]) -> typer.Typer:
     one = copy.copy(app)
     one.registered_commands, one.registered_groups = commands, groups
     return one
+
+
+def _listing(whole: typer.Typer) -> typer.Typer:
+    """`whole` with every command's function swapped for one without parameters that carries the same name and
+    help: enough for a group's help, which lists its commands by their summaries, without typer building every
+    command's options from its signature."""
+    listing = copy.copy(whole)
+    listing.registered_commands = [_summary_only(info) for info in whole.registered_commands]
+    listing.registered_groups = []
+    for group in whole.registered_groups:
+        group = copy.copy(group)
+        if group.typer_instance is not None:
+            group.typer_instance = _listing(group.typer_instance)
+        listing.registered_groups.append(group)
+    return listing
+
+
+def _summary_only(info: Any) -> Any:
+    command = info.callback
+
+    def summary() -> None:
+        """Stands in for the command in a listing; never runs."""
+
+    summary.__doc__ = command.__doc__ if command is not None else None
+    out = copy.copy(info)
+    out.name = info.name or get_command_name(command.__name__ if command is not None else "")
+    out.callback = summary
+    return out
 
 
 def main() -> None:

@@ -144,5 +144,13 @@ def test_a_verb_built_alone_prints_what_the_whole_tree_prints(tmp_path: Path) ->
         alone_run = runner.invoke(alone, args, prog_name="geosched", env=env)
         assert (alone_run.exit_code, alone_run.output) == (whole_run.exit_code, whole_run.output), args
     assert len(get_command(cli.verb_only(["place", "-h"])).commands) == 1  # type: ignore[attr-defined]
-    for whole in (["-h"], ["--version"], ["-h", "place"], ["no-such-verb"], [], ["--home", "x"]):
+    for whole in (["--version"], ["-h", "place"], ["no-such-verb"], ["--home", "x"]):
         assert cli.verb_only(whole) is cli.app, whole
+    # The root's own help lists every verb from their summaries alone: the same text.
+    for args in ([], ["-h"], ["--help"]):
+        listing = cli.verb_only(args)
+        assert listing is not cli.app
+        whole_run = runner.invoke(cli.app, args, prog_name="geosched", env=env)
+        listing_run = runner.invoke(listing, args, prog_name="geosched", env=env)
+        assert "place" in whole_run.output and "probe" in whole_run.output
+        assert (listing_run.exit_code, listing_run.output) == (whole_run.exit_code, whole_run.output), args
