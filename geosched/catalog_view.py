@@ -6,12 +6,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from geosched import catalog
-from geosched.models import Offering, Pricing
-from geosched.policies import spotrisk
-from geosched.policies.spotrisk import SpotRisk
+from geosched.models import Pricing
+
+if TYPE_CHECKING:
+    from geosched.models import Offering
+    from geosched.policies.spotrisk import SpotRisk
 
 SORT_KEYS = ("price", "spot", "carbon", "gpus", "name")
 UTILISATION = 0.9
@@ -28,6 +29,7 @@ class CatalogQuery:
 
 
 def carbon_g_per_hour(o: Offering) -> float | None:
+    from geosched import catalog
     region = catalog.regions().get(f"{o.provider}:{o.region}")
     if region is None or o.gpu_idle_watts is None or o.gpu_max_watts is None:
         return None
@@ -45,6 +47,8 @@ def rows(query: CatalogQuery, offerings: Iterable[Offering] | None = None, obser
     """`offerings` default to the shipped catalog; `observed` says which prices a refresh observed and when, so
     each row says how old its on-demand price is (None: the shipped catalog's list price). A spot offering's
     interruption risk comes from `risks` (the store's signals), else `spotrisk.resolve`'s rule, as the plan's."""
+    from geosched import catalog
+    from geosched.policies import spotrisk
     out: list[dict[str, Any]] = []
     observed = observed or {}
     risks = risks or {}
@@ -96,5 +100,6 @@ def risk_text(risk: SpotRisk, nodes: int, now: float | None = None) -> str:
     """A spot risk as the plan and `place --explain` show it: the signal, its source and age, and the chance
     that a gang of `nodes` is interrupted within an hour ("placement score 3/10 (aws:spot-placement-score,
     seen 2 h ago): 1.4%/h")."""
+    from geosched.policies import spotrisk
     seen = f", seen {age(risk.observed_at, now)}" if risk.observed_at is not None else ""
     return f"{risk.detail} ({risk.source}{seen}): {spotrisk.gang_interruption_per_hour(risk, nodes):.1%}/h"

@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
+import copy
 import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
+from typer.main import get_command_name
 
-from geosched import catalog, catalog_view, config_cli, gpus, kinds, policies, redact, render, settings
-from geosched import output as contract
-from geosched.carbon import decision_signal, decision_time, forecast_notes, grid_history, load_grid
-from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import score_to_dict
-from geosched.entry import installed_version
-from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
-from geosched.extras import extra_for
+from geosched import catalog_view, config_cli, policies, settings
 from geosched.gitops.cli import app as gitops_app
 from geosched.grid.formats import Basis
-from geosched.inputs import Snapshot, from_store, resolve
 from geosched.kube import cli as kube_cli
-from geosched.kube.config import load_cluster_config
 from geosched.kube.multikueue import cli as multikueue_cli
-from geosched.models import Candidate, Fleet, Offering, Placement, Pricing, Weights
+from geosched.models import Candidate
 from geosched.options import (
     DEFAULT_WEIGHTS,
     CarbonBasisOpt,
@@ -41,26 +35,22 @@ from geosched.options import (
     deprecated,
     finite,
     known_policy,
-    one_of,
-    option_name,
-    weights_rank,
 )
-from geosched.output import NoHeadersOpt, Output, OutputOpt, TabularOutputOpt, emit_document, emit_list, rfc3339
-from geosched.plots.files import plot_format
-from geosched.policies import spotrisk
-from geosched.policies.spotrisk import Rework, SpotRisk
+from geosched.output import NoHeadersOpt, Output, OutputOpt, TabularOutputOpt
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
-from geosched.providers.sources import planning_risks
 from geosched.report import cli as report_cli
 from geosched.simulate import shipped as shipped_traces
-from geosched.store import DB_NAME, Store, default_home, write_snapshot
 from geosched.up import up_cmd
 
 # The verbs import what computes (numpy, the policies, the cloud and cluster clients, the demo) when they run, so
 # `geosched --version` and `-h` load only the declarations (issue 25; tests/test_cli_startup.py).
 if TYPE_CHECKING:
+    from geosched.inputs import Snapshot
+    from geosched.models import Fleet, Offering, Placement
     from geosched.policies import timeshift
+    from geosched.policies.spotrisk import SpotRisk
+    from geosched.store import Store
 
 
 class RootGroup(TyperGroup):
@@ -74,8 +64,62 @@ class RootGroup(TyperGroup):
         whole_summaries(self)
 
     def main(self, *args: Any, **extra: Any) -> Any:
+        no_coercion_when_unset(self)  # here, not in __init__: typer appends the completion options after that
+        for param in self.params:
+            if param.name == "home":  # set by $GEOSCHED_HOME too, so processed before every subcommand's -h
+                _plain_path(param)
         extra.setdefault("default_map", settings.default_map(self))
         return super().main(*args, **extra)
+
+
+def no_coercion_when_unset(group: TyperGroup) -> None:
+    """Before a subcommand runs (`geosched place -h` included), click processes the options of every group on its
+    path, most of them unset, and typer coerces each value through a pydantic adapter it builds on first use: for
+    `-h` that import is a third of the cost (issue 25). An unset single-valued option is None whether coerced or not,
+    so for the groups' options (their -h/--help too) it is passed to the callback as typer would, uncoerced."""
+    for param in group.params:
+        _pass_unset(param)
+    get_help_option = group.get_help_option
+
+    def help_option(ctx: typer.Context) -> Any:
+        option = get_help_option(ctx)
+        if option is not None:
+            _pass_unset(option)
+        return option
+
+    group.get_help_option = help_option  # type: ignore[method-assign,assignment]
+    for command in group.commands.values():
+        if isinstance(command, TyperGroup):
+            no_coercion_when_unset(command)
+
+
+def _plain_path(param: Any) -> None:
+    """A path option without checks (no exists=, no resolve_path=) and without a callback: typer's coercion of its
+    value is `Path(value)`, done here without the pydantic adapter typer would build first (see
+    no_coercion_when_unset)."""
+    if getattr(param, "_geosched_plain_path", False):
+        return
+    process_value = param.process_value
+
+    def process(ctx: typer.Context, value: Any) -> Any:
+        return Path(value) if isinstance(value, str) and param.callback is None else process_value(ctx, value)
+
+    param.process_value = process
+    param._geosched_plain_path = True
+
+
+def _pass_unset(param: Any) -> None:
+    if getattr(param, "_geosched_unset_as_is", False):
+        return
+    process_value = param.process_value
+
+    def process(ctx: typer.Context, value: Any) -> Any:
+        if value is None and not param.required and param.nargs == 1 and not param.multiple:
+            return param.callback(ctx, param, None) if param.callback is not None else None
+        return process_value(ctx, value)
+
+    param.process_value = process
+    param._geosched_unset_as_is = True
 
 
 def whole_summaries(group: TyperGroup) -> None:
@@ -117,10 +161,13 @@ class State:
 
     @classmethod
     def store(cls) -> Store:
+        from geosched.store import Store
         return Store(cls.home)
 
 
 def _print_version(wanted: bool) -> None:
+    from geosched import render
+    from geosched.entry import installed_version
     if wanted:
         render.out.print(f"geosched {installed_version()}")
         raise typer.Exit()
@@ -179,8 +226,17 @@ def place(
 ) -> None:
     """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits. A job with a `schedule:`
     (runtime and start_within or deadline) also chooses its start hour within its slack."""
+    from geosched import render
+    from geosched.carbon import decision_signal, decision_time, forecast_notes, grid_history, load_grid
+    from geosched.errors import EXIT_NO_FIT
+    from geosched.inputs import resolve
     from geosched.kube.jobinput import load_job
+    from geosched.models import Placement, Weights
+    from geosched.options import weights_rank
+    from geosched.output import emit_document
+    from geosched.plots.files import plot_format
     from geosched.policies import timeshift
+    from geosched.providers.sources import planning_risks
 
     if plot is not None:
         plot_format(plot, "--plot")
@@ -242,6 +298,7 @@ def place(
 
 def _start_table(shift: timeshift.Shift, ctx: policies.PlacementContext, limit: int) -> None:
     """`--explain` of a flexible job: each region's predicted grid over the run, now and at its best start."""
+    from geosched import render
     from geosched.policies import timeshift
 
     rows = timeshift.region_rows(shift, ctx)
@@ -254,6 +311,9 @@ def _start_table(shift: timeshift.Shift, ctx: policies.PlacementContext, limit: 
 def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
     """For a spot job: the interruption risk of each (zone, instance type) it uses and the factor the cost term
     put on its spot price (policies/README.md, "Spot risk")."""
+    from geosched.models import Pricing
+    from geosched.policies import spotrisk
+    from geosched.policies.spotrisk import Rework
     if placed.job.pricing is not Pricing.SPOT:
         return []
     index = {name: i for i, name in enumerate(ctx.names)}
@@ -271,6 +331,9 @@ def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
 def _candidates(p: Placement, wide: bool, limit: int) -> None:
     """`--explain` (and `-o wide`, with every column): the first `limit` candidates, chosen first, and the
     rejections, drawn from the document's own keys."""
+    from geosched import kinds, render
+    from geosched import output as contract
+    from geosched.documents import score_to_dict
     chosen: list[Placement | Candidate] = [p, *p.alternatives]
     rows = [{"zones": list(c.zones), "cluster": c.cluster, **score_to_dict(c.score),
              "bounding_hop": "->".join(c.score.hop) if c.score.hop else None} for c in chosen]
@@ -289,6 +352,7 @@ def _inputs_line(result: Placement, snap: Snapshot) -> str:
 
 
 def _gpu_models(fleet: Fleet) -> set[str]:
+    from geosched import catalog
     return catalog.gpu_models() | set(fleet.gpu_power)
 
 
@@ -312,6 +376,9 @@ def catalog_cmd(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """GPU offerings per zone with on-demand and spot prices and carbon per hour."""
+    from geosched import catalog, gpus, kinds
+    from geosched.errors import InputError
+    from geosched.output import emit_list, rfc3339
     if context.invoked_subcommand is not None:
         return
     if sort not in catalog_view.SORT_KEYS:
@@ -345,8 +412,11 @@ def _flagged_caption(rows: list[dict[str, Any]]) -> str:
 def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tuple[str, str, str], SpotRisk]]:
     """The shipped catalog merged with what `catalog refresh` recorded in the store (if there is one): the same
     offerings `provision` plans with, each price with when it was observed, and the stored spot risk signals."""
+    from geosched import catalog
     from geosched.providers.refresh import current_offerings, price_ages
     from geosched.providers.registry import CLOUDS
+    from geosched.providers.sources import planning_risks
+    from geosched.store import DB_NAME, default_home
 
     if not (State.home or default_home()).joinpath(DB_NAME).exists():
         return list(catalog.offerings()), {}, {}
@@ -360,6 +430,8 @@ def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tupl
 @app.command(name="gpus")
 def gpus_cmd(output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """GPU models geosched knows, with the names other tools give them (any of which a job file or --gpu takes)."""
+    from geosched import catalog, gpus, kinds
+    from geosched.output import emit_list
     offered: dict[str, set[str]] = {}
     for o in catalog.offerings():
         offered.setdefault(o.gpu, set()).add(o.provider)
@@ -372,6 +444,8 @@ def gpus_cmd(output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt =
 @app.command(name="policies")
 def policies_cmd(output: OutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """List the placement policies."""
+    from geosched import kinds
+    from geosched.output import emit_list
     emit_list(kinds.POLICIES, [{"name": name, "default": name == policies.DEFAULT_POLICY,
                                 "description": policies.description(name)} for name in policies.names()],
               output, no_headers=no_headers)
@@ -396,6 +470,12 @@ def snapshot_export(
     fmt: Annotated[str, typer.Option("--format", help="yaml or json.")] = "yaml",
 ) -> None:
     """Write the store's fleet (with the provisioned machines that are up) and measured network view as files."""
+    from geosched import render
+    from geosched.default_fleet import default_fleet, default_network
+    from geosched.errors import InputError
+    from geosched.inputs import from_store
+    from geosched.kube.config import load_cluster_config
+    from geosched.store import write_snapshot
     if fmt not in ("yaml", "json"):
         raise InputError("--format", "", f"expected yaml or json, got {fmt!r}")
     if embedded and from_clusters:
@@ -429,6 +509,7 @@ def snapshot_export(
 @snapshot_app.command("import")
 def snapshot_import(directory: Annotated[Path, typer.Argument(help="Directory with fleet and network files.")]) -> None:
     """Load a snapshot into the store (validated first; nothing is written on error)."""
+    from geosched import render
     with State.store() as store:
         nodes, samples = store.import_snapshot(directory)
     render.out.print(f"imported {nodes} nodes and {samples} network samples into {store.path}")
@@ -438,6 +519,8 @@ def snapshot_import(directory: Annotated[Path, typer.Argument(help="Directory wi
 def placements(job: Annotated[str | None, typer.Option(help="Only this job.")] = None,
                output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """Placements recorded in the store."""
+    from geosched import kinds
+    from geosched.output import emit_list, rfc3339
     with State.store() as store:
         rows = store.placements(job)
     flat = [{"id": r["id"], "created_at": rfc3339(r["created_at"]), "job": r["job"], "policy": r["policy"],
@@ -503,6 +586,8 @@ def simulate_cmd(
         help="With --time-shift: the share of jobs with slack (chosen by a hash of the job id).")] = 0.5,
 ) -> None:
     """Replay a job trace under placement policies; compare JCT, queueing, utilisation, cost and carbon."""
+    from geosched.models import Weights
+    from geosched.options import one_of, weights_rank
     from geosched.simulate.shifting import Flexibility
     from geosched.simulate_cli import run_simulate_command
 
@@ -522,6 +607,7 @@ def simulate_cmd(
 def demo() -> None:
     """Run the main job end to end on the embedded default fleet (no cloud account needed)."""
     from geosched.demo import run_demo  # the demo's stages import the cloud and cluster clients
+    from geosched.store import default_home
 
     run_demo(State.home or default_home())
 
@@ -554,11 +640,69 @@ def hoist_global_options(argv: list[str]) -> list[str]:
     return front + rest
 
 
+def verb_only(args: list[str]) -> typer.Typer:
+    """The root app with only the verb `args` name (after the root's `--home`), or the whole app when they name
+    none, ask the root itself (-h, --version) or complete a shell line. typer builds every command's options from
+    its signature before parsing anything (a third of what `geosched place -h` costs, issue 25); a run needs its
+    own verb's only. The help, the errors and the settings of that verb are the same either way
+    (tests/test_cli_startup.py compares every command's help)."""
+    if any(name.endswith("_COMPLETE") for name in os.environ):  # typer's completion: the whole tree
+        return app
+    if args in ([], ["-h"], ["--help"]):  # the root's help lists the verbs: their summaries, not their options
+        return _listing(app)
+    i = 0
+    while i < len(args) and args[i].split("=", 1)[0] in GLOBAL_OPTIONS:
+        i += 1 if "=" in args[i] else 2
+    if i >= len(args) or args[i].startswith("-"):
+        return app
+    verb = args[i]
+    commands = [c for c in app.registered_commands
+                if (c.name or get_command_name(c.callback.__name__ if c.callback else "")) == verb]
+    groups = [g for g in app.registered_groups if g.name == verb]
+    if len(commands) + len(groups) != 1:
+        return app
+    one = copy.copy(app)
+    one.registered_commands, one.registered_groups = commands, groups
+    return one
+
+
+def _listing(whole: typer.Typer) -> typer.Typer:
+    """`whole` with every command's function swapped for one without parameters that carries the same name and
+    help: enough for a group's help, which lists its commands by their summaries, without typer building every
+    command's options from its signature."""
+    listing = copy.copy(whole)
+    listing.registered_commands = [_summary_only(info) for info in whole.registered_commands]
+    listing.registered_groups = []
+    for group in whole.registered_groups:
+        group = copy.copy(group)
+        if group.typer_instance is not None:
+            group.typer_instance = _listing(group.typer_instance)
+        listing.registered_groups.append(group)
+    return listing
+
+
+def _summary_only(info: Any) -> Any:
+    command = info.callback
+
+    def summary() -> None:
+        """Stands in for the command in a listing; never runs."""
+
+    summary.__doc__ = command.__doc__ if command is not None else None
+    out = copy.copy(info)
+    out.name = info.name or get_command_name(command.__name__ if command is not None else "")
+    out.callback = summary
+    return out
+
+
 def main() -> None:
+    from geosched import redact, render
+    from geosched.errors import GeoschedError
+    from geosched.extras import extra_for
     render.scrub_warnings()
     redact.scrub_logging()
     try:
-        code = app(args=hoist_global_options(sys.argv[1:]), prog_name="geosched", standalone_mode=False)
+        args = hoist_global_options(sys.argv[1:])
+        code = verb_only(args)(args=args, prog_name="geosched", standalone_mode=False)
     except typer.TyperException as exc:  # click's usage errors (typer's vendored click)
         # No arguments: typer printed the help already (its own error printer skips this one by name too).
         if type(exc).__name__ != "NoArgsIsHelpError":
@@ -584,6 +728,7 @@ def usage_error(exc: typer.TyperException) -> str:
     """click's usage error as one line naming the option and the reason, and where the help is (instead of the
     boxed usage and error panel): `--cost-weight: Input should be greater than or equal to 0 (geosched place
     -h)`."""
+    from geosched.options import option_name
     param = getattr(exc, "param", None)
     if isinstance(exc, typer.BadParameter) and param is not None and type(exc).__name__ != "MissingParameter":
         message = f"{option_name(exc.ctx, param)}: {exc.message}"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from geosched import render, settings
-from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document
-from geosched.store import default_home
+from geosched.output import NoHeadersOpt, Output, OutputOpt
+
+if TYPE_CHECKING:
+    from geosched import settings
 
 app = typer.Typer(no_args_is_help=True, help="The settings: where the config file is, and every value in force.")
 
@@ -17,12 +18,15 @@ app = typer.Typer(no_args_is_help=True, help="The settings: where the config fil
 @app.command("path")
 def path_cmd() -> None:
     """Print where the config file is read from ($GEOSCHED_CONFIG, else the user config directory)."""
+    from geosched import render, settings
     render.out.print(str(settings.config_path()), markup=False, soft_wrap=True)
 
 
 @app.command("show")
 def show_cmd(ctx: typer.Context, output: OutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """Every setting, its value and where it came from: flag, env, file or default."""
+    from geosched import render, settings
+    from geosched.output import emit_document
     rows = [_row(ctx, s) for s in settings.SETTINGS]
     emit_document("Settings", {"config_file": str(settings.config_path()), "settings": rows}, output, lambda: (
         render.table(f"settings (config file: {settings.config_path()})",
@@ -31,6 +35,8 @@ def show_cmd(ctx: typer.Context, output: OutputOpt = Output.TABLE, no_headers: N
 
 
 def _row(ctx: typer.Context, setting: settings.Setting) -> dict[str, Any]:
+    from geosched import settings
+    from geosched.store import default_home
     value, source = settings.resolve(setting)
     flag = _flag(ctx, setting)
     if flag is not None:

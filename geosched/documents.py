@@ -6,9 +6,7 @@ The same shapes serve the CLI's files, the store's snapshot export/import and th
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -37,34 +35,16 @@ from geosched.models import (
     region_key,
 )
 
-API_VERSION = "geosched.io/v1alpha1"
+# The output formats and the envelope lived here before issue 25 (geosched/output_format.py says why they moved).
+from geosched.output_format import API_VERSION as API_VERSION
+from geosched.output_format import Output as Output
+from geosched.output_format import document as document
+
 HEADER = {"apiVersion", "kind"}
 # Job names become Kubernetes object names: RFC 1123 labels.
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 PRICING = {p.value: p for p in Pricing}
 STATES = {s.value: s for s in NodeState}
-
-
-class Output(StrEnum):
-    """The formats a command prints in (`geosched.output` holds the contract; the report package renders
-    csv, md and html itself)."""
-
-    TABLE = "table"
-    WIDE = "wide"
-    JSON = "json"
-    YAML = "yaml"
-    CSV = "csv"
-    MD = "md"
-    HTML = "html"
-
-    @property
-    def tabular(self) -> bool:
-        return self in (Output.TABLE, Output.WIDE)
-
-
-def document(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    """`body` as an output document of `kind`: apiVersion and kind first."""
-    return {"apiVersion": API_VERSION, "kind": kind, **body}
 
 
 def _header(fields: Fields, kind: str) -> None:

@@ -10,9 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from geosched import policies, render, settings
-from geosched.errors import InputError
-from geosched.fields import MAX_NUMBER
 from geosched.grid.formats import Basis
 from geosched.models import Weights
 
@@ -38,6 +35,7 @@ class Workload:
 def option_name(ctx: Any, param: Any) -> str:
     """The option as an error names it, with where its value came from when that was not the command line:
     `--cost-weight (from $GEOSCHED_COST_WEIGHT)`."""
+    from geosched import settings
     name = max(param.opts, key=len) if param.opts else str(param.name)
     source = ctx.get_parameter_source(param.name) if ctx is not None and param.name else None
     if source is not None and source.name == "ENVIRONMENT" and isinstance(param.envvar, str):
@@ -54,6 +52,7 @@ def finite(value: float | None) -> float | None:
     """A float option's callback: click reads `inf`, `nan` and `1e400` as floats, and one infinite weight makes
     every score NaN (and the JSON output invalid); beyond the files' bound (`fields.MAX_NUMBER`) a product such as
     1e308 x a price overflows to infinity the same way."""
+    from geosched.fields import MAX_NUMBER
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"expected a finite number, got {value}")
     if value is not None and abs(value) > MAX_NUMBER:
@@ -64,11 +63,13 @@ def finite(value: float | None) -> float | None:
 def complete_policy(incomplete: str) -> list[tuple[str, str]]:
     """Shell completion of --policy: the registered names that start with what was typed, with their
     descriptions (zsh and fish show them; bash offers the names)."""
+    from geosched import policies
     return [(name, policies.description(name)) for name in policies.names() if name.startswith(incomplete)]
 
 
 def known_policy(value: Any) -> Any:
     """The callback of every --policy option (one name, or a list of them)."""
+    from geosched import policies
     for name in [value] if isinstance(value, str) else value or ():
         if name not in policies.names():
             raise typer.BadParameter(f"unknown policy {name!r} (known: {', '.join(policies.names())})")
@@ -103,6 +104,7 @@ def weights_rank(network: float, cost: float, carbon: float) -> None:
 def deprecated(new: str) -> Any:
     """The callback of a hidden option kept for one release under its old name: a one-line warning on stderr
     naming the new one, whenever the old one is used."""
+    from geosched import render
     def warn(param: typer.CallbackParam, value: Any) -> Any:
         if value is not None:
             old = max(param.opts, key=len) if param.opts else str(param.name)
@@ -114,6 +116,7 @@ def deprecated(new: str) -> Any:
 
 def one_of(new: str, new_value: Any, old: str, old_value: Any) -> Any:
     """The value of an option given under its new or its deprecated name (not both)."""
+    from geosched.errors import InputError
     if new_value is not None and old_value is not None:
         raise InputError(f"{new}/{old}", "", f"give {new} only ({old} is its deprecated name)")
     return new_value if new_value is not None else old_value

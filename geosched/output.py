@@ -22,8 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
-from geosched import render
-from geosched.documents import API_VERSION, Output, document
+from geosched.output_format import API_VERSION, Output, document
 
 __all__ = ["KINDS", "NOT_DATA", "Column", "ListKind", "NoHeadersOpt", "Output", "OutputOpt", "ReportOutputOpt",
            "TabularOutputOpt", "columns_table", "document", "emit_document", "emit_list", "envelope", "rfc3339",
@@ -147,6 +146,7 @@ def rfc3339(epoch: float | None) -> str | None:
 def emit_list(kind: ListKind, rows: Sequence[Mapping[str, Any]], output: Output, *, no_headers: bool = False,
               title: str | None = None, caption: str | None = None, limit: int = 0) -> None:
     """Rows of `kind` in the chosen format. `limit` shortens the table only (JSON, YAML and CSV list all)."""
+    from geosched import render
     keys = [c.key for c in kind.columns]
     items = [{k: row[k] for k in keys} for row in rows]
     if output in (Output.JSON, Output.YAML):
@@ -170,6 +170,7 @@ def columns_table(title: str, columns: Sequence[Column], rows: Sequence[Mapping[
                   caption: str | None = None) -> None:
     """Rows drawn from their columns: the essential ones (all with `wide`), headed by each column's heading, in
     its table unit. Headers follow `render.headers` (a command's --no-headers)."""
+    from geosched import render
     shown = [c for c in columns if wide or not c.wide]
     render.table(title, [{c.key: _shown(c, row[c.key]) for c in shown} for row in rows], caption=caption,
                  headers=[c.heading for c in shown])
@@ -179,6 +180,7 @@ def transposed_table(title: str, columns: Sequence[Column], rows: Sequence[Mappi
                      wide: bool = False, caption: str | None = None) -> None:
     """Rows drawn one column per row and one row per column, each row's `by` value heading its column (a few
     policies compared on many metrics fit a terminal this way)."""
+    from geosched import render
     shown = [c for c in columns if c.key != by and (wide or not c.wide)]
     render.table(title, [{"metric": c.heading, **{str(row[by]): _shown(c, row[c.key]) for row in rows}}
                          for c in shown], caption=caption)
@@ -188,6 +190,7 @@ def emit_document(kind: str, body: Mapping[str, Any], output: Output, table: Cal
                   no_headers: bool = False) -> None:
     """One document of `kind`: JSON/YAML with apiVersion and kind, else `table()` draws it for people (its
     tables without headers under --no-headers)."""
+    from geosched import render
     if output in (Output.JSON, Output.YAML):
         render.data(document(kind, body), output.value)
     else:

@@ -10,20 +10,15 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.cells import cell_len
-from rich.console import Console, ConsoleDimensions
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
+from rich.console import Console
 
-from geosched import redact
-from geosched.documents import nofit_to_dict, placement_to_dict
-from geosched.errors import one_line
-from geosched.fields import dump
-from geosched.models import NoFit, Placement, Score, Weights
+if TYPE_CHECKING:
+    from rich.console import ConsoleDimensions
+    from rich.text import Text
+
+    from geosched.models import NoFit, Placement, Score, Weights
 
 
 def printable(text: str) -> str:
@@ -35,6 +30,7 @@ def printable(text: str) -> str:
 def safe(text: object) -> str:
     """A name or message from outside, ready to sit inside rich markup: printable and with its brackets escaped,
     so `x[/bold]` or `[link=...]` is shown as written. The one helper every styled line uses."""
+    from rich.markup import escape
     return escape(printable(str(text)))
 
 
@@ -43,12 +39,14 @@ class _Console(Console):
     string printed or put in a table (cells, titles, captions) passes `printable` on its way."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
+        from geosched import redact
         return super().render_str(printable(redact.scrub(text)), **kwargs)
 
     @property
     def size(self) -> ConsoleDimensions:
         """The terminal's width, or `COLUMNS` when set; piped (not a terminal, no `COLUMNS`) a wide page, where
         rich would squeeze everything to 80 columns: a program reading the table wants whole lines."""
+        from rich.console import ConsoleDimensions
         columns = os.environ.get("COLUMNS", "")
         size = super().size
         width = PIPED_WIDTH if not columns.isdigit() and not self.is_terminal else size.width
@@ -75,20 +73,27 @@ err = _Console(stderr=True, highlight=False, markup=False)
 
 def error(message: str) -> None:
     # One plain line, no markup: messages quote user input, which must not be read as markup.
+    from geosched import redact
+    from geosched.errors import one_line
     sys.stderr.write(f"error: {one_line(redact.scrub(message))}\n")
 
 
 def warning(message: str) -> None:
     """One plain line on stderr that does not fail the command."""
+    from geosched import redact
+    from geosched.errors import one_line
     sys.stderr.write(f"warning: {one_line(redact.scrub(message))}\n")
 
 
 def data(doc: Any, fmt: str) -> None:
+    from geosched import redact
+    from geosched.fields import dump
     sys.stdout.write(redact.scrub(dump(doc, fmt)))
 
 
 def scrub_warnings() -> None:
     """Python warnings (a library's, such as urllib3's) printed through `redact.scrub` like every other line."""
+    from geosched import redact
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:
         (file or sys.stderr).write(redact.scrub(warnings.formatwarning(message, category, filename, lineno, line)))
@@ -97,6 +102,7 @@ def scrub_warnings() -> None:
 
 def rows_csv(rows: Sequence[dict[str, Any]], header: bool = True) -> None:
     """Rows as CSV, the keys of the first row as columns; a list value is one comma-separated cell."""
+    from geosched import redact
     if not rows:
         return
     buf = io.StringIO()
@@ -138,6 +144,10 @@ def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None
     word boundaries; headings wrap at words. When the terminal is too narrow for that, the table is wider than the
     terminal rather than wrong. Without `show_headers` (kubectl's --no-headers) there is no header row, title or
     caption: rows only, for `awk`."""
+    from rich import box
+    from rich.cells import cell_len
+    from rich.table import Table
+    from rich.text import Text
     show_headers = _HEADERS.get() if show_headers is None else show_headers
     if not rows:
         if show_headers:
@@ -178,6 +188,7 @@ def column_widths(columns: Sequence[Sequence[str]], names: Sequence[str], prose:
     columns). Else free-text columns give way first, down to their longest word (at most LONGEST_UNBROKEN), then
     headings longer than their cells wrap; a number or a name never shrinks, so a table too wide for the terminal
     stays too wide rather than split one."""
+    from rich.cells import cell_len
     natural = [max(cell_len(x) for x in (*column, name)) for column, name in zip(columns, names, strict=True)]
     least = [max(min(max((cell_len(w) for c in column for w in c.split()), default=0), LONGEST_UNBROKEN) if free
                  else max(cell_len(c) for c in column), max((cell_len(w) for w in name.split()), default=0))
@@ -251,4 +262,6 @@ def more(count: int, limit: int) -> str | None:
 
 
 def placement_doc(p: Placement | NoFit) -> dict[str, Any]:
+    from geosched.documents import nofit_to_dict, placement_to_dict
+    from geosched.models import Placement
     return placement_to_dict(p) if isinstance(p, Placement) else nofit_to_dict(p)

@@ -29,25 +29,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from geosched import clouds, policies, render
-from geosched.errors import EXIT_NO_FIT, GeoschedError, InputError
+from geosched import clouds, policies
+from geosched.clouds.aws import NAME as EKS
+from geosched.clouds.gcp import NAME as GKE
+from geosched.errors import GeoschedError
 from geosched.kube import keys
-from geosched.kube.config import ClusterConfig
-from geosched.kube.tolerations import Toleration
-from geosched.models import Pricing, Weights
 from geosched.options import DEFAULT_WEIGHTS, CostWeightOpt, NetworkWeightOpt, ZoneToleranceOpt, finite, known_policy
 from geosched.output import NoHeadersOpt, Output, OutputOpt
-from geosched.policies.spotrisk import Rework
 from geosched.providers import cli as providers_cli
-from geosched.providers.nodegroups import gkespec
-from geosched.providers.nodegroups.gkespec import GPU_TAINT as GKE_GPU_TAINT
-from geosched.providers.nodegroups.gkespec import PROVIDER as GKE
-from geosched.providers.nodegroups.spec import GPU_TAINT
-from geosched.providers.nodegroups.spec import PROVIDER as EKS
-from geosched.providers.plan import PricingMode
 
 if TYPE_CHECKING:
+    from geosched.kube.config import ClusterConfig
     from geosched.kube.submit import SubmitOutcome
+    from geosched.kube.tolerations import Toleration
+    from geosched.models import Weights
+    from geosched.providers.plan import PricingMode
 
 # The label EKS sets on every node of a managed node group (EKS User Guide, "Managed node groups": the nodes carry
 # eks.amazonaws.com/nodegroup=<name> and eks.amazonaws.com/capacityType); tests/kubeapi/real_nodes.py shows it.
@@ -58,8 +54,17 @@ NODEPOOL_LABEL = keys.GKE_NODEPOOL
 # (EKS: the one geosched puts on the group, spec.GPU_TAINT; GKE: the one GKE puts on every GPU node itself,
 # gkespec.GPU_TAINT).
 GROUP_LABELS = {s.name: s.pool_label for s in clouds.all_specs() if s.pool_label is not None}
-GROUP_TAINTS = {EKS: Toleration(GPU_TAINT["key"], "Equal", GPU_TAINT["value"], "NoSchedule"),
-                GKE: Toleration(GKE_GPU_TAINT["key"], "Equal", GKE_GPU_TAINT["value"], "NoSchedule")}
+
+
+def group_taint(provider: str) -> Toleration:
+    """The toleration of the GPU taint on `provider`'s group nodes. A function, not a table built at import: the node
+    group specs load the providers' base, which `geosched -h` does not need (issue 25)."""
+    from geosched.kube.tolerations import Toleration
+    from geosched.providers.nodegroups.gkespec import GPU_TAINT as GKE_GPU_TAINT
+    from geosched.providers.nodegroups.spec import GPU_TAINT
+
+    taint = {EKS: GPU_TAINT, GKE: GKE_GPU_TAINT}[provider]
+    return Toleration(taint["key"], "Equal", taint["value"], "NoSchedule")
 
 
 class UpFailed(GeoschedError):
@@ -109,7 +114,12 @@ def up_cmd(
 ) -> None:
     """Create an EKS managed node group or GKE node pool for JOB in the zone geosched chooses, wait until its nodes
     are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
+    from geosched import render
+    from geosched.errors import EXIT_NO_FIT, InputError
     from geosched.kube.jobinput import read_job_file  # the job readers: only when the command runs
+    from geosched.models import Pricing, Weights
+    from geosched.policies.spotrisk import Rework
+    from geosched.providers.plan import PricingMode
 
     job_input = read_job_file(job_file)
     job = job_input.job
@@ -191,13 +201,18 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
     --dry-run) as `submit` applies; Kueue then asks the autoscaler for the nodes and admits the job once they
     exist. Nothing is created in the cloud by geosched, so nothing is journalled for `down`: deleting the job
     deletes its Workload and, with it, the ProvisioningRequest Kueue owns."""
+    from geosched import render
+    from geosched.errors import EXIT_NO_FIT, InputError
     from geosched.kube import cli as kube_cli
     from geosched.kube import provreq
     from geosched.kube.client import Kube
     from geosched.kube.config import load_cluster_config
     from geosched.kube.jobinput import read_job_file
     from geosched.kube.submit import SubmitOutcome, apply_manifests
+    from geosched.models import Weights
     from geosched.output import emit_document
+    from geosched.policies.spotrisk import Rework
+    from geosched.providers.nodegroups import gkespec
     from geosched.store import Store
 
     if provider != "gcp":
@@ -248,7 +263,7 @@ def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, con
                      provider: str = EKS) -> SubmitOutcome:
     from geosched.kube import submit as submitting
     from geosched.kube.client import Kube
-    from geosched.kube.config import load_cluster_config
+    from geosched.kube.config import ClusterConfig, load_cluster_config
     from geosched.kube.nodejoin import wait_ready
 
     labels = {GROUP_LABELS[provider]: group}
@@ -267,7 +282,7 @@ def on_the_group(config: ClusterConfig, provider: str = EKS) -> ClusterConfig:
     GPU model are required, and kube-scheduler may take the cluster's other nodes there) and tolerating the group's
     own taint (a cluster without the ExtendedResourceToleration admission plugin would otherwise keep the gang off
     its own nodes)."""
-    own = GROUP_TAINTS[provider]
+    own = group_taint(provider)
     return replace(config, pin_hosts=True, tolerations=(*config.tolerations, own) if own not in config.tolerations
                    else config.tolerations)
 
@@ -286,6 +301,7 @@ def _teardown(ctx: typer.Context, gang: str) -> str:
 
 
 def _say(output: Output) -> Callable[[str], None]:
+    from geosched import render
     def say(line: str) -> None:
         if output.tabular:
             render.err.print(line, markup=False, highlight=False, soft_wrap=True)

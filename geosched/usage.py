@@ -19,10 +19,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from geosched.models import Pricing
-from geosched.store import Store
+
+if TYPE_CHECKING:
+    from geosched.store import Store
 
 
 class Kind(StrEnum):

@@ -22,14 +22,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from geosched import kinds, policies, redact, render
-from geosched.carbon import decision_time, load_carbon, load_grid
-from geosched.documents import load_network
-from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_FIT, GeoschedError, InputError
+from geosched import policies
 from geosched.grid.formats import Basis
 from geosched.kube.compact import CompactKind
-from geosched.kube.config import ClusterConfig, load_cluster_config
-from geosched.models import Weights
 from geosched.options import (
     DEFAULT_WEIGHTS,
     CarbonBasisOpt,
@@ -41,10 +36,11 @@ from geosched.options import (
     ZoneToleranceOpt,
     known_policy,
 )
-from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
+from geosched.output import NoHeadersOpt, Output, OutputOpt
 
 if TYPE_CHECKING:
     from geosched.kube.cluster_inventory import Unreachable
+    from geosched.kube.config import ClusterConfig
     from geosched.kube.scheduler import SchedulerSettings
     from geosched.kube.submit import PlacedJob, SubmitOutcome
 
@@ -69,6 +65,8 @@ ClustersOpt = Annotated[Path | None, typer.Option(
 @contextmanager
 def _errors() -> Iterator[None]:
     # Mapped here as well as in geosched.cli.main, so exit codes hold however the sub-app is run.
+    from geosched import render
+    from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, GeoschedError, InputError
     try:
         yield
     except InputError as exc:
@@ -98,10 +96,12 @@ def _unreachable(exc: Exception) -> bool:
 
 
 def _clusters(path: Path | None) -> dict[str, ClusterConfig] | None:
+    from geosched.kube.config import load_cluster_config
     return load_cluster_config(path) if path is not None else None
 
 
 def _warn(unreachable: tuple[Unreachable, ...] | list[Unreachable], assumptions: tuple[str, ...] = ()) -> None:
+    from geosched import render
     for u in unreachable:
         render.err.print(f"warning: cluster {u.cluster} (context {u.context}) unreachable: {u.reason}", markup=False)
     for note in assumptions:
@@ -145,8 +145,14 @@ def submit_cmd(
 ) -> None:
     """Place a job on the live clusters and apply it there, once. Jobs geosched placed that have not started keep
     their nodes: the new job is placed around them."""
+    from geosched import render
+    from geosched.carbon import decision_time, load_carbon
+    from geosched.documents import load_network
+    from geosched.errors import EXIT_FAILED, EXIT_NO_FIT
     from geosched.kube import submit as submitting
     from geosched.kube.cluster_inventory import unreachable_list
+    from geosched.models import Weights
+    from geosched.output import emit_document
 
     with _errors():
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
@@ -170,6 +176,7 @@ def submit_cmd(
 
 
 def _print_outcome(outcome: SubmitOutcome) -> None:
+    from geosched import render
     if outcome.status == "no-fit":
         assert outcome.nofit is not None
         render.error(outcome.nofit.message)
@@ -191,6 +198,7 @@ def _print_outcome(outcome: SubmitOutcome) -> None:
 
 
 def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
+    from geosched import render
     return {
         "job": outcome.job, "status": outcome.status, "cluster": outcome.cluster, "context": outcome.context,
         "zones": list(outcome.zones),
@@ -210,8 +218,11 @@ def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: Kubec
                  "--record", help="Also write each job's start and end (from its status) into the usage ledger "
                  "that `geosched report` prices (a read-only command otherwise).")] = False) -> None:
     """Jobs geosched placed, on every cluster, with their zones and state."""
+    from geosched import kinds, render
+    from geosched.errors import EXIT_FAILED
     from geosched.kube import cluster_inventory
     from geosched.kube import submit as submitting
+    from geosched.output import emit_list, rfc3339
 
     with _errors():
         configs = _clusters(clusters)
@@ -245,6 +256,7 @@ def _home(ctx: typer.Context) -> Path:
 def _record(home: Path, found: list[PlacedJob], read: set[str]) -> None:
     """Sync the jobs' runs into the store's usage ledger. A store is only created when there is a run to write:
     without one, the only work is closing rows of jobs that are gone, which needs a ledger that exists."""
+    from geosched import render
     from geosched.kube.submit import sync_usage
     from geosched.store import DB_NAME, Store
 
@@ -284,6 +296,9 @@ def scheduler_run(
     """Bind pending pods with schedulerName geosched, whole gangs at a time, until SIGTERM or Ctrl-C. With
     --carbon-hourly, a gang whose pods declare slack (geosched.io/runtime with start-within or deadline) is bound
     at the start hour it chooses, never after its latest start."""
+    from geosched import redact, render
+    from geosched.carbon import load_grid
+    from geosched.errors import InputError
     from geosched.kube.scheduler import FileNetwork, no_network
     from geosched.kube.scheduler import run as run_scheduler
 

@@ -20,13 +20,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from geosched.errors import InputError
-from geosched.kube import keys
-from geosched.kube.jobinput import JobKind, PathKey, PodSet
-from geosched.kube.kinds import batch, jobset
-from geosched.models import Job
+if TYPE_CHECKING:
+    from geosched.kube.jobinput import JobKind, PathKey, PodSet
+    from geosched.models import Job
 
 
 class CompactKind(StrEnum):
@@ -46,6 +44,7 @@ class Built:
 
 
 def build(job: Job, namespace: str, kind: CompactKind, source: str) -> Built:
+    from geosched.errors import InputError
     if job.image is None:
         raise InputError(source, "image", "required to run the job on Kubernetes (the container image)")
     if kind is CompactKind.JOBSET:
@@ -54,6 +53,7 @@ def build(job: Job, namespace: str, kind: CompactKind, source: str) -> Built:
 
 
 def _pod_template(job: Job, coordinator: str, subdomain: str | None) -> dict[str, Any]:
+    from geosched.kube import keys
     container = {
         "name": "worker",
         "image": job.image,
@@ -83,6 +83,9 @@ def _indexed_spec(job: Job, template: dict[str, Any]) -> dict[str, Any]:
 
 def _indexed_job(job: Job, namespace: str) -> Built:
     # Pods of an Indexed Job are named <job>-<index>; with the Service as subdomain they resolve in DNS.
+    from geosched.kube import keys
+    from geosched.kube.jobinput import PodSet
+    from geosched.kube.kinds import batch
     template = _pod_template(job, f"{job.name}-0.{job.name}", subdomain=job.name)
     obj = {"apiVersion": batch.KIND.api_version, "kind": batch.KIND.kind,
            "metadata": {"name": job.name, "namespace": namespace}, "spec": _indexed_spec(job, template)}
@@ -97,6 +100,8 @@ def _indexed_job(job: Job, namespace: str) -> Built:
 
 def _jobset(job: Job, namespace: str) -> Built:
     # JobSet pods are <jobset>-<replicatedJob>-<job index>-<pod index> under a Service named after the JobSet.
+    from geosched.kube.jobinput import PodSet
+    from geosched.kube.kinds import jobset
     template = _pod_template(job, f"{job.name}-{JOBSET_WORKERS}-0-0.{job.name}", subdomain=None)
     obj = {
         "apiVersion": jobset.KIND.api_version, "kind": jobset.KIND.kind,

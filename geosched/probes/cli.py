@@ -13,32 +13,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from geosched import kinds, render, settings
-from geosched.errors import InputError
-from geosched.inventory import SshTarget, load_inventory
 from geosched.options import finite
-from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
-from geosched.plots.files import plot_format
-from geosched.probes import exports
+from geosched.output import NoHeadersOpt, OutputOpt
 from geosched.probes.aggregate import NodeScope
-from geosched.probes.results import report_to_dict
-from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod, parse_kinds
-from geosched.providers import journal, registry
-from geosched.providers.config import from_env
-from geosched.providers.lifecycle import ProbeTargets, probe_targets, reported_host_keys
-from geosched.store import Store
+from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod
 
 # The probing engine (asyncssh) is imported by the verbs that probe, so `geosched -h` does not load it.
 if TYPE_CHECKING:
+    from geosched.inventory import SshTarget
     from geosched.probes import service
+    from geosched.providers.lifecycle import ProbeTargets
+    from geosched.store import Store
 
 
 def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTargets:
     """The store's machines as probe targets, reached as `provision` set them up (GEOSCHED_SSH_USER). Machines
     geosched launched get their host keys pinned as their cloud reports them (EC2 console output, GCE guest
     attributes), so they are verified without trusting the network on first use."""
+    from geosched import render, settings
+    from geosched.providers import journal, registry
+    from geosched.providers.config import from_env
+    from geosched.providers.lifecycle import probe_targets, reported_host_keys
     found = probe_targets(store, gang, settings.lookup(settings.SSH_USER), key)
     if not found.unpinned:
         return found
@@ -82,6 +78,9 @@ class RichProgress:
     """The engine's progress callbacks as a rich bar on stderr (stdout stays clean for --output json)."""
 
     def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from geosched import render
         self.bar = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=render.err, transient=False)
         self.task: Any = None
@@ -97,6 +96,8 @@ class RichProgress:
 
 
 def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
+    from geosched.output import Output
+    from geosched.probes import exports
     app = typer.Typer(no_args_is_help=True, help="Measure the network between nodes over SSH (ping, iperf3).")
 
     @app.command("run")
@@ -136,6 +137,12 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
     ) -> None:
         """Probe nodes and add the measurements to the store: an inventory file's, or (without --inventory) the
         machines the store knows: kept inventories and provisioned gangs that are up (`--gang` for one)."""
+        from geosched import render
+        from geosched.errors import InputError
+        from geosched.inventory import load_inventory
+        from geosched.output import emit_document, rfc3339
+        from geosched.probes.results import report_to_dict
+        from geosched.probes.settings import parse_kinds
         if inventory is not None and gang is not None:
             raise InputError("--gang", "", "give either --inventory or --gang, not both")
         jumps: tuple[SshTarget, ...] = ()
@@ -193,6 +200,11 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
                                                      "zone pairs (median RTT, worst loss) or node pairs.")] = None,
     ) -> None:
         """The aggregated network view in the store: medians, p95, loss, throughput, age, samples."""
+        from geosched import kinds, render
+        from geosched.errors import InputError
+        from geosched.inventory import load_inventory
+        from geosched.output import emit_list
+        from geosched.plots.files import plot_format
         if heatmap is not None:
             plot_format(heatmap, "--heatmap")
         from geosched.probes import service
@@ -233,6 +245,9 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         = exports.DEFAULT_WEIGHTS,
     ) -> None:
         """Write the store's view as a NetworkTopology, its netperf ConfigMap and/or a snapshot file."""
+        from geosched import render
+        from geosched.errors import InputError
+        from geosched.inventory import load_inventory
         paths = {k: v for k, v in (("networktopology", networktopology), ("configmap", configmap),
                                    ("snapshot", snapshot)) if v is not None}
         if not paths:
@@ -256,6 +271,7 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
 
 
 def _print_run(outcome: service.RunOutcome) -> None:
+    from geosched import render
     r = outcome.report
     render.out.print(
         f"run {r.plan.run} ({r.plan.kind.value} plan): {len(r.echoes)}/{len(r.plan.echo_pairs)} echo pairs, "

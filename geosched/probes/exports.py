@@ -24,10 +24,10 @@ import re
 import statistics
 from collections.abc import Sequence
 from itertools import permutations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from geosched.documents import network_to_dict
-from geosched.models import LinkStats, NetworkView, Node
+if TYPE_CHECKING:
+    from geosched.models import LinkStats, NetworkView, Node
 
 NT_API_VERSION = "networktopology.diktyo.x-k8s.io/v1alpha1"
 NT_KIND = "NetworkTopology"
@@ -46,6 +46,7 @@ PROVENANCE = {"geosched.io/source": "geosched probe", "geosched.io/latency-perce
 
 
 def snapshot(view: NetworkView) -> dict[str, Any]:
+    from geosched.documents import network_to_dict
     return network_to_dict(view)
 
 

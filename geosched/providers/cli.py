@@ -15,61 +15,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 
-from geosched import catalog, catalog_view, clouds, gpus, kinds, redact, render
-from geosched import output as contract
 from geosched import settings as settings_table
-from geosched.clouds import aws as aws_cloud
-from geosched.clouds import gcp as gcp_cloud
-from geosched.errors import EXIT_NO_FIT, CredentialsError, InputError
-from geosched.extras import extra_for
-from geosched.models import Weights
-from geosched.options import (
-    DEFAULT_WEIGHTS,
-    CarbonWeightOpt,
-    CostWeightOpt,
-    RiskWeightOpt,
-    deprecated,
-    finite,
-    one_of,
-)
-from geosched.output import NoHeadersOpt, Output, OutputOpt, emit_document, emit_list, rfc3339
-from geosched.policies.spotrisk import Rework
-from geosched.providers import journal, lifecycle, registry
-from geosched.providers.base import AuthError, Provider, ondemand_firewalls, ondemand_group, ondemand_summary
-from geosched.providers.config import (
-    ADMIN_CIDRS_HOWTO,
-    ENV_ADMIN_CIDRS,
-    ProviderSettings,
-    exposure,
-    from_env,
-    is_world,
-    wide_admin_cidrs,
-)
-from geosched.providers.gang import (
-    Event,
-    ProvisionResult,
-    ProvisionSettings,
-    check_gang_name,
-    new_gang_name,
-    plan_gang,
-    provision,
-    resume,
-)
-from geosched.providers.nodegroups import gkespec
-from geosched.providers.nodegroups import journal as nodegroup_journal
-from geosched.providers.plan import Candidate, GangRequest, Plan, PricingMode, Skipped
-from geosched.providers.provlog import provision_log
-from geosched.providers.refresh import refresh_catalog
-from geosched.providers.ssh import SshProvider
-from geosched.providers.terraform import AWS_REGION_RE, NetworkConfig, check_owner, check_project
-from geosched.settings import environ
-from geosched.store import Store, default_home
+from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, RiskWeightOpt, deprecated, finite
+from geosched.output import NoHeadersOpt, Output, OutputOpt
+from geosched.providers import registry
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from geosched.models import Weights
+    from geosched.policies.spotrisk import Rework
+    from geosched.providers import journal
+    from geosched.providers.base import Provider
+    from geosched.providers.config import ProviderSettings
+    from geosched.providers.gang import Event, ProvisionResult
     from geosched.providers.nodegroups.backend import Backend, Target
     from geosched.providers.nodegroups.launch import GroupResult
+    from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
+    from geosched.providers.terraform import NetworkConfig
+    from geosched.store import Store
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
 
@@ -78,12 +44,15 @@ PLAN_ROWS = 15
 
 
 def _home(ctx: typer.Context) -> Path:
+    from geosched.store import default_home
     home = ctx.find_root().params.get("home")
     return Path(home) if home else default_home()
 
 
 def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None,
               network: Path | None = None, admin_cidr: list[str] | None = None) -> ProviderSettings:
+    from geosched.providers.config import from_env
+    from geosched.settings import environ
     return from_env(environ(), _home(ctx), public_key_path=ssh_key, inventory=inventory, network=network,
                     admin_cidrs=",".join(admin_cidr) if admin_cidr else None)
 
@@ -92,6 +61,9 @@ def _check_admin_cidrs(settings: ProviderSettings, names: tuple[str, ...], allow
     """Refuse, before any API call, to launch on a cloud without a Terraform network while nobody chose who may
     reach port 22 of the machines (exit 2, one line saying how); warn, one line, when the choice is wide (the
     world, or shorter than a /8) and --allow-wide-admin-cidr did not say it was meant."""
+    from geosched import render
+    from geosched.errors import InputError
+    from geosched.providers.config import ADMIN_CIDRS_HOWTO, ENV_ADMIN_CIDRS, exposure, wide_admin_cidrs
     if settings.network is not None or not any(n in registry.CLOUDS for n in names):
         return  # the admin CIDRs open nothing: a Terraform network has its own rules, an inventory none
     if not settings.admin_cidrs:
@@ -121,6 +93,9 @@ AllowWideOption = Annotated[bool, typer.Option(
 def _check_network(settings: ProviderSettings, store: Store, names: tuple[str, ...]) -> None:
     """Refuse, before any API call, a network whose owner is not this store's or whose GCP project is not
     the configured one (exit 2)."""
+    from geosched.clouds import gcp as gcp_cloud
+    from geosched.providers import journal
+    from geosched.providers.terraform import check_owner, check_project
     net = settings.network
     if net is None:
         return
@@ -134,6 +109,8 @@ def _split(values: list[str]) -> tuple[str, ...]:
 
 
 def parse_gpu(text: str) -> tuple[str, int]:
+    from geosched import catalog, gpus
+    from geosched.errors import InputError
     model, sep, count = text.partition(":")
     if not model:
         raise InputError("--gpu", "", f"expected MODEL:COUNT such as A100:8, got {text!r}")
@@ -147,6 +124,8 @@ def parse_gpu(text: str) -> tuple[str, int]:
 
 
 def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
+    from geosched.errors import InputError
+    from geosched.providers.plan import PricingMode
     chosen = [m for flag, m in ((spot, PricingMode.SPOT), (on_demand, PricingMode.ON_DEMAND),
                                 (auto, PricingMode.AUTO)) if flag]
     if len(chosen) > 1:
@@ -157,6 +136,8 @@ def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
 def _with_credentials(providers: dict[str, Provider]) -> dict[str, Provider]:
     """The providers that have credentials, checked before any prompt or launch (no API call): the others are
     left out with a line saying so; none left is exit 4."""
+    from geosched import render
+    from geosched.errors import CredentialsError
     missing = {name: next(i.detail for i in p.check() if i.item == "credentials" and not i.ok)
                for name, p in providers.items() if any(i.item == "credentials" and not i.ok for i in p.check())}
     for name, why in sorted(missing.items()):
@@ -243,6 +224,15 @@ def provision_cmd(
 
     Every provision (and --resume) writes its log, each cloud call and decision, to
     HOME/logs/provision-GANG-TIME.log: attach it to a bug report (no credential is written to it)."""
+    from geosched import render
+    from geosched.errors import EXIT_NO_FIT, InputError
+    from geosched.models import Weights
+    from geosched.options import one_of
+    from geosched.policies.spotrisk import Rework
+    from geosched.providers import journal
+    from geosched.providers.gang import ProvisionSettings, check_gang_name, new_gang_name, plan_gang, provision, resume
+    from geosched.providers.plan import GangRequest
+    from geosched.store import Store
     if karpenter and cluster is None:
         raise InputError("--karpenter", "", "needs --cluster NAME, the EKS cluster Karpenter runs in")
     if cluster is not None and karpenter:
@@ -326,6 +316,8 @@ def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
                    verb: str = "provision") -> Iterator[None]:
     """The provision's (or teardown's) log file (geosched/providers/provlog.py), and where it is said at the end:
     on stderr after a table (JSON and YAML runs are read by programs: their stderr stays as it was)."""
+    from geosched import render
+    from geosched.providers.provlog import provision_log
     with provision_log(_home(ctx), gang, verbose=verbose, verb=verb) as path:
         try:
             yield
@@ -357,9 +349,14 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
     """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
     returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own).
     `--provider` says the cluster's cloud: aws (EKS, the default) or gcp (GKE)."""
+    from geosched import render
+    from geosched.errors import EXIT_NO_FIT
+    from geosched.providers.gang import check_gang_name, new_gang_name
+
     # Imported here: the cloud clients need boto3 / google-cloud-container, which `geosched -h` must not load
     # (tests/test_cli_startup.py).
     from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.store import Store
 
     if name:
         check_gang_name(name)
@@ -401,7 +398,14 @@ def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node
     """The cluster's backend and its description, the gang's plan and the zones of the cluster it ranks, best
     first (with the candidates left out and why), the GPU model and GPUs per node: what `provision --cluster`
     creates a group from, and the zone `up --provisioning-class` asks a ProvisioningRequest for."""
+    from geosched.clouds import aws as aws_cloud
+    from geosched.clouds import gcp as gcp_cloud
+    from geosched.errors import InputError
+    from geosched.providers.gang import plan_gang
+    from geosched.providers.nodegroups import gkespec
     from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.plan import GangRequest
+    from geosched.settings import environ
 
     cloud = _cluster_cloud(_split(provider))
     backend: Backend
@@ -450,6 +454,9 @@ def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node
 
 def _cluster_cloud(names: tuple[str, ...]) -> str:
     """The cluster's cloud: --provider aws (EKS, the default) or gcp (GKE); one of them."""
+    from geosched.clouds import aws as aws_cloud
+    from geosched.clouds import gcp as gcp_cloud
+    from geosched.errors import InputError
     if not names:
         return aws_cloud.NAME
     if len(names) > 1 or names[0] not in (aws_cloud.NAME, gcp_cloud.NAME):
@@ -460,6 +467,7 @@ def _cluster_cloud(names: tuple[str, ...]) -> str:
 
 def _cluster_location(regions: tuple[str, ...]) -> str:
     """A GKE cluster is addressed by its location: --region names it (a region, or a zone for a zonal cluster)."""
+    from geosched.errors import InputError
     if len(regions) != 1:
         raise InputError("--region", "", "--cluster with --provider gcp takes the cluster's location (a region such "
                          "as us-central1, or a zone for a zonal cluster)")
@@ -471,6 +479,8 @@ def _cluster_location(regions: tuple[str, ...]) -> str:
 
 def _cluster_region(regions: tuple[str, ...]) -> str:
     """A node group lives in its cluster's region: --region names it, else the AWS configuration's region."""
+    from geosched.errors import InputError
+    from geosched.providers.terraform import AWS_REGION_RE
     if len(regions) > 1:
         raise InputError("--region", "", "--cluster takes one region, the cluster's")
     if regions:
@@ -496,6 +506,8 @@ def _nodegroup_plan_rows(cluster: str, targets: Sequence[Target], nodes: int) ->
 
 def _show_nodegroup_plan(cluster: str, targets: Sequence[Target], skipped: Sequence[Skipped], nodes: int,
                          output: Output, no_headers: bool, dry_run: bool) -> None:
+    from geosched import kinds, render
+    from geosched.output import emit_list
     caption = "dry run: the cluster was read; nothing was created" if dry_run else None
     emit_list(kinds.NODEGROUP_PLAN, _nodegroup_plan_rows(cluster, targets, nodes), output, no_headers=no_headers,
               caption=caption)
@@ -507,6 +519,9 @@ def _show_nodegroup_plan(cluster: str, targets: Sequence[Target], skipped: Seque
 
 def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
                            no_headers: bool) -> None:
+    from geosched import kinds
+    from geosched.errors import EXIT_NO_FIT
+    from geosched.output import emit_list
     t = result.target
     row = {"gang": result.gang, "state": result.state, "cluster": result.cluster,
            "zone": t.candidate.zone if t else None, "subnet": t.where if t else None,
@@ -521,6 +536,9 @@ def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
 
 
 def _with_progress(output: Output, run: Any) -> ProvisionResult:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from geosched import render
     if not output.tabular:
         result: ProvisionResult = run(None)
         return result
@@ -539,6 +557,7 @@ class _ProgressView:
         self.tasks: dict[int, TaskID] = {}
 
     def __call__(self, event: Event) -> None:
+        from geosched import render
         c = event.candidate
         label = f"#{event.seq} {c.label}" if c is not None else ""
         if event.kind == "plan":
@@ -567,6 +586,7 @@ def _plain(text: str, limit: int = 140) -> str:
     # Provider messages are untrusted text: never let them be read as rich markup. And a live progress line is not
     # drawn through render's scrubbing console: a credential a server echoed is scrubbed here. A progress line
     # keeps 140 characters; tables wrap the message and keep MESSAGE_CHARS.
+    from geosched import redact
     return _unmarked(redact.scrub(text))[:limit]
 
 
@@ -604,10 +624,12 @@ def _has_spot(plan: Plan) -> bool:
 
 
 def _risk_text(c: Candidate, nodes: int) -> str | None:
+    from geosched import catalog_view
     return None if c.risk is None else catalog_view.risk_text(c.risk, nodes)
 
 
 def _candidate_doc(c: Candidate, plan: Plan | None = None) -> dict[str, Any]:
+    from geosched.output import rfc3339
     doc: dict[str, Any] = {
         "provider": c.provider, "region": c.region, "zone": c.zone, "instance_type": c.instance_type, "gpu": c.gpu,
         "gpus_per_node": c.gpus, "pricing": c.pricing.value, "usd_per_hour": c.usd_per_hour,
@@ -626,6 +648,9 @@ def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[dict[s
     """Without a Terraform network: what the first launch per cloud makes sure exists (security group per AWS
     region, firewall rules per GCP project). Said without any API call, so it cannot tell whether they exist
     already; they are created only when missing."""
+    from geosched.clouds import aws as aws_cloud
+    from geosched.clouds import gcp as gcp_cloud
+    from geosched.providers.base import ondemand_firewalls, ondemand_group, ondemand_summary
     if settings.network is not None:
         return []
     out: list[dict[str, Any]] = []
@@ -644,6 +669,7 @@ def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[dict[s
 
 def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS,
                ondemand: Sequence[dict[str, Any]] = (), no_headers: bool = False) -> None:
+    from geosched.output import emit_document
     doc: dict[str, Any] = {"plan": [_candidate_doc(c, plan) for c in plan.candidates],
                            "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}
     if ondemand:
@@ -654,6 +680,7 @@ def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PL
 
 def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
                 ondemand: Sequence[dict[str, Any]]) -> None:
+    from geosched import render
     rows = _plan_rows(plan, None if output is Output.WIDE else limit)
     more = len(plan.candidates) - len(rows)
     caption = (f"... and {more} more" if more > 0 else "") + (" (dry run: no launch API was called)" if dry_run
@@ -702,10 +729,15 @@ def attempt_rows(attempts: Sequence[journal.AttemptRecord]) -> list[dict[str, An
 
 def attempts_table(title: str, rows: Sequence[dict[str, Any]], wide: bool = False) -> None:
     """`attempt_rows` for people: the essential columns (`kinds.ATTEMPTS`), all of them with `wide`."""
+    from geosched import kinds
+    from geosched import output as contract
     contract.columns_table(title, kinds.ATTEMPTS, rows, wide=wide)
 
 
 def _show_result(result: ProvisionResult, output: Output, no_headers: bool = False) -> None:
+    from geosched import render
+    from geosched.errors import EXIT_NO_FIT
+    from geosched.output import emit_document
     def table() -> None:
         attempts_table(f"attempts for {result.gang}", attempt_rows(result.attempts), output is Output.WIDE)
         render.table("nodes", [{"name": n.name, "zone": n.zone, "instance_type": n.instance_type,
@@ -729,6 +761,8 @@ def _show_result(result: ProvisionResult, output: Output, no_headers: bool = Fal
 
 def _lifecycle_providers(ctx: typer.Context, store: Store, gangs: list[str], inventory: Path | None
                          ) -> dict[str, Provider]:
+    from geosched.providers import journal
+    from geosched.providers.ssh import SshProvider
     names = {r.provider for g in gangs for r in journal.instances(store, gang=g)}
     names |= {a.provider for g in gangs for a in journal.attempts(store, g) if a.outcome != "skipped"}
     providers = registry.build(sorted(n for n in names if n in registry.names()), _settings(ctx, inventory))
@@ -754,6 +788,12 @@ def down_cmd(
     gang, delete the node groups geosched created (by journal and tags) and nothing else.
 
     Each call and each instance or node group deleted is logged to HOME/logs/down-GANG-TIME.log."""
+    from geosched import kinds, render
+    from geosched.errors import InputError
+    from geosched.output import emit_list
+    from geosched.providers import journal, lifecycle
+    from geosched.providers.nodegroups import journal as nodegroup_journal
+    from geosched.store import Store
     if (gang is None) == (not all_gangs):
         raise InputError("GANG/--all", "", "name one gang or pass --all")
     with Store(_home(ctx)) as store:
@@ -823,6 +863,9 @@ def status_cmd(
 
 def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, output: Output) -> bool:
     """Refresh the live gangs (or one); say what changed and what to do. True when a provider could not be read."""
+    from geosched import render
+    from geosched.providers import journal, lifecycle
+    from geosched.store import Store
     with Store(_home(ctx)) as store:
         gangs = [gang] if gang else [g.gang for g in journal.gangs(store, journal.LIVE_GANG_STATES)]
         providers = _lifecycle_providers(ctx, store, gangs, inventory)
@@ -839,6 +882,12 @@ def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, outpu
 
 
 def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_headers: bool) -> None:
+    from geosched import kinds, render
+    from geosched.errors import InputError
+    from geosched.output import emit_document, emit_list
+    from geosched.providers import journal
+    from geosched.providers.nodegroups import journal as nodegroup_journal
+    from geosched.store import Store
     with Store(_home(ctx)) as store:
         if gang is not None:
             record = journal.gang_record(store, gang)
@@ -877,6 +926,9 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
 
 
 def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
+    from geosched.output import rfc3339
+    from geosched.providers import journal, lifecycle
+    from geosched.providers.nodegroups import journal as nodegroup_journal
     rows = journal.instances(store, gang=g.gang)
     chosen = journal.attempt(store, g.attempt) if g.attempt else None
     billed = lifecycle.billed(store, g.gang)
@@ -914,6 +966,10 @@ def sweep_cmd(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Find instances tagged geosched-* that the store has no record of, and offer to terminate them."""
+    from geosched import kinds, render
+    from geosched.output import emit_list
+    from geosched.providers import lifecycle
+    from geosched.store import Store
     names = _split(provider) or DEFAULT_PROVIDERS
     providers = registry.build(names, _settings(ctx, inventory))
     wanted = _split(regions)
@@ -948,6 +1004,13 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
                   settings: ProviderSettings) -> list[dict[str, Any]]:
     """Per cloud: is a Terraform network loaded, which regions (and zones) it covers, and does its owner
     agree with this store's (else every launch is refused before the first call)."""
+    from geosched import clouds
+    from geosched.clouds import aws as aws_cloud
+    from geosched.clouds import gcp as gcp_cloud
+    from geosched.errors import InputError
+    from geosched.providers.base import ondemand_summary
+    from geosched.providers.config import ADMIN_CIDRS_HOWTO, exposure, is_world, wide_admin_cidrs
+    from geosched.providers.terraform import check_owner, check_project
     if net is None:
         cidrs = settings.admin_cidrs
         # Not configured, or open to the world: a warning (provision refuses the first, the second was chosen).
@@ -1008,6 +1071,12 @@ def check_cmd(
 ) -> None:
     """Verify credentials and settings per provider and say what is missing (no secret is printed); exit 1 if
     anything is, warnings (`warn`) do not fail."""
+    from geosched import kinds
+    from geosched.extras import extra_for
+    from geosched.options import one_of
+    from geosched.output import emit_list
+    from geosched.providers import journal
+    from geosched.store import Store
     names = _split(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
     settings = _settings(ctx, inventory, network=one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr=admin_cidr)
@@ -1053,6 +1122,11 @@ def catalog_refresh(
 ) -> None:
     """Refresh offerings and prices from a provider's API into the store (the shipped catalog stays the
     offline default)."""
+    from geosched import render
+    from geosched.errors import CredentialsError, InputError
+    from geosched.providers.base import AuthError
+    from geosched.providers.refresh import refresh_catalog
+    from geosched.store import Store
     if provider not in registry.CLOUDS:
         raise InputError("--provider", "", f"expected one of {', '.join(registry.CLOUDS)}, got {provider!r}")
     built = registry.build((provider,), _settings(ctx))

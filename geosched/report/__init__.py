@@ -14,7 +14,23 @@ from `geosched.report.report`, which brings in the policies and, for HTML, matpl
 
 from __future__ import annotations
 
-from geosched.report.ledger import close_interval, intervals, open_interval
+from typing import TYPE_CHECKING, Any
+
 from geosched.report.records import Interval, Kind, Line, PricedFrom, Source
+
+if TYPE_CHECKING:
+    from geosched.report.ledger import close_interval, intervals, open_interval
+
+# The ledger's functions load the store and the providers' journal: imported when first asked for (PEP 562), so
+# `geosched -h`, which imports geosched.report.cli and so this package, does not pay for them (issue 25).
+_FROM_LEDGER = ("close_interval", "intervals", "open_interval")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_LEDGER:
+        from geosched.report import ledger
+
+        return getattr(ledger, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["Interval", "Kind", "Line", "PricedFrom", "Source", "close_interval", "intervals", "open_interval"]

@@ -10,29 +10,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from itertools import pairwise
 
 from geosched import energy as model
 from geosched.models import CarbonSignal, Region
 from geosched.report import energy as en
 from geosched.report.prices import PriceBook, PriceKey
-from geosched.report.records import Interval, Kind, Line, PricedFrom
+from geosched.report.records import Interval, Kind, Line, PricedFrom, Usage
 from geosched.report.window import Window
 from geosched.specs import InstanceSpec, SpecIndex
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
-
-
-class Usage(StrEnum):
-    """Which intervals count. Node intervals are what a provider bills; job intervals what a job used. `auto`
-    counts every node interval, and the job intervals of jobs no node interval was recorded for, so a job on
-    nodes geosched launched is not counted twice."""
-
-    AUTO = "auto"
-    NODE = "node"
-    JOB = "job"
 
 
 def select(intervals: Iterable[Interval], usage: Usage) -> list[Interval]:

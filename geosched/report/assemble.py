@@ -8,9 +8,9 @@ from typing import Any
 
 from geosched import policies
 from geosched.report import baseline
-from geosched.report.accounting import Rates, Usage, account, select
+from geosched.report.accounting import Rates, account, select
 from geosched.report.aggregate import Group, Grouping, ReportKind, aggregate, total, usd_by_source
-from geosched.report.records import Interval, Line, Origin
+from geosched.report.records import Interval, Line, Origin, Usage
 from geosched.report.window import Window
 
 

@@ -21,6 +21,17 @@ class PricedFrom(StrEnum):
     NONE = "unpriced"
 
 
+class Usage(StrEnum):
+    """Which intervals count. Node intervals are what a provider bills; job intervals what a job used. `auto`
+    counts every node interval, and the job intervals of jobs no node interval was recorded for, so a job on
+    nodes geosched launched is not counted twice. Here, beside the records, not in accounting (which selects by
+    it): `geosched report`'s --usage option names it, and -h must not load the accounting (issue 25)."""
+
+    AUTO = "auto"
+    NODE = "node"
+    JOB = "job"
+
+
 class Origin(StrEnum):
     LEDGER = "ledger"
     JOURNAL = "journal"

@@ -20,13 +20,13 @@ from geosched.errors import InputError
 from geosched.fields import dump
 from geosched.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
 from geosched.report import formats, html, reads
-from geosched.report.accounting import Rates, Usage
+from geosched.report.accounting import Rates
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.assemble import ReportData, assemble
 from geosched.report.baseline import EMBEDDED, stands_on
 from geosched.report.ledger import intervals as ledger_intervals
 from geosched.report.prices import PriceBook, PriceKey
-from geosched.report.records import Interval
+from geosched.report.records import Interval, Usage
 from geosched.report.window import iso, window
 from geosched.specs import platforms, spec_index
 from geosched.store import Store

@@ -47,6 +47,7 @@ def _raises(argv: list[str], home: str, kill_at: int | None, count_file: str | N
 
 def _hangs(argv: list[str], home: str, kill_at: int | None, count_file: str | None, stderr_file: str,
            peak_file: str) -> None:
+    # Real sleep: a real child process that hangs until the test kills it (its deadline is the parent's to keep).
     child_with(lambda: time.sleep(60), stderr_file, peak_file)
 
 

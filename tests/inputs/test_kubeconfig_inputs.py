@@ -241,6 +241,7 @@ def test_the_scheduler_logs_no_credential(tmp_path: Path) -> None:
     import signal
     import subprocess
     import sys
+    import threading
 
     for case in ("exec-fails", "unreachable"):
         path = write(tmp_path, yaml.safe_dump(leaks()[case]))
@@ -248,13 +249,33 @@ def test_the_scheduler_logs_no_credential(tmp_path: Path) -> None:
         proc = subprocess.Popen([sys.executable, "-m", "geosched", "scheduler", "run", "--kubeconfig", str(path),
                                  "--context", "c", "--no-leader-elect"], cwd=ROOT, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(8)  # real sleep: a real `geosched scheduler run` process must try its cluster and log the failure
+        # Until the real process has tried its cluster and reported the failure (its first line on stderr, or its
+        # exit), not a fixed pause: a start slowed by a busy machine must not end the run before the attempt.
+        reported = threading.Event()
+        read: dict[str, list[str]] = {"out": [], "err": []}
+
+        def drain(stream: Any, into: list[str], first_line: threading.Event | None) -> None:
+            for line in stream:
+                into.append(line)
+                if first_line is not None:
+                    first_line.set()
+            if first_line is not None:
+                first_line.set()  # ended (the process exited) without a line: the assertion below says so
+
+        readers = [threading.Thread(target=drain, args=(proc.stdout, read["out"], None), daemon=True),
+                   threading.Thread(target=drain, args=(proc.stderr, read["err"], reported), daemon=True)]
+        for reader in readers:
+            reader.start()
+        assert reported.wait(120), "the scheduler neither logged nor exited within 120 s"
         proc.send_signal(signal.SIGTERM)
         try:
-            out, err = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, err = proc.communicate()
+            proc.wait()
+        for reader in readers:
+            reader.join(10)
+        out, err = "".join(read["out"]), "".join(read["err"])
         assert err.strip(), "the scheduler logged nothing about an unreachable cluster"
         assert_no_canary(Run(proc.returncode, out, err))
 

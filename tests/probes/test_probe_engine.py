@@ -103,6 +103,8 @@ class FakeRemote:
         if args[0] == "iperf3":
             self._enter(node)
             try:
+                # Event-loop time: the engine schedules on the loop's clock (no clock to fake), and only a test
+                # that takes a while shows whether two of them ever overlap on a node.
                 await asyncio.sleep(self.client_delay)  # a throughput test that lasts client_delay
             finally:
                 self.active[node] -= 1
@@ -219,7 +221,11 @@ def test_server_is_stopped_when_the_run_is_cancelled() -> None:
 
     async def cancel_midway() -> None:
         task = asyncio.create_task(measure_throughput(fake, target("a"), target("b"), SETTINGS))
-        await asyncio.sleep(0.1)  # let the measurement start before cancelling it
+        for _ in range(10_000):  # until the client runs (the fake is in-loop: each yield moves it on), no timed pause
+            if fake.active["a"]:
+                break
+            await asyncio.sleep(0)
+        assert fake.active["a"], "the throughput client never started"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -252,6 +258,7 @@ def test_locks_take_all_or_nothing() -> None:
         async def hold(name: str, resources: set[str], delay: float) -> None:
             async with locks.hold(resources):
                 log.append(f"+{name}")
+                # Event-loop time: the locks are what is tested; holders must stay a while for overlaps to show.
                 await asyncio.sleep(delay)  # hold the locks a while, so overlaps show
                 log.append(f"-{name}")
 
@@ -275,6 +282,7 @@ def test_failed_nodes_are_reported_and_left_out_of_the_plan() -> None:
 
 def test_deadline_ends_the_run_and_names_what_was_cut() -> None:
     async def slow_ping(node: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        # The run's deadline is on the event loop's clock (geosched/probes/engine.py), which takes no fake.
         await asyncio.sleep(60)  # a ping that outlives the run's deadline
         return CommandResult(0, PING_OK, "")
 

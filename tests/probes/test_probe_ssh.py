@@ -72,7 +72,9 @@ class ScriptedPool(SshPool):
     async def _dial(self, target: SshTarget, trust: Trust, tunnel: object) -> asyncssh.SSHClientConnection:  # type: ignore[override]
         self.dials.append(target.name)
         self.tunnels.append(tunnel)
-        await asyncio.sleep(0.01)  # a dial that takes a moment, so concurrent dials overlap
+        # Real (event-loop) time: the pool's concurrency is what is tested, and only a dial that yields while it
+        # takes a moment lets concurrent dials overlap; the pool takes no clock to fake.
+        await asyncio.sleep(0.01)
         step = self.script.pop(0) if self.script else None
         if step is not None:
             raise step

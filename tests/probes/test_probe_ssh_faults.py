@@ -55,12 +55,14 @@ async def raw_server(on_connect: Callable[[asyncio.StreamReader, asyncio.StreamW
 
 
 async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # Real time on a real socket: the client's own timeouts (real, in asyncssh) are what is tested.
     await asyncio.sleep(30)  # a server that accepts and never speaks (cancelled by the test)
 
 
 async def banner_then_silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     writer.write(BANNER)
     await writer.drain()
+    # Real time on a real socket: the client's own timeouts (real, in asyncssh) are what is tested.
     await asyncio.sleep(30)  # a server that accepts and never speaks (cancelled by the test)
 
 
@@ -122,6 +124,7 @@ def test_a_host_that_stalls_after_the_handshake_times_out_the_command_not_the_ru
 
     async def stall(process: asyncssh.SSHServerProcess[str]) -> None:
         started_commands.append(str(process.command))
+        # Real time in a real sshd (asyncssh's server): the client's command timeout is what is tested.
         await asyncio.sleep(30)  # a command that stalls until the client gives up
 
     async def scenario() -> tuple[ProbeError, float, float]:

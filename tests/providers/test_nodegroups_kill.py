@@ -69,7 +69,7 @@ def kill_when(home: Path, proxy: Ec2FaultProxy, cluster: EksCluster, gang: str, 
         while not ready():
             assert time.monotonic() < deadline, f"the moment to kill {gang} never came"
             assert proc.is_alive(), "the child ended before the moment to kill it"
-            time.sleep(0.01)
+            time.sleep(0.01)  # real sleep: polling a real child process and the proxy in front of moto
     finally:
         proc.kill()  # SIGKILL, this child only
         proc.join(10.0)
@@ -112,7 +112,7 @@ def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, proxy: Ec
     # The held create has reached moto by now (the proxy logs a call once moto answered it): nothing it made is left.
     deadline = time.monotonic() + 30.0
     while proxy.log.count(method=create) == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.02)  # real sleep: the proxy forwards the held create to the real moto server on its own time
     assert proxy.log.count(method=create, status=200) == 1
     assert cluster.groups() == {}, "the group the held create made after the kill must be gone"
 

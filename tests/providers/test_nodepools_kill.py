@@ -66,7 +66,7 @@ def kill_when(home: Path, gke: GkeDouble, gang: str, ready: Callable[[], bool], 
         while not ready():
             assert time.monotonic() < deadline, f"the moment to kill {gang} never came"
             assert proc.is_alive(), "the child ended before the moment to kill it"
-            time.sleep(0.01)
+            time.sleep(0.01)  # real sleep: polling a real child process and the GKE double's server threads
     finally:
         proc.kill()  # SIGKILL, this child only
         proc.join(10.0)
@@ -107,7 +107,7 @@ def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, gke: GkeD
     # The held create has been served by now (the double logs a call once it answered): nothing it made is left.
     deadline = time.monotonic() + 30.0
     while gke.call_count("nodePools.create") == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.02)  # real sleep: the double's server thread serves the held create on its own time
     assert gke.call_count("nodePools.create", status=200) == 1
     assert gke.pools() == {}, "the pool the held create made after the kill must be gone"
 

@@ -29,7 +29,9 @@ def test_killed_provisioning_leaks_nothing(moto: MotoServer, proxy: Ec2FaultProx
     # The campaign really kills (how many kills land before a run ends depends on the machine's speed).
     assert stats["killed"] >= RUNS // 4
     assert stats["resumed_ok"] >= 1
-    time.sleep(MAX_STALL_S)  # nothing a stalled request could still create turns up afterwards
+    # Real sleep: the fault proxy holds a stalled request for up to MAX_STALL_S of real time before moto gets it;
+    # after that, nothing a stalled request could still create turns up.
+    time.sleep(MAX_STALL_S)
     from tests.providers.campaign import alive
 
     assert all(alive(emu, o.plan.gang) == {} for o in outcomes)

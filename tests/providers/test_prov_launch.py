@@ -108,7 +108,7 @@ def test_aws_stalled_launch_is_a_stall_and_reads_time_out_as_transient(aws: AwsP
     proxy.inject(Ec2Fault.stall(1.5), action="DescribeInstances")
     with pytest.raises(TransientError):
         aws.describe("gang-none", ["us-east-1"], Budget(10.0, 1.0))
-    time.sleep(0.6)  # the stalled launch lands after all: clean it up
+    time.sleep(0.6)  # real sleep: the proxy forwards the stalled launch to the real moto server after its stall
     aws.terminate(aws.describe("gang-aaaa0003", ["us-east-1"], Budget(10.0)), Budget(10.0))
 
 

@@ -333,7 +333,7 @@ class ControlPlane:
                 if time.monotonic() > deadline:
                     raise StartError(f"{name}: not settled after {timeout_s:.0f} s (default ServiceAccount "
                                      f"{'there' if sa else 'missing'}; nodes not ready: {pending})")
-                time.sleep(0.2)
+                time.sleep(0.2)  # real sleep: polling a real kube-apiserver until its nodes and ServiceAccount settle
 
     def stop(self) -> None:
         for cluster in reversed(list(self.clusters.values())):
@@ -432,4 +432,4 @@ def wait_for(check: Any, timeout_s: float, what: str, every_s: float = 0.2) -> A
             return value
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(every_s)
+        time.sleep(every_s)  # real sleep: polling the real control plane between checks

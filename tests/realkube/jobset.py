@@ -135,7 +135,7 @@ class JobSetController:
                 return
             if time.monotonic() > deadline:
                 raise StartError(f"{self.cluster.name}: the JobSet CRD not established")
-            time.sleep(0.2)
+            time.sleep(0.2)  # real sleep: polling a real kube-apiserver until the CRD is Established
 
     def _serving(self) -> bool:
         context = ssl.create_default_context(cafile=str(self.cluster.ca_file))

@@ -175,7 +175,7 @@ class Kueue:
                 return
             if time.monotonic() > deadline:
                 raise StartError(f"Kueue's CRDs not established: {pending}")
-            time.sleep(0.2)
+            time.sleep(0.2)  # real sleep: polling a real kube-apiserver until Kueue's CRDs are Established
 
     def _serving(self) -> bool:
         context = ssl.create_default_context(cafile=str(self.cluster.ca_file))

@@ -93,7 +93,7 @@ class Proc:
                 pass
             if time.monotonic() > deadline:
                 raise StartError(f"{self.name} not ready after {timeout_s:.0f} s:\n{self.tail()}")
-            time.sleep(every_s)
+            time.sleep(every_s)  # real sleep: polling a real control-plane process until it serves
 
     def stop(self, grace_s: float = 10.0) -> None:
         if self.alive():

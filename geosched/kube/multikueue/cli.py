@@ -12,38 +12,37 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from geosched import redact, render
-from geosched.carbon import load_grid
-from geosched.errors import InputError
-from geosched.grid.formats import Basis
-from geosched.kube.cli import KubeconfigOpt, _errors
-from geosched.models import Weights
+from geosched.kube.cli import KubeconfigOpt
 from geosched.options import (
-    DEFAULT_WEIGHTS,
     CarbonBasisOpt,
     CarbonHourlyOpt,
     CarbonWeightOpt,
     CostWeightOpt,
     GridZonesOpt,
     NetworkWeightOpt,
-    given,
     known_policy,
 )
+
+if TYPE_CHECKING:
+    from geosched.models import Weights
 
 
 def dispatcher_weights(configured: Weights | None, flags: dict[str, float], given: set[str]) -> Weights:
     """The dispatcher's weights: a DispatcherConfig's (`--config`), except those given as a flag or variable;
     without a DispatcherConfig, the options' values (flag, variable, the user's config file, the default)."""
+    from geosched.models import Weights
     if configured is None:
         return replace(Weights(), **flags)
     return replace(configured, **{name: value for name, value in flags.items() if name in given})
 
 
 def make_app(home: Callable[[], Path | None]) -> typer.Typer:
+    from geosched.grid.formats import Basis
+    from geosched.options import DEFAULT_WEIGHTS
     app = typer.Typer(no_args_is_help=True, help="geosched as MultiKueue's dispatcher (Kueue's "
                       "multiKueue.dispatcherName): it chooses each pending Workload's worker clusters.")
 
@@ -88,11 +87,16 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
         """Nominate worker clusters for pending MultiKueue Workloads, until SIGTERM or Ctrl-C (or once). With
         --carbon-hourly, a Workload whose pod templates declare slack (geosched.io/runtime with start-within or
         deadline) is nominated at the start hour it chooses, never after its latest start."""
+        from geosched import redact, render
+        from geosched.carbon import load_grid
+        from geosched.errors import InputError
+        from geosched.kube.cli import _errors
         from geosched.kube.client import Kube
         from geosched.kube.multikueue.dispatcher import Dispatcher
         from geosched.kube.multikueue.metrics import Metrics
         from geosched.kube.multikueue.settings import DispatcherSettings, load_settings
         from geosched.kube.scheduler import FileNetwork, StoreNetwork, no_network
+        from geosched.options import given
         from geosched.store import Store
 
         with _errors(), ExitStack() as stack:
