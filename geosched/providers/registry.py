@@ -8,12 +8,15 @@ providers that are installed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from geosched import clouds
 from geosched.clouds import aws, gcp
 from geosched.errors import InputError
-from geosched.providers.base import Provider
-from geosched.providers.config import ProviderSettings
+
+if TYPE_CHECKING:  # annotations only: `geosched -h` reads DEFAULT_PROVIDERS without loading the providers' base
+    from geosched.providers.base import Provider
+    from geosched.providers.config import ProviderSettings
 
 
 def _aws(settings: ProviderSettings) -> Provider:
