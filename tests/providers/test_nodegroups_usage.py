@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from geosched import catalog
+from geosched import catalog, usage
 from geosched.models import Pricing
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
@@ -165,3 +165,26 @@ def test_a_refused_create_charges_nothing(store: Store, cluster: EksCluster, pro
     assert not result.ok
     assert [r.state for r in groups_journal.groups(store, gang="u-refused")] == ["deleted"]
     assert rows(store, "u-refused") == []
+
+
+def test_a_group_up_made_for_a_job_is_the_jobs_cost_counted_once(store: Store, cluster: EksCluster) -> None:
+    # `up` charges the group to its job (`charge_to_job`); `geosched jobs` later records the job's own run on the
+    # group's nodes (a kube job row, as kube/submit.py writes it). `--usage auto` counts the nodes, idle time and
+    # all, and not the job's share of them a second time.
+    result = run_eks(store, cluster, "u-up")
+    assert result.ok, result.message
+    assert groups_journal.charge_to_job(store, "u-up", "train") == 2
+    intent = groups_journal.groups(store, gang="u-up")[0].created_at
+    usage.open_interval(store, kind="job", name="ml/train", job="train", provider="aws", region=REGION,
+                        zone="use1-az1", cluster="eks-us-east-1", instance_type="p4d.24xlarge", gpu="A100", gpus=16,
+                        source="kube", start=intent + HOUR_S, ref="uid-train")
+    at = intent + 2 * HOUR_S
+    usd_h = catalog_usd("aws", "p4d.24xlarge", "use1-az1")
+    doc = cost_report(store, at)
+    assert [(r["job"], r["intervals"]) for r in doc["rows"]] == [("train", 2)]
+    assert doc["rows"][0]["cost_usd"] == pytest.approx(2 * 2.0 * usd_h)  # two nodes for two hours, not more
+    jobs_only: dict[str, Any] = json.loads(report(store, "cost", "job", output="json", now=at,
+                                                  usage="job").text or "{}")
+    assert [(r["job"], r["intervals"]) for r in jobs_only["rows"]] == [("train", 1)]  # the job's own row is there
+    assert (down(store, "u-up", settings=fast()).state, [i.end is None for i in rows(store, "train")]) == (
+        "terminated", [False, False, True])  # the group's rows closed; the job's is the sync's to close

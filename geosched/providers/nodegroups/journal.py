@@ -93,6 +93,17 @@ def _ledger(db: sqlite3.Connection, row: GroupRecord, now: float) -> None:
             usage.close_in(db, usage.Kind.NODE, node_name(row, i), usage.Source.PROVIDER, None, now)
 
 
+def charge_to_job(store: Store, gang: str, job: str) -> int:
+    """`up` made the gang's groups for `job`: their node intervals, open and closed, name the job instead of the
+    gang (`job` column), so a report by job shows the group's cost, idle time included, as the job's, and
+    `--usage auto` does not count the job's own rows (`geosched jobs` records them) a second time. Returns how many
+    rows it changed."""
+    with store.transaction() as db:
+        cur = db.execute("UPDATE usage SET job = ? WHERE kind = ? AND source = ? AND job = ? AND cluster IS NOT NULL",
+                         (job, usage.Kind.NODE.value, usage.Source.PROVIDER.value, gang))
+        return cur.rowcount
+
+
 def node_name(row: GroupRecord, index: int) -> str:
     """A node of a group in the ledger: the cloud names the instances, and they are not known here (nor needed:
     the group is charged as `nodes` machines of its type for as long as it exists)."""
