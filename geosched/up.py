@@ -161,6 +161,7 @@ def up_cmd(
     if not result.ok or result.group is None:
         render.error(result.message)
         raise typer.Exit(EXIT_NO_FIT)
+    _charge_to_job(ctx, result.gang, job.name)
     say = _say(output)
     say(f"{result.message}; waiting up to {join_timeout:g} s for its {job.workers} nodes to be Ready")
     try:
@@ -285,6 +286,15 @@ def on_the_group(config: ClusterConfig, provider: str = EKS) -> ClusterConfig:
     own = group_taint(provider)
     return replace(config, pin_hosts=True, tolerations=(*config.tolerations, own) if own not in config.tolerations
                    else config.tolerations)
+
+
+def _charge_to_job(ctx: typer.Context, gang: str, job: str) -> None:
+    """The group is the job's capacity: its ledger rows name the job (nodegroups/journal.py `charge_to_job`)."""
+    from geosched.providers.nodegroups import journal as nodegroup_journal
+    from geosched.store import Store
+
+    with Store(providers_cli._home(ctx)) as store:
+        nodegroup_journal.charge_to_job(store, gang, job)
 
 
 def _teardown(ctx: typer.Context, gang: str) -> str:

@@ -42,7 +42,9 @@ class Source(StrEnum):
 class Usage:
     """What an interval is of: `gpus` GPUs of model `gpu`, held by node or job `name`.
 
-    `job` is the gang of a node, or the job of a job row; `ref` the provider's instance id or the object's uid.
+    `job` is the gang of a node (of a node group `up` made for a job: that job), or the job of a job row; `ref` the
+    provider's instance id, a node group's ARN or selfLink `#<node>`, or the object's uid. A provider's node row with
+    a `cluster` is a node of a node group geosched created (providers/nodegroups/journal.py).
     """
 
     kind: Kind

@@ -13,6 +13,11 @@ from geosched.report.aggregate import Group, Grouping, ReportKind, aggregate, to
 from geosched.report.records import Interval, Line, Origin, Usage
 from geosched.report.window import Window
 
+# Said wherever the report is read (its notes; the table's caption), since it is not what a job used.
+NODEGROUP_NOTE = ("{n} node group(s) or node pool(s) geosched created (provision --cluster, up) are node-group "
+                  "capacity, charged whole from the create request to the deletion by `down`, idle time included: "
+                  "before the job's pods run and after it ends, the nodes are the group's, not free")
+
 
 @dataclass(frozen=True)
 class ReportData:
@@ -50,6 +55,9 @@ def assemble(intervals: Sequence[Interval], window: Window, rates: Rates, *, kin
     if journal:
         notes.append(f"{journal} interval(s) come from the providers' journal (no ledger row): their start is the "
                      f"launch intent and their end the journal's last write, see METHODOLOGY.md")
+    grouped = {(line.interval.cluster, line.interval.job) for line in lines if line.interval.nodegroup}
+    if grouped:
+        notes.append(NODEGROUP_NOTE.format(n=len(grouped)))
     wanted = dict.fromkeys([by, *groupings])
     groups = {g: aggregate(lines, g, kind) for g in wanted}
     outcomes: tuple[baseline.Outcome, ...] = ()

@@ -70,6 +70,13 @@ class Interval:
         return region_key(self.provider, self.region)
 
     @property
+    def nodegroup(self) -> bool:
+        """A node of a node group or node pool geosched created in a cluster (`provision --cluster`, `up`): a
+        provider's node row carrying a cluster (a machine's rows carry none; nodegroups/journal.py writes them),
+        charged from the group's create to its deletion, idle time included."""
+        return self.kind is Kind.NODE and self.source is Source.PROVIDER and self.cluster is not None
+
+    @property
     def job_name(self) -> str:
         return self.job or (self.name if self.kind is Kind.JOB else "(no job)")
 

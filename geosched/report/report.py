@@ -147,6 +147,8 @@ def _meta(data: ReportData) -> list[str]:
 
 def _caption(data: ReportData) -> str:
     lines = _meta(data)[2:]
+    if any(line.interval.nodegroup for line in data.lines):
+        lines.append("node-group capacity charged from create to `down`, idle time included")
     if data.notes:
         lines.append(f"{len(data.notes)} note(s): --output md or json lists them")
     return "; ".join(lines)

@@ -1,5 +1,6 @@
 """A provisioning process killed with SIGKILL while it makes a node group leaves a journal that `down` cleans
-fully: no node group of the gang is left in the cluster and no journal row stays open.
+fully: no node group of the gang is left in the cluster and no journal row stays open, nor any usage ledger interval
+(one is open only while its group exists: the ledger is written in the journal's transactions).
 
 Three moments: while the process waits for a created group to become ACTIVE (the proxy keeps answering CREATING:
 moto makes every group ACTIVE at once, eks_extras.py); while its CreateNodegroup request is held by the server
@@ -24,6 +25,7 @@ from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
+from geosched.report.ledger import ledger_intervals
 from geosched.retry import RetryPolicy
 from geosched.store import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
@@ -76,11 +78,18 @@ def kill_when(home: Path, proxy: Ec2FaultProxy, cluster: EksCluster, gang: str, 
     assert proc.exitcode == -9, "the child must die by the kill, not finish"
 
 
+def charged(home: Path, gang: str) -> list[tuple[str, bool]]:
+    """(node, still open) of each ledger interval of the gang."""
+    with Store(home) as store:
+        return sorted((i.name, i.end is None) for i in ledger_intervals(store) if i.job == gang)
+
+
 def assert_clean(home: Path, cluster: EksCluster, gang: str) -> None:
     with Store(home) as store:
         result = down(store, gang, settings=settings())
         assert (result.state, result.errors) == ("terminated", ())
         assert groups_journal.groups(store, gang=gang, states=groups_journal.OPEN_STATES) == []
+        assert [i for i in ledger_intervals(store) if i.job == gang and i.end is None] == [], "charged past down"
         assert journal.gang_record(store, gang).state == "terminated"  # type: ignore[union-attr]
     assert cluster.groups() == {}, "down must leave no node group of the gang"
 
@@ -96,8 +105,10 @@ def test_killed_while_waiting_for_active(tmp_path: Path, proxy: Ec2FaultProxy, c
     home = tmp_path / "home"
     kill_when(home, proxy, cluster, "k-wait", row_in(home, "k-wait", "created"))
     assert list(cluster.groups()) == ["k-wait-1"], "the killed process left its group behind"
+    assert charged(home, "k-wait") == [("k-wait-1#0", True), ("k-wait-1#1", True)], "the group exists: charged"
     proxy.nodegroups.clear()
     assert_clean(home, cluster, "k-wait")
+    assert charged(home, "k-wait") == [("k-wait-1#0", False), ("k-wait-1#1", False)]
 
 
 def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, proxy: Ec2FaultProxy,
@@ -108,6 +119,7 @@ def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, proxy: Ec
     home = tmp_path / "home"
     kill_when(home, proxy, cluster, "k-held", lambda: held.hits > 0)  # the server holds the create now
     assert cluster.groups() == {}, "killed before the held create reached moto"
+    assert charged(home, "k-held") == [], "no group yet, so no interval: only the intent is journalled"
     assert_clean(home, cluster, "k-held")
     # The held create has reached moto by now (the proxy logs a call once moto answered it): nothing it made is left.
     deadline = time.monotonic() + 30.0
@@ -127,4 +139,5 @@ def test_killed_while_rolling_back_a_failed_group(tmp_path: Path, proxy: Ec2Faul
     kill_when(home, proxy, cluster, "k-back", lambda: held.hits > 0)
     with Store(home) as store:
         assert [r.state for r in groups_journal.groups(store, gang="k-back")] == ["deleting"]
+    assert charged(home, "k-back") == [("k-back-1#0", True), ("k-back-1#1", True)], "deleting: still billed"
     assert_clean(home, cluster, "k-back")

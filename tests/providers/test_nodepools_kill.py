@@ -1,6 +1,7 @@
 """A provisioning process killed with SIGKILL while it makes a GKE node pool leaves a journal that `down` cleans
-fully: no node pool of the gang is left in the cluster and no journal row stays open (the GKE twin of
-test_nodegroups_kill.py, on the GKE REST double over a real socket with google-cloud-container unchanged).
+fully: no node pool of the gang is left in the cluster and no journal row stays open, nor any usage ledger interval
+(one is open only while its pool exists). The GKE twin of test_nodegroups_kill.py, on the GKE REST double over a
+real socket with google-cloud-container unchanged.
 
 Three moments: while the process waits for a created pool to come up (its create operation held RUNNING, the pool
 PROVISIONING); while its nodePools.create request is held by the server (the double stalls it, then creates the
@@ -25,6 +26,7 @@ from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.gke import Gke
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
+from geosched.report.ledger import ledger_intervals
 from geosched.retry import RetryPolicy
 from geosched.store import Store
 from geosched_emulators.gke import GkeDouble, GkeFault
@@ -78,8 +80,15 @@ def assert_clean(home: Path, gke: GkeDouble, gang: str) -> None:
         result = down(store, gang, lambda _p, _r: Gke(LOCATION, project=PROJECT, endpoint=gke.endpoint), settings())
         assert (result.state, result.errors) == ("terminated", ())
         assert groups_journal.groups(store, gang=gang, states=groups_journal.OPEN_STATES) == []
+        assert [i for i in ledger_intervals(store) if i.job == gang and i.end is None] == [], "charged past down"
         assert journal.gang_record(store, gang).state == "terminated"  # type: ignore[union-attr]
     assert gke.pools() == {}, "down must leave no node pool of the gang"
+
+
+def charged(home: Path, gang: str) -> list[tuple[str, bool]]:
+    """(node, still open) of each ledger interval of the gang."""
+    with Store(home) as store:
+        return sorted((i.name, i.end is None) for i in ledger_intervals(store) if i.job == gang)
 
 
 @pytest.fixture
@@ -94,7 +103,9 @@ def test_killed_while_waiting_for_the_pool(tmp_path: Path, gke: GkeDouble) -> No
     home = tmp_path / "home"
     kill_when(home, gke, "k-wait", row_in(home, "k-wait", "created"))
     assert list(gke.pools()) == [f"{LOCATION}/{CLUSTER}/k-wait-1"], "the killed process left its pool behind"
+    assert charged(home, "k-wait") == [("k-wait-1#0", True), ("k-wait-1#1", True)], "the pool exists: charged"
     assert_clean(home, gke, "k-wait")
+    assert charged(home, "k-wait") == [("k-wait-1#0", False), ("k-wait-1#1", False)]
 
 
 def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, gke: GkeDouble) -> None:
@@ -103,6 +114,7 @@ def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, gke: GkeD
     home = tmp_path / "home"
     kill_when(home, gke, "k-held", lambda: held.hits > 0)  # the server holds the create now
     assert gke.pools() == {}, "killed before the held create was served"
+    assert charged(home, "k-held") == [], "no pool yet, so no interval: only the intent is journalled"
     assert_clean(home, gke, "k-held")
     # The held create has been served by now (the double logs a call once it answered): nothing it made is left.
     deadline = time.monotonic() + 30.0
@@ -121,4 +133,5 @@ def test_killed_while_rolling_back_a_failed_pool(tmp_path: Path, gke: GkeDouble)
     kill_when(home, gke, "k-back", lambda: held.hits > 0)
     with Store(home) as store:
         assert [r.state for r in groups_journal.groups(store, gang="k-back")] == ["deleting"]
+    assert charged(home, "k-back") == [("k-back-1#0", True), ("k-back-1#1", True)], "deleting: still billed"
     assert_clean(home, gke, "k-back")

@@ -18,6 +18,7 @@ from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, GeoschedError
 from geosched.kube.config import ClusterConfig
 from geosched.kube.tolerations import Toleration
 from geosched.providers import journal
+from geosched.report.ledger import ledger_intervals
 from geosched.store import Store
 from geosched.up import on_the_group
 from geosched_emulators import Ec2FaultProxy, MotoServer
@@ -106,6 +107,9 @@ def test_nodes_that_never_join_fail_in_one_line_and_the_group_is_deleted(
     assert cluster.groups() == {}
     with Store(home) as store:
         assert journal.gang_record(store, "never").state == "terminated"  # type: ignore[union-attr]
+        # The group was the job's capacity while it existed: charged to the job, and no longer once deleted.
+        charged = [(i.job, i.end is None) for i in ledger_intervals(store)]
+        assert charged == [("train", False), ("train", False)]
 
 
 def test_up_submits_pinned_to_the_placed_hosts_and_tolerating_the_groups_taint() -> None:

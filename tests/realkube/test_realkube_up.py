@@ -19,6 +19,8 @@ import boto3  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from geosched.report.ledger import ledger_intervals
+from geosched.store import Store
 from geosched_emulators import MotoServer
 from tests.providers.eks_support import NODE_ROLE, ROLE
 from tests.providers.prov_support import aws_env
@@ -63,6 +65,12 @@ def group_nodes(plane: Plane, group: str) -> list[str]:
                                                                      label_selector=f"{NODEGROUP}={group}")[0])
 
 
+def charged(home: Path) -> list[tuple[str | None, str | None, str | None, str | None, bool]]:
+    """(job, cluster, zone, instance type, still open) of each usage ledger interval."""
+    with Store(home) as store:
+        return [(i.job, i.cluster, i.zone, i.instance_type, i.end is None) for i in ledger_intervals(store)]
+
+
 def up(plane: Plane, moto: MotoServer, tmp_path: Path, ns: str, gang: str, *extra: str) -> tuple[Any, float]:
     config = cluster_config(tmp_path / "clusters.yaml", {EKS: {"namespace": ns}})
     job = compact_job(tmp_path / "train.yaml", "train", workers=8, gpus=8)
@@ -97,10 +105,13 @@ def test_up_puts_an_8_node_h100_gang_on_its_new_node_group_and_down_removes_both
             kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
                          query={"propagationPolicy": "Background"})
             wait_until(lambda: not pods(kube, ns, job_pods_selector("train")), 120, what="the job's pods gone")
+        # The group is charged to the job, node by node, while it exists: idle now that the job is gone.
+        assert charged(tmp_path / "home") == [("train", EKS, ZONE_ID, "p5.48xlarge", True)] * 8
         down = geosched("down", "up-h100", "--yes", "-o", "json", env=aws_env(moto.url), home=tmp_path / "home")
         assert down.returncode == 0, down.stderr
         [row] = yaml.safe_load(down.stdout)["items"]
         assert (row["state"], row["terminated"]) == ("terminated", 1)
+        assert charged(tmp_path / "home") == [("train", EKS, ZONE_ID, "p5.48xlarge", False)] * 8
         assert groups(moto) == []
         wait_until(lambda: not group_nodes(realkube, group), 60, what=f"the nodes of {group} gone")
     assert controller.errors == []

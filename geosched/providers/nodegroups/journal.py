@@ -3,15 +3,28 @@
 
 The gang and its attempts live in the machine path's tables (`providers.journal`: prov_gangs, prov_attempts), so
 `status` shows a node-group gang's attempts like any other; a gang is a node-group gang when it has rows here.
+
+The usage ledger (`geosched.usage`) is written in the same transactions, one node interval per node of the group:
+opened when the group is known to exist (`created`, or `deleting` for a group only intended that `down` found in
+the cluster), closed when it is `deleted`. Clouds bill a group's nodes from their instances' launch, which follows
+the create request within seconds, to their termination: each interval starts at the group's intent (just before
+the create call, so cost is over- rather than under-stated) and ends when the cloud no longer knows the group. Idle
+time is charged: the nodes are the group's whether a job's pods run on them or not. A create refused, or a group
+never found, opens nothing. The rows carry the cluster (a machine's rows have none): `geosched.report` tells
+node-group capacity by it.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from geosched import catalog, usage
+from geosched.models import Pricing
 from geosched.providers.journal import AttemptRecord, where
 from geosched.store import Store
 
@@ -60,9 +73,60 @@ def intend(store: Store, a: AttemptRecord, *, cluster: str, subnet: str, capacit
 
 
 def mark(store: Store, row_id: int, state: str, *, arn: str | None = None, note: str | None = None) -> None:
+    now = time.time()
     with store.transaction() as db:
         db.execute("UPDATE prov_nodegroups SET state = ?, arn = COALESCE(?, arn), note = COALESCE(?, note), "
-                   "updated_at = ? WHERE id = ?", (state, arn, note, time.time(), row_id))
+                   "updated_at = ? WHERE id = ?", (state, arn, note, now, row_id))
+        row = db.execute(f"SELECT {_COLUMNS} FROM prov_nodegroups WHERE id = ?", (row_id,)).fetchone()
+        if row is not None:
+            _ledger(db, _record(row), now)
+
+
+def _ledger(db: sqlite3.Connection, row: GroupRecord, now: float) -> None:
+    """The group's node intervals after its row went to `row.state`: open while it exists (`created`,
+    `deleting`), closed once `deleted`. Idempotent: `usage.open_in` finds a node's open interval."""
+    if row.state in ("created", "deleting"):
+        for node in node_usages(db, row):
+            usage.open_in(db, node, row.created_at)
+    elif row.state == "deleted":
+        for i in range(row.nodes):
+            usage.close_in(db, usage.Kind.NODE, node_name(row, i), usage.Source.PROVIDER, None, now)
+
+
+def charge_to_job(store: Store, gang: str, job: str) -> int:
+    """`up` made the gang's groups for `job`: their node intervals, open and closed, name the job instead of the
+    gang (`job` column), so a report by job shows the group's cost, idle time included, as the job's, and
+    `--usage auto` does not count the job's own rows (`geosched jobs` records them) a second time. Returns how many
+    rows it changed."""
+    with store.transaction() as db:
+        cur = db.execute("UPDATE usage SET job = ? WHERE kind = ? AND source = ? AND job = ? AND cluster IS NOT NULL",
+                         (job, usage.Kind.NODE.value, usage.Source.PROVIDER.value, gang))
+        return cur.rowcount
+
+
+def node_name(row: GroupRecord, index: int) -> str:
+    """A node of a group in the ledger: the cloud names the instances, and they are not known here (nor needed:
+    the group is charged as `nodes` machines of its type for as long as it exists)."""
+    return f"{row.name}#{index}"
+
+
+def node_usages(db: sqlite3.Connection, row: GroupRecord) -> list[usage.Usage]:
+    """One ledger interval per node of the group: its attempt's provider and market, the gang's GPU model and
+    GPUs per node (the plan only offers instance types with exactly that many), the group's zone and cluster."""
+    found = db.execute("SELECT a.provider, a.pricing, g.request FROM prov_attempts a JOIN prov_gangs g "
+                       "ON g.gang = a.gang WHERE a.id = ?", (row.attempt,)).fetchone()
+    if found is None:
+        return []
+    provider, pricing, request = found
+    asked = json.loads(request or "{}")
+    gpu = str(asked.get("gpu") or "")
+    # The catalog's spelling of the model, which the report's power and spec tables are keyed by.
+    gpu = next((m for m in catalog.gpu_models() if m.lower() == gpu.lower()), gpu)
+    ident = row.arn or f"{row.cluster}/{row.name}"
+    return [usage.Usage(kind=usage.Kind.NODE, name=node_name(row, i), job=row.gang, provider=provider,
+                        region=row.region, zone=row.zone, cluster=row.cluster, instance_type=row.instance_type,
+                        gpu=gpu, gpus=int(asked.get("gpus_per_node") or 0), pricing=Pricing(pricing),
+                        source=usage.Source.PROVIDER, ref=f"{ident}#{i}") for i in range(row.nodes)]
 
 
 def group(store: Store, row_id: int) -> GroupRecord | None:
