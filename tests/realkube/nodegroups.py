@@ -120,7 +120,10 @@ class NodegroupController:
         names = self.eks.list_nodegroups(clusterName=self.cluster)["nodegroups"]
         active = {}
         for name in names:
-            group = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
+            try:
+                group = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
+            except self.eks.exceptions.ResourceNotFoundException:
+                continue  # deleted (by `down`) between the list and the describe: gone, as a controller sees it
             if group["status"] == "ACTIVE":
                 active[name] = group
         for name, group in active.items():
