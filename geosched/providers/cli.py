@@ -223,7 +223,8 @@ def provision_cmd(
                                           "way).")] = False,
 ) -> None:
     """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider; with --cluster, as
-    an EKS managed node group or GKE node pool of that cluster in the zone chosen (failing over zone by zone).
+    an EKS managed node group or GKE node pool of that cluster in the zone chosen (failing over zone by zone, then
+    to the next --cluster).
 
     Every provision (and --resume) writes its log, each cloud call and decision, to
     HOME/logs/provision-GANG-TIME.log: attach it to a bug report (no credential is written to it)."""
