@@ -163,6 +163,7 @@ def test_a_zone_refused_in_one_cluster_is_not_asked_again_in_the_next(home: Path
     # The second cluster's use1-az2 was journalled as skipped for the block, without a call.
     az2 = [a for a in attempts.values() if a.zone == "use1-az2"]
     assert [a.outcome for a in az2] == ["rolled-back", "skipped"]
+    assert az2[1].message is not None and az2[1].message.endswith(f"(cluster {two.name})")
     assert one.groups() == {} and list(two.groups()) == [item["nodegroup"]]
 
 
@@ -228,3 +229,13 @@ def test_up_with_karpenter_takes_one_cluster(home: Path, tmp_path: Path, eks: Ek
     result = run_root(home, "up", str(job(tmp_path / "train.yaml", 2)), *both(eks), "--karpenter", "--dry-run")
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     assert str(result.exception) == "--cluster: --karpenter takes one cluster (and one --provider, --region)"
+
+
+def test_one_cluster_that_does_not_exist_is_one_line_before_anything_is_created(home: Path, eks: EksCluster,
+                                                                                  gke: GkeDouble) -> None:
+    result = run_root(home, "provision", "--cluster", CLUSTER, "--provider", "gcp", "--region", LOCATION,
+                      "--cluster", "nope", "--provider", "aws", "--region", "us-east-1", "--gpu", "H100:8",
+                      "--nodes", "2", "--node-role", NODE_ROLE, "--yes")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert str(result.exception) == "--cluster: no EKS cluster 'nope' in region us-east-1"
+    assert gke.pools() == {} and eks.groups() == {}

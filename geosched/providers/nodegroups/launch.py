@@ -135,7 +135,9 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
             c = target.candidate
             block = first_block(blocks, c, request.nodes)
             if block is not None:
-                journal.start_attempt(store, gang, c, "skipped", block.reason)
+                # Several clusters: a zone another cluster's attempt ruled out says for which cluster it was skipped.
+                reason = f"{block.reason} (cluster {cluster.name})" if len(places) > 1 else block.reason
+                journal.start_attempt(store, gang, c, "skipped", reason)
                 continue
             a = journal.start_attempt(store, gang, c)
             name = pools.pool_name(gang, a.seq)
