@@ -9,6 +9,9 @@
    attempt may have made (journalled `deleting` first) and let `failover.blocks_for` say what the error rules
    out, as for machines: a capacity refusal moves to the next zone and is remembered for its TTL.
 
+`provision_across`: the same over several clusters (`--cluster` repeated), one after the other in the order
+sites.py gives, each zone by zone; the blocks hold across them, and a refused request ends one cluster, not the run.
+
 `down`: every group the journal names for the gang, plus any group in those clusters tagged with this store's
 owner and the gang (what a crash left without a row), is deleted and waited for; a group that exists under a
 journalled name but is not tagged as this store's is left alone. Nothing else in the cluster is touched.
