@@ -76,17 +76,21 @@ def up_cmd(
     job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job, batch/v1 Job, "
                                              "JobSet, PyTorchJob or TrainJob; its workers, gpu and gpus per worker "
                                              "size the node group.")],
-    cluster: Annotated[str, typer.Option(help="The EKS or GKE cluster to add the node group (pool) to.")],
-    provider: Annotated[str, typer.Option(help="The cluster's cloud: aws (EKS, a managed node group) or gcp (GKE, a "
-                                          "node pool).")] = EKS,
-    context: Annotated[str | None, typer.Option(help="The kubeconfig context of that cluster (default: the "
-                                                "cluster's name).")] = None,
+    cluster: Annotated[list[str], typer.Option(help="The EKS or GKE cluster to add the node group (pool) to. "
+                                               "Repeat to fail over to the next cluster when every zone of one "
+                                               "refuses; --provider, --region and --context then pair with the "
+                                               "clusters in order (one value: for every cluster).")],
+    # Not named `provider`: GEOSCHED_PROVIDERS (the machine path's list, settings.py) must not pair with clusters.
+    cloud_names: Annotated[list[str], typer.Option("--provider", help="The cluster's cloud: aws (EKS, a managed node "
+                                                   "group, the default) or gcp (GKE, a node pool).")] = [],  # noqa: B006
+    context: Annotated[list[str], typer.Option(help="The kubeconfig context of that cluster (default: the "
+                                               "cluster's name).")] = [],  # noqa: B006
     kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, "
                                                     "else ~/.kube/config).")] = None,
     clusters: Annotated[Path | None, typer.Option("--clusters", help="Cluster config (ClusterConfig YAML): the "
                                                   "context's backend, namespace, queue.")] = None,
-    region: Annotated[str | None, typer.Option(help="The cluster's region (default: the AWS configuration's); "
-                                               "GKE: the cluster's location, required.")] = None,
+    region: Annotated[list[str], typer.Option(help="The cluster's region (default: the AWS configuration's); "
+                                              "GKE: the cluster's location, required.")] = [],  # noqa: B006
     node_role: Annotated[str | None, typer.Option(help="The IAM role ARN the group's nodes run as (default: "
                                                   f"${providers_cli.ENV_NODE_ROLE}).")] = None,
     name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
@@ -126,11 +130,18 @@ def up_cmd(
     if not job.gpu:
         raise InputError(str(job_file), "gpu", "`up` sizes a node group by the job's GPU model: name it (gpu:)")
     pricing = PricingMode.SPOT if job.pricing is Pricing.SPOT else PricingMode.ON_DEMAND
+    contexts = dict(zip(cluster, providers_cli._paired("--context", tuple(context), len(cluster)), strict=True))
+    if provisioning_class is not None or karpenter:
+        # Both hand one cluster's nodes to its own autoscaler: no failover between clusters.
+        if len(cluster) > 1 or len(cloud_names) > 1 or len(region) > 1:
+            raise InputError("--cluster", "", f"{'--karpenter' if karpenter else '--provisioning-class'} takes one "
+                             "cluster (and one --provider, --region)")
+        one, cloud, where = cluster[0], cloud_names[0] if cloud_names else EKS, region[0] if region else None
     if provisioning_class is not None and karpenter:
         raise InputError("--karpenter", "", "and --provisioning-class both hand the nodes to someone else "
                          "(Karpenter on EKS, the autoscaler on GKE): choose one")
     if provisioning_class is not None:
-        _queue_provisioning(ctx, job_file, cluster, provider, region, context or cluster, kubeconfig, clusters,
+        _queue_provisioning(ctx, job_file, one, cloud, where, contexts[one] or one, kubeconfig, clusters,
                             provisioning_class, pricing, dry_run, yes, output, no_headers)
         return
     if karpenter:
@@ -142,33 +153,36 @@ def up_cmd(
             from geosched.kube.config import load_cluster_config
 
             configs = load_cluster_config(clusters)
-            found = next((c for c in configs.values() if c.context == (context or cluster)), configs.get(cluster))
+            found = next((c for c in configs.values() if c.context == (contexts[one] or one)), configs.get(one))
             if found is not None and found.namespace is not None:
                 job_input = replace(job_input, namespace=found.namespace)
-        render_pool(ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],
-                    [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost,
+        render_pool(ctx, one, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [cloud],
+                    [where] if where else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost,
                                                         carbon=DEFAULT_WEIGHTS.carbon,
                                                         spot_risk=DEFAULT_WEIGHTS.spot_risk),
                     Rework(1.0, 0.25), name, dry_run, output, no_headers, out, ami, expire_after, job=job_input)
         return
     result = providers_cli._provision_nodegroup(
-        ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [provider],
-        [region] if region else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
+        ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, cloud_names,
+        region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                                             spot_risk=DEFAULT_WEIGHTS.spot_risk),
         Rework(1.0, 0.25), name, dry_run, yes, output, no_headers, verbose, show_result=False)
     if result is None:  # the dry run showed the plan
         return
-    if not result.ok or result.group is None:
+    if not result.ok or result.group is None or result.target is None:
         render.error(result.message)
         raise typer.Exit(EXIT_NO_FIT)
     _charge_to_job(ctx, result.gang, job.name)
+    # The cluster the gang landed in (several --cluster: the first whose zone held it), and its context and cloud.
+    landed, cloud = result.cluster, result.target.candidate.provider
+    kube_context = contexts.get(landed) or landed
     say = _say(output)
     say(f"{result.message}; waiting up to {join_timeout:g} s for its {job.workers} nodes to be Ready")
     try:
-        outcome = _join_and_submit(job_file, job.workers, result.group, cluster, context or cluster, kubeconfig,
+        outcome = _join_and_submit(job_file, job.workers, result.group, landed, kube_context, kubeconfig,
                                    clusters, join_timeout, policy, Weights(network_weight, cost_weight,
                                                                            DEFAULT_WEIGHTS.carbon, zone_tolerance),
-                                   provider)
+                                   cloud)
     except GeoschedError as exc:
         raise UpFailed(f"{exc}; {_teardown(ctx, result.gang)}") from None
     except Exception as exc:
@@ -178,7 +192,7 @@ def up_cmd(
             raise
         from geosched.kube.client import describe
 
-        raise UpFailed(f"cannot reach cluster {context or cluster}: {describe(exc)}; "
+        raise UpFailed(f"cannot reach cluster {kube_context}: {describe(exc)}; "
                        f"{_teardown(ctx, result.gang)}") from None
     if outcome.status != "applied":
         nofit = outcome.nofit.message if outcome.nofit is not None else outcome.status

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from geosched.providers.gang import Event, ProvisionResult
     from geosched.providers.nodegroups.backend import Backend, Target
     from geosched.providers.nodegroups.launch import GroupResult
+    from geosched.providers.nodegroups.sites import Site
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
     from geosched.providers.terraform import NetworkConfig
     from geosched.store import Store
@@ -202,11 +203,13 @@ def provision_cmd(
     old_network: OldNetworkOption = None,
     admin_cidr: AdminCidrOption = [],  # noqa: B006
     allow_wide_admin_cidr: AllowWideOption = False,
-    cluster: Annotated[str | None, typer.Option(help="Make the gang a node group of this cluster instead of "
-                                                "machines: an EKS managed node group (--provider aws, the default; "
-                                                "the cluster's region: --region, else the AWS configuration's) or "
-                                                "a GKE node pool (--provider gcp; --region: the cluster's "
-                                                "location).")] = None,
+    cluster: Annotated[list[str], typer.Option(help="Make the gang a node group of this cluster instead of "
+                                               "machines: an EKS managed node group (--provider aws, the default; "
+                                               "the cluster's region: --region, else the AWS configuration's) or "
+                                               "a GKE node pool (--provider gcp; --region: the cluster's "
+                                               "location). Repeat to fail over to the next cluster when every "
+                                               "zone of one refuses; --provider and --region then pair with the "
+                                               "clusters in order (one value: for every cluster).")] = [],  # noqa: B006
     node_role: Annotated[str | None, typer.Option(help="With --cluster: the IAM role ARN the group's nodes run "
                                                   f"as (default: ${ENV_NODE_ROLE}).")] = None,
     karpenter: KarpenterOpt = False,
@@ -220,7 +223,8 @@ def provision_cmd(
                                           "way).")] = False,
 ) -> None:
     """Launch N nodes with the same GPUs in one zone, failing over zone -> region -> provider; with --cluster, as
-    an EKS managed node group or GKE node pool of that cluster in the zone chosen (failing over zone by zone).
+    an EKS managed node group or GKE node pool of that cluster in the zone chosen (failing over zone by zone, then
+    to the next --cluster).
 
     Every provision (and --resume) writes its log, each cloud call and decision, to
     HOME/logs/provision-GANG-TIME.log: attach it to a bug report (no credential is written to it)."""
@@ -233,21 +237,23 @@ def provision_cmd(
     from geosched.providers.gang import ProvisionSettings, check_gang_name, new_gang_name, plan_gang, provision, resume
     from geosched.providers.plan import GangRequest
     from geosched.store import Store
-    if karpenter and cluster is None:
+    if karpenter and not cluster:
         raise InputError("--karpenter", "", "needs --cluster NAME, the EKS cluster Karpenter runs in")
-    if cluster is not None and karpenter:
+    if cluster and karpenter:
+        if len(cluster) > 1:
+            raise InputError("--cluster", "", "--karpenter renders the pool of one cluster: name one")
         if resume_gang:
             raise InputError("--resume", "", "--karpenter creates nothing, so there is nothing to resume")
         if gpu is None or nodes is None:
             raise InputError("--gpu/--nodes", "", "both are required")
         from geosched.providers.karpenter_cli import render_pool
 
-        render_pool(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
+        render_pool(ctx, cluster[0], node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
                     Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
                     Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, output, no_headers, out,
                     ami, expire_after)
         return
-    if cluster is not None:
+    if cluster:
         if resume_gang:
             raise InputError("--resume", "", "a node group gang is not resumed: `geosched down` it and provision again")
         if gpu is None or nodes is None:
@@ -342,13 +348,14 @@ _GKE_CLUSTER_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?\Z")
 _GCP_LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}(?:-[a-z])?\Z")
 
 
-def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str | None, gpu: str, nodes: int,
-                         pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
+def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_role: str | None, gpu: str,
+                         nodes: int, pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
                          no_headers: bool, verbose: bool = False, show_result: bool = True) -> GroupResult | None:
     """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
     returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own).
-    `--provider` says the cluster's cloud: aws (EKS, the default) or gcp (GKE)."""
+    `--provider` says the cluster's cloud: aws (EKS, the default) or gcp (GKE). Several clusters: one plan over
+    them all, tried cluster after cluster (nodegroups/sites.py)."""
     from geosched import render
     from geosched.errors import EXIT_NO_FIT
     from geosched.providers.gang import check_gang_name, new_gang_name
@@ -356,25 +363,29 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
     # Imported here: the cloud clients need boto3 / google-cloud-container, which `geosched -h` must not load
     # (tests/test_cli_startup.py).
     from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.nodegroups import sites as nodegroup_sites
     from geosched.store import Store
 
     if name:
         check_gang_name(name)
     with Store(_home(ctx)) as store:
-        backend, cluster, plan, targets, skipped, model, per_node = _nodegroup_targets(
-            ctx, store, cluster_name, node_role, gpu, nodes, pricing, provider, regions, weights, rework, dry_run)
+        plan, places, model, per_node = _nodegroup_sites(
+            ctx, store, cluster_names, node_role, gpu, nodes, pricing, provider, regions, weights, rework, dry_run)
+        targets = [t for p in places for t in p.targets]
+        names = ", ".join(p.name for p in places)
         if dry_run or not targets:
-            _show_nodegroup_plan(cluster.name, targets, skipped, nodes, output, no_headers, dry_run)
+            _show_nodegroup_plan(names, targets, nodegroup_sites.skipped(places), nodes, output, no_headers, dry_run)
             if not targets:
-                render.error(f"no zone of cluster {cluster_name} holds {nodes} x {model}:{per_node} under these "
+                render.error(f"no zone of cluster {names} holds {nodes} x {model}:{per_node} under these "
                              "constraints")
                 raise typer.Exit(EXIT_NO_FIT)
             return None
         if not yes:
-            _show_nodegroup_plan(cluster.name, targets[:5], (), nodes, Output.TABLE, False, False)
-            first = targets[0].candidate
-            typer.confirm(f"Create a {backend.kind} of {nodes} x {first.instance_type} in cluster {cluster_name} "
-                          f"(first choice {first.zone}, ${first.usd_per_hour:,.2f}/h)?", abort=True)
+            _show_nodegroup_plan(names, targets[:5], (), nodes, Output.TABLE, False, False)
+            first = targets[0]
+            typer.confirm(f"Create a {places[0].backend.kind} of {nodes} x {first.candidate.instance_type} in "
+                          f"cluster {first.cluster} (first choice {first.candidate.zone}, "
+                          f"${first.candidate.usd_per_hour:,.2f}/h)?", abort=True)
 
         gang = name or new_gang_name()
         log = logging.getLogger("geosched.providers.nodegroups")
@@ -385,7 +396,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_name: str, node_role: str |
                 render.err.print(_plain(line), markup=False, highlight=False, soft_wrap=True)
 
         with _provision_log(ctx, gang, verbose, output):
-            result = nodegroup_launch.provision(plan, cluster, backend, store, gang=gang, notify=say)
+            result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say)
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result
@@ -396,60 +407,103 @@ def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node
                        rework: Rework, dry_run: bool) -> tuple[Backend, Any, Plan, tuple[Target, ...],
                                                                tuple[Skipped, ...], str, int]:
     """The cluster's backend and its description, the gang's plan and the zones of the cluster it ranks, best
-    first (with the candidates left out and why), the GPU model and GPUs per node: what `provision --cluster`
-    creates a group from, and the zone `up --provisioning-class` asks a ProvisioningRequest for."""
+    first (with the candidates left out and why), the GPU model and GPUs per node: the zone
+    `up --provisioning-class` asks a ProvisioningRequest for."""
+    plan, (place,), model, per_node = _nodegroup_sites(ctx, store, [cluster_name], node_role, gpu, nodes, pricing,
+                                                       provider, regions, weights, rework, dry_run)
+    return place.backend, place.cluster, plan, place.targets, place.skipped, model, per_node
+
+
+def _nodegroup_sites(ctx: typer.Context, store: Store, cluster_names: Sequence[str], node_role: str | None,
+                     gpu: str, nodes: int, pricing: PricingMode, provider: list[str], regions: list[str],
+                     weights: Weights, rework: Rework, dry_run: bool) -> tuple[Plan, tuple[Site, ...], str, int]:
+    """Every named cluster's backend, description and the zones of it the gang's one plan ranks, the clusters in
+    the order they are tried (nodegroups/sites.py); the GPU model and GPUs per node. `--provider` and `--region`
+    pair with the clusters in order, or give one value for all."""
     from geosched.clouds import aws as aws_cloud
-    from geosched.clouds import gcp as gcp_cloud
     from geosched.errors import InputError
     from geosched.providers.gang import plan_gang
-    from geosched.providers.nodegroups import gkespec
     from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.nodegroups import sites as nodegroup_sites
     from geosched.providers.plan import GangRequest
+
+    clouds = _paired("--provider", _split(provider), len(cluster_names))
+    locations = _paired("--region", _split(regions), len(cluster_names))
+    if len(set(zip(cluster_names, clouds, locations, strict=True))) < len(cluster_names):
+        raise InputError("--cluster", "", "names the same cluster twice")
+    backends = [_cluster_backend(n, c, r, node_role, dry_run) for n, c, r in zip(cluster_names, clouds, locations,
+                                                                                 strict=True)]
+    for backend, _ in backends:
+        too_big = backend.size_problem(nodes)
+        if too_big is not None:
+            raise InputError("--nodes", "", too_big)
+    model, per_node = parse_gpu(gpu)
+    names = tuple(dict.fromkeys(b.provider for b, _ in backends))
+    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=names,
+                          regions=tuple(dict.fromkeys(r for _, r in backends)), weights=weights, rework=rework)
+    providers = _providers(names, _settings(ctx))
+    if not dry_run and aws_cloud.NAME in names:
+        # GKE's credentials are the backend's own (an http:// emulator endpoint takes none): checked by its first
+        # call, reading the cluster, before anything is created.
+        providers = {**providers, **_with_credentials({aws_cloud.NAME: providers[aws_cloud.NAME]})}
+    plan = plan_gang(request, providers, store)
+    places = [nodegroup_sites.site(plan, b, nodegroup_launch.read_cluster(b, n))
+              for (b, _), n in zip(backends, cluster_names, strict=True)]
+    return plan, nodegroup_sites.ordered(plan, places), model, per_node
+
+
+_ONE_CLUSTER = {"--provider": "--cluster takes one provider, the cluster's cloud: aws (an EKS node group) or gcp "
+                "(a GKE node pool)", "--region": "--cluster takes one region, the cluster's"}
+
+
+def _paired(option: str, values: tuple[str, ...], clusters: int) -> tuple[str | None, ...]:
+    """`--provider` / `--region` for each of the clusters: none given, one for all, or one per cluster."""
+    from geosched.errors import InputError
+    if not values:
+        return (None,) * clusters
+    if len(values) == 1:
+        return values * clusters
+    if len(values) == clusters:
+        return values
+    if clusters == 1 and option in _ONE_CLUSTER:
+        raise InputError(option, "", _ONE_CLUSTER[option])
+    raise InputError(option, "", f"give one value for every cluster or one per --cluster ({clusters}), got "
+                     f"{len(values)}")
+
+
+def _cluster_backend(cluster_name: str, provider: str | None, region_name: str | None, node_role: str | None,
+                     dry_run: bool) -> tuple[Backend, str]:
+    """One cluster's backend, its cloud and location checked before any call, and the region the plan looks in."""
+    from geosched.clouds import gcp as gcp_cloud
+    from geosched.errors import InputError
+    from geosched.providers.nodegroups import gkespec
     from geosched.settings import environ
 
-    cloud = _cluster_cloud(_split(provider))
-    backend: Backend
-    role: str | None = None
+    cloud = _cluster_cloud((provider,) if provider else ())
+    regions = (region_name,) if region_name else ()
     if cloud == gcp_cloud.NAME:
         if not _GKE_CLUSTER_RE.match(cluster_name):
             raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not a GKE cluster name (at most 40 "
                              "lowercase letters, digits and '-', starting with a letter)")
-        region = _cluster_location(_split(regions))
+        location = _cluster_location(regions)
         from geosched.providers.nodegroups.gke import Gke
 
-        backend = Gke(region)
-    else:
-        if not _CLUSTER_NAME_RE.match(cluster_name):
-            raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, "
-                             "digits, '-' and '_', starting with a letter or digit)")
-        region = _cluster_region(_split(regions))
-        role = node_role or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
-        if not dry_run:
-            if role is None:
-                raise InputError("--node-role", "", f"required to create a node group: the IAM role ARN its nodes "
-                                 f"run as (or set {ENV_NODE_ROLE})")
-            if not _ROLE_ARN_RE.match(role):
-                raise InputError("--node-role", "", f"expected an IAM role ARN (arn:aws:iam::<account>:role/<name>), "
-                                 f"got {role!r}")
-        from geosched.providers.nodegroups.eks import Eks
+        return Gke(location), gkespec.region_of(location)
+    if not _CLUSTER_NAME_RE.match(cluster_name):
+        raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, "
+                         "digits, '-' and '_', starting with a letter or digit)")
+    region = _cluster_region(regions)
+    role = node_role or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
+    if not dry_run:
+        if role is None:
+            raise InputError("--node-role", "", f"required to create a node group: the IAM role ARN its nodes "
+                             f"run as (or set {ENV_NODE_ROLE})")
+        if not _ROLE_ARN_RE.match(role):
+            raise InputError("--node-role", "", f"expected an IAM role ARN (arn:aws:iam::<account>:role/<name>), "
+                             f"got {role!r}")
+    from geosched.providers.nodegroups.eks import Eks
 
-        backend = Eks(region, node_role=role)
-    too_big = backend.size_problem(nodes)
-    if too_big is not None:
-        raise InputError("--nodes", "", too_big)
-    model, per_node = parse_gpu(gpu)
-    plan_regions = (gkespec.region_of(region),) if cloud == gcp_cloud.NAME else (region,)
-    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=(cloud,),
-                          regions=plan_regions, weights=weights, rework=rework)
-    providers = _providers((cloud,), _settings(ctx))
-    if not dry_run and cloud == aws_cloud.NAME:
-        # GKE's credentials are the backend's own (an http:// emulator endpoint takes none): checked by its first
-        # call, reading the cluster, before anything is created.
-        providers = _with_credentials(providers)
-    plan = plan_gang(request, providers, store)
-    cluster = nodegroup_launch.read_cluster(backend, cluster_name)
-    targets, skipped = backend.targets(plan, cluster)
-    return backend, cluster, plan, tuple(targets), tuple(skipped), model, per_node
+    return Eks(region, node_role=role), region
 
 
 def _cluster_cloud(names: tuple[str, ...]) -> str:
@@ -497,7 +551,7 @@ def _cluster_region(regions: tuple[str, ...]) -> str:
 
 
 def _nodegroup_plan_rows(cluster: str, targets: Sequence[Target], nodes: int) -> list[dict[str, Any]]:
-    return [{"rank": i, "cluster": cluster, "region": t.candidate.region, "zone": t.candidate.zone,
+    return [{"rank": i, "cluster": t.cluster, "region": t.candidate.region, "zone": t.candidate.zone,
              "zone_name": t.zone_name, "subnet": t.where, "instance_type": t.candidate.instance_type,
              "nodes": nodes, "capacity_type": t.capacity_type, "usd_per_hour": t.candidate.usd_per_hour,
              "kgco2e_per_hour": None if t.candidate.gco2e_per_hour is None else t.candidate.gco2e_per_hour / 1000}

@@ -9,6 +9,9 @@
    attempt may have made (journalled `deleting` first) and let `failover.blocks_for` say what the error rules
    out, as for machines: a capacity refusal moves to the next zone and is remembered for its TTL.
 
+`provision_across`: the same over several clusters (`--cluster` repeated), one after the other in the order
+sites.py gives, each zone by zone; the blocks hold across them, and a refused request ends one cluster, not the run.
+
 `down`: every group the journal names for the gang, plus any group in those clusters tagged with this store's
 owner and the gang (what a crash left without a row), is deleted and waited for; a group that exists under a
 journalled name but is not tagged as this store's is left alone. Nothing else in the cluster is touched.
@@ -17,7 +20,7 @@ journalled name but is not tagged as this store's is left alone. Nothing else in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +32,10 @@ from geosched.providers.failover import Ttls, blocks_for, first_block
 from geosched.providers.journal import AttemptRecord
 from geosched.providers.nodegroups import backend as pools
 from geosched.providers.nodegroups import journal as groups_journal
+from geosched.providers.nodegroups import sites
 from geosched.providers.nodegroups.backend import Backend, InUse, Pool, RefusedRequest, Target, open_backend
 from geosched.providers.nodegroups.journal import GroupRecord
+from geosched.providers.nodegroups.sites import Site
 from geosched.providers.plan import Block, Plan, Skipped
 from geosched.providers.retry import call
 from geosched.retry import RetryPolicy
@@ -99,66 +104,88 @@ def read_cluster(backend: Backend, name: str, settings: GroupSettings = GroupSet
 def provision(plan: Plan, cluster: Any, backend: Backend, store: Store, *, gang: str,
               settings: GroupSettings = GroupSettings(), notify: Notify | None = None) -> GroupResult:
     """Create the gang's node group (pool) in the first zone of the plan that holds it."""
+    return provision_across(plan, (sites.site(plan, backend, cluster),), store, gang=gang, settings=settings,
+                            notify=notify)
+
+
+def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: str,
+                     settings: GroupSettings = GroupSettings(), notify: Notify | None = None) -> GroupResult:
+    """Create the gang's node group (pool) in the first zone of the plan that one of the clusters holds: the
+    clusters in `sites.ordered` order, each zone by zone, so the next cluster is tried only when every zone of the
+    one before refused (sites.py). What a failed attempt created is deleted before the next; the blocks a refusal
+    leaves (a zone out of capacity) hold in every cluster, as the zone's capacity is the cloud's, not a cluster's."""
     say = notify or (lambda _line: None)
     request = plan.request
-    what = backend.kind
     if journal.gang_record(store, gang) is not None:
         raise InputError("--name", "", f"gang {gang!r} exists already in {store.path}")
-    too_big = backend.size_problem(request.nodes)
-    if too_big is not None:  # library callers too: nothing is journalled for a gang no group can hold
-        raise InputError("--nodes", "", too_big)
+    for place in places:
+        too_big = place.backend.size_problem(request.nodes)
+        if too_big is not None:  # library callers too: nothing is journalled for a gang no group can hold
+            raise InputError("--nodes", "", too_big)
     owner = journal.owner(store)
-    targets, outside = backend.targets(plan, cluster)
+    places = sites.ordered(plan, places)
+    outside = sites.skipped(places)
     journal.create_gang(store, gang, owner, request)
     for s in outside:
         journal.start_attempt(store, gang, s.candidate, "skipped", s.reason)
     blocks: list[Block] = []
     calls = 0
-    for target in targets:
-        c = target.candidate
-        block = first_block(blocks, c, request.nodes)
-        if block is not None:
-            journal.start_attempt(store, gang, c, "skipped", block.reason)
-            continue
-        a = journal.start_attempt(store, gang, c)
-        name = pools.pool_name(gang, a.seq)
-        say(f"#{a.seq} {c.zone} ({target.zone_name}, {target.where}): creating {what} {name} "
-            f"({request.nodes} x {c.instance_type}, {target.capacity_type})")
-        row = groups_journal.intend(store, a, cluster=cluster.name, subnet=target.where,
-                                    capacity_type=target.capacity_type, name=name, nodes=request.nodes)
-        budget = Budget(settings.active_timeout_s, settings.call_timeout_s)
-        try:
-            _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
-            _wait_active(backend, row, budget, settings)
-        except ProviderError as error:
-            cleanup = _cleanup(store, backend, row, error, owner, settings)
-            calls += budget.calls + cleanup.calls
-            note = f"; the {what} was deleted" if cleanup.ok else f"; deleting it failed: {cleanup.error}"
-            journal.finish_attempt(store, a.id, "rolled-back" if cleanup.existed else "failed", error,
-                                   message=f"{error.code + ': ' if error.code else ''}{error.message}"
-                                   + (note if cleanup.existed else ""), api_calls=budget.calls + cleanup.calls)
-            say(f"#{a.seq} {c.zone}: {error.kind}: {error.message}")
-            if isinstance(error, RefusedRequest):
-                message = f"{backend.cloud} refused the {what} request: {error.code}: {error.message}"
-                journal.set_gang(store, gang, "failed", message=message)
-                return GroupResult(gang, "failed", cluster.name, None, None, tuple(journal.attempts(store, gang)),
-                                   calls, message, outside)
-            new = list(blocks_for(error, c, request.nodes, settings.ttls))
-            blocks.extend(new)
-            journal.remember(store, new)
-            continue
-        calls += budget.calls
-        journal.finish_attempt(store, a.id, "launched", message=f"{what} {name} ACTIVE", api_calls=budget.calls)
-        message = f"{what} {name} ACTIVE in {c.zone} ({target.zone_name}) of cluster {cluster.name}"
-        journal.set_gang(store, gang, "ready", attempt=a.id, message=message)
-        say(message)
-        return GroupResult(gang, "ready", cluster.name, target, name, tuple(journal.attempts(store, gang)), calls,
-                           message, outside)
-    message = (f"no zone of cluster {cluster.name} held {request.nodes} x {request.gpu}:{request.gpus_per_node}"
-               if targets else f"cluster {cluster.name} can hold no zone of the plan")
+    failures: list[str] = []
+    for place in places:
+        backend, cluster, what = place.backend, place.cluster, place.backend.kind
+        refused: str | None = None
+        for target in place.targets:
+            c = target.candidate
+            block = first_block(blocks, c, request.nodes)
+            if block is not None:
+                # Several clusters: a zone another cluster's attempt ruled out says for which cluster it was skipped.
+                reason = f"{block.reason} (cluster {cluster.name})" if len(places) > 1 else block.reason
+                journal.start_attempt(store, gang, c, "skipped", reason)
+                continue
+            a = journal.start_attempt(store, gang, c)
+            name = pools.pool_name(gang, a.seq)
+            where = f", cluster {cluster.name}" if len(places) > 1 else ""
+            say(f"#{a.seq} {c.zone} ({target.zone_name}, {target.where}{where}): creating {what} {name} "
+                f"({request.nodes} x {c.instance_type}, {target.capacity_type})")
+            row = groups_journal.intend(store, a, cluster=cluster.name, subnet=target.where,
+                                        capacity_type=target.capacity_type, name=name, nodes=request.nodes)
+            budget = Budget(settings.active_timeout_s, settings.call_timeout_s)
+            try:
+                _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
+                _wait_active(backend, row, budget, settings)
+            except ProviderError as error:
+                cleanup = _cleanup(store, backend, row, error, owner, settings)
+                calls += budget.calls + cleanup.calls
+                note = f"; the {what} was deleted" if cleanup.ok else f"; deleting it failed: {cleanup.error}"
+                journal.finish_attempt(store, a.id, "rolled-back" if cleanup.existed else "failed", error,
+                                       message=f"{error.code + ': ' if error.code else ''}{error.message}"
+                                       + (note if cleanup.existed else ""), api_calls=budget.calls + cleanup.calls)
+                say(f"#{a.seq} {c.zone}: {error.kind}: {error.message}")
+                if isinstance(error, RefusedRequest):
+                    # Every zone of this cloud would refuse the request alike: the next cluster may take it.
+                    refused = f"{backend.cloud} refused the {what} request: {error.code}: {error.message}"
+                    break
+                new = list(blocks_for(error, c, request.nodes, settings.ttls))
+                blocks.extend(new)
+                journal.remember(store, new)
+                continue
+            calls += budget.calls
+            journal.finish_attempt(store, a.id, "launched", message=f"{what} {name} ACTIVE", api_calls=budget.calls)
+            message = f"{what} {name} ACTIVE in {c.zone} ({target.zone_name}) of cluster {cluster.name}"
+            journal.set_gang(store, gang, "ready", attempt=a.id, message=message)
+            say(message)
+            return GroupResult(gang, "ready", cluster.name, target, name, tuple(journal.attempts(store, gang)),
+                               calls, message, outside)
+        failures.append(refused or (f"no zone of cluster {cluster.name} held {request.nodes} x {request.gpu}:"
+                                    f"{request.gpus_per_node}" if place.targets
+                                    else f"cluster {cluster.name} can hold no zone of the plan"))
+        if len(places) > 1:
+            say(f"cluster {cluster.name}: {failures[-1]}")
+    message = failures[0] if len(failures) == 1 else (
+        "every cluster refused the gang: " + "; ".join(failures))
     journal.set_gang(store, gang, "failed", message=message)
-    return GroupResult(gang, "failed", cluster.name, None, None, tuple(journal.attempts(store, gang)), calls,
-                       message, outside)
+    return GroupResult(gang, "failed", ", ".join(p.name for p in places), None, None,
+                       tuple(journal.attempts(store, gang)), calls, message, outside)
 
 
 def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord, owner: str, nodes: int,
