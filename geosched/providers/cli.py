@@ -233,29 +233,24 @@ def provision_cmd(
     from geosched.providers.gang import ProvisionSettings, check_gang_name, new_gang_name, plan_gang, provision, resume
     from geosched.providers.plan import GangRequest
     from geosched.store import Store
+    weights = Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight)
+    rework = Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0)
     if karpenter and cluster is None:
         raise InputError("--karpenter", "", "needs --cluster NAME, the EKS cluster Karpenter runs in")
-    if cluster is not None and karpenter:
-        if resume_gang:
-            raise InputError("--resume", "", "--karpenter creates nothing, so there is nothing to resume")
-        if gpu is None or nodes is None:
-            raise InputError("--gpu/--nodes", "", "both are required")
-        from geosched.providers.karpenter_cli import render_pool
-
-        render_pool(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
-                    Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
-                    Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, output, no_headers, out,
-                    ami, expire_after)
-        return
     if cluster is not None:
         if resume_gang:
-            raise InputError("--resume", "", "a node group gang is not resumed: `geosched down` it and provision again")
+            raise InputError("--resume", "", "--karpenter creates nothing, so there is nothing to resume" if karpenter
+                             else "a node group gang is not resumed: `geosched down` it and provision again")
         if gpu is None or nodes is None:
             raise InputError("--gpu/--nodes", "", "both are required")
-        _provision_nodegroup(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
-                             Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
-                             Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, yes, output,
-                             no_headers, verbose)
+        if karpenter:
+            from geosched.providers.karpenter_cli import render_pool
+
+            render_pool(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
+                        weights, rework, name, dry_run, output, no_headers, out, ami, expire_after)
+        else:
+            _provision_nodegroup(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider,
+                                 regions, weights, rework, name, dry_run, yes, output, no_headers, verbose)
         return
     settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr)
@@ -281,9 +276,7 @@ def provision_cmd(
         names = _split(provider) or DEFAULT_PROVIDERS
         request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=_pricing(spot, on_demand, auto),
                               providers=names, regions=_split(regions),
-                              weights=Weights(network=0.0, cost=cost_weight, carbon=carbon_weight,
-                                              spot_risk=risk_weight),
-                              rework=Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0))
+                              weights=weights, rework=rework)
         if name:
             check_gang_name(name)
         gang = name or new_gang_name()
