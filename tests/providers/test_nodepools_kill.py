@@ -11,34 +11,25 @@ settle); and while the nodePools.delete of a pool that failed for capacity (a st
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.gke import Gke
-from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
-from geosched.retry import RetryPolicy
+from geosched.providers.nodegroups.launch import provision, read_cluster
 from geosched.store import Store
 from geosched_emulators.gke import GkeDouble, GkeFault
+from tests.providers import kill_support
 from tests.providers.gke_support import CLUSTER, LOCATION, PROJECT, make_cluster, request
+from tests.providers.kill_support import row_in, settings
 from tests.providers.prov_support import gcp_provider
 
 pytestmark = pytest.mark.integration
-
-SETTLE_S = 8.0
-
-
-def settings() -> GroupSettings:
-    return GroupSettings(poll_s=0.05, call_timeout_s=10.0, settle_s=SETTLE_S,
-                         retry=RetryPolicy(attempts=3, initial_s=0.02, max_s=0.1))
 
 
 def child(home: str, endpoint: str, gang: str) -> None:
@@ -50,36 +41,13 @@ def child(home: str, endpoint: str, gang: str) -> None:
         provision(plan, read_cluster(gke, CLUSTER, settings()), gke, store, gang=gang, settings=settings())
 
 
-def row_in(home: Path, gang: str, state: str) -> Callable[[], bool]:
-    def seen() -> bool:
-        with Store(home) as store:
-            return any(r.state == state for r in groups_journal.groups(store, gang=gang))
-    return seen
-
-
-def kill_when(home: Path, gke: GkeDouble, gang: str, ready: Callable[[], bool], limit_s: float = 60.0) -> None:
-    """Run the provisioning process and SIGKILL it as soon as `ready()` holds."""
-    proc: Any = multiprocessing.get_context("spawn").Process(target=child, args=(str(home), gke.endpoint, gang))
-    proc.start()
-    try:
-        deadline = time.monotonic() + limit_s
-        while not ready():
-            assert time.monotonic() < deadline, f"the moment to kill {gang} never came"
-            assert proc.is_alive(), "the child ended before the moment to kill it"
-            time.sleep(0.01)  # real sleep: polling a real child process and the GKE double's server threads
-    finally:
-        proc.kill()  # SIGKILL, this child only
-        proc.join(10.0)
-    assert proc.exitcode == -9, "the child must die by the kill, not finish"
+def kill_when(home: Path, gke: GkeDouble, gang: str, ready: Callable[[], bool]) -> None:
+    kill_support.kill_when(child, (str(home), gke.endpoint, gang), gang, ready)
 
 
 def assert_clean(home: Path, gke: GkeDouble, gang: str) -> None:
-    with Store(home) as store:
-        result = down(store, gang, lambda _p, _r: Gke(LOCATION, project=PROJECT, endpoint=gke.endpoint), settings())
-        assert (result.state, result.errors) == ("terminated", ())
-        assert groups_journal.groups(store, gang=gang, states=groups_journal.OPEN_STATES) == []
-        assert journal.gang_record(store, gang).state == "terminated"  # type: ignore[union-attr]
-    assert gke.pools() == {}, "down must leave no node pool of the gang"
+    kill_support.assert_clean(home, gang, gke.pools, "node pool",
+                              lambda _p, _r: Gke(LOCATION, project=PROJECT, endpoint=gke.endpoint))
 
 
 @pytest.fixture
