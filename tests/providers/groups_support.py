@@ -1,6 +1,6 @@
-"""What the SIGKILL campaigns of the node group paths share (test_nodegroups_kill.py for EKS, test_nodepools_kill.py
-for GKE): the settings both the killed child and `down` run with, the journal moment to kill at, the kill itself,
-and what a clean `down` leaves."""
+"""What the node group tests of EKS and GKE share: `fast` settings (test_nodegroups.py, test_nodepools.py), and for
+the SIGKILL campaigns (test_nodegroups_kill.py, test_nodepools_kill.py) the settings both the killed child and
+`down` run with, the journal moment to kill at, the kill itself, and what a clean `down` leaves."""
 
 from __future__ import annotations
 
@@ -18,6 +18,13 @@ from geosched.retry import RetryPolicy
 from geosched.store import Store
 
 SETTLE_S = 8.0
+
+
+def fast(**overrides: object) -> GroupSettings:
+    base: dict[str, object] = {"poll_s": 0.01, "call_timeout_s": 5.0, "settle_s": 1.0,
+                               "retry": RetryPolicy(attempts=3, initial_s=0.01, max_s=0.05)}
+    base.update(overrides)
+    return GroupSettings(**base)  # type: ignore[arg-type]
 
 
 def settings() -> GroupSettings:

@@ -24,9 +24,9 @@ from geosched.providers.nodegroups.launch import provision, read_cluster
 from geosched.store import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched_emulators.eks_extras import capacity_issue
-from tests.providers import kill_support
+from tests.providers import groups_support
 from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
-from tests.providers.kill_support import row_in, settings
+from tests.providers.groups_support import row_in, settings
 from tests.providers.prov_support import aws_env, aws_provider
 
 pytestmark = pytest.mark.integration
@@ -43,11 +43,11 @@ def child(home: str, env: dict[str, str], cluster: str, gang: str) -> None:
 
 
 def kill_when(home: Path, proxy: Ec2FaultProxy, cluster: EksCluster, gang: str, ready: Callable[[], bool]) -> None:
-    kill_support.kill_when(child, (str(home), aws_env(proxy.url), cluster.name, gang), gang, ready)
+    groups_support.kill_when(child, (str(home), aws_env(proxy.url), cluster.name, gang), gang, ready)
 
 
 def assert_clean(home: Path, cluster: EksCluster, gang: str) -> None:
-    kill_support.assert_clean(home, gang, cluster.groups, "node group")
+    groups_support.assert_clean(home, gang, cluster.groups, "node group")
 
 
 @pytest.fixture

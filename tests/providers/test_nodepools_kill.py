@@ -24,9 +24,9 @@ from geosched.providers.nodegroups.gke import Gke
 from geosched.providers.nodegroups.launch import provision, read_cluster
 from geosched.store import Store
 from geosched_emulators.gke import GkeDouble, GkeFault
-from tests.providers import kill_support
+from tests.providers import groups_support
 from tests.providers.gke_support import CLUSTER, LOCATION, PROJECT, make_cluster, request
-from tests.providers.kill_support import row_in, settings
+from tests.providers.groups_support import row_in, settings
 from tests.providers.prov_support import gcp_provider
 
 pytestmark = pytest.mark.integration
@@ -42,11 +42,11 @@ def child(home: str, endpoint: str, gang: str) -> None:
 
 
 def kill_when(home: Path, gke: GkeDouble, gang: str, ready: Callable[[], bool]) -> None:
-    kill_support.kill_when(child, (str(home), gke.endpoint, gang), gang, ready)
+    groups_support.kill_when(child, (str(home), gke.endpoint, gang), gang, ready)
 
 
 def assert_clean(home: Path, gke: GkeDouble, gang: str) -> None:
-    kill_support.assert_clean(home, gang, gke.pools, "node pool",
+    groups_support.assert_clean(home, gang, gke.pools, "node pool",
                               lambda _p, _r: Gke(LOCATION, project=PROJECT, endpoint=gke.endpoint))
 
 
