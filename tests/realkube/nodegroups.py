@@ -124,7 +124,10 @@ class NodegroupController(_InStep):
         names = self.eks.list_nodegroups(clusterName=self.cluster)["nodegroups"]
         active = {}
         for name in names:
-            group = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
+            try:
+                group = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
+            except self.eks.exceptions.ResourceNotFoundException:
+                continue  # deleted between the list and this describe: it is gone (the race failed a run once)
             if group["status"] == "ACTIVE":
                 active[name] = group
         self._in_step(kube, active, self._nodes, NODEGROUP)
