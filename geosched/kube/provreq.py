@@ -37,7 +37,8 @@ from typing import Any
 from geosched.errors import InputError
 from geosched.kube import affinity, keys, tolerations
 from geosched.kube.backends.kueue import API_VERSION, GROUP
-from geosched.kube.jobinput import JobInput, PathKey, PodSet
+from geosched.kube.jobinput import JobInput, PodSet
+from geosched.kube.kinds.template import at_path
 from geosched.kube.tolerations import Toleration
 
 # Kueue's ProvisioningRequest admission check controller (apis/kueue/v1beta2 `ProvisioningRequestControllerName`).
@@ -133,7 +134,7 @@ def gang_request(obj: Mapping[str, Any], pod_sets: Sequence[PodSet]) -> dict[str
     totals: dict[str, Decimal] = {keys.GPU: Decimal(0)}
     for pod_set in pod_sets:
         assert pod_set.path is not None
-        spec = _at(obj, pod_set.path).get("spec") or {}
+        spec = at_path(obj, pod_set.path).get("spec") or {}
         for container in spec.get("containers") or []:
             resources = container.get("resources") or {}
             wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
@@ -159,12 +160,4 @@ def _template(obj: dict[str, Any], pod_set: PodSet, source: str) -> dict[str, An
     if pod_set.path is None:
         raise InputError(source, "kind", "a ProvisioningRequest copies the job's pod templates, and this kind has "
                          "none of its own (a TrainJob's pods come from its runtime)")
-    return _at(obj, pod_set.path)
-
-
-def _at(obj: Mapping[str, Any], path: Sequence[PathKey]) -> dict[str, Any]:
-    here: Any = obj
-    for step in path:
-        here = here[step]
-    assert isinstance(here, dict)
-    return here
+    return at_path(obj, pod_set.path)

@@ -45,8 +45,9 @@ from geosched.kube.backends import handoff
 from geosched.kube.backends.base import Gang, Handoff
 from geosched.kube.compact import CompactKind, build
 from geosched.kube.config import Backend, ClusterConfig, cluster_to_dict
-from geosched.kube.jobinput import JobInput, JobKind, PathKey, PodSet
+from geosched.kube.jobinput import JobInput, JobKind, PodSet
 from geosched.kube.kinds.base import PinRequest
+from geosched.kube.kinds.template import at_path
 from geosched.models import Node, Placement
 
 
@@ -90,7 +91,7 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
         pod_options = podoptions.merged(cluster.pods, job.pod_options, job.source)
         for pod_set in pod_sets:
             assert pod_set.path is not None, "a compact job's pods have a template"
-            podoptions.apply(_resolve(obj, pod_set.path)["spec"], pod_options, placed, job.job.gpus_per_worker,
+            podoptions.apply(at_path(obj, pod_set.path)["spec"], pod_options, placed, job.job.gpus_per_worker,
                              kueue=cluster.backend is Backend.KUEUE)
         if pod_options.gpudirect is not None:
             _gpudirect(obj, pod_sets, pod_options, placement, cluster, job, options.nodes)
@@ -214,7 +215,7 @@ def _gpudirect(obj: dict[str, Any], pod_sets: Sequence[PodSet], pods: podoptions
         raise InputError(source, "pods.gpudirect", f"cannot use gpudirect: {pods.gpudirect} here: {reason}")
     for pod_set in (p for p in pod_sets if p.gpus_per_pod > 0):  # a GPU-less helper has no GPU NICs to drive
         assert pod_set.path is not None, "a compact job's pods have a template"
-        gpudirect.apply(_resolve(obj, pod_set.path), pods.gpudirect, pods.gpudirect_networks, pods.gpudirect_image)
+        gpudirect.apply(at_path(obj, pod_set.path), pods.gpudirect, pods.gpudirect_networks, pods.gpudirect_image)
 
 
 def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], plan: Handoff,
@@ -226,7 +227,7 @@ def _apply_pods(obj: dict[str, Any], kind: JobKind, pod_sets: Sequence[PodSet], 
                 tolerations=(*job.tolerations, *cluster.tolerations), cluster_tolerations=bool(cluster.tolerations),
                 pod_level_required=plan.pod_level_required, backend=cluster.backend.value, source=job.source))
             continue
-        template = _resolve(obj, pod_set.path)
+        template = at_path(obj, pod_set.path)
         meta = template.setdefault("metadata", {})
         # The job's label on its pods too, so the GPUs they hold can be told from others' (`snapshot export
         # --from-clusters --placements`: a GitOps tree's own jobs do not compete with themselves).
@@ -247,14 +248,6 @@ def _apply_object(obj: dict[str, Any], kind: JobKind, plan: Handoff) -> None:
         for key in kind.scheduling_policy_path:
             here = here.setdefault(key, {})
         here.update(plan.scheduling_policy)
-
-
-def _resolve(obj: dict[str, Any], path: Sequence[PathKey]) -> dict[str, Any]:
-    here: Any = obj
-    for step in path:
-        here = here[step]
-    assert isinstance(here, dict)
-    return here
 
 
 def _merge(meta: dict[str, Any], key: str, values: Mapping[str, str]) -> None:

@@ -45,6 +45,15 @@ def add_nodes(cluster: EmulatedCluster, region: str, zones: str, per_zone: int, 
     return names
 
 
+def one_zone_fleet(clusters: MultiCluster) -> MultiCluster:
+    """Only cluster-b's zone europe-west4-b holds 4 x 8 GPUs in one zone; elsewhere a gang would be split."""
+    add_nodes(clusters["cluster-a"], REGIONS["cluster-a"], "ab", 2)
+    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "a", 2)
+    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "b", 4)
+    add_nodes(clusters["cluster-c"], REGIONS["cluster-c"], "a", 3)
+    return clusters
+
+
 def pod_group(cluster: EmulatedCluster, name: str, size: int, *, namespace: str = "default") -> None:
     cluster.create({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
                     "metadata": {"name": name, "namespace": namespace}, "spec": {"minMember": size}})

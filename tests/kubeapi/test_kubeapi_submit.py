@@ -24,7 +24,7 @@ from geosched.kube.submit import (
 from geosched.models import Weights
 from geosched.retry import RetryPolicy
 from tests.kube.kube_support import WORKLOAD_API_VERSIONS, validate_manifest
-from tests.kubeapi.kubeapi_support import REGIONS, add_nodes
+from tests.kubeapi.kubeapi_support import one_zone_fleet
 from tests.kubeemu import WORKLOAD_API, MultiCluster
 
 pytestmark = pytest.mark.integration
@@ -41,12 +41,7 @@ def job_file(tmp_path: Path, workers: int = 4, name: str = "train") -> Path:
 
 @pytest.fixture
 def fleet(clusters: MultiCluster) -> MultiCluster:
-    """Only cluster-b's zone europe-west4-b holds 4 x 8 GPUs in one zone; elsewhere a gang would be split."""
-    add_nodes(clusters["cluster-a"], REGIONS["cluster-a"], "ab", 2)
-    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "a", 2)
-    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "b", 4)
-    add_nodes(clusters["cluster-c"], REGIONS["cluster-c"], "a", 3)
-    return clusters
+    return one_zone_fleet(clusters)
 
 
 def writes(clusters: MultiCluster) -> dict[str, int]:

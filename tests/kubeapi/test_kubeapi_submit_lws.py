@@ -11,7 +11,7 @@ from geosched.kube import keys
 from geosched.kube.submit import SubmitOptions, jobs, submit
 from geosched.retry import RetryPolicy
 from tests.kube.kube_support import DATA
-from tests.kubeapi.kubeapi_support import REGIONS, add_nodes
+from tests.kubeapi.kubeapi_support import one_zone_fleet
 from tests.kubeemu import MultiCluster
 
 pytestmark = pytest.mark.integration
@@ -20,12 +20,7 @@ FAST = SubmitOptions(retry=RetryPolicy(attempts=6, initial_s=0.05, max_s=0.2))
 
 @pytest.fixture
 def fleet(clusters: MultiCluster) -> MultiCluster:
-    """As test_kubeapi_submit: only cluster-b's europe-west4-b holds 4 x 8 GPUs in one zone."""
-    add_nodes(clusters["cluster-a"], REGIONS["cluster-a"], "ab", 2)
-    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "a", 2)
-    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "b", 4)
-    add_nodes(clusters["cluster-c"], REGIONS["cluster-c"], "a", 3)
-    return clusters
+    return one_zone_fleet(clusters)
 
 
 def test_submit_places_and_applies_a_leaderworkerset(fleet: MultiCluster, tmp_path: Path) -> None:

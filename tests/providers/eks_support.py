@@ -53,5 +53,16 @@ def make_cluster(moto_url: str, zones: tuple[str, ...] = tuple(ZONES)) -> EksClu
     return EksCluster(name, subnets, eks, ec2)
 
 
+def one_subnet_cluster(moto_url: str, name: str, zone_id: str, zone_name: str, cidr: str) -> None:
+    """The cluster `name` over one subnet `cidr` (in VPC 10.0.0.0/16) in `zone_id`, which moto must name
+    `zone_name`: the realkube suites' EKS cluster as AWS knows it, named like the plane's, each suite with a /24 of
+    its own (the kwok Nodes standing in for its machines take their addresses from it)."""
+    eks, ec2 = clients(moto_url)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZoneId=zone_id)["Subnet"]
+    assert subnet["AvailabilityZone"] == zone_name
+    eks.create_cluster(name=name, roleArn=ROLE, resourcesVpcConfig={"subnetIds": [subnet["SubnetId"]]})
+
+
 def request(nodes: int = 2, pricing: PricingMode = PricingMode.ON_DEMAND) -> GangRequest:
     return GangRequest("A100", 8, nodes, pricing, ("aws",), (REGION,))

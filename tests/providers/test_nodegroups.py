@@ -23,21 +23,14 @@ from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
 from geosched.providers.plan import PricingMode
-from geosched.retry import RetryPolicy
 from geosched.store import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched_emulators.eks_extras import capacity_issue
 from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
+from tests.providers.groups_support import fast
 from tests.providers.prov_support import aws_provider
 
 pytestmark = pytest.mark.integration
-
-
-def fast(**overrides: object) -> GroupSettings:
-    base: dict[str, object] = {"poll_s": 0.01, "call_timeout_s": 5.0, "settle_s": 1.0,
-                               "retry": RetryPolicy(attempts=3, initial_s=0.01, max_s=0.05)}
-    base.update(overrides)
-    return GroupSettings(**base)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -26,16 +26,10 @@ from geosched.retry import RetryPolicy
 from geosched.store import Store
 from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.providers.gke_support import CLUSTER, LOCATION, MACHINE, PROJECT, make_cluster, request
+from tests.providers.groups_support import fast
 from tests.providers.prov_support import gcp_provider
 
 pytestmark = pytest.mark.integration
-
-
-def fast(**overrides: object) -> GroupSettings:
-    base: dict[str, object] = {"poll_s": 0.01, "call_timeout_s": 5.0, "settle_s": 1.0,
-                               "retry": RetryPolicy(attempts=3, initial_s=0.01, max_s=0.05)}
-    base.update(overrides)
-    return GroupSettings(**base)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -17,12 +17,7 @@ The Deployment, the Services and the visibility APIService are left out.
 from __future__ import annotations
 
 import base64
-import copy
 import os
-import socket
-import ssl
-import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,103 +27,42 @@ import yaml
 from geosched.kube.client import Kube
 from tests.realkube.binaries import ROOT, Binaries
 from tests.realkube.cluster import Cluster, ControlPlane, apply, kubeconfig, kubeconfig_entry, wait_for
-from tests.realkube.procs import Proc, StartError, free_port
+from tests.realkube.manager import LoopbackManager, kustomize
+from tests.realkube.pki import Pair
 
 Obj = dict[str, Any]
 NAMESPACE = "kueue-system"
-CONFIG_KEY = "controller_manager_config.yaml"
 DISPATCHER = "geosched.io/dispatcher"
-SKIPPED_KINDS = {"Deployment", "Service", "APIService", "Secret"}
 
 
 def render(bins: Binaries, directory: Path) -> list[Obj]:
-    """The release's manifests, rendered once per session by the kubectl built beside the API server."""
-    target = directory / "kueue-release.yaml"
-    if not target.exists():
-        proc = subprocess.run([bins["kubectl"], "kustomize", str(bins.kueue_config / "default")],
-                              capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0:
-            raise StartError(f"kubectl kustomize of Kueue's config/default failed: {proc.stderr.strip()}")
-        target.write_text(proc.stdout)
-    return [d for d in yaml.safe_load_all(target.read_text()) if d]
+    """The release's manifests, rendered once per session."""
+    return kustomize(bins["kubectl"], bins.kueue_config, directory / "kueue-release.yaml", "Kueue")
 
 
-def loopback_client(port: int, client: Obj, ca: bytes) -> Obj:
-    """A webhook's Service clientConfig turned into the URL of a manager serving on loopback."""
-    path = client["service"].get("path", "/")
-    return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
-
-
-def strip(obj: Obj) -> Obj:
-    """A rendered object as one applies it: without what the server sets."""
-    obj = copy.deepcopy(obj)
-    obj.pop("status", None)
-    obj["metadata"].pop("creationTimestamp", None)
-    return obj
-
-
-class Kueue:
+class Kueue(LoopbackManager):
     """One Kueue manager on one cluster."""
+
+    name = "kueue"
+    title = "Kueue"
+    namespace = NAMESPACE
+    service_account = "kueue-controller-manager"
+    group = "kueue.x-k8s.io"
+    skipped_kinds = frozenset({"Deployment", "Service", "APIService", "Secret"})
 
     def __init__(self, plane: ControlPlane, cluster: Cluster, bins: Binaries, manifests: list[Obj], *,
                  multikueue: bool = False, extra_config: Mapping[str, Any] | None = None,
                  frameworks: tuple[str, ...] = ("batch/job",)) -> None:
-        self.cluster = cluster
         self.frameworks = frameworks
-        self.directory = cluster.directory / "kueue"
-        self.directory.mkdir()
-        self.port = free_port()
-        ca = cluster.ca.pem
-        serving = cluster.ca.issue("kueue-webhook-service.kueue-system.svc", hosts=("127.0.0.1", "localhost"),
-                                   server=True)
-        certs = self.directory / "certs"
-        certs.mkdir()
-        (certs / "tls.crt").write_bytes(serving.cert)
-        (certs / "tls.key").write_bytes(serving.key)
-        by_kind: dict[str, list[Obj]] = {}
-        for obj in manifests:
-            by_kind.setdefault(obj["kind"], []).append(strip(obj))
-        with plane.kube(cluster.name) as kube:
-            for crd in by_kind.pop("CustomResourceDefinition", []):
-                webhook = (crd["spec"].get("conversion") or {}).get("webhook")
-                if webhook:
-                    webhook["clientConfig"] = loopback_client(self.port, webhook["clientConfig"], ca)
-                apply(kube, crd)
-            self._wait_established(kube)
-            config = self._configuration(by_kind, multikueue, extra_config or {})
-            config_file = self.directory / "config.yaml"
-            config_file.write_text(yaml.safe_dump(config))
-            hooks = by_kind.pop("MutatingWebhookConfiguration", []) + by_kind.pop("ValidatingWebhookConfiguration",
-                                                                                   [])
-            for kind in ("Namespace", "ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding",
-                         "ConfigMap"):
-                for obj in by_kind.pop(kind, []):
-                    apply(kube, obj)
-            token = kube.request(
-                "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/kueue-controller-manager/token",
-                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                      "spec": {"expirationSeconds": 86400}})["status"]["token"]
-        leftover = set(by_kind) - SKIPPED_KINDS
-        assert not leftover, f"Kueue's release holds kinds the harness does not install: {leftover}"
-        identity = self.directory / "kubeconfig"
-        entry = kubeconfig_entry(cluster.name, cluster.server, ca, {"token": token})
-        identity.write_text(yaml.safe_dump(kubeconfig([entry], cluster.name)))
-        identity.chmod(0o600)
-        self.proc = Proc(f"{cluster.name}/kueue", [
-            *self._metrics_cert_mount(serving), bins["kueue"], f"--config={config_file}",
-            "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2",
-        ], self.directory / "kueue.log", env={**os.environ, "KUBECONFIG": str(identity)})
-        cluster.procs.append(self.proc)
-        self.proc.wait_ready(self._serving, 120)
-        with plane.kube(cluster.name) as kube:
-            for hook in hooks:
-                for webhook in hook.get("webhooks") or []:
-                    webhook["clientConfig"] = loopback_client(self.port, webhook["clientConfig"], ca)
-                apply(kube, hook)
-            # Ready when the API server reaches the webhooks: a dry-run ClusterQueue goes through the mutating one.
-            self.proc.wait_ready(lambda: self._dry_run(kube), 60)
+        self.multikueue = multikueue
+        self.extra_config = extra_config or {}
+        super().__init__(plane, cluster, bins, manifests)
 
-    def _metrics_cert_mount(self, pair: Any) -> list[str]:
+    def _command(self, bins: Binaries, config_file: Path, serving: Pair) -> list[str]:
+        return [*self._metrics_cert_mount(serving), bins["kueue"], f"--config={config_file}",
+                "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"]
+
+    def _metrics_cert_mount(self, pair: Pair) -> list[str]:
         """Without internal cert management Kueue reads its metrics certificate from a fixed path,
         /etc/kueue/metrics/certs (cmd/kueue/main.go), where its Deployment mounts the Secret cert-manager makes; it
         exits if the files are not there, even with metrics off. Here the process gets that path in a private mount
@@ -145,45 +79,24 @@ class Kueue:
         return ["unshare", *user, "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
                 str(upper), str(work)]
 
-    def _configuration(self, by_kind: dict[str, list[Obj]], multikueue: bool, extra: Mapping[str, Any]) -> Obj:
-        (configmap,) = [c for c in by_kind["ConfigMap"] if c["metadata"]["name"] == "kueue-manager-config"]
-        config = yaml.safe_load(configmap["data"][CONFIG_KEY])
+    def _configuration(self, config: Obj, certs: Path) -> Obj:
         config["namespace"] = NAMESPACE
         config["health"] = {"healthProbeBindAddress": "0"}
         config["metrics"] = {"bindAddress": "0"}
-        config["webhook"] = {"port": self.port, "host": "127.0.0.1", "certDir": str(self.directory / "certs")}
+        config["webhook"] = {"port": self.port, "host": "127.0.0.1", "certDir": str(certs)}
         config["leaderElection"] = {"leaderElect": False}
         config["internalCertManagement"] = {"enable": False}
         # Kueue's integration names (its Configuration's integrations.frameworks); JobSet's needs the JobSet CRD,
         # which the plane installs before Kueue starts (tests/realkube/jobset.py).
         config["integrations"] = {"frameworks": list(self.frameworks)}
-        if multikueue:
+        if self.multikueue:
             config["multiKueue"] = {"dispatcherName": DISPATCHER, "gcInterval": "30s",
                                     "origin": f"multikueue-{self.cluster.name}"}
-        config.update(extra)
-        configmap["data"][CONFIG_KEY] = yaml.safe_dump(config)
+        config.update(self.extra_config)
         return config
 
-    def _wait_established(self, kube: Kube) -> None:
-        deadline = time.monotonic() + 60
-        while True:
-            crds, _ = kube.list_all("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
-            pending = [c["metadata"]["name"] for c in crds if c["metadata"]["name"].endswith("kueue.x-k8s.io")
-                       and not any(cond.get("type") == "Established" and cond.get("status") == "True"
-                                   for cond in (c.get("status") or {}).get("conditions") or [])]
-            if not pending:
-                return
-            if time.monotonic() > deadline:
-                raise StartError(f"Kueue's CRDs not established: {pending}")
-            time.sleep(0.2)  # real sleep: polling a real kube-apiserver until Kueue's CRDs are Established
-
-    def _serving(self) -> bool:
-        context = ssl.create_default_context(cafile=str(self.cluster.ca_file))
-        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock, \
-                context.wrap_socket(sock, server_hostname="127.0.0.1"):
-            return True
-
     def _dry_run(self, kube: Kube) -> bool:
+        # Through the mutating webhook.
         kube.request("POST", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", query={"dryRun": "All"},
                      body={"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
                            "metadata": {"name": "realkube-probe"}, "spec": {}})

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +44,7 @@ from geosched.kube.client import Kube
 from tests.kubeapi.real_nodes import eks_node, gke_node
 from tests.realkube.cluster import KWOK_NODE
 from tests.realkube.nodes import A100, GPU_TAINT, H100, MACHINES, kwok
+from tests.realkube.poller import Poller
 
 Obj = dict[str, Any]
 NODEGROUP = "eks.amazonaws.com/nodegroup"
@@ -84,37 +85,40 @@ def group_nodes(group: Obj, subnet: Obj, region: str, *, ready: bool = True) -> 
     return out
 
 
-class NodegroupController:
+class _InStep(Poller):
+    """Keeps the real cluster's Nodes in step with a cloud's pools (`sync` reads them): a pool ready for the first
+    time gets its Nodes, the Nodes this made for a pool that is gone are deleted."""
+
+    def __init__(self, plane: Any, context: str, name: str, *, cluster: str, region: str, ready: bool,
+                 poll_s: float) -> None:
+        super().__init__(plane, context, name, poll_s)
+        self.cluster, self.region, self.ready = cluster, region, ready
+        self.made: dict[str, list[str]] = {}  # pool -> node names
+
+    def _in_step(self, kube: Kube, ready: dict[str, Obj], nodes_of: Callable[[Obj], list[Obj]], label: str) -> None:
+        for name, pool in ready.items():
+            if name not in self.made:
+                nodes = nodes_of(pool)
+                for node in nodes:
+                    kube.request("POST", "/api/v1/nodes", body=node)
+                self.made[name] = [n["metadata"]["name"] for n in nodes]
+        for name in [g for g in self.made if g not in ready]:
+            for node in kube.list_all("/api/v1/nodes", label_selector=f"{label}={name}")[0]:
+                if MADE_BY in (node["metadata"].get("annotations") or {}):
+                    kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+            del self.made[name]
+
+
+class NodegroupController(_InStep):
     """Polls moto's node groups of `cluster` and keeps the real cluster's Nodes in step (a thread; `with` it)."""
 
     def __init__(self, moto_url: str, cluster: str, plane: Any, context: str, *, region: str = "us-east-1",
                  ready: bool = True, poll_s: float = 0.2) -> None:
+        super().__init__(plane, context, "nodegroup-controller", cluster=cluster, region=region, ready=ready,
+                         poll_s=poll_s)
         kw = {"region_name": region, "endpoint_url": moto_url, "aws_access_key_id": "testing",
               "aws_secret_access_key": "testing"}
         self.eks, self.ec2 = boto3.client("eks", **kw), boto3.client("ec2", **kw)
-        self.cluster, self.plane, self.context, self.region = cluster, plane, context, region
-        self.ready, self.poll_s = ready, poll_s
-        self.made: dict[str, list[str]] = {}  # group -> node names
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="nodegroup-controller", daemon=True)
-
-    def __enter__(self) -> NodegroupController:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        with self.plane.kube(self.context) as kube:
-            while not self._stop.is_set():
-                try:
-                    self.sync(kube)
-                except Exception as exc:  # kept for the test to show; the loop goes on, as a controller's does
-                    self.errors.append(repr(exc))
-                self._stop.wait(self.poll_s)
 
     def sync(self, kube: Kube) -> None:
         names = self.eks.list_nodegroups(clusterName=self.cluster)["nodegroups"]
@@ -123,21 +127,14 @@ class NodegroupController:
             try:
                 group = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
             except self.eks.exceptions.ResourceNotFoundException:
-                continue  # deleted (by `down`) between the list and the describe: gone, as a controller sees it
+                continue  # deleted between the list and this describe: it is gone (the race failed a run once)
             if group["status"] == "ACTIVE":
                 active[name] = group
-        for name, group in active.items():
-            if name not in self.made:
-                [subnet] = self.ec2.describe_subnets(SubnetIds=group["subnets"][:1])["Subnets"]
-                nodes = group_nodes(group, subnet, self.region, ready=self.ready)
-                for node in nodes:
-                    kube.request("POST", "/api/v1/nodes", body=node)
-                self.made[name] = [n["metadata"]["name"] for n in nodes]
-        for name in [g for g in self.made if g not in active]:
-            for node in kube.list_all("/api/v1/nodes", label_selector=f"{NODEGROUP}={name}")[0]:
-                if MADE_BY in (node["metadata"].get("annotations") or {}):
-                    kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
-            del self.made[name]
+        self._in_step(kube, active, self._nodes, NODEGROUP)
+
+    def _nodes(self, group: Obj) -> list[Obj]:
+        [subnet] = self.ec2.describe_subnets(SubnetIds=group["subnets"][:1])["Subnets"]
+        return group_nodes(group, subnet, self.region, ready=self.ready)
 
 
 NODEPOOL = "cloud.google.com/gke-nodepool"
@@ -164,7 +161,7 @@ def pool_nodes(pool: Obj, *, cluster: str, project: str, region: str) -> list[Ob
     return out
 
 
-class NodepoolController(NodegroupController):
+class NodepoolController(_InStep):
     """Polls the GKE double's node pools of `cluster` (google-cloud-container, REST) and keeps the real cluster's
     Nodes in step (a thread; `with` it)."""
 
@@ -174,16 +171,12 @@ class NodepoolController(NodegroupController):
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import container_v1
 
+        super().__init__(plane, context, "nodepool-controller", cluster=cluster, region=location, ready=True,
+                         poll_s=poll_s)
         self.client = container_v1.ClusterManagerClient(
             credentials=AnonymousCredentials(), client_options=ClientOptions(api_endpoint=endpoint),  # type: ignore[no-untyped-call]
             transport="rest")
         self.project, self.location = project, location
-        self.cluster, self.plane, self.context, self.region = cluster, plane, context, location
-        self.ready, self.poll_s = True, poll_s
-        self.made = {}
-        self.errors = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="nodepool-controller", daemon=True)
 
     def sync(self, kube: Kube) -> None:
         from google.cloud import container_v1
@@ -193,17 +186,8 @@ class NodepoolController(NodegroupController):
         for pool in self.client.list_node_pools(parent=parent).node_pools:
             if pool.status == container_v1.NodePool.Status.RUNNING:
                 running[pool.name] = container_v1.NodePool.to_dict(pool, use_integers_for_enums=False)
-        for name, pool in running.items():
-            if name not in self.made:
-                nodes = pool_nodes(_camel(pool), cluster=self.cluster, project=self.project, region=self.region)
-                for node in nodes:
-                    kube.request("POST", "/api/v1/nodes", body=node)
-                self.made[name] = [n["metadata"]["name"] for n in nodes]
-        for name in [p for p in self.made if p not in running]:
-            for node in kube.list_all("/api/v1/nodes", label_selector=f"{NODEPOOL}={name}")[0]:
-                if MADE_BY in (node["metadata"].get("annotations") or {}):
-                    kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
-            del self.made[name]
+        self._in_step(kube, running, lambda pool: pool_nodes(_camel(pool), cluster=self.cluster,
+                                                             project=self.project, region=self.region), NODEPOOL)
 
 
 def _camel(pool: Obj) -> Obj:

@@ -29,13 +29,13 @@ would prove nothing about the zone geosched chose.
 from __future__ import annotations
 
 import hashlib
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
 from geosched.kube.client import Kube
 from tests.kubeapi.real_nodes import gke_node
 from tests.realkube.nodes import GPU_TAINT, MACHINES, kwok
+from tests.realkube.poller import Poller
 
 Obj = dict[str, Any]
 API = "/apis/autoscaling.x-k8s.io/v1"
@@ -91,41 +91,24 @@ def provisioned_status(request: Obj, now: datetime) -> Obj:
                            cond("Provisioned", PROVISIONED_REASON, PROVISIONED_MSG)]}
 
 
-class ProvisioningController:
+class ProvisioningController(Poller):
     """Polls the ProvisioningRequests of `namespace` on `context` and provisions each once (a thread; `with` it);
     the nodes of a request that is gone are deleted, and every node it made is deleted when it stops."""
 
     def __init__(self, plane: Any, context: str, namespace: str, *, project: str = "ml-platform-prod",
                  region: str = "us-central1", poll_s: float = 0.2) -> None:
-        self.plane, self.context, self.namespace = plane, context, namespace
-        self.project, self.region, self.poll_s = project, region, poll_s
+        super().__init__(plane, context, "provisioning-controller", poll_s)
+        self.namespace, self.project, self.region = namespace, project, region
         self.made: dict[str, list[Obj]] = {}  # request name -> the nodes made for it
         self.seen: dict[str, Obj] = {}  # request name -> the request as first seen, with its templates
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="provisioning-controller", daemon=True)
-
-    def __enter__(self) -> ProvisioningController:
-        self._thread.start()
-        return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
+        super().__exit__(*exc)
         with self.plane.kube(self.context) as kube:
             for nodes in self.made.values():
                 for node in nodes:
                     if kube.get(f"/api/v1/nodes/{node['metadata']['name']}") is not None:
                         kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
-
-    def _run(self) -> None:
-        with self.plane.kube(self.context) as kube:
-            while not self._stop.is_set():
-                try:
-                    self.sync(kube)
-                except Exception as exc:  # kept for the test to show; the loop goes on, as a controller's does
-                    self.errors.append(repr(exc))
-                self._stop.wait(self.poll_s)
 
     def sync(self, kube: Kube) -> None:
         requests = kube.list_all(f"{API}/namespaces/{self.namespace}/provisioningrequests")[0]

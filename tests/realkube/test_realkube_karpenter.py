@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
@@ -27,7 +26,7 @@ from geosched.providers.nodegroups import karpenter
 from geosched.providers.nodegroups.spec import Subnet, Target
 from geosched.providers.plan import Candidate
 from geosched_emulators import MotoServer
-from tests.providers.eks_support import ROLE
+from tests.providers.eks_support import one_subnet_cluster
 from tests.providers.prov_support import aws_env
 from tests.realkube import karpenter as standin
 from tests.realkube.plane import EKS, Plane
@@ -134,13 +133,7 @@ def moto() -> Iterator[MotoServer]:
     """The EKS cluster as AWS knows it (moto, real boto3): named like the plane's, one subnet, in use1-az6, which
     moto names us-east-1a as the plane's EKS account does (test_realkube_up.py)."""
     with MotoServer() as server:
-        kw = {"region_name": "us-east-1", "endpoint_url": server.url, "aws_access_key_id": "testing",
-              "aws_secret_access_key": "testing"}
-        ec2, eks = boto3.client("ec2", **kw), boto3.client("eks", **kw)
-        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.32.0/24", AvailabilityZoneId=ZONE_ID)["Subnet"]
-        assert subnet["AvailabilityZone"] == ZONE
-        eks.create_cluster(name=EKS, roleArn=ROLE, resourcesVpcConfig={"subnetIds": [subnet["SubnetId"]]})
+        one_subnet_cluster(server.url, EKS, ZONE_ID, ZONE, "10.0.32.0/24")
         yield server
 
 

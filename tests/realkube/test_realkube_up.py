@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
 import pytest
 import yaml
 
 from geosched.report.ledger import ledger_intervals
 from geosched.store import Store
 from geosched_emulators import MotoServer
-from tests.providers.eks_support import NODE_ROLE, ROLE
+from tests.providers.eks_support import NODE_ROLE, clients, one_subnet_cluster
 from tests.providers.prov_support import aws_env
 from tests.realkube.nodegroups import NODEGROUP, NodegroupController
 from tests.realkube.plane import EKS, Plane
@@ -43,19 +42,12 @@ ZONE_ID, ZONE = "use1-az6", "us-east-1a"
 @pytest.fixture(scope="module")
 def moto() -> Iterator[MotoServer]:
     with MotoServer() as server:
-        kw = {"region_name": "us-east-1", "endpoint_url": server.url, "aws_access_key_id": "testing",
-              "aws_secret_access_key": "testing"}
-        ec2, eks = boto3.client("ec2", **kw), boto3.client("eks", **kw)
-        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.16.0/24", AvailabilityZoneId=ZONE_ID)["Subnet"]
-        assert subnet["AvailabilityZone"] == ZONE
-        eks.create_cluster(name=EKS, roleArn=ROLE, resourcesVpcConfig={"subnetIds": [subnet["SubnetId"]]})
+        one_subnet_cluster(server.url, EKS, ZONE_ID, ZONE, "10.0.16.0/24")
         yield server
 
 
 def groups(moto: MotoServer) -> list[str]:
-    eks = boto3.client("eks", region_name="us-east-1", endpoint_url=moto.url, aws_access_key_id="testing",
-                       aws_secret_access_key="testing")
+    eks, _ = clients(moto.url)
     return list(eks.list_nodegroups(clusterName=EKS)["nodegroups"])
 
 

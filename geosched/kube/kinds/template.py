@@ -4,8 +4,9 @@ allows, the tolerations it carries. Pure; shared by every job kind's reader (`ki
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from geosched.fields import describe
 from geosched.kube import keys
@@ -14,6 +15,15 @@ from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
 
 PathKey = str | int
+
+
+def at_path(obj: Mapping[str, Any], path: Sequence[PathKey]) -> dict[str, Any]:
+    """The pod template at `path` (a `Template.path`) in the object `read` checked: every step is there."""
+    here: Any = obj
+    for step in path:
+        here = here[step]
+    assert isinstance(here, dict)
+    return here
 
 
 @dataclass(frozen=True, slots=True)

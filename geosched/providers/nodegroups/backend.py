@@ -17,12 +17,13 @@ Backends: `eks.Eks` (boto3, EKS managed node groups) and `gke.Gke` (google-cloud
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from geosched.clouds import aws, gcp
-from geosched.providers.base import GANG_TAG, OWNER_TAG, Budget, ProviderError
+from geosched.models import Pricing
+from geosched.providers.base import ATTEMPT_TAG, GANG_TAG, OWNER_TAG, Budget, ProviderError
 from geosched.providers.plan import Candidate, Plan, Skipped
 
 # The neutral states of a pool (each backend maps its cloud's own onto these).
@@ -102,6 +103,36 @@ def pool_name(gang: str, seq: int) -> str:
     name `down` looks for. Gang names are lowercase letters, digits and '-' (lifecycle.check_gang_name), which
     both EKS (1-63 of letters, digits, '-', '_') and GKE (RFC 1035 label, 1-40 here) accept."""
     return f"{gang}-{seq}"
+
+
+def ownership(gang: str, owner: str, token: str) -> dict[str, str]:
+    """The tags (EKS) or resource labels (GKE) a pool carries so that `ours` and `down` can tell it from anyone
+    else's. Gang names, owner ids and tokens are lowercase letters, digits and '-', which both clouds accept."""
+    return {GANG_TAG: gang, OWNER_TAG: owner, ATTEMPT_TAG: token}
+
+
+def capacity_type(pricing: Pricing) -> str:
+    """`Target.capacity_type`: EKS's capacityType values, which GKE pools report too (`Pool.capacity_type`)."""
+    return "SPOT" if pricing is Pricing.SPOT else "ON_DEMAND"
+
+
+T = TypeVar("T")
+
+
+def split(plan: Plan, provider: str, cluster: str, region: str,
+          fit: Callable[[Candidate], T | str]) -> tuple[tuple[T, ...], tuple[Skipped, ...]]:
+    """The plan's candidates a cluster can hold, in plan order, and the others with the reason: another provider
+    or region (a pool lives in its cluster's region), or what `fit` says of the zone (a str); else `fit`'s target."""
+    keep: list[T] = []
+    skipped: list[Skipped] = []
+    for c in plan.candidates:
+        fitted = (f"not in cluster {cluster}'s region ({provider}/{region})"
+                  if c.provider != provider or c.region != region else fit(c))
+        if isinstance(fitted, str):
+            skipped.append(Skipped(c, fitted))
+        else:
+            keep.append(fitted)
+    return tuple(keep), tuple(skipped)
 
 
 def ours(tags: Mapping[str, str] | None, owner: str, gang: str | None = None) -> bool:

@@ -33,16 +33,9 @@ from geosched import gpus
 from geosched.clouds import gcp as gcp_cloud
 from geosched.kube import keys
 from geosched.models import Pricing
-from geosched.providers.base import (
-    ATTEMPT_TAG,
-    GANG_TAG,
-    OWNER_TAG,
-    CapacityError,
-    ProviderError,
-    QuotaError,
-    UnsupportedError,
-)
+from geosched.providers.base import CapacityError, ProviderError, QuotaError, UnsupportedError
 from geosched.providers.lifecycle import GANG_LABEL
+from geosched.providers.nodegroups import backend
 from geosched.providers.nodegroups.backend import pool_name
 from geosched.providers.plan import Candidate, Plan, Skipped
 
@@ -119,7 +112,7 @@ class Target:
 
     @property
     def capacity_type(self) -> str:
-        return "SPOT" if self.candidate.pricing is Pricing.SPOT else "ON_DEMAND"
+        return backend.capacity_type(self.candidate.pricing)
 
 
 def region_of(location: str) -> str:
@@ -129,18 +122,14 @@ def region_of(location: str) -> str:
 
 
 def targets(plan: Plan, cluster: Cluster) -> tuple[tuple[Target, ...], tuple[Skipped, ...]]:
-    keep: list[Target] = []
-    skipped: list[Skipped] = []
-    for c in plan.candidates:
-        if c.provider != PROVIDER or c.region != cluster.region:
-            skipped.append(Skipped(c, f"not in cluster {cluster.name}'s region ({PROVIDER}/{cluster.region})"))
-        elif not cluster.holds(c.zone):
-            skipped.append(Skipped(c, f"zone {c.zone} is not a node location of zonal cluster {cluster.name}"))
-        elif accelerator(c.instance_type, c.gpu) is None:
-            skipped.append(Skipped(c, f"no GKE accelerator type known for {c.instance_type} ({c.gpu})"))
-        else:
-            keep.append(Target(c, cluster.name, cluster.location))
-    return tuple(keep), tuple(skipped)
+    def fit(c: Candidate) -> Target | str:
+        if not cluster.holds(c.zone):
+            return f"zone {c.zone} is not a node location of zonal cluster {cluster.name}"
+        if accelerator(c.instance_type, c.gpu) is None:
+            return f"no GKE accelerator type known for {c.instance_type} ({c.gpu})"
+        return Target(c, cluster.name, cluster.location)
+
+    return backend.split(plan, PROVIDER, cluster.name, cluster.region, fit)
 
 
 def size_problem(nodes: int) -> str | None:
@@ -159,11 +148,9 @@ def compact(instance_type: str, nodes: int) -> bool:
     return instance_type.split("-", 1)[0] in COMPACT_SERIES and 1 < nodes <= COMPACT_MAX_NODES
 
 
-def resource_labels(gang: str, owner: str, token: str) -> dict[str, str]:
-    """Ownership, on the pool's Compute Engine resources (NodeConfig.resourceLabels): how `down` tells a pool of
-    this store's gang from anyone else's. Gang names, owner ids and tokens are lowercase letters, digits and '-',
-    as GCE label values must be."""
-    return {GANG_TAG: gang, OWNER_TAG: owner, ATTEMPT_TAG: token}
+# Ownership, on the pool's Compute Engine resources (NodeConfig.resourceLabels): how `down` tells a pool of this
+# store's gang from anyone else's (label values must be lowercase letters, digits and '-', as those are).
+resource_labels = backend.ownership
 
 
 def create_request(target: Target, *, project: str, gang: str, seq: int, owner: str, token: str,

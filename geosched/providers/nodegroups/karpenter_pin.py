@@ -22,7 +22,8 @@ from geosched.errors import InputError
 from geosched.kube import affinity, keys
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.compact import CompactKind, build
-from geosched.kube.jobinput import JobInput, PathKey
+from geosched.kube.jobinput import JobInput
+from geosched.kube.kinds.template import at_path
 from geosched.providers.nodegroups.karpenter import (
     CAPACITY_TYPE,
     DO_NOT_DISRUPT,
@@ -49,7 +50,7 @@ def pinned(job: JobInput, pool: KarpenterPool) -> list[dict[str, Any]]:
         if path is None:
             raise InputError(job.source, "kind", f"{job.kind.label} pods have no template in the object, so they "
                              "cannot be pinned to a Karpenter NodePool here")
-        _pin_template(_resolve(obj, path), pool)
+        _pin_template(at_path(obj, path), pool)
     extras = [copy.deepcopy(dict(e)) for e in job.extras]
     return [*companions, *extras, obj]
 
@@ -73,7 +74,7 @@ def unlaunchable(manifests: list[dict[str, Any]], job: JobInput, pool: Karpenter
     out: list[str] = []
     for path in paths:
         assert path is not None
-        spec = _resolve(obj, path).get("spec") or {}
+        spec = at_path(obj, path).get("spec") or {}
         where = f"{obj['kind']}/{obj['metadata']['name']} {'.'.join(str(p) for p in path)}"
         selector = [_problem(k, "In", [v], fixed) for k, v in (spec.get("nodeSelector") or {}).items()]
         problems = [p for p in selector if p is not None]
@@ -106,11 +107,3 @@ def _pin_template(template: dict[str, Any], pool: KarpenterPool) -> None:
     spec = template.setdefault("spec", {})
     affinity.require_in(spec, [(NODEPOOL_LABEL, (pool.name,)), (keys.ZONE, (pool.zone_name,))])
     toleration_rules.add_to(spec, (TOLERATION,))
-
-
-def _resolve(obj: dict[str, Any], path: tuple[PathKey, ...]) -> dict[str, Any]:
-    here: Any = obj
-    for step in path:
-        here = here[step]
-    assert isinstance(here, dict)
-    return here

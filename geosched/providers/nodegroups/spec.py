@@ -24,18 +24,9 @@ from typing import Any
 
 from geosched.clouds import aws as aws_cloud
 from geosched.kube import keys
-from geosched.models import Pricing
-from geosched.providers.base import (
-    ATTEMPT_TAG,
-    GANG_TAG,
-    OWNER_TAG,
-    CapacityError,
-    ProviderError,
-    QuotaError,
-    UnsupportedError,
-)
+from geosched.providers.base import CapacityError, ProviderError, QuotaError, UnsupportedError
 from geosched.providers.lifecycle import GANG_LABEL
-from geosched.providers.nodegroups.backend import ours as backend_ours
+from geosched.providers.nodegroups import backend
 from geosched.providers.nodegroups.backend import pool_name
 from geosched.providers.plan import Candidate, Plan, Skipped
 
@@ -106,25 +97,20 @@ class Target:
         return self.subnet.zone_name
 
 
-def capacity_type(pricing: Pricing) -> str:
-    return "SPOT" if pricing is Pricing.SPOT else "ON_DEMAND"
+capacity_type = backend.capacity_type
 
 
 def targets(plan: Plan, cluster: Cluster) -> tuple[tuple[Target, ...], tuple[Skipped, ...]]:
     """The plan's candidates the cluster can hold, in plan order, and the others with the reason: another
     provider or region (a node group lives in its cluster's region), or a zone without a cluster subnet."""
-    keep: list[Target] = []
-    skipped: list[Skipped] = []
-    for c in plan.candidates:
-        if c.provider != PROVIDER or c.region != cluster.region:
-            skipped.append(Skipped(c, f"not in cluster {cluster.name}'s region ({PROVIDER}/{cluster.region})"))
-            continue
+
+    def fit(c: Candidate) -> Target | str:
         subnet = cluster.subnet_for(c.zone)
         if subnet is None:
-            skipped.append(Skipped(c, f"cluster {cluster.name} has no subnet in zone {c.zone}"))
-            continue
-        keep.append(Target(c, cluster.name, subnet))
-    return tuple(keep), tuple(skipped)
+            return f"cluster {cluster.name} has no subnet in zone {c.zone}"
+        return Target(c, cluster.name, subnet)
+
+    return backend.split(plan, PROVIDER, cluster.name, cluster.region, fit)
 
 
 def size_problem(nodes: int) -> str | None:
@@ -139,8 +125,7 @@ def group_name(gang: str, seq: int) -> str:
     return pool_name(gang, seq)
 
 
-def tags(gang: str, owner: str, token: str) -> dict[str, str]:
-    return {GANG_TAG: gang, OWNER_TAG: owner, ATTEMPT_TAG: token}
+tags = backend.ownership
 
 
 def labels(gang: str) -> dict[str, str]:
@@ -169,7 +154,7 @@ def create_request(target: Target, *, gang: str, seq: int, owner: str, token: st
     }
 
 
-ours = backend_ours  # a node group geosched made for this store (and gang): only those are ever deleted
+ours = backend.ours  # a node group geosched made for this store (and gang): only those are ever deleted
 
 
 def failure(status: str, issues: Sequence[Mapping[str, Any]], name: str) -> ProviderError:
