@@ -133,6 +133,8 @@ def moto() -> Iterator[MotoServer]:
     """The EKS cluster as AWS knows it (moto, real boto3): named like the plane's, one subnet, in use1-az6, which
     moto names us-east-1a as the plane's EKS account does (test_realkube_up.py)."""
     with MotoServer() as server:
+        # moto's backends are per process: another suite's cluster of the same name would still be there.
+        server.reset()
         one_subnet_cluster(server.url, EKS, ZONE_ID, ZONE, "10.0.32.0/24")
         yield server
 

@@ -42,6 +42,8 @@ ZONE_ID, ZONE = "use1-az6", "us-east-1a"
 @pytest.fixture(scope="module")
 def moto() -> Iterator[MotoServer]:
     with MotoServer() as server:
+        # moto's backends are per process: another suite's cluster of the same name would still be there.
+        server.reset()
         one_subnet_cluster(server.url, EKS, ZONE_ID, ZONE, "10.0.16.0/24")
         yield server
 
