@@ -8,8 +8,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import yaml
-
 from geosched.errors import InputError
 
 T = TypeVar("T")
@@ -23,6 +21,7 @@ def dump(data: Any, fmt: str) -> str:
     if fmt == "json":
         # Never NaN or Infinity: they are not JSON, and a consumer's parser would reject the whole document.
         return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    import yaml  # on first use: the CLI's declarations import this module, `-h` dumps nothing
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import TaskID
 
 from geosched import settings as settings_table
 from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, RiskWeightOpt, deprecated, finite
@@ -23,7 +22,7 @@ from geosched.output import NoHeadersOpt, Output, OutputOpt
 from geosched.providers import registry
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
 
     from geosched.models import Weights
     from geosched.policies.spotrisk import Rework

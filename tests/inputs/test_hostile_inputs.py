@@ -289,7 +289,7 @@ def test_a_missing_private_key_is_reported_as_such_not_as_unreachable(tmp_path: 
 def test_the_alias_bound_costs_little_on_a_large_honest_snapshot() -> None:
     import yaml
 
-    from geosched.gate import SAFE_LOADER, parse_yaml
+    from geosched.gate import parse_yaml, safe_loader
 
     nodes = [{"name": f"n{i}", "provider": "aws", "region": "us-east-1", "zone": "us-east-1a", "gpu": "A100",
               "gpus": 8, "labels": {"team": "ml", "tier": "prod"}, "addresses": [f"10.0.{i >> 8}.{i & 255}"]}
@@ -303,7 +303,7 @@ def test_the_alias_bound_costs_little_on_a_large_honest_snapshot() -> None:
         load()  # type: ignore[operator]
         return time.process_time() - started
 
-    runs = [(timed(lambda: yaml.load(text, Loader=SAFE_LOADER)), timed(lambda: parse_yaml(text, "fleet.yaml")))
+    runs = [(timed(lambda: yaml.load(text, Loader=safe_loader())), timed(lambda: parse_yaml(text, "fleet.yaml")))
             for _ in range(7)]
     plain, gated = min(r[0] for r in runs), min(r[1] for r in runs)
     # About 1.25x on a quiet machine; CPU time still stretches under contention (1.75x seen in a full run at load
