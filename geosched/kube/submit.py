@@ -62,7 +62,8 @@ from geosched.kube.compact import CompactKind
 from geosched.kube.config import Backend, ClusterConfig, apply_context
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import JobInput, parse_job_object, read_job_file
-from geosched.kube.kinds.base import JobKind, when
+from geosched.kube.kinds.base import UNKNOWN as UNKNOWN_KIND
+from geosched.kube.kinds.base import when
 from geosched.kube.queues import check_queues
 from geosched.kube.render import RenderOptions, render
 from geosched.models import CarbonSignal, Job, NetworkView, Node, NoFit, Placement, Pricing, Rejection, Weights
@@ -591,7 +592,7 @@ def job_times(kind: str, obj: Mapping[str, Any]) -> tuple[float | None, float | 
     true = {str(c.get("type")): _when(c.get("lastTransitionTime")) for c in conditions if c.get("status") == "True"}
     ends = [t for c in END_CONDITIONS if (t := true.get(c)) is not None]
     end = _when(status.get("completionTime")) or (min(ends) if ends else None)
-    adapter = kinds.by_name(kind) or JobKind()  # a kind geosched does not know states no start
+    adapter = kinds.by_name(kind) or UNKNOWN_KIND
     if adapter.states_start:
         start = adapter.started_at(status, true)
     else:

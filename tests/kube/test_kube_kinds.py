@@ -14,6 +14,8 @@ from kube_support import REPO
 from geosched.errors import InputError
 from geosched.kube import flex, kinds, submit
 from geosched.kube.kinds.base import JobKind
+from geosched.kube.kinds.template import Template
+from geosched.kube.objpath import At
 
 SCHEDULER_RBAC = REPO / "deploy" / "scheduler" / "rbac.yaml"
 
@@ -64,6 +66,9 @@ def test_the_rbac_check_can_fail() -> None:
         plural = "trainers"
         owns_pods = True
 
+        def pod_sets(self, spec: At) -> list[Template]:
+            return []
+
     assert missing_grants(scheduler_rules(), [Owner()]) == ["example.com/v1 Trainer"]
 
 
@@ -81,6 +86,9 @@ def test_a_kind_without_suspend_cannot_be_held(monkeypatch: pytest.MonkeyPatch) 
         api_version = "example.com/v1"
         kind = "Service"
         suspend_path = None
+
+        def pod_sets(self, spec: At) -> list[Template]:
+            return []
 
     obj: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "a"}, "spec": {}}
     flex.hold(obj, 3600.0, 0.0, source="jobs/a.yaml")

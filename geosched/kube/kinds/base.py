@@ -19,6 +19,7 @@ Each kind is one module beside this one defining `KIND`; `kinds/__init__.py` fin
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,7 +44,7 @@ class PinRequest:
     source: str
 
 
-class JobKind:
+class JobKind(ABC):
     """One kind of job object. Subclasses set the class attributes and `pod_sets`; instances are registered."""
 
     api_version: str = ""
@@ -72,9 +73,9 @@ class JobKind:
     def __str__(self) -> str:
         return self.label
 
+    @abstractmethod
     def pod_sets(self, spec: At) -> list[Template]:
         """The object's pod sets, read from its `spec` (each with its pods and its template's path)."""
-        raise NotImplementedError
 
     def refusal(self, backend: Backend) -> str | None:
         """Why the kind cannot be handed to `backend` at all; None when it can."""
@@ -113,6 +114,17 @@ class JobKind:
         children = [*(status.get("replicatedJobsStatus") or []), *(status.get("jobsStatus") or [])]
         return any(int(c.get(k) or 0) > 0 for c in children if isinstance(c, Mapping)
                    for k in ("active", "ready", "succeeded", "failed"))
+
+
+class UnknownKind(JobKind):
+    """A kind geosched does not know (`geosched jobs` lists every job of a namespace): it has no pod sets geosched
+    can read, states no start, and its run began once a child job counts (the shared `run_began`)."""
+
+    def pod_sets(self, spec: At) -> list[Template]:
+        return []
+
+
+UNKNOWN = UnknownKind()
 
 
 def when(value: Any) -> float | None:
