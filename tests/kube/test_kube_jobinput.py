@@ -124,6 +124,17 @@ def test_not_indexed() -> None:
     assert err.field == "spec.completionMode" and "Indexed" in err.reason
 
 
+def test_a_jobset_without_completion_mode_is_indexed_as_its_webhook_defaults_it() -> None:
+    # Upstream's own example (jobset-upstream-resnet.yaml: kubernetes-sigs/jobset examples/pytorch/resnet.yaml, a GPU
+    # limit added) has no completionMode; JobSet's defaulting webhook makes it Indexed. A bare Job's stays NonIndexed.
+    parsed = read_job_file(DATA / "jobset-upstream-resnet.yaml")
+    assert parsed.kind is jobset.KIND and (parsed.job.workers, parsed.job.gpus_per_worker) == (4, 8)
+    obj = load("jobset-upstream-resnet.yaml")
+    obj["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] = "NonIndexed"
+    err = _error(obj)
+    assert err.field == "spec.replicatedJobs[0].template.spec.completionMode" and "got NonIndexed" in err.reason
+
+
 def test_completions_must_equal_parallelism() -> None:
     obj = load("batch-job.yaml")
     obj["spec"]["completions"] = 8

@@ -21,7 +21,10 @@ class JobSet(JobKind):
             replicas = rjob.key("replicas").integer(minimum=0, default=1)
             job_spec = rjob.dig("template", "spec")
             job_spec.mapping(required=True)
-            pods = replicas * template.indexed_pods(job_spec)
+            # JobSet's defaulting webhook makes a missing completionMode Indexed (kubernetes-sigs/jobset
+            # pkg/webhooks/jobset_webhook.go, Default: "Default job completion mode to indexed"), and every upstream
+            # example leaves it out: read as the cluster will run it, not as a bare Job's NonIndexed.
+            pods = replicas * template.indexed_pods(job_spec, default_mode="Indexed")
             path: tuple[PathKey, ...] = ("spec", "replicatedJobs", i, "template", "spec", "template")
             out.append(template.read(job_spec.key("template"), path, pods))
         if not out:

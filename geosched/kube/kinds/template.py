@@ -66,10 +66,11 @@ def read(tmpl: At, path: tuple[PathKey, ...], pods: int) -> Template:
     )
 
 
-def indexed_pods(spec: At) -> int:
-    """A batch Job spec's gang size: all its pods run at once, each with its own index."""
+def indexed_pods(spec: At, *, default_mode: str = "NonIndexed") -> int:
+    """A batch Job spec's gang size: all its pods run at once, each with its own index. `default_mode` is what the
+    object's defaulting gives a missing `completionMode` (batch/v1 Job's own: NonIndexed)."""
     parallelism = spec.key("parallelism").integer(minimum=1, default=1)
-    mode = spec.key("completionMode").string(default="NonIndexed")
+    mode = spec.key("completionMode").string(default=default_mode)
     if parallelism > 1 and mode != "Indexed":
         raise spec.key("completionMode").error(
             f"a gang of {parallelism} workers needs completionMode: Indexed (each worker its own rank), got {mode}")
