@@ -117,6 +117,16 @@ def test_philly_jobs_sum_their_attempts_and_keep_their_layout() -> None:
         (15, True), (35, True)]
 
 
+def test_philly_times_written_none_are_missing_as_null_is() -> None:
+    # philly_none.json: the README's example job (msr-fiddle/philly-traces README.md, verbatim) and the two cases its
+    # notes name, with the missing times written "None" as the trace's own notebook reads them (`parse_date`).
+    read = read_trace(TRACES / "philly_none.json")
+    assert len(read.jobs) == 1
+    reasons = sorted(s.reason.split(": ", 1)[1] for s in read.skipped)
+    assert reasons == ["no attempt has both start_time and end_time",
+                       "still running when the trace was taken (last attempt has no end_time)"]
+
+
 def test_philly_json_syntax_errors_name_their_line(tmp_path: Path) -> None:
     bad = tmp_path / "log.json"
     bad.write_text('[\n  {"jobid": "a",\n   "attempts": [}\n]\n')

@@ -104,13 +104,13 @@ def _job(item: Any, line: int, out: Collector) -> tuple[TraceJob, datetime] | No
     for i, attempt in enumerate(attempts):
         if not isinstance(attempt, dict):
             raise RowError(f"{jobid}: attempts[{i}]: expected an object")
-    if attempts[-1].get("end_time") is None and attempts[-1].get("start_time") is not None:
+    if _missing(attempts[-1].get("end_time")) and not _missing(attempts[-1].get("start_time")):
         out.skip(line, f"{jobid}: still running when the trace was taken (last attempt has no end_time)")
         return None
     run_s = 0.0
     last: dict[str, Any] | None = None
     for i, attempt in enumerate(attempts):
-        if attempt.get("start_time") is None or attempt.get("end_time") is None:
+        if _missing(attempt.get("start_time")) or _missing(attempt.get("end_time")):
             continue
         start = _time(attempt["start_time"], f"{jobid}: attempts[{i}].start_time")
         end = _time(attempt["end_time"], f"{jobid}: attempts[{i}].end_time")
@@ -141,6 +141,13 @@ def _gpus_per_machine(detail: Any, jobid: str) -> list[int]:
             raise RowError(f"{jobid}: detail[{i}].gpus: expected a list")
         counts.append(len(gpus))
     return counts or [0]
+
+
+def _missing(value: Any) -> bool:
+    """An attempt time the trace does not have: null, or the string "None" or "" (the trace's own analysis
+    notebook, msr-fiddle/philly-traces analysis/Philly Trace Analysis.ipynb `parse_date`, reads a time as missing
+    when `date_str is None or date_str == '' or date_str == 'None'`)."""
+    return value is None or (isinstance(value, str) and value.strip() in ("", "None"))
 
 
 def _time(value: Any, what: str) -> datetime:
