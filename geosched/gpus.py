@@ -54,6 +54,9 @@ PARTS: dict[str, GpuPart] = {
 # Base parts named in `nvidia.com/gpu.product` values, and the memory variants the catalog prices separately.
 _BASES = ("A100", "A10G", "H100", "H200", "L4", "L40S", "T4", "V100", "K80", "M60", "P4", "P100", "K520")
 _VARIANTS = {("A100", "80GB"): "A100-80GB", ("V100", "32GB"): "V100-32GB"}
+# Product-name tokens of a board form factor (the driver's names: "NVIDIA H100 PCIe", "NVIDIA H100 NVL"): a part
+# named with one its catalog model's product lacks is another card.
+_FORM_FACTORS = ("PCIE", "NVL")
 
 
 def part(model: str) -> GpuPart:
@@ -64,17 +67,22 @@ def part(model: str) -> GpuPart:
 def model_from_product(product: str) -> str | None:
     """The catalog GPU model for a product label, or None when it names no known part.
 
-    A MIG slice (`...-MIG-1g.5gb`) is a fraction of a GPU, not the GPU a gang asks for, so it is unknown.
+    A MIG slice (`...-MIG-1g.5gb`) is a fraction of a GPU, not the GPU a gang asks for, so it is unknown. So is
+    another form factor of a catalog chip (`NVIDIA-H100-PCIe`, `NVIDIA-H100-NVL`, `NVIDIA-A100-PCIE-40GB`): the
+    catalog's H100 and A100 are the SXM parts of p5/a3 and p4d/a2 (NVLink between the node's GPUs, 700 W for the
+    H100), and a gang that asks for them must not get PCIe cards.
     """
     tokens = product.upper().replace("_", "-").split("-")
     if "MIG" in tokens:
         return None
     for base in _BASES:
         if base in tokens:
-            for (variant_base, memory), name in _VARIANTS.items():
-                if base == variant_base and memory in tokens:
-                    return name
-            return base
+            model = next((name for (variant_base, memory), name in _VARIANTS.items()
+                          if base == variant_base and memory in tokens), base)
+            catalog_tokens = set((part(model).product or "").upper().split("-"))
+            if any(f in tokens and f not in catalog_tokens for f in _FORM_FACTORS):
+                return None
+            return model
     return None
 
 

@@ -24,6 +24,11 @@ NAME = "gcp"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 MACHINE_FAMILY_LABEL = "cloud.google.com/machine-family"
+# GPUs GKE shares or partitions, each pod then getting a slice of one (an `nvidia.com/gpu` is a slice, not a GPU):
+# MIG partitions (cloud.google.com/kubernetes-engine/docs/how-to/gpus-multi: `gke-gpu-partition-size=1g.5gb`) and
+# time-sharing or MPS (.../how-to/timesharing-gpus, .../how-to/nvidia-mps-gpus: `gke-gpu-sharing-strategy`).
+GPU_PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"
+GPU_SHARING_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"
 DAILY_PREEMPTION = 0.15
 
 

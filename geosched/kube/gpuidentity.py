@@ -66,6 +66,29 @@ def label_model(key: str, value: str, provider: str) -> str | None:
     return None
 
 
+def not_whole(labels: Mapping[str, str]) -> str | None:
+    """Why the node's `nvidia.com/gpu` are not whole GPUs (MIG slices, time-sliced or MPS replicas), None when they
+    are. Such a node is no capacity for a training gang: each worker would get a slice of a GPU, and its count
+    (56 slices of a p4d's 8 A100s) would be read as GPUs. Checked before the model: a MIG product names no model,
+    and the instance type behind it would name the whole GPU."""
+    product = labels.get(keys.GPU_PRODUCT, "")
+    tokens = product.upper().replace("_", "-").split("-")
+    # Not `nvidia.com/mig.strategy` alone: the GPU operator labels every GPU node with its strategy (`single` by
+    # default), MIG enabled or not; under `single` with MIG on, GFD renames the product `...-MIG-<profile>`.
+    if "MIG" in tokens:
+        return f"MIG slices, not whole GPUs ({keys.GPU_PRODUCT}={product or '(none)'})"
+    if partition := labels.get(keys.GKE_GPU_PARTITION):
+        return f"MIG slices, not whole GPUs ({keys.GKE_GPU_PARTITION}={partition})"
+    replicas = labels.get(keys.GPU_REPLICAS, "")
+    if tokens[-1] == "SHARED" or (replicas.isdigit() and int(replicas) > 1):
+        return f"shared GPUs, not whole ones ({keys.GPU_PRODUCT}={product or '(none)'}, {keys.GPU_REPLICAS}=" \
+               f"{replicas or '(none)'})"
+    for key in (keys.GPU_SHARING_STRATEGY, keys.GKE_GPU_SHARING):
+        if (strategy := labels.get(key)) and strategy != "none":
+            return f"shared GPUs, not whole ones ({key}={strategy})"
+    return None
+
+
 def model_of(labels: Mapping[str, str], provider: str) -> str | None:
     """The GPU model of a node with `labels` (of `provider`: aws, gcp, ...), None when no label names one."""
     named = [m for key in IDENTITY_LABELS if (m := label_model(key, labels.get(key, ""), provider)) is not None]

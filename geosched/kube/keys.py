@@ -17,6 +17,12 @@ GPU = "nvidia.com/gpu"
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_COUNT = "nvidia.com/gpu.count"
 GPU_PRESENT = "nvidia.com/gpu.present"
+# GFD's labels of shared and partitioned GPUs: under MIG's "single" strategy every GPU is cut into slices advertised
+# as nvidia.com/gpu and the product is named `...-MIG-1g.5gb` (docs/gpu-feature-discovery, "MIG 'single'"); and
+# time-slicing or MPS replicas (the GPU operator's "Time-Slicing GPUs in Kubernetes": `gpu.replicas`, the product
+# suffixed `-SHARED`, `gpu.sharing-strategy` time-slicing or mps).
+GPU_REPLICAS = "nvidia.com/gpu.replicas"
+GPU_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
 # EKS also labels nodes with the zone ID, the fleet's zone identity for AWS (zone names differ per account):
 # kubernetes/cloud-provider-aws#855, on EKS nodes since Kubernetes 1.30. Managed node groups add their own.
 # The cloud-specific keys are defined with their cloud (geosched.clouds) and named here too for the renderer.
@@ -27,6 +33,8 @@ EKS_CAPACITY_TYPE = _aws.CAPACITY_TYPE_LABEL
 GKE_NODEPOOL = _gcp.NODEPOOL_LABEL
 GKE_ACCELERATOR = _gcp.ACCELERATOR_LABEL
 GKE_MACHINE_FAMILY = _gcp.MACHINE_FAMILY_LABEL
+GKE_GPU_PARTITION = _gcp.GPU_PARTITION_LABEL
+GKE_GPU_SHARING = _gcp.GPU_SHARING_LABEL
 
 # Kueue.
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
