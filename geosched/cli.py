@@ -494,7 +494,8 @@ def snapshot_export(
         with State.store() as store:
             measured = store.network_view()
         view, network = cluster_snapshot(kubeconfig, tuple(context or ()), configs, measured, released)
-        for note in (*(f"{r.subject}: {r.reason}" for r in view.skipped), *view.assumptions):
+        # A skipped node says so: its reason alone ("zone ... is in ... on other nodes") reads like a remark.
+        for note in (*(f"{r.subject} left out: {r.reason}" for r in view.skipped), *view.assumptions):
             render.err.print(f"note: {note}", markup=False)
         paths = write_snapshot(directory, view.fleet, network, fmt)
         render.out.print(f"{len(view.fleet.nodes)} GPU nodes from {', '.join(view.clusters)}")
