@@ -117,6 +117,15 @@ def test_philly_jobs_sum_their_attempts_and_keep_their_layout() -> None:
         (15, True), (35, True)]
 
 
+def test_an_alibaba_pod_list_without_its_time_columns_says_which_it_lacks(tmp_path: Path) -> None:
+    # The header of alibaba/clusterdata cluster-trace-gpu-v2023's openb_pod_list_multigpu50.csv, which has no times.
+    pods = tmp_path / "openb_pod_list_multigpu50.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nopenb-pod-0000,12000,16384,1,1000\n")
+    with pytest.raises(InputError, match=r"unknown trace format .*; read as 'alibaba', the header lacks "
+                                         r"creation_time, deletion_time, scheduled_time$"):
+        read_trace(pods)
+
+
 def test_philly_times_written_none_are_missing_as_null_is() -> None:
     # philly_none.json: the README's example job (msr-fiddle/philly-traces README.md, verbatim) and the two cases its
     # notes name, with the missing times written "None" as the trace's own notebook reads them (`parse_date`).

@@ -32,7 +32,19 @@ def detect_format(text: str, source: str = "trace") -> str:
         return plain.NAME
     if gavel.looks_like(head):
         return gavel.NAME
-    raise InputError(source, "line 1", f"unknown trace format (known: {', '.join(FORMATS)})")
+    raise InputError(source, "line 1", f"unknown trace format (known: {', '.join(FORMATS)}){_near_miss(head)}")
+
+
+def _near_miss(head: str) -> str:
+    """The header-led format a CSV header is closest to and the columns it lacks: Alibaba's openb_pod_list_*.csv
+    files of the GPU-sharing trace come with and without the time columns, and only those with them replay."""
+    columns = {c.strip() for c in head.split(",")}
+    wants = {alibaba.NAME: alibaba.REQUIRED, plain.NAME: plain.POSITIONAL[:3]}
+    name, required = max(wants.items(), key=lambda kv: len(columns & set(kv[1])))
+    missing = [c for c in required if c not in columns]
+    if len(columns & set(required)) < 2 or not missing:
+        return ""
+    return f"; read as {name!r}, the header lacks {', '.join(missing)}"
 
 
 def parse_trace(text: str, source: str, fmt: str | None = None, *, strict: bool = True,
