@@ -226,7 +226,9 @@ def decision_signal(fleet: Fleet, signal: CarbonSignal | None, when: datetime) -
             continue
         what = {"profile": "the file's profile", "mean": "the file's mean", "yearly": "yearly mean"}[origin]
         series = signal.hourly.get(key)
-        why = f"{hour} is outside its hourly series ({_span(series)})" if series else "no hourly series for it"
+        why = "no hourly series for it" if not series else (
+            f"{hour} is a gap in its hourly series ({_span(series)})" if min(series) <= seconds // HOUR_S <= max(series)
+            else f"{hour} is outside its hourly series ({_span(series)})")
         notes.append(f"carbon {key}: {what} {value:g} gCO2e/kWh; {why}")
     return Resolved(CarbonSignal(values), instant, tuple(notes))
 

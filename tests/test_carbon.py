@@ -53,6 +53,14 @@ def test_the_series_is_keyed_by_utc_hour_and_falls_back_to_the_yearly_mean() -> 
     assert decision_signal(f, None, NOON).signal.intensity == {"lab:r1": 100.0, "lab:r2": 200.0}
 
 
+def test_an_hour_missing_inside_the_series_is_called_a_gap_not_outside() -> None:
+    gappy = parse_carbon_csv("region,datetime,gco2e_per_kwh\nlab:r1,2025-03-01T10:00:00Z,120\n"
+                             "lab:r1,2025-03-01T13:00:00Z,130\n", "c.csv")
+    resolved = decision_signal(lab_fleet(), gappy, NOON)
+    assert resolved.notes[0] == ("carbon lab:r1: yearly mean 100 gCO2e/kWh; 2025-03-01T12:00Z is a gap in its hourly "
+                                 "series (2025-03-01T10:00Z..2025-03-01T13:00Z)")
+
+
 @pytest.mark.parametrize(("text", "reason"), [
     ("region,gco2e_per_kwh\n", "line 1: expected the columns"),
     ("region,datetime,gco2e_per_kwh\nlab:r1,2025-03-01T12:30:00Z,1\n", "line 2: datetime must be on the hour"),
