@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from geosched.providers.config import ProviderSettings
     from geosched.providers.gang import Event, ProvisionResult
     from geosched.providers.nodegroups.backend import Backend, Target
-    from geosched.providers.nodegroups.launch import GroupResult
+    from geosched.providers.nodegroups.launch import GroupResult, Join
     from geosched.providers.nodegroups.sites import Site
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
     from geosched.providers.terraform import NetworkConfig
@@ -350,9 +350,11 @@ _GCP_LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}(?:-[a-z])?\Z")
 def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_role: str | None, gpu: str,
                          nodes: int, pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
-                         no_headers: bool, verbose: bool = False, show_result: bool = True) -> GroupResult | None:
+                         no_headers: bool, verbose: bool = False, show_result: bool = True,
+                         join: Join | None = None) -> GroupResult | None:
     """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
     returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own).
+    `join` (up): a group counts once its nodes are Ready in the cluster, else the next zone is tried.
     `--provider` says the cluster's cloud: aws (EKS, the default) or gcp (GKE). Several clusters: one plan over
     them all, tried cluster after cluster (nodegroups/sites.py)."""
     from geosched import render
@@ -392,10 +394,11 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
         def say(line: str) -> None:
             log.info("%s", line)  # the provisioning log's copy; -v prints the log's lines already
             if output.tabular and not verbose:
-                render.err.print(_plain(line), markup=False, highlight=False, soft_wrap=True)
+                # Whole (to a bound): a zone whose nodes never joined names the nodes and why (backend.NotJoined).
+                render.err.print(_plain(line, 1000), markup=False, highlight=False, soft_wrap=True)
 
         with _provision_log(ctx, gang, verbose, output):
-            result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say)
+            result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say, join=join)
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result
