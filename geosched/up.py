@@ -18,12 +18,13 @@ All or nothing: when no zone's nodes come up in time, a cluster cannot be asked,
 applied on them, the group is deleted before the command exits (the same teardown as `geosched down GANG`), and the
 error says so. After a success the group stays until `geosched down GANG`.
 
-Not done: probing the new nodes over the cluster (see geosched/providers/README.md, "up").
+With `--probe`, between 2 and 3 the links between the group's nodes are measured with pods pinned to them
+(kube/netprobe/: ping and iperf3, no SSH), stored as probe samples and handed to the placement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from geosched.kube.config import ClusterConfig
     from geosched.kube.submit import SubmitOutcome
     from geosched.kube.tolerations import Toleration
-    from geosched.models import Weights
+    from geosched.models import NetworkView, Weights
     from geosched.providers.nodegroups.launch import NewGroup
     from geosched.providers.plan import PricingMode
 
@@ -98,6 +99,15 @@ def up_cmd(
     name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
     join_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds the nodes may take to "
                                                 "join and be Ready once the group is ACTIVE.")] = 900.0,
+    probe: Annotated[bool, typer.Option("--probe", help="Once the nodes are Ready, measure the network between them "
+                                        "with pods pinned to each (ping, iperf3; no SSH) and place on the "
+                                        "measurements. Needs deploy/netprobe/rbac.yaml's rights in the job's "
+                                        "namespace.")] = False,
+    probe_image: Annotated[str, typer.Option(help="With --probe: the image the probe pods run (sh, timeout, iputils "
+                                             "ping and iperf3 on PATH).")] = "nicolaka/netshoot:v0.13",
+    probe_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="With --probe: seconds the whole "
+                                                 "probe may take (image pulls included); then it places on what "
+                                                 "was measured.")] = 300.0,
     policy: Annotated[str, typer.Option(help="Placement policy.", callback=known_policy)] = policies.DEFAULT_POLICY,
     network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
     cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
@@ -191,8 +201,13 @@ def up_cmd(
     landed, cloud = result.cluster, result.target.candidate.provider
     kube_context = contexts.get(landed) or landed
     try:
+        network = None
+        if probe:
+            network = _probe(ctx, result.group, join.ready.get(result.group, ()), kube_context, kubeconfig, clusters,
+                             job_input.namespace, cloud, probe_image, probe_timeout, _say(output))
         outcome = _submit(job_file, result.group, kube_context, kubeconfig, clusters, policy,
-                          Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), cloud)
+                          Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), cloud,
+                          network)
     except Exception as exc:
         raise _up_failed(ctx, result.gang, exc, kube_context) from None
     if outcome.status != "applied":
@@ -282,6 +297,7 @@ class _Joiner:
     def __init__(self, contexts: dict[str, str | None], kubeconfig: Path | None, timeout_s: float) -> None:
         self.contexts, self.kubeconfig, self.timeout_s = contexts, kubeconfig, timeout_s
         self.context: str | None = None
+        self.ready: dict[str, tuple[str, ...]] = {}  # group -> its Ready nodes
 
     def __call__(self, new: NewGroup) -> None:
         from geosched.kube.client import Kube
@@ -291,7 +307,7 @@ class _Joiner:
         self.context = self.contexts.get(new.cluster) or new.cluster
         with Kube.open(self.context, self.kubeconfig) as kube:
             try:
-                wait_ready(kube, {GROUP_LABELS[new.provider]: new.name}, new.nodes,
+                self.ready[new.name] = wait_ready(kube, {GROUP_LABELS[new.provider]: new.name}, new.nodes,
                            what=f"{new.kind} {new.name} (cluster {new.cluster})", timeout_s=self.timeout_s)
             except NodesNotReady as exc:
                 raise NotJoined(str(exc)) from None
@@ -321,8 +337,60 @@ def _journalled(ctx: typer.Context, gang: str) -> bool:
         return journal.gang_record(store, gang) is not None
 
 
+def _probe(ctx: typer.Context, group: str, ready: Sequence[str], context: str, kubeconfig: Path | None,
+           clusters: Path | None, namespace: str | None, provider: str, image: str, timeout_s: float,
+           say: Callable[[str], None]) -> NetworkView | None:
+    """Measure the links between the group's Ready nodes over the cluster (kube/netprobe/), in the job's namespace,
+    the probe pods tolerating the group's GPU taint; the samples go to the store (as `geosched probe`'s do) and the
+    view to the placement. A probe that cannot run is a warning: the gang is placed on the network model, as
+    without --probe."""
+    from geosched.kube.client import NODES, Kube
+    from geosched.kube.config import load_cluster_config
+    from geosched.kube.netprobe.pods import ProbeSettings
+    from geosched.kube.netprobe.run import probe_nodes, to_view, zone_of
+    from geosched.kube.nodejoin import selector_text
+    from geosched.store import Store
+
+    if namespace is None and clusters is not None:
+        configs = load_cluster_config(clusters)
+        found = next((c for c in configs.values() if c.context == context), configs.get(context))
+        namespace = found.namespace if found is not None else None
+    namespace = namespace or "default"
+    try:
+        with Kube.open(context, kubeconfig) as kube:
+            listed, _ = kube.list_all(NODES.path(), label_selector=selector_text({GROUP_LABELS[provider]: group}))
+            nodes = {str(n["metadata"]["name"]): zone_of(n) for n in listed if n["metadata"]["name"] in set(ready)}
+            result = probe_nodes(kube, nodes, namespace=namespace, tolerations=[group_taint(provider)],
+                                 settings=ProbeSettings(image=image), timeout_s=timeout_s)
+    except Exception as exc:
+        from geosched.kube import cli as kube_cli
+        from geosched.kube.client import describe
+
+        if not (isinstance(exc, GeoschedError) or kube_cli._unreachable(exc)):
+            raise
+        say(f"warning: probing the nodes of {group} failed ({describe(exc)}); placing on the network model")
+        return None
+    report = result.report
+    measured = report.measured_pairs
+    if result.leftover:
+        say(f"warning: probe pods left in namespace {namespace}: {', '.join(result.leftover)}; delete them")
+    for failure in report.failures[:3]:
+        say(f"warning: probe {failure.subject}: {failure.kind.value}: {failure.reason}")
+    if len(report.failures) > 3:
+        say(f"warning: {len(report.failures) - 3} more probe failures")
+    say(f"probed {measured} node pairs of {group} over the cluster in {report.wall_s:.0f} s (run {result.run}, "
+        f"{result.created} pods, all deleted)" if not result.leftover else
+        f"probed {measured} node pairs of {group} over the cluster in {report.wall_s:.0f} s")
+    if measured == 0:
+        return None
+    view, samples = to_view(report, nodes)
+    with Store(providers_cli._home(ctx)) as store:
+        store.add_samples(samples)
+    return view
+
+
 def _submit(job_file: Path, group: str, context: str, kubeconfig: Path | None, clusters: Path | None,
-            policy: str, weights: Weights, provider: str = EKS) -> SubmitOutcome:
+            policy: str, weights: Weights, provider: str = EKS, network: NetworkView | None = None) -> SubmitOutcome:
     """`submit` on the cluster's context only, its inventory restricted to the group's (Ready) nodes."""
     from geosched.kube import submit as submitting
     from geosched.kube.config import ClusterConfig, load_cluster_config
@@ -333,7 +401,7 @@ def _submit(job_file: Path, group: str, context: str, kubeconfig: Path | None, c
     options = submitting.SubmitOptions(policy=policy, weights=weights, node_labels=labels)
     return submitting.submit(job_file, kubeconfig=kubeconfig, contexts=(context,),
                              clusters={name: on_the_group(c, provider) for name, c in configs.items()},
-                             options=options)
+                             network=network, options=options)
 
 
 def on_the_group(config: ClusterConfig, provider: str = EKS) -> ClusterConfig:
