@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from geosched.providers.config import ProviderSettings
     from geosched.providers.gang import Event, ProvisionResult
     from geosched.providers.nodegroups.backend import Backend, Target
-    from geosched.providers.nodegroups.launch import GroupResult, Join
+    from geosched.providers.nodegroups.launch import GroupResult, Join, Precheck
     from geosched.providers.nodegroups.sites import Site
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
     from geosched.providers.terraform import NetworkConfig
@@ -395,13 +395,21 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
             log.info("%s", line)  # the provisioning log's copy; -v prints the log's lines already
             if output.tabular and not verbose:
                 # Whole (to a bound): a zone whose nodes never joined names the nodes and why (backend.NotJoined).
-                render.err.print(_plain(line, 1000), markup=False, highlight=False, soft_wrap=True)
+                render.err.print(_plain(line, MESSAGE_CHARS), markup=False, highlight=False, soft_wrap=True)
 
         with _provision_log(ctx, gang, verbose, output):
-            result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say, join=join)
+            result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say, join=join,
+                                                       precheck=_quota_precheck(ctx, places, gang))
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result
+
+
+def _quota_precheck(ctx: typer.Context, places: Sequence[Site], gang: str) -> Precheck:
+    """launch.quota_precheck over the machine providers of the clusters' clouds."""
+    from geosched.providers.nodegroups.launch import quota_precheck
+
+    return quota_precheck(_providers(tuple(dict.fromkeys(p.backend.provider for p in places)), _settings(ctx)), gang)
 
 
 def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node_role: str | None, gpu: str,
@@ -583,7 +591,7 @@ def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
            "zone": t.candidate.zone if t else None, "subnet": t.where if t else None,
            "nodegroup": result.group, "instance_type": t.candidate.instance_type if t else None, "nodes": nodes,
            "capacity_type": t.capacity_type if t else None, "usd_per_hour": t.candidate.usd_per_hour if t else None,
-           "api_calls": result.api_calls, "message": _plain(result.message)}
+           "api_calls": result.api_calls, "message": _plain(result.message, MESSAGE_CHARS)}
     if output.tabular:
         attempts_table(f"attempts for {result.gang}", attempt_rows(result.attempts), output is Output.WIDE)
     emit_list(kinds.NODEGROUPS, [row], output, no_headers=no_headers)
