@@ -189,6 +189,9 @@ def test_probe_pods_land_on_their_nodes_measure_and_are_all_deleted(
                 assert not allowed(kube, ns, "create", "pods", "exec")
                 assert not allowed(kube, ns, "get", "secrets")
                 assert not allowed(kube, "default", "create", "pods")
+                # The text read pods/log goes through (Kube.read_text), on an endpoint the real server answers in
+                # text to any authenticated user (system:public-info-viewer): kwok has no kubelet to serve logs.
+                assert kube.read_text("/readyz") == "ok"
                 result = probe_nodes(kube, h100_nodes, namespace=ns, tolerations=[GPU], settings=settings,
                                      timeout_s=120, poll_s=0.5, logs=kubelet.log_of)
                 assert run_pods(kube, ns) == []  # every pod of the run deleted
