@@ -9,20 +9,22 @@ It composes the verbs that exist, it does not redo them:
    a kubeconfig context says nothing reliable about which cloud runs the cluster.
 2. wait until the group's nodes are Ready in the cluster (kube/nodejoin.py), selected by the label the cloud puts
    on every node of the group: `eks.amazonaws.com/nodegroup=<group>` (EKS), `cloud.google.com/gke-nodepool=<pool>`
-   (GKE);
+   (GKE). The wait is step 1's `join` (`_Joiner`): nodes not Ready by the deadline fail the zone over like a
+   capacity refusal (the group deleted, the next zone or cluster tried);
 3. `submit` (kube/submit.py) on that cluster's context only, its inventory restricted to those nodes
    (`SubmitOptions.node_labels`): the same placement decision as `place` and `submit`, on exactly the new nodes.
 
-All or nothing: when the nodes do not come up in time, or the job cannot be placed or applied on them, the group is
-deleted before the command exits (the same teardown as `geosched down GANG`), and the error says so. After a
-success the group stays until `geosched down GANG`.
+All or nothing: when no zone's nodes come up in time, a cluster cannot be asked, or the job cannot be placed or
+applied on them, the group is deleted before the command exits (the same teardown as `geosched down GANG`), and the
+error says so. After a success the group stays until `geosched down GANG`.
 
-Not done: probing the new nodes over the cluster (see geosched/providers/README.md, "up").
+With `--probe`, between 2 and 3 the links between the group's nodes are measured with pods pinned to them
+(kube/netprobe/: ping and iperf3, no SSH), stored as probe samples and handed to the placement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -42,7 +44,8 @@ if TYPE_CHECKING:
     from geosched.kube.config import ClusterConfig
     from geosched.kube.submit import SubmitOutcome
     from geosched.kube.tolerations import Toleration
-    from geosched.models import Weights
+    from geosched.models import NetworkView, Weights
+    from geosched.providers.nodegroups.launch import NewGroup
     from geosched.providers.plan import PricingMode
 
 # The label EKS sets on every node of a managed node group (EKS User Guide, "Managed node groups": the nodes carry
@@ -96,6 +99,15 @@ def up_cmd(
     name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
     join_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds the nodes may take to "
                                                 "join and be Ready once the group is ACTIVE.")] = 900.0,
+    probe: Annotated[bool, typer.Option("--probe", help="Once the nodes are Ready, measure the network between them "
+                                        "with pods pinned to each (ping, iperf3; no SSH) and place on the "
+                                        "measurements. Needs deploy/netprobe/rbac.yaml's rights in the job's "
+                                        "namespace.")] = False,
+    probe_image: Annotated[str, typer.Option(help="With --probe: the image the probe pods run (sh, timeout, iputils "
+                                             "ping and iperf3 on PATH).")] = "nicolaka/netshoot:v0.13",
+    probe_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="With --probe: seconds the whole "
+                                                 "probe may take (image pulls included); then it places on what "
+                                                 "was measured.")] = 300.0,
     policy: Annotated[str, typer.Option(help="Placement policy.", callback=known_policy)] = policies.DEFAULT_POLICY,
     network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
     cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
@@ -162,38 +174,42 @@ def up_cmd(
                                                         spot_risk=DEFAULT_WEIGHTS.spot_risk),
                     Rework(1.0, 0.25), name, dry_run, output, no_headers, out, ami, expire_after, job=job_input)
         return
-    result = providers_cli._provision_nodegroup(
-        ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, cloud_names,
-        region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
-                                            spot_risk=DEFAULT_WEIGHTS.spot_risk),
-        Rework(1.0, 0.25), name, dry_run, yes, output, no_headers, verbose, show_result=False)
+    from geosched.providers.gang import check_gang_name, new_gang_name
+
+    if name:
+        check_gang_name(name)
+    gang = name or new_gang_name()  # known before anything is created: a failure below tears it down by name
+    join = _Joiner(contexts, kubeconfig, join_timeout)
+    try:
+        result = providers_cli._provision_nodegroup(
+            ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, cloud_names,
+            region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
+                            spot_risk=DEFAULT_WEIGHTS.spot_risk),
+            Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join)
+    except Exception as exc:
+        # Waiting for the nodes could not ask a cluster (nodejoin's API errors, an unreachable server): the
+        # attempt's group is deleted already (launch.py); `down` makes sure of the rest of the gang.
+        raise _up_failed(ctx, gang, exc, join.context) from None
     if result is None:  # the dry run showed the plan
         return
+    if result.attempts:
+        _charge_to_job(ctx, result.gang, job.name)  # failed groups too: they were the job's capacity while they lived
     if not result.ok or result.group is None or result.target is None:
         render.error(result.message)
         raise typer.Exit(EXIT_NO_FIT)
-    _charge_to_job(ctx, result.gang, job.name)
     # The cluster the gang landed in (several --cluster: the first whose zone held it), and its context and cloud.
     landed, cloud = result.cluster, result.target.candidate.provider
     kube_context = contexts.get(landed) or landed
-    say = _say(output)
-    say(f"{result.message}; waiting up to {join_timeout:g} s for its {job.workers} nodes to be Ready")
     try:
-        outcome = _join_and_submit(job_file, job.workers, result.group, landed, kube_context, kubeconfig,
-                                   clusters, join_timeout, policy, Weights(network_weight, cost_weight,
-                                                                           DEFAULT_WEIGHTS.carbon, zone_tolerance),
-                                   cloud)
-    except GeoschedError as exc:
-        raise UpFailed(f"{exc}; {_teardown(ctx, result.gang)}") from None
+        network = None
+        if probe:
+            network = _probe(ctx, result.group, join.ready.get(result.group, ()), kube_context, kubeconfig, clusters,
+                             job_input.namespace, cloud, probe_image, probe_timeout, _say(output))
+        outcome = _submit(job_file, result.group, kube_context, kubeconfig, clusters, policy,
+                          Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), cloud,
+                          network)
     except Exception as exc:
-        from geosched.kube import cli as kube_cli
-
-        if not kube_cli._unreachable(exc):
-            raise
-        from geosched.kube.client import describe
-
-        raise UpFailed(f"cannot reach cluster {kube_context}: {describe(exc)}; "
-                       f"{_teardown(ctx, result.gang)}") from None
+        raise _up_failed(ctx, result.gang, exc, kube_context) from None
     if outcome.status != "applied":
         nofit = outcome.nofit.message if outcome.nofit is not None else outcome.status
         raise UpFailed(f"{job.name} was not placed on node group {result.group}: {nofit}; "
@@ -273,23 +289,119 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
     _say(output)(note)
 
 
-def _join_and_submit(job_file: Path, workers: int, group: str, cluster: str, context: str, kubeconfig: Path | None,
-                     clusters: Path | None, join_timeout: float, policy: str, weights: Weights,
-                     provider: str = EKS) -> SubmitOutcome:
+class _Joiner:
+    """`launch.Join` for `up`: wait until a new group's nodes are Ready in its cluster (kube/nodejoin.py), on the
+    context paired with that cluster; nodes not Ready by the deadline are a `NotJoined` (the next zone). Remembers
+    the context it asked last, for the error when a cluster cannot be asked at all."""
+
+    def __init__(self, contexts: dict[str, str | None], kubeconfig: Path | None, timeout_s: float) -> None:
+        self.contexts, self.kubeconfig, self.timeout_s = contexts, kubeconfig, timeout_s
+        self.context: str | None = None
+        self.ready: dict[str, tuple[str, ...]] = {}  # group -> its Ready nodes
+
+    def __call__(self, new: NewGroup) -> None:
+        from geosched.kube.client import Kube
+        from geosched.kube.nodejoin import NodesNotReady, wait_ready
+        from geosched.providers.nodegroups.backend import NotJoined
+
+        self.context = self.contexts.get(new.cluster) or new.cluster
+        with Kube.open(self.context, self.kubeconfig) as kube:
+            try:
+                self.ready[new.name] = wait_ready(kube, {GROUP_LABELS[new.provider]: new.name}, new.nodes,
+                           what=f"{new.kind} {new.name} (cluster {new.cluster})", timeout_s=self.timeout_s)
+            except NodesNotReady as exc:
+                raise NotJoined(str(exc)) from None
+
+
+def _up_failed(ctx: typer.Context, gang: str, exc: Exception, context: str | None) -> Exception:
+    """The error `up` ends with once the gang exists: a geosched error's line, or that the cluster could not be
+    reached, followed by what happened to the gang's groups. Before the gang was journalled (bad input, no
+    credentials) nothing exists to delete and the error is unchanged; so is anything else (a bug)."""
+    from geosched.kube import cli as kube_cli
+
+    unreachable = not isinstance(exc, GeoschedError) and kube_cli._unreachable(exc)
+    if not (isinstance(exc, GeoschedError) or unreachable) or not _journalled(ctx, gang):
+        return exc
+    if unreachable:
+        from geosched.kube.client import describe
+
+        return UpFailed(f"cannot reach cluster {context}: {describe(exc)}; {_teardown(ctx, gang)}")
+    return UpFailed(f"{exc}; {_teardown(ctx, gang)}")
+
+
+def _journalled(ctx: typer.Context, gang: str) -> bool:
+    from geosched.providers import journal
+    from geosched.store import Store
+
+    with Store(providers_cli._home(ctx)) as store:
+        return journal.gang_record(store, gang) is not None
+
+
+def _probe(ctx: typer.Context, group: str, ready: Sequence[str], context: str, kubeconfig: Path | None,
+           clusters: Path | None, namespace: str | None, provider: str, image: str, timeout_s: float,
+           say: Callable[[str], None]) -> NetworkView | None:
+    """Measure the links between the group's Ready nodes over the cluster (kube/netprobe/), in the job's namespace,
+    the probe pods tolerating the group's GPU taint; the samples go to the store (as `geosched probe`'s do) and the
+    view to the placement. A probe that cannot run is a warning: the gang is placed on the network model, as
+    without --probe."""
+    from geosched.kube.client import NODES, Kube
+    from geosched.kube.config import load_cluster_config
+    from geosched.kube.netprobe.pods import ProbeSettings
+    from geosched.kube.netprobe.run import probe_nodes, to_view, zone_of
+    from geosched.kube.nodejoin import selector_text
+    from geosched.store import Store
+
+    if namespace is None and clusters is not None:
+        configs = load_cluster_config(clusters)
+        found = next((c for c in configs.values() if c.context == context), configs.get(context))
+        namespace = found.namespace if found is not None else None
+    namespace = namespace or "default"
+    try:
+        with Kube.open(context, kubeconfig) as kube:
+            listed, _ = kube.list_all(NODES.path(), label_selector=selector_text({GROUP_LABELS[provider]: group}))
+            nodes = {str(n["metadata"]["name"]): zone_of(n) for n in listed if n["metadata"]["name"] in set(ready)}
+            result = probe_nodes(kube, nodes, namespace=namespace, tolerations=[group_taint(provider)],
+                                 settings=ProbeSettings(image=image), timeout_s=timeout_s)
+    except Exception as exc:
+        from geosched.kube import cli as kube_cli
+        from geosched.kube.client import describe
+
+        if not (isinstance(exc, GeoschedError) or kube_cli._unreachable(exc)):
+            raise
+        say(f"warning: probing the nodes of {group} failed ({describe(exc)}); placing on the network model")
+        return None
+    report = result.report
+    measured = report.measured_pairs
+    if result.leftover:
+        say(f"warning: probe pods left in namespace {namespace}: {', '.join(result.leftover)}; delete them")
+    for failure in report.failures[:3]:
+        say(f"warning: probe {failure.subject}: {failure.kind.value}: {failure.reason}")
+    if len(report.failures) > 3:
+        say(f"warning: {len(report.failures) - 3} more probe failures")
+    say(f"probed {measured} node pairs of {group} over the cluster in {report.wall_s:.0f} s (run {result.run}, "
+        f"{result.created} pods, all deleted)" if not result.leftover else
+        f"probed {measured} node pairs of {group} over the cluster in {report.wall_s:.0f} s")
+    if measured == 0:
+        return None
+    view, samples = to_view(report, nodes)
+    with Store(providers_cli._home(ctx)) as store:
+        store.add_samples(samples)
+    return view
+
+
+def _submit(job_file: Path, group: str, context: str, kubeconfig: Path | None, clusters: Path | None,
+            policy: str, weights: Weights, provider: str = EKS, network: NetworkView | None = None) -> SubmitOutcome:
+    """`submit` on the cluster's context only, its inventory restricted to the group's (Ready) nodes."""
     from geosched.kube import submit as submitting
-    from geosched.kube.client import Kube
     from geosched.kube.config import ClusterConfig, load_cluster_config
-    from geosched.kube.nodejoin import wait_ready
 
     labels = {GROUP_LABELS[provider]: group}
-    with Kube.open(context, kubeconfig) as kube:
-        wait_ready(kube, labels, workers, what=f"node group {group} (cluster {cluster})", timeout_s=join_timeout)
     configs = load_cluster_config(clusters) if clusters is not None else {
         context: ClusterConfig(name=context, context=context)}
     options = submitting.SubmitOptions(policy=policy, weights=weights, node_labels=labels)
     return submitting.submit(job_file, kubeconfig=kubeconfig, contexts=(context,),
                              clusters={name: on_the_group(c, provider) for name, c in configs.items()},
-                             options=options)
+                             network=network, options=options)
 
 
 def on_the_group(config: ClusterConfig, provider: str = EKS) -> ClusterConfig:

@@ -235,8 +235,8 @@ class Kube:
     # ---- plain requests ----
 
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str | None,
-              timeout: float | tuple[float, float] | None) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type or "application/json"}
+              timeout: float | tuple[float, float] | None, accept: str = "application/json") -> Any:
+        headers = {"Accept": accept, "Content-Type": content_type or "application/json"}
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
         request = self.api.param_serialize(
             method, path, query_params=params, header_params=headers, body=body, auth_settings=["BearerToken"])
@@ -251,6 +251,14 @@ class Kube:
         if not 200 <= response.status <= 299:
             raise ApiException(http_resp=response)
         return json.loads(data) if data else None
+
+    def read_text(self, path: str, *, query: Mapping[str, Any] | None = None, timeout: float | None = None) -> str:
+        """A text answer (a pod's log: pods/log serves text/plain); any non-2xx as the client's ApiException."""
+        response = self._send("GET", path, query, None, None, timeout, accept="text/plain, */*")
+        data = response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException(http_resp=response)
+        return bytes(data or b"").decode("utf-8", errors="replace")
 
     def get(self, path: str, **query: Any) -> Json | None:
         """The object, or None when it does not exist."""

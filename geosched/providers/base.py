@@ -265,13 +265,13 @@ _SECRET_PATTERNS = (
 MAX_MESSAGE = 300
 
 
-def redact(text: str) -> str:
+def redact(text: str, limit: int = MAX_MESSAGE) -> str:
     """Provider messages can carry identities and encoded policy details: keep the gist, drop those, and
-    keep it to one bounded line."""
+    keep it to one bounded line (`limit` characters)."""
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
     text = " ".join(text.split())
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class ProviderError(GeoschedError):

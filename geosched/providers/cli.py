@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from geosched.providers.config import ProviderSettings
     from geosched.providers.gang import Event, ProvisionResult
     from geosched.providers.nodegroups.backend import Backend, Target
-    from geosched.providers.nodegroups.launch import GroupResult
+    from geosched.providers.nodegroups.launch import GroupResult, Join, Precheck
     from geosched.providers.nodegroups.sites import Site
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
     from geosched.providers.terraform import NetworkConfig
@@ -350,9 +350,11 @@ _GCP_LOCATION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}(?:-[a-z])?\Z")
 def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_role: str | None, gpu: str,
                          nodes: int, pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
-                         no_headers: bool, verbose: bool = False, show_result: bool = True) -> GroupResult | None:
+                         no_headers: bool, verbose: bool = False, show_result: bool = True,
+                         join: Join | None = None) -> GroupResult | None:
     """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
     returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own).
+    `join` (up): a group counts once its nodes are Ready in the cluster, else the next zone is tried.
     `--provider` says the cluster's cloud: aws (EKS, the default) or gcp (GKE). Several clusters: one plan over
     them all, tried cluster after cluster (nodegroups/sites.py)."""
     from geosched import render
@@ -392,13 +394,22 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
         def say(line: str) -> None:
             log.info("%s", line)  # the provisioning log's copy; -v prints the log's lines already
             if output.tabular and not verbose:
-                render.err.print(_plain(line), markup=False, highlight=False, soft_wrap=True)
+                # Whole (to a bound): a zone whose nodes never joined names the nodes and why (backend.NotJoined).
+                render.err.print(_plain(line, MESSAGE_CHARS), markup=False, highlight=False, soft_wrap=True)
 
         with _provision_log(ctx, gang, verbose, output):
-            result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say)
+            result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say, join=join,
+                                                       precheck=_quota_precheck(ctx, places, gang))
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result
+
+
+def _quota_precheck(ctx: typer.Context, places: Sequence[Site], gang: str) -> Precheck:
+    """launch.quota_precheck over the machine providers of the clusters' clouds."""
+    from geosched.providers.nodegroups.launch import quota_precheck
+
+    return quota_precheck(_providers(tuple(dict.fromkeys(p.backend.provider for p in places)), _settings(ctx)), gang)
 
 
 def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node_role: str | None, gpu: str,
@@ -580,7 +591,7 @@ def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
            "zone": t.candidate.zone if t else None, "subnet": t.where if t else None,
            "nodegroup": result.group, "instance_type": t.candidate.instance_type if t else None, "nodes": nodes,
            "capacity_type": t.capacity_type if t else None, "usd_per_hour": t.candidate.usd_per_hour if t else None,
-           "api_calls": result.api_calls, "message": _plain(result.message)}
+           "api_calls": result.api_calls, "message": _plain(result.message, MESSAGE_CHARS)}
     if output.tabular:
         attempts_table(f"attempts for {result.gang}", attempt_rows(result.attempts), output is Output.WIDE)
     emit_list(kinds.NODEGROUPS, [row], output, no_headers=no_headers)

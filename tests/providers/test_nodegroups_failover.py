@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_FIT
+from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT
 from geosched.providers import journal
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.store import Store
@@ -210,19 +210,24 @@ def test_the_same_cluster_twice_is_one_line(home: Path, eks: EksCluster) -> None
 def test_up_lands_in_the_second_cluster_and_waits_for_its_nodes_there(home: Path, tmp_path: Path, eks: EksCluster,
                                                                      gke: GkeDouble, proxy: Ec2FaultProxy) -> None:
     # GKE (ranked first) out of capacity everywhere: the group is made in the EKS cluster, and `up` waits for its
-    # nodes in that cluster's context (the API emulator: no kubelet registers, so the group is deleted again).
+    # nodes in that cluster's context (the API emulator: no kubelet registers, so each zone's group is deleted
+    # again and the next zone tried, until none is left).
     refuse_everywhere_in(CLUSTER, eks, gke, proxy)
     (tmp_path / "kube").mkdir()
     with MultiCluster(2, names=[CLUSTER, eks.name], directory=tmp_path / "kube") as kube:
         result = run_root(home, "up", str(job(tmp_path / "train.yaml", 2)), *both(eks), "--kubeconfig",
                           str(kube.kubeconfig), "--node-role", NODE_ROLE, "--name", "upx", "--join-timeout", "1",
                           "--yes", "-o", "json")
-    assert result.exit_code == EXIT_FAILED, result.output
-    message = str(result.exception)
-    assert "\n" not in message
-    assert message.startswith("0 of 2 nodes of node group upx-") and f"(cluster {eks.name}) Ready after 1 s" in message
-    assert message.endswith("gang upx's node group was deleted"), message
+    assert result.exit_code == EXIT_NO_FIT, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: every cluster refused the gang: no zone of cluster {CLUSTER} held 2 x H100:8; "
+                           f"no zone of cluster {eks.name} held 2 x H100:8 (last: 0 of 2 nodes of node group upx-")
+    assert line.endswith(f"(cluster {eks.name}) Ready after 1 s; 2 not registered; the node group was deleted)")
     assert gke.pools() == {} and eks.groups() == {}
+    with Store(home) as store:
+        tried = [(a.provider, a.zone, a.error_code) for a in journal.attempts(store, "upx") if a.outcome != "skipped"]
+    assert [t for t in tried if t[0] == "aws"] == [("aws", z, "NodesNotReady") for z in ("use1-az2", "use1-az6")]
+    assert {t[2] for t in tried if t[0] == "gcp"} == {"ZONE_RESOURCE_POOL_EXHAUSTED"}
 
 
 def test_up_with_karpenter_takes_one_cluster(home: Path, tmp_path: Path, eks: EksCluster) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED
+from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT
 from geosched.kube.config import ClusterConfig
 from geosched.kube.tolerations import Toleration
 from geosched.providers import journal
@@ -121,20 +121,23 @@ def job(path: Path, workers: int) -> Path:
     return path
 
 
-def test_up_nodes_that_never_join_fail_in_one_line_and_the_pool_is_deleted(home: Path, tmp_path: Path,
-                                                                            gke: GkeDouble) -> None:
+def test_up_nodes_that_never_join_fail_over_pool_by_pool_and_each_pool_is_deleted(home: Path, tmp_path: Path,
+                                                                                  gke: GkeDouble) -> None:
     (tmp_path / "kube").mkdir()
     with MultiCluster(1, names=[CLUSTER], directory=tmp_path / "kube") as kube:
         result = run_root(home, "up", str(job(tmp_path / "train.yaml", 2)), "--cluster", CLUSTER, "--provider", "gcp",
                      "--region", LOCATION, "--kubeconfig", str(kube.kubeconfig), "--name", "never",
                      "--join-timeout", "1", "--yes", "-o", "json")
-    assert result.exit_code == EXIT_FAILED, result.output
-    message = str(result.exception)
-    assert message.startswith("0 of 2 nodes of node group never-") and "\n" not in message
-    assert message.endswith("Ready after 1 s; 2 not registered; gang never's node group was deleted"), message
+    assert result.exit_code == EXIT_NO_FIT, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: no zone of cluster {CLUSTER} held 2 x H100:8 (last: 0 of 2 nodes of node pool "
+                           "never-3 "), line
+    assert line.endswith("Ready after 1 s; 2 not registered; the node pool was deleted)"), line
     assert gke.pools() == {}
     with Store(home) as store:
-        assert journal.gang_record(store, "never").state == "terminated"  # type: ignore[union-attr]
+        assert journal.gang_record(store, "never").state == "failed"  # type: ignore[union-attr]
+        assert [(a.zone, a.outcome, a.error_code) for a in journal.attempts(store, "never")] == [
+            (f"{LOCATION}-{z}", "rolled-back", "NodesNotReady") for z in "abc"]
 
 
 def test_up_on_gke_tolerates_the_taint_gke_puts_on_gpu_nodes() -> None:

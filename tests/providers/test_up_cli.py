@@ -1,6 +1,7 @@
 """`geosched up` through the CLI, without the real control plane: the dry run's plan and $/h, the EKS group size
-cap, and the all-or-nothing rule when the nodes never join (moto's EKS with real boto3 behind the fault proxy; the
-cluster is the project's API emulator over HTTP, tests/kubeemu, where no kubelet ever registers). The whole path
+cap, the failover when the nodes never join and the teardown when the cluster cannot be asked (moto's EKS with
+real boto3 behind the fault proxy; the cluster is the project's API emulator over HTTP, tests/kubeemu, where no
+kubelet ever registers). The whole path
 with nodes that join and pods the real scheduler binds: tests/realkube/test_realkube_up.py."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from geosched.cli import app
-from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, GeoschedError
+from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_FIT, GeoschedError
 from geosched.kube.config import ClusterConfig
 from geosched.kube.tolerations import Toleration
 from geosched.providers import journal
@@ -94,22 +95,58 @@ def test_a_gang_larger_than_one_node_group_is_refused_in_one_line_before_any_cal
     assert ok.exit_code == 0, ok.output
 
 
-def test_nodes_that_never_join_fail_in_one_line_and_the_group_is_deleted(
+def test_nodes_that_never_join_fail_over_zone_by_zone_and_every_group_is_deleted(
         home: Path, tmp_path: Path, cluster: EksCluster, kube: MultiCluster) -> None:
+    # No kubelet ever registers in the emulated cluster: each zone's group is ACTIVE in EKS and never joins.
     result = run(home, "up", str(job(tmp_path / "train.yaml", 2)), "--cluster", cluster.name, "--region",
                  "us-east-1", "--kubeconfig", str(kube.kubeconfig), "--node-role", NODE_ROLE, "--name", "never",
                  "--join-timeout", "1", "--yes", "-o", "json")
-    assert result.exit_code == EXIT_FAILED, result.output
-    message = str(result.exception)
-    assert message.startswith("0 of 2 nodes of node group never-") and "\n" not in message
-    assert message.endswith(f"(cluster {cluster.name}) Ready after 1 s; 2 not registered; gang never's node group "
-                            "was deleted"), message
+    assert result.exit_code == EXIT_NO_FIT, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: no zone of cluster {cluster.name} held 2 x H100:8 (last: 0 of 2 nodes of node "
+                           "group never-"), line
+    assert line.endswith(f"(cluster {cluster.name}) Ready after 1 s; 2 not registered; the node group was deleted)")
+    assert "Traceback" not in result.output
     assert cluster.groups() == {}
     with Store(home) as store:
-        assert journal.gang_record(store, "never").state == "terminated"  # type: ignore[union-attr]
-        # The group was the job's capacity while it existed: charged to the job, and no longer once deleted.
-        charged = [(i.job, i.end is None) for i in ledger_intervals(store)]
-        assert charged == [("train", False), ("train", False)]
+        assert journal.gang_record(store, "never").state == "failed"  # type: ignore[union-attr]
+        tried = [a for a in journal.attempts(store, "never") if a.outcome != "skipped"]
+        # Both zones the cluster holds, in plan order, each group made, never joined, failed over as capacity,
+        # and deleted.
+        assert [(a.zone, a.outcome, a.error_kind, a.error_code) for a in tried] == [
+            (z, "rolled-back", "capacity", "NodesNotReady") for z in ("use1-az2", "use1-az6")]
+        assert all("2 not registered; the node group was deleted" in (a.message or "") for a in tried)
+        # Remembered as a capacity refusal (the next plan skips those zones for gangs this big, for the TTL).
+        assert {(b.zone, b.instance_type, b.kind, b.min_nodes) for b in journal.active_blocks(store)} == {
+            (z, "p5.48xlarge", "capacity", 2) for z in ("use1-az2", "use1-az6")}
+        # Both groups were the job's capacity while they existed: charged to the job, and no longer once deleted.
+        charged = sorted((i.job, i.zone, i.end is None) for i in ledger_intervals(store))
+        assert charged == [("train", z, False) for z in ("use1-az2", "use1-az2", "use1-az6", "use1-az6")]
+
+
+def test_a_cluster_that_cannot_be_asked_for_its_nodes_ends_up_in_one_line_and_the_group_is_deleted(
+        home: Path, tmp_path: Path, cluster: EksCluster) -> None:
+    # A kubeconfig whose server refuses connections: not a zone's fault, so no failover; the group goes.
+    dead = tmp_path / "dead.yaml"
+    dead.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:9"}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: {cluster.name}, context: {{cluster: c, user: u}}}}]
+current-context: {cluster.name}
+""", encoding="utf-8")
+    result = run(home, "up", str(job(tmp_path / "train.yaml", 2)), "--cluster", cluster.name, "--region",
+                 "us-east-1", "--kubeconfig", str(dead), "--node-role", NODE_ROLE, "--name", "dark",
+                 "--join-timeout", "30", "--yes", "-o", "json")
+    assert result.exit_code == EXIT_FAILED, result.output
+    message = str(result.exception)
+    assert message.startswith(f"cannot reach cluster {cluster.name}: ") and "\n" not in message, message
+    assert message.endswith("gang dark's node group was deleted"), message
+    assert cluster.groups() == {}
+    with Store(home) as store:
+        tried = [a for a in journal.attempts(store, "dark") if a.outcome != "skipped"]
+        assert [(a.zone, a.outcome) for a in tried] == [("use1-az2", "rolled-back")]
+        assert journal.active_blocks(store) == []
 
 
 def test_up_submits_pinned_to_the_placed_hosts_and_tolerating_the_groups_taint() -> None:

@@ -24,7 +24,10 @@ sets them), with the pool's own `config.labels` and `config.taints`, plus the ta
 nvidia.com/gpu=present:NoSchedule (GKE docs, "Run GPUs in GKE Standard node pools"); no GFD labels, as the plane's
 GKE cluster runs no GPU operator (nodes.py).
 
-`ready=False` makes machines whose kubelet registers but never becomes Ready, as an EKS node does whose VPC CNI
+`zones` says, per zone ID, what a group's machines there do (`READY`, the default; `NOT_READY`; `NONE`: no machine
+ever registers, as when the cloud accepted the group but never delivered its instances, or their bootstrap could not
+reach the API server); `ready=False` is `NOT_READY` in every zone. NOT_READY makes machines whose kubelet registers
+but never becomes Ready, as an EKS node does whose VPC CNI
 never starts: kwok does not run them (no kwok annotation), and their Ready condition is the one the kubelet posts
 then (`KubeletNotReady`, "container runtime network not ready: NetworkReady=false
 reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized").
@@ -52,6 +55,7 @@ CAPACITY_TYPE = "eks.amazonaws.com/capacityType"
 MADE_BY = "realkube.test/nodegroup-controller"  # marks the nodes this controller made (it deletes only those)
 PRODUCT = {"p5.48xlarge": H100, "p4d.24xlarge": A100}
 EFFECT = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+READY, NOT_READY, NONE = "ready", "not-ready", "none"
 CNI_NOT_READY = ("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
                  "message:Network plugin returns error: cni plugin not initialized")
 
@@ -113,9 +117,10 @@ class NodegroupController(_InStep):
     """Polls moto's node groups of `cluster` and keeps the real cluster's Nodes in step (a thread; `with` it)."""
 
     def __init__(self, moto_url: str, cluster: str, plane: Any, context: str, *, region: str = "us-east-1",
-                 ready: bool = True, poll_s: float = 0.2) -> None:
+                 ready: bool = True, zones: dict[str, str] | None = None, poll_s: float = 0.2) -> None:
         super().__init__(plane, context, "nodegroup-controller", cluster=cluster, region=region, ready=ready,
                          poll_s=poll_s)
+        self.zones = zones or {}
         kw = {"region_name": region, "endpoint_url": moto_url, "aws_access_key_id": "testing",
               "aws_secret_access_key": "testing"}
         self.eks, self.ec2 = boto3.client("eks", **kw), boto3.client("ec2", **kw)
@@ -134,7 +139,10 @@ class NodegroupController(_InStep):
 
     def _nodes(self, group: Obj) -> list[Obj]:
         [subnet] = self.ec2.describe_subnets(SubnetIds=group["subnets"][:1])["Subnets"]
-        return group_nodes(group, subnet, self.region, ready=self.ready)
+        mode = self.zones.get(subnet["AvailabilityZoneId"], READY if self.ready else NOT_READY)
+        if mode == NONE:
+            return []
+        return group_nodes(group, subnet, self.region, ready=mode == READY)
 
 
 NODEPOOL = "cloud.google.com/gke-nodepool"

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from geosched.clouds import aws, gcp
 from geosched.models import Pricing
-from geosched.providers.base import ATTEMPT_TAG, GANG_TAG, OWNER_TAG, Budget, ProviderError
+from geosched.providers.base import ATTEMPT_TAG, GANG_TAG, OWNER_TAG, Budget, CapacityError, ProviderError, redact
 from geosched.providers.plan import Candidate, Plan, Skipped
 
 # The neutral states of a pool (each backend maps its cloud's own onto these).
@@ -146,6 +146,23 @@ class RefusedRequest(ProviderError):
     it alike, and it says nothing about a zone's capacity, so nothing is remembered and the run stops."""
 
     kind = "request"
+
+
+class NotJoined(CapacityError):
+    """The cloud called the group ACTIVE but its nodes were not all Ready in the cluster by the join deadline
+    (`geosched up`): capacity accepted and never delivered, or machines whose bootstrap failed. Failed over as a
+    capacity refusal of the zone (the next zone, the offering remembered for the capacity TTL), as the machine
+    path treats a node that dies during boot; the message is the join's one line naming what did not come up,
+    the code `NodesNotReady`."""
+
+    # The join's line names up to 3 nodes and 3 causes (kube/nodejoin.py NAMED), each a kubelet message: longer
+    # than a cloud's error, and cut only past this.
+    LIMIT = 1000
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="NodesNotReady")
+        self.message = redact(message, self.LIMIT)
+        self.args = (f"{self.code}: {self.message}",)
 
 
 class InUse(ProviderError):

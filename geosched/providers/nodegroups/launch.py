@@ -5,9 +5,14 @@
 
 1. journal an attempt (the machine path's `prov_attempts`) and the group's `intent` row, then create it;
 2. poll it until ACTIVE, with a deadline on an injectable clock;
-3. on failure (the create refused, a failed create with its cloud's reasons, the deadline) delete the group the
-   attempt may have made (journalled `deleting` first) and let `failover.blocks_for` say what the error rules
-   out, as for machines: a capacity refusal moves to the next zone and is remembered for its TTL.
+3. with a `join` (geosched up): wait until its nodes are Ready in the cluster; nodes that never come up by the
+   join deadline are a `NotJoined`, a capacity failure of the zone (the cloud accepted the group but did not
+   deliver it);
+4. on failure (the create refused, a failed create with its cloud's reasons, the deadline, nodes that never
+   joined) delete the group the attempt may have made (journalled `deleting` first) and let `failover.blocks_for`
+   say what the error rules out, as for machines: a capacity refusal moves to the next zone and is remembered
+   for its TTL. Anything else the join raises (the cluster unreachable, the API refusing) is not the zone's: the
+   group is deleted the same way and the error goes to the caller.
 
 `provision_across`: the same over several clusters (`--cluster` repeated), one after the other in the order
 sites.py gives, each zone by zone; the blocks hold across them, and a refused request ends one cluster, not the run.
@@ -19,27 +24,47 @@ journalled name but is not tagged as this store's is left alone. Nothing else in
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from geosched.clouds import aws, gcp
 from geosched.errors import InputError
 from geosched.providers import journal
-from geosched.providers.base import ATTEMPT_TAG, Budget, ProviderError, StallError, UnsupportedError
+from geosched.providers.base import (
+    ATTEMPT_TAG,
+    Budget,
+    LaunchSpec,
+    Provider,
+    ProviderError,
+    QuotaError,
+    StallError,
+    UnsupportedError,
+)
 from geosched.providers.failover import Ttls, blocks_for, first_block
 from geosched.providers.journal import AttemptRecord
 from geosched.providers.nodegroups import backend as pools
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups import sites
-from geosched.providers.nodegroups.backend import Backend, InUse, Pool, RefusedRequest, Target, open_backend
+from geosched.providers.nodegroups.backend import (
+    Backend,
+    InUse,
+    NotJoined,
+    Pool,
+    RefusedRequest,
+    Target,
+    open_backend,
+)
 from geosched.providers.nodegroups.journal import GroupRecord
 from geosched.providers.nodegroups.sites import Site
-from geosched.providers.plan import Block, Plan, Skipped
+from geosched.providers.plan import Block, Candidate, Plan, Skipped
 from geosched.providers.retry import call
 from geosched.retry import RetryPolicy
 from geosched.store import Store
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -88,6 +113,26 @@ class DownResult:
 Notify = Callable[[str], None]
 
 
+@dataclass(frozen=True, slots=True)
+class NewGroup:
+    """A group the cloud calls ACTIVE, for the `join` that waits for its nodes in the cluster."""
+
+    cluster: str
+    provider: str  # the catalog's provider name: which label selects the group's nodes
+    kind: str  # "node group", "node pool": for messages
+    name: str
+    nodes: int
+    zone: str
+
+
+# Waits until the group's nodes are Ready in the cluster; raises `NotJoined` when they are not by its deadline.
+Join = Callable[[NewGroup], None]
+# The account's quota for `nodes` of the candidate, read before anything is created (the machine providers'
+# `check_quota`: AWS Service Quotas' vCPU limit, GCP's regional GPU metric and GPUS_ALL_REGIONS); raises
+# `QuotaError` when the gang would exceed it. A quota it cannot read is not a refusal.
+Precheck = Callable[[Candidate, int, Budget], None]
+
+
 def read_cluster(backend: Backend, name: str, settings: GroupSettings = GroupSettings()) -> Any:
     """The cluster as the backend needs it; one line naming the option when there is no such cluster or it
     cannot take a pool."""
@@ -102,18 +147,24 @@ def read_cluster(backend: Backend, name: str, settings: GroupSettings = GroupSet
 
 
 def provision(plan: Plan, cluster: Any, backend: Backend, store: Store, *, gang: str,
-              settings: GroupSettings = GroupSettings(), notify: Notify | None = None) -> GroupResult:
+              settings: GroupSettings = GroupSettings(), notify: Notify | None = None,
+              precheck: Precheck | None = None) -> GroupResult:
     """Create the gang's node group (pool) in the first zone of the plan that holds it."""
     return provision_across(plan, (sites.site(plan, backend, cluster),), store, gang=gang, settings=settings,
+                            precheck=precheck,
                             notify=notify)
 
 
 def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: str,
-                     settings: GroupSettings = GroupSettings(), notify: Notify | None = None) -> GroupResult:
+                     settings: GroupSettings = GroupSettings(), notify: Notify | None = None,
+                     join: Join | None = None, precheck: Precheck | None = None) -> GroupResult:
     """Create the gang's node group (pool) in the first zone of the plan that one of the clusters holds: the
     clusters in `sites.ordered` order, each zone by zone, so the next cluster is tried only when every zone of the
     one before refused (sites.py). What a failed attempt created is deleted before the next; the blocks a refusal
-    leaves (a zone out of capacity) hold in every cluster, as the zone's capacity is the cloud's, not a cluster's."""
+    leaves (a zone out of capacity) hold in every cluster, as the zone's capacity is the cloud's, not a cluster's.
+    With `join`, a group counts only once its nodes are Ready in the cluster (`NotJoined`: the next zone). With
+    `precheck`, a zone whose quota the gang exceeds is refused before any call that creates (`QuotaError`: the
+    region's market, as for machines)."""
     say = notify or (lambda _line: None)
     request = plan.request
     if journal.gang_record(store, gang) is not None:
@@ -134,6 +185,7 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
     for place in places:
         backend, cluster, what = place.backend, place.cluster, place.backend.kind
         refused: str | None = None
+        last: str | None = None  # the last quota refusal or never-joined group of this cluster, said at the end
         for target in place.targets:
             c = target.candidate
             block = first_block(blocks, c, request.nodes)
@@ -143,6 +195,18 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                 journal.start_attempt(store, gang, c, "skipped", reason)
                 continue
             a = journal.start_attempt(store, gang, c)
+            refusal = _precheck(precheck, c, request.nodes, settings) if precheck is not None else None
+            if refusal is not None:
+                error, n = refusal
+                calls += n
+                journal.finish_attempt(store, a.id, "failed", error, message=f"{error.code}: {error.message}; "
+                                       f"checked before any {what} was created", api_calls=n)
+                say(f"#{a.seq} {c.zone}: quota: {error.message}; no {what} created")
+                last = f"quota: {error.message}"
+                new = list(blocks_for(error, c, request.nodes, settings.ttls))
+                blocks.extend(new)
+                journal.remember(store, new)
+                continue
             name = pools.pool_name(gang, a.seq)
             where = f", cluster {cluster.name}" if len(places) > 1 else ""
             say(f"#{a.seq} {c.zone} ({target.zone_name}, {target.where}{where}): creating {what} {name} "
@@ -153,6 +217,10 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
             try:
                 _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
                 _wait_active(backend, row, budget, settings)
+                if join is not None:
+                    say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE; waiting for its {request.nodes} nodes to be "
+                        f"Ready in cluster {cluster.name}")
+                    join(NewGroup(cluster.name, backend.provider, what, name, request.nodes, c.zone))
             except ProviderError as error:
                 cleanup = _cleanup(store, backend, row, error, owner, settings)
                 calls += budget.calls + cleanup.calls
@@ -160,7 +228,9 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                 journal.finish_attempt(store, a.id, "rolled-back" if cleanup.existed else "failed", error,
                                        message=f"{error.code + ': ' if error.code else ''}{error.message}"
                                        + (note if cleanup.existed else ""), api_calls=budget.calls + cleanup.calls)
-                say(f"#{a.seq} {c.zone}: {error.kind}: {error.message}")
+                say(f"#{a.seq} {c.zone}: {error.kind}: {error.message}" + (note if cleanup.existed else ""))
+                if isinstance(error, NotJoined):
+                    last = f"{error.message}" + (note if cleanup.existed else "")
                 if isinstance(error, RefusedRequest):
                     # Every zone of this cloud would refuse the request alike: the next cluster may take it.
                     refused = f"{backend.cloud} refused the {what} request: {error.code}: {error.message}"
@@ -169,15 +239,27 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                 blocks.extend(new)
                 journal.remember(store, new)
                 continue
+            except Exception as exc:
+                # The join could not ask the cluster (unreachable, refused): not the zone's fault, so no failover;
+                # what this attempt made is deleted before the caller hears of it.
+                cleanup = _delete(store, backend, groups_journal.group(store, row.id) or row, owner, settings)
+                note = f"the {what} was deleted" if cleanup.ok else f"deleting it failed: {cleanup.error}"
+                journal.finish_attempt(store, a.id, "rolled-back", message=f"waiting for its nodes: "
+                                       f"{type(exc).__name__}; {note}", api_calls=budget.calls + cleanup.calls)
+                journal.set_gang(store, gang, "failed", message=f"waiting for the nodes of {what} {name} failed; "
+                                 f"{note}")
+                raise
             calls += budget.calls
-            journal.finish_attempt(store, a.id, "launched", message=f"{what} {name} ACTIVE", api_calls=budget.calls)
-            message = f"{what} {name} ACTIVE in {c.zone} ({target.zone_name}) of cluster {cluster.name}"
+            joined = f", its {request.nodes} nodes Ready" if join is not None else ""
+            journal.finish_attempt(store, a.id, "launched", message=f"{what} {name} ACTIVE{joined}",
+                                   api_calls=budget.calls)
+            message = f"{what} {name} ACTIVE in {c.zone} ({target.zone_name}) of cluster {cluster.name}{joined}"
             journal.set_gang(store, gang, "ready", attempt=a.id, message=message)
             say(message)
             return GroupResult(gang, "ready", cluster.name, target, name, tuple(journal.attempts(store, gang)),
                                calls, message, outside)
-        failures.append(refused or (f"no zone of cluster {cluster.name} held {request.nodes} x {request.gpu}:"
-                                    f"{request.gpus_per_node}" if place.targets
+        held = f"no zone of cluster {cluster.name} held {request.nodes} x {request.gpu}:{request.gpus_per_node}"
+        failures.append(refused or ((held + (f" (last: {last})" if last else "")) if place.targets
                                     else f"cluster {cluster.name} can hold no zone of the plan"))
         if len(places) > 1:
             say(f"cluster {cluster.name}: {failures[-1]}")
@@ -186,6 +268,39 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
     journal.set_gang(store, gang, "failed", message=message)
     return GroupResult(gang, "failed", ", ".join(p.name for p in places), None, None,
                        tuple(journal.attempts(store, gang)), calls, message, outside)
+
+
+def quota_precheck(providers: Mapping[str, Provider], gang: str) -> Precheck:
+    """The machine providers' quota pre-check (`Provider.check_quota`) for a gang of node group nodes: EKS managed
+    nodes are EC2 instances of the account (Service Quotas' vCPU limit of their family and market: L-417A185B
+    running on-demand P, L-7212CCBC spot P, ...: aws.VCPU_QUOTA_CODES), GKE nodes are Compute Engine VMs of the
+    project (the region's GPU metric from regions.get, NVIDIA_H100_GPUS or PREEMPTIBLE_NVIDIA_H100_GPUS for spot,
+    then GPUS_ALL_REGIONS). Each provider caches what it read (one read per region and run)."""
+
+    def check(c: Candidate, nodes: int, budget: Budget) -> None:
+        provider = providers.get(c.provider)
+        if provider is None:
+            return
+        spec = LaunchSpec(gang=gang, token="quota-precheck", owner="", region=c.region, zone=c.zone,
+                          instance_type=c.instance_type, gpu=c.gpu, gpus=c.gpus, vcpus=c.vcpus, pricing=c.pricing,
+                          names=tuple(f"{gang}-{i}" for i in range(nodes)))
+        provider.check_quota(spec, budget)
+
+    return check
+
+
+def _precheck(precheck: Precheck, c: Candidate, nodes: int, settings: GroupSettings) -> tuple[QuotaError, int] | None:
+    """The quota refusal of `c` and the calls it took, or None when the gang fits or the quota cannot be read (an
+    unreadable quota, or an error reading it, leaves the decision to the create, as on the machine path)."""
+    budget = Budget(settings.call_timeout_s * 4, settings.call_timeout_s)
+    try:
+        call(lambda: precheck(c, nodes, budget), budget, settings.retry, sleep=settings.sleep)
+    except QuotaError as error:
+        return error, budget.calls
+    except ProviderError as error:
+        log.info("quota of %s %s not read (%s: %s): the create decides", c.provider, c.region, error.kind,
+                 error.message)
+    return None
 
 
 def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord, owner: str, nodes: int,
