@@ -215,3 +215,12 @@ def test_scheduler_mode_refuses_with_the_waiting_reason_counted_from_the_pods_cr
     assert "no fit" not in waiting.reason
     assert isinstance(decide(gang, view, now=created + UNKNOWN_RUNTIME_WAIT_S), Decision)
     assert isinstance(decide(gang, view), Decision)  # no clock: the wait is unknown, no patience
+
+
+def test_the_python_api_takes_the_wait_as_the_cli_does() -> None:
+    from geosched import api
+
+    busy = ctx(busy=("za1", "zb1"))
+    assert isinstance(api.place(GANG, busy.fleet, busy.network), Placement)
+    waiting = api.place(GANG, busy.fleet, busy.network, waited_s=60.0)
+    assert isinstance(waiting, NoFit) and waiting.waiting
