@@ -41,6 +41,7 @@ from geosched import policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.models import Assignment, Job, NoFit, Placement, Score, Weights
 from geosched.policies import PlacementContext
+from geosched.policies.patience import Waiting
 from geosched.simulate import PolicyResult, SimOptions, TraceJob, read_trace, simulate
 from geosched.simulate.engine import PlaceFn
 from geosched.simulate.fleets import GAVEL_NODES, sized_fleet
@@ -126,9 +127,10 @@ def carbon(ctx: PlacementContext, traces: dict[str, list[TraceJob]], label: str,
 
 
 def counting(calls: list[float]) -> PlaceFn:
-    def place(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None) -> Placement | NoFit:
+    def place(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None,
+              waiting: Waiting | None) -> Placement | NoFit:
         start = time.perf_counter()
-        result = policies.place(job, ctx, policy, weights, explain=False)
+        result = policies.place(job, ctx, policy, weights, explain=False, waiting=waiting)
         calls.append(time.perf_counter() - start)
         return result
 
@@ -138,7 +140,8 @@ def counting(calls: list[float]) -> PlaceFn:
 def first_fit() -> PlaceFn:
     """A stand-in placer costing a few microseconds: the first nodes with room, a fixed score. It ignores
     pools and the network; it exists only to time the engine without a policy in the way."""
-    def place(job: Job, view: PlacementContext, policy: str, weights: Weights | None) -> Placement | NoFit:
+    def place(job: Job, view: PlacementContext, policy: str, weights: Weights | None,
+              waiting: Waiting | None) -> Placement | NoFit:
         cap = np.where(view.ready, view.gpus_free // job.gpus_per_worker, 0)
         nodes = np.flatnonzero(cap)
         before = np.cumsum(cap[nodes]) - cap[nodes]

@@ -45,14 +45,19 @@ def load_network(path: str | Path, fleet: Fleet) -> NetworkView:
 
 def place(job: Job | str | Path, fleet: Fleet | None = None, network: NetworkView | None = None, *,
           policy: str = policies.DEFAULT_POLICY, network_weight: float = DEFAULT_WEIGHTS.network,
-          cost_weight: float = DEFAULT_WEIGHTS.cost, carbon_weight: float = DEFAULT_WEIGHTS.carbon
-          ) -> Placement | NoFit:
+          cost_weight: float = DEFAULT_WEIGHTS.cost, carbon_weight: float = DEFAULT_WEIGHTS.carbon,
+          waited_s: float | None = None) -> Placement | NoFit:
     """Place one job, as `geosched place` does: a `Placement` (cluster, zones, nodes, every score term, the
-    alternatives and why each zone was rejected) or a `NoFit` with the reasons."""
+    alternatives and why each zone was rejected) or a `NoFit` with the reasons. `waited_s`, as `--waited`: how long
+    the job has waited, which turns on zone-first's patience (a `NoFit` with `waiting` True while it waits for a
+    healthy ring; policies/README.md, "Patience")."""
+    from geosched.policies.patience import Waiting
+
     gang = job if isinstance(job, Job) else load_job(job)
     fleet, network = _snapshot(fleet, network)
     weights = Weights(network_weight, cost_weight, carbon_weight)
-    return policies.place(gang, policies.PlacementContext(fleet, network), policy, weights)
+    waiting = Waiting(waited_s) if waited_s is not None else None
+    return policies.place(gang, policies.PlacementContext(fleet, network), policy, weights, waiting=waiting)
 
 
 def simulate(trace: str | Path, fleet: Fleet | None = None, network: NetworkView | None = None, *,

@@ -33,6 +33,7 @@ from geosched.options import (
     ZoneToleranceOpt,
     complete_policy,
     deprecated,
+    duration_s,
     finite,
     known_policy,
 )
@@ -219,13 +220,21 @@ def place(
     carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE,
     grid_zones: GridZonesOpt = None,
     at: AtOpt = None,
+    waited: Annotated[str | None, typer.Option(
+        "--waited", metavar="DURATION", callback=duration_s,
+        help="How long the job has already waited (90m, 6h, 2d or seconds). Turns on zone-first's patience: a "
+        "multi-node gang whose best placement now is more than 3x slower than a healthy ring of its shape waits "
+        "(exit 3, 'waiting for a healthy ring ...') until it has waited the extra run time a slow start costs "
+        "(its schedule's runtime x (slowdown - 1); 1 h when it declares none). Without it the gang starts now, "
+        "as a stateless call cannot tell how long it has waited (policies/patience.py).")] = None,
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="Also draw the decision into FILE.png, .svg or .html: the candidates ranked as stacked bars "
         "of their weighted terms (chosen first) and the gang's zones with the ring's hops; for a flexible job, "
         "the grid over its window per candidate region and where the job was put in time.")] = None,
 ) -> None:
-    """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits. A job with a `schedule:`
-    (runtime and start_within or deadline) also chooses its start hour within its slack."""
+    """Place one job on a fleet: zone first, score second. Exit 3 when nothing fits, or when the gang waits for a
+    healthy ring (--waited). A job with a `schedule:` (runtime and start_within or deadline) also chooses its start
+    hour within its slack."""
     from geosched import render
     from geosched.carbon import decision_signal, decision_time, forecast_notes, grid_history, load_grid
     from geosched.errors import EXIT_NO_FIT
@@ -236,6 +245,7 @@ def place(
     from geosched.output import emit_document
     from geosched.plots.files import plot_format
     from geosched.policies import timeshift
+    from geosched.policies.patience import Waiting
     from geosched.providers.sources import planning_risks
 
     if plot is not None:
@@ -256,7 +266,8 @@ def place(
     weights_rank(network_weight, cost_weight, carbon_weight)
     weights = Weights(network_weight, cost_weight, carbon_weight, zone_tolerance, risk_weight)
     history = grid_history(snap.fleet, grid) if grid is not None else None
-    result, shift = timeshift.place_in_time(job, ctx, history, when.timestamp(), policy, weights)
+    waiting = None if waited is None else Waiting(float(waited))  # seconds: the callback parsed the duration
+    result, shift = timeshift.place_in_time(job, ctx, history, when.timestamp(), policy, weights, waiting=waiting)
     notes = [*(grid.notes if grid is not None else ()), *carbon.notes]
     if job.flexible and history is None:
         notes.append(f"job {job.name} has a schedule but no --carbon-hourly was given: it starts now")

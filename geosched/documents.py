@@ -419,5 +419,9 @@ def placement_to_dict(p: Placement) -> dict[str, Any]:
 
 
 def nofit_to_dict(n: NoFit) -> dict[str, Any]:
-    return {"job": n.job.name, "policy": n.policy, "error": "NoFit",
-            "rejected": [{"subject": r.subject, "reason": r.reason} for r in n.reasons]}
+    out: dict[str, Any] = {"job": n.job.name, "policy": n.policy, "error": "NoFit",
+                           "rejected": [{"subject": r.subject, "reason": r.reason} for r in n.reasons]}
+    if n.retry_after_s is not None:  # not "no fit" but "not yet": waiting for a healthy ring (policies/patience.py)
+        out["waiting"] = True
+        out["retry_after_s"] = round(n.retry_after_s, 3)
+    return out

@@ -417,10 +417,19 @@ class NoFit:
     job: Job
     policy: str
     reasons: tuple[Rejection, ...]
+    # Not "no fit" but "not yet": the gang waits for a healthy ring (policies/patience.py) and is to be decided
+    # again within this many seconds at the latest, when it starts on what is free then.
+    retry_after_s: float | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self.retry_after_s is not None
 
     @property
     def message(self) -> str:
         head = f"no fit for job {self.job.name!r} ({self.job.gpus} GPUs) under policy {self.policy!r}"
+        if self.waiting:
+            head = f"job {self.job.name!r} ({self.job.gpus} GPUs) is waiting under policy {self.policy!r}"
         if not self.reasons:
             return head
         return head + ": " + "; ".join(f"{r.subject}: {r.reason}" for r in self.reasons[:5])

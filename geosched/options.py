@@ -67,6 +67,25 @@ def complete_policy(incomplete: str) -> list[tuple[str, str]]:
     return [(name, policies.description(name)) for name in policies.names() if name.startswith(incomplete)]
 
 
+def duration_s(value: str | None) -> float | None:
+    """The callback of a duration option: 90m, 6h, 2d or seconds, in seconds (None: not given)."""
+    if value is None:
+        return None
+    from geosched.documents import _DURATION_RE, _DURATION_UNIT_S, MAX_DURATION_S
+
+    m = _DURATION_RE.match(value)
+    if m is not None:
+        seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
+    else:
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise typer.BadParameter(f"expected a duration such as 90m, 6h or 2d (or seconds), got {value!r}") from None
+    if not 0 <= seconds <= MAX_DURATION_S:
+        raise typer.BadParameter(f"must be from 0 to 366 days, got {value!r}")
+    return seconds
+
+
 def known_policy(value: Any) -> Any:
     """The callback of every --policy option (one name, or a list of them)."""
     from geosched import policies

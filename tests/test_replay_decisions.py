@@ -2,7 +2,9 @@
 
 Every placement of seeded replays is compared with the one the code made before those speed-ups (commit
 2751575; recorded again on purpose for issue 22's capacity-aware choice, policies/capacity.py, which moves
-zone-first's decisions: 298 of 1,800 lines of the default-fleet replay, most of the geo one), recorded in
+zone-first's decisions: 298 of 1,800 lines of the default-fleet replay, most of the geo one; and again for its
+patience, policies/patience.py: the default-fleet replay is unchanged, the geo one's llm-54 now waits once for a
+healthy ring and every line after it moves), recorded in
 tests/data/replay_decisions.json: the nodes, the workers on each, the score's total and
 the start time, job by job (a line per decision, kept as a short SHA-256 to keep the file small). The replays
 cover what the fast paths touch and what they skip: a default-fleet trace of mostly one-worker gangs with
@@ -26,6 +28,7 @@ from geosched import policies
 from geosched.default_fleet import default_fleet, default_network
 from geosched.models import Job, NoFit, Placement, Weights
 from geosched.policies import PlacementContext, job_view
+from geosched.policies.patience import Waiting
 from geosched.policies.scoring import ring
 from geosched.policies.zone_first import rank
 from geosched.simulate import SimOptions, simulate
@@ -40,13 +43,14 @@ DEFAULT_FLEET_POLICIES = ("zone-first", "tas", "pack")
 
 
 def recording(out: list[str], explain: bool = False) -> PlaceFn:
-    def place(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None) -> Placement | NoFit:
-        result = policies.place(job, ctx, policy, weights, explain=explain)
+    def place(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None,
+              waiting: Waiting | None) -> Placement | NoFit:
+        result = policies.place(job, ctx, policy, weights, explain=explain, waiting=waiting)
         if isinstance(result, Placement):
             nodes = ";".join(f"{a.node}:{a.workers}" for a in result.assignments)
             out.append(f"{policy} {job.name} {nodes} {result.score.total!r}")
         else:
-            out.append(f"{policy} {job.name} nofit")
+            out.append(f"{policy} {job.name} {'waiting' if result.waiting else 'nofit'}")
         return result
 
     return place

@@ -8,6 +8,7 @@ import pytest
 from geosched.catalog import gpu_power
 from geosched.models import CommProfile, Job, NetworkView, NoFit, Placement, Weights, pair_key
 from geosched.policies import PlacementContext, names, place
+from geosched.policies.patience import Waiting
 from geosched.simulate import SimOptions, TraceJob, simulate
 from geosched.simulate.gangs import gang_shape, gavel_profiles
 from geosched.simulate.gavel import parse_throughputs
@@ -52,9 +53,10 @@ def test_every_policy_gives_the_same_answer_when_there_is_one_choice() -> None:
 def test_the_policy_is_not_asked_when_no_pool_could_hold_the_gang() -> None:
     calls: list[float] = []
 
-    def counting(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None) -> Placement | NoFit:
+    def counting(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None,
+                 waiting: Waiting | None) -> Placement | NoFit:
         calls.append(float(ctx.gpus_free.sum()))
-        return place(job, ctx, policy, weights)
+        return place(job, ctx, policy, weights, waiting=waiting)
 
     simulate([job(1, 0, 8, 100), job(2, 10, 4, 50)], one_node_ctx(), ["pack"], place_fn=counting)
     assert calls == [8.0, 8.0]  # A at t=0; B only once A has finished, not at its arrival
@@ -174,7 +176,8 @@ def test_gavel_profile_reproduces_the_measured_spread_penalty_on_the_reference_l
 
 
 def test_a_job_the_policy_refuses_on_the_idle_fleet_is_unplaced() -> None:
-    def refuse(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None) -> Placement | NoFit:
+    def refuse(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None,
+               waiting: Waiting | None) -> Placement | NoFit:
         return NoFit(job, policy, ())
 
     result, = simulate([job(1, 0, 4, 10), job(2, 1, 4, 10)], one_node_ctx(), ["never"], place_fn=refuse)

@@ -23,6 +23,7 @@ from geosched.kube.config import ClusterConfig
 from geosched.models import Job, NoFit, Placement, Rejection, Weights
 from geosched.policies import PlacementContext, timeshift
 from geosched.policies.context import IntArray, job_view
+from geosched.policies.patience import Waiting
 from geosched.policies.scoring import evaluate
 from geosched.stable import Current, Fate, Rebalance, Request, arrays, place_all
 
@@ -80,9 +81,10 @@ def plan(inputs: TreeInputs, previous: Mapping[str, Current] | None = None,
     starts: dict[str, tuple[float, float]] = {}
 
     def decide(job: Job, at: PlacementContext) -> Placement | NoFit:
-        key = next((s.key for s in inputs.jobs if s.input.job is job), None)
+        spec = next((s for s in inputs.jobs if s.input.job is job), None)
+        key = spec.key if spec is not None else None
         if key not in waiting or when is None:
-            return policies.place(job, at, config.policy, config.weights)
+            return policies.place(job, at, config.policy, config.weights, waiting=patience_of(spec, when))
         submitted = held[key][1] if key in held else when
         result, shift = timeshift.place_in_time(job, at, inputs.grid, when, config.policy, config.weights,
                                                 submitted=submitted)
@@ -112,8 +114,22 @@ def plan(inputs: TreeInputs, previous: Mapping[str, Current] | None = None,
             placement = d.result if start is not None else scored_alone(d.result, alone, config.weights, position)
             out.append(Placed(spec, placement, cluster, namespace_of(spec, cluster), d.fate, note, start, submitted))
         else:
-            out.append(Unplaced(spec, d.result.reasons, d.note))
+            out.append(Unplaced(spec, d.result.reasons, "waiting for a healthy ring" if d.result.waiting else d.note))
     return tuple(out)
+
+
+def patience_of(spec: JobSpec | None, when: float | None) -> Waiting | None:
+    """How long a job has waited at a render at `when`: from the `geosched.io/submitted-at` its manifest carries
+    (zone-first's patience, policies/patience.py). None, so no patience, when the render's time or the submission
+    is unknown (a render without `--at` or `at:` runs at the epoch): a render that refused free capacity without
+    knowing the wait would refuse it on every render."""
+    if spec is None or when is None or when <= 0:
+        return None
+    submitted = flex.submitted_of(spec.input.original, spec.source)
+    if submitted is None or submitted > when:
+        return None
+    schedule = spec.input.job.schedule
+    return Waiting(when - submitted, schedule.runtime_s if schedule is not None else None)
 
 
 def scored_alone(placement: Placement, alone: PlacementContext, weights: Weights,

@@ -130,6 +130,16 @@ def held_until(obj: Mapping[str, Any]) -> tuple[float, float] | None:
     return start, submitted
 
 
+def submitted_of(obj: Mapping[str, Any] | None, source: str) -> float | None:
+    """When the job object says it was submitted (`geosched.io/submitted-at`, RFC 3339; None: it does not say):
+    what zone-first's patience counts a GitOps job's wait from (policies/patience.py)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    notes = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(notes, Mapping) or notes.get(SUBMITTED_AT) is None:
+        return None
+    return parse_time(notes[SUBMITTED_AT], source, f"metadata.annotations.{SUBMITTED_AT}").timestamp()
+
+
 def released(obj: Mapping[str, Any], now: float) -> bool:
     """Whether a held object's hour has come (an object geosched did not hold is never released by it)."""
     at = held_until(obj)

@@ -19,6 +19,7 @@ from geosched.models import Job, NoFit, Placement, Weights
 
 if TYPE_CHECKING:
     from geosched.policies.context import PlacementContext, job_view
+    from geosched.policies.patience import Waiting
 
 DEFAULT_POLICY = "zone-first"
 
@@ -53,10 +54,14 @@ def description(name: str) -> str:
 
 
 def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
-          weights: Weights | None = None, explain: bool = True) -> Placement | NoFit:
+          weights: Weights | None = None, explain: bool = True, waiting: Waiting | None = None) -> Placement | NoFit:
     """Place one gang. Pure: the context is a snapshot and is not changed. With `explain=False` the
-    placement carries no rejections or alternatives (same decision, less work)."""
-    from geosched.policies import places
+    placement carries no rejections or alternatives (same decision, less work).
+
+    `waiting`: how long the gang has waited (and its predicted run); with it, a patient policy may answer a
+    "waiting" NoFit (`NoFit.waiting`) rather than start a multi-node gang on links far slower than a healthy
+    ring's (`patience.py`). None (unknown): no patience, the gang starts as it always did."""
+    from geosched.policies import patience, places
     from geosched.policies.base import registry
     from geosched.policies.context import job_view
 
@@ -66,7 +71,10 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
     absent = places.unknown(job, ctx.fleet)
     if absent is not None:  # said in one line, not as every zone's filters
         return NoFit(job, policy, (absent,))
-    return fn(job_view(ctx, job, weights or Weights(), explain))
+    result = fn(job_view(ctx, job, weights or Weights(), explain))
+    if waiting is not None and isinstance(result, Placement):
+        return patience.check(result, ctx, policy, weights, waiting) or result
+    return result
 
 
 __all__ = ["DEFAULT_POLICY", "PlacementContext", "description", "job_view", "load_all", "names", "place"]

@@ -89,6 +89,9 @@ class PlacementContext:
         # Zone-pair links, sparse (policies/zonepairs.py): a zones x zones matrix grew with the square of the
         # zone count, 3.2 GB for 10,000 one-node zones.
         self.zone_pairs = ZonePairs(self.zone_names, self.region_of_zone, network.zone_links)
+        # Patience's reference steps (policies/patience.py), per gang shape: shared with the copies `with_free`
+        # makes (the idle fleet is the same whatever is free now), not with `with_grid`'s (carbon may move it).
+        self.reference_steps: dict[tuple[object, ...], float | None] = {}
 
         # Each node's own summary (NetworkView.node_summaries); neutral where the node has none.
         n = len(nodes)
@@ -169,6 +172,7 @@ class PlacementContext:
         other = copy.copy(self)
         other.grid = np.asarray(per_region, dtype=np.float64)[self.region_of]
         other._carbon_gpu = {}
+        other.reference_steps = {}
         return other
 
     def carbon_gpu(self, utilisation: float) -> tuple[FloatArray, BoolArray]:

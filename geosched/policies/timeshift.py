@@ -37,6 +37,7 @@ from geosched.grid.forecast import GridHistory, Method, Outlook, run_means
 from geosched.models import HOUR_S, Job, NoFit, Placement, Weights
 from geosched.policies.context import FloatArray, IntArray, PlacementContext
 from geosched.policies.energy import kwh_per_gpu_hour, kwh_per_hour_by_region
+from geosched.policies.patience import Waiting
 
 MIN_SAVING = 0.02
 # When a held job's hour comes and it is decided again, a later start must save this much more: without a higher
@@ -329,12 +330,13 @@ def shift_lines(shift: Shift) -> list[str]:
 def place_in_time(job: Job, ctx: PlacementContext, history: GridHistory | None, when: float,
                   policy: str = policies.DEFAULT_POLICY, weights: Weights | None = None, explain: bool = True,
                   method: Method = Method.FORECAST, submitted: float | None = None, min_saving: float = MIN_SAVING,
-                  ) -> tuple[Placement | NoFit, Shift | None]:
+                  waiting: Waiting | None = None) -> tuple[Placement | NoFit, Shift | None]:
     """A job decided at `when`: a flexible one (with a grid to look at) by `decide`, over its window from
-    `submitted` (default `when`); any other by the policy alone, as always."""
+    `submitted` (default `when`); any other by the policy alone, as always, with `waiting` for its patience
+    (policies/patience.py: a flexible job already chooses when it starts, and is not made to wait for links too)."""
     window = Window.of(job, when if submitted is None else submitted, when) if history is not None else None
     if window is None or history is None:
-        return policies.place(job, ctx, policy, weights, explain), None
+        return policies.place(job, ctx, policy, weights, explain, waiting=waiting), None
     look = history.outlook(ctx.region_keys, int(when // HOUR_S), window.hours_needed(), method)
     shift = decide(job, ctx, window, look, policy, weights, explain, min_saving)
     return shift.placement, shift

@@ -13,6 +13,11 @@ is served:
   head's workers by GPU count alone; the estimate can be early, never late, so a backfilled job cannot delay
   the head under this estimate.
 
+Patience (policies/patience.py): each decision is told how long the job has waited for a healthy ring (since the
+first "waiting" answer it got) and its trace duration as its run time, as the backfill is. A "waiting" NoFit is
+not final: the gang is asked again when its patience runs out (a wake-up event), or sooner when GPUs are freed;
+meanwhile the backfill runs the jobs behind it as for any blocked head.
+
 A job starts with its whole gang or not at all. Its run time is its trace duration times the network
 slow-down of its placement, `score.step_ms / profile.compute_ms`: step time with geosched.comm's ring
 all-reduce over the placement's worst link, over compute alone (1.0 for a gang on one node). A job that
@@ -45,12 +50,14 @@ import numpy as np
 from geosched import policies
 from geosched.models import Job, NoFit, Placement, Weights
 from geosched.policies.context import IntArray, PlacementContext
+from geosched.policies.patience import Waiting
 from geosched.simulate.gangs import MAX_GPUS_PER_WORKER, ProfileFor, gavel_profiles, to_job
 from geosched.simulate.gavel import shipped_throughputs
 from geosched.simulate.metrics import JobRecord, PolicyResult, Unplaced, summarise
 from geosched.simulate.traces.model import TraceJob
 
-PlaceFn = Callable[[Job, PlacementContext, str, Weights | None], Placement | NoFit]
+# The last argument: how long the job has waited, and its run time (policies/patience.py).
+PlaceFn = Callable[[Job, PlacementContext, str, Weights | None, Waiting | None], Placement | NoFit]
 
 
 class Timing(Protocol):
@@ -105,9 +112,10 @@ def simulate(trace_jobs: Sequence[TraceJob], ctx: PlacementContext, policy_names
             for name in policy_names]
 
 
-def _decide(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None) -> Placement | NoFit:
+def _decide(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None,
+            waiting: Waiting | None) -> Placement | NoFit:
     """The policy's decision without the explanation nobody reads during a replay."""
-    return policies.place(job, ctx, policy, weights, explain=False)
+    return policies.place(job, ctx, policy, weights, explain=False, waiting=waiting)
 
 
 class _Replay:
@@ -127,7 +135,11 @@ class _Replay:
         self.initial: IntArray = np.where(ctx.ready, ctx.gpus_free, 0).astype(np.int64)
         self.free: IntArray = self.initial.copy()
         self.version = 0  # bumped whenever free GPUs change: a refusal at the same version stands
-        self.refused: dict[int, int] = {}
+        self.refused: dict[int, tuple[int, float]] = {}  # job -> (version, until): a waiting refusal ends in time
+        # When each gang was first told to wait for a healthy ring: its patience counts from then (the queueing
+        # before it is sunk whatever the gang does next; policies/patience.py).
+        self.told_to_wait: dict[int, float] = {}
+        self.wakeups: list[float] = []  # when a waiting gang's patience runs out: the queue is served again
         self.fits_idle: dict[tuple[int, int], bool] = {}
         self.queue: deque[int] = deque()
         self.running: list[tuple[float, int, int]] = []  # (finish, start order, job)
@@ -142,9 +154,12 @@ class _Replay:
             next_arrival = submit[k] if k < len(order) else np.inf
             next_finish = self.running[0][0] if self.running else np.inf
             next_hour = self.waiting[0][0] if self.waiting else np.inf
-            now = float(min(next_arrival, next_finish, next_hour))
+            next_wake = self.wakeups[0] if self.wakeups and self.queue else np.inf
+            now = float(min(next_arrival, next_finish, next_hour, next_wake))
             if now == np.inf:
                 raise RuntimeError("jobs queued with nothing running: _serve should have given them up")
+            while self.wakeups and self.wakeups[0] <= now:
+                heapq.heappop(self.wakeups)
             while self.running and self.running[0][0] <= now:
                 self._release(heapq.heappop(self.running)[2])
             while self.waiting and self.waiting[0][0] <= now:
@@ -182,8 +197,9 @@ class _Replay:
             if placement is not None:
                 self.queue.popleft()
                 self._start(head, placement, now)
-            elif not self.running:
-                # Nothing runs, so the fleet is as idle as it will ever be: the refusal is final.
+            elif not self.running and self.refused[head][1] == np.inf:
+                # Nothing runs, so the fleet is as idle as it will ever be: the refusal is final (a gang waiting
+                # for a healthy ring is asked again when its patience runs out).
                 self.queue.popleft()
                 self._give_up(head, f"policy {self.policy!r} finds no placement even with the fleet idle")
             else:
@@ -221,19 +237,28 @@ class _Replay:
         return bool(workers.max() >= job.workers)
 
     def _try(self, j: int, now: float) -> Placement | None:
-        # A refusal stands at the same free GPUs whatever the hour: the grid changes scores, not what fits.
-        if self.refused.get(j) == self.version:
+        # A refusal stands at the same free GPUs whatever the hour (the grid changes scores, not what fits), until
+        # its patience runs out for a gang waiting for a healthy ring.
+        version, until = self.refused.get(j, (-1, 0.0))
+        if version == self.version and now < until:
             return None
-        job = self.gangs[j]
+        job, trace = self.gangs[j], self.trace[j]
         result = None
         if self._may_fit(self.free, job):
             ctx = self.context_at(now) if self.context_at is not None else self.ctx
             if self.timing is not None and job.flexible:
                 ctx = self.timing.context(j, job, now, ctx) or ctx
-            result = self.place_fn(job, ctx.with_free(self.free.copy()), self.policy, self.weights)
+            # The replay knows each job's run time, as its backfill does (EASY's user estimates, exact here).
+            waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s)
+            result = self.place_fn(job, ctx.with_free(self.free.copy()), self.policy, self.weights, waiting)
         if isinstance(result, Placement):
             return result
-        self.refused[j] = self.version
+        until = np.inf
+        if isinstance(result, NoFit) and result.retry_after_s is not None:
+            until = now + result.retry_after_s
+            self.told_to_wait.setdefault(j, now)
+            heapq.heappush(self.wakeups, until)
+        self.refused[j] = (self.version, until)
         return None
 
     def _run_time(self, j: int, placement: Placement) -> float:

@@ -22,7 +22,9 @@ Each pass (woken by a change the watches saw, or when a nomination round ends):
 5. Once `.status.clusterName` is set the Workload is never written again.
 
 Every decision is an Event on the Workload (reason Nominated, Renominated or NotNominated, with every term of
-the winning score, the runners-up and the clusters left out) and, with a recorder, a placement in the store.
+the winning score, the runners-up and the clusters left out; Waiting when zone-first's patience holds a gang whose
+best worker would run it more than 3x slower than a healthy ring, policies/patience.py; Held for a greener hour)
+and, with a recorder, a placement in the store.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ from geosched.kube.scheduler.pods import node_labels
 from geosched.kube.scheduler.reflector import Reflector
 from geosched.kube.tolerations import node_taints
 from geosched.models import Job, NetworkView, Placement
-from geosched.policies import PlacementContext, timeshift
+from geosched.policies import PlacementContext, patience, timeshift
 from geosched.policies.context import FloatArray, IntArray
+from geosched.policies.patience import Waiting
 
 log = logging.getLogger(__name__)
 CONFIGMAPS = Resource("v1", "ConfigMap", "configmaps", True)
@@ -334,6 +337,14 @@ class Dispatcher:
             # only as far as their bounds say they cannot be among them.
             need = len(item.nominated) + 1 if item.nominated else s.nominate
             ranking = rank(job, usable, candidates, policy=s.policy, weights=s.weights, need=need)
+            if ranking.fits and not item.nominated:
+                waits = self._patience(item, job, ranking.fits[0], usable)
+                if waits is not None:
+                    self.metrics.decided("waiting", time.perf_counter() - started)
+                    if self._said.get(item.uid) != waits:
+                        self._said[item.uid] = waits
+                        self._event(item, "Waiting", waits)
+                    return None
         # Said with the clusters left out; a cluster with such nodes is still ranked on its others.
         notes = {c: f"left out, {reason}" for c, reason in left_out.items()}
         notes.update((c, said) for c, said in unusable.items() if c not in left_out)
@@ -369,6 +380,16 @@ class Dispatcher:
         message = _message(nominated, best, ranking, notes, configs[item.config])
         return _Write(item, reason, nominated, best, message, held, started, time.perf_counter(), future)
 
+    def _patience(self, item: kueue.Pending, job: Job, best: Placement, usable: PlacementContext) -> str | None:
+        """Why the Workload is not nominated yet, when zone-first's patience (policies/patience.py) says its gang
+        waits for a healthy ring: its best worker's placement is more than 3x slower than the gang on every worker
+        with all GPUs free. Counted from the Workload's creationTimestamp (an over-statement of the wait, so never
+        a longer wait than the rule allows); its runtime is its pod templates' declared one, if any."""
+        now = self.wall().timestamp()
+        refusal = patience.check(best, usable, self.settings.policy, self.settings.weights,
+                                 Waiting(now - _created(item, now), job.schedule.runtime_s if job.schedule else None))
+        return None if refusal is None else f"{best.cluster}: {refusal.reasons[0].reason}"
+
     def _when(self, item: kueue.Pending, job: Job, usable: PlacementContext) -> tuple[str | None, PlacementContext]:
         """A flexible Workload (its pod templates declare slack, geosched.kube.flex): why it waits for a later hour,
         or the context to rank clusters on, at the grid its run is predicted to see from now. Rolling: asked again
@@ -377,11 +398,7 @@ class Dispatcher:
         if self._history is None or self._history[0] != id(usable.fleet):
             self._history = (id(usable.fleet), grid_history(usable.fleet, self.grid))
         now = self.wall().timestamp()
-        created = str((item.obj.get("metadata") or {}).get("creationTimestamp") or "")
-        try:
-            submitted = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            submitted = now
+        submitted = _created(item, now)
         chosen = self._starts.get(item.uid)
         bar = timeshift.RESHIFT_SAVING if chosen is not None and now >= chosen else timeshift.MIN_SAVING
         placed, shift = timeshift.place_in_time(job, usable, self._history[1], now, self.settings.policy,
@@ -617,6 +634,15 @@ def _timed(fn: Callable[..., Any], *args: Any, **kw: Any) -> tuple[Any, float]:
     """The answer, and when it came (a decision's latency ends when its write is answered)."""
     answer = fn(*args, **kw)
     return answer, time.perf_counter()
+
+
+def _created(item: kueue.Pending, now: float) -> float:
+    """The Workload's creationTimestamp (Unix seconds); `now` when it has none the clock can read."""
+    created = str((item.obj.get("metadata") or {}).get("creationTimestamp") or "")
+    try:
+        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return now
 
 
 def _link(outer: threading.Event, inner: threading.Event) -> None:

@@ -36,6 +36,7 @@ from geosched.kube.tolerations import Taint
 from geosched.models import Job, NoFit, Placement, Weights
 from geosched.policies import timeshift
 from geosched.policies.context import BoolArray, IntArray, PlacementContext
+from geosched.policies.patience import Waiting
 
 # GPUs are counted in View.free, by the placement policy; the rooms hold everything else.
 GPU_ONLY = frozenset({keys.GPU})
@@ -155,7 +156,11 @@ def decide(gang: Gang, view: View, policy: str = policies.DEFAULT_POLICY,
             if shift is not None and isinstance(result, Placement) and shift.start > now:
                 return Refusal(gang, held_reason(shift), held_until=shift.start)
         else:
-            result = policies.place(job, seen, policy, weights, explain=False)
+            # Patience (policies/patience.py), counted from the pods' creationTimestamp: more than the gang has
+            # waited for a healthy ring, so never a longer wait than the rule allows.
+            waiting = None if now is None else Waiting(now - _submitted(gang, now),
+                                                       schedule.runtime_s if schedule is not None else None)
+            result = policies.place(job, seen, policy, weights, explain=False, waiting=waiting)
         if isinstance(result, NoFit):
             return Refusal(gang, _no_fit(result, gang) + _short(view, mask, gpus_per_worker, largest),
                            releasable(gang))
@@ -253,6 +258,8 @@ def _short(view: View, mask: BoolArray, gpus_per_worker: int, largest: Mapping[s
 
 
 def _no_fit(result: NoFit, gang: Gang) -> str:
+    if result.waiting:  # not "no fit": a place exists, on links far slower than a healthy ring's
+        return "; ".join(r.reason for r in result.reasons)
     where = f" in zone(s) {', '.join(result.job.zones)} of its bound members" if result.job.zones else ""
     reasons = "; ".join(f"{r.subject}: {r.reason}" for r in result.reasons[:3])
     return (f"no fit for {result.job.workers} x {result.job.gpus_per_worker} GPUs{where}"
