@@ -258,8 +258,7 @@ def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], lis
             # catalog's and the measured network's zone IDs.
             before = f" ({spec.zone_id_label_since})" if spec.zone_id_label_since else ""
             assumptions.append(f"{spec.title} zone(s) {', '.join(by_name)} named by nodes without {label}{before}: "
-                               "keyed by name, so no zone-ID measurement applies to them (and their region's "
-                               "list price)")
+                               "keyed by name, so no zone-ID measurement applies to them")
     fleet = Fleet(regions=regions, zones=zones, nodes=tuple(kept), gpu_power=catalog.gpu_power())
     return fleet, skipped, assumptions
 
