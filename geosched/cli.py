@@ -707,11 +707,12 @@ def _summary_only(info: Any) -> Any:
 
 
 def main() -> None:
-    from geosched import redact, render
+    from geosched import logs, redact, render
     from geosched.errors import GeoschedError
     from geosched.extras import extra_for
     render.scrub_warnings()
     redact.scrub_logging()
+    logs.one_shot()  # the daemons' verbs switch to logs.daemon
     try:
         args = hoist_global_options(sys.argv[1:])
         code = verb_only(args)(args=args, prog_name="geosched", standalone_mode=False)

@@ -118,6 +118,9 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     state: NodeState = NodeState.READY
     provider_id: str | None = None
+    # What the node's cluster says it has left besides GPUs (allocatable minus bound pods' requests, in
+    # geosched.kube.resources units); None: not read from a cluster (geosched.room resolves it from the catalog).
+    room: Mapping[str, int] | None = field(default=None, hash=False, compare=False)
 
     @property
     def region_key(self) -> str:
@@ -325,6 +328,9 @@ class Job:
     namespace: str = "default"
     image: str | None = None
     schedule: Schedule | None = None
+    # What each worker asks of its node besides GPUs, as sorted (resource, amount) pairs in geosched.room's units
+    # (cpu millicores, memory bytes): a node without room for one holds no worker.
+    worker_requests: tuple[tuple[str, int], ...] = ()
 
     @property
     def flexible(self) -> bool:

@@ -10,7 +10,6 @@ summaries go to stderr when stdout carries data (a YAML stream, JSON).
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import threading
@@ -307,10 +306,9 @@ def scheduler_run(
             raise InputError("--context", "", "required (or --in-cluster inside the cluster)")
         settings = _settings(config, namespace, leader_elect, scheduler_name, lease_namespace)
         source = FileNetwork(network) if network is not None else no_network
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        # Only geosched's own lines go to debug: the HTTP libraries' debug output includes response bodies.
-        logging.getLogger("geosched").setLevel(logging.DEBUG if verbose else logging.INFO)
+        from geosched import logs
+
+        logs.daemon(verbose)
         redact.scrub_logging()  # no credential in a log line, whichever library wrote it
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

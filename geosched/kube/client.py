@@ -27,7 +27,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from geosched.errors import InputError
-from geosched.kube import kubeconfig
+from geosched.kube import credplugin, kubeconfig
 from geosched.retry import RetryPolicy, retry
 
 T = TypeVar("T")
@@ -41,6 +41,8 @@ PAGE = 500
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 # Each open watch holds a connection; the scheduler keeps five open besides its requests.
 POOL_SIZE = 16
+
+credplugin.capture()  # the client logs a failed exec plugin's cause on the root logger: kept for connect_config
 
 
 # --- kubeconfig -----------------------------------------------------------------------------------
@@ -77,7 +79,10 @@ def connect(context: str | None, kubeconfig_path: Path | None = None, *, in_clus
 
 def connect_config(config: Mapping[str, Any], source: str, *, context: str | None = None) -> ApiClient:
     """An ApiClient for a context (else the current one) of a kubeconfig held in memory, already checked
-    (`geosched.kube.kubeconfig.check`): a file's, or a MultiKueueCluster's Secret."""
+    (`geosched.kube.kubeconfig.check`): a file's, or a MultiKueueCluster's Secret. A context whose exec credential
+    plugin cannot run or fails is refused with the plugin's cause (`geosched.kube.credplugin`)."""
+    credplugin.check(config, context, source)
+    credplugin.reset()
     try:
         client = kubernetes.config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
             config_dict=dict(config), context=context, persist_config=False, client_configuration=_configuration())
@@ -87,6 +92,10 @@ def connect_config(config: Mapping[str, Any], source: str, *, context: str | Non
         where = f"context {context}" if context else "kubeconfig"
         raise InputError(source, where, _first_line(exc).split("{", 1)[0].rstrip(" /:") or type(exc).__name__
                          ) from None
+    failed = credplugin.failure_error(config, context, source)
+    if failed is not None:
+        client.close()
+        raise failed
     return cast(ApiClient, client)
 
 
@@ -124,6 +133,8 @@ def api_message(exc: ApiException) -> str:
 
 def describe(exc: BaseException) -> str:
     """One line for people and logs. Never the request, never headers: they carry the bearer token."""
+    if isinstance(exc, credplugin.CredentialPluginError):
+        return str(exc)
     if isinstance(exc, ApiException):
         return f"{exc.status} {api_message(exc)}".strip()
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:

@@ -14,9 +14,10 @@ Turning cluster nodes into a fleet needs three things a cluster does not say, de
   catalog region with the same name if exactly one exists (a region label names a place, whoever runs it),
   else the world average, 480 gCO2e/kWh (Ember, Global Electricity Review 2024, year 2023). PUE: 1.58, the
   industry average of the Uptime Institute's 2023 survey (the catalog's PUEs are the clouds' own).
-- **Prices** of nodes the catalog does not price: the catalog's median $/GPU-hour for that GPU model (on-demand
-  and spot), else the median over all GPUs. Policies need a price to weigh cost; the median keeps such nodes
-  neutral on cost rather than free or excluded.
+- **Prices** (`geosched.kube.nodeprice`, the one resolver): the catalog's list price in the node's zone, else in
+  its region (on-demand prices are regional), else the catalog's median $/GPU-hour for that GPU model (on-demand
+  and spot), else the median over all GPUs; a node labelled spot is charged its spot price. Policies need a price
+  to weigh cost; the median keeps such nodes neutral on cost rather than free or excluded.
 - **Names**: a node name seen in two clusters becomes `<cluster>/<name>` (a fleet needs unique names; the
   hostname label, which manifests use, is unchanged).
 
@@ -35,6 +36,7 @@ from statistics import median
 
 from geosched import catalog, clouds, netmodel
 from geosched.errors import GeoschedError, InputError
+from geosched.kube import nodeprice
 from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_files, list_contexts
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
@@ -218,6 +220,9 @@ def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], lis
     skipped: list[Rejection] = []
     assumptions: list[str] = []
     estimated: dict[str, int] = {}
+    regional: set[str] = set()
+    spotted = 0
+    offers = catalog.offering_index()
     for node in nodes:
         zone = Zone(node.zone, node.provider, node.region)
         if zones.setdefault(node.zone, zone) != zone:
@@ -231,10 +236,20 @@ def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], lis
         if node.price_ondemand is None or node.price_spot is None:
             node = _estimated_prices(node)
             estimated[node.gpu] = estimated.get(node.gpu, 0) + 1
-        kept.append(node)
+        elif (node.provider, node.instance_type, node.zone) not in offers:
+            regional.add(f"{node.provider} {node.instance_type} in {node.region}")
+        spot = nodeprice.on_market(node)
+        spotted += spot is not node
+        kept.append(spot)
     for gpu, count in sorted(estimated.items()):
         assumptions.append(f"{count} {gpu} node(s) without a catalog price: priced at the catalog's median "
                            f"$/GPU-hour for {gpu}")
+    if regional:
+        assumptions.append(f"priced at their region's list price (the catalog does not key their zone): "
+                           f"{', '.join(sorted(regional))}")
+    if spotted:
+        assumptions.append(f"{spotted} spot node(s) (their capacity-type label): charged their spot price whatever "
+                           "a job asks for")
     for spec in clouds.all_specs():
         label = spec.zone_id_label
         by_name = sorted({n.zone for n in kept if n.provider == spec.name and label and label not in n.labels})
@@ -243,7 +258,7 @@ def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], lis
             # catalog's and the measured network's zone IDs.
             before = f" ({spec.zone_id_label_since})" if spec.zone_id_label_since else ""
             assumptions.append(f"{spec.title} zone(s) {', '.join(by_name)} named by nodes without {label}{before}: "
-                               "keyed by name, so no catalog price or zone-ID measurement applies to them")
+                               "keyed by name, so no zone-ID measurement applies to them")
     fleet = Fleet(regions=regions, zones=zones, nodes=tuple(kept), gpu_power=catalog.gpu_power())
     return fleet, skipped, assumptions
 

@@ -6,11 +6,12 @@ the caller lists nodes and pods and hands them in, as dicts or kubernetes client
   ID (zone names differ per account); instance type from `node.kubernetes.io/instance-type`;
 - GPU model: `geosched.kube.gpuidentity.model_of`, the one resolver: `nvidia.com/gpu.product` (GPU feature
   discovery), else GKE's `cloud.google.com/gke-accelerator` (GKE's own driver installer runs no GPU feature
-  discovery), else the catalog's GPU for the instance type; prices from the catalog's offering for
-  (provider, instance type, zone);
+  discovery), else the catalog's GPU for the instance type; list prices from `geosched.kube.nodeprice` (the
+  catalog's offering in the node's zone, else its region);
 - GPUs: allocatable `nvidia.com/gpu`; free = allocatable minus what bound, non-terminated pods ask for, and none
-  on a node whose pod slots (allocatable `pods`) bound pods all take; the other resources a worker needs (cpu,
-  memory, EFA) depend on the job's pods and are checked by the in-cluster scheduler and kube-scheduler, not here;
+  on a node whose pod slots (allocatable `pods`) bound pods all take; the room for everything else a worker asks
+  (cpu, memory, ephemeral storage, EFA): allocatable minus what the bound pods request (`Node.room`, counted by
+  `geosched.kube.resources` as NodeResourcesFit counts it), which `geosched.room` holds each job's workers to;
 - cordoned (spec.unschedulable) or NotReady nodes stay in the fleet with state NOT_READY and no free GPU, so
   the node keeps its identity while policies pass it over; nodes without GPUs, or without zone labels or a
   known GPU model, or whose GPUs are MIG slices or shared replicas (`gpuidentity.not_whole`), are left out with
@@ -34,7 +35,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from geosched import catalog, clouds
-from geosched.kube import gpuidentity, keys, resources
+from geosched.kube import gpuidentity, keys, nodeprice, resources
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
 from geosched.kube.tolerations import GPU_ADMISSION, Toleration, node_taints, untolerated
@@ -76,12 +77,13 @@ def nodes_from_kube(kube_nodes: Iterable[Any], pods: Iterable[Any], cluster: str
     pods = [as_dict(p) for p in pods]
     used = gpus_in_use(pods)
     slots = pods_bound(pods)
+    bound = requests_bound(pods)
     offers = catalog.offering_index()
     nodes: list[Node] = []
     skipped: list[Rejection] = []
     for item in kube_nodes:
         data = as_dict(item)
-        result = node_from_kube(data, used, cluster, offers, slots)
+        result = node_from_kube(data, used, cluster, offers, slots, bound)
         if skip_tainted and isinstance(result, Node) and (taint := untolerated_taint(data, tolerations)) is not None:
             result = Rejection(result.name, f"taint {taint}, which the job's pods do not tolerate (declare "
                                "`tolerations:` in the job or its cluster's config to use the node)")
@@ -94,7 +96,8 @@ def nodes_from_kube(kube_nodes: Iterable[Any], pods: Iterable[Any], cluster: str
 
 def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
                    offers: Mapping[tuple[str, str, str], Offering] | None = None,
-                   slots: Mapping[str, int] | None = None) -> Node | Rejection:
+                   slots: Mapping[str, int] | None = None,
+                   bound: Mapping[str, Sequence[resources.Requests]] | None = None) -> Node | Rejection:
     root = At(data, f"node in {cluster}")
     name = root.dig("metadata", "name").string()
     root = At(data, f"node {name} in {cluster}")
@@ -120,12 +123,11 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
         return Rejection(name, f"unknown GPU model ({keys.GPU_PRODUCT}={labels.get(keys.GPU_PRODUCT) or '(none)'}, "
                          f"{keys.GKE_ACCELERATOR}={labels.get(keys.GKE_ACCELERATOR) or '(none)'}, no catalog GPU for "
                          f"{provider} {instance_type})")
-    offer = (offers if offers is not None else catalog.offering_index()).get((provider, instance_type, zone))
-    if offer is not None and offer.gpu != gpu:
-        offer = None  # the node's own labels name another GPU than the catalog's machine type: not its price
+    price = nodeprice.list_price(provider, instance_type, region, zone, gpu, offers)
     ready = _ready(root) and root.dig("spec", "unschedulable").value is not True
     # Every pod slot taken (allocatable pods): the kubelet admits no worker, whatever GPUs are free.
-    pod_slots = resources.allocatable(root).get(resources.PODS)
+    allocatable_all = resources.allocatable(root)
+    pod_slots = allocatable_all.get(resources.PODS)
     full = pod_slots is not None and (slots or {}).get(name, 0) >= pod_slots
     return Node(
         name=name,
@@ -136,14 +138,15 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
         gpu=gpu,
         gpus=allocatable,
         gpus_free=max(0, allocatable - used.get(name, 0)) if ready and not full else 0,
-        price_ondemand=offer.price_ondemand if offer else None,
-        price_spot=offer.price_spot if offer else None,
+        price_ondemand=price.ondemand if price else None,
+        price_spot=price.spot if price else None,
         cluster=cluster,
         addresses=tuple(a.key("address").string() for a in root.dig("status", "addresses").items()
                         if a.key("type").value in ("InternalIP", "ExternalIP")),
         labels=labels,
         state=NodeState.READY if ready else NodeState.NOT_READY,
         provider_id=provider_id,
+        room=resources.room(allocatable_all, (bound or {}).get(name, ())),
     )
 
 
@@ -185,6 +188,17 @@ def pods_bound(pods: Iterable[Any]) -> dict[str, int]:
         if isinstance(node, str) and root.dig("status", "phase").value not in TERMINATED_PHASES:
             count[node] = count.get(node, 0) + 1
     return count
+
+
+def requests_bound(pods: Iterable[Any]) -> dict[str, list[resources.Requests]]:
+    """What each bound, non-terminated pod requests (`resources.pod_requests`), per node name."""
+    out: dict[str, list[resources.Requests]] = {}
+    for item in pods:
+        root = At(as_dict(item), "pod")
+        node = root.dig("spec", "nodeName").value
+        if isinstance(node, str) and root.dig("status", "phase").value not in TERMINATED_PHASES:
+            out.setdefault(node, []).append(resources.pod_requests(root.key("spec")))
+    return out
 
 
 def pod_gpus(spec: At) -> int:
@@ -269,6 +283,7 @@ def merge_launched(kube_nodes: Sequence[Node], launched: Sequence[Node]) -> tupl
             gpus_free=kube.gpus_free,
             state=kube.state,
             cluster=kube.cluster,
+            room=kube.room,
             labels={**own.labels, **kube.labels},
             addresses=tuple(dict.fromkeys((*own.addresses, *kube.addresses))),
             provider_id=own.provider_id or kube.provider_id,

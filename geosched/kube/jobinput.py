@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from geosched import catalog
+from geosched import catalog, room
 from geosched.documents import NAME_RE, parse_job
 from geosched.errors import InputError
 from geosched.fields import describe
@@ -29,6 +29,7 @@ from geosched.kube.kinds.template import PathKey, meet
 from geosched.kube.kinds.template import Template as _Template
 from geosched.kube.kinds.template import read as _template
 from geosched.kube.objpath import At
+from geosched.kube.resources import amount
 from geosched.models import Job, Schedule
 
 __all__ = ["JobInput", "JobKind", "PathKey", "PodSet", "load_job", "parse_job_object", "parse_job_text",
@@ -159,6 +160,8 @@ def parse_job_object(data: Any, source: str, gpu_models: set[str] | None = None)
         if isinstance(data, Mapping):
             data = {k: v for k, v in data.items() if k not in ("pods", "tolerations")}
         job = parse_job(data, source, known)
+        if pods is not None:
+            job = replace(job, worker_requests=_option_requests(podoptions.parse(pods, source, "pods")))
         explicit = data.get("namespace") if isinstance(data, Mapping) else None
         return JobInput(kind, job, source, None, (), explicit if isinstance(explicit, str) else None,
                         pod_options=pods, tolerations=declared)
@@ -185,6 +188,16 @@ def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
     assert isinstance(root.value, Mapping)
     tolerated = toleration_rules.common(t.tolerations for t in templates if t.gpus > 0)
     return JobInput(kind, job, root.source, root.value, pod_sets, namespace, tolerations=tolerated)
+
+
+def _option_requests(options: podoptions.PodOptions) -> tuple[tuple[str, int], ...]:
+    """What a compact job's own `pods:` options make each worker request (`podoptions.apply` renders them)."""
+    asked: dict[str, int] = {}
+    for resource, value in (("cpu", options.cpu), ("memory", options.memory),
+                            (podoptions.HUGEPAGES_2MI, options.hugepages_2mi)):
+        if value is not None and (n := amount(resource, value)):
+            asked[resource] = n
+    return room.worker_requests([asked])
 
 
 def _schedule(meta: At, templates: Sequence[_Template]) -> Schedule | None:
@@ -227,6 +240,7 @@ def _gang(name: str, namespace: str, templates: Sequence[_Template], spec: At, k
         gpu=_gpu_model(workers, known),
         zones=_common(templates, "zones"),
         regions=_common(templates, "regions"),
+        worker_requests=room.worker_requests(dict(t.requests) for t in workers),
     )
 
 

@@ -44,7 +44,7 @@ from kubernetes.client.exceptions import ApiException
 from geosched import policies, usage
 from geosched.carbon import decision_signal
 from geosched.errors import GeoschedError, InputError
-from geosched.kube import cluster_inventory, keys, kinds, owners
+from geosched.kube import cluster_inventory, keys, kinds, nodeprice, owners
 from geosched.kube.backends import kueue, workload_api
 from geosched.kube.client import (
     APPLY_PATCH,
@@ -570,8 +570,6 @@ def _split(value: Any) -> tuple[str, ...]:
 # Conditions that end a run (status True); Job and TrainJob say Complete, JobSet Completed, PyTorchJob Succeeded.
 END_CONDITIONS = ("Complete", "Completed", "Succeeded", "Failed")
 # Other controllers' node labels for spot or preemptible capacity (read, never written): GKE, EKS, Karpenter.
-SPOT_LABELS = (("cloud.google.com/gke-spot", "true"), ("cloud.google.com/gke-preemptible", "true"),
-               ("eks.amazonaws.com/capacityType", "SPOT"), ("karpenter.sh/capacity-type", "spot"))
 UNKNOWN_GPU = "?"
 
 
@@ -666,8 +664,7 @@ def _assignments(value: Any) -> dict[str, int]:
 
 
 def _market(node: Node) -> Pricing:
-    spot = any(node.labels.get(label) == value for label, value in SPOT_LABELS)
-    return Pricing.SPOT if spot else Pricing.ON_DEMAND
+    return nodeprice.market(node.labels)
 
 
 @dataclass(frozen=True, slots=True)

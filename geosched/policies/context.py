@@ -7,17 +7,18 @@ simulator and the scheduler change free GPUs with `PlacementContext.with_free`, 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
+from geosched import room
 from geosched.comm import comm_ms
 from geosched.models import CarbonSignal, Fleet, Job, NetworkView, NodeState, Pricing, Weights, pair_key
 from geosched.policies import places, spotrisk
-from geosched.policies.energy import kwh_per_gpu_hour, node_kwh_per_gpu_hour
+from geosched.policies.energy import kwh_per_gpu_hour, node_kwh_per_gpu_hour, shipped_specs
 from geosched.policies.spotrisk import Rework, SpotRisk
 from geosched.policies.zonepairs import MEASURES, ZonePairs
 
@@ -134,6 +135,22 @@ class PlacementContext:
         keys = [(n.provider, n.instance_type, n.zone) for n in self.fleet.nodes]
         resolved = {k: self._spot_risks.get(k) or spotrisk.resolve(k[0]) for k in set(keys)}
         return [resolved[k] for k in keys]
+
+    @cached_property
+    def rooms(self) -> list[room.Room]:
+        """Each node's room besides GPUs (`geosched.room.resolve`), built on first use: only a job that states
+        requests reads it."""
+        specs = shipped_specs()
+        return [room.resolve(n, specs) for n in self.fleet.nodes]
+
+    def room_of(self, resource: str) -> IntArray:
+        """Each node's room for one resource (`room.UNLIMITED` where nothing limits it), once per snapshot."""
+        cached = self.__dict__.setdefault("_room_arrays", {})
+        found: IntArray | None = cached.get(resource)
+        if found is None:
+            found = cached[resource] = np.fromiter((r.has(resource) for r in self.rooms), dtype=np.int64,
+                                                   count=len(self.names))
+        return found
 
     @cached_property
     def spot_hazard(self) -> FloatArray:
@@ -286,6 +303,7 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
     if job.clusters:
         allowed = [i for i, c in enumerate(ctx.cluster_names) if c in job.clusters]
         restrict(np.isin(ctx.cluster_of, allowed), "in a cluster the job does not allow")
+    held = workers_held(ctx, job, restrict)
     price = ctx.price_ondemand if job.pricing is Pricing.ON_DEMAND else ctx.price_spot
     has_price, price_gpu, price_counted = ctx.priced[job.pricing]
     restrict(has_price, f"without a {job.pricing.value} price")
@@ -297,6 +315,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework.of(job.profile).hours, weights.spot_risk)
 
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
+    if held is not None:
+        capacity = np.minimum(capacity, held)
     carbon_gpu, carbon_counted = ctx.carbon_gpu(job.profile.utilisation)
     ideal = ideal_step_ms(ctx, job, eligible, capacity)
     return JobView(
@@ -314,6 +334,19 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         restrictions=tuple(restrictions),
         explain=explain,
     )
+
+
+def workers_held(ctx: PlacementContext, job: Job, restrict: Callable[[BoolArray, str], None]) -> IntArray | None:
+    """How many of the job's workers each node has room for besides GPUs (`geosched.room`), each resource a
+    worker asks for one filter (`restrict`), so --explain names the one a node lacks; None when the job states no
+    requests."""
+    held: IntArray | None = None
+    for resource, want in job.worker_requests:
+        have = ctx.room_of(resource)
+        restrict(have >= want, f"without room for a worker's {resource} ({room.show(resource, want)})")
+        count = np.maximum(have, 0) // want
+        held = count if held is None else np.minimum(held, count)
+    return held
 
 
 def ideal_step_ms(ctx: PlacementContext, job: Job, eligible: BoolArray, capacity: IntArray) -> float:

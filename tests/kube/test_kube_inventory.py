@@ -115,13 +115,15 @@ def test_gce_provider_and_zone_name() -> None:
 
 
 def test_a_gke_node_without_gpu_feature_discovery_takes_the_gpu_from_its_accelerator_label() -> None:
-    # A GKE zone the catalog does not price a3 in, and no GFD (GKE's own driver installer runs none).
+    # A GKE zone the catalog does not price a3 in (so it is priced at its region's list price, geosched.kube.nodeprice),
+    # and no GFD (GKE's own driver installer runs none).
     labels = {keys.REGION: "us-central1", keys.ZONE: "us-central1-f", keys.INSTANCE_TYPE: "a3-highgpu-8g",
               keys.GKE_ACCELERATOR: "nvidia-h100-80gb"}
     node = kube_node("gke-a3", provider_id="gce://proj/us-central1-f/gke-a3", labels=labels)
     del node["metadata"]["labels"][keys.GPU_PRODUCT]
     (found,) = nodes_from_kube([node], [], "gke").nodes
-    assert (found.provider, found.zone, found.gpu, found.price_ondemand) == ("gcp", "us-central1-f", "H100", None)
+    assert (found.provider, found.zone, found.gpu, found.price_ondemand) == ("gcp", "us-central1-f", "H100",
+                                                                             43.06615)
 
 
 def test_client_models_are_accepted() -> None:

@@ -45,12 +45,13 @@ def add_nodes(cluster: EmulatedCluster, region: str, zones: str, per_zone: int, 
     return names
 
 
-def one_zone_fleet(clusters: MultiCluster) -> MultiCluster:
-    """Only cluster-b's zone europe-west4-b holds 4 x 8 GPUs in one zone; elsewhere a gang would be split."""
-    add_nodes(clusters["cluster-a"], REGIONS["cluster-a"], "ab", 2)
-    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "a", 2)
-    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "b", 4)
-    add_nodes(clusters["cluster-c"], REGIONS["cluster-c"], "a", 3)
+def one_zone_fleet(clusters: MultiCluster, **kw: Any) -> MultiCluster:
+    """Only cluster-b's zone europe-west4-b holds 4 x 8 GPUs in one zone; elsewhere a gang would be split.
+    `kw`: the nodes' sizes (`node_manifest`)."""
+    add_nodes(clusters["cluster-a"], REGIONS["cluster-a"], "ab", 2, **kw)
+    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "a", 2, **kw)
+    add_nodes(clusters["cluster-b"], REGIONS["cluster-b"], "b", 4, **kw)
+    add_nodes(clusters["cluster-c"], REGIONS["cluster-c"], "a", 3, **kw)
     return clusters
 
 

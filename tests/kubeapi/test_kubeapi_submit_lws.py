@@ -16,11 +16,25 @@ from tests.kubeemu import MultiCluster
 
 pytestmark = pytest.mark.integration
 FAST = SubmitOptions(retry=RetryPolicy(attempts=6, initial_s=0.05, max_s=0.2))
+# The nodes are a3-highgpu-8g, sized as such a node reports itself (tests/realkube/nodes.py cites the figures: 208
+# vCPU, 1872 GB, allocatable less the kubelet's reservations), with its 16 local SSDs (6,000 GiB) as ephemeral
+# storage (cloud.google.com/compute/docs/accelerator-optimized-machines; GKE's --ephemeral-storage-local-ssd): the
+# example's pods ask 125 cpu, 1124Gi of memory and 800Gi of ephemeral storage each, which only such machines hold.
+A3 = {"cpu": "202930m", "memory": "1789982380Ki", "ephemeral_storage": "6000Gi"}
 
 
 @pytest.fixture
 def fleet(clusters: MultiCluster) -> MultiCluster:
-    return one_zone_fleet(clusters)
+    return one_zone_fleet(clusters, **A3)
+
+
+def test_submit_refuses_nodes_without_memory_for_a_pod(clusters: MultiCluster) -> None:
+    """The same fleet on nodes with 1 TiB of memory allocatable (the emulator's default): no node holds a 1124Gi
+    pod, so nothing is placed, and the no-fit names the memory (audit finding 3)."""
+    small = one_zone_fleet(clusters, cpu=A3["cpu"], ephemeral_storage=A3["ephemeral_storage"])
+    outcome = submit(DATA / "leaderworkerset.yaml", kubeconfig=small.kubeconfig, options=FAST)
+    assert outcome.status == "no-fit" and outcome.nofit is not None and not outcome.applied
+    assert "without room for a worker's memory (1124Gi)" in outcome.nofit.message
 
 
 def test_submit_places_and_applies_a_leaderworkerset(fleet: MultiCluster, tmp_path: Path) -> None:

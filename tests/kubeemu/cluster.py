@@ -44,7 +44,7 @@ HOSTNAME = "kubernetes.io/hostname"
 def node_manifest(name: str, *, region: str, zone: str, instance_type: str | None = None,
                   gpu_product: str | None = None, gpus: int = 0, cpu: str = "96", memory: str = "1Ti",
                   labels: Mapping[str, str] | None = None, unschedulable: bool = False, ready: bool = True,
-                  taints: Sequence[Mapping[str, Any]] = ()) -> Obj:
+                  taints: Sequence[Mapping[str, Any]] = (), ephemeral_storage: str = "500Gi") -> Obj:
     """A Node as the kubelet, cloud provider and NVIDIA GPU feature discovery would register it."""
     uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{zone}.{name}"))
     node_labels = {HOSTNAME: name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", REGION: region,
@@ -56,7 +56,7 @@ def node_manifest(name: str, *, region: str, zone: str, instance_type: str | Non
     if gpus:
         node_labels[GPU_COUNT] = str(gpus)
     node_labels.update(labels or {})
-    resources = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "500Gi"}
+    resources = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": ephemeral_storage}
     if gpus:
         resources[GPU] = str(gpus)
     spec: Obj = {"providerID": f"kubeemu://{zone}/{name}"}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.fields import describe
-from geosched.kube import keys
+from geosched.kube import keys, resources
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
@@ -40,6 +40,8 @@ class Template:
     regions: frozenset[str] | None
     where: At
     tolerations: tuple[toleration_rules.Toleration, ...] = ()
+    # What one of its pods asks of a node (geosched.kube.resources.pod_requests), as sorted pairs.
+    requests: tuple[tuple[str, int], ...] = ()
 
 
 def read(tmpl: At, path: tuple[PathKey, ...], pods: int) -> Template:
@@ -63,6 +65,7 @@ def read(tmpl: At, path: tuple[PathKey, ...], pods: int) -> Template:
         regions=meet(chosen.get(keys.REGION), _allowed(terms, keys.REGION)),
         where=tmpl,
         tolerations=toleration_rules.of_pod_spec(pod),
+        requests=tuple(sorted(resources.pod_requests(pod).items())),
     )
 
 

@@ -4,9 +4,7 @@ replica holds the lease, or it cannot be had at all (its namespace is missing, R
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -119,10 +117,9 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
                                                    {n for n in flags if given(ctx, f"{n}_weight")}))
             source = (FileNetwork(network) if network is not None
                       else StoreNetwork(home()) if store_network else no_network)
-            logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                                format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-            # Only geosched's own lines go to debug: the HTTP libraries' debug output includes response bodies.
-            logging.getLogger("geosched").setLevel(logging.DEBUG if verbose else logging.INFO)
+            from geosched import logs
+
+            logs.daemon(verbose)
             redact.scrub_logging()  # no credential in a log line, whichever library wrote it
             metrics = Metrics()
             if metrics_port is not None:

@@ -1,0 +1,52 @@
+"""Logging at the CLI edge. A one-shot command's stderr holds geosched's own lines and nothing a library logs: the
+Kubernetes client logs a failed exec plugin with `logging.error` on the root logger (which, with no handler there,
+configures one on the spot and so lets every later library warning through, urllib3's `Retrying ...` among them);
+geosched says the cause in its one error line instead (`geosched.kube.credplugin`). The long-running verbs (the
+in-cluster scheduler, the MultiKueue dispatcher) log with timestamps, libraries included: `daemon`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Stderr(logging.Handler):
+    """What Python's last-resort handler does for geosched's own warnings (the message alone, on the stderr of the
+    moment, WARNING and up), with library records left out."""
+
+    geosched_edge = True
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.addFilter(_own)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # a log line must never fail the command
+            self.handleError(record)
+
+
+def _own(record: logging.LogRecord) -> bool:
+    return record.name == "geosched" or record.name.startswith("geosched.")
+
+
+def one_shot() -> None:
+    """geosched's warnings as lines, no library's log lines (idempotent)."""
+    root = logging.getLogger()
+    if not any(getattr(h, "geosched_edge", False) for h in root.handlers):
+        root.addHandler(_Stderr())
+
+
+def daemon(verbose: bool) -> None:
+    """Timestamped lines for every logger at INFO, geosched's own at DEBUG with `verbose`; replaces `one_shot`
+    (only its handler: a handler someone else put on the root logger stays, and then basicConfig adds none)."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "geosched_edge", False)]:
+        root.removeHandler(handler)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=FORMAT)
+    # Only geosched's own lines go to debug: the HTTP libraries' debug output includes response bodies.
+    logging.getLogger("geosched").setLevel(logging.DEBUG if verbose else logging.INFO)
