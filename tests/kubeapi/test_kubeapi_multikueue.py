@@ -256,7 +256,10 @@ def test_a_new_leader_keeps_the_round_the_old_one_began(world: MultiCluster, kub
     # Leader A nominates and re-nominates, then gives up the Lease; B takes it 40 s after A's last write. B's round
     # is the one A began (the API server's managedFields time of the status apply), so B adds the next cluster
     # 60 s after A's write, not 60 s after B first saw it, and one not tried yet (the Workload's own list).
-    settings = replace(SETTINGS, leader_election=FAST_LEASE)
+    # A hands the Lease over by releasing it, so its duration is not under test: a long one keeps A the leader
+    # between its two passes on a machine so loaded that a renewal takes longer than FAST_LEASE's 1.4 s deadline
+    # (seen once, in a CI run at load 12 on 2 cores: A's second pass nominated nothing).
+    settings = replace(SETTINGS, leader_election=replace(FAST_LEASE, lease_duration_s=30.0, renew_deadline_s=20.0))
     pending(world, kube, "pair", 2)   # 16 GPUs: every worker holds it
     clock = FakeClock()
     with dispatcher(world, clock, settings, identity="replica-a") as a:

@@ -77,7 +77,7 @@ def crash_then(store: Store, provider: Provider, point: str, nodes: int = 3) -> 
     crashing = Crashing(provider, point)
     with pytest.raises(Crash):
         provision(request(nodes, (provider.name,)), {provider.name: crashing}, store,  # type: ignore[dict-item]
-                  fast_settings(), gang="gang-crash01")
+                  fast_settings(zone_timeout_s=60.0), gang="gang-crash01")  # no deadline under test here
     return "gang-crash01"
 
 
