@@ -104,15 +104,18 @@ class ShiftTiming:
         return s.deadline - max(guard, 0.0)
 
     def _window(self, j: int, job: Job, now: float) -> timeshift.Window | None:
+        """Starts up to the deadline less the run and the guard; and a placement's stretched run (a ring slower than
+        compute alone) must end by the deadline itself: the guard absorbs a small stretch, a large one moves the
+        latest start earlier."""
         finish_by = self._finish_by(j, job)
-        if finish_by is None or job.schedule is None:
+        if finish_by is None or job.schedule is None or job.schedule.deadline is None:
             return None
         runtime = job.schedule.runtime_s
         latest = min(finish_by - runtime, self.latest.get(j, np.inf))
         if latest <= now:
             return None
         return timeshift.Window(self.origin + now, self.origin + min(latest, now + timeshift.MAX_SHIFT_H * HOUR_S),
-                                runtime, finish_by=self.origin + finish_by)
+                                runtime, finish_by=self.origin + job.schedule.deadline)
 
     def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
                    running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float:
