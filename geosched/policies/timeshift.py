@@ -48,11 +48,18 @@ MAX_SHIFT_H = 168
 
 @dataclass(frozen=True)
 class Window:
-    """Starts a decision may choose: from `now` to `latest` (Unix seconds), for a run of `runtime_s`."""
+    """Starts a decision may choose: from `now` to `latest` (Unix seconds), for a run of `runtime_s`.
+
+    `finish_by` (Unix seconds), when set, also bounds the start by the chosen placement: a placement whose predicted
+    step is slower than the job's compute alone (`Placement.score.step_ms` over `CommProfile.compute_ms`) stretches
+    the run, so it must start by `finish_by - runtime_s x slowdown`. The replay sets it (its runtimes are the trace's
+    compute-bound durations, which the engine stretches the same way); `Window.of` does not (a user's `runtime` is
+    the wall-clock run they predict)."""
 
     now: float
     latest: float
     runtime_s: float
+    finish_by: float | None = None
 
     @staticmethod
     def of(job: Job, submitted: float, now: float) -> Window | None:
@@ -112,6 +119,7 @@ def decide(job: Job, ctx: PlacementContext, window: Window, look: Outlook, polic
     means = run_means(look, starts, window.runtime_s)
     now_means = means[0]
     regions = np.arange(means.shape[1])
+    room: npt.NDArray[np.bool_] | None = None
     if queue is not None:
         room = queue.room(job, ctx, starts, window.runtime_s)
         best = earliest_minimum(np.where(room, means, np.inf))
@@ -124,17 +132,28 @@ def decide(job: Job, ctx: PlacementContext, window: Window, look: Outlook, polic
         best = np.where(gain < min_saving, 0, best)
     chosen_means = means[best, regions]
     seen = ctx.with_grid(chosen_means)
-    if queue is not None:
-        seen = seen.with_free(queue.free_by_region_start(ctx, starts[best]))
+    if queue is not None and room is not None:
+        free = queue.free_by_region_start(ctx, starts[best])
+        full = np.asarray(room.sum(axis=0) == 0, dtype=bool)
+        if not full.all():
+            # A region with no room at any start is promised to jobs waiting for their hour: taking its GPUs now
+            # (they may be free now) would break the promise and push those jobs past their deadlines.
+            free = np.where(full[ctx.region_of], 0, free)
+        seen = seen.with_free(free)
     result = policies.place(job, seen, policy, weights, explain)
     start_idx = 0
     kg = None
+    late = False  # the later start the placement was chosen for would end after `finish_by`: start now instead
     if isinstance(result, Placement):
         energy = _energy(ctx, job, result)
         used = np.flatnonzero(energy)
         start_idx = int(best[used[0]]) if used.size == 1 else int(earliest_minimum((means @ energy)[:, None])[0])
+        if window.finish_by is not None:
+            in_time = _in_time(job, result, window, starts, means @ energy, start_idx,
+                               None if room is None else np.asarray(room[:, used].all(axis=1), dtype=bool))
+            late, start_idx = start_idx > 0 and in_time == 0, in_time
         kg = float(energy @ means[start_idx]) * window.runtime_s / HOUR_S / 1000.0
-    if start_idx == 0 and not explain:
+    if start_idx == 0 and not explain and not late:
         return Shift(float(starts[0]), result, kg, window, look, starts, means)
     if not explain and kg is not None and kg <= (1 - min_saving) * _now_floor(job, ctx, now_means, window):
         # No placement starting now can emit less than the floor: the later start clears the bar without asking.
@@ -144,9 +163,31 @@ def decide(job: Job, ctx: PlacementContext, window: Window, look: Outlook, polic
     now_kg = None
     if isinstance(now_result, Placement):
         now_kg = float(_energy(ctx, job, now_result) @ now_means) * window.runtime_s / HOUR_S / 1000.0
-        if start_idx > 0 and kg is not None and kg > now_kg * (1 - min_saving):
+        if late or (start_idx > 0 and kg is not None and kg > now_kg * (1 - min_saving)):
             result, kg, start_idx = now_result, now_kg, 0
     return Shift(float(starts[start_idx]), result, kg, window, look, starts, means, now_result, now_kg)
+
+
+def _in_time(job: Job, placement: Placement, window: Window, starts: FloatArray, emitted: FloatArray, start_idx: int,
+             room: npt.NDArray[np.bool_] | None) -> int:
+    """The chosen start, or, when the placement's stretched run would end after `window.finish_by`, the best start
+    (the lowest `emitted`, with room when the queue is known) that still ends in time; now when none does."""
+    assert window.finish_by is not None
+    run = window.runtime_s * slowdown(job, placement)
+    allowed = starts + run <= window.finish_by + 1e-6
+    if room is not None:
+        allowed &= room
+    if allowed[start_idx]:
+        return start_idx
+    if not allowed[1:].any():
+        return 0
+    return int(earliest_minimum(np.where(allowed, emitted, np.inf)[:, None])[0])
+
+
+def slowdown(job: Job, placement: Placement) -> float:
+    """How much longer the run is on this placement than on the job's compute alone (>= 1): the replay's stretch."""
+    compute = job.profile.compute_ms
+    return max(placement.score.step_ms / compute, 1.0) if compute > 0 else 1.0
 
 
 def _now_floor(job: Job, ctx: PlacementContext, now_means: FloatArray, window: Window) -> float:

@@ -65,13 +65,17 @@ class Timing(Protocol):
 
     `release_at`: the trace time a job arriving (or released) at `now` joins the queue (`now` or earlier: at once);
     `running` holds each running job's finish, nodes and GPUs.
-    `urgent`: a released job at its latest start goes to the queue's front. `context`: the snapshot the job is
-    placed on at `now` (None: the hour's, as for any job). `kgco2e`: what a placement emits over [start, finish)."""
+    `urgent`: a released job at its latest start goes to the queue's front. `rank`: a queued flexible job's place
+    in the queue (0 before everything, 1 as a job without slack, 2 after those), asked again at every event.
+    `context`: the snapshot the job is placed on at `now` (None: the hour's, as for any job). `kgco2e`: what a
+    placement emits over [start, finish)."""
 
     def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
                    running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float: ...
 
     def urgent(self, j: int, job: Job, now: float) -> bool: ...
+
+    def rank(self, j: int, job: Job, now: float) -> int: ...
 
     def context(self, j: int, job: Job, now: float, ctx: PlacementContext) -> PlacementContext | None: ...
 
@@ -191,6 +195,8 @@ class _Replay:
         self.queue.append(j)
 
     def _serve(self, now: float) -> None:
+        if self.timing is not None and len(self.queue) > 1:
+            self._promote(now)
         while self.queue:
             head = self.queue[0]
             placement = self._try(head, now)
@@ -206,6 +212,23 @@ class _Replay:
                 break
         if self.options.backfill and len(self.queue) > 1:
             self._backfill(now)
+
+    def _promote(self, now: float) -> None:
+        """The queue by the time hook's rank (`Timing.rank`), stable within a rank, the urgent ones earliest deadline
+        first: a flexible job whose latest start has come goes to the front (joining the queue before it, it could
+        otherwise wait behind others past it), one with slack left lets jobs without slack pass. A run without a time
+        hook never gets here; a run that does not shift ranks every job alike, so its queue keeps its order."""
+        assert self.timing is not None
+        queued = list(self.queue)
+        ranks = [self.timing.rank(j, self.gangs[j], now) if self.gangs[j].flexible else 1 for j in queued]
+        order = sorted(range(len(queued)),
+                       key=lambda k: (ranks[k], self._deadline(queued[k]) if ranks[k] == 0 else 0.0, k))
+        if order != list(range(len(queued))):
+            self.queue = deque(queued[k] for k in order)
+
+    def _deadline(self, j: int) -> float:
+        s = self.gangs[j].schedule
+        return s.deadline if s is not None and s.deadline is not None else np.inf
 
     def _backfill(self, now: float) -> None:
         shadow = self._shadow_time(self.gangs[self.queue[0]])

@@ -83,6 +83,7 @@ class ShiftTiming:
         self.trace, self.history, self.origin = trace, history, origin
         self.policy, self.weights, self.shift = policy, weights, shift
         self.promised: dict[int, tuple[int, float, float, float]] = {}  # job -> (region, start, end, GPUs)
+        self.latest: dict[int, float] = {}  # job -> latest start (trace seconds) on the placement it was decided for
 
     def _queue(self, running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> timeshift.Queue:
         ends = [(self.origin + finish, n, g) for finish, nodes, gpus in running
@@ -94,16 +95,27 @@ class ShiftTiming:
             np.array([p[1] for p in promised], dtype=np.float64), np.array([p[2] for p in promised], dtype=np.float64),
             np.array([p[3] for p in promised], dtype=np.float64))
 
-    def _window(self, j: int, job: Job, now: float) -> timeshift.Window | None:
+    def _finish_by(self, j: int, job: Job) -> float | None:
+        """The latest planned finish (trace seconds): the deadline less the guard; None without one or unshifted."""
         s = job.schedule
         if self.shift is None or s is None or s.deadline is None:
             return None
         guard = GUARD_SHARE * (s.deadline - s.runtime_s - self.trace[j].submit_time_s)
-        latest = s.deadline - s.runtime_s - max(guard, 0.0)
+        return s.deadline - max(guard, 0.0)
+
+    def _window(self, j: int, job: Job, now: float) -> timeshift.Window | None:
+        """Starts up to the deadline less the run and the guard; and a placement's stretched run (a ring slower than
+        compute alone) must end by the deadline itself: the guard absorbs a small stretch, a large one moves the
+        latest start earlier."""
+        finish_by = self._finish_by(j, job)
+        if finish_by is None or job.schedule is None or job.schedule.deadline is None:
+            return None
+        runtime = job.schedule.runtime_s
+        latest = min(finish_by - runtime, self.latest.get(j, np.inf))
         if latest <= now:
             return None
         return timeshift.Window(self.origin + now, self.origin + min(latest, now + timeshift.MAX_SHIFT_H * HOUR_S),
-                                s.runtime_s)
+                                runtime, finish_by=self.origin + job.schedule.deadline)
 
     def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
                    running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float:
@@ -116,6 +128,12 @@ class ShiftTiming:
         decision = timeshift.decide(job, ctx, window, look, self.policy, self.weights, explain=False,
                                     min_saving=timeshift.RESHIFT_SAVING if again else timeshift.MIN_SAVING,
                                     queue=self._queue(running))
+        if isinstance(decision.placement, Placement):
+            # Its latest start on the placement it was decided for (a slow ring stretches the run): from then on it
+            # is urgent, and it goes to the queue's front (`engine._Replay._promote`).
+            stretched = window.runtime_s * timeshift.slowdown(job, decision.placement)
+            self.latest[j] = min(self.latest.get(j, np.inf), window.finish_by - stretched - self.origin
+                                 if window.finish_by is not None else np.inf)
         if not isinstance(decision.placement, Placement) or decision.start <= window.now:
             return now
         region = ctx.region_keys.index(decision.placement.regions[0])
@@ -124,6 +142,13 @@ class ShiftTiming:
 
     def urgent(self, j: int, job: Job, now: float) -> bool:
         return self.shift is not None and self._window(j, job, now) is None
+
+    def rank(self, j: int, job: Job, now: float) -> int:
+        """At its latest start a flexible job goes first; before it, jobs without slack pass it (it has hours to
+        spare, they have none); started-now runs keep the queue's order."""
+        if self.shift is None:
+            return 1
+        return 0 if self.urgent(j, job, now) else 2
 
     def context(self, j: int, job: Job, now: float, ctx: PlacementContext) -> PlacementContext | None:
         """A flexible job starting now is placed on the predicted mean of its run, as it was decided."""

@@ -1,0 +1,129 @@
+"""Time shifting in a replay (issue 24): on the real 2023 series of three US grid zones and LLM gangs with 24 h of
+slack, shifting misses no deadline that starting now meets, and does not slow the jobs without slack by more than
+5% (both measured against started-now in the same run); a flexible job whose slow placement stretches its run past
+its deadline is started in time; the decision for one job over a 48 h window at 10,000 nodes stays within a few
+`place` calls measured in the same run."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from geosched import policies
+from geosched.carbon import GridInput, contexts_by_hour, grid_history
+from geosched.grid.forecast import Method
+from geosched.grid.formats import Basis
+from geosched.grid.shipped import shipped_series
+from geosched.grid.zones import shipped_zone_map
+from geosched.models import HOUR_S, CarbonSignal, Fleet, Job, LinkStats, Node, Placement, Schedule, Weights
+from geosched.policies import timeshift
+from geosched.simulate.engine import SimOptions
+from geosched.simulate.fleets import GEO_US_ZONES, geo_fleet
+from geosched.simulate.llm import llm_trace
+from geosched.simulate.shifting import Flexibility, replay
+from geosched.testing import fleet, network, node
+
+ZONES = ("US-MIDA-PJM", "US-CENT-SWPP", "US-NW-PACW")  # the grids of geo-us's three regions (shipped map)
+
+
+def shipped_grid(f: Fleet) -> GridInput:
+    zone_map = shipped_zone_map()
+    hourly = {region: dict(shipped_series(zone).hours) for zone in ZONES for region in zone_map.regions_of(zone)
+              if region in f.regions}
+    return GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE)
+
+
+# (month = seed, flexible share): on (11, 1.0) the code before the deadline fixes missed one (the oracle's llm-13).
+@pytest.mark.parametrize(("seed", "share"), [(3, 0.5), (6, 0.5), (9, 0.5), (11, 1.0)])
+def test_shifting_misses_no_deadline_and_does_not_slow_the_inflexible_jobs(seed: int, share: float) -> None:
+    f, net = geo_fleet(nodes=150, degraded=0.0, layout=GEO_US_ZONES, slow_pairs=False)
+    grid = shipped_grid(f)
+    assert grid.signal is not None and len(grid.signal.hourly) == 3
+    ctx = policies.PlacementContext(f, net)
+    start = datetime(2023, seed, 10, tzinfo=UTC)
+    # Gangs any region holds (us-west-2 has 256 GPUs here), as on the benchmark's fleet of 600 nodes: a gang that only
+    # the whole of one region holds waits for it whatever the policy, and a smaller fleet keeps the test short.
+    trace = [t for t in llm_trace(300, capacity_gpus=sum(n.gpus for n in f.nodes), load=0.5, min_gpus=16,
+                                  cluster="kalos", seed=seed) if t.gpus <= 128]
+    now, fcst, oracle = replay(trace, ctx, ["zone-first"], Weights(carbon=1.0), grid_history(f, grid),
+                               start.timestamp(), options=SimOptions(gpu="H100", backfill=True),
+                               context_at=contexts_by_hour(f, net, grid.signal, start),
+                               flex=Flexibility(24 * HOUR_S, share))
+    assert now.flexible_jobs > 50 and now.jobs == fcst.jobs == oracle.jobs
+    assert share == 1.0 or now.avg_jct_inflexible_s > 0
+    missed_now = {r.id for r in now.records if r.missed}
+    for shifted in (fcst, oracle):
+        deferred = [r for r in shifted.records if r.flexible and r.start_s > r.submit_s + HOUR_S]
+        assert len(deferred) > 10, "nothing was shifted: the property below would hold trivially"
+        # A deadline that no start meets (a ring slower than the slack allows, even started at once) is missed
+        # started-now too; shifting adds no miss to those.
+        assert {r.id for r in shifted.records if r.missed} <= missed_now, shifted.policy
+        assert shifted.avg_jct_inflexible_s <= 1.05 * now.avg_jct_inflexible_s, shifted.policy
+
+
+def test_a_stretched_run_starts_early_enough_to_finish_by_its_deadline() -> None:
+    # Two zones of one region, so the 4-node gang's ring crosses a slow zone link and runs several times its
+    # compute: the latest start that ends in time is then earlier than the one the declared runtime gives.
+    slow = LinkStats(rtt_p50_ms=40.0, rtt_p95_ms=60.0, loss=0.0, throughput_gbps=1.0)
+    nodes: list[Node] = [node(f"a{i}", "usw1-az1", "us-west-1", provider="aws", gpu="H100") for i in range(2)]
+    nodes += [node(f"b{i}", "usw1-az3", "us-west-1", provider="aws", gpu="H100") for i in range(2)]
+    f = fleet(nodes)
+    links = {(a.name, b.name) if a.name < b.name else (b.name, a.name): slow
+             for a in nodes for b in nodes if a.zone != b.zone}
+    ctx = policies.PlacementContext(f, network(f, links))
+    history = grid_history(f, GridInput(CarbonSignal({}, {"aws:us-west-1": dict(shipped_series("US-CAL-CISO")
+                                                                                  .hours)}), None, Basis.LIFECYCLE))
+    at = datetime(2023, 6, 10, 8, tzinfo=UTC).timestamp()  # night in California: the solar dip is ~6 h away
+    job = Job("flex", 4, 8, gpu="H100", schedule=Schedule(3 * HOUR_S, start_within_s=24 * HOUR_S))
+    placed = policies.place(job, ctx, weights=Weights(carbon=1.0), explain=False)
+    assert isinstance(placed, Placement)
+    stretch = timeshift.slowdown(job, placed)
+    assert stretch > 1.5
+    finish_by = at + 3 * HOUR_S * stretch + 2 * HOUR_S  # the stretched run must start within 2 h, the declared not
+    window = timeshift.Window(at, finish_by - 3 * HOUR_S, 3 * HOUR_S)
+    look = history.outlook(ctx.region_keys, int(at // HOUR_S), window.hours_needed(), Method.ORACLE)
+    blind = timeshift.decide(job, ctx, window, look, weights=Weights(carbon=1.0), explain=False)
+    assert blind.start > at and blind.start + 3 * HOUR_S * stretch > finish_by  # what the fix is about
+    bound = timeshift.Window(at, finish_by - 3 * HOUR_S, 3 * HOUR_S, finish_by=finish_by)
+    nothing_queued = timeshift.Queue(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                                     np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
+    for queue in (None, nothing_queued):
+        shift = timeshift.decide(job, ctx, bound, look, weights=Weights(carbon=1.0), explain=False, queue=queue)
+        assert isinstance(shift.placement, Placement)
+        assert shift.start + 3 * HOUR_S * timeshift.slowdown(job, shift.placement) <= finish_by + 1e-6
+
+
+def big_fleet(nodes: int = 10_000, regions: int = 40, zones_per_region: int = 5) -> Fleet:
+    rng = np.random.default_rng(7)
+    out = []
+    for i in range(nodes):
+        r, z = int(rng.integers(regions)), int(rng.integers(zones_per_region))
+        out.append(node(f"n{i:05d}", f"r{r}-z{z}", f"r{r}", provider="synth", gpu="H100",
+                        free=int(rng.choice([8, 8, 8, 0, 4]))))
+    return fleet(out)
+
+
+def test_the_decision_for_one_job_over_48_hours_at_10000_nodes_is_fast() -> None:
+    f = big_fleet()
+    ctx = policies.PlacementContext(f, network(f))
+    series = [dict(shipped_series(zone).hours) for zone in ZONES]
+    hourly = {key: {h + 24 * i: v for h, v in series[i % 3].items()} for i, key in enumerate(sorted(f.regions))}
+    history = grid_history(f, GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE))
+    job = Job("flex-64", 8, 8, gpu="H100", schedule=Schedule(6 * HOUR_S, start_within_s=48 * HOUR_S))
+    weights = Weights(carbon=1.0)
+    place_ms, shift_ms = [], []
+    for k in range(12):
+        now = datetime(2023, 4, 1 + k, 7, tzinfo=UTC).timestamp()
+        t = time.perf_counter()
+        policies.place(job, ctx, weights=weights, explain=False)
+        place_ms.append((time.perf_counter() - t) * 1e3)
+        t = time.perf_counter()
+        timeshift.place_in_time(job, ctx, history, now, weights=weights, explain=False)
+        shift_ms.append((time.perf_counter() - t) * 1e3)
+    one_place, decision = float(np.median(place_ms)), float(np.median(shift_ms))
+    # The decision is at most two `place` calls plus the outlook: under 4x one place, measured here in the same run
+    # (the absolute figure, p50 and p99 against the issue's 50 ms, is benchmarks/bench_timeshift.py's).
+    assert decision <= 4 * one_place + 2.0, (decision, one_place)
