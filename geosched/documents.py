@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from geosched import catalog, gpus
+from geosched.decl.network import NetworkDoc
 from geosched.errors import InputError
 from geosched.fields import Fields, describe, each, parse_time
 from geosched.gate import Kind, load_document
@@ -19,7 +20,6 @@ from geosched.models import (
     Fleet,
     GpuPower,
     Job,
-    LinkStats,
     NetworkView,
     Node,
     NodeState,
@@ -31,7 +31,6 @@ from geosched.models import (
     Score,
     Weights,
     Zone,
-    pair_key,
     region_key,
 )
 
@@ -321,57 +320,14 @@ def load_fleet(path: Path) -> Fleet:
     return parse_fleet(load_document(path, Kind.FLEET), str(path))
 
 
-# --- network views --------------------------------------------------------------------------------
-
-NETWORK_FIELDS = HEADER | {"stale_after_s", "zones", "nodes"}
-LINK_FIELDS = {"a", "b", "rtt_p50_ms", "rtt_p95_ms", "loss", "throughput_gbps", "age_s", "samples"}
-
+# --- network views (declared in geosched.decl.network) ---------------------------------------------
 
 def parse_network(data: Any, source: str, fleet: Fleet | None = None) -> NetworkView:
-    f = Fields(data, source, "", NETWORK_FIELDS)
-    _header(f, "NetworkView")
-    zone_names = set(fleet.zones) if fleet else None
-    node_names = set(fleet.by_name) if fleet else None
-    zones = _links(f, "zones", zone_names, "zone")
-    nodes = _links(f, "nodes", node_names, "node")
-    return NetworkView(zone_links=zones, node_links=nodes,
-                       stale_after_s=f.number("stale_after_s", minimum=0.0, default=3600.0))
-
-
-def _links(f: Fields, key: str, known: set[str] | None, what: str) -> dict[tuple[str, str], LinkStats]:
-    out: dict[tuple[str, str], LinkStats] = {}
-    for path, item in f.items(key):
-        link = Fields(item, f.source, path, LINK_FIELDS)
-        a, b = link.string("a"), link.string("b")
-        for end in ("a", "b"):
-            name = link.string(end)
-            if known is not None and name not in known:
-                raise link.error(end, f"unknown {what} {name!r} (not in the fleet)")
-        p50 = link.number("rtt_p50_ms", minimum=0.0)
-        if pair_key(a, b) in out:
-            # Links are symmetric (keyed a-b and b-a alike): a second entry silently replaced the first, so the
-            # placement read whichever came last, 1 ms or 500 ms.
-            raise link.error("b", f"a second link between {a!r} and {b!r} (links hold both directions; give each "
-                             "pair once)")
-        out[pair_key(a, b)] = LinkStats(
-            rtt_p50_ms=p50,
-            rtt_p95_ms=link.number("rtt_p95_ms", minimum=p50, default=p50),
-            loss=link.number("loss", minimum=0.0, maximum=1.0, default=0.0),
-            throughput_gbps=link.number("throughput_gbps", minimum=0.0, exclusive_minimum=True),
-            age_s=link.number("age_s", minimum=0.0, default=0.0),
-            samples=link.integer("samples", minimum=0, default=1),
-        )
-    return out
+    return NetworkDoc.read(data, source, {"fleet": fleet}).view()
 
 
 def network_to_dict(view: NetworkView) -> dict[str, Any]:
-    def rows(links: dict[tuple[str, str], LinkStats] | Any) -> list[dict[str, Any]]:
-        return [{"a": a, "b": b, "rtt_p50_ms": s.rtt_p50_ms, "rtt_p95_ms": s.rtt_p95_ms, "loss": s.loss,
-                 "throughput_gbps": s.throughput_gbps, "age_s": s.age_s, "samples": s.samples}
-                for (a, b), s in sorted(links.items())]
-
-    return {"apiVersion": API_VERSION, "kind": "NetworkView", "stale_after_s": view.stale_after_s,
-            "zones": rows(view.zone_links), "nodes": rows(view.node_links)}
+    return NetworkDoc.of(view).dump()
 
 
 def load_network(path: Path, fleet: Fleet | None = None) -> NetworkView:

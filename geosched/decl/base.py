@@ -1,0 +1,283 @@
+"""What every declared document shares: strict parsing, one-line errors, serialisation and its JSON Schema.
+
+A document kind is one pydantic model (`Declared`): it parses (strictly: no coercion, unknown keys refused like
+kubectl's strict mode), serialises (`dump`: key order as declared, absent values left out) and writes its JSON
+Schema (`schema`). pydantic's `ValidationError` never leaves here: `read` turns its first error into the one
+line every input error is (`InputError`: file, field path such as `nodes[3].gpus`, reason), in the wording
+`geosched.fields` has always used, so a file that was refused before is refused with the same line.
+
+The core's dataclasses (geosched.models) stay pydantic-free; each model converts to and from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Self, TypeVar, get_args
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+
+from geosched.errors import InputError
+from geosched.fields import MAX_INTEGER, MAX_NUMBER, describe
+from geosched.output_format import API_VERSION
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_ID = "https://geosched.dev/schemas/{kind}.schema.json"
+
+
+class Refused(ValueError):
+    """A validator's refusal in the project's own words; `at` names the field below where it was raised (a check
+    across fields, raised by the model that holds them: `("zones", 1, "b")`)."""
+
+    def __init__(self, reason: str, *at: str | int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.at = at
+
+
+class Declared(BaseModel):
+    """A mapping of a document: strict, frozen, unknown keys refused. A key given as null is a key not given
+    (YAML's `key:` with nothing after it), as it always was."""
+
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        validate_by_alias=True,
+        validate_by_name=False,
+        serialize_by_alias=True,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys_only(cls, data: Any) -> Any:
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, Mapping):
+            raise Refused(f"expected a mapping, got {describe(data)}")
+        known = cls.keys()
+        for key, value in data.items():
+            if not isinstance(key, str) or key not in known:
+                raise Refused(f"unknown field (known: {', '.join(sorted(known))})", str(key))
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_NUMBER:
+                cls._no_huge_number(key, value)
+        return {k: v for k, v in data.items() if v is not None}
+
+    @classmethod
+    def _no_huge_number(cls, key: str, value: int) -> None:
+        """An integer past 1e12 where a number is declared: refused by its size (float() of it may overflow)."""
+        name = next(n for n, f in cls.model_fields.items() if (f.alias or n) == key)
+        field = cls.model_fields[name]
+        if field.annotation in (float, float | None):
+            most = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), MAX_NUMBER)
+            raise Refused(f"must be <= {most:g}, got a larger number", key)
+
+    @classmethod
+    def keys(cls) -> set[str]:
+        return {f.alias or name for name, f in cls.model_fields.items()}
+
+    def dump(self) -> dict[str, Any]:
+        """The document as JSON-ready data: keys in declaration order, fields holding None left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Document(Declared):
+    """A whole file: `apiVersion` and `kind` first. `kind`, when given, must be this kind's; `apiVersion` is
+    written, and read without a check (files written before it existed have none)."""
+
+    KIND: ClassVar[str]
+    DESCRIPTION: ClassVar[str]  # the schema's description: what the document is and which commands read it
+
+    api_version: Annotated[Any, WithJsonSchema({"const": API_VERSION})] = Field(default=None, alias="apiVersion")
+    kind: Annotated[Any, WithJsonSchema({"type": "string"})] = None
+
+    @model_validator(mode="after")
+    def _own_kind(self) -> Self:
+        if self.kind is not None and self.kind != self.KIND:
+            raise Refused(f"expected {self.KIND!r}, got {self.kind!r}", "kind")
+        return self
+
+    @classmethod
+    def read(cls, data: Any, source: str, context: Mapping[str, Any] | None = None) -> Self:
+        """The document, or the InputError of its first fault."""
+        return validate(cls, data, source, "", context)
+
+    def dump(self) -> dict[str, Any]:
+        body = super().dump()
+        body.pop("apiVersion", None)
+        body.pop("kind", None)
+        return {"apiVersion": API_VERSION, "kind": self.KIND, **body}
+
+    @classmethod
+    def schema_document(cls) -> dict[str, Any]:
+        """The kind's JSON Schema (docs/schemas/<kind>.schema.json), generated from the declaration."""
+        body = _untitled(cls.model_json_schema(by_alias=True, mode="validation"))
+        body.pop("title", None)
+        body.pop("description", None)
+        body["properties"]["apiVersion"] = {"const": API_VERSION}
+        body["properties"]["kind"] = {"const": cls.KIND}
+        return {
+            "$schema": SCHEMA_DIALECT,
+            "$id": SCHEMA_ID.format(kind=cls.KIND),
+            "title": cls.KIND,
+            "description": cls.DESCRIPTION,
+            **body,
+        }
+
+
+def _untitled(schema: Any) -> Any:
+    """The schema without the titles pydantic derives from field names ("Rtt P50 Ms"): they say nothing the key
+    does not, and a model's title stays (it names its $defs entry)."""
+    if isinstance(schema, dict):
+        out = {k: _untitled(v) for k, v in schema.items()}
+        for prop in out.get("properties", {}).values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
+        return out
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(model: type[M], data: Any, source: str, path: str = "", context: Mapping[str, Any] | None = None) -> M:
+    """`data` read as `model` (a part of a file at `path`: a config's `weights`), or an InputError naming
+    `source`, the field path and the reason."""
+    try:
+        return model.model_validate(data, context=dict(context or {}))
+    except ValidationError as exc:
+        raise one_line(exc, source, path) from None
+
+
+# --- pydantic's errors in the project's words ----------------------------------------------------------
+
+
+def one_line(exc: ValidationError, source: str, root: str = "") -> InputError:
+    """The first error of `exc` as the InputError geosched.fields would have raised for it."""
+    error = exc.errors(include_url=False)[0]
+    loc: list[str | int] = [part for part in error["loc"] if isinstance(part, str | int)]
+    ctx = error.get("ctx") or {}
+    cause = ctx.get("error")
+    if isinstance(cause, Refused):
+        loc.extend(cause.at)
+    path = field_path(root, loc)
+    if not path and isinstance(cause, Refused) and cause.reason.startswith("expected a mapping"):
+        path = "(document)"
+    return InputError(source, path, reason(error["type"], error.get("input"), ctx, error["msg"]))
+
+
+def field_path(root: str, loc: list[str | int]) -> str:
+    """`nodes[3].gpus` from ("nodes", 3, "gpus")."""
+    out = root
+    for part in loc:
+        out = f"{out}[{part}]" if isinstance(part, int) else f"{out}.{part}" if out else part
+    return out
+
+
+def reason(kind: str, value: Any, ctx: Mapping[str, Any], message: str) -> str:
+    """pydantic's error type (and the bound in its context) in the words of geosched.fields."""
+    cause = ctx.get("error")
+    if isinstance(cause, Refused):
+        return cause.reason
+    huge_int = isinstance(value, int) and not isinstance(value, bool)
+    if kind == "missing":
+        return "required"
+    if kind == "int_type":
+        return f"expected an integer, got {describe(value)}"
+    if kind in ("float_type", "finite_number"):
+        if huge_int:  # an integer past what a float holds
+            return f"must be <= {MAX_NUMBER:g}, got a larger number"
+        return f"expected a finite number, got {describe(value)}"
+    if kind in ("string_type", "string_too_short", "string_pattern_mismatch"):
+        return f"expected a non-empty string, got {describe(value)}"
+    if kind == "list_type":
+        return f"expected a list, got {describe(value)}"
+    if kind == "bool_type":
+        return f"expected true or false, got {value!r}"
+    for bound, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if bound in ctx:
+            limit = ctx[bound]
+            if isinstance(limit, float):  # a number field: as Fields.number writes it
+                shown = "a larger number" if huge_int and abs(value) > MAX_NUMBER else f"{float(value):g}"
+                return f"must be {sign} {limit:g}, got {shown}"
+            shown = f"{value}" if not huge_int or abs(value) < 10**30 else "a larger number"
+            return f"must be {sign} {limit}, got {shown}"
+    return message  # pydantic's own sentence: one line, never the value
+
+
+# --- field types ------------------------------------------------------------------------------------------
+
+
+def integer(minimum: int | None = None, maximum: int = MAX_INTEGER, **default: Any) -> Any:
+    """An integer field (never a boolean or 1.0) within bounds; `default=` when it may be left out."""
+    return Field(ge=minimum, le=maximum, **default)
+
+
+def number(
+    minimum: float | None = -MAX_NUMBER, maximum: float = MAX_NUMBER, *, exclusive_minimum: bool = False, **default: Any
+) -> Any:
+    """A finite number field (an integer is one too; a boolean is not), at most 1e12 across; `minimum` None: the
+    model checks the lower bound itself."""
+    low = None if minimum is None else float(minimum)
+    return Field(
+        gt=low if exclusive_minimum else None,
+        ge=None if exclusive_minimum else low,
+        le=float(maximum),
+        allow_inf_nan=False,
+        **default,
+    )
+
+
+def _non_empty(value: Any) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise Refused(f"expected a non-empty string, got {describe(value)}")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_non_empty), Field(min_length=1)]
+"""A non-empty string (not only spaces)."""
+
+
+def _string_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        raise Refused(f"expected a list of strings, got {describe(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise Refused(f"expected a string, got {describe(item)}", i)
+    return value
+
+
+Strings = Annotated[
+    list[str],
+    BeforeValidator(_string_list),
+    WithJsonSchema(
+        {"anyOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string", "minLength": 1}}]}
+    ),
+]
+"""A list of non-empty strings; one string is a list of one."""
+
+
+def _list(value: Any) -> Any:
+    if not isinstance(value, list):
+        raise Refused(f"expected a list, got {describe(value)}")
+    return value
+
+
+IsList = BeforeValidator(_list)
+"""On a `list[Model]` field: a list, in the project's words when it is not."""
+
+
+def one_of(choices: Any) -> BeforeValidator:
+    """On a Literal field: one of its values, in the project's words when not."""
+    options = get_args(choices)
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or value not in options:
+            raise Refused(f"expected one of {', '.join(options)}, got {value!r}")
+        return value
+
+    return BeforeValidator(check)

@@ -1,0 +1,112 @@
+"""The declared documents (issue 25 item 6): one pydantic model per kind parses, writes and gives the JSON Schema
+in docs/schemas; the files the project ships validate against it, and a fault is the line geosched.fields wrote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from pydantic import Field
+
+from geosched.decl.base import Declared, Refused, field_path, integer, number, one_line
+from geosched.decl.schemas import DECLARED, schema_files
+from geosched.errors import InputError
+
+ROOT = Path(__file__).parent.parent
+SCHEMAS = ROOT / "docs" / "schemas"
+# The real files of each declared kind: the example GitOps repository's snapshot, the test data, the shipped jobs.
+SHIPPED = {
+    "NetworkView": [
+        ROOT / "examples" / "gitops" / "snapshot" / "network.yaml",
+        ROOT / "tests" / "data" / "good" / "network.yaml",
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", [d.KIND for d in DECLARED])
+def test_the_committed_schema_is_the_declarations(kind: str) -> None:
+    name = f"{kind}.schema.json"
+    assert (SCHEMAS / name).read_text(encoding="utf-8") == schema_files()[name], (
+        f"{name} is stale: run python -m geosched.kinds docs/schemas"
+    )
+
+
+@pytest.mark.parametrize("kind", [d.KIND for d in DECLARED])
+def test_the_shipped_files_of_a_kind_validate_against_its_schema(kind: str) -> None:
+    schema = json.loads(schema_files()[f"{kind}.schema.json"])
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    assert SHIPPED[kind]
+    for path in SHIPPED[kind]:
+        doc = yaml.safe_load(path.read_text())
+        errors = [e.message for e in validator.iter_errors(doc)]
+        assert not errors, (path, errors)
+    # A schema that says nothing would pass that: an unknown key and a wrong type must fail it.
+    doc = yaml.safe_load(SHIPPED[kind][0].read_text())
+    assert list(validator.iter_errors({**doc, "surplus": 1}))
+    assert list(validator.iter_errors({**doc, "kind": "Other"}))
+
+
+@pytest.mark.parametrize("kind", [d.KIND for d in DECLARED])
+def test_a_written_document_reads_back_as_itself(kind: str) -> None:
+    model = next(d for d in DECLARED if kind == d.KIND)
+    for path in SHIPPED[kind]:
+        doc = model.read(yaml.safe_load(path.read_text()), str(path))
+        again = model.read(doc.dump(), "again")
+        assert again == doc and again.dump() == doc.dump()
+        assert list(doc.dump())[:2] == ["apiVersion", "kind"]
+
+
+class Part(Declared):
+    count: int = integer(1)
+    share: float = number(0.0, 1.0, default=0.0)
+
+
+class Whole(Declared):
+    parts: list[Part] = Field(default_factory=list)
+
+
+def fault(model: type[Declared], data: Any) -> str:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as info:
+        model.model_validate(data)
+    error = one_line(info.value, "f.yaml")
+    assert isinstance(error, InputError) and "\n" not in str(error)
+    return str(error)
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        ({"parts": [{"count": 1}, {"count": 0}]}, "f.yaml: parts[1].count: must be >= 1, got 0"),
+        ({"parts": [{"count": True}]}, "f.yaml: parts[0].count: expected an integer, got a boolean (True)"),
+        ({"parts": [{"count": 1.0}]}, "f.yaml: parts[0].count: expected an integer, got a number (1.0)"),
+        ({"parts": [{"count": 10**40}]}, "f.yaml: parts[0].count: must be <= 2147483647, got a larger number"),
+        ({"parts": [{"count": 1, "share": 10**40}]}, "f.yaml: parts[0].share: must be <= 1, got a larger number"),
+        (
+            {"parts": [{"count": 1, "share": float("nan")}]},
+            "f.yaml: parts[0].share: expected a finite number, got a number (nan)",
+        ),
+        (
+            {"parts": [{"count": 1, "share": "half"}]},
+            "f.yaml: parts[0].share: expected a finite number, got a string ('half')",
+        ),
+        ({"parts": [{}]}, "f.yaml: parts[0].count: required"),
+        ({"parts": [{"count": None}]}, "f.yaml: parts[0].count: required"),
+        ({"parts": [{"count": 1, "cuont": 2}]}, "f.yaml: parts[0].cuont: unknown field (known: count, share)"),
+        ({"parts": [[]]}, "f.yaml: parts[0]: expected a mapping, got a list"),
+        ([], "f.yaml: (document): expected a mapping, got a list"),
+    ],
+)
+def test_pydantics_errors_are_the_projects_one_line(data: Any, line: str) -> None:
+    assert fault(Whole, data) == line
+
+
+def test_a_refusal_names_the_field_below_the_model_that_raised_it() -> None:
+    assert field_path("weights", ["zones", 3, "b"]) == "weights.zones[3].b"
+    assert Refused("why", "zones", 1, "b").at == ("zones", 1, "b")
