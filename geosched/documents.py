@@ -5,18 +5,18 @@ The same shapes serve the CLI's files, the store's snapshot export/import and th
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from geosched import catalog, gpus
+from geosched import catalog
+from geosched.decl.base import validate
+from geosched.decl.job import NAME_RE as NAME_RE  # job names: gitops and the job readers check them too
+from geosched.decl.job import JobDoc, WeightsDecl
 from geosched.decl.network import NetworkDoc
 from geosched.errors import InputError
-from geosched.fields import Fields, describe, each, parse_time
+from geosched.fields import Fields, each
 from geosched.gate import Kind, load_document
 from geosched.models import (
-    CommProfile,
     Fleet,
     GpuPower,
     Job,
@@ -25,9 +25,7 @@ from geosched.models import (
     NodeState,
     NoFit,
     Placement,
-    Pricing,
     Region,
-    Schedule,
     Score,
     Weights,
     Zone,
@@ -40,9 +38,6 @@ from geosched.output_format import Output as Output
 from geosched.output_format import document as document
 
 HEADER = {"apiVersion", "kind"}
-# Job names become Kubernetes object names: RFC 1123 labels.
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-PRICING = {p.value: p for p in Pricing}
 STATES = {s.value: s for s in NodeState}
 
 
@@ -51,147 +46,19 @@ def _header(fields: Fields, kind: str) -> None:
         raise fields.error("kind", f"expected {kind!r}, got {fields.raw('kind')!r}")
 
 
-# --- jobs -----------------------------------------------------------------------------------------
-
-JOB_FIELDS = HEADER | {"name", "namespace", "image", "workers", "gpus_per_worker", "gpu", "max_zones",
-                       "max_regions", "providers", "regions", "zones", "clusters", "pricing", "profile", "schedule"}
-SCHEDULE_FIELDS = {"runtime", "start_within", "deadline"}
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-_DURATION_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-MAX_DURATION_S = 366 * 86400.0
-
+# --- jobs and weights (declared in geosched.decl.job) ------------------------------------------------
 
 def parse_job(data: Any, source: str, gpu_models: set[str] | None = None) -> Job:
-    f = Fields(data, source, "", JOB_FIELDS)
-    _header(f, "Job")
-    name = f.string("name")
-    f.check("name", bool(NAME_RE.match(name)) and len(name) <= 63,
-            "must be a lowercase RFC 1123 name (a-z, 0-9, '-', at most 63 characters)")
-    gpu = f.opt_string("gpu")
-    known = gpu_models if gpu_models is not None else catalog.gpu_models()
-    if gpu is not None:
-        try:
-            gpu = gpus.resolve(gpu, known)
-        except gpus.GpuNameError as exc:
-            raise f.error("gpu", str(exc)) from None
-    profile = CommProfile()
-    if f.has("profile"):
-        p = Fields(f.raw("profile"), source, "profile", {"message_mb", "compute_ms", "utilisation",
-                                                          "latency_sensitive", "checkpoint_minutes",
-                                                          "restart_minutes"})
-        sensitive = p.raw("latency_sensitive") if p.has("latency_sensitive") else False
-        p.check("latency_sensitive", isinstance(sensitive, bool), f"expected true or false, got {sensitive!r}")
-        profile = CommProfile(
-            message_mb=p.number("message_mb", minimum=0.0, default=profile.message_mb),
-            compute_ms=p.number("compute_ms", minimum=0.0, exclusive_minimum=True, default=profile.compute_ms),
-            utilisation=p.number("utilisation", minimum=0.0, maximum=1.0, default=profile.utilisation),
-            latency_sensitive=bool(sensitive),
-            checkpoint_minutes=p.number("checkpoint_minutes", minimum=0.0, default=profile.checkpoint_minutes),
-            restart_minutes=p.number("restart_minutes", minimum=0.0, default=profile.restart_minutes),
-        )
-    return Job(
-        schedule=parse_schedule(f.raw("schedule"), source) if f.has("schedule") else None,
-        name=name,
-        namespace=f.string("namespace", default="default"),
-        image=f.opt_string("image"),
-        workers=f.integer("workers", minimum=1),
-        gpus_per_worker=f.integer("gpus_per_worker", minimum=1),
-        gpu=gpu,
-        max_zones=f.opt_integer("max_zones", minimum=1),
-        max_regions=f.opt_integer("max_regions", minimum=1),
-        providers=f.strings("providers"),
-        regions=f.strings("regions"),
-        zones=f.strings("zones"),
-        clusters=f.strings("clusters"),
-        pricing=f.choice("pricing", PRICING, Pricing.ON_DEMAND.value),
-        profile=profile,
-    )
-
-
-def parse_schedule(data: Any, source: str, path: str = "schedule") -> Schedule:
-    """`schedule: {runtime: 6h, start_within: 24h}` or `{runtime: 6h, deadline: 2025-03-02T18:00:00Z}` (both may be
-    given: the earlier latest start binds). `runtime` is the predicted run, over which carbon is counted; durations
-    are seconds or a number with s, m, h or d."""
-    f = Fields(data, source, path, SCHEDULE_FIELDS)
-    runtime = parse_duration(f, "runtime", required=True)
-    assert runtime is not None
-    deadline = parse_time(f.raw("deadline"), source, f.at("deadline")).timestamp() if f.has("deadline") else None
-    return Schedule(runtime_s=runtime, start_within_s=parse_duration(f, "start_within"), deadline=deadline)
-
-
-def parse_duration(f: Fields, key: str, required: bool = False) -> float | None:
-    if not f.has(key):
-        if required:
-            raise f.error(key, "is required (the predicted run time, e.g. 6h)")
-        return None
-    raw = f.raw(key)
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        seconds = float(raw)
-    elif isinstance(raw, str) and (m := _DURATION_RE.match(raw)):
-        seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
-    else:
-        raise f.error(key, f"expected a duration such as 90m, 6h or 2d (or seconds), got {describe(raw)}")
-    if not 0 < seconds <= MAX_DURATION_S:
-        raise f.error(key, f"must be more than 0 and at most 366 days, got {seconds:g} s")
-    return seconds
-
-
-def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
-    out: dict[str, Any] = {"runtime": _duration_text(schedule.runtime_s)}
-    if schedule.start_within_s is not None:
-        out["start_within"] = _duration_text(schedule.start_within_s)
-    if schedule.deadline is not None:
-        out["deadline"] = datetime.fromtimestamp(schedule.deadline, UTC).isoformat().replace("+00:00", "Z")
-    return out
-
-
-def _duration_text(seconds: float) -> str | float:
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)):
-        if seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return seconds
-
-
-WEIGHT_FIELDS = {"network", "cost", "carbon", "zone_tolerance", "spot_risk"}
-
-
-def parse_weights(data: Any, source: str, path: str) -> Weights:
-    """The `weights` block of a config file (GitOps, scheduler): each term's weight, the zone tolerance and the
-    weight of a spot job's interruption risk (`spot_risk`)."""
-    w, d = Fields(data, source, path, WEIGHT_FIELDS), Weights()
-    out = Weights(network=w.number("network", minimum=0.0, default=d.network),
-                  cost=w.number("cost", minimum=0.0, default=d.cost),
-                  carbon=w.number("carbon", minimum=0.0, default=d.carbon),
-                  # A fraction of the best total: 2 would mean "within 200%" (issue 23).
-                  zone_tolerance=w.number("zone_tolerance", minimum=0.0, maximum=1.0, default=d.zone_tolerance),
-                  spot_risk=w.number("spot_risk", minimum=0.0, default=d.spot_risk))
-    if out.network == 0 and out.cost == 0 and out.carbon == 0:
-        raise InputError(source, path, "network, cost and carbon are all 0: every candidate would score 0; give "
-                         "at least one a weight > 0")
-    return out
+    return JobDoc.read(data, source, {"gpu_models": gpu_models}).job()
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:
-    out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Job", "name": job.name,
-                           "namespace": job.namespace, "workers": job.workers,
-                           "gpus_per_worker": job.gpus_per_worker}
-    optional: dict[str, Any] = {
-        "image": job.image, "gpu": job.gpu, "max_zones": job.max_zones, "max_regions": job.max_regions,
-        "providers": list(job.providers), "regions": list(job.regions), "zones": list(job.zones),
-        "clusters": list(job.clusters),
-    }
-    out.update({k: v for k, v in optional.items() if v})
-    out["pricing"] = job.pricing.value
-    out["profile"] = {"message_mb": job.profile.message_mb, "compute_ms": job.profile.compute_ms,
-                      "utilisation": job.profile.utilisation}
-    if job.profile.latency_sensitive:
-        out["profile"]["latency_sensitive"] = True
-    for key in ("checkpoint_minutes", "restart_minutes"):  # only when set: existing documents keep their digest
-        if getattr(job.profile, key) != getattr(CommProfile(), key):
-            out["profile"][key] = getattr(job.profile, key)
-    if job.schedule is not None:
-        out["schedule"] = schedule_to_dict(job.schedule)
-    return out
+    return JobDoc.of(job).dump()
+
+
+def parse_weights(data: Any, source: str, path: str) -> Weights:
+    """The `weights` block of a config file (GitOps, scheduler, dispatcher) at `path`."""
+    return validate(WeightsDecl, data, source, path).weights()
 
 
 # --- fleets ---------------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ class Declared(BaseModel):
         validate_by_name=False,
         serialize_by_alias=True,
     )
+    # Required keys whose absence is explained beyond "required" (`runtime`: what to give).
+    MISSING: ClassVar[dict[str, str]] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -61,14 +63,24 @@ class Declared(BaseModel):
                 raise Refused(f"unknown field (known: {', '.join(sorted(known))})", str(key))
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_NUMBER:
                 cls._no_huge_number(key, value)
+        cls._header(data)
+        for key, why in cls.MISSING.items():
+            if data.get(key) is None:
+                raise Refused(why, key)
         return {k: v for k, v in data.items() if v is not None}
+
+    @classmethod
+    def _header(cls, data: Mapping[Any, Any]) -> None:
+        """A document checks its `kind` here, before its fields: a Fleet given as a Job is named as such."""
 
     @classmethod
     def _no_huge_number(cls, key: str, value: int) -> None:
         """An integer past 1e12 where a number is declared: refused by its size (float() of it may overflow)."""
         name = next(n for n, f in cls.model_fields.items() if (f.alias or n) == key)
         field = cls.model_fields[name]
-        if field.annotation in (float, float | None):
+        if field.annotation in (float, float | None) and any(
+            getattr(m, "le", None) is not None for m in field.metadata
+        ):
             most = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), MAX_NUMBER)
             raise Refused(f"must be <= {most:g}, got a larger number", key)
 
@@ -78,7 +90,9 @@ class Declared(BaseModel):
 
     def dump(self) -> dict[str, Any]:
         """The document as JSON-ready data: keys in declaration order, fields holding None left out."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        # Python mode: a value is written as the model holds it (an int stays an int where a float is declared, so
+        # a document built from the core's values keeps the digest it had before the declarations).
+        return self.model_dump(mode="python", by_alias=True, exclude_none=True)
 
 
 class Document(Declared):
@@ -91,11 +105,11 @@ class Document(Declared):
     api_version: Annotated[Any, WithJsonSchema({"const": API_VERSION})] = Field(default=None, alias="apiVersion")
     kind: Annotated[Any, WithJsonSchema({"type": "string"})] = None
 
-    @model_validator(mode="after")
-    def _own_kind(self) -> Self:
-        if self.kind is not None and self.kind != self.KIND:
-            raise Refused(f"expected {self.KIND!r}, got {self.kind!r}", "kind")
-        return self
+    @classmethod
+    def _header(cls, data: Mapping[Any, Any]) -> None:
+        kind = data.get("kind")
+        if kind is not None and kind != cls.KIND:
+            raise Refused(f"expected {cls.KIND!r}, got {kind!r}", "kind")
 
     @classmethod
     def read(cls, data: Any, source: str, context: Mapping[str, Any] | None = None) -> Self:
@@ -109,6 +123,11 @@ class Document(Declared):
         return {"apiVersion": API_VERSION, "kind": self.KIND, **body}
 
     @classmethod
+    def extra_schema(cls) -> dict[str, Any]:
+        """Keys of the file that another reader takes before the model sees it (a job's Kubernetes options)."""
+        return {}
+
+    @classmethod
     def schema_document(cls) -> dict[str, Any]:
         """The kind's JSON Schema (docs/schemas/<kind>.schema.json), generated from the declaration."""
         body = _untitled(cls.model_json_schema(by_alias=True, mode="validation"))
@@ -116,6 +135,7 @@ class Document(Declared):
         body.pop("description", None)
         body["properties"]["apiVersion"] = {"const": API_VERSION}
         body["properties"]["kind"] = {"const": cls.KIND}
+        body["properties"].update(cls.extra_schema())
         return {
             "$schema": SCHEMA_DIALECT,
             "$id": SCHEMA_ID.format(kind=cls.KIND),
@@ -242,7 +262,7 @@ Text = Annotated[str, BeforeValidator(_non_empty), Field(min_length=1)]
 
 def _string_list(value: Any) -> Any:
     if isinstance(value, str):
-        return [value]
+        value = [value]
     if not isinstance(value, list):
         raise Refused(f"expected a list of strings, got {describe(value)}")
     for i, item in enumerate(value):

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 from geosched.decl.base import Document
+from geosched.decl.job import JobDoc
 from geosched.decl.network import NetworkDoc
 
-DECLARED: tuple[type[Document], ...] = (NetworkDoc,)
+DECLARED: tuple[type[Document], ...] = (JobDoc, NetworkDoc)
 
 
 def schema_files() -> dict[str, str]:
