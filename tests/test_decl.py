@@ -20,6 +20,10 @@ ROOT = Path(__file__).parent.parent
 SCHEMAS = ROOT / "docs" / "schemas"
 # The real files of each declared kind: the example GitOps repository's snapshot, the test data, the shipped jobs.
 SHIPPED = {
+    "Fleet": [
+        ROOT / "examples" / "gitops" / "snapshot" / "fleet.yaml",
+        ROOT / "tests" / "data" / "good" / "fleet.yaml",
+    ],
     # The compact job files among them (the GitOps example's jobs include Kubernetes objects: a JobSet, a Job).
     "Job": [
         path

@@ -109,7 +109,7 @@ class Profile(Declared):
     @classmethod
     def of(cls, p: CommProfile) -> Profile:
         # Only what is set beyond the three always written: existing documents keep their digest.
-        return cls.model_construct(
+        return cls.build(
             message_mb=p.message_mb,
             compute_ms=p.compute_ms,
             utilisation=p.utilisation,
@@ -139,7 +139,7 @@ class ScheduleDecl(Declared):
     @classmethod
     def of(cls, s: Schedule) -> ScheduleDecl:
         deadline = None if s.deadline is None else datetime.fromtimestamp(s.deadline, UTC)
-        return cls.model_construct(runtime=s.runtime_s, start_within=s.start_within_s, deadline=deadline)
+        return cls.build(runtime=s.runtime_s, start_within=s.start_within_s, deadline=deadline)
 
 
 PricingName = Literal["on-demand", "spot"]
@@ -206,7 +206,7 @@ class JobDoc(Document):
     @classmethod
     def of(cls, job: Job) -> JobDoc:
         """The document of a job, built without validation: its values are written as they are."""
-        return cls.model_construct(
+        return cls.build(
             name=job.name,
             namespace=job.namespace,
             workers=job.workers,

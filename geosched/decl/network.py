@@ -88,7 +88,7 @@ class NetworkDoc(Document):
 
         def rows(links: Mapping[tuple[str, str], LinkStats] | Any) -> list[Link]:
             return [
-                Link.model_construct(
+                Link.build(
                     a=a,
                     b=b,
                     rtt_p50_ms=s.rtt_p50_ms,
@@ -101,6 +101,4 @@ class NetworkDoc(Document):
                 for (a, b), s in sorted(links.items())
             ]
 
-        return cls.model_construct(
-            stale_after_s=view.stale_after_s, zones=rows(view.zone_links), nodes=rows(view.node_links)
-        )
+        return cls.build(stale_after_s=view.stale_after_s, zones=rows(view.zone_links), nodes=rows(view.node_links))

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 
 from geosched.decl.base import Document
+from geosched.decl.fleet import FleetDoc
 from geosched.decl.job import JobDoc
 from geosched.decl.network import NetworkDoc
 
-DECLARED: tuple[type[Document], ...] = (JobDoc, NetworkDoc)
+DECLARED: tuple[type[Document], ...] = (FleetDoc, JobDoc, NetworkDoc)
 
 
 def schema_files() -> dict[str, str]:
