@@ -15,6 +15,7 @@ from geosched.decl.fleet import FleetDoc
 from geosched.decl.job import NAME_RE as NAME_RE  # job names: gitops and the job readers check them too
 from geosched.decl.job import JobDoc, WeightsDecl
 from geosched.decl.network import NetworkDoc
+from geosched.decl.placement import NoFitDoc, PlacementDoc, ScoreDecl
 from geosched.gate import Kind, load_document
 from geosched.models import (
     Fleet,
@@ -74,46 +75,15 @@ def load_network(path: Path, fleet: Fleet | None = None) -> NetworkView:
     return parse_network(load_document(path, Kind.NETWORK), str(path), fleet)
 
 
-# --- placements -----------------------------------------------------------------------------------
+# --- placements (declared in geosched.decl.placement) ----------------------------------------------
 
 def score_to_dict(score: Score) -> dict[str, Any]:
-    tput = score.min_throughput_gbps if score.min_throughput_gbps != float("inf") else None
-    hop = None if score.hop is None else {"from": score.hop[0], "to": score.hop[1],
-                                          "rtt_ms": score.worst_rtt_ms, "loss": score.worst_loss,
-                                          "throughput_gbps": tput}
-    return {
-        "total": round(score.total, 6),
-        "network": round(score.network, 6),
-        "cost": round(score.cost, 6),
-        "carbon": round(score.carbon, 6),
-        "step_ms": round(score.step_ms, 3),
-        "comm_ms": round(score.comm_ms, 3),
-        "usd_per_hour": round(score.usd_per_hour, 4),
-        "gco2e_per_hour": round(score.gco2e_per_hour, 2),
-        "worst_rtt_ms": round(score.worst_rtt_ms, 3),
-        "worst_loss": score.worst_loss,
-        "min_throughput_gbps": tput,
-        "bounding_hop": hop,
-    }
+    return ScoreDecl.of(score).dump()
 
 
 def placement_to_dict(p: Placement) -> dict[str, Any]:
-    return {
-        "job": p.job.name,
-        "policy": p.policy,
-        "cluster": p.cluster,
-        "zones": list(p.zones),
-        "regions": list(p.regions),
-        "gpus": p.job.gpus,
-        "nodes": [{"node": a.node, "zone": a.zone, "workers": a.workers} for a in p.assignments],
-        "score": score_to_dict(p.score),
-        "weights": {"network": p.weights.network, "cost": p.weights.cost, "carbon": p.weights.carbon},
-        "rejected": [{"subject": r.subject, "reason": r.reason} for r in p.rejected],
-        "alternatives": [{"zones": list(c.zones), "cluster": c.cluster, "score": score_to_dict(c.score)}
-                         for c in p.alternatives],
-    }
+    return PlacementDoc.of(p).dump()
 
 
 def nofit_to_dict(n: NoFit) -> dict[str, Any]:
-    return {"job": n.job.name, "policy": n.policy, "error": "NoFit",
-            "rejected": [{"subject": r.subject, "reason": r.reason} for r in n.reasons]}
+    return NoFitDoc.of(n).dump()

@@ -141,8 +141,8 @@ def report_columns(report: str, by: str, embodied: bool = False) -> tuple[Column
     return (C(by), C("intervals", "integer", wide=True), C("gpu_hours", "number"), *kind)
 
 
-# Documents: one object each, schema in docs/schemas/<kind>.schema.json (hand-written, or generated from the
-# kind's declaration in geosched.decl).
+# Documents: one object each, schema in docs/schemas/<kind>.schema.json: generated from the kind's declaration in
+# geosched.decl (Placement, NoFit), or hand-written (the others, until they are declared).
 DOCUMENTS = ("Placement", "NoFit", "SimulationReport", "ProbeRun", "ProvisionPlan", "ProvisionResult", "GangStatus",
              "SubmitOutcome", "CostReport", "CarbonReport")
 

@@ -108,11 +108,14 @@ class Declared(BaseModel):
         _set(obj, "__pydantic_private__", dict(cls._private) if cls._private else None)
         return obj
 
+    # Input documents leave out what is absent; output documents write null where a value is unknown.
+    WRITE_NULLS: ClassVar[bool] = False
+
     def dump(self) -> dict[str, Any]:
-        """The document as JSON-ready data: keys in declaration order, fields holding None left out."""
+        """The document as JSON-ready data: keys in declaration order, fields holding None left out (or null)."""
         # Python mode: a value is written as the model holds it (an int stays an int where a float is declared, so
         # a document built from the core's values keeps the digest it had before the declarations).
-        return self.model_dump(mode="python", by_alias=True, exclude_none=True)
+        return self.model_dump(mode="python", by_alias=True, exclude_none=not self.WRITE_NULLS)
 
 
 class Document(Declared):
@@ -150,19 +153,45 @@ class Document(Declared):
     @classmethod
     def schema_document(cls) -> dict[str, Any]:
         """The kind's JSON Schema (docs/schemas/<kind>.schema.json), generated from the declaration."""
-        body = _untitled(cls.model_json_schema(by_alias=True, mode="validation"))
-        body.pop("title", None)
-        body.pop("description", None)
-        body["properties"]["apiVersion"] = {"const": API_VERSION}
-        body["properties"]["kind"] = {"const": cls.KIND}
-        body["properties"].update(cls.extra_schema())
-        return {
-            "$schema": SCHEMA_DIALECT,
-            "$id": SCHEMA_ID.format(kind=cls.KIND),
-            "title": cls.KIND,
-            "description": cls.DESCRIPTION,
-            **body,
-        }
+        return kind_schema(cls, cls.KIND, cls.DESCRIPTION, cls.extra_schema(), written=False)
+
+
+class OutputDocument(Declared):
+    """A document geosched prints (`-o json|yaml`, wrapped in apiVersion and kind by geosched.output) and records:
+    declared for its shape and its schema; null where a value is unknown."""
+
+    KIND: ClassVar[str]
+    DESCRIPTION: ClassVar[str]
+    WRITE_NULLS: ClassVar[bool] = True
+
+    @classmethod
+    def schema_document(cls) -> dict[str, Any]:
+        return kind_schema(cls, cls.KIND, cls.DESCRIPTION, {}, written=True)
+
+
+def kind_schema(
+    model: type[BaseModel], kind: str, description: str, extra: Mapping[str, Any], *, written: bool
+) -> dict[str, Any]:
+    """A document kind's JSON Schema: apiVersion and kind (required in what geosched `written` prints), then the
+    model's (as users write it, for a kind geosched reads)."""
+    body = _untitled(model.model_json_schema(by_alias=True, mode="serialization" if written else "validation"))
+    body.pop("title", None)
+    body.pop("description", None)
+    properties = {"apiVersion": {"const": API_VERSION}, "kind": {"const": kind}}
+    properties.update({k: v for k, v in body.pop("properties").items() if k not in properties})
+    properties.update(extra)
+    required = body.pop("required", [])
+    if written:
+        required = ["apiVersion", "kind", *required]
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "$id": SCHEMA_ID.format(kind=kind),
+        "title": kind,
+        "description": description,
+        **body,
+        "required": required,
+        "properties": properties,
+    }
 
 
 def _untitled(schema: Any) -> Any:

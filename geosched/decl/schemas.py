@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 
-from geosched.decl.base import Document
+from geosched.decl.base import Document, OutputDocument
 from geosched.decl.fleet import FleetDoc
 from geosched.decl.job import JobDoc
 from geosched.decl.network import NetworkDoc
+from geosched.decl.placement import NoFitDoc, PlacementDoc
 
 DECLARED: tuple[type[Document], ...] = (FleetDoc, JobDoc, NetworkDoc)
+# What geosched prints, declared for its shape and schema (the output contract tests validate the commands' output).
+WRITTEN: tuple[type[OutputDocument], ...] = (NoFitDoc, PlacementDoc)
 
 
 def schema_files() -> dict[str, str]:
-    return {f"{doc.KIND}.schema.json": json.dumps(doc.schema_document(), indent=2) + "\n" for doc in DECLARED}
+    schemas = [(d.KIND, d.schema_document()) for d in DECLARED] + [(d.KIND, d.schema_document()) for d in WRITTEN]
+    return {f"{kind}.schema.json": json.dumps(schema, indent=2) + "\n" for kind, schema in schemas}
