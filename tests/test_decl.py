@@ -20,6 +20,7 @@ ROOT = Path(__file__).parent.parent
 SCHEMAS = ROOT / "docs" / "schemas"
 # The real files of each declared kind: the example GitOps repository's snapshot, the test data, the shipped jobs.
 SHIPPED = {
+    "GitOpsConfig": [ROOT / "examples" / "gitops" / "gitops.yaml"],
     "Fleet": [
         ROOT / "examples" / "gitops" / "snapshot" / "fleet.yaml",
         ROOT / "tests" / "data" / "good" / "fleet.yaml",

@@ -56,6 +56,7 @@ class Declared(BaseModel):
     _known: ClassVar[frozenset[str]] = frozenset()
     _number_bounds: ClassVar[dict[str, float]] = {}
     _absent: ClassVar[dict[str, None]] = {}
+    _all_set: ClassVar[set[str]] = set()  # shared by the instances `build` makes: frozen, nothing adds to it
     _private: ClassVar[dict[str, Any]] = {}
 
     @classmethod
@@ -63,6 +64,7 @@ class Declared(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         cls._known = frozenset(f.alias or name for name, f in cls.model_fields.items())
         cls._absent = dict.fromkeys(cls.model_fields)
+        cls._all_set = set(cls.model_fields)
         cls._private = {name: attr.get_default() for name, attr in cls.__private_attributes__.items()}
         cls._number_bounds = {
             f.alias or name: most
@@ -102,8 +104,9 @@ class Declared(BaseModel):
         """An instance of values the core holds, without validation (they are valid) and faster than
         `model_construct` (a network view's 100,000 links are written through this); a field not given is None."""
         obj = object.__new__(cls)
-        _set(obj, "__dict__", {**cls._absent, **values})
-        _set(obj, "__pydantic_fields_set__", set(values))
+        whole = len(values) == len(cls._absent)  # every field given (the usual case): no defaults to merge
+        _set(obj, "__dict__", values if whole else {**cls._absent, **values})
+        _set(obj, "__pydantic_fields_set__", cls._all_set if whole else set(values))
         _set(obj, "__pydantic_extra__", None)
         _set(obj, "__pydantic_private__", dict(cls._private) if cls._private else None)
         return obj

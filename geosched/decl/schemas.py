@@ -10,8 +10,10 @@ from geosched.decl.fleet import FleetDoc
 from geosched.decl.job import JobDoc
 from geosched.decl.network import NetworkDoc
 from geosched.decl.placement import NoFitDoc, PlacementDoc
+from geosched.gitops.config import GitOpsConfigDoc
 
-DECLARED: tuple[type[Document], ...] = (FleetDoc, JobDoc, NetworkDoc)
+# Declared beside their package where one owns them (a GitOps repository's config).
+DECLARED: tuple[type[Document], ...] = (FleetDoc, GitOpsConfigDoc, JobDoc, NetworkDoc)
 # What geosched prints, declared for its shape and schema (the output contract tests validate the commands' output).
 WRITTEN: tuple[type[OutputDocument], ...] = (NoFitDoc, PlacementDoc)
 
