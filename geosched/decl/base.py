@@ -159,6 +159,18 @@ class Document(Declared):
         return kind_schema(cls, cls.KIND, cls.DESCRIPTION, cls.extra_schema(), written=False)
 
 
+class SettingsDocument(Document):
+    """A settings file of geosched's (a GitOps repository's, the scheduler's, the dispatcher's): `apiVersion`, when
+    given, must be geosched's own."""
+
+    @classmethod
+    def _header(cls, data: Mapping[Any, Any]) -> None:
+        version = data.get("apiVersion")
+        if version is not None and version != API_VERSION:
+            raise Refused(f"expected {API_VERSION!r}, got {version!r}", "apiVersion")
+        super()._header(data)
+
+
 class OutputDocument(Declared):
     """A document geosched prints (`-o json|yaml`, wrapped in apiVersion and kind by geosched.output) and records:
     declared for its shape and its schema; null where a value is unknown."""

@@ -7,9 +7,17 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BeforeValidator, PlainSerializer, ValidationInfo, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    PlainSerializer,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-from geosched import catalog, gpus
+from geosched import catalog, gpus, policies
 from geosched.decl.base import Declared, Document, Refused, Strings, Text, integer, number, one_of
 from geosched.errors import InputError
 from geosched.fields import describe, parse_time
@@ -234,6 +242,18 @@ class JobDoc(Document):
             },
         }
 
+
+# --- what ranks placements: the policy and the weights ---------------------------------------------------
+
+
+def _known_policy(policy: str) -> str:
+    if policy not in policies.names():
+        raise Refused(f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
+    return policy
+
+
+PolicyName = Annotated[Text, AfterValidator(_known_policy)]
+"""A policy `geosched policies` lists."""
 
 # --- weights --------------------------------------------------------------------------------------------
 

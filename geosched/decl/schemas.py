@@ -11,9 +11,18 @@ from geosched.decl.job import JobDoc
 from geosched.decl.network import NetworkDoc
 from geosched.decl.placement import NoFitDoc, PlacementDoc
 from geosched.gitops.config import GitOpsConfigDoc
+from geosched.kube.multikueue.settings import DispatcherConfigDoc
+from geosched.kube.scheduler.settings import SchedulerConfigDoc
 
-# Declared beside their package where one owns them (a GitOps repository's config).
-DECLARED: tuple[type[Document], ...] = (FleetDoc, GitOpsConfigDoc, JobDoc, NetworkDoc)
+# Declared beside their package where one owns them (the GitOps, scheduler and dispatcher settings).
+DECLARED: tuple[type[Document], ...] = (
+    DispatcherConfigDoc,
+    FleetDoc,
+    GitOpsConfigDoc,
+    JobDoc,
+    NetworkDoc,
+    SchedulerConfigDoc,
+)
 # What geosched prints, declared for its shape and schema (the output contract tests validate the commands' output).
 WRITTEN: tuple[type[OutputDocument], ...] = (NoFitDoc, PlacementDoc)
 

@@ -17,15 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import field_validator
-
 from geosched import policies
-from geosched.decl.base import Document, Refused, Text, one_of
-from geosched.decl.job import Instant, WeightsDecl
+from geosched.decl.base import SettingsDocument, one_of
+from geosched.decl.job import Instant, PolicyName, WeightsDecl
 from geosched.gate import Kind, load_document
 from geosched.kube.compact import CompactKind
 from geosched.models import Weights
-from geosched.output_format import API_VERSION
 
 # The stamp of a decision when no time was given: obviously not a real time, and the same on every host.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -40,31 +37,17 @@ class GitOpsConfig:
     at: datetime | None = None
 
 
-class GitOpsConfigDoc(Document):
+class GitOpsConfigDoc(SettingsDocument):
     KIND: ClassVar[str] = "GitOpsConfig"
     DESCRIPTION: ClassVar[str] = (
         "A GitOps repository's own settings (`gitops.yaml`; `geosched gitops render --config`): the policy, the "
         "weights, what a compact job renders as, the provenance time of new decisions."
     )
 
-    policy: Text = policies.DEFAULT_POLICY
+    policy: PolicyName = policies.DEFAULT_POLICY
     weights: WeightsDecl | None = None
     compact_kind: Annotated[CompactName, one_of(CompactName)] = "job"
     at: Instant | None = None
-
-    @classmethod
-    def _header(cls, data: Any) -> None:
-        version = data.get("apiVersion")
-        if version is not None and version != API_VERSION:
-            raise Refused(f"expected {API_VERSION!r}, got {version!r}", "apiVersion")
-        super()._header(data)
-
-    @field_validator("policy")
-    @classmethod
-    def _known_policy(cls, policy: str) -> str:
-        if policy not in policies.names():
-            raise Refused(f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
-        return policy
 
     def config(self) -> GitOpsConfig:
         return GitOpsConfig(
@@ -85,9 +68,11 @@ def parse_config(data: Any, source: str) -> GitOpsConfig:
 def config_to_dict(config: GitOpsConfig) -> dict[str, Any]:
     """What shapes the decisions (not `at`, which only stamps them), for the inputs digest."""
     w = config.weights
-    return {"policy": config.policy, "weights": {"network": w.network, "cost": w.cost, "carbon": w.carbon,
-                                                 "zone_tolerance": w.zone_tolerance},
-            "compact_kind": config.compact_kind.value}
+    return {
+        "policy": config.policy,
+        "weights": {"network": w.network, "cost": w.cost, "carbon": w.carbon, "zone_tolerance": w.zone_tolerance},
+        "compact_kind": config.compact_kind.value,
+    }
 
 
 def load_config(path: Path | None) -> GitOpsConfig:
