@@ -63,7 +63,8 @@ Labels = Annotated[
 """Node labels: string values (a number is written as its text)."""
 
 StateName = Literal["ready", "provisioning", "not-ready", "terminated"]
-assert set(get_args(StateName)) == {s.value for s in NodeState}
+STATES = {s.value: s for s in NodeState}  # a lookup: NodeState(value) costs more than the rest of a node
+assert set(get_args(StateName)) == set(STATES)
 
 
 class NodeDecl(Declared):
@@ -116,7 +117,7 @@ class NodeDecl(Declared):
             cluster=self.cluster,
             addresses=tuple(self.addresses or ()),
             labels=dict(self.labels or {}),
-            state=NodeState(self.state),
+            state=STATES[self.state],
             provider_id=self.provider_id,
         )
 
