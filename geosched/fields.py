@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -153,10 +153,6 @@ class Fields:
     def check(self, key: str, ok: bool, reason: str) -> None:
         if not ok:
             raise self.error(key, reason)
-
-
-def each(fields: Fields, key: str, parse: Callable[[str, Any], T], *, required: bool = False) -> list[T]:
-    return [parse(path, item) for path, item in fields.items(key, required=required)]
 
 
 def describe(value: Any) -> str:

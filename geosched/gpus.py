@@ -70,20 +70,30 @@ def model_from_product(product: str) -> str | None:
     A MIG slice (`...-MIG-1g.5gb`) is a fraction of a GPU, not the GPU a gang asks for, so it is unknown. So is
     another form factor of a catalog chip (`NVIDIA-H100-PCIe`, `NVIDIA-H100-NVL`, `NVIDIA-A100-PCIE-40GB`): the
     catalog's H100 and A100 are the SXM parts of p5/a3 and p4d/a2 (NVLink between the node's GPUs, 700 W for the
-    H100), and a gang that asks for them must not get PCIe cards.
+    H100), and a gang that asks for them must not get PCIe cards (`other_form_factor` says which chip it is).
     """
+    model, other = _read_product(product)
+    return None if other else model
+
+
+def other_form_factor(product: str) -> str | None:
+    """The catalog model whose chip `product` names in a form factor the catalog does not sell (`NVIDIA-H100-PCIe`:
+    H100), None otherwise: a real part geosched has no offering of, not a misspelt one."""
+    model, other = _read_product(product)
+    return model if other else None
+
+
+def _read_product(product: str) -> tuple[str | None, bool]:
     tokens = product.upper().replace("_", "-").split("-")
     if "MIG" in tokens:
-        return None
+        return None, False
     for base in _BASES:
         if base in tokens:
             model = next((name for (variant_base, memory), name in _VARIANTS.items()
                           if base == variant_base and memory in tokens), base)
             catalog_tokens = set((part(model).product or "").upper().split("-"))
-            if any(f in tokens and f not in catalog_tokens for f in _FORM_FACTORS):
-                return None
-            return model
-    return None
+            return model, any(f in tokens and f not in catalog_tokens for f in _FORM_FACTORS)
+    return None, False
 
 
 def model_from_gke_accelerator(accelerator: str) -> str | None:

@@ -141,14 +141,19 @@ def report_columns(report: str, by: str, embodied: bool = False) -> tuple[Column
     return (C(by), C("intervals", "integer", wide=True), C("gpu_hours", "number"), *kind)
 
 
-# Documents: one object each, schema hand-written in docs/schemas/<kind>.schema.json.
+# Documents: one object each, schema in docs/schemas/<kind>.schema.json: generated from the kind's declaration in
+# geosched.decl (Placement, NoFit), or hand-written (the others, until they are declared).
 DOCUMENTS = ("Placement", "NoFit", "SimulationReport", "ProbeRun", "ProvisionPlan", "ProvisionResult", "GangStatus",
              "SubmitOutcome", "CostReport", "CarbonReport")
 
 
 def schema_files() -> dict[str, str]:
-    """docs/schemas/<Kind>List.schema.json of every list kind, as written (the tests compare the committed files)."""
-    return {f"{kind}.schema.json": json.dumps(spec.schema(), indent=2) + "\n" for kind, spec in KINDS.items()}
+    """docs/schemas/<Kind>List.schema.json of every list kind and <Kind>.schema.json of every declared document
+    (geosched.decl), as written (the tests compare the committed files)."""
+    from geosched.decl import schemas  # pydantic: imported when schemas are written, never by `-h`
+
+    return {**{f"{kind}.schema.json": json.dumps(spec.schema(), indent=2) + "\n" for kind, spec in KINDS.items()},
+            **schemas.schema_files()}
 
 
 if __name__ == "__main__":  # python -m geosched.kinds docs/schemas

@@ -71,7 +71,7 @@ def duration_s(value: str | None) -> float | None:
     """The callback of a duration option: 90m, 6h, 2d or seconds, in seconds (None: not given)."""
     if value is None:
         return None
-    from geosched.documents import _DURATION_RE, _DURATION_UNIT_S, MAX_DURATION_S
+    from geosched.decl.job import _DURATION_RE, _DURATION_UNIT_S, MAX_DURATION_S
 
     m = _DURATION_RE.match(value)
     if m is not None:

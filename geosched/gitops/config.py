@@ -15,19 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from geosched import policies
-from geosched.documents import API_VERSION, parse_weights
-from geosched.fields import Fields, parse_time
+from geosched.decl.base import SettingsDocument, one_of
+from geosched.decl.job import Instant, PolicyName, WeightsDecl
 from geosched.gate import Kind, load_document
 from geosched.kube.compact import CompactKind
 from geosched.models import Weights
 
-TOP_FIELDS = {"apiVersion", "kind", "policy", "weights", "compact_kind", "at"}
-COMPACT_KINDS = {k.value: k for k in CompactKind}
 # The stamp of a decision when no time was given: obviously not a real time, and the same on every host.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+CompactName = Literal["job", "jobset"]
 
 
 @dataclass(frozen=True)
@@ -38,27 +37,42 @@ class GitOpsConfig:
     at: datetime | None = None
 
 
+class GitOpsConfigDoc(SettingsDocument):
+    KIND: ClassVar[str] = "GitOpsConfig"
+    DESCRIPTION: ClassVar[str] = (
+        "A GitOps repository's own settings (`gitops.yaml`; `geosched gitops render --config`): the policy, the "
+        "weights, what a compact job renders as, the provenance time of new decisions."
+    )
+
+    policy: PolicyName = policies.DEFAULT_POLICY
+    weights: WeightsDecl | None = None
+    compact_kind: Annotated[CompactName, one_of(CompactName)] = "job"
+    at: Instant | None = None
+
+    def config(self) -> GitOpsConfig:
+        return GitOpsConfig(
+            policy=self.policy,
+            weights=self.weights.weights() if self.weights is not None else Weights(),
+            compact_kind=CompactKind(self.compact_kind),
+            at=self.at,
+        )
+
+
+assert set(get_args(CompactName)) == {k.value for k in CompactKind}
+
+
 def parse_config(data: Any, source: str) -> GitOpsConfig:
-    f = Fields(data if data is not None else {}, source, "", TOP_FIELDS)
-    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
-        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
-    if f.has("kind") and f.raw("kind") != "GitOpsConfig":
-        raise f.error("kind", f"expected 'GitOpsConfig', got {f.raw('kind')!r}")
-    policy = f.string("policy", default=policies.DEFAULT_POLICY)
-    if policy not in policies.names():
-        raise f.error("policy", f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
-    weights = parse_weights(f.raw("weights"), source, "weights") if f.has("weights") else Weights()
-    at = parse_time(f.raw("at"), source, "at") if f.has("at") else None
-    return GitOpsConfig(policy=policy, weights=weights,
-                        compact_kind=f.choice("compact_kind", COMPACT_KINDS, CompactKind.JOB.value), at=at)
+    return GitOpsConfigDoc.read(data if data is not None else {}, source).config()
 
 
 def config_to_dict(config: GitOpsConfig) -> dict[str, Any]:
     """What shapes the decisions (not `at`, which only stamps them), for the inputs digest."""
     w = config.weights
-    return {"policy": config.policy, "weights": {"network": w.network, "cost": w.cost, "carbon": w.carbon,
-                                                 "zone_tolerance": w.zone_tolerance},
-            "compact_kind": config.compact_kind.value}
+    return {
+        "policy": config.policy,
+        "weights": {"network": w.network, "cost": w.cost, "carbon": w.carbon, "zone_tolerance": w.zone_tolerance},
+        "compact_kind": config.compact_kind.value,
+    }
 
 
 def load_config(path: Path | None) -> GitOpsConfig:

@@ -21,7 +21,7 @@ from geosched.documents import NAME_RE, parse_job
 from geosched.errors import InputError
 from geosched.fields import describe
 from geosched.gate import STDIN, Kind, parse_yaml, read_stdin_text, read_text
-from geosched.gpus import model_from_product
+from geosched.gpus import model_from_product, other_form_factor
 from geosched.kube import flex, keys, kinds, podoptions
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.kinds.base import JobKind
@@ -251,12 +251,21 @@ def _gpu_model(workers: Sequence[_Template], known: set[str]) -> str | None:
             continue
         if not t.products:
             raise t.where.error(f"the {keys.GPU_PRODUCT} constraints allow no product at all")
+        # A real part the catalog sells in another form factor only (an A100 80GB PCIe beside the SXM one a job
+        # also allows) is left to the cluster; a job that allows nothing else names no model geosched can place.
+        others = [p for p in sorted(t.products) if other_form_factor(p) in known]
         for product in sorted(t.products):
+            if product in others:
+                continue
             model = model_from_product(product)
             if model is None or model not in known:
                 raise t.where.error(f"unknown GPU product {product!r} in {keys.GPU_PRODUCT} (known models: "
                                     f"{', '.join(sorted(known))})")
             models.add(model)
+        if others and len(others) == len(t.products):
+            raise t.where.error(f"{keys.GPU_PRODUCT} allows only {', '.join(others)}: not the catalog's "
+                                f"{', '.join(sorted({str(other_form_factor(p)) for p in others}))} (another form "
+                                "factor, which no catalog offering has)")
     if len(models) > 1:
         raise workers[0].where.error(f"a gang runs on one GPU model; {keys.GPU_PRODUCT} allows "
                                      f"{', '.join(sorted(models))}")

@@ -135,6 +135,17 @@ def test_a_jobset_without_completion_mode_is_indexed_as_its_webhook_defaults_it(
     assert err.field == "spec.replicatedJobs[0].template.spec.completionMode" and "got NonIndexed" in err.reason
 
 
+def test_a_job_that_allows_only_a_pcie_card_names_no_catalog_model() -> None:
+    # jobset.yaml allows the SXM and the PCIe A100 80GB (the catalog sells the SXM one); without the SXM one left,
+    # the PCIe card is a real part but not the catalog's A100-80GB: one line, never a gang on SXM nodes.
+    obj = load("jobset.yaml")
+    expr = obj["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+    expr["values"] = ["NVIDIA-A100-80GB-PCIe"]
+    err = _error(obj)
+    assert "allows only NVIDIA-A100-80GB-PCIe: not the catalog's A100-80GB (another form factor" in err.reason
+
+
 def test_completions_must_equal_parallelism() -> None:
     obj = load("batch-job.yaml")
     obj["spec"]["completions"] = 8

@@ -21,10 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
+
+from pydantic import field_validator, model_validator
 
 from geosched import policies
-from geosched.fields import Fields
+from geosched.decl.base import Refused, SettingsDocument, Text, integer, number
+from geosched.decl.job import PolicyName, WeightsDecl
+from geosched.fields import MAX_INTEGER
 from geosched.gate import Kind, load_document
 from geosched.kube.multikueue.kueue import (
     ADMISSION_FIELD_MANAGER,
@@ -35,18 +39,10 @@ from geosched.kube.multikueue.kueue import (
     KUEUE_NAMESPACE,
     MAX_NOMINATED,
 )
-from geosched.kube.scheduler.settings import (
-    LeaderElection,
-    check_kind,
-    parse_leader_election,
-    parse_policy,
-    parse_weights,
-)
+from geosched.kube.scheduler.settings import LeaderElection, LeaderElectionDecl, election
 from geosched.models import Weights
 
 LEASE_NAME = "geosched-multikueue"
-TOP = {"apiVersion", "kind", "dispatcher_name", "kueue_namespace", "kueue_configmap", "field_manager", "nominate",
-       "renominate_after_s", "policy", "weights", "refresh_s", "stale_after_s", "leader_election"}
 
 
 @dataclass(frozen=True)
@@ -64,29 +60,63 @@ class DispatcherSettings:
     leader_election: LeaderElection = field(default_factory=lambda: LeaderElection(name=LEASE_NAME))
 
 
-def parse_settings(data: Any, source: str) -> DispatcherSettings:
-    f = Fields(data or {}, source, "", TOP)
-    check_kind(f, "DispatcherConfig")
-    policy = parse_policy(f)
-    name = f.string("dispatcher_name", default=DEFAULT_DISPATCHER)
-    f.check("dispatcher_name", name not in (ALL_AT_ONCE, INCREMENTAL),
-            f"{name} is one of Kueue's built-in dispatchers; name ours (e.g. {DEFAULT_DISPATCHER})")
-    refresh = f.number("refresh_s", minimum=0.0, exclusive_minimum=True, default=30.0)
-    nominate = f.integer("nominate", minimum=1, default=1)
-    f.check("nominate", nominate <= MAX_NOMINATED, f"at most {MAX_NOMINATED} (the Workload CRD's maxItems)")
-    return DispatcherSettings(
-        dispatcher_name=name,
-        kueue_namespace=f.string("kueue_namespace", default=KUEUE_NAMESPACE),
-        kueue_configmap=f.string("kueue_configmap", default=KUEUE_CONFIGMAP),
-        field_manager=f.string("field_manager", default=ADMISSION_FIELD_MANAGER),
-        nominate=nominate,
-        renominate_after_s=f.number("renominate_after_s", minimum=0.0, exclusive_minimum=True, default=300.0),
-        policy=policy,
-        weights=parse_weights(f),
-        refresh_s=refresh,
-        stale_after_s=f.number("stale_after_s", minimum=refresh, default=max(120.0, refresh)),
-        leader_election=parse_leader_election(f, LEASE_NAME),
+class DispatcherConfigDoc(SettingsDocument):
+    KIND: ClassVar[str] = "DispatcherConfig"
+    DESCRIPTION: ClassVar[str] = (
+        "The MultiKueue dispatcher's settings (`geosched multikueue dispatch --config`; deploy/multikueue's "
+        "ConfigMap mounts it)."
     )
+
+    dispatcher_name: Text = DEFAULT_DISPATCHER  # what Kueue's multiKueue.dispatcherName must say
+    kueue_namespace: Text = KUEUE_NAMESPACE
+    kueue_configmap: Text = KUEUE_CONFIGMAP
+    field_manager: Text = ADMISSION_FIELD_MANAGER  # the manager Kueue's docs require for nominatedClusterNames
+    nominate: int = integer(1, MAX_NOMINATED, default=1)  # how many clusters to nominate, best first
+    renominate_after_s: float = number(0.0, exclusive_minimum=True, default=300.0)
+    policy: PolicyName = policies.DEFAULT_POLICY
+    weights: WeightsDecl | None = None
+    refresh_s: float = number(0.0, exclusive_minimum=True, default=30.0)
+    stale_after_s: float | None = number(None, default=None, json_schema_extra={"exclusiveMinimum": 0})
+    leader_election: LeaderElectionDecl | None = None
+
+    @classmethod
+    def _header(cls, data: Any) -> None:
+        super()._header(data)
+        nominate = data.get("nominate")
+        if type(nominate) is int and MAX_NOMINATED < nominate <= MAX_INTEGER:  # past it: too large, as any integer
+            raise Refused(f"at most {MAX_NOMINATED} (the Workload CRD's maxItems)", "nominate")
+
+    @field_validator("dispatcher_name")
+    @classmethod
+    def _ours(cls, name: str) -> str:
+        if name in (ALL_AT_ONCE, INCREMENTAL):
+            raise Refused(f"{name} is one of Kueue's built-in dispatchers; name ours (e.g. {DEFAULT_DISPATCHER})")
+        return name
+
+    @model_validator(mode="after")
+    def _stale_not_before_a_refresh(self) -> Self:
+        if self.stale_after_s is not None and self.stale_after_s < self.refresh_s:
+            raise Refused(f"must be >= {self.refresh_s:g}, got {self.stale_after_s:g}", "stale_after_s")
+        return self
+
+    def settings(self) -> DispatcherSettings:
+        return DispatcherSettings(
+            dispatcher_name=self.dispatcher_name,
+            kueue_namespace=self.kueue_namespace,
+            kueue_configmap=self.kueue_configmap,
+            field_manager=self.field_manager,
+            nominate=self.nominate,
+            renominate_after_s=self.renominate_after_s,
+            policy=self.policy,
+            weights=self.weights.weights() if self.weights is not None else Weights(),
+            refresh_s=self.refresh_s,
+            stale_after_s=max(120.0, self.refresh_s) if self.stale_after_s is None else self.stale_after_s,
+            leader_election=election(self.leader_election, LEASE_NAME),
+        )
+
+
+def parse_settings(data: Any, source: str) -> DispatcherSettings:
+    return DispatcherConfigDoc.read(data or {}, source).settings()
 
 
 def load_settings(path: Path) -> DispatcherSettings:

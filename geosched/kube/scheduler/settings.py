@@ -24,17 +24,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
-from geosched import documents, policies
-from geosched.documents import API_VERSION
-from geosched.fields import Fields
+from pydantic import model_validator
+
+from geosched import policies
+from geosched.decl.base import Declared, Refused, SettingsDocument, Strings, Text, integer, number
+from geosched.decl.job import PolicyName, WeightsDecl
 from geosched.gate import Kind, load_document
 from geosched.models import Weights
 
-TOP = {"apiVersion", "kind", "scheduler_name", "namespaces", "policy", "weights", "leader_election",
-       "backoff_initial_s", "backoff_max_s", "watch_timeout_s"}
-LEADER = {"enabled", "namespace", "name", "lease_duration_s", "renew_deadline_s", "retry_period_s"}
 DEFAULT_NAMESPACE = "geosched-system"
 
 
@@ -60,60 +59,80 @@ class SchedulerSettings:
     watch_timeout_s: int = 300
 
 
-def parse_settings(data: Any, source: str) -> SchedulerSettings:
-    f = Fields(data or {}, source, "", TOP)
-    check_kind(f, "SchedulerConfig")
-    policy = parse_policy(f)
-    initial = f.number("backoff_initial_s", minimum=0.0, default=1.0)
-    return SchedulerSettings(
-        scheduler_name=f.string("scheduler_name", default="geosched"),
-        namespaces=tuple(f.strings("namespaces")),
-        policy=policy,
-        weights=parse_weights(f),
-        leader_election=parse_leader_election(f),
-        backoff_initial_s=initial,
-        backoff_max_s=f.number("backoff_max_s", minimum=initial, default=max(60.0, initial)),
-        watch_timeout_s=f.integer("watch_timeout_s", minimum=1, default=300),
+class LeaderElectionDecl(Declared):
+    """The Lease replicas take turns by (the scheduler's and the MultiKueue dispatcher's)."""
+
+    enabled: bool | None = None
+    namespace: Text = DEFAULT_NAMESPACE
+    name: Text | None = None  # absent: the component's own Lease name
+    lease_duration_s: float | None = number(None, default=None, json_schema_extra={"exclusiveMinimum": 0})
+    renew_deadline_s: float | None = number(None, default=None, json_schema_extra={"exclusiveMinimum": 0})
+    retry_period_s: float = number(0.0, exclusive_minimum=True, default=2.0)
+
+    @model_validator(mode="after")
+    def _renew_before_the_lease_lapses(self) -> Self:
+        # client-go's rule: the leader gives up (renew deadline) before anyone else may take over (lease duration).
+        renew = self.renew_deadline_s
+        if renew is not None and renew < self.retry_period_s:
+            raise Refused(f"must be >= {self.retry_period_s:g}, got {renew:g}", "renew_deadline_s")
+        renew = max(10.0, self.retry_period_s) if renew is None else renew
+        if self.lease_duration_s is not None and self.lease_duration_s <= renew:
+            raise Refused(f"must be > {renew:g}, got {self.lease_duration_s:g}", "lease_duration_s")
+        return self
+
+    def election(self, default_name: str) -> LeaderElection:
+        renew = max(10.0, self.retry_period_s) if self.renew_deadline_s is None else self.renew_deadline_s
+        return LeaderElection(
+            enabled=True if self.enabled is None else self.enabled,
+            namespace=self.namespace,
+            name=self.name or default_name,
+            lease_duration_s=max(15.0, renew * 1.5) if self.lease_duration_s is None else self.lease_duration_s,
+            renew_deadline_s=renew,
+            retry_period_s=self.retry_period_s,
+        )
+
+
+def election(decl: LeaderElectionDecl | None, default_name: str) -> LeaderElection:
+    return LeaderElection(name=default_name) if decl is None else decl.election(default_name)
+
+
+class SchedulerConfigDoc(SettingsDocument):
+    KIND: ClassVar[str] = "SchedulerConfig"
+    DESCRIPTION: ClassVar[str] = (
+        "The scheduler mode's settings (`geosched scheduler run --config`; the ConfigMap in deploy/ mounts it)."
     )
 
+    scheduler_name: Text = "geosched"  # pods with this spec.schedulerName are ours
+    namespaces: Strings | None = None  # schedule pods of these namespaces only (default: all)
+    policy: PolicyName = policies.DEFAULT_POLICY
+    weights: WeightsDecl | None = None
+    leader_election: LeaderElectionDecl | None = None
+    backoff_initial_s: float = number(0.0, default=1.0)  # a gang that did not fit waits, doubling up to max
+    backoff_max_s: float | None = number(None, default=None, json_schema_extra={"minimum": 0})
+    watch_timeout_s: int = integer(1, default=300)  # each watch is re-listed at least this often
 
-def check_kind(f: Fields, kind: str) -> None:
-    """The optional apiVersion and kind of a geosched settings document."""
-    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
-        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
-    if f.has("kind") and f.raw("kind") != kind:
-        raise f.error("kind", f"expected {kind!r}, got {f.raw('kind')!r}")
+    @model_validator(mode="after")
+    def _max_not_below_initial(self) -> Self:
+        if self.backoff_max_s is not None and self.backoff_max_s < self.backoff_initial_s:
+            raise Refused(f"must be >= {self.backoff_initial_s:g}, got {self.backoff_max_s:g}", "backoff_max_s")
+        return self
+
+    def settings(self) -> SchedulerSettings:
+        initial = self.backoff_initial_s
+        return SchedulerSettings(
+            scheduler_name=self.scheduler_name,
+            namespaces=tuple(self.namespaces or ()),
+            policy=self.policy,
+            weights=self.weights.weights() if self.weights is not None else Weights(),
+            leader_election=election(self.leader_election, "geosched-scheduler"),
+            backoff_initial_s=initial,
+            backoff_max_s=max(60.0, initial) if self.backoff_max_s is None else self.backoff_max_s,
+            watch_timeout_s=self.watch_timeout_s,
+        )
 
 
-def parse_policy(f: Fields) -> str:
-    policy = f.string("policy", default=policies.DEFAULT_POLICY)
-    f.check("policy", policy in policies.names(), f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
-    return policy
-
-
-def parse_weights(f: Fields) -> Weights:
-    """The optional `weights` block (the scheduler's and the MultiKueue dispatcher's settings): one parser for
-    every config, `documents.parse_weights`."""
-    if not f.has("weights"):
-        return Weights()
-    return documents.parse_weights(f.raw("weights"), f.source, f.at("weights"))
-
-
-def parse_leader_election(f: Fields, default_name: str = "geosched-scheduler") -> LeaderElection:
-    if not f.has("leader_election"):
-        return LeaderElection(name=default_name)
-    e = Fields(f.raw("leader_election"), f.source, f.at("leader_election"), LEADER)
-    enabled = e.raw("enabled")
-    if enabled is not None and not isinstance(enabled, bool):
-        raise e.error("enabled", f"expected true or false, got {enabled!r}")
-    retry = e.number("retry_period_s", minimum=0.0, exclusive_minimum=True, default=2.0)
-    renew = e.number("renew_deadline_s", minimum=retry, default=max(10.0, retry))
-    # client-go's rule: the leader gives up (renew deadline) before anyone else may take over (lease duration).
-    duration = e.number("lease_duration_s", minimum=renew, exclusive_minimum=True, default=max(15.0, renew * 1.5))
-    return LeaderElection(enabled=True if enabled is None else enabled,
-                          namespace=e.string("namespace", default=DEFAULT_NAMESPACE),
-                          name=e.string("name", default=default_name),
-                          lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry)
+def parse_settings(data: Any, source: str) -> SchedulerSettings:
+    return SchedulerConfigDoc.read(data or {}, source).settings()
 
 
 def load_settings(path: Path) -> SchedulerSettings:
