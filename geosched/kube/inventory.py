@@ -32,12 +32,10 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from geosched import catalog, clouds
 from geosched.kube import gpuidentity, keys, nodeprice, resources
 from geosched.kube.objpath import At
-from geosched.kube.quantity import whole_count
+from geosched.kube.quantity import parse_quantity, whole_count
 from geosched.kube.tolerations import GPU_ADMISSION, Toleration, node_taints, untolerated
 from geosched.models import Node, NodeState, Offering, Rejection
 
@@ -222,7 +220,7 @@ def quantity(value: Any) -> float | None:
     if value is None or isinstance(value, bool):
         return None
     try:
-        return float(parse_quantity(value))  # type: ignore[no-untyped-call]
+        return float(parse_quantity(value))
     except (ValueError, TypeError, ArithmeticError):
         return None
 

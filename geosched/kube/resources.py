@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from geosched.kube.objpath import At
+from geosched.kube.quantity import parse_quantity
 
 if TYPE_CHECKING:
     from geosched.policies.context import IntArray
@@ -49,15 +50,12 @@ def amount(resource: str, value: Any) -> int | None:
     None when it is not a quantity."""
     if value is None or isinstance(value, bool):
         return None
-    # Imported here: the kubernetes package's __init__ loads its whole client (0.3 s), which `geosched -h` skips.
-    from kubernetes.utils.quantity import parse_quantity
-
     try:
-        q = parse_quantity(value)  # type: ignore[no-untyped-call]
+        q = parse_quantity(value)
     except (ValueError, TypeError, ArithmeticError):
         return None
     scaled = q * 1000 if resource == CPU else q
-    whole: int = math.ceil(scaled)  # parse_quantity gives a Decimal: exact, so 100m is 100 millicores
+    whole: int = math.ceil(scaled)  # a Decimal: exact, so 100m is 100 millicores
     return max(0, whole)
 
 
