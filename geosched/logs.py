@@ -31,7 +31,17 @@ class _Stderr(logging.Handler):
 
 
 def _own(record: logging.LogRecord) -> bool:
-    return record.name == "geosched" or record.name.startswith("geosched.")
+    """geosched's records that no logger below the root handles: as the last-resort handler it stands in for, a
+    package that routes its records elsewhere keeps them there (`geosched.providers` has a NullHandler, its lines
+    go to the provisioning log, and its error says the cause in one line)."""
+    if not (record.name == "geosched" or record.name.startswith("geosched.")):
+        return False
+    logger: logging.Logger | None = logging.getLogger(record.name)
+    while logger is not None and logger is not logging.getLogger():
+        if logger.handlers:
+            return False
+        logger = logger.parent if logger.propagate else None
+    return True
 
 
 def one_shot() -> None:
