@@ -138,7 +138,7 @@ def test_down_finds_a_tagged_group_the_journal_lost(store: Store, cluster: EksCl
                                  tags={"geosched-gang": "g-tags", "geosched-owner": owner,
                                        "geosched-attempt": "g-tags-1"})
     result = down(store, "g-tags", settings=fast())
-    assert (result.state, result.deleted) == ("terminated", 2)
+    assert (result.state, result.deleted) == ("terminated", 2), result.errors
     assert cluster.groups() == {}
 
 

@@ -6,7 +6,9 @@ Three moments: while the process waits for a created group to become ACTIVE (the
 moto makes every group ACTIVE at once, eks_extras.py); while its CreateNodegroup request is held by the server
 (the proxy stalls it, then forwards it to moto: the group appears after the process died, and `down` finds it
 through the intent row, waiting for the intent to settle); and while the DeleteNodegroup of a group that failed
-for capacity is held (the row says `deleting`).
+for capacity is held (the row says `deleting`); and, a p4d gang's group being made in a cluster placement group
+of its own, while the CreateLaunchTemplate after its CreatePlacementGroup is held (nothing but the intent row and
+the placement group exist). After each, `down` leaves no placement group or launch template of the gang either.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
+from geosched.providers.nodegroups import spec
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
 from geosched.report.ledger import ledger_intervals
@@ -84,14 +87,19 @@ def charged(home: Path, gang: str) -> list[tuple[str, bool]]:
         return sorted((i.name, i.end is None) for i in ledger_intervals(store) if i.job == gang)
 
 
-def assert_clean(home: Path, cluster: EksCluster, gang: str) -> None:
+def assert_clean(home: Path, cluster: EksCluster, gang: str, proxy: Ec2FaultProxy) -> None:
     with Store(home) as store:
+        prefix = spec.part_name(journal.owner(store), gang + "-")
         result = down(store, gang, settings=settings())
         assert (result.state, result.errors) == ("terminated", ())
         assert groups_journal.groups(store, gang=gang, states=groups_journal.OPEN_STATES) == []
         assert [i for i in ledger_intervals(store) if i.job == gang and i.end is None] == [], "charged past down"
         assert journal.gang_record(store, gang).state == "terminated"  # type: ignore[union-attr]
     assert cluster.groups() == {}, "down must leave no node group of the gang"
+    # Nor the cluster placement groups and launch templates the gang's groups were made with.
+    assert [n for n in proxy.placement_groups(REGION) if n.startswith(prefix)] == []
+    assert [t["LaunchTemplateName"] for t in cluster.ec2.describe_launch_templates()["LaunchTemplates"]
+            if t["LaunchTemplateName"].startswith(prefix)] == []
 
 
 @pytest.fixture
@@ -107,7 +115,7 @@ def test_killed_while_waiting_for_active(tmp_path: Path, proxy: Ec2FaultProxy, c
     assert list(cluster.groups()) == ["k-wait-1"], "the killed process left its group behind"
     assert charged(home, "k-wait") == [("k-wait-1#0", True), ("k-wait-1#1", True)], "the group exists: charged"
     proxy.nodegroups.clear()
-    assert_clean(home, cluster, "k-wait")
+    assert_clean(home, cluster, "k-wait", proxy)
     assert charged(home, "k-wait") == [("k-wait-1#0", False), ("k-wait-1#1", False)]
 
 
@@ -120,7 +128,7 @@ def test_killed_while_the_create_is_held_by_the_server(tmp_path: Path, proxy: Ec
     kill_when(home, proxy, cluster, "k-held", lambda: held.hits > 0)  # the server holds the create now
     assert cluster.groups() == {}, "killed before the held create reached moto"
     assert charged(home, "k-held") == [], "no group yet, so no interval: only the intent is journalled"
-    assert_clean(home, cluster, "k-held")
+    assert_clean(home, cluster, "k-held", proxy)
     # The held create has reached moto by now (the proxy logs a call once moto answered it): nothing it made is left.
     deadline = time.monotonic() + 30.0
     while proxy.log.count(method=create) == 0 and time.monotonic() < deadline:
@@ -140,4 +148,17 @@ def test_killed_while_rolling_back_a_failed_group(tmp_path: Path, proxy: Ec2Faul
     with Store(home) as store:
         assert [r.state for r in groups_journal.groups(store, gang="k-back")] == ["deleting"]
     assert charged(home, "k-back") == [("k-back-1#0", True), ("k-back-1#1", True)], "deleting: still billed"
-    assert_clean(home, cluster, "k-back")
+    assert_clean(home, cluster, "k-back", proxy)
+
+
+def test_killed_between_the_placement_group_and_the_group(tmp_path: Path, proxy: Ec2FaultProxy,
+                                                          cluster: EksCluster) -> None:
+    held = proxy.inject(Ec2Fault.stall(4.0), action="CreateLaunchTemplate")
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-parts", lambda: held.hits > 0)
+    with Store(home) as store:
+        assert [r.state for r in groups_journal.groups(store, gang="k-parts")] == ["intent"]
+        name = spec.part_name(journal.owner(store), "k-parts-1")
+    assert name in proxy.placement_groups(REGION), "the placement group is made before the template"
+    assert cluster.groups() == {}
+    assert_clean(home, cluster, "k-parts", proxy)

@@ -71,3 +71,36 @@ def test_a_failed_groups_issues_become_the_error_class_failover_acts_on(issues: 
     error = spec.failure("CREATE_FAILED", issues, "g-1")
     assert type(error) is kind and error.code == code
     assert error.message.startswith("node group g-1 CREATE_FAILED: ")
+
+
+@pytest.mark.parametrize(("instance_type", "nodes", "placed"), [
+    ("p4d.24xlarge", 2, True), ("p5.48xlarge", 8, True), ("p5en.48xlarge", 2, True), ("g6e.48xlarge", 4, True),
+    ("p5.48xlarge", 1, False),  # one node: nothing to keep close
+    ("t3.large", 4, False), ("mac2.metal", 2, False), ("m7i-flex.large", 2, False),  # EC2 User Guide: unsupported
+])
+def test_a_cluster_placement_group_where_the_type_takes_one_and_the_gang_has_several_nodes(
+        instance_type: str, nodes: int, placed: bool) -> None:
+    assert spec.cluster_placement(instance_type, nodes) is placed
+    assert (spec.parts(instance_type, nodes, "o1", "g-1") is not None) is placed
+
+
+def test_the_group_names_its_own_template_and_the_template_only_its_placement_group() -> None:
+    plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, None)
+    target = spec.targets(plan, CLUSTER)[0][0]
+    body = spec.create_request(target, gang="g", seq=1, owner="o1", token="g-1", nodes=2, node_role=NODE_ROLE,
+                               launch_template=("lt-0abc", 1))
+    assert body["launchTemplate"] == {"id": "lt-0abc", "version": "1"}
+    assert body["instanceTypes"] == ["p4d.24xlarge"] and body["subnets"] == ["subnet-b"]
+    parts = spec.parts("p4d.24xlarge", 2, "o1", "g-1")
+    assert parts == spec.Parts("geosched-o1-g-1")
+    tags = spec.tags("g", "o1", "g-1")
+    assert spec.placement_group_request(parts, tags) == {
+        "GroupName": "geosched-o1-g-1", "Strategy": "cluster", "TagSpecifications": [
+            {"ResourceType": "placement-group", "Tags": [{"Key": "geosched-gang", "Value": "g"},
+                                                         {"Key": "geosched-owner", "Value": "o1"},
+                                                         {"Key": "geosched-attempt", "Value": "g-1"}]}]}
+    data = spec.launch_template_request(parts, tags)["LaunchTemplateData"]
+    # EKS API reference LaunchTemplateSpecification: no SubnetId, IamInstanceProfile, RequestSpotInstances,
+    # HibernationOptions or TerminateInstances in a managed node group's template.
+    assert data == {"Placement": {"GroupName": "geosched-o1-g-1"},
+                    "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"}}

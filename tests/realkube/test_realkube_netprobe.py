@@ -44,7 +44,7 @@ from geosched.models import pair_key
 from geosched.probes.aggregate import node_pair_links
 from geosched.probes.failures import FailureKind
 from geosched.store import Store
-from geosched_emulators import MotoServer
+from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.providers.eks_support import NODE_ROLE, one_subnet_cluster
 from tests.providers.prov_support import aws_env
 from tests.realkube.cluster import client_user, kubeconfig, kubeconfig_entry
@@ -259,8 +259,17 @@ def moto() -> Iterator[MotoServer]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def front(moto: MotoServer) -> Iterator[Ec2FaultProxy]:
+    """What geosched talks to: moto behind the fault proxy, which answers the placement group calls moto lacks (a
+    multi-node p5 gang's group is made in a cluster placement group of its own: providers/README.md)."""
+    with Ec2FaultProxy(moto.url) as proxy:
+        yield proxy
+
+
 def test_up_probe_measures_the_new_nodes_over_the_cluster_and_places_on_the_measurements(
-        realkube: Plane, moto: MotoServer, iperf_port: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        realkube: Plane, moto: MotoServer, front: Ec2FaultProxy, iperf_port: int, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """`geosched up --probe` in this process (so the kubelet stand-in's logs can be the probe's log source): a
     2-node p5 group joins (tests/realkube/nodegroups.py), the probe pods land on exactly its nodes through the
     group's taint nvidia.com/gpu=true:NoSchedule, their measurements reach the store and the placement, every probe
@@ -277,7 +286,7 @@ def test_up_probe_measures_the_new_nodes_over_the_cluster_and_places_on_the_meas
             result = CliRunner().invoke(app, [
                 "--home", str(home), "up", str(job), "--cluster", EKS, "--kubeconfig", str(realkube.kubeconfig),
                 "--clusters", str(config), "--region", "us-east-1", "--node-role", NODE_ROLE, "--name", "probed",
-                "--yes", "--probe", "--probe-timeout", "120", "--join-timeout", "120"], env=aws_env(moto.url))
+                "--yes", "--probe", "--probe-timeout", "120", "--join-timeout", "120"], env=aws_env(front.url))
             assert result.exit_code == 0, (result.output, result.exception)
             [group] = controller.made
             new = sorted(controller.made[group])
@@ -301,6 +310,6 @@ def test_up_probe_measures_the_new_nodes_over_the_cluster_and_places_on_the_meas
         link = view.node_link(*new)
         assert link is not None and 0 < link.rtt_p50_ms < 50 and link.loss == 0.0 and link.throughput_gbps > 0.1
         assert view.zone_link("use1-az6", "use1-az6") is not None
-        down = CliRunner().invoke(app, ["--home", str(home), "down", "probed", "--yes"], env=aws_env(moto.url))
+        down = CliRunner().invoke(app, ["--home", str(home), "down", "probed", "--yes"], env=aws_env(front.url))
         assert down.exit_code == 0, down.output
     assert controller.errors == []

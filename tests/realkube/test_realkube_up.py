@@ -1,7 +1,9 @@
 """`geosched up` end to end on the real control plane: an EKS managed node group made on moto's EKS (real boto3),
 its machines joining the real EKS-shaped cluster as kwok Nodes (tests/realkube/nodegroups.py, the test controller
 standing in for EKS), geosched waiting for them to be Ready, placing the gang on exactly them, the real
-kube-scheduler binding every pod there, and `geosched down` leaving no group and no node behind.
+kube-scheduler binding every pod there, and `geosched down` leaving no group, no node, and none of the cluster
+placement group and launch template the group was made with behind. geosched talks to moto through the fault
+proxy, which answers the placement group calls moto lacks.
 
 The moto cluster is named like the real one (eks-us-east-1) and has one subnet, in use1-az6: moto names that zone
 us-east-1a, as the plane's EKS account does (plane.py), so the new nodes sit in the same zone as the cluster's two
@@ -20,7 +22,7 @@ import yaml
 
 from geosched.report.ledger import ledger_intervals
 from geosched.store import Store
-from geosched_emulators import MotoServer
+from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.providers.eks_support import NODE_ROLE, clients, one_subnet_cluster
 from tests.providers.prov_support import aws_env
 from tests.realkube.nodegroups import NODEGROUP, NodegroupController
@@ -48,6 +50,14 @@ def moto() -> Iterator[MotoServer]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def front(moto: MotoServer) -> Iterator[Ec2FaultProxy]:
+    """What geosched talks to: moto behind the fault proxy, which answers the placement group calls moto lacks (a
+    multi-node p5 gang's group is made in a cluster placement group of its own: providers/README.md)."""
+    with Ec2FaultProxy(moto.url) as proxy:
+        yield proxy
+
+
 def groups(moto: MotoServer) -> list[str]:
     eks, _ = clients(moto.url)
     return list(eks.list_nodegroups(clusterName=EKS)["nodegroups"])
@@ -65,21 +75,21 @@ def charged(home: Path) -> list[tuple[str | None, str | None, str | None, str | 
         return [(i.job, i.cluster, i.zone, i.instance_type, i.end is None) for i in ledger_intervals(store)]
 
 
-def up(plane: Plane, moto: MotoServer, tmp_path: Path, ns: str, gang: str, *extra: str) -> tuple[Any, float]:
+def up(plane: Plane, front: Ec2FaultProxy, tmp_path: Path, ns: str, gang: str, *extra: str) -> tuple[Any, float]:
     config = cluster_config(tmp_path / "clusters.yaml", {EKS: {"namespace": ns}})
     job = compact_job(tmp_path / "train.yaml", "train", workers=8, gpus=8)
     start = time.monotonic()
     proc = geosched("up", str(job), "--cluster", EKS, "--kubeconfig", str(plane.kubeconfig), "--clusters",
                     str(config), "--region", "us-east-1", "--node-role", NODE_ROLE, "--name", gang, "--yes", *extra,
-                    env=aws_env(moto.url), home=tmp_path / "home", timeout=600)
+                    env=aws_env(front.url), home=tmp_path / "home", timeout=600)
     return proc, time.monotonic() - start
 
 
 def test_up_puts_an_8_node_h100_gang_on_its_new_node_group_and_down_removes_both(
-        realkube: Plane, moto: MotoServer, tmp_path: Path) -> None:
+        realkube: Plane, moto: MotoServer, front: Ec2FaultProxy, tmp_path: Path) -> None:
     with realkube.namespace("up-h100", clusters=(EKS,)) as ns, \
             NodegroupController(moto.url, EKS, realkube, EKS) as controller:
-        proc, _ = up(realkube, moto, tmp_path, ns, "up-h100", "--join-timeout", "180", "-o", "json")
+        proc, _ = up(realkube, front, tmp_path, ns, "up-h100", "--join-timeout", "180", "-o", "json")
         assert proc.returncode == 0, proc.stderr
         outcome = yaml.safe_load(proc.stdout)
         assert (outcome["kind"], outcome["status"], outcome["cluster"], outcome["zones"]) == (
@@ -101,25 +111,30 @@ def test_up_puts_an_8_node_h100_gang_on_its_new_node_group_and_down_removes_both
             wait_until(lambda: not pods(kube, ns, job_pods_selector("train")), 120, what="the job's pods gone")
         # The group is charged to the job, node by node, while it exists: idle now that the job is gone.
         assert charged(tmp_path / "home") == [("train", EKS, ZONE_ID, "p5.48xlarge", True)] * 8
-        down = geosched("down", "up-h100", "--yes", "-o", "json", env=aws_env(moto.url), home=tmp_path / "home")
+        down = geosched("down", "up-h100", "--yes", "-o", "json", env=aws_env(front.url), home=tmp_path / "home")
         assert down.returncode == 0, down.stderr
         [row] = yaml.safe_load(down.stdout)["items"]
         assert (row["state"], row["terminated"]) == ("terminated", 1)
         assert charged(tmp_path / "home") == [("train", EKS, ZONE_ID, "p5.48xlarge", False)] * 8
         assert groups(moto) == []
+        # The group was made in a cluster placement group of its own (8 x p5.48xlarge), with a launch template
+        # naming it: both gone with it.
+        assert front.log.count(method="CreatePlacementGroup", status=200) == 1
+        assert front.placement_groups("us-east-1") == {}
+        assert clients(moto.url)[1].describe_launch_templates()["LaunchTemplates"] == []
         wait_until(lambda: not group_nodes(realkube, group), 60, what=f"the nodes of {group} gone")
     assert controller.errors == []
 
 
 def test_nodes_that_never_become_ready_are_one_line_within_the_deadline_and_leave_nothing(
-        realkube: Plane, moto: MotoServer, tmp_path: Path) -> None:
+        realkube: Plane, moto: MotoServer, front: Ec2FaultProxy, tmp_path: Path) -> None:
     timeout = 15.0
     with realkube.namespace("up-notready", clusters=(EKS,)) as ns, \
             NodegroupController(moto.url, EKS, realkube, EKS, ready=False) as controller:
         # The same command as a dry run: the process, the plan and the cluster read, without the wait.
-        baseline, base_s = up(realkube, moto, tmp_path, ns, "up-dry", "--dry-run")
+        baseline, base_s = up(realkube, front, tmp_path, ns, "up-dry", "--dry-run")
         assert baseline.returncode == 0, baseline.stderr
-        proc, took = up(realkube, moto, tmp_path, ns, "up-notready", "--join-timeout", f"{timeout:g}")
+        proc, took = up(realkube, front, tmp_path, ns, "up-notready", "--join-timeout", f"{timeout:g}")
         # The cluster's one zone failed over as a capacity refusal: no zone left, so no fit (exit 3).
         assert proc.returncode == 3, proc.stderr
         assert "Traceback" not in proc.stderr
@@ -137,11 +152,12 @@ def test_nodes_that_never_become_ready_are_one_line_within_the_deadline_and_leav
         # plus the group's deletion (moto answers at once); loose for a loaded 2-core machine.
         assert took < timeout + 3 * base_s + 30, (took, base_s)
         assert groups(moto) == []
+        assert front.placement_groups("us-east-1") == {}, "the rollback deletes the group's placement group too"
         with realkube.kube(EKS) as kube:
             wait_until(lambda: not kube.list_all("/api/v1/nodes", label_selector="geosched.io/gang=up-notready")[0],
                        60, what="the never-Ready nodes gone")
         assert controller.made == {}
-        status = geosched("status", "up-notready", "-o", "json", env=aws_env(moto.url), home=tmp_path / "home")
+        status = geosched("status", "up-notready", "-o", "json", env=aws_env(front.url), home=tmp_path / "home")
         assert status.returncode == 0, status.stderr
         doc = yaml.safe_load(status.stdout)
         assert [g["state"] for g in doc["nodegroups"]] == ["deleted"]

@@ -22,7 +22,7 @@ import yaml
 from geosched.providers import journal
 from geosched.report.ledger import ledger_intervals
 from geosched.store import Store
-from geosched_emulators import MotoServer
+from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.providers.eks_support import NODE_ROLE, ROLE, clients
 from tests.providers.prov_support import aws_env
 from tests.realkube.nodegroups import NODEGROUP, NOT_READY, NodegroupController
@@ -56,6 +56,14 @@ def moto() -> Iterator[MotoServer]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def front(moto: MotoServer) -> Iterator[Ec2FaultProxy]:
+    """What geosched talks to: moto behind the fault proxy, which answers the placement group calls moto lacks (a
+    multi-node p5 gang's group is made in a cluster placement group of its own: providers/README.md)."""
+    with Ec2FaultProxy(moto.url) as proxy:
+        yield proxy
+
+
 def groups(moto: MotoServer) -> list[str]:
     eks, _ = clients(moto.url)
     return list(eks.list_nodegroups(clusterName=EKS)["nodegroups"])
@@ -67,7 +75,7 @@ def nodes_of(plane: Plane, selector: str) -> list[str]:
 
 
 def test_a_group_whose_nodes_never_become_ready_is_deleted_and_the_gang_lands_in_the_next_zone(
-        realkube: Plane, moto: MotoServer, tmp_path: Path) -> None:
+        realkube: Plane, moto: MotoServer, front: Ec2FaultProxy, tmp_path: Path) -> None:
     timeout, home = 20.0, tmp_path / "home"
     with realkube.namespace("up-failover", clusters=(EKS,)) as ns, \
             NodegroupController(moto.url, EKS, realkube, EKS, zones={FIRST: NOT_READY}) as controller:
@@ -75,7 +83,7 @@ def test_a_group_whose_nodes_never_become_ready_is_deleted_and_the_gang_lands_in
         job = compact_job(tmp_path / "train.yaml", "train", workers=8, gpus=8)
         proc = geosched("up", str(job), "--cluster", EKS, "--kubeconfig", str(realkube.kubeconfig), "--clusters",
                         str(config), "--region", "us-east-1", "--node-role", NODE_ROLE, "--name", "fo", "--yes",
-                        "--join-timeout", f"{timeout:g}", env=aws_env(moto.url), home=home, timeout=600)
+                        "--join-timeout", f"{timeout:g}", env=aws_env(front.url), home=home, timeout=600)
         assert proc.returncode == 0, proc.stderr
         assert "Traceback" not in proc.stderr
         # What did not come up is named, on stderr as it happened: the group, its zone, the nodes and their cause.
@@ -112,7 +120,7 @@ def test_a_group_whose_nodes_never_become_ready_is_deleted_and_the_gang_lands_in
             assert {b.fleet_zone for b in bound} == {NEXT}
             kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
                          query={"propagationPolicy": "Background"})
-        down = geosched("down", "fo", "--yes", "-o", "json", env=aws_env(moto.url), home=home)
+        down = geosched("down", "fo", "--yes", "-o", "json", env=aws_env(front.url), home=home)
         assert down.returncode == 0, down.stderr
         [row] = yaml.safe_load(down.stdout)["items"]
         assert row["state"] == "terminated"

@@ -8,7 +8,8 @@ to; a backend answers in these terms:
   the failure means in the provider error taxonomy (`base.ProviderError` classes, which failover reads);
 - `Target`: one zone of the plan the cluster can hold, and where in the cluster the pool goes (`where`: the EKS
   subnet, or the GKE cluster's location, which addresses the pool in every later call);
-- `Backend`: read the cluster, choose its targets, create / describe / delete / list pools. Errors leave as
+- `Backend`: read the cluster, choose its targets, create / describe / delete / list pools, and release what a
+  create made beside its pool once the pool is gone. Errors leave as
   `ProviderError`; `InUse` and `RefusedRequest` say what launch treats specially.
 
 Backends: `eks.Eks` (boto3, EKS managed node groups) and `gke.Gke` (google-cloud-container, GKE node pools).
@@ -96,6 +97,11 @@ class Backend(Protocol):
 
     def names(self, cluster: str, where: str, budget: Budget) -> list[str]:
         """The names of the cluster's pools (every pool, geosched's or not)."""
+
+    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget) -> list[str]:
+        """Once pool `name` is gone (or was never made): delete what its create made beside it (EKS: the
+        cluster placement group and launch template of `spec.parts`), each only if it exists; what was deleted,
+        for messages. A cloud that makes nothing beside its pools (GKE) returns []."""
 
 
 def pool_name(gang: str, seq: int) -> str:

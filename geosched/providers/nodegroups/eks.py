@@ -1,6 +1,8 @@
 """The boto3 edge of node groups: EKS DescribeCluster, CreateNodegroup, DescribeNodegroup, DeleteNodegroup,
-ListNodegroups, and EC2 DescribeSubnets for the cluster's subnets. SDK types stay here; errors leave as the
-provider taxonomy (`base.ProviderError` classes), through the EC2 classifier plus EKS's own codes.
+ListNodegroups, and EC2 DescribeSubnets for the cluster's subnets; for a gang whose instance type a cluster
+placement group takes (`spec.cluster_placement`), EC2 CreatePlacementGroup and CreateLaunchTemplate before the
+group and DeleteLaunchTemplate and DeletePlacementGroup once it is gone (`release`). SDK types stay here; errors
+leave as the provider taxonomy (`base.ProviderError` classes), through the EC2 classifier plus EKS's own codes.
 
 Endpoint, region chain and credentials come from boto3's standard configuration (as `aws.py`); botocore's retries
 are off so the retry policy decides. Every call counts on the `Budget` it is given and refuses to start past its
@@ -19,6 +21,7 @@ from botocore.config import Config  # type: ignore[import-untyped]
 
 from geosched.providers import aws
 from geosched.providers.base import (
+    OWNER_TAG,
     Budget,
     CapacityError,
     ProviderError,
@@ -35,6 +38,14 @@ from geosched.providers.plan import Plan, Skipped
 T = TypeVar("T")
 # EKS API reference, "Common Errors" and each action's errors: what they mean for failover.
 NOT_FOUND = "ResourceNotFoundException"
+# EC2 API reference, "Error codes": a part already made (a create retried after its answer was lost: the name
+# holds the store's owner id and the attempt, so it is this attempt's), a part already gone, a placement group
+# that still holds instances (the group's last ones terminating: retried in place).
+PG_EXISTS = "InvalidPlacementGroup.Duplicate"
+PG_GONE = "InvalidPlacementGroup.Unknown"
+PG_IN_USE = "InvalidPlacementGroup.InUse"
+LT_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
+LT_GONE = frozenset({"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"})
 IN_USE = "ResourceInUseException"
 REQUEST_CODES = frozenset({"InvalidParameterException", "InvalidRequestException", "ClientException"})
 EKS_CODES: dict[str, type[ProviderError]] = {
@@ -114,9 +125,51 @@ class Eks:
         if self.node_role is None:
             raise RefusedRequest("no node role: an EKS node group needs the IAM role ARN its nodes run as",
                                  code="NoNodeRole")
+        name = spec.group_name(gang, seq)
+        parts = spec.parts(target.candidate.instance_type, nodes, owner, name)
+        template = None if parts is None else self._make_parts(parts, spec.tags(gang, owner, token), budget)
         request = spec.create_request(target, gang=gang, seq=seq, owner=owner, token=token, nodes=nodes,
-                                      node_role=self.node_role)
+                                      node_role=self.node_role, launch_template=template)
         return pool(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
+
+    def _make_parts(self, parts: spec.Parts, tag_map: Mapping[str, str], budget: Budget) -> tuple[str, int]:
+        """The placement group, then the launch template naming it; each found instead when a retried create
+        made it already. The template's (id, version)."""
+        pg = spec.placement_group_request(parts, tag_map)
+        _call(budget, lambda: _unless(PG_EXISTS, lambda: self._ec2.create_placement_group(**pg)), mutating=True)
+        lt = spec.launch_template_request(parts, tag_map)
+        made = _call(budget, lambda: _unless(LT_EXISTS, lambda: self._ec2.create_launch_template(**lt)),
+                     mutating=True)
+        if made is None:
+            made = _call(budget, lambda: self._ec2.describe_launch_templates(LaunchTemplateNames=[parts.name]))
+            made = {"LaunchTemplate": made["LaunchTemplates"][0]}
+        got = made["LaunchTemplate"]
+        return str(got["LaunchTemplateId"]), int(got.get("LatestVersionNumber") or 1)
+
+    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget) -> list[str]:
+        """The group's launch template, then its placement group (which EC2 refuses to delete while it holds
+        instances: InUse, retried), each only if it exists."""
+        parts = spec.parts(instance_type, nodes, owner, name)
+        if parts is None:
+            return []
+        out: list[str] = []
+        # Looked up by name, then deleted by id: DescribeLaunchTemplates answers a name EC2 does not know with
+        # InvalidLaunchTemplateName.NotFoundException (moto too; moto's DeleteLaunchTemplate answers it with
+        # MissingParameter instead), and the template's tags say it is this store's.
+        found = _call(budget, lambda: _unless(LT_GONE, lambda: self._ec2.describe_launch_templates(
+            LaunchTemplateNames=[parts.name])))
+        for template in (found or {}).get("LaunchTemplates") or []:
+            tag_map = {t["Key"]: t["Value"] for t in template.get("Tags") or []}
+            if tag_map.get(OWNER_TAG, owner) != owner:
+                continue
+            delete = partial(self._ec2.delete_launch_template, LaunchTemplateId=str(template["LaunchTemplateId"]))
+            if _call(budget, partial(_unless, LT_GONE, delete), mutating=True) is not None:
+                out.append(f"launch template {parts.name}")
+        gone = _call(budget, lambda: _unless({PG_GONE}, lambda: self._ec2.delete_placement_group(
+            GroupName=parts.name), in_use=PG_IN_USE), mutating=True)
+        if gone is not None:
+            out.append(f"placement group {parts.name}")
+        return out
 
     def describe(self, cluster: str, where: str, name: str, budget: Budget) -> Pool | None:
         """The group, or None once EKS no longer knows it."""
@@ -169,6 +222,21 @@ def pool(group: Mapping[str, Any]) -> Pool:
     return Pool(name, neutral, dict(group.get("tags") or {}), group.get("nodegroupArn"), str(subnets[0]),
                 str(group.get("capacityType", "")), int((group.get("scalingConfig") or {}).get("desiredSize", 0)),
                 failure)
+
+
+def _unless(codes: str | frozenset[str] | set[str], fn: Callable[[], T], *, in_use: str | None = None) -> T | None:
+    """`fn`'s answer, or None when EC2 answers one of `codes` (a part already there, or already gone); `in_use`
+    (a placement group still holding instances) is transient: retried in place by the caller's policy."""
+    wanted = {codes} if isinstance(codes, str) else set(codes)
+    try:
+        return fn()
+    except bex.ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in wanted:
+            return None
+        if in_use is not None and code == in_use:
+            raise TransientError(str(exc.response.get("Error", {}).get("Message", "")), code=code) from None
+        raise
 
 
 class _Missing(Exception):

@@ -182,6 +182,11 @@ class Gke:
             return []
         return [str(p.name) for p in raw.node_pools]
 
+    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget) -> list[str]:
+        """Nothing: a node pool's compact placement policy is GKE's own (`placementPolicy` of the pool), made and
+        deleted with it."""
+        return []
+
     def _operation_error(self, path: str, budget: Budget) -> str | None:
         """The message of a finished operation's error, or None while it runs or when it succeeded."""
         op = _call(budget, lambda t: self._client.get_operation(name=path, retry=None, timeout=t))

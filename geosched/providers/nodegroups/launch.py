@@ -20,6 +20,11 @@ sites.py gives, each zone by zone; the blocks hold across them, and a refused re
 `down`: every group the journal names for the gang, plus any group in those clusters tagged with this store's
 owner and the gang (what a crash left without a row), is deleted and waited for; a group that exists under a
 journalled name but is not tagged as this store's is left alone. Nothing else in the cluster is touched.
+
+What a create makes beside its group (EKS: a cluster placement group and the launch template naming it,
+`Backend.release`) is journalled by the group's row: its `intent` is written before the first of those calls and
+their names follow from the row's, so wherever a row is closed (`deleted`: the group gone, never made, refused, or
+not this store's) they are deleted first; a row whose parts could not be deleted stays open for `down` to retry.
 """
 
 from __future__ import annotations
@@ -341,9 +346,28 @@ def _cleanup(store: Store, backend: Backend, row: GroupRecord, error: ProviderEr
     unknown, a group that failed or never became ACTIVE) is deleted."""
     current = groups_journal.group(store, row.id) or row
     if current.state == "intent" and not isinstance(error, StallError):
+        # The group was refused; what its create made before it (EKS: placement group, launch template) was not.
+        budget = Budget(settings.delete_timeout_s, settings.call_timeout_s)
+        failed = _release(backend, current, owner, budget, settings)
+        if failed is not None:
+            return _Deleted(False, True, budget.calls, failed)
         groups_journal.mark(store, row.id, "deleted", note="the create was refused")
-        return _Deleted(True, False, 0)
+        return _Deleted(True, False, budget.calls)
     return _delete(store, backend, current, owner, settings)
+
+
+def _release(backend: Backend, row: GroupRecord, owner: str, budget: Budget, settings: GroupSettings) -> str | None:
+    """Delete what the row's create made beside its group (`Backend.release`), once the group is gone: None when
+    done (nothing there included), else why not (the row then stays open, for `down` to try again)."""
+    try:
+        released = call(lambda: backend.release(row.name, owner=owner, instance_type=row.instance_type,
+                                                nodes=row.nodes, budget=budget), budget, settings.retry,
+                        sleep=settings.sleep)
+    except ProviderError as error:
+        return f"{row.name}'s parts: {error.kind}: {error.message}"
+    if released:
+        log.info("%s %s: deleted %s", backend.kind, row.name, ", ".join(released))
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +392,11 @@ def _delete(store: Store, backend: Backend, row: GroupRecord, owner: str, settin
         while found is None and row.state == "intent" and time.time() - row.created_at < settings.settle_s:
             settings.sleep(settings.poll_s)
             found = look()
+        if found is None or not pools.ours(found.tags, owner, row.gang):
+            # Either way no group of ours stands: what the create made beside one (named for this store) goes.
+            failed = _release(backend, row, owner, budget, settings)
+            if failed is not None:
+                return _Deleted(False, False, budget.calls, failed)
         if found is None:
             groups_journal.mark(store, row.id, "deleted", note="not found in the cluster")
             return _Deleted(True, False, budget.calls)
@@ -383,6 +412,9 @@ def _delete(store: Store, backend: Backend, row: GroupRecord, owner: str, settin
         while True:
             found = look()
             if found is None:
+                failed = _release(backend, row, owner, budget, settings)
+                if failed is not None:
+                    return _Deleted(False, True, budget.calls, failed)
                 groups_journal.mark(store, row.id, "deleted")
                 return _Deleted(True, True, budget.calls)
             if found.status == pools.DELETE_FAILED:

@@ -14,6 +14,14 @@ AWS shapes relied on (EKS API reference, "CreateNodegroup", "Nodegroup", "Taint"
   Nodegroup.health.issues [{code, message, resourceIds}], codes such as AsgInstanceLaunchFailures (whose
   message carries EC2's own error, "Could not launch On-Demand Instances. InsufficientInstanceCapacity - ..."),
   InstanceLimitExceeded, InsufficientFreeAddresses, Ec2SubnetInvalidConfiguration, NodeCreationFailure.
+- CreateNodegroup launchTemplate {id, version}; the template must not set IamInstanceProfile, SubnetId,
+  RequestSpotInstances, HibernationOptions or TerminateInstances (EKS API reference LaunchTemplateSpecification;
+  EKS User Guide "Customize managed nodes with launch templates",
+  docs.aws.amazon.com/eks/latest/userguide/launch-templates.html): the one geosched writes sets only
+  Placement.GroupName and MetadataOptions, so the instance type, AMI type, subnet and market stay the group's.
+- EC2 CreatePlacementGroup (GroupName, Strategy cluster, TagSpecifications ResourceType placement-group) and
+  CreateLaunchTemplate (LaunchTemplateName 3-128 of letters, digits and ( ) . - / _, LaunchTemplateData,
+  TagSpecifications ResourceType launch-template), EC2 API reference.
 """
 
 from __future__ import annotations
@@ -113,6 +121,64 @@ def targets(plan: Plan, cluster: Cluster) -> tuple[tuple[Target, ...], tuple[Ski
     return backend.split(plan, PROVIDER, cluster.name, cluster.region, fit)
 
 
+# Cluster placement groups (EC2 User Guide, "Placement strategies", cluster placement group rules and limitations,
+# docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html#placement-groups-limitations-cluster):
+# supported by current generation instances except burstable performance ones (T2, T3, T3a, T4g), Mac instances
+# and M7i-flex. Every GPU family of the catalog (g4dn, g5, g6, g6e, p3, p4d, p5, p5e, p5en) is supported.
+NO_CLUSTER_PLACEMENT = ("t2.", "t3.", "t3a.", "t4g.", "mac", "m7i-flex.")
+
+
+def cluster_placement(instance_type: str, nodes: int) -> bool:
+    """Whether the gang's group goes into a cluster placement group of its own: a gang of more than one node (a
+    group of one is placed anyway) of an instance type that a cluster placement group takes. The same answer
+    at create and at delete (`parts`), so a delete knows what the create made without a call."""
+    return nodes > 1 and not instance_type.startswith(NO_CLUSTER_PLACEMENT)
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What a group is created with besides itself: its cluster placement group and the launch template that
+    puts the group's instances in it, both named `name`. Deleted once the group is gone."""
+
+    name: str
+
+
+def part_name(owner: str, group: str) -> str:
+    """The placement group's and launch template's name: EC2 names them per account and region (not per
+    cluster, as node groups), so the store's owner id is part of it; known before any call, as the group's name,
+    so a crash between journal and answer still leaves the name `down` deletes. Owner ids are 'o' + hex, group
+    names gang-seq: letters, digits and '-', which both name rules accept."""
+    return f"geosched-{owner}-{group}"
+
+
+def parts(instance_type: str, nodes: int, owner: str, group: str) -> Parts | None:
+    """The parts of group `group` (None: a plain group, created without a launch template)."""
+    return Parts(part_name(owner, group)) if cluster_placement(instance_type, nodes) else None
+
+
+def tag_specs(resource: str, tag_map: Mapping[str, str]) -> list[dict[str, Any]]:
+    """EC2 TagSpecifications for one resource type (placement-group, launch-template)."""
+    return [{"ResourceType": resource, "Tags": [{"Key": k, "Value": v} for k, v in tag_map.items()]}]
+
+
+def placement_group_request(p: Parts, tag_map: Mapping[str, str]) -> dict[str, Any]:
+    """boto3 `ec2.create_placement_group`: a cluster group (one zone, low-latency full-bisection network)."""
+    return {"GroupName": p.name, "Strategy": "cluster", "TagSpecifications": tag_specs("placement-group", tag_map)}
+
+
+def launch_template_request(p: Parts, tag_map: Mapping[str, str]) -> dict[str, Any]:
+    """boto3 `ec2.create_launch_template`: only what a managed node group allows a template to set (see the
+    module's docstring): the placement group, and IMDSv2 required as the machine path asks (aws.run_params)."""
+    return {
+        "LaunchTemplateName": p.name,
+        "LaunchTemplateData": {
+            "Placement": {"GroupName": p.name},
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+        },
+        "TagSpecifications": tag_specs("launch-template", tag_map),
+    }
+
+
 def size_problem(nodes: int) -> str | None:
     """Why a gang of `nodes` cannot be one managed node group, or None."""
     if nodes > MAX_GROUP_NODES:
@@ -135,9 +201,10 @@ def labels(gang: str) -> dict[str, str]:
 
 
 def create_request(target: Target, *, gang: str, seq: int, owner: str, token: str, nodes: int,
-                   node_role: str) -> dict[str, Any]:
-    """The keyword arguments of boto3 `eks.create_nodegroup` for this attempt."""
-    return {
+                   node_role: str, launch_template: tuple[str, int] | None = None) -> dict[str, Any]:
+    """The keyword arguments of boto3 `eks.create_nodegroup` for this attempt; `launch_template` (id, version)
+    the group's own template (`Parts`), when it has one."""
+    request: dict[str, Any] = {
         "clusterName": target.cluster,
         "nodegroupName": group_name(gang, seq),
         "subnets": [target.subnet.subnet_id],
@@ -152,6 +219,9 @@ def create_request(target: Target, *, gang: str, seq: int, owner: str, token: st
         "tags": tags(gang, owner, token),
         "clientRequestToken": token,
     }
+    if launch_template is not None:
+        request["launchTemplate"] = {"id": launch_template[0], "version": str(launch_template[1])}
+    return request
 
 
 ours = backend.ours  # a node group geosched made for this store (and gang): only those are ever deleted
