@@ -310,7 +310,8 @@ def check_yaml_node(root: yaml.Node, source: str) -> None:
     """Refuse a composed document whose expansion (every alias replaced by what it names) is too large or too
     deep, or contains itself. One pass over the distinct collections, without recursion: the expanded size
     and depth of a collection are computed once and reused wherever an alias points at it."""
-    import yaml
+    import yaml  # once per document; the helpers below get the node classes (they run once per collection)
+    scalar, mapping, sequence = yaml.ScalarNode, yaml.MappingNode, yaml.SequenceNode
     size: dict[int, int] = {}
     depth: dict[int, int] = {}
     own = 0  # nodes as written; an alias to a collection counts once, where its anchor is
@@ -319,17 +320,17 @@ def check_yaml_node(root: yaml.Node, source: str) -> None:
     while stack:
         node, done = stack.pop()
         key = id(node)
-        children = _children(node)
+        children = _children(node, mapping, sequence)
         if done:
             on_path.discard(key)
             total, deepest = 1, 0
             for child in children:
-                if isinstance(child, yaml.ScalarNode):
+                if isinstance(child, scalar):
                     total, deepest = total + 1, max(deepest, 1)
                 else:
                     total, deepest = total + size[id(child)], max(deepest, depth[id(child)])
             size[key], depth[key] = total, deepest + 1
-            own += 1 + sum(isinstance(c, yaml.ScalarNode) for c in children)
+            own += 1 + sum(isinstance(c, scalar) for c in children)
             if deepest + 1 > MAX_DEPTH:
                 raise _where(source, node, f"nested deeper than {MAX_DEPTH} levels")
             if total > own + ALIAS_NODES:
@@ -340,22 +341,21 @@ def check_yaml_node(root: yaml.Node, source: str) -> None:
             continue
         if key in on_path:
             raise _where(source, node, "an alias refers to a node that contains it")
-        if isinstance(node, yaml.MappingNode):
-            _check_unique_keys(node, source)
+        if isinstance(node, mapping):
+            _check_unique_keys(node, source, scalar)
         on_path.add(key)
         stack.append((node, True))
-        stack.extend((c, False) for c in children if not isinstance(c, yaml.ScalarNode) and id(c) not in size)
+        stack.extend((c, False) for c in children if not isinstance(c, scalar) and id(c) not in size)
 
 
-def _check_unique_keys(node: yaml.MappingNode, source: str) -> None:
+def _check_unique_keys(node: yaml.MappingNode, source: str, scalar: type[yaml.ScalarNode]) -> None:
     """Refuse a mapping that gives one key twice (`name: a` ... `name: b`, or `{key: a, key: b}`): PyYAML keeps
     the last silently, so the value read is not the one the author may have checked. YAML 1.2 requires keys to
     be unique (spec section 3.2.1.1); JSON objects parsed here are YAML flow mappings and held to the same.
     Scalar keys are compared as written with their tag; merge keys (`<<`) may repeat."""
-    import yaml
     seen: dict[tuple[str, str], yaml.Node] = {}
     for key_node, _ in node.value:
-        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+        if not isinstance(key_node, scalar) or key_node.tag == "tag:yaml.org,2002:merge":
             continue
         first = seen.setdefault((key_node.tag, key_node.value), key_node)
         if first is not key_node:
@@ -363,11 +363,10 @@ def _check_unique_keys(node: yaml.MappingNode, source: str) -> None:
             raise _where(source, key_node, f"duplicate key {key_node.value[:80]!r}{line}")
 
 
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    import yaml
-    if isinstance(node, yaml.SequenceNode):
+def _children(node: yaml.Node, mapping: type[yaml.MappingNode], sequence: type[yaml.SequenceNode]) -> list[yaml.Node]:
+    if isinstance(node, sequence):
         return list(node.value)
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, mapping):
         return [part for pair in node.value for part in pair]
     return []
 
