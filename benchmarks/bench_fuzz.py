@@ -6,7 +6,7 @@ Method: the generators of the CI fuzz suite (tests/inputs/fuzz.py: valid files o
 value and byte by byte, known attacks such as alias bombs and 200,000-deep nesting, FIFOs, /dev/zero and
 directories in place of files; tests/inputs/mutate.py: structural mutations of real files, the example GitOps
 repository, the example jobs, EKS and GKE kubeconfigs, journals of killed writes; `--structural`: those
-alone), round-robin over the kinds, each case run in this process through `geosched.cli.main` as `python -m
+alone), round-robin over the kinds, each case run in this process through `geosched.cli.main.main` as `python -m
 geosched` runs it. A case passes when the command succeeds, finds no fit (exit 3) or prints one `error:` line
 with exit 2 (a kind's own answers aside: `gitops check`'s diff, exit 1; `jobs`'s unreachable cluster, one
 line, exit 1), and no planted credential shows in its output. A hang is a case still running after 10 s

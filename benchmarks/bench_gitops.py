@@ -1,6 +1,6 @@
 """GitOps render speed: 1,000 jobs on the embedded default fleet (run by hand: python benchmarks/bench_gitops.py).
 
-The fleet and network are exported as a snapshot with `geosched.store.write_snapshot`, a cluster config names
+The fleet and network are exported as a snapshot with `geosched.store.db.write_snapshot`, a cluster config names
 its 12 clusters, and `--jobs` job specs (compact jobs and batch/v1 Jobs of 1 to 32 GPUs, some asking for a GPU
 model) are generated with a fixed seed. Measured, each the best of `--repeat` runs:
 
@@ -26,18 +26,18 @@ from typing import TypeVar
 
 import yaml
 
-from geosched.default_fleet import default_fleet, default_network
-from geosched.fields import parse_time
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.gpus import part
+from geosched.core.models import LinkStats, NetworkView, pair_key
+from geosched.files.fields import parse_time
 from geosched.gitops import check_tree, render_tree
 from geosched.gitops import files as tree_files
 from geosched.gitops.index import INDEX, parse_index
 from geosched.gitops.load import load_inputs
 from geosched.gitops.plan import plan
 from geosched.gitops.tree import build_tree
-from geosched.gpus import part
-from geosched.models import LinkStats, NetworkView, pair_key
-from geosched.stable import Rebalance
-from geosched.store import write_snapshot
+from geosched.policies.stable import Rebalance
+from geosched.store.db import write_snapshot
 
 T = TypeVar("T")
 AT = parse_time("2025-03-01T12:00:00Z", "bench", "")

@@ -53,7 +53,7 @@ from geosched.kube.client import Kube
 from geosched.kube.multikueue.dispatcher import Dispatcher
 from geosched.kube.multikueue.settings import DispatcherSettings
 from geosched.kube.scheduler.settings import LeaderElection
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.kubeapi.multikueue_support import manager_setup, register_kueue_crds, workload
 from tests.kubeemu import EmulatedCluster, MultiCluster, node_manifest, pod_manifest
 

@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-from geosched.catalog import gpu_power
-from geosched.comm import comm_ms
-from geosched.models import (
+from geosched.core.catalog import gpu_power
+from geosched.core.comm import comm_ms
+from geosched.core.models import (
     Fleet,
     Job,
     LinkStats,
@@ -34,9 +34,9 @@ from geosched.models import (
     Zone,
     pair_key,
 )
+from geosched.core.testing import LOSSY, SLOW, degrade, fleet, network, node
 from geosched.policies import PlacementContext, job_view, place
 from geosched.policies.exact import solve_exact
-from geosched.testing import LOSSY, SLOW, degrade, fleet, network, node
 
 GPUS = (("H100", 98.3), ("H100", 98.3), ("A100", 32.8), ("L4", 14.0))
 

@@ -37,14 +37,14 @@ from typing import Any
 
 import yaml
 
-from geosched.inventory import Inventory, load_inventory
-from geosched.models import NetworkView, pair_key
+from geosched.core.models import NetworkView, pair_key
+from geosched.files.inventory import Inventory, load_inventory
 from geosched.probes import service
 from geosched.probes.engine import PlanOptions
 from geosched.probes.plan import PlanNode, full_mesh, make_plan, sampled
 from geosched.probes.results import RunReport
 from geosched.probes.settings import Kind, PlanKind, ProbeSettings
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.testbed import Link, Testbed, missing_requirements
 
 # Six zones in four regions; one-way delays in ms, roughly cloud geography.

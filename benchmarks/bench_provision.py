@@ -31,15 +31,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from geosched.models import Offering, Pricing
+from geosched.core.models import Offering, Pricing
+from geosched.core.retry import RetryPolicy
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import VCPU_QUOTA_CODES
 from geosched.providers.base import Provider
 from geosched.providers.gang import ProvisionSettings, provision
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from geosched_emulators.gce import DEFAULT_MACHINE_TYPES, only_in, with_zones
 from tests.providers import campaign

@@ -14,13 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from geosched.default_fleet import default_fleet
-from geosched.models import Pricing
+from geosched.core.default_fleet import default_fleet
+from geosched.core.models import Pricing
 from geosched.providers.base import PriceObservation
 from geosched.providers.refresh import record_prices
 from geosched.report.ledger import close_interval, open_interval
 from geosched.report.report import report
-from geosched.store import Store
+from geosched.store.db import Store
 
 T0 = 1_704_067_200.0
 

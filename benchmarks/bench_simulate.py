@@ -38,8 +38,8 @@ from dataclasses import replace
 import numpy as np
 
 from geosched import policies
-from geosched.default_fleet import default_fleet, default_network
-from geosched.models import Assignment, Job, NoFit, Placement, Score, Weights
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Assignment, Job, NoFit, Placement, Score, Weights
 from geosched.policies import PlacementContext
 from geosched.policies.patience import Waiting
 from geosched.simulate import PolicyResult, SimOptions, TraceJob, read_trace, simulate

@@ -4,7 +4,7 @@ Method: on a realistic snapshot (examples/gitops: three EKS/GKE clusters, six zo
 GPUs already busy; or `--fleet default`, the embedded ~600-node fleet with every cluster), each sequence starts
 from a repository of 4-12 random jobs rendered from scratch, then applies `--edits` random edits, one job each:
 add a job, delete one, or change one (its gang size, GPU model, region restriction, or only its step profile,
-which leaves its nodes valid). After every edit all jobs are decided again with `geosched.stable.place_all`,
+which leaves its nodes valid). After every edit all jobs are decided again with `geosched.policies.stable.place_all`,
 each job's current placement being the previous render's (exactly what `gitops render` reads back from
 placements.yaml). A job *moved* when it was placed before the edit and is placed elsewhere (other cluster, zones
 or nodes) or not at all after it; only the edited job may move. For contrast, the same sequences are also
@@ -24,14 +24,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from geosched.default_fleet import default_fleet, default_network
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import CommProfile, Fleet, Job, Placement
 from geosched.gitops.load import load_snapshot
 from geosched.gitops.plan import initial_free
 from geosched.kube.config import load_cluster_config
-from geosched.models import CommProfile, Fleet, Job, Placement
 from geosched.policies import PlacementContext
 from geosched.policies.context import IntArray
-from geosched.stable import Current, Request, current_of, place_all
+from geosched.policies.stable import Current, Request, current_of, place_all
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gitops"
 Decide = Callable[[dict[str, Job], Mapping[str, Current]], dict[str, Current]]

@@ -43,12 +43,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_place import synthetic
 
 from geosched import policies
-from geosched.carbon import GridInput, contexts_by_hour, grid_history
+from geosched.core.models import HOUR_S, CarbonSignal, Fleet, Job, Schedule, Weights
+from geosched.grid.carbon import GridInput, contexts_by_hour, grid_history
 from geosched.grid.forecast import GridHistory, mape
 from geosched.grid.formats import Basis
 from geosched.grid.shipped import shipped_series, shipped_zones
 from geosched.grid.zones import shipped_zone_map
-from geosched.models import HOUR_S, CarbonSignal, Fleet, Job, Schedule, Weights
 from geosched.policies import timeshift
 from geosched.simulate.engine import SimOptions
 from geosched.simulate.fleets import GEO_US_ZONES, geo_fleet

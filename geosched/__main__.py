@@ -1,5 +1,5 @@
 """`python -m geosched` is the `geosched` command."""
 
-from geosched.entry import main
+from geosched.cli.entry import main
 
 main()

@@ -14,16 +14,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from geosched import netmodel, policies
-from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import load_network as _load_network
-from geosched.inputs import load_fleet_file
+from geosched import policies
+from geosched.core import netmodel
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Fleet, Job, NetworkView, NoFit, Placement, Weights
+from geosched.files.documents import load_network as _load_network
 from geosched.kube.jobinput import load_job as _load_job
-from geosched.models import Fleet, Job, NetworkView, NoFit, Placement, Weights
 from geosched.simulate.engine import SimOptions
 from geosched.simulate.engine import simulate as _simulate
 from geosched.simulate.metrics import PolicyResult
 from geosched.simulate.traces import read_trace
+from geosched.store.sources import load_fleet_file
 
 DEFAULT_WEIGHTS = Weights()
 

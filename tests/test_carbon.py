@@ -1,5 +1,5 @@
 """Hourly carbon at decision time (issue 11): the CSV series (Electricity Maps' history shape), the one resolver
-(`CarbonSignal.lookup` via `geosched.carbon.decision_signal`), and `geosched place --carbon-hourly --at`."""
+(`CarbonSignal.lookup` via `geosched.grid.carbon.decision_signal`), and `geosched place --carbon-hourly --at`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from geosched.carbon import decision_signal, parse_carbon_csv
-from geosched.errors import InputError
-from geosched.models import HOUR_S
-from geosched.store import write_snapshot
-from geosched.testing import fleet, network, node
+from geosched.core.errors import InputError
+from geosched.core.models import HOUR_S
+from geosched.core.testing import fleet, network, node
+from geosched.grid.carbon import decision_signal, parse_carbon_csv
+from geosched.store.db import write_snapshot
 
 NOON = datetime(2025, 3, 1, 12, tzinfo=UTC)
 # r1 is the cleaner grid on the year (100 vs 200 gCO2e/kWh); at noon on 2025-03-01 the wind blows in r2.
@@ -112,8 +112,8 @@ def test_place_uses_the_hour_the_job_starts(tmp_path: Path) -> None:
 
 
 def test_simulate_places_and_counts_each_job_at_the_hour_it_starts(tmp_path: Path) -> None:
-    from geosched.carbon import contexts_by_hour
-    from geosched.models import Weights
+    from geosched.core.models import Weights
+    from geosched.grid.carbon import contexts_by_hour
     from geosched.policies import PlacementContext
     from geosched.simulate.engine import simulate
     from geosched.simulate.traces.model import TraceJob

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from geosched import catalog, pricecheck
-from geosched.models import Pricing
+from geosched.core import catalog, pricecheck
+from geosched.core.models import Pricing
 from geosched.providers.plan import GangRequest, PricingMode, build_plan
 from geosched.providers.refresh import current_offerings
 
@@ -118,7 +118,7 @@ def test_the_catalog_table_says_how_many_prices_are_flagged(tmp_path: Path) -> N
     # The default table has no room for notes; its caption says how many shown prices are flagged and where why.
     from typer.testing import CliRunner
 
-    from geosched.cli import app
+    from geosched.cli.main import app
 
     h100 = CliRunner().invoke(app, ["--home", str(tmp_path), "catalog", "--gpu", "H100:8", "--provider", "gcp"],
                               env={"COLUMNS": "200"})

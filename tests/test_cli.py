@@ -14,7 +14,7 @@ import yaml
 
 from geosched.providers import journal
 from geosched.report import intervals
-from geosched.store import Store
+from geosched.store.db import Store
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -84,7 +84,7 @@ def test_place_says_which_gpu_fleet_and_network_it_used(tmp_path: Path) -> None:
     embedded = geosched("place", JOBS / "train-8.yaml", home=tmp_path)
     assert embedded.returncode == 0, embedded.stderr
     line = next(ln for ln in embedded.stdout.splitlines() if ln.startswith("inputs:"))
-    from geosched.default_fleet import default_fleet
+    from geosched.core.default_fleet import default_fleet
 
     assert "GPU A100" in line and "embedded default" in line, line
     assert f"{len(default_fleet().nodes):,} nodes" in line, line

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from geosched import clidoc
-from geosched.models import Weights
+from geosched.cli import clidoc
+from geosched.core.models import Weights
 from tests.test_cli import DATA, JOBS
 
 WEIGHTS = {"network_weight": Weights().network, "cost_weight": Weights().cost, "carbon_weight": Weights().carbon,

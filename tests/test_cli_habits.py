@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.cli import hoist_global_options
+from geosched.cli.main import hoist_global_options
 from tests.test_cli import JOBS, geosched
 
 

@@ -31,12 +31,12 @@ with open(out, "w") as f:
 HEAVY = ("asyncssh", "boto3", "botocore", "google.cloud", "google.auth", "kubernetes", "matplotlib", "numpy",
          "requests", "urllib3", "jsonschema", "geosched.demo", "geosched.policies.base", "geosched.grid.forecast",
          # typer coerces option values through pydantic adapters: the groups' unset options on the way to a `-h`
-         # are passed through uncoerced (geosched.cli.no_coercion_when_unset), so help never imports pydantic.
+         # are passed through uncoerced (geosched.cli.main.no_coercion_when_unset), so help never imports pydantic.
          "pydantic",
          # What the verbs compute with, not what they declare (issue 25: -h under 0.3 s): the document parsers,
          # the store, the providers' journal and bases, the job readers, the inventory.
-         "geosched.documents", "geosched.store", "geosched.providers.journal", "geosched.providers.base",
-         "geosched.kube.jobinput", "geosched.inventory", "geosched.report.ledger",
+         "geosched.files.documents", "geosched.store.db", "geosched.providers.journal", "geosched.providers.base",
+         "geosched.kube.jobinput", "geosched.files.inventory", "geosched.report.ledger",
          # PyYAML (17 ms) is imported by the first document read or written, rich's progress bars (9 ms beyond its
          # console) by the first provisioning run: a CI run at stop 31 saw `simulate -h` at 3.3x the baseline.
          "yaml", "rich.progress")
@@ -58,10 +58,10 @@ def test_version_and_help_import_no_client_numpy_or_demo(args: tuple[str, ...], 
     assert run.returncode == 0, run.stderr
     assert "geosched" in run.stdout or "Usage" in run.stdout  # it really printed the version or the help
     loaded = json.loads(listing.read_text())
-    if args == ("--version",):  # answered by geosched.entry before the CLI and typer are imported (issue 25)
-        assert run.stdout.startswith("geosched ") and not {"geosched.cli", "typer", "rich", "click"} & set(loaded)
+    if args == ("--version",):  # answered by geosched.cli.entry before the CLI and typer are imported (issue 25)
+        assert run.stdout.startswith("geosched ") and not {"geosched.cli.main", "typer", "rich", "click"} & set(loaded)
     else:
-        assert "geosched.cli" in loaded  # the probe ran the real command
+        assert "geosched.cli.main" in loaded  # the probe ran the real command
     heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY))
     assert not heavy, f"`geosched {' '.join(args)}` imported {heavy[:10]}"
 
@@ -78,7 +78,7 @@ def _cpu_seconds(cmd: list[str], env: dict[str, str]) -> float:
 def test_version_costs_less_than_importing_typer(tmp_path: Path) -> None:
     # Baseline measured in the same run, interleaved: importing typer and rich's console is what any typer CLI pays
     # before its own code runs. Measured (median of 7, CPU): before issue 25's lazy imports --version took 12.8x
-    # this baseline, after them 5.1x; answered by geosched.entry before typer is imported, 0.64x (55 vs 86 ms).
+    # this baseline, after them 5.1x; answered by geosched.cli.entry before typer is imported, 0.64x (55 vs 86 ms).
     env = _env(tmp_path)
     floor, version = [], []
     for _ in range(5):
@@ -129,12 +129,12 @@ def _command_paths(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, 
 
 
 def test_a_verb_built_alone_prints_what_the_whole_tree_prints(tmp_path: Path) -> None:
-    # `geosched VERB ...` builds only VERB's command (geosched.cli.verb_only, issue 25): every command's help and a
+    # `geosched VERB ...` builds only VERB's command (geosched.cli.main.verb_only, issue 25): every command's help and a
     # usage error must read exactly as with the whole tree built.
     from typer.main import get_command
     from typer.testing import CliRunner
 
-    from geosched import cli
+    from geosched.cli import main as cli
 
     runner = CliRunner()
     env = {"GEOSCHED_HOME": str(tmp_path), "COLUMNS": "120"}

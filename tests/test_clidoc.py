@@ -1,13 +1,13 @@
 """The CLI documents itself (issue 14): docs/cli.md, docs/settings.md and README.md's command list are what
-`python -m geosched.clidoc` writes now, and every command's --help works at 80 columns."""
+`python -m geosched.cli.clidoc` writes now, and every command's --help works at 80 columns."""
 
 from __future__ import annotations
 
 import pytest
 from typer.testing import CliRunner
 
-from geosched import clidoc
-from geosched.cli import app
+from geosched.cli import clidoc
+from geosched.cli.main import app
 from tests.test_cli import ROOT
 
 COMMANDS = [path for path, _, _ in clidoc.commands()]

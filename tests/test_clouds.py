@@ -6,11 +6,12 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from geosched import clouds, netmodel
+from geosched import clouds
 from geosched.clouds import NodeShape
-from geosched.gpus import part
+from geosched.core import netmodel
+from geosched.core.gpus import part
+from geosched.core.models import Zone
 from geosched.kube import inventory, keys, nodelabels
-from geosched.models import Zone
 from geosched.policies import spotrisk
 
 ROOT = Path(__file__).parents[1]

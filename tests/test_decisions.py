@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from geosched.comm import comm_ms
-from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import placement_to_dict
+from geosched.core.comm import comm_ms
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import CommProfile, Job, LinkStats, NoFit, Placement, Weights
+from geosched.core.testing import GOOD, INTER_REGION, INTER_ZONE, LOSSY, degrade, fleet, network, node
+from geosched.files.documents import placement_to_dict
 from geosched.kube.jobinput import load_job
-from geosched.models import CommProfile, Job, LinkStats, NoFit, Placement, Weights
 from geosched.policies import PlacementContext, place
-from geosched.testing import GOOD, INTER_REGION, INTER_ZONE, LOSSY, degrade, fleet, network, node
 from tests.test_cli import JOBS
 
 # A NIC dropping 4% of its packets: the 3-5% loss band where zone-first used to keep the gang in one zone.
@@ -175,8 +175,8 @@ def test_place_explain_pages_the_candidates_and_json_lists_them_all(tmp_path):
 
 
 def test_job_files_and_configs_carry_latency_sensitivity_and_the_zone_tolerance():
-    from geosched.documents import job_to_dict, parse_job, parse_weights
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
+    from geosched.files.documents import job_to_dict, parse_job, parse_weights
 
     doc = {"name": "j", "workers": 2, "gpus_per_worker": 8, "profile": {"latency_sensitive": True}}
     job = parse_job(doc, "j.yaml")

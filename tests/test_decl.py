@@ -1,5 +1,6 @@
 """The declared documents (issue 25 item 6): one pydantic model per kind parses, writes and gives the JSON Schema
-in docs/schemas; the files the project ships validate against it, and a fault is the line geosched.fields wrote."""
+in docs/schemas; the files the project ships validate against it, and a fault is the line geosched.files.fields
+wrote."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 import yaml
 from pydantic import Field
 
-from geosched.decl.base import Declared, Refused, field_path, integer, number, one_line
-from geosched.decl.schemas import DECLARED, WRITTEN, schema_files
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.files.decl.base import Declared, Refused, field_path, integer, number, one_line
+from geosched.files.decl.schemas import DECLARED, WRITTEN, schema_files
 
 ROOT = Path(__file__).parent.parent
 SCHEMAS = ROOT / "docs" / "schemas"
@@ -59,7 +60,7 @@ def load(path: Path) -> Any:
 def test_the_committed_schema_is_the_declarations(kind: str) -> None:
     name = f"{kind}.schema.json"
     assert (SCHEMAS / name).read_text(encoding="utf-8") == schema_files()[name], (
-        f"{name} is stale: run python -m geosched.kinds docs/schemas"
+        f"{name} is stale: run python -m geosched.console.kinds docs/schemas"
     )
 
 
@@ -142,7 +143,7 @@ def test_a_refusal_names_the_field_below_the_model_that_raised_it() -> None:
 
 def test_a_duration_of_more_digits_than_a_float_holds_is_one_line() -> None:
     """`runtime: 1000...0` (301+ digits) raised OverflowError from float() before the declarations."""
-    from geosched.decl.job import JobDoc
+    from geosched.files.decl.job import JobDoc
 
     doc = {"name": "j", "workers": 1, "gpus_per_worker": 1, "schedule": {"runtime": 10**400}}
     with pytest.raises(InputError, match=r"^j\.yaml: schedule\.runtime: must be more than 0 and at most 366 days"):
@@ -161,10 +162,10 @@ def test_a_placement_is_written_as_before_and_valid_against_its_generated_schema
     """The printed Placement and NoFit (`place -o json`), whose schemas were hand-written before, are what their
     declarations generate: a key the model lacks, or one it has that the document lacks, fails."""
     from geosched.api import place
-    from geosched.default_fleet import default_fleet, default_network
-    from geosched.documents import nofit_to_dict, placement_to_dict
-    from geosched.models import Job, Placement
-    from geosched.output_format import document
+    from geosched.core.default_fleet import default_fleet, default_network
+    from geosched.core.models import Job, Placement
+    from geosched.files.documents import nofit_to_dict, placement_to_dict
+    from geosched.files.formats import document
 
     placed = place(Job("j", workers=2, gpus_per_worker=8), default_fleet(), default_network())
     assert isinstance(placed, Placement)

@@ -15,14 +15,15 @@ from pathlib import Path
 import boto3  # type: ignore[import-untyped]
 import pytest
 
-from geosched import catalog, policies
-from geosched.default_fleet import default_fleet, default_network
+from geosched import policies
+from geosched.core import catalog
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Fleet, Placement, Weights
 from geosched.demo import costs, demo_jobs, provisioning
-from geosched.models import Fleet, Placement, Weights
 from geosched.policies import PlacementContext
 from geosched.providers import journal
 from geosched.report import Kind, Source, intervals
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import MotoServer
 
 

@@ -7,7 +7,7 @@ distribution provides each module from the distributions' file lists (importlib.
 what pyproject.toml declares. A module of an optional extra (issue 23 item 7: aws, gcp, kubernetes, probes,
 plots, metrics; `all` is all of them) may only be imported where a missing install becomes
 `MissingExtra(<that extra>, ...)`: one line naming the extra, exit 1. That is either a guard around the import, or
-geosched.extras.EXTRA_OF_MODULE naming the extra for the module's top-level name (the CLI maps the
+geosched.core.extras.EXTRA_OF_MODULE naming the extra for the module's top-level name (the CLI maps the
 ModuleNotFoundError through it): the check holds per extra, so the message names an extra that really brings it.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from geosched.extras import EXTRA_OF_MODULE, PURPOSE
+from geosched.core.extras import EXTRA_OF_MODULE, PURPOSE
 
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / "geosched"
@@ -151,10 +151,10 @@ def test_every_import_comes_from_a_declared_distribution() -> None:
         elif dists & runtime or (imp.guard is not None and dists & extras.get(imp.guard, set())):
             continue
         elif dists & extras.get(EXTRA_OF_MODULE.get(imp.module.split(".")[0], ""), set()):
-            continue  # the CLI names this extra when the module is missing (geosched.extras)
+            continue  # the CLI names this extra when the module is missing (geosched.core.extras)
         else:
             owner = sorted(dists)
-            hint = next((f" (extra {e!r}: name it in geosched.extras.EXTRA_OF_MODULE, or guard it with "
+            hint = next((f" (extra {e!r}: name it in geosched.core.extras.EXTRA_OF_MODULE, or guard it with "
                          f"`except ImportError: raise MissingExtra({e!r}, ...)`)"
                          for e, names in extras.items() if dists & names), "")
             problems.append(f"{imp.where}: {imp.module} comes from {owner}, not a runtime dependency{hint}")
@@ -219,7 +219,7 @@ def test_a_missing_extra_is_one_line_exit_1() -> None:
             "        if name == 'prometheus_client' or name.startswith('prometheus_client.'):\n"
             "            raise ModuleNotFoundError(name)\n"
             "sys.meta_path.insert(0, Hide())\n"
-            "from geosched.errors import GeoschedError\n"
+            "from geosched.core.errors import GeoschedError\n"
             "from geosched.kube.multikueue.metrics import Metrics\n"
             "try:\n"
             "    Metrics().serve(0)\n"

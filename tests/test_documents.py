@@ -12,8 +12,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import (
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.errors import InputError
+from geosched.core.models import CommProfile, Job, Pricing
+from geosched.files.documents import (
     fleet_to_dict,
     job_to_dict,
     load_fleet,
@@ -23,9 +25,7 @@ from geosched.documents import (
     parse_job,
     parse_network,
 )
-from geosched.errors import InputError
 from geosched.kube.jobinput import load_job
-from geosched.models import CommProfile, Job, Pricing
 
 DATA = Path(__file__).parent / "data"
 BAD = sorted((DATA / "bad").glob("*.yaml"))
@@ -176,8 +176,8 @@ def test_mutated_fleets_parse_or_fail_cleanly(data: st.DataObject) -> None:
 
 def test_a_config_files_zone_tolerance_outside_0_to_1_and_all_weights_0_are_refused_naming_the_field() -> None:
     # Issue 23 item 5: `zone_tolerance: 2` meant "within 200%"; weights all 0 rank nothing.
-    from geosched.documents import parse_weights
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
+    from geosched.files.documents import parse_weights
 
     with pytest.raises(InputError) as tolerance:
         parse_weights({"zone_tolerance": 2}, "gitops.yaml", "weights")

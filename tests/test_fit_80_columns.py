@@ -19,8 +19,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from geosched import clidoc, kinds
-from geosched.cli import app
+from geosched.cli import clidoc
+from geosched.cli.main import app
+from geosched.console import kinds
 from geosched.simulate import shipped
 from tests.test_cli import JOBS
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from geosched.models import Job, Placement, Weights
+from geosched.core.models import Job, Placement, Weights
+from geosched.core.testing import SLOW, degrade, fleet, network, node
 from geosched.policies import PlacementContext, job_view, place
 from geosched.policies.scoring import evaluate
-from geosched.testing import SLOW, degrade, fleet, network, node
 
 
 def mixed(bad_onprem: bool = False) -> PlacementContext:

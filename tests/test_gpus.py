@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from geosched import catalog
-from geosched.documents import parse_job
-from geosched.errors import InputError
-from geosched.gpus import GpuNameError, resolve
+from geosched.core import catalog
+from geosched.core.errors import InputError
+from geosched.core.gpus import GpuNameError, resolve
+from geosched.files.documents import parse_job
 from geosched.providers.cli import parse_gpu
 from tests.test_cli import geosched
 

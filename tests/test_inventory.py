@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import InputError
-from geosched.inventory import MAX_JUMP_HOPS, load_inventory, parse_inventory
+from geosched.core.errors import InputError
+from geosched.files.inventory import MAX_JUMP_HOPS, load_inventory, parse_inventory
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl host"
 
@@ -141,7 +141,7 @@ def test_the_store_targets_hold_every_inventory_hop_of_a_chain(tmp_path: Path) -
     """A GPU node behind two bastions (an inner one reached through an outer one): the pool must hold both, or
     it takes the inner bastion's node name for an outside host name and dials `bastion-inner` on port 22."""
     from geosched.providers.lifecycle import probe_targets
-    from geosched.store import Store
+    from geosched.store.db import Store
 
     inventory = doc(proxy_jump="bastion-inner", gpu="A100", gpus=8)
     nodes = inventory["nodes"]
@@ -156,10 +156,10 @@ def test_the_store_targets_hold_every_inventory_hop_of_a_chain(tmp_path: Path) -
 
 
 def test_targets_built_by_a_library_caller_are_checked_before_dialling(tmp_path: Path) -> None:
-    from geosched.inventory import SshTarget
+    from geosched.files.inventory import SshTarget
     from geosched.probes import service
     from geosched.probes.settings import ProbeSettings
-    from geosched.store import Store
+    from geosched.store.db import Store
 
     looped = [SshTarget(name=a, address=f"198.18.0.{i + 1}", zone="z", region="r", proxy_jump=b)
               for i, (a, b) in enumerate([("a", "b"), ("b", "a")])]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.extras import EXTRA_OF_MODULE
+from geosched.core.extras import EXTRA_OF_MODULE
 
 ROOT = Path(__file__).parent.parent
 DATA = ROOT / "geosched" / "data"
@@ -33,7 +33,7 @@ class Hide:
 
 sys.meta_path.insert(0, Hide())
 sys.argv = ["geosched", *sys.argv[2:]]
-from geosched.cli import main
+from geosched.cli.main import main
 main()
 """
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from geosched.default_fleet import default_fleet, default_network
-from geosched.fields import parse_time
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.files.fields import parse_time
+from geosched.files.writes import JOURNAL, TMP_PREFIX
 from geosched.gitops import render_tree
-from geosched.store import Store, write_snapshot
-from geosched.writes import JOURNAL, TMP_PREFIX
+from geosched.store.db import Store, write_snapshot
 from tests.fs_support import geosched_argv, listing, needs_mount, on_tmpfs, run
 from tests.gitops.gitops_support import AT, tree_args, write_inputs, write_snapshot_files
 

@@ -2,8 +2,8 @@
 
 main already left $0 pools out of the cost term's reference (tests/test_free_pool.py); what this adds: an SSH
 inventory node without `price_ondemand` (before: not eligible at all, "without a on-demand price") gets its
-amortised $/h (geosched/owned.py), and with that price a cloud zone whose network is much better still wins.
-The inventory's shape is the one geosched/inventory.py documents; the cloud node is a p5.48xlarge at the
+amortised $/h (geosched/core/owned.py), and with that price a cloud zone whose network is much better still wins.
+The inventory's shape is the one geosched/files/inventory.py documents; the cloud node is a p5.48xlarge at the
 shipped catalog's on-demand price.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from geosched import catalog, owned
-from geosched.inventory import parse_inventory
-from geosched.models import Job, LinkStats, Placement, Weights
+from geosched.core import catalog, owned
+from geosched.core.models import Job, LinkStats, Placement, Weights
+from geosched.core.testing import degrade, fleet, network, node
+from geosched.files.inventory import parse_inventory
 from geosched.policies import PlacementContext, place
-from geosched.testing import degrade, fleet, network, node
 
 # An owned site on 1 Gbit/s Ethernet between its nodes (the cloud nodes have testing.GOOD's links): its step is
 # several times the cloud's, more than the 16x price ratio times the cost weight (0.1) makes up for.

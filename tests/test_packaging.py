@@ -30,7 +30,7 @@ def test_wheel_holds_only_the_geosched_namespace(wheel: Path) -> None:
                    "geosched/py.typed"):
         assert module in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "geosched = geosched.entry:main" in entry_points  # --version before the CLI loads
+    assert "geosched = geosched.cli.entry:main" in entry_points  # --version before the CLI loads
 
 
 def test_the_product_wheel_holds_no_test_double(wheel: Path) -> None:
@@ -60,7 +60,8 @@ def test_installed_wheel_places_a_job_from_outside_the_repo(wheel: Path, tmp_pat
                    check=True, capture_output=True, timeout=300)
     assert not (target / "policies").exists() and not (target / "providers").exists()
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import geosched, geosched.policies as p; "
-            "from geosched.demo import demo_jobs; from geosched.default_fleet import default_fleet, default_network; "
+            "from geosched.demo import demo_jobs; from geosched.core.default_fleet import default_fleet, "
+            "default_network; "
             "assert geosched.__file__.startswith(sys.argv[1]), geosched.__file__; "
             "ctx = p.PlacementContext(default_fleet(), default_network()); "
             "print(p.place(demo_jobs()[1], ctx).zones)")

@@ -15,9 +15,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from geosched import policies
-from geosched.default_fleet import default_fleet, default_network
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Placement, Weights
 from geosched.kube.jobinput import load_job
-from geosched.models import Placement, Weights
 from geosched.plots.candidates import SHOWN, ranked
 from geosched.plots.files import DPI, figure_bytes
 from geosched.plots.gang import gang_map
@@ -211,7 +211,7 @@ def test_no_fit_draws_nothing_and_exits_3(tmp_path: Path) -> None:
 
 
 def test_the_commands_load_matplotlib_only_when_a_picture_is_asked_for() -> None:
-    code = ("import sys, geosched.cli, geosched.probes.cli, geosched.simulate_cli; "
+    code = ("import sys, geosched.cli.main, geosched.probes.cli, geosched.cli.simulate; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr

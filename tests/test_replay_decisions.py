@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from geosched import policies
-from geosched.default_fleet import default_fleet, default_network
-from geosched.models import Job, NoFit, Placement, Weights
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Job, NoFit, Placement, Weights
 from geosched.policies import PlacementContext, job_view
 from geosched.policies.patience import Waiting
 from geosched.policies.scoring import ring

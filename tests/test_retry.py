@@ -1,4 +1,4 @@
-"""The one retry policy (geosched/retry.py) on a fake clock: the backoff schedule, the attempt cap, the deadline,
+"""The one retry policy (geosched/core/retry.py) on a fake clock: the backoff schedule, the attempt cap, the deadline,
 Retry-After, and which errors are retried, as the cloud providers and the Kubernetes client use it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from geosched.retry import RetryPolicy, retry
+from geosched.core.retry import RetryPolicy, retry
 from tests.clock import FakeClock
 
 

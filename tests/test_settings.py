@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from geosched import gate, settings
-from geosched.errors import InputError
+from geosched.console import settings
+from geosched.core.errors import InputError
+from geosched.files import gate
 from geosched.providers import config as provider_config
-from geosched.store import default_home
+from geosched.store.db import default_home
 from tests.test_cli import JOBS, ROOT
 
 JOB = JOBS / "train-8.yaml"
@@ -53,7 +54,7 @@ def test_the_config_file_sets_the_output_where_the_command_offers_it(env: dict[s
     (tmp_path / "config.yaml").write_text("output: yaml\npolicy: spread\n")
     placed = run("place", JOB, env=env)
     assert placed.returncode == 0 and "policy: spread" in placed.stdout.splitlines(), placed.stderr
-    # csv is offered by catalog, not by place (geosched/output.py): place keeps its table rather than failing.
+    # csv is offered by catalog, not by place (geosched/console/output.py): place keeps its table rather than failing.
     (tmp_path / "config.yaml").write_text("output: csv\npolicy: spread\n")
     listed = run("catalog", "--limit", "1", env=env)
     assert listed.returncode == 0 and listed.stdout.startswith("provider,region,zone,"), listed.stderr
@@ -148,7 +149,7 @@ def test_every_geosched_variable_the_code_reads_is_in_the_table() -> None:
     rendered = {"GEOSCHED_WORKERS", "GEOSCHED_GPUS_PER_WORKER", "GEOSCHED_COORDINATOR"}
     for source in (ROOT / "geosched").rglob("*.py"):
         for name in re.findall(r"\bGEOSCHED_[A-Z_]+\b", source.read_text(encoding="utf-8")):
-            assert name in declared | rendered, f"{source}: {name} is not in geosched/settings.py"
+            assert name in declared | rendered, f"{source}: {name} is not in geosched/console/settings.py"
     for source in (ROOT / "geosched").rglob("*.py"):
         if source.name != "settings.py":
             text = source.read_text(encoding="utf-8")

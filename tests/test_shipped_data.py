@@ -7,10 +7,10 @@ from importlib import resources
 
 import pytest
 
-from geosched import catalog, netmodel
-from geosched.catalog_view import CatalogQuery, rows
-from geosched.default_fleet import default_fleet, default_network
-from geosched.models import Zone
+from geosched.console.catalog_view import CatalogQuery, rows
+from geosched.core import catalog, netmodel
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Zone
 
 
 def test_every_data_file_ships_with_its_provenance() -> None:

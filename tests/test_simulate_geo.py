@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from geosched.errors import InputError
-from geosched.models import pair_key
+from geosched.cli.simulate import GEO_FLEET, Workload, run_simulate_command
+from geosched.core.errors import InputError
+from geosched.core.models import pair_key
 from geosched.policies import PlacementContext
 from geosched.simulate import SimOptions, shipped, simulate
 from geosched.simulate.fleets import GEO_SLOW_PAIRS, geo_fleet
 from geosched.simulate.llm import CLUSTERS, llm_trace, size_distribution
 from geosched.simulate.traces import read_trace
-from geosched.simulate_cli import GEO_FLEET, Workload, run_simulate_command
 
 
 def bad_nics(view) -> set[str]:

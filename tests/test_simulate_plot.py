@@ -14,10 +14,10 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from geosched.errors import InputError
+from geosched.cli.simulate import run_simulate_command
+from geosched.core.errors import InputError
 from geosched.plots.simulation import job_slowdown, simulation_figure
 from geosched.simulate import JobRecord, PolicyResult, read_trace
-from geosched.simulate_cli import run_simulate_command
 from tests.plot_support import png_summary, svg_root, svg_texts
 
 GAVEL = Path(__file__).parent.parent / "geosched" / "data" / "gavel" / "seed0_103959.trace"

@@ -13,18 +13,18 @@ import numpy as np
 import pytest
 
 from geosched import policies
-from geosched.carbon import GridInput, contexts_by_hour, grid_history
+from geosched.core.models import HOUR_S, CarbonSignal, Fleet, Job, LinkStats, Node, Placement, Schedule, Weights
+from geosched.core.testing import fleet, network, node
+from geosched.grid.carbon import GridInput, contexts_by_hour, grid_history
 from geosched.grid.forecast import Method
 from geosched.grid.formats import Basis
 from geosched.grid.shipped import shipped_series
 from geosched.grid.zones import shipped_zone_map
-from geosched.models import HOUR_S, CarbonSignal, Fleet, Job, LinkStats, Node, Placement, Schedule, Weights
 from geosched.policies import timeshift
 from geosched.simulate.engine import SimOptions
 from geosched.simulate.fleets import GEO_US_ZONES, geo_fleet
 from geosched.simulate.llm import llm_trace
 from geosched.simulate.shifting import Flexibility, replay
-from geosched.testing import fleet, network, node
 
 ZONES = ("US-MIDA-PJM", "US-CENT-SWPP", "US-NW-PACW")  # the grids of geo-us's three regions (shipped map)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.simulate import detect_format, parse_trace, read_trace
 from geosched.simulate.gavel import parse_throughputs, shipped_throughputs, shipped_traces
 

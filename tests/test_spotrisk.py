@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from geosched import policies, testing
-from geosched.models import Fleet, Job, NetworkView, Placement, Pricing, Weights
+from geosched import policies
+from geosched.core import testing
+from geosched.core.models import Fleet, Job, NetworkView, Placement, Pricing, Weights
 from geosched.policies import spotrisk
 from geosched.policies.spotrisk import Rework
 from geosched.providers.aws import volatility_signals
@@ -126,11 +127,11 @@ def test_place_from_the_store_charges_the_stored_risk_and_explains_it(tmp_path: 
     its source and age; `--risk-weight 0` charges the price alone."""
     from typer.testing import CliRunner
 
-    from geosched.cli import app
-    from geosched.default_fleet import default_fleet
+    from geosched.cli.main import app
+    from geosched.core.default_fleet import default_fleet
     from geosched.providers.base import SpotSignal
     from geosched.providers.refresh import write_refresh
-    from geosched.store import Store
+    from geosched.store.db import Store
 
     home = tmp_path / "home"
     with Store(home) as store:
@@ -174,8 +175,8 @@ def test_a_journalled_request_resumes_with_its_risk_weighting() -> None:
 
 
 def test_config_files_set_the_spot_risk_weight() -> None:
-    from geosched.documents import parse_weights
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
+    from geosched.files.documents import parse_weights
 
     assert parse_weights({"spot_risk": 0}, "gitops.yaml", "weights").spot_risk == 0.0
     assert parse_weights({}, "gitops.yaml", "weights").spot_risk == 1.0

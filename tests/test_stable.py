@@ -1,5 +1,5 @@
-"""Stable placements (geosched.stable, issue 11): kept first while they fit, then the rest; reasons for every move;
-rebalancing only for the minimum gain; and the property that random edits move no untouched job."""
+"""Stable placements (geosched.policies.stable, issue 11): kept first while they fit, then the rest; reasons for every
+move; rebalancing only for the minimum gain; and the property that random edits move no untouched job."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from benchmarks.bench_stable import run, scratch_decider, snapshot, stable_decider
-from geosched.models import Job, NodeState, Placement
+from geosched.core.models import Job, NodeState, Placement
+from geosched.core.testing import SLOW, fleet, network, node
 from geosched.policies import PlacementContext
-from geosched.stable import KEPT, Current, Decision, Fate, Rebalance, Request, current_of, place_all
-from geosched.testing import SLOW, fleet, network, node
+from geosched.policies.stable import KEPT, Current, Decision, Fate, Rebalance, Request, current_of, place_all
 
 
 def lab() -> PlacementContext:

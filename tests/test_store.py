@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from geosched.default_fleet import default_fleet, default_network
-from geosched.errors import OutputError
-from geosched.models import Job, LinkStats, Placement
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.errors import OutputError
+from geosched.core.models import Job, LinkStats, Placement
 from geosched.policies import PlacementContext, place
-from geosched.store import DB_NAME, HOME_ENV, MIGRATIONS, Sample, Store, default_home, write_snapshot
+from geosched.store.db import DB_NAME, HOME_ENV, MIGRATIONS, Sample, Store, default_home, write_snapshot
 
 
 def test_fresh_store_is_migrated_and_in_wal_mode(tmp_path: Path) -> None:
@@ -106,8 +106,8 @@ def test_a_bad_snapshot_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_an_export_in_another_format_replaces_the_pair_so_a_reader_cannot_pick_an_old_file(tmp_path: Path) -> None:
-    from geosched.store import read_snapshot
-    from geosched.testing import fleet, network, node
+    from geosched.core.testing import fleet, network, node
+    from geosched.store.db import read_snapshot
 
     snap = tmp_path / "snap"
     write_snapshot(snap, default_fleet(), default_network())
@@ -145,13 +145,13 @@ def test_an_older_world_readable_store_is_narrowed_on_open_with_one_note(tmp_pat
         store.save_fleet(default_fleet())
     home.chmod(0o755)
     (home / DB_NAME).chmod(0o644)
-    with caplog.at_level("WARNING", logger="geosched.store"), Store(home) as store:
+    with caplog.at_level("WARNING", logger="geosched.store.db"), Store(home) as store:
         assert store.load_fleet() is not None
     notes = [r.getMessage() for r in caplog.records]
     assert len(notes) == 1 and "readable by other users" in notes[0] and "geosched.db 644 -> 600" in notes[0]
     assert _mode(home) == 0o700 and _mode(home / DB_NAME) == 0o600
     caplog.clear()
-    with caplog.at_level("WARNING", logger="geosched.store"), Store(home):
+    with caplog.at_level("WARNING", logger="geosched.store.db"), Store(home):
         pass
     assert caplog.records == []
 

@@ -1,4 +1,4 @@
-"""A node offers a gang only the workers it has room for besides GPUs (`geosched.room`): `place` holds a worker's
+"""A node offers a gang only the workers it has room for besides GPUs (`geosched.core.room`): `place` holds a worker's
 cpu and memory requests to the catalog's size of each node's instance type, so a job whose pods ask more than a
 machine has is not put there (audit finding 3: the upstream LWS vLLM example, 1124Gi per pod, was placed on
 g6.48xlarge machines of 768 GiB). The live path (`submit`, allocatable minus bound pods' requests) is tested on the
@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import geosched
-from geosched import catalog, room
+from geosched.core import catalog, room
+from geosched.core.models import Placement
+from geosched.core.specs import spec_index
 from geosched.kube.jobinput import read_job_file
-from geosched.models import Placement
-from geosched.specs import spec_index
 
 ROOT = Path(__file__).resolve().parents[1]
 # kubernetes-sigs/lws v0.10.0 docs/examples/vllm/GPU/lws.yaml, unchanged but for its header (the file cites it):

@@ -1,4 +1,4 @@
-"""geosched.writes: no write through a link, temp files never left behind, modes kept, flushed before the
+"""geosched.files.writes: no write through a link, temp files never left behind, modes kept, flushed before the
 rename, and sets committed whole. Real files, real processes (and strace for the order of system calls)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import InputError, OutputError
-from geosched.writes import IGNORE_PATTERN, JOURNAL, PRIVATE, TMP_PREFIX, commit, pending, recover, write_file
+from geosched.core.errors import InputError, OutputError
+from geosched.files.writes import IGNORE_PATTERN, JOURNAL, PRIVATE, TMP_PREFIX, commit, pending, recover, write_file
 
 LAYOUT = ("*", "*/*/*")
 
@@ -110,7 +110,7 @@ def test_the_file_is_flushed_before_the_rename_and_the_directory_after(tmp_path:
     """The order of system calls, seen by strace in a real process: fsync(temp) < rename < fsync(dir)."""
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed")
-    script = "from pathlib import Path; from geosched.writes import write_file; " \
+    script = "from pathlib import Path; from geosched.files.writes import write_file; " \
              f"write_file(Path({str(tmp_path / 'out.yaml')!r}), 'a: 1')"
     log = tmp_path / "trace"
     subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,fsync,rename,renameat,renameat2", "-o", str(log),
@@ -136,7 +136,7 @@ def test_a_set_is_written_whole_and_old_files_in_it_removed(tmp_path: Path) -> N
 KILLED_COMMIT = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from geosched import writes
+    from geosched.files import writes
     stop_at = sys.argv[2]
     real = os.replace
     def replace(src, dst, **kw):
@@ -173,8 +173,8 @@ def test_the_ignore_pattern_covers_temp_files_and_the_journal() -> None:
 
 
 def test_a_plot_replaces_a_link_at_its_path_instead_of_writing_through_it(tmp_path: Path) -> None:
+    from geosched.core.testing import fleet, network, node
     from geosched.plots.write import heatmap_plot
-    from geosched.testing import fleet, network, node
 
     target = tmp_path / "precious.png"
     target.write_bytes(b"not yours")
@@ -190,7 +190,7 @@ def test_a_plot_replaces_a_link_at_its_path_instead_of_writing_through_it(tmp_pa
 def test_state_kept_beside_the_store_is_private(tmp_path: Path) -> None:
     import asyncssh
 
-    from geosched.inventory import SshTarget
+    from geosched.files.inventory import SshTarget
     from geosched.probes.hostkeys import HostKeys
     from geosched.probes.service import next_run
 

@@ -1,4 +1,4 @@
-"""Recovery of a journal it finds (geosched.writes) against journals and directories drawn at random: names of
+"""Recovery of a journal it finds (geosched.files.writes) against journals and directories drawn at random: names of
 the right shape and hostile ones (absolute, `..`, separators, another name's temp, `.git`, names outside the
 set's layout), over temp files, targets and directories that are missing, regular, directories, or links out
 of the tree. Whatever is drawn: nothing outside the tree changes; a reader changes nothing at all; a writer
@@ -16,8 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from geosched.errors import OutputError
-from geosched.writes import JOURNAL, TMP_PREFIX, ForeignJournal, in_layout, reading, recover, temp_name
+from geosched.core.errors import OutputError
+from geosched.files.writes import JOURNAL, TMP_PREFIX, ForeignJournal, in_layout, reading, recover, temp_name
 
 LAYOUT = ("*.yaml", "clusters/*/*.yaml")
 TARGETS = ["fleet.yaml", "network.yaml", "clusters/x/a.yaml", "clusters/y/b.yaml"]

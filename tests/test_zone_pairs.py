@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from geosched import catalog, netmodel
-from geosched.models import LinkStats, Zone, pair_key
+from geosched.core import catalog, netmodel
+from geosched.core.models import LinkStats, Zone, pair_key
 from geosched.policies.zonepairs import HIGHER_IS_BETTER, MEASURES, UNKNOWN, ZonePairs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from geosched.gpus import GpuPart
+from geosched.core.gpus import GpuPart
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,16 +13,16 @@ from typing import Any
 
 from rich.markup import escape
 
-from geosched import render
-from geosched.documents import Output
-from geosched.models import Fleet, Placement
+from geosched.console import render
+from geosched.core.models import Fleet, Placement
+from geosched.files.documents import Output
 from geosched.report import Kind, Source, close_interval, open_interval
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.baseline import stands_on
 from geosched.report.formats import display_row, recorded_caption, row, savings_rows
 from geosched.report.report import Rendered, report
 from geosched.report.window import iso
-from geosched.store import Store
+from geosched.store.db import Store
 
 ASSUMED_S = 3600.0
 # 80 columns (issue 23 item 8): the intervals count (a ledger detail) and $/GPU-h (cost $ / GPU-h) are

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from geosched import render
-from geosched.default_fleet import default_fleet, default_network
+from geosched.console import render
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Placement
 from geosched.demo import costs, provisioning, stages
-from geosched.models import Placement
 from geosched.policies import PlacementContext
-from geosched.store import Store
+from geosched.store.db import Store
 
 
 def demo_dir(home: Path) -> Path:

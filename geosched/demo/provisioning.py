@@ -15,16 +15,17 @@ from dataclasses import dataclass
 
 from rich.markup import escape
 
-from geosched import catalog, render
-from geosched.extras import extra_for
-from geosched.models import Fleet, Offering, Placement
+from geosched.console import render
+from geosched.core import catalog
+from geosched.core.extras import extra_for
+from geosched.core.models import Fleet, Offering, Placement
+from geosched.core.retry import RetryPolicy
 from geosched.providers import lifecycle
 from geosched.providers.cli import attempt_rows, attempts_table
 from geosched.providers.gang import ProvisionSettings, plan_gang, provision
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 
 PROVISION_JOB = "pretrain-64"
 # 8-GPU instance types the emulators hold, per (provider, GPU model): moto knows every EC2 type; the GCE
@@ -103,7 +104,7 @@ def emulators_missing() -> str | None:
             found = False
         if not found:
             missing = extra_for(ModuleNotFoundError(module, name=module))
-            assert missing is not None  # both names are in geosched.extras.EXTRA_OF_MODULE
+            assert missing is not None  # both names are in geosched.core.extras.EXTRA_OF_MODULE
             return str(missing)
     try:
         importlib.import_module("geosched_emulators")

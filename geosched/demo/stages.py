@@ -7,22 +7,23 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
-from geosched import policies, render
-from geosched.documents import job_to_dict, parse_job
-from geosched.gate import Kind, load_document
-from geosched.kinds import SIMULATION_RESULTS
+from geosched import policies
+from geosched.console import render
+from geosched.console.kinds import SIMULATION_RESULTS
+from geosched.console.output import transposed_table
+from geosched.core.models import Fleet, Job, NetworkView, Placement, Weights
+from geosched.files.documents import job_to_dict, parse_job
+from geosched.files.gate import Kind, load_document
+from geosched.files.writes import write_file
 from geosched.kube.config import Backend, ClusterConfig
 from geosched.kube.jobinput import parse_job_object
 from geosched.kube.render import RenderOptions, to_yaml
 from geosched.kube.render import render as render_manifests
-from geosched.models import Fleet, Job, NetworkView, Placement, Weights
-from geosched.output import transposed_table
 from geosched.policies import PlacementContext
 from geosched.simulate import read_trace, simulate
 from geosched.simulate.engine import SimOptions
 from geosched.simulate.fleets import GAVEL_NODES, sized_fleet
 from geosched.simulate.report import rows as policy_rows
-from geosched.writes import write_file
 
 DEMO_JOBS = ("train-8.yaml", "train-64.yaml", "train-512.yaml")
 DEMO_TRACE = "seed0_b436b2.trace"

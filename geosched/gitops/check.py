@@ -19,16 +19,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from geosched import writes
-from geosched.errors import one_line
-from geosched.gate import parse_yaml
+from geosched.core.errors import one_line
+from geosched.files import writes
+from geosched.files.gate import parse_yaml
 from geosched.gitops.explain import explain
 from geosched.gitops.files import OWNED_PATTERNS
 from geosched.gitops.plan import CLUSTERS_DIR, Placed
 from geosched.gitops.render import Rendered, render_in_memory
 from geosched.grid.formats import Basis
 from geosched.kube import affinity, nodelabels
-from geosched.stable import Rebalance
+from geosched.policies.stable import Rebalance
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from geosched.console.options import CarbonBasisOpt, CarbonHourlyOpt
 from geosched.grid.formats import Basis
-from geosched.options import CarbonBasisOpt, CarbonHourlyOpt
-from geosched.stable import DEFAULT_MIN_GAIN
+from geosched.policies.stable import DEFAULT_MIN_GAIN
 
 if TYPE_CHECKING:
-    from geosched.stable import Rebalance
+    from geosched.policies.stable import Rebalance
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
                   help="Render placed jobs as a GitOps tree (clusters/<cluster>/<namespace>/<job>.yaml) and check it.")
@@ -44,9 +44,9 @@ ExplainOpt = Annotated[bool, typer.Option("--explain", help="One line per job: k
 
 @contextmanager
 def _bad_input() -> Iterator[None]:
-    # Handled here as well as in geosched.cli.main, so the exit code holds however the sub-app is run.
-    from geosched import render as console
-    from geosched.errors import GeoschedError
+    # Handled here as well as in geosched.cli.main.main, so the exit code holds however the sub-app is run.
+    from geosched.console import render as console
+    from geosched.core.errors import GeoschedError
     try:
         yield
     except GeoschedError as exc:  # bad input (2), a tree that cannot be written (1)
@@ -55,13 +55,13 @@ def _bad_input() -> Iterator[None]:
 
 
 def _at(text: str | None) -> datetime | None:
-    from geosched.fields import parse_time
+    from geosched.files.fields import parse_time
     return parse_time(text, "--at", "") if text is not None else None
 
 
 def _rebalance(on: bool, min_gain: float) -> Rebalance | None:
-    from geosched.errors import InputError
-    from geosched.stable import Rebalance
+    from geosched.core.errors import InputError
+    from geosched.policies.stable import Rebalance
     if not 0.0 <= min_gain < 100.0:
         raise InputError("--min-gain", "", f"expected a percentage from 0 to below 100, got {min_gain:g}")
     return Rebalance(min_gain / 100.0) if on else None
@@ -74,13 +74,13 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
                carbon_hourly: CarbonHourlyOpt = None, carbon_basis: CarbonBasisOpt = Basis.LIFECYCLE) -> None:
     """Place every job and write the tree; only files whose bytes change are written. Jobs the tree already
     places keep their nodes while they fit."""
-    from geosched.errors import one_line
+    from geosched.core.errors import one_line
 
     # Rendering places jobs (numpy, the policies): imported by the verb, not by `geosched -h`.
     from geosched.gitops.check import unmatched_pins
     from geosched.gitops.plan import Placed
     from geosched.gitops.render import render_tree
-    from geosched.stable import Fate
+    from geosched.policies.stable import Fate
 
     with _bad_input():
         result = render_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from geosched.documents import score_to_dict
+from geosched.files.documents import score_to_dict
 from geosched.gitops.index import Entry, Index
 from geosched.gitops.plan import Outcome, Placed
 

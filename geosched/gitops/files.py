@@ -5,7 +5,7 @@ Owned, and so rewritten or removed: `placements.yaml`, `.gitignore`, `clusters/*
 repository's own files (its own `.gitignore` at the root is kept, and geosched's is then not written), and
 files other tools keep in the same places (Flux bootstrap writes `clusters/<name>/flux-system/*.yaml`). A
 file whose bytes are already right is not touched (its mtime stays). The changes are committed as one unit
-(geosched.writes.commit): a render killed half way is finished or undone by the next one, and `check` says so.
+(geosched.files.writes.commit): a render killed half way is finished or undone by the next one, and `check` says so.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from geosched import writes
-from geosched.errors import InputError
-from geosched.gate import Kind, read_bytes
+from geosched.core.errors import InputError
+from geosched.files import writes
+from geosched.files.gate import Kind, read_bytes
 from geosched.gitops.index import INDEX
 from geosched.gitops.plan import CLUSTERS_DIR
 from geosched.gitops.tree import GITIGNORE, README
@@ -68,7 +68,7 @@ def read_tree(out_dir: Path) -> OnDisk:
 
 def _plain(path: Path, root: Path) -> bool:
     """A regular file reached without a symlink below `root`: the tree holds plain files, and a link could
-    lead out of it (a removal would then delete something else; a write is refused by geosched.writes)."""
+    lead out of it (a removal would then delete something else; a write is refused by geosched.files.writes)."""
     if not path.is_file():
         return False
     here = path

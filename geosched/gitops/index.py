@@ -21,12 +21,12 @@ from typing import Any
 
 import yaml
 
-from geosched.documents import API_VERSION, score_to_dict
-from geosched.errors import InputError
-from geosched.gate import Kind, parse_yaml, read_text
+from geosched.core.errors import InputError
+from geosched.files.documents import API_VERSION, score_to_dict
+from geosched.files.gate import Kind, parse_yaml, read_text
 from geosched.gitops.load import TreeInputs
 from geosched.gitops.plan import Outcome, Placed
-from geosched.stable import Current
+from geosched.policies.stable import Current
 
 INDEX = "placements.yaml"
 KIND = "PlacementIndex"

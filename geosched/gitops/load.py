@@ -12,16 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from geosched import catalog
-from geosched.documents import NAME_RE, fleet_to_dict, job_to_dict, network_to_dict, parse_fleet, parse_network
-from geosched.errors import InputError
+from geosched.core import catalog
+from geosched.core.errors import InputError
+from geosched.core.models import CarbonSignal, Fleet, NetworkView
+from geosched.files.documents import NAME_RE, fleet_to_dict, job_to_dict, network_to_dict, parse_fleet, parse_network
 from geosched.gitops.config import GitOpsConfig, config_to_dict, load_config
 from geosched.grid.forecast import GridHistory
 from geosched.kube.config import ClusterConfig, cluster_to_dict, load_cluster_config
 from geosched.kube.jobinput import JobInput, read_job_file
 from geosched.kube.provenance import inputs_digest
-from geosched.models import CarbonSignal, Fleet, NetworkView
-from geosched.store import read_snapshot
+from geosched.store.db import read_snapshot
 
 JOB_SUFFIXES = (".yaml", ".yml", ".json")
 # Cluster names become directory names (and Argo CD / Flux object names): one safe path segment.
@@ -79,7 +79,7 @@ def load_inputs(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path,
 def repository_root(out_dir: Path) -> Path:
     """The Git work tree the tree is rendered into (the nearest directory, from `out_dir` up, holding `.git`),
     else `out_dir` itself: what a pull request controls, and so what its links may not lead out of
-    (geosched.gate.confined, docs/security.md)."""
+    (geosched.files.gate.confined, docs/security.md)."""
     start = Path(os.path.abspath(out_dir))
     return next((d for d in (start, *start.parents) if os.path.lexists(d / ".git")), start)
 

@@ -1,6 +1,6 @@
 """Placing every job of the tree on one snapshot, over the previous render. Pure: values in, values out.
 
-Stable (geosched/stable.py): a job the previous render placed keeps its cluster, zones and nodes while they
+Stable (geosched/policies/stable.py): a job the previous render placed keeps its cluster, zones and nodes while they
 still fit on the snapshot minus the other kept jobs; the other jobs (new, edited so that their nodes no longer
 hold them, or whose nodes left or filled up) are then placed in order of key on what is left. So adding,
 changing or deleting one job never moves another, and the same inputs over the same previous tree always give
@@ -17,15 +17,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from geosched import policies
+from geosched.core.models import Job, NoFit, Placement, Rejection, Weights
 from geosched.gitops.load import JobSpec, TreeInputs
 from geosched.kube import flex
 from geosched.kube.config import ClusterConfig
-from geosched.models import Job, NoFit, Placement, Rejection, Weights
 from geosched.policies import PlacementContext, timeshift
 from geosched.policies.context import IntArray, job_view
 from geosched.policies.patience import Waiting
 from geosched.policies.scoring import evaluate
-from geosched.stable import Current, Fate, Rebalance, Request, arrays, place_all
+from geosched.policies.stable import Current, Fate, Rebalance, Request, arrays, place_all
 
 CLUSTERS_DIR = "clusters"
 

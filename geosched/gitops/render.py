@@ -14,20 +14,20 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from geosched import writes
-from geosched.carbon import decision_signal, grid_history, load_grid
-from geosched.errors import InputError
-from geosched.gate import confined, parse_yaml
+from geosched.core.errors import InputError
+from geosched.files import writes
+from geosched.files.gate import confined, parse_yaml
 from geosched.gitops import files
 from geosched.gitops.config import EPOCH
 from geosched.gitops.index import INDEX, Index, parse_index
 from geosched.gitops.load import TreeInputs, load_inputs, repository_root
 from geosched.gitops.plan import CLUSTERS_DIR, Unplaced, plan
 from geosched.gitops.tree import GITIGNORE, Tree, build_tree
+from geosched.grid.carbon import decision_signal, grid_history, load_grid
 from geosched.grid.formats import Basis
 from geosched.kube import flex
 from geosched.kube.provenance import inputs_digest
-from geosched.stable import Rebalance
+from geosched.policies.stable import Rebalance
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, 
                      config: Path | None = None, at: datetime | None = None,
                      rebalance: Rebalance | None = None, carbon_hourly: Path | Sequence[Path] | None = None,
                      carbon_basis: Basis = Basis.LIFECYCLE) -> Rendered:
-    """`carbon_hourly`: hourly grid-intensity series (geosched/carbon.py); new decisions use their hour of `at`
+    """`carbon_hourly`: hourly grid-intensity series (geosched/grid/carbon.py); new decisions use their hour of `at`
     (kept jobs stay), and a flexible job chooses its start in its window (held, suspended, until then).
     Every file read inside the repository must stay inside it (no link out: docs/security.md)."""
     _apart(jobs_dir, out_dir)

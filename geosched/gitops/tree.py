@@ -24,14 +24,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.files.writes import IGNORE_PATTERN
 from geosched.gitops.index import INDEX, Index, Stamp, index_doc, index_text
 from geosched.gitops.load import TreeInputs
 from geosched.gitops.plan import CLUSTERS_DIR, Outcome, Placed
 from geosched.kube import flex
 from geosched.kube.provenance import CLUSTER, DIGEST, timestamp
 from geosched.kube.render import RenderOptions, render, to_yaml
-from geosched.writes import IGNORE_PATTERN
 
 README = "README.md"
 GITIGNORE = ".gitignore"

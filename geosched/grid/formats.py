@@ -40,10 +40,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from geosched.errors import InputError
-from geosched.fields import utc_instant
-from geosched.gate import CsvRows, parse_json
-from geosched.models import HOUR_S
+from geosched.core.errors import InputError
+from geosched.core.models import HOUR_S
+from geosched.files.fields import utc_instant
+from geosched.files.gate import CsvRows, parse_json
 
 LBS_PER_MWH_TO_G_PER_KWH = 0.45359237
 MAX_POINTS = 2_000_000  # ~ 228 years of hours, or 19 years of 5-minute points: a bound on memory, not a rule

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from geosched.errors import InputError
-from geosched.gate import CsvRows
-from geosched.models import region_key
+from geosched.core.errors import InputError
+from geosched.core.models import region_key
+from geosched.files.gate import CsvRows
 
 SHIPPED = "grid_zones.csv"
 COLUMNS = ("provider", "region", "zone")

@@ -1,6 +1,6 @@
 """`geosched submit | jobs | scheduler run`: the typer sub-app the top-level CLI mounts. Parses, calls, prints.
 
-geosched/cli.py puts these commands at the top level: `geosched submit`, `geosched jobs`, `geosched scheduler run`.
+geosched/cli/main.py puts these commands at the top level: `geosched submit`, `geosched jobs`, `geosched scheduler run`.
 
 Exit codes: 0 done (or the job already runs somewhere); 1 the cluster refused, submitting could duplicate the
 job, or a cluster could not be read (no cluster at all, a no-fit that a cluster not read might have held, a `jobs`
@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from geosched import policies
-from geosched.grid.formats import Basis
-from geosched.kube.compact import CompactKind
-from geosched.options import (
+from geosched.console.options import (
     DEFAULT_WEIGHTS,
     CarbonBasisOpt,
     CarbonHourlyOpt,
@@ -35,7 +33,9 @@ from geosched.options import (
     ZoneToleranceOpt,
     known_policy,
 )
-from geosched.output import NoHeadersOpt, Output, OutputOpt
+from geosched.console.output import NoHeadersOpt, Output, OutputOpt
+from geosched.grid.formats import Basis
+from geosched.kube.compact import CompactKind
 
 if TYPE_CHECKING:
     from geosched.kube.cluster_inventory import Unreachable
@@ -63,9 +63,9 @@ ClustersOpt = Annotated[Path | None, typer.Option(
 
 @contextmanager
 def _errors() -> Iterator[None]:
-    # Mapped here as well as in geosched.cli.main, so exit codes hold however the sub-app is run.
-    from geosched import render
-    from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, GeoschedError, InputError
+    # Mapped here as well as in geosched.cli.main.main, so exit codes hold however the sub-app is run.
+    from geosched.console import render
+    from geosched.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, GeoschedError, InputError
     try:
         yield
     except InputError as exc:
@@ -100,7 +100,7 @@ def _clusters(path: Path | None) -> dict[str, ClusterConfig] | None:
 
 
 def _warn(unreachable: tuple[Unreachable, ...] | list[Unreachable], assumptions: tuple[str, ...] = ()) -> None:
-    from geosched import render
+    from geosched.console import render
     for u in unreachable:
         render.err.print(f"warning: cluster {u.cluster} (context {u.context}) unreachable: {u.reason}", markup=False)
     for note in assumptions:
@@ -136,7 +136,7 @@ def submit_cmd(
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     carbon_hourly: Annotated[Path | None, typer.Option(
-        "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/carbon.py): place at the "
+        "--carbon-hourly", help="CSV region,datetime,gco2e_per_kwh (format in geosched/grid/carbon.py): place at the "
         "grid intensity of the hour the job starts, not the yearly mean.")] = None,
     at: Annotated[str | None, typer.Option(
         "--at", help="When the job starts, RFC 3339 with offset (default: now): the carbon hour and the "
@@ -144,14 +144,14 @@ def submit_cmd(
 ) -> None:
     """Place a job on the live clusters and apply it there, once. Jobs geosched placed that have not started keep
     their nodes: the new job is placed around them."""
-    from geosched import render
-    from geosched.carbon import decision_time, load_carbon
-    from geosched.documents import load_network
-    from geosched.errors import EXIT_FAILED, EXIT_NO_FIT
+    from geosched.console import render
+    from geosched.console.output import emit_document
+    from geosched.core.errors import EXIT_FAILED, EXIT_NO_FIT
+    from geosched.core.models import Weights
+    from geosched.files.documents import load_network
+    from geosched.grid.carbon import decision_time, load_carbon
     from geosched.kube import submit as submitting
     from geosched.kube.cluster_inventory import unreachable_list
-    from geosched.models import Weights
-    from geosched.output import emit_document
 
     with _errors():
         options = submitting.SubmitOptions(policy=policy, weights=Weights(network_weight, cost_weight, carbon_weight,
@@ -175,7 +175,7 @@ def submit_cmd(
 
 
 def _print_outcome(outcome: SubmitOutcome) -> None:
-    from geosched import render
+    from geosched.console import render
     if outcome.status == "no-fit":
         assert outcome.nofit is not None
         render.error(outcome.nofit.message)
@@ -197,7 +197,7 @@ def _print_outcome(outcome: SubmitOutcome) -> None:
 
 
 def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
-    from geosched import render
+    from geosched.console import render
     return {
         "job": outcome.job, "status": outcome.status, "cluster": outcome.cluster, "context": outcome.context,
         "zones": list(outcome.zones),
@@ -217,11 +217,11 @@ def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: Kubec
                  "--record", help="Also write each job's start and end (from its status) into the usage ledger "
                  "that `geosched report` prices (a read-only command otherwise).")] = False) -> None:
     """Jobs geosched placed, on every cluster, with their zones and state."""
-    from geosched import kinds, render
-    from geosched.errors import EXIT_FAILED
+    from geosched.console import kinds, render
+    from geosched.console.output import emit_list, rfc3339
+    from geosched.core.errors import EXIT_FAILED
     from geosched.kube import cluster_inventory
     from geosched.kube import submit as submitting
-    from geosched.output import emit_list, rfc3339
 
     with _errors():
         configs = _clusters(clusters)
@@ -246,7 +246,7 @@ def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: Kubec
 
 def _home(ctx: typer.Context) -> Path:
     # The root `--home` of `geosched` when there is one (as the provisioning verbs read it), else the default.
-    from geosched.store import default_home
+    from geosched.store.db import default_home
 
     home = ctx.find_root().params.get("home")
     return Path(home) if home else default_home()
@@ -255,9 +255,9 @@ def _home(ctx: typer.Context) -> Path:
 def _record(home: Path, found: list[PlacedJob], read: set[str]) -> None:
     """Sync the jobs' runs into the store's usage ledger. A store is only created when there is a run to write:
     without one, the only work is closing rows of jobs that are gone, which needs a ledger that exists."""
-    from geosched import render
+    from geosched.console import render
     from geosched.kube.submit import sync_usage
-    from geosched.store import DB_NAME, Store
+    from geosched.store.db import DB_NAME, Store
 
     if not any(j.usage and j.usage.shares and (j.usage.start, j.usage.end) != (None, None) for j in found) \
             and not (home / DB_NAME).exists():
@@ -295,9 +295,9 @@ def scheduler_run(
     """Bind pending pods with schedulerName geosched, whole gangs at a time, until SIGTERM or Ctrl-C. With
     --carbon-hourly, a gang whose pods declare slack (geosched.io/runtime with start-within or deadline) is bound
     at the start hour it chooses, never after its latest start."""
-    from geosched import redact, render
-    from geosched.carbon import load_grid
-    from geosched.errors import InputError
+    from geosched.console import redact, render
+    from geosched.core.errors import InputError
+    from geosched.grid.carbon import load_grid
     from geosched.kube.scheduler import FileNetwork, no_network
     from geosched.kube.scheduler import run as run_scheduler
 
@@ -306,7 +306,7 @@ def scheduler_run(
             raise InputError("--context", "", "required (or --in-cluster inside the cluster)")
         settings = _settings(config, namespace, leader_elect, scheduler_name, lease_namespace)
         source = FileNetwork(network) if network is not None else no_network
-        from geosched import logs
+        from geosched.console import logs
 
         logs.daemon(verbose)
         redact.scrub_logging()  # no credential in a log line, whichever library wrote it

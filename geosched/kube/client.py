@@ -26,9 +26,9 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.retry import RetryPolicy, retry
 from geosched.kube import credplugin, kubeconfig
-from geosched.retry import RetryPolicy, retry
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -154,7 +154,7 @@ def retry_after(exc: BaseException | None) -> float | None:
         return None
 
 
-# An API server answers in milliseconds: start lower and cap shorter than a cloud's launch API (geosched/retry.py).
+# An API server answers in milliseconds: start lower and cap shorter than a cloud's launch API (geosched/core/retry.py).
 KUBE_RETRY = RetryPolicy(attempts=6, initial_s=0.2, max_s=10.0, max_retry_after_s=60.0)
 
 

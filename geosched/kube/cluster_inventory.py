@@ -34,15 +34,16 @@ from functools import cache
 from pathlib import Path
 from statistics import median
 
-from geosched import catalog, clouds, netmodel
-from geosched.errors import GeoschedError, InputError
+from geosched import clouds
+from geosched.core import catalog, netmodel
+from geosched.core.errors import GeoschedError, InputError
+from geosched.core.models import Fleet, NetworkView, Node, Region, Rejection, Zone, region_key
 from geosched.kube import nodeprice
 from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_files, list_contexts
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
 from geosched.kube.keys import JOB_LABEL
 from geosched.kube.tolerations import Toleration
-from geosched.models import Fleet, NetworkView, Node, Region, Rejection, Zone, region_key
 
 DEFAULT_GRID_GCO2E_PER_KWH = 480.0
 DEFAULT_PUE = 1.58
@@ -306,7 +307,7 @@ def _unique_names(nodes: Sequence[Node]) -> list[Node]:
 
 
 def network_for(fleet: Fleet, measured: NetworkView | None = None) -> NetworkView:
-    """The network a live fleet is placed on: the shipped model (`geosched.netmodel`, links with `samples: 0`)
+    """The network a live fleet is placed on: the shipped model (`geosched.core.netmodel`, links with `samples: 0`)
     for every zone pair it knows, overridden by measured zone links; measured node links as they are. Only links
     between the fleet's own zones and nodes: a snapshot names nothing the fleet does not hold."""
     links = netmodel.zone_links(fleet.zones.values())

@@ -23,8 +23,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from geosched.core.models import Job
     from geosched.kube.jobinput import JobKind, PathKey, PodSet
-    from geosched.models import Job
 
 
 class CompactKind(StrEnum):
@@ -44,7 +44,7 @@ class Built:
 
 
 def build(job: Job, namespace: str, kind: CompactKind, source: str) -> Built:
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
     if job.image is None:
         raise InputError(source, "image", "required to run the job on Kubernetes (the container image)")
     if kind is CompactKind.JOBSET:

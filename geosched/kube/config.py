@@ -43,10 +43,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from geosched.documents import API_VERSION
-from geosched.errors import InputError
-from geosched.fields import Fields
-from geosched.gate import Kind, load_document
+from geosched.core.errors import InputError
+from geosched.files.documents import API_VERSION
+from geosched.files.fields import Fields
+from geosched.files.gate import Kind, load_document
 from geosched.kube import podoptions
 from geosched.kube.tolerations import Toleration, to_manifest
 from geosched.kube.tolerations import parse as parse_tolerations

@@ -13,10 +13,10 @@ blames the 401. So:
   is kept for the thread that built the client (`failure`), so `geosched.kube.client.connect_config` raises
   `CredentialPluginError` with the plugin's exit code and the first line of its stderr. The record still goes on
   to whatever handler the process has (a daemon's log); the one-shot commands print no library lines
-  (`geosched.logs`).
+  (`geosched.console.logs`).
 
 Never a credential: the plugin's stdout (where a token is) is never read here, its env values are registered with
-`geosched.redact` by the kubeconfig reader, and only the command's name is said, never its arguments.
+`geosched.console.redact` by the kubeconfig reader, and only the command's name is said, never its arguments.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from geosched.errors import GeoschedError
+from geosched.core.errors import GeoschedError
 
 _KUBE_CONFIG = os.sep + os.path.join("kubernetes", "config") + os.sep
 _RETURNED = re.compile(r"^exec: process returned (-?\d+)\.?\s*(.*)$", re.S)

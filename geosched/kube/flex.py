@@ -28,11 +28,11 @@ from collections.abc import Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
-from geosched.errors import InputError
-from geosched.fields import parse_time
+from geosched.core.errors import InputError
+from geosched.core.models import Schedule
+from geosched.files.fields import parse_time
 from geosched.kube import kinds
 from geosched.kube.keys import PREFIX
-from geosched.models import Schedule
 
 RUNTIME = PREFIX + "runtime"
 START_WITHIN = PREFIX + "start-within"

@@ -38,8 +38,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from geosched.core.models import Node
 from geosched.kube import keys, nodelabels
-from geosched.models import Node
 
 LIBRARIES_HOST = "/home/kubernetes/bin/nvidia/lib64"
 LIBRARIES_MOUNT = "/usr/local/nvidia/lib64"

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from geosched import catalog
-from geosched.gpus import model_from_gke_accelerator, model_from_product, part
+from geosched.core import catalog
+from geosched.core.gpus import model_from_gke_accelerator, model_from_product, part
 from geosched.kube import keys
 
 IDENTITY_LABELS = (keys.GPU_PRODUCT, keys.GKE_ACCELERATOR, keys.INSTANCE_TYPE)

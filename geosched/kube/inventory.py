@@ -11,7 +11,7 @@ the caller lists nodes and pods and hands them in, as dicts or kubernetes client
 - GPUs: allocatable `nvidia.com/gpu`; free = allocatable minus what bound, non-terminated pods ask for, and none
   on a node whose pod slots (allocatable `pods`) bound pods all take; the room for everything else a worker asks
   (cpu, memory, ephemeral storage, EFA): allocatable minus what the bound pods request (`Node.room`, counted by
-  `geosched.kube.resources` as NodeResourcesFit counts it), which `geosched.room` holds each job's workers to;
+  `geosched.kube.resources` as NodeResourcesFit counts it), which `geosched.core.room` holds each job's workers to;
 - cordoned (spec.unschedulable) or NotReady nodes stay in the fleet with state NOT_READY and no free GPU, so
   the node keeps its identity while policies pass it over; nodes without GPUs, or without zone labels or a
   known GPU model, or whose GPUs are MIG slices or shared replicas (`gpuidentity.not_whole`), are left out with
@@ -32,12 +32,13 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
-from geosched import catalog, clouds
+from geosched import clouds
+from geosched.core import catalog
+from geosched.core.models import Node, NodeState, Offering, Rejection
 from geosched.kube import gpuidentity, keys, nodeprice, resources
 from geosched.kube.objpath import At
 from geosched.kube.quantity import parse_quantity, whole_count
 from geosched.kube.tolerations import GPU_ADMISSION, Toleration, node_taints, untolerated
-from geosched.models import Node, NodeState, Offering, Rejection
 
 TERMINATED_PHASES = {"Succeeded", "Failed"}
 

@@ -1,7 +1,7 @@
 """Standard Kubernetes job objects (and geosched's compact job file) read into the geosched `Job` model.
 
 Supported, detected by apiVersion and kind: every kind in `geosched.kube.kinds` (one module each, saying how its
-pod sets are read), and geosched.io/v1alpha1 Job, the compact file, parsed by `geosched.documents.parse_job`.
+pod sets are read), and geosched.io/v1alpha1 Job, the compact file, parsed by `geosched.files.documents.parse_job`.
 
 GPUs per pod come from `resources.limits["nvidia.com/gpu"]`; the GPU model from `nvidia.com/gpu.product` in
 a nodeSelector or a required node affinity (`In`); zone and region limits from `topology.kubernetes.io/zone`
@@ -16,12 +16,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from geosched import catalog, room
-from geosched.documents import NAME_RE, parse_job
-from geosched.errors import InputError
-from geosched.fields import describe
-from geosched.gate import STDIN, Kind, parse_yaml, read_stdin_text, read_text
-from geosched.gpus import model_from_product, other_form_factor
+from geosched.core import catalog, room
+from geosched.core.errors import InputError
+from geosched.core.gpus import model_from_product, other_form_factor
+from geosched.core.models import Job, Schedule
+from geosched.files.documents import NAME_RE, parse_job
+from geosched.files.fields import describe
+from geosched.files.gate import STDIN, Kind, parse_yaml, read_stdin_text, read_text
 from geosched.kube import flex, keys, kinds, podoptions
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.kinds.base import JobKind
@@ -30,7 +31,6 @@ from geosched.kube.kinds.template import Template as _Template
 from geosched.kube.kinds.template import read as _template
 from geosched.kube.objpath import At
 from geosched.kube.resources import amount
-from geosched.models import Job, Schedule
 
 __all__ = ["JobInput", "JobKind", "PathKey", "PodSet", "load_job", "parse_job_object", "parse_job_text",
            "pod_templates_gang", "read_job_file"]

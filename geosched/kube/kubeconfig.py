@@ -5,7 +5,7 @@ file expands to gigabytes, a string where a list goes is a TypeError traceback, 
 entries (`Expected key name in f/{'user': {'token': ...}}`). So geosched reads each file itself:
 
 - `read`: every file of the list kubectl would read (`--kubeconfig`, else each of `$KUBECONFIG`, else
-  ~/.kube/config) through `geosched.gate` (a regular file, its size before reading, the bounded YAML
+  ~/.kube/config) through `geosched.files.gate` (a regular file, its size before reading, the bounded YAML
   parser: aliases, depth, numbers), then `check` (the shape), then `merge` (kubectl's rules), then hands the
   client the merged mapping (`geosched.kube.client.connect`). Relative file paths are made absolute against
   the file that names them, as client-go's `ResolveLocalPaths` does, since the client sees no file any more.
@@ -13,7 +13,7 @@ entries (`Expected key name in f/{'user': {'token': ...}}`). So geosched reads e
   (a string, a bool, a list of strings). Errors name the file and the field path (`users[1].user.token`) and
   never a value: a value may be a credential.
 - `credentials`: every secret the file holds (tokens, passwords, key and certificate data, auth-provider
-  config, exec env values), registered with `geosched.redact` so that no error, warning, log line or JSON
+  config, exec env values), registered with `geosched.console.redact` so that no error, warning, log line or JSON
   output can carry one, whatever library produced the text.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from geosched import redact
-from geosched.errors import InputError
-from geosched.gate import Kind, parse_yaml, read_text
+from geosched.console import redact
+from geosched.core.errors import InputError
+from geosched.files.gate import Kind, parse_yaml, read_text
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 LISTS = {"clusters": "cluster", "contexts": "context", "users": "user"}

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.errors import GeoschedError
+from geosched.core.errors import GeoschedError
 from geosched.kube.client import NODES, Kube
 
 CONDITION_TAINTS = frozenset(f"node.kubernetes.io/{t}" for t in (

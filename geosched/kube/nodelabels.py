@@ -17,7 +17,7 @@ labels and providerID are defined with its spec in `geosched.clouds`):
   `cloud.google.com/gke-accelerator` on GPU nodes (`nvidia-h100-80gb`), `cloud.google.com/machine-family`.
   providerID `gce://<project>/<zone>/<instance name>` (cloud-provider-gcp).
 - GPU feature discovery: `nvidia.com/gpu.product` (`NVIDIA-H100-80GB-HBM3`), `nvidia.com/gpu.count`,
-  `nvidia.com/gpu.present`; values per GPU model in `geosched.gpus`.
+  `nvidia.com/gpu.present`; values per GPU model in `geosched.core.gpus`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections.abc import Mapping
 
 from geosched import clouds
 from geosched.clouds import NodeShape
-from geosched.gpus import part
+from geosched.core.gpus import part
+from geosched.core.models import Node
 from geosched.kube import keys
-from geosched.models import Node
 
 
 def cloud_labels(*, provider: str, region: str, zone: str, zone_label: str, instance_type: str, gpu: str,

@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 from statistics import median
 
-from geosched import catalog
-from geosched.models import Node, Offering, Pricing
+from geosched.core import catalog
+from geosched.core.models import Node, Offering, Pricing
 
 # (label, value) pairs that mark a node bought on the spot market: cloud.google.com/kubernetes-engine/docs/concepts/
 # spot-vms (cloud.google.com/gke-spot=true) and .../preemptible-vms (cloud.google.com/gke-preemptible=true);

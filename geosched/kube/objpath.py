@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from geosched.errors import InputError
-from geosched.fields import describe
+from geosched.core.errors import InputError
+from geosched.files.fields import describe
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube import gpudirect as gpudirect_stack
 from geosched.kube.resources import amount
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from geosched.documents import score_to_dict
+from geosched.core.models import Placement
+from geosched.files.documents import score_to_dict
 from geosched.kube.keys import PREFIX
-from geosched.models import Placement
 
 DIGEST = PREFIX + "inputs-sha256"
 CLUSTER = PREFIX + "cluster"  # on the job object alone: where it was placed

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube import affinity, keys, tolerations
 from geosched.kube.backends.kueue import API_VERSION, GROUP
 from geosched.kube.jobinput import JobInput, PodSet

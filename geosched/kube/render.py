@@ -37,8 +37,9 @@ from typing import Any
 
 import yaml
 
-from geosched.documents import job_to_dict, placement_to_dict
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.models import Node, Placement
+from geosched.files.documents import job_to_dict, placement_to_dict
 from geosched.kube import affinity, gpudirect, gpuidentity, karmada, keys, nodelabels, podoptions, provenance
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.backends import handoff
@@ -48,7 +49,6 @@ from geosched.kube.config import Backend, ClusterConfig, cluster_to_dict
 from geosched.kube.jobinput import JobInput, JobKind, PodSet
 from geosched.kube.kinds.base import PinRequest
 from geosched.kube.kinds.template import at_path
-from geosched.models import Node, Placement
 
 
 @dataclass(frozen=True)

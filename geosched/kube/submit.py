@@ -20,8 +20,8 @@ Never a duplicate job:
 
 Never a placed job's nodes: a job geosched placed that has not started (Pending, or Suspended while Kueue holds
 it) holds no GPUs the cluster can see yet, only the nodes its `geosched.io/assignments` annotation names. Submit
-reads those objects on every candidate cluster and keeps their nodes for them first (`geosched.stable`), so a new
-job is placed around them; a started job's bound pods already hold their GPUs. A cluster whose jobs cannot be read
+reads those objects on every candidate cluster and keeps their nodes for them first (`geosched.policies.stable`), so a
+new job is placed around them; a started job's bound pods already hold their GPUs. A cluster whose jobs cannot be read
 refuses the submit as above.
 
 Retries: 429, 5xx and dropped connections are retried with exponential backoff and full jitter, at least the
@@ -41,9 +41,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from geosched import policies, usage
-from geosched.carbon import decision_signal
-from geosched.errors import GeoschedError, InputError
+from geosched import policies
+from geosched.core.errors import GeoschedError, InputError
+from geosched.core.models import CarbonSignal, Job, NetworkView, Node, NoFit, Placement, Pricing, Rejection, Weights
+from geosched.core.retry import RetryPolicy
+from geosched.grid.carbon import decision_signal
 from geosched.kube import cluster_inventory, keys, kinds, nodeprice, owners
 from geosched.kube.backends import kueue, workload_api
 from geosched.kube.client import (
@@ -66,10 +68,9 @@ from geosched.kube.kinds.base import UNKNOWN as UNKNOWN_KIND
 from geosched.kube.kinds.base import when
 from geosched.kube.queues import check_queues
 from geosched.kube.render import RenderOptions, render
-from geosched.models import CarbonSignal, Job, NetworkView, Node, NoFit, Placement, Pricing, Rejection, Weights
-from geosched.retry import RetryPolicy
-from geosched.stable import Current, Request, place_all
-from geosched.store import Store
+from geosched.policies.stable import Current, Request, place_all
+from geosched.store import usage
+from geosched.store.db import Store
 
 COMPACT_OBJECTS = {CompactKind.JOB: ("batch/v1", "Job"), CompactKind.JOBSET: ("jobset.x-k8s.io/v1alpha2", "JobSet")}
 # The kinds a placed gang's main object can have, for `jobs`: every kind a cluster serves (kube/kinds/).
@@ -296,8 +297,8 @@ def plan(job: JobInput, view: FleetView, clusters: Mapping[str, ClusterConfig], 
     """Place the job on the fleet's clusters (only those: nodes of no cluster cannot run it) and render it. Pure.
 
     `held`: jobs geosched placed that have not started (`held_placements`): their nodes are kept for them first
-    (geosched.stable), so a new job never takes the nodes a placed one is waiting for. `carbon`: placed at the grid
-    intensity of the hour of `now`."""
+    (geosched.policies.stable), so a new job never takes the nodes a placed one is waiting for. `carbon`: placed at
+    the grid intensity of the hour of `now`."""
     reachable = tuple(c for c in view.clusters if c in clusters)
     allowed = tuple(c for c in reachable if not job.job.clusters or c in job.job.clusters)
     placed_job = _with_clusters(job, allowed)

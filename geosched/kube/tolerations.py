@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.errors import InputError
-from geosched.fields import describe
+from geosched.core.errors import InputError
+from geosched.files.fields import describe
 from geosched.kube import keys
 from geosched.kube.objpath import At
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from geosched.models import Placement, Score, Weights
+from geosched.core.models import Placement, Score, Weights
 
 TERMS = ("network", "cost", "carbon")
 SHOWN = 15

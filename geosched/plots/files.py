@@ -1,5 +1,5 @@
 """A matplotlib Figure as a PNG, SVG or self-contained HTML file: the one place every `--plot` / `--heatmap`
-turns a figure into bytes and writes them (through `geosched.writes`, so a reader never sees half a file).
+turns a figure into bytes and writes them (through `geosched.files.writes`, so a reader never sees half a file).
 
 - The format comes from the file's suffix (`plot_format`), checked before any work is done; anything else is
   bad input (one line, exit 2).
@@ -18,8 +18,8 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from geosched.errors import InputError
-from geosched.writes import write_file
+from geosched.core.errors import InputError
+from geosched.files.writes import write_file
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

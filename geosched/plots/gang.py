@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from geosched.models import Fleet, NetworkView, Placement
+from geosched.core.models import Fleet, NetworkView, Placement
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle
 
-from geosched.models import Placement, Weights
+from geosched.core.models import Placement, Weights
 from geosched.plots.candidates import TERMS, RankedCandidate
 from geosched.plots.files import plain
 from geosched.plots.gang import GangMap

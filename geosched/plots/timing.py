@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 from matplotlib.axes import Axes
 
-from geosched.models import HOUR_S, Placement
+from geosched.core.models import HOUR_S, Placement
 from geosched.plots.files import plain
 from geosched.plots.simulation import style
 from geosched.policies.timeshift import Shift

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from geosched.models import Fleet, NetworkView, Node, Placement
+from geosched.core.models import Fleet, NetworkView, Node, Placement
 from geosched.plots.candidates import ranked
 from geosched.plots.files import write_figure
 from geosched.plots.gang import gang_map

@@ -15,7 +15,7 @@ import importlib
 import pkgutil
 from typing import TYPE_CHECKING, Any
 
-from geosched.models import Job, NoFit, Placement, Weights
+from geosched.core.models import Job, NoFit, Placement, Weights
 
 if TYPE_CHECKING:
     from geosched.policies.context import PlacementContext, job_view

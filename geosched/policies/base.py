@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from geosched.models import Assignment, Candidate, NoFit, Placement, Rejection, Score
+from geosched.core.models import Assignment, Candidate, NoFit, Placement, Rejection, Score
 from geosched.policies.context import IntArray, JobView
 from geosched.policies.scoring import evaluate
 

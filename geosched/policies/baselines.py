@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from geosched.models import NoFit, Placement, Rejection
+from geosched.core.models import NoFit, Placement, Rejection
 from geosched.policies.base import fill, fitting_pools, limits_ok, no_capacity, placed, pool_label, register
 from geosched.policies.context import IntArray, JobView
 from geosched.policies.scoring import evaluate

@@ -14,9 +14,9 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from geosched import room
-from geosched.comm import comm_ms
-from geosched.models import CarbonSignal, Fleet, Job, NetworkView, NodeState, Pricing, Weights, pair_key
+from geosched.core import room
+from geosched.core.comm import comm_ms
+from geosched.core.models import CarbonSignal, Fleet, Job, NetworkView, NodeState, Pricing, Weights, pair_key
 from geosched.policies import places, spotrisk
 from geosched.policies.energy import kwh_per_gpu_hour, node_kwh_per_gpu_hour, shipped_specs
 from geosched.policies.spotrisk import Rework, SpotRisk
@@ -138,7 +138,7 @@ class PlacementContext:
 
     @cached_property
     def rooms(self) -> list[room.Room]:
-        """Each node's room besides GPUs (`geosched.room.resolve`), built on first use: only a job that states
+        """Each node's room besides GPUs (`geosched.core.room.resolve`), built on first use: only a job that states
         requests reads it."""
         specs = shipped_specs()
         return [room.resolve(n, specs) for n in self.fleet.nodes]
@@ -337,7 +337,7 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
 
 
 def workers_held(ctx: PlacementContext, job: Job, restrict: Callable[[BoolArray, str], None]) -> IntArray | None:
-    """How many of the job's workers each node has room for besides GPUs (`geosched.room`), each resource a
+    """How many of the job's workers each node has room for besides GPUs (`geosched.core.room`), each resource a
     worker asks for one filter (`restrict`), so --explain names the one a node lacks; None when the job states no
     requests."""
     held: IntArray | None = None

@@ -1,7 +1,7 @@
 """Energy per GPU-hour: the one figure the carbon term (`context.job_view`), the time-shift decision
 (`timeshift`) and the simulator's measured emissions (`geosched.simulate.shifting`) multiply by the grid's
 gCO2e/kWh, so all three count a GPU-hour alike, and as `geosched report` charges it: each node's figure comes
-from the one energy model (`geosched.energy`: the GPU and its share of the host's vCPUs and memory, times the
+from the one energy model (`geosched.core.energy`: the GPU and its share of the host's vCPUs and memory, times the
 region's PUE), with the same resolvers for GPU power, PUE and the instance type's size.
 
 The model is linear in GPU utilisation, so each node keeps its kWh per GPU-hour at utilisation 0 and 1
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geosched import catalog
-from geosched import energy as model
-from geosched.specs import InstanceSpec, spec_index
+from geosched.core import catalog
+from geosched.core import energy as model
+from geosched.core.specs import InstanceSpec, spec_index
 
 if TYPE_CHECKING:
-    from geosched.models import Fleet
+    from geosched.core.models import Fleet
     from geosched.policies.context import FloatArray, IntArray, PlacementContext
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geosched.models import Score
+from geosched.core.models import Score
 from geosched.policies.base import group_ids
 from geosched.policies.context import IntArray, JobView
 from geosched.policies.scoring import Scored

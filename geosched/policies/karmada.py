@@ -34,7 +34,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from geosched.models import NoFit, Placement, Rejection
+from geosched.core.models import NoFit, Placement, Rejection
 from geosched.policies.base import limits_ok, no_capacity, placed, register
 from geosched.policies.baselines import spread_fill
 from geosched.policies.context import IntArray, JobView

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geosched.models import Job, NoFit, Placement, Rejection, Weights
+from geosched.core.models import Job, NoFit, Placement, Rejection, Weights
 
 if TYPE_CHECKING:
     from geosched.policies.context import PlacementContext

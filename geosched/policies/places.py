@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from geosched import catalog
 from geosched.clouds import aws as aws_cloud
-from geosched.models import Fleet, Job, Rejection
+from geosched.core import catalog
+from geosched.core.models import Fleet, Job, Rejection
 
 # The same label keys as geosched.kube.keys (the core may not import kube/).
 ZONE_LABEL = "topology.kubernetes.io/zone"

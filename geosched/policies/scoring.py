@@ -1,7 +1,7 @@
 """The score every policy is judged by: one function, so every comparison is side by side.
 
 The network term is the step time over the step time on the best link in the fleet. The step is compute plus
-`geosched.comm`'s ring all-reduce, bounded by the slowest hop of the ring the gang's nodes form (`ring`):
+`geosched.core.comm`'s ring all-reduce, bounded by the slowest hop of the ring the gang's nodes form (`ring`):
 
 - the ring runs zone by zone, region by region (each zone and region boundary is crossed once each way);
   inside a zone the two best-linked nodes sit at its ends, the others in between, so a degraded node's two
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geosched.comm import comm_ms
-from geosched.models import Score
+from geosched.core.comm import comm_ms
+from geosched.core.models import Score
 from geosched.policies.context import FloatArray, IntArray, JobView
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from geosched import clouds
 from geosched.clouds import CloudSpec, gcp
-from geosched.models import CommProfile
+from geosched.core.models import CommProfile
 
 if TYPE_CHECKING:  # numpy is imported where it computes: the catalog and provision verbs read this module's rules
     import numpy as np

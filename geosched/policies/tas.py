@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geosched.models import NoFit, Placement, Rejection
+from geosched.core.models import NoFit, Placement, Rejection
 from geosched.policies.base import fitting_pools, limits_ok, no_capacity, placed, pool_label, register
 from geosched.policies.context import IntArray, JobView
 

@@ -33,8 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from geosched import policies
+from geosched.core.models import HOUR_S, Job, NoFit, Placement, Weights
 from geosched.grid.forecast import GridHistory, Method, Outlook, run_means
-from geosched.models import HOUR_S, Job, NoFit, Placement, Weights
 from geosched.policies.context import FloatArray, IntArray, PlacementContext
 from geosched.policies.energy import kwh_per_gpu_hour, kwh_per_hour_by_region
 from geosched.policies.patience import Waiting

@@ -22,7 +22,7 @@ What is considered:
 3. Zones across regions, grown from each region outwards by zone-pair RTT, under the same rule one level up.
 
 Node score, lower is better: the score the gang would get on copies of that node (its own measured delay,
-loss and throughput through `geosched.comm`, plus its normalised $ and carbon), so degraded nodes come last.
+loss and throughput through `geosched.core.comm`, plus its normalised $ and carbon), so degraded nodes come last.
 
 Limits: node choice inside a zone set is greedy by node score (the benchmark measures the gap to the exact
 optimum); the multi-zone search is bounded as stated; the lower bound uses zone-pair links, so a measured
@@ -37,8 +37,8 @@ from functools import cache
 
 import numpy as np
 
-from geosched.comm import comm_ms
-from geosched.models import Candidate, NoFit, Placement, Rejection
+from geosched.core.comm import comm_ms
+from geosched.core.models import Candidate, NoFit, Placement, Rejection
 from geosched.policies.base import fill, group_ids, no_capacity, placed, register
 from geosched.policies.capacity import CAPACITY_TOLERANCE, keep_room
 from geosched.policies.context import BoolArray, FloatArray, IntArray, JobView

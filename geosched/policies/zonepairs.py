@@ -2,7 +2,7 @@
 
 A fleet of 10,000 one-node zones made four 10,000 x 10,000 matrices (3.2 GB) before the first decision (issue 19
 item 5). A zone pair's link is, in order: the network's explicit link for it (measured, or written in a network
-file), else the shipped model's (`geosched.netmodel`: same zone, same region, else the two zones' measurement
+file), else the shipped model's (`geosched.core.netmodel`: same zone, same region, else the two zones' measurement
 endpoints), else the unknown link (UNKNOWN_*: a bad intercontinental link). So the pairs are held as the explicit
 links (sorted keys, one searchsorted per batch of lookups) plus the model's rules (per zone: region and endpoint;
 per endpoint pair: a small table), and the minima and maxima over sets of pairs that zone-first's bounds need are
@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from geosched import netmodel
-from geosched.models import LinkStats, pair_key
+from geosched.core import netmodel
+from geosched.core.models import LinkStats, pair_key
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -22,10 +22,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from geosched.models import LinkStats, NetworkView
+    from geosched.core.models import LinkStats, NetworkView
     from geosched.probes.plan import Pair
     from geosched.probes.results import RunReport
-    from geosched.store import Sample
+    from geosched.store.db import Sample
 
 UNKNOWN_THROUGHPUT_GBPS = 1.0
 # Snapshots require throughput > 0; a stalled test is stored as "practically nothing", not as zero.
@@ -62,8 +62,8 @@ def to_samples(report: RunReport, zone_of: Mapping[str, str], taken_at: float, *
                prior: NetworkView | None = None, no_reply_rtt_ms: float = 1000.0,
                node_scope: NodeScope = NodeScope.ALL) -> tuple[list[Sample], list[Sample]]:
     """(node samples, zone samples) for `Store.add_samples`."""
-    from geosched.models import pair_key
-    from geosched.store import Sample
+    from geosched.core.models import pair_key
+    from geosched.store.db import Sample
     partials = _partials(report, no_reply_rtt_ms)
     zone_links = _zone_links(partials, zone_of, prior, no_reply_rtt_ms)
     node_samples = []
@@ -119,7 +119,7 @@ def slow_nodes(links: Mapping[Pair, LinkStats], zone_of: Mapping[str, str], *, r
 
 
 def _partials(report: RunReport, no_reply_rtt_ms: float) -> dict[Pair, _Partial]:
-    from geosched.models import pair_key
+    from geosched.core.models import pair_key
     out: dict[Pair, _Partial] = {}
     for r in report.echoes:
         key = pair_key(r.src, r.dst)
@@ -157,7 +157,7 @@ def _mean_opt(a: float | None, b: float | None) -> float | None:
 
 def _zone_links(partials: Mapping[Pair, _Partial], zone_of: Mapping[str, str], prior: NetworkView | None,
                 no_reply_rtt_ms: float) -> dict[Pair, LinkStats]:
-    from geosched.models import pair_key
+    from geosched.core.models import pair_key
     groups: dict[Pair, list[_Partial]] = {}
     for (a, b), part in partials.items():
         groups.setdefault(pair_key(zone_of[a], zone_of[b]), []).append(part)
@@ -186,7 +186,7 @@ def _median_opt(values: Iterable[float | None]) -> float | None:
 
 
 def _complete(part: _Partial, fallbacks: Iterable[LinkStats | None]) -> LinkStats:
-    from geosched.models import LinkStats
+    from geosched.core.models import LinkStats
     known = [f for f in fallbacks if f is not None]
     p50 = part.rtt_p50_ms if part.rtt_p50_ms is not None else next((f.rtt_p50_ms for f in known), None)
     p95 = part.rtt_p95_ms if part.rtt_p95_ms is not None else next((f.rtt_p95_ms for f in known), None)

@@ -1,4 +1,4 @@
-"""`geosched probe ...`: parse options, call probes.service, print through geosched.render.
+"""`geosched probe ...`: parse options, call probes.service, print through geosched.console.render.
 
 Register with `app.add_typer(probes.cli.make_app(State.store), name="probe")`: the factory is called
 when a command runs, so the root `--home` option is honoured.
@@ -14,24 +14,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from geosched.options import finite
-from geosched.output import NoHeadersOpt, OutputOpt
+from geosched.console.options import finite
+from geosched.console.output import NoHeadersOpt, OutputOpt
 from geosched.probes.aggregate import NodeScope
 from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod
 
 # The probing engine (asyncssh) is imported by the verbs that probe, so `geosched -h` does not load it.
 if TYPE_CHECKING:
-    from geosched.inventory import SshTarget
+    from geosched.files.inventory import SshTarget
     from geosched.probes import service
     from geosched.providers.lifecycle import ProbeTargets
-    from geosched.store import Store
+    from geosched.store.db import Store
 
 
 def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTargets:
     """The store's machines as probe targets, reached as `provision` set them up (GEOSCHED_SSH_USER). Machines
     geosched launched get their host keys pinned as their cloud reports them (EC2 console output, GCE guest
     attributes), so they are verified without trusting the network on first use."""
-    from geosched import render, settings
+    from geosched.console import render, settings
     from geosched.providers import journal, registry
     from geosched.providers.config import from_env
     from geosched.providers.lifecycle import probe_targets, reported_host_keys
@@ -80,7 +80,7 @@ class RichProgress:
     def __init__(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from geosched import render
+        from geosched.console import render
         self.bar = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=render.err, transient=False)
         self.task: Any = None
@@ -96,7 +96,7 @@ class RichProgress:
 
 
 def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
-    from geosched.output import Output
+    from geosched.console.output import Output
     from geosched.probes import exports
     app = typer.Typer(no_args_is_help=True, help="Measure the network between nodes over SSH (ping, iperf3).")
 
@@ -137,10 +137,10 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
     ) -> None:
         """Probe nodes and add the measurements to the store: an inventory file's, or (without --inventory) the
         machines the store knows: kept inventories and provisioned gangs that are up (`--gang` for one)."""
-        from geosched import render
-        from geosched.errors import InputError
-        from geosched.inventory import load_inventory
-        from geosched.output import emit_document, rfc3339
+        from geosched.console import render
+        from geosched.console.output import emit_document, rfc3339
+        from geosched.core.errors import InputError
+        from geosched.files.inventory import load_inventory
         from geosched.probes.results import report_to_dict
         from geosched.probes.settings import parse_kinds
         if inventory is not None and gang is not None:
@@ -200,10 +200,10 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
                                                      "zone pairs (median RTT, worst loss) or node pairs.")] = None,
     ) -> None:
         """The aggregated network view in the store: medians, p95, loss, throughput, age, samples."""
-        from geosched import kinds, render
-        from geosched.errors import InputError
-        from geosched.inventory import load_inventory
-        from geosched.output import emit_list
+        from geosched.console import kinds, render
+        from geosched.console.output import emit_list
+        from geosched.core.errors import InputError
+        from geosched.files.inventory import load_inventory
         from geosched.plots.files import plot_format
         if heatmap is not None:
             plot_format(heatmap, "--heatmap")
@@ -245,9 +245,9 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         = exports.DEFAULT_WEIGHTS,
     ) -> None:
         """Write the store's view as a NetworkTopology, its netperf ConfigMap and/or a snapshot file."""
-        from geosched import render
-        from geosched.errors import InputError
-        from geosched.inventory import load_inventory
+        from geosched.console import render
+        from geosched.core.errors import InputError
+        from geosched.files.inventory import load_inventory
         paths = {k: v for k, v in (("networktopology", networktopology), ("configmap", configmap),
                                    ("snapshot", snapshot)) if v is not None}
         if not paths:
@@ -271,7 +271,7 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
 
 
 def _print_run(outcome: service.RunOutcome) -> None:
-    from geosched import render
+    from geosched.console import render
     r = outcome.report
     render.out.print(
         f"run {r.plan.run} ({r.plan.kind.value} plan): {len(r.echoes)}/{len(r.plan.echo_pairs)} echo pairs, "

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from geosched.inventory import SshTarget
-from geosched.models import pair_key
+from geosched.core.models import pair_key
+from geosched.files.inventory import SshTarget
 from geosched.probes.failures import Failure, FailureKind, ProbeError
 from geosched.probes.kinds import measure_echo, measure_throughput
 from geosched.probes.locks import ResourceLocks

@@ -27,7 +27,7 @@ from itertools import permutations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from geosched.models import LinkStats, NetworkView, Node
+    from geosched.core.models import LinkStats, NetworkView, Node
 
 NT_API_VERSION = "networktopology.diktyo.x-k8s.io/v1alpha1"
 NT_KIND = "NetworkTopology"
@@ -46,7 +46,7 @@ PROVENANCE = {"geosched.io/source": "geosched probe", "geosched.io/latency-perce
 
 
 def snapshot(view: NetworkView) -> dict[str, Any]:
-    from geosched.documents import network_to_dict
+    from geosched.files.documents import network_to_dict
     return network_to_dict(view)
 
 

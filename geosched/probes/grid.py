@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from geosched.models import LinkStats, NetworkView, Node
+from geosched.core.models import LinkStats, NetworkView, Node
 
 Cells = tuple[tuple[float | None, ...], ...]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import asyncssh
 
-from geosched.inventory import SshTarget
+from geosched.files.inventory import SshTarget
+from geosched.files.writes import PRIVATE, write_file
 from geosched.probes.failures import HostKeyUnknown
-from geosched.writes import PRIVATE, write_file
 
 KNOWN_HOSTS_NAME = "known_hosts"
 

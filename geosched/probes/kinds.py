@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from geosched.inventory import SshTarget
+from geosched.files.inventory import SshTarget
 from geosched.probes import commands
 from geosched.probes.failures import FailureKind, ProbeError
 from geosched.probes.parsers import (

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from geosched.models import pair_key
+from geosched.core.models import pair_key
 from geosched.probes.settings import PlanKind
 
 # Up to this many nodes a full mesh costs at most ~1.5x the sampled plan's pairs; past it, sampled wins.

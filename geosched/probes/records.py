@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from geosched.models import LinkStats, NetworkView
+from geosched.core.models import LinkStats, NetworkView
 
 
 def pair_records(view: NetworkView, zone_of: Mapping[str, str]) -> list[dict[str, Any]]:

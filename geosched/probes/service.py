@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from geosched.fields import dump
-from geosched.inventory import Inventory, SshTarget, check_jump_chains
-from geosched.models import NetworkView, Node
+from geosched.core.models import NetworkView, Node
+from geosched.files.fields import dump
+from geosched.files.inventory import Inventory, SshTarget, check_jump_chains
+from geosched.files.writes import PRIVATE, write_file
 from geosched.probes import exports, records
 from geosched.probes.aggregate import NodeScope, SlowNode, node_pair_links, slow_nodes, to_samples
 from geosched.probes.engine import PlanOptions, Progress, run_probes
@@ -24,8 +25,7 @@ from geosched.probes.hostkeys import KNOWN_HOSTS_NAME, HostKeys, default_user_fi
 from geosched.probes.results import RunReport
 from geosched.probes.settings import ProbeSettings
 from geosched.probes.ssh import SshPool
-from geosched.store import Store
-from geosched.writes import PRIVATE, write_file
+from geosched.store.db import Store
 
 STATE_NAME = "probes-state.json"
 # Descriptors beyond one per node: the store, known_hosts files, the event loop's own.

@@ -26,8 +26,8 @@ from typing import Protocol
 import asyncssh
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from geosched.inventory import SshTarget
-from geosched.jumpspec import JumpSpecError, parse_jump
+from geosched.files.inventory import SshTarget
+from geosched.files.jumpspec import JumpSpecError, parse_jump
 from geosched.probes.commands import to_command_line
 from geosched.probes.failures import FailureKind, HostKeyUnknown, ProbeError
 from geosched.probes.hostkeys import HostKeys, Trust
@@ -237,7 +237,7 @@ class SshPool:
         tunnel = None
         if target.proxy_jump:
             if target.proxy_jump not in self.targets:
-                # A jump host outside the inventory (geosched.jumpspec): reached with this node's key.
+                # A jump host outside the inventory (geosched.files.jumpspec): reached with this node's key.
                 self.targets[target.proxy_jump] = _jump_target(target.proxy_jump, target)
             try:
                 tunnel = await self.connect(target.proxy_jump)

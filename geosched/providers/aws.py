@@ -32,9 +32,9 @@ import botocore.exceptions as bex  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 
-from geosched import catalog
 from geosched.clouds import aws as aws_cloud
-from geosched.models import Offering, Pricing, Region
+from geosched.core import catalog
+from geosched.core.models import Offering, Pricing, Region
 from geosched.policies import spotrisk
 from geosched.providers.base import (
     ATTEMPT_TAG,

@@ -16,9 +16,9 @@ from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
 from geosched.clouds import aws as aws_cloud
-from geosched.errors import GeoschedError
-from geosched.inventory import Inventory
-from geosched.models import Offering, Pricing, Region
+from geosched.core.errors import GeoschedError
+from geosched.core.models import Offering, Pricing, Region
+from geosched.files.inventory import Inventory
 from geosched.providers.config import ADMIN_CIDRS_HOWTO
 
 # Tags (AWS) / labels (GCP) / lease fields (SSH) that tie a machine to the store. Lower case with dashes so

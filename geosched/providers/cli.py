@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from geosched import settings as settings_table
-from geosched.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, RiskWeightOpt, deprecated, finite
-from geosched.output import NoHeadersOpt, Output, OutputOpt
+from geosched.console import settings as settings_table
+from geosched.console.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, RiskWeightOpt, deprecated, finite
+from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 from geosched.providers import registry
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from geosched.models import Weights
+    from geosched.core.models import Weights
     from geosched.policies.spotrisk import Rework
     from geosched.providers import journal
     from geosched.providers.base import Provider
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from geosched.providers.nodegroups.sites import Site
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
     from geosched.providers.terraform import NetworkConfig
-    from geosched.store import Store
+    from geosched.store.db import Store
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
 
@@ -44,15 +44,15 @@ PLAN_ROWS = 15
 
 
 def _home(ctx: typer.Context) -> Path:
-    from geosched.store import default_home
+    from geosched.store.db import default_home
     home = ctx.find_root().params.get("home")
     return Path(home) if home else default_home()
 
 
 def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None,
               network: Path | None = None, admin_cidr: list[str] | None = None) -> ProviderSettings:
+    from geosched.console.settings import environ
     from geosched.providers.config import from_env
-    from geosched.settings import environ
     return from_env(environ(), _home(ctx), public_key_path=ssh_key, inventory=inventory, network=network,
                     admin_cidrs=",".join(admin_cidr) if admin_cidr else None)
 
@@ -61,8 +61,8 @@ def _check_admin_cidrs(settings: ProviderSettings, names: tuple[str, ...], allow
     """Refuse, before any API call, to launch on a cloud without a Terraform network while nobody chose who may
     reach port 22 of the machines (exit 2, one line saying how); warn, one line, when the choice is wide (the
     world, or shorter than a /8) and --allow-wide-admin-cidr did not say it was meant."""
-    from geosched import render
-    from geosched.errors import InputError
+    from geosched.console import render
+    from geosched.core.errors import InputError
     from geosched.providers.config import ADMIN_CIDRS_HOWTO, ENV_ADMIN_CIDRS, exposure, wide_admin_cidrs
     if settings.network is not None or not any(n in registry.CLOUDS for n in names):
         return  # the admin CIDRs open nothing: a Terraform network has its own rules, an inventory none
@@ -109,8 +109,8 @@ def _split(values: list[str]) -> tuple[str, ...]:
 
 
 def parse_gpu(text: str) -> tuple[str, int]:
-    from geosched import catalog, gpus
-    from geosched.errors import InputError
+    from geosched.core import catalog, gpus
+    from geosched.core.errors import InputError
     model, sep, count = text.partition(":")
     if not model:
         raise InputError("--gpu", "", f"expected MODEL:COUNT such as A100:8, got {text!r}")
@@ -124,7 +124,7 @@ def parse_gpu(text: str) -> tuple[str, int]:
 
 
 def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
     from geosched.providers.plan import PricingMode
     chosen = [m for flag, m in ((spot, PricingMode.SPOT), (on_demand, PricingMode.ON_DEMAND),
                                 (auto, PricingMode.AUTO)) if flag]
@@ -136,8 +136,8 @@ def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
 def _with_credentials(providers: dict[str, Provider]) -> dict[str, Provider]:
     """The providers that have credentials, checked before any prompt or launch (no API call): the others are
     left out with a line saying so; none left is exit 4."""
-    from geosched import render
-    from geosched.errors import CredentialsError
+    from geosched.console import render
+    from geosched.core.errors import CredentialsError
     missing = {name: next(i.detail for i in p.check() if i.item == "credentials" and not i.ok)
                for name, p in providers.items() if any(i.item == "credentials" and not i.ok for i in p.check())}
     for name, why in sorted(missing.items()):
@@ -227,15 +227,15 @@ def provision_cmd(
 
     Every provision (and --resume) writes its log, each cloud call and decision, to
     HOME/logs/provision-GANG-TIME.log: attach it to a bug report (no credential is written to it)."""
-    from geosched import render
-    from geosched.errors import EXIT_NO_FIT, InputError
-    from geosched.models import Weights
-    from geosched.options import one_of
+    from geosched.console import render
+    from geosched.console.options import one_of
+    from geosched.core.errors import EXIT_NO_FIT, InputError
+    from geosched.core.models import Weights
     from geosched.policies.spotrisk import Rework
     from geosched.providers import journal
     from geosched.providers.gang import ProvisionSettings, check_gang_name, new_gang_name, plan_gang, provision, resume
     from geosched.providers.plan import GangRequest
-    from geosched.store import Store
+    from geosched.store.db import Store
     if karpenter and not cluster:
         raise InputError("--karpenter", "", "needs --cluster NAME, the EKS cluster Karpenter runs in")
     if cluster and karpenter:
@@ -321,7 +321,7 @@ def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
                    verb: str = "provision") -> Iterator[None]:
     """The provision's (or teardown's) log file (geosched/providers/provlog.py), and where it is said at the end:
     on stderr after a table (JSON and YAML runs are read by programs: their stderr stays as it was)."""
-    from geosched import render
+    from geosched.console import render
     from geosched.providers.provlog import provision_log
     with provision_log(_home(ctx), gang, verbose=verbose, verb=verb) as path:
         try:
@@ -357,15 +357,15 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
     `join` (up): a group counts once its nodes are Ready in the cluster, else the next zone is tried.
     `--provider` says the cluster's cloud: aws (EKS, the default) or gcp (GKE). Several clusters: one plan over
     them all, tried cluster after cluster (nodegroups/sites.py)."""
-    from geosched import render
-    from geosched.errors import EXIT_NO_FIT
+    from geosched.console import render
+    from geosched.core.errors import EXIT_NO_FIT
     from geosched.providers.gang import check_gang_name, new_gang_name
 
     # Imported here: the cloud clients need boto3 / google-cloud-container, which `geosched -h` must not load
     # (tests/test_cli_startup.py).
     from geosched.providers.nodegroups import launch as nodegroup_launch
     from geosched.providers.nodegroups import sites as nodegroup_sites
-    from geosched.store import Store
+    from geosched.store.db import Store
 
     if name:
         check_gang_name(name)
@@ -431,7 +431,7 @@ def _nodegroup_sites(ctx: typer.Context, store: Store, cluster_names: Sequence[s
     the order they are tried (nodegroups/sites.py); the GPU model and GPUs per node. `--provider` and `--region`
     pair with the clusters in order, or give one value for all."""
     from geosched.clouds import aws as aws_cloud
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
     from geosched.providers.gang import plan_gang
     from geosched.providers.nodegroups import launch as nodegroup_launch
     from geosched.providers.nodegroups import sites as nodegroup_sites
@@ -468,7 +468,7 @@ _ONE_CLUSTER = {"--provider": "--cluster takes one provider, the cluster's cloud
 
 def _paired(option: str, values: tuple[str, ...], clusters: int) -> tuple[str | None, ...]:
     """`--provider` / `--region` for each of the clusters: none given, one for all, or one per cluster."""
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
     if not values:
         return (None,) * clusters
     if len(values) == 1:
@@ -485,9 +485,9 @@ def _cluster_backend(cluster_name: str, provider: str | None, region_name: str |
                      dry_run: bool) -> tuple[Backend, str]:
     """One cluster's backend, its cloud and location checked before any call, and the region the plan looks in."""
     from geosched.clouds import gcp as gcp_cloud
-    from geosched.errors import InputError
+    from geosched.console.settings import environ
+    from geosched.core.errors import InputError
     from geosched.providers.nodegroups import gkespec
-    from geosched.settings import environ
 
     cloud = _cluster_cloud((provider,) if provider else ())
     regions = (region_name,) if region_name else ()
@@ -520,7 +520,7 @@ def _cluster_cloud(names: tuple[str, ...]) -> str:
     """The cluster's cloud: --provider aws (EKS, the default) or gcp (GKE); one of them."""
     from geosched.clouds import aws as aws_cloud
     from geosched.clouds import gcp as gcp_cloud
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
     if not names:
         return aws_cloud.NAME
     if len(names) > 1 or names[0] not in (aws_cloud.NAME, gcp_cloud.NAME):
@@ -531,7 +531,7 @@ def _cluster_cloud(names: tuple[str, ...]) -> str:
 
 def _cluster_location(regions: tuple[str, ...]) -> str:
     """A GKE cluster is addressed by its location: --region names it (a region, or a zone for a zonal cluster)."""
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
     if len(regions) != 1:
         raise InputError("--region", "", "--cluster with --provider gcp takes the cluster's location (a region such "
                          "as us-central1, or a zone for a zonal cluster)")
@@ -543,7 +543,7 @@ def _cluster_location(regions: tuple[str, ...]) -> str:
 
 def _cluster_region(regions: tuple[str, ...]) -> str:
     """A node group lives in its cluster's region: --region names it, else the AWS configuration's region."""
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
     from geosched.providers.terraform import AWS_REGION_RE
     if len(regions) > 1:
         raise InputError("--region", "", "--cluster takes one region, the cluster's")
@@ -570,8 +570,8 @@ def _nodegroup_plan_rows(cluster: str, targets: Sequence[Target], nodes: int) ->
 
 def _show_nodegroup_plan(cluster: str, targets: Sequence[Target], skipped: Sequence[Skipped], nodes: int,
                          output: Output, no_headers: bool, dry_run: bool) -> None:
-    from geosched import kinds, render
-    from geosched.output import emit_list
+    from geosched.console import kinds, render
+    from geosched.console.output import emit_list
     caption = "dry run: the cluster was read; nothing was created" if dry_run else None
     emit_list(kinds.NODEGROUP_PLAN, _nodegroup_plan_rows(cluster, targets, nodes), output, no_headers=no_headers,
               caption=caption)
@@ -583,9 +583,9 @@ def _show_nodegroup_plan(cluster: str, targets: Sequence[Target], skipped: Seque
 
 def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
                            no_headers: bool) -> None:
-    from geosched import kinds
-    from geosched.errors import EXIT_NO_FIT
-    from geosched.output import emit_list
+    from geosched.console import kinds
+    from geosched.console.output import emit_list
+    from geosched.core.errors import EXIT_NO_FIT
     t = result.target
     row = {"gang": result.gang, "state": result.state, "cluster": result.cluster,
            "zone": t.candidate.zone if t else None, "subnet": t.where if t else None,
@@ -602,7 +602,7 @@ def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
 def _with_progress(output: Output, run: Any) -> ProvisionResult:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from geosched import render
+    from geosched.console import render
     if not output.tabular:
         result: ProvisionResult = run(None)
         return result
@@ -621,7 +621,7 @@ class _ProgressView:
         self.tasks: dict[int, TaskID] = {}
 
     def __call__(self, event: Event) -> None:
-        from geosched import render
+        from geosched.console import render
         c = event.candidate
         label = f"#{event.seq} {c.label}" if c is not None else ""
         if event.kind == "plan":
@@ -650,7 +650,7 @@ def _plain(text: str, limit: int = 140) -> str:
     # Provider messages are untrusted text: never let them be read as rich markup. And a live progress line is not
     # drawn through render's scrubbing console: a credential a server echoed is scrubbed here. A progress line
     # keeps 140 characters; tables wrap the message and keep MESSAGE_CHARS.
-    from geosched import redact
+    from geosched.console import redact
     return _unmarked(redact.scrub(text))[:limit]
 
 
@@ -688,12 +688,12 @@ def _has_spot(plan: Plan) -> bool:
 
 
 def _risk_text(c: Candidate, nodes: int) -> str | None:
-    from geosched import catalog_view
+    from geosched.console import catalog_view
     return None if c.risk is None else catalog_view.risk_text(c.risk, nodes)
 
 
 def _candidate_doc(c: Candidate, plan: Plan | None = None) -> dict[str, Any]:
-    from geosched.output import rfc3339
+    from geosched.console.output import rfc3339
     doc: dict[str, Any] = {
         "provider": c.provider, "region": c.region, "zone": c.zone, "instance_type": c.instance_type, "gpu": c.gpu,
         "gpus_per_node": c.gpus, "pricing": c.pricing.value, "usd_per_hour": c.usd_per_hour,
@@ -733,7 +733,7 @@ def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[dict[s
 
 def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS,
                ondemand: Sequence[dict[str, Any]] = (), no_headers: bool = False) -> None:
-    from geosched.output import emit_document
+    from geosched.console.output import emit_document
     doc: dict[str, Any] = {"plan": [_candidate_doc(c, plan) for c in plan.candidates],
                            "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}
     if ondemand:
@@ -744,7 +744,7 @@ def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PL
 
 def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
                 ondemand: Sequence[dict[str, Any]]) -> None:
-    from geosched import render
+    from geosched.console import render
     rows = _plan_rows(plan, None if output is Output.WIDE else limit)
     more = len(plan.candidates) - len(rows)
     caption = (f"... and {more} more" if more > 0 else "") + (" (dry run: no launch API was called)" if dry_run
@@ -793,15 +793,15 @@ def attempt_rows(attempts: Sequence[journal.AttemptRecord]) -> list[dict[str, An
 
 def attempts_table(title: str, rows: Sequence[dict[str, Any]], wide: bool = False) -> None:
     """`attempt_rows` for people: the essential columns (`kinds.ATTEMPTS`), all of them with `wide`."""
-    from geosched import kinds
-    from geosched import output as contract
+    from geosched.console import kinds
+    from geosched.console import output as contract
     contract.columns_table(title, kinds.ATTEMPTS, rows, wide=wide)
 
 
 def _show_result(result: ProvisionResult, output: Output, no_headers: bool = False) -> None:
-    from geosched import render
-    from geosched.errors import EXIT_NO_FIT
-    from geosched.output import emit_document
+    from geosched.console import render
+    from geosched.console.output import emit_document
+    from geosched.core.errors import EXIT_NO_FIT
     def table() -> None:
         attempts_table(f"attempts for {result.gang}", attempt_rows(result.attempts), output is Output.WIDE)
         render.table("nodes", [{"name": n.name, "zone": n.zone, "instance_type": n.instance_type,
@@ -852,12 +852,12 @@ def down_cmd(
     gang, delete the node groups geosched created (by journal and tags) and nothing else.
 
     Each call and each instance or node group deleted is logged to HOME/logs/down-GANG-TIME.log."""
-    from geosched import kinds, render
-    from geosched.errors import InputError
-    from geosched.output import emit_list
+    from geosched.console import kinds, render
+    from geosched.console.output import emit_list
+    from geosched.core.errors import InputError
     from geosched.providers import journal, lifecycle
     from geosched.providers.nodegroups import journal as nodegroup_journal
-    from geosched.store import Store
+    from geosched.store.db import Store
     if (gang is None) == (not all_gangs):
         raise InputError("GANG/--all", "", "name one gang or pass --all")
     with Store(_home(ctx)) as store:
@@ -927,9 +927,9 @@ def status_cmd(
 
 def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, output: Output) -> bool:
     """Refresh the live gangs (or one); say what changed and what to do. True when a provider could not be read."""
-    from geosched import render
+    from geosched.console import render
     from geosched.providers import journal, lifecycle
-    from geosched.store import Store
+    from geosched.store.db import Store
     with Store(_home(ctx)) as store:
         gangs = [gang] if gang else [g.gang for g in journal.gangs(store, journal.LIVE_GANG_STATES)]
         providers = _lifecycle_providers(ctx, store, gangs, inventory)
@@ -946,12 +946,12 @@ def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, outpu
 
 
 def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_headers: bool) -> None:
-    from geosched import kinds, render
-    from geosched.errors import InputError
-    from geosched.output import emit_document, emit_list
+    from geosched.console import kinds, render
+    from geosched.console.output import emit_document, emit_list
+    from geosched.core.errors import InputError
     from geosched.providers import journal
     from geosched.providers.nodegroups import journal as nodegroup_journal
-    from geosched.store import Store
+    from geosched.store.db import Store
     with Store(_home(ctx)) as store:
         if gang is not None:
             record = journal.gang_record(store, gang)
@@ -990,7 +990,7 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
 
 
 def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
-    from geosched.output import rfc3339
+    from geosched.console.output import rfc3339
     from geosched.providers import journal, lifecycle
     from geosched.providers.nodegroups import journal as nodegroup_journal
     rows = journal.instances(store, gang=g.gang)
@@ -1030,10 +1030,10 @@ def sweep_cmd(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Find instances tagged geosched-* that the store has no record of, and offer to terminate them."""
-    from geosched import kinds, render
-    from geosched.output import emit_list
+    from geosched.console import kinds, render
+    from geosched.console.output import emit_list
     from geosched.providers import lifecycle
-    from geosched.store import Store
+    from geosched.store.db import Store
     names = _split(provider) or DEFAULT_PROVIDERS
     providers = registry.build(names, _settings(ctx, inventory))
     wanted = _split(regions)
@@ -1071,7 +1071,7 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
     from geosched import clouds
     from geosched.clouds import aws as aws_cloud
     from geosched.clouds import gcp as gcp_cloud
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
     from geosched.providers.base import ondemand_summary
     from geosched.providers.config import ADMIN_CIDRS_HOWTO, exposure, is_world, wide_admin_cidrs
     from geosched.providers.terraform import check_owner, check_project
@@ -1135,12 +1135,12 @@ def check_cmd(
 ) -> None:
     """Verify credentials and settings per provider and say what is missing (no secret is printed); exit 1 if
     anything is, warnings (`warn`) do not fail."""
-    from geosched import kinds
-    from geosched.extras import extra_for
-    from geosched.options import one_of
-    from geosched.output import emit_list
+    from geosched.console import kinds
+    from geosched.console.options import one_of
+    from geosched.console.output import emit_list
+    from geosched.core.extras import extra_for
     from geosched.providers import journal
-    from geosched.store import Store
+    from geosched.store.db import Store
     names = _split(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
     settings = _settings(ctx, inventory, network=one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr=admin_cidr)
@@ -1186,11 +1186,11 @@ def catalog_refresh(
 ) -> None:
     """Refresh offerings and prices from a provider's API into the store (the shipped catalog stays the
     offline default)."""
-    from geosched import render
-    from geosched.errors import CredentialsError, InputError
+    from geosched.console import render
+    from geosched.core.errors import CredentialsError, InputError
     from geosched.providers.base import AuthError
     from geosched.providers.refresh import refresh_catalog
-    from geosched.store import Store
+    from geosched.store.db import Store
     if provider not in registry.CLOUDS:
         raise InputError("--provider", "", f"expected one of {', '.join(registry.CLOUDS)}, got {provider!r}")
     built = registry.build((provider,), _settings(ctx))

@@ -1,5 +1,5 @@
 """Provider settings from the environment. Pure: the environment is passed in as a mapping (the CLI passes
-`geosched.settings.environ()`: the process environment, with the config file's values for the unset variables).
+`geosched.console.settings.environ()`: the process environment, with the config file's values for the unset variables).
 
 Credentials and API endpoints are never settings of geosched:
 - AWS: boto3's standard chain (AWS_* environment variables, ~/.aws files, instance roles; AWS_ENDPOINT_URL
@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geosched import settings
-from geosched.errors import InputError
+from geosched.console import settings
+from geosched.core.errors import InputError
 from geosched.providers.terraform import NetworkConfig, load_terraform_output
 
-# The variables, as geosched.settings declares them (with their config file keys, defaults and help).
+# The variables, as geosched.console.settings declares them (with their config file keys, defaults and help).
 ENV_GCP_PROJECT = settings.GCP_PROJECT.env
 ENV_GCP_ENDPOINT = settings.GCP_ENDPOINT.env
 ENV_INVENTORY = settings.INVENTORY.env

@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 
-from geosched import catalog
-from geosched.errors import InputError
-from geosched.models import Node, Offering
+from geosched.core import catalog
+from geosched.core.errors import InputError
+from geosched.core.models import Node, Offering
+from geosched.core.retry import RetryPolicy
 from geosched.providers import journal, lifecycle
 from geosched.providers.base import (
     GANG_NAME_RE,
@@ -52,8 +53,7 @@ from geosched.providers.registry import CLOUDS
 from geosched.providers.retry import OnRetry, call
 from geosched.providers.sources import planning_offerings, planning_regions, planning_risks
 from geosched.providers.terraform import NetworkConfig, check_owner
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 
 # The provisioning log (geosched/providers/provlog.py): every decision of a provision, for the file a user attaches.
 log = logging.getLogger(__name__)

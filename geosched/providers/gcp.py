@@ -27,9 +27,9 @@ from google.auth import exceptions as gauth_exc
 from google.auth.credentials import Credentials
 from google.cloud import compute_v1
 
-from geosched import catalog
 from geosched.clouds import gcp as gcp_cloud
-from geosched.models import Offering, Pricing, Region
+from geosched.core import catalog
+from geosched.core.models import Offering, Pricing, Region
 from geosched.providers.base import (
     ATTEMPT_TAG,
     GANG_TAG,

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 
 # Our GPU model names (the catalog's) -> the part name in GPU SKU descriptions.
 GPU_PARTS = {"A100": "Nvidia Tesla A100 GPU", "A100-80GB": "Nvidia A100 80GB GPU", "H100": "Nvidia H100 80GB GPU",

@@ -5,7 +5,7 @@ terminating -> terminated), prov_unavailable (refusals with an expiry), prov_met
 Every function is one transaction, so a crash leaves either the old or the new state, never half.
 A `Store` connection belongs to one thread; threads open their own `Store(home)`.
 
-The usage ledger (`geosched.usage`) is written in the same transactions: an instance recorded as launched opens
+The usage ledger (`geosched.store.usage`) is written in the same transactions: an instance recorded as launched opens
 a node interval, one recorded or marked terminated closes it. Both are idempotent, so reconcile loops that
 record the same instance again change nothing.
 """
@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from geosched import usage
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.providers.base import INVENTORY_PROVIDERS, Instance, InstanceState, ProviderError, attempt_token
 from geosched.providers.plan import Block, Candidate, GangRequest
-from geosched.store import Store, inventory_site
+from geosched.store import usage
+from geosched.store.db import Store, inventory_site
 
 GANG_STATES = ("provisioning", "ready", "failed", "terminating", "terminated")
 LIVE_GANG_STATES = ("provisioning", "ready", "failed", "terminating")

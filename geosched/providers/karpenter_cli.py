@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from geosched import render
-from geosched import settings as settings_table
-from geosched.errors import EXIT_NO_FIT, InputError
-from geosched.models import Weights
-from geosched.output import Output
+from geosched.console import render
+from geosched.console import settings as settings_table
+from geosched.console.output import Output
+from geosched.console.settings import environ
+from geosched.core.errors import EXIT_NO_FIT, InputError
+from geosched.core.models import Weights
 from geosched.policies.spotrisk import Rework
 from geosched.providers import journal
 from geosched.providers.gang import check_gang_name, new_gang_name, plan_gang
 from geosched.providers.nodegroups import karpenter
 from geosched.providers.plan import GangRequest, PricingMode
-from geosched.settings import environ
-from geosched.store import Store
+from geosched.store.db import Store
 
 if TYPE_CHECKING:
     from geosched.kube.jobinput import JobInput
@@ -121,7 +121,7 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
     if out is None:
         sys.stdout.write(text)
     else:
-        from geosched.writes import write_file
+        from geosched.files.writes import write_file
 
         write_file(out, text)
         sys.stdout.write(f"wrote {out}\n")

@@ -19,9 +19,9 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from geosched import usage
-from geosched.inventory import SshTarget, jump_hosts_of, merged_targets
-from geosched.models import Node, NodeState, Pricing
+from geosched.core.models import Node, NodeState, Pricing
+from geosched.core.retry import RetryPolicy
+from geosched.files.inventory import SshTarget, jump_hosts_of, merged_targets
 from geosched.providers import journal
 from geosched.providers.base import (
     INVENTORY_PROVIDERS,
@@ -34,8 +34,8 @@ from geosched.providers.base import (
 )
 from geosched.providers.journal import InstanceRecord
 from geosched.providers.retry import call
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store import usage
+from geosched.store.db import Store
 
 log = logging.getLogger(__name__)  # the provisioning log (geosched/providers/provlog.py): teardowns
 

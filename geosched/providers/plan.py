@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from geosched.models import GpuPower, Offering, Pricing, Region, Weights, region_key
+from geosched.core.models import GpuPower, Offering, Pricing, Region, Weights, region_key
 from geosched.policies import spotrisk
 from geosched.policies.spotrisk import Rework, SpotRisk
 

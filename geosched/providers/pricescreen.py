@@ -15,8 +15,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from geosched import catalog, pricecheck
-from geosched.models import Offering, Pricing
+from geosched.core import catalog, pricecheck
+from geosched.core.models import Offering, Pricing
 from geosched.providers.base import PriceObservation
 
 

@@ -8,7 +8,7 @@ the same lines go to stderr as they happen. The providers log on the standard `l
 `geosched.providers`; this module only attaches the handlers for the length of one provision.
 
 No credential reaches the file or the screen: the credentials the clouds' SDKs read (the AWS environment variables
-and shared credentials file, a GCP service-account key file) are registered with geosched/redact.py before the
+and shared credentials file, a GCP service-account key file) are registered with geosched/console/redact.py before the
 first call, and every record passes `redact.scrub` on its way out. The log names operations, never request bodies.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from geosched import redact
+from geosched.console import redact
 
 LOGGER = "geosched.providers"
 LOG_DIR = "logs"
@@ -39,7 +39,8 @@ GCP_FILE_KEYS = ("private_key", "private_key_id", "refresh_token", "client_secre
 
 
 class _Scrubbed(logging.Filter):
-    """Each record with every registered credential replaced (geosched/redact.py), before any handler writes it."""
+    """Each record with every registered credential replaced (geosched/console/redact.py), before any handler writes
+    it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from geosched import catalog
-from geosched.models import Offering, Pricing
+from geosched.core import catalog
+from geosched.core.models import Offering, Pricing
+from geosched.core.retry import RetryPolicy
 from geosched.policies import spotrisk
 from geosched.policies.spotrisk import SpotRisk
 from geosched.providers import pricescreen
@@ -35,8 +36,7 @@ from geosched.providers.base import (
     SpotSignal,
 )
 from geosched.providers.retry import call
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from geosched import clouds
 from geosched.clouds import aws, gcp
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 
 if TYPE_CHECKING:  # annotations only: `geosched -h` reads DEFAULT_PROVIDERS without loading the providers' base
     from geosched.providers.base import Provider

@@ -1,4 +1,4 @@
-"""Which cloud errors are retried in place, on the one retry policy (geosched/retry.py): throttling and 5xx
+"""Which cloud errors are retried in place, on the one retry policy (geosched/core/retry.py): throttling and 5xx
 (`failover.retry_in_place`), backed off with full jitter, bounded by attempts and by the budget's deadline (a retry
 that would sleep past the zone's deadline is not made)."""
 
@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from geosched.core.retry import RetryPolicy, retry
 from geosched.providers.base import Budget, ProviderError
 from geosched.providers.failover import retry_in_place
-from geosched.retry import RetryPolicy, retry
 
 T = TypeVar("T")
 OnRetry = Callable[[ProviderError, float], None]

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from geosched import catalog
-from geosched.models import Offering, Region, region_key
+from geosched.core import catalog
+from geosched.core.models import Offering, Region, region_key
 from geosched.policies.spotrisk import SpotRisk
 from geosched.providers.base import Budget, Provider
 from geosched.providers.refresh import current_offerings, spot_risks
 from geosched.providers.registry import CLOUDS
-from geosched.store import Store
+from geosched.store.db import Store
 
 
 def planning_offerings(store: Store | None, providers: Mapping[str, Provider]) -> list[Offering]:

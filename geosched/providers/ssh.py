@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from geosched.inventory import Inventory, load_inventory
-from geosched.models import Node, Offering, Pricing, Region
+from geosched.core.models import Node, Offering, Pricing, Region
+from geosched.files.inventory import Inventory, load_inventory
+from geosched.files.writes import PRIVATE, write_file
 from geosched.providers.base import (
     Budget,
     CapacityError,
@@ -31,7 +32,6 @@ from geosched.providers.base import (
     UnsupportedError,
 )
 from geosched.providers.config import ENV_INVENTORY, SshSettings
-from geosched.writes import PRIVATE, write_file
 
 NAME = "ssh"
 

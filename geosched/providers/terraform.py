@@ -29,8 +29,8 @@ from typing import Any
 
 from geosched.clouds import aws as aws_cloud
 from geosched.clouds import gcp as gcp_cloud
-from geosched.errors import InputError
-from geosched.gate import Kind, parse_json, read_bytes
+from geosched.core.errors import InputError
+from geosched.files.gate import Kind, parse_json, read_bytes
 
 # The output's per-cloud keys are the clouds' names (geosched.clouds), each with its own region schema below.
 AWS = aws_cloud.NAME

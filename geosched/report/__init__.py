@@ -2,7 +2,7 @@
 Cloud Carbon Footprint, grouping, outputs, and baselines re-placed for comparison. METHODOLOGY.md has the method.
 
     geosched.report.ledger   intervals (the read side), and open_interval / close_interval re-exported from
-                             geosched.usage, the write side the providers' journal and `geosched jobs` call
+                             geosched.store.usage, the write side the providers' journal and `geosched jobs` call
     geosched.report.report   report(store, kind, by, since, until, output, out): one report
     geosched.report.cli      make_app(store_factory): the `geosched report cost|carbon` sub-app
 

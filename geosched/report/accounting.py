@@ -12,13 +12,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from geosched import energy as model
-from geosched.models import CarbonSignal, Region
+from geosched.core import energy as model
+from geosched.core.models import CarbonSignal, Region
+from geosched.core.specs import InstanceSpec, SpecIndex
 from geosched.report import energy as en
 from geosched.report.prices import PriceBook, PriceKey
 from geosched.report.records import Interval, Kind, Line, PricedFrom, Usage
 from geosched.report.window import Window
-from geosched.specs import InstanceSpec, SpecIndex
 
 HOUR_S = 3600.0
 DAY_S = 86400.0

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from geosched import policies
-from geosched.models import Fleet, Job, Placement, Pricing, Score, Weights
+from geosched.core.models import Fleet, Job, Placement, Pricing, Score, Weights
 from geosched.policies.scoring import evaluate
 from geosched.report.records import Interval, Kind, Line, Origin, Source
 

@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from geosched.options import finite
-from geosched.output import NoHeadersOpt, Output, ReportOutputOpt
+from geosched.console.options import finite
+from geosched.console.output import NoHeadersOpt, Output, ReportOutputOpt
 from geosched.report.aggregate import Grouping, ReportKind
 from geosched.report.records import Usage
 
 # The report re-places baselines (numpy, the policies) and draws (matplotlib): imported when one is made, so
 # `geosched -h` does not load them.
 if TYPE_CHECKING:
-    from geosched.models import CarbonSignal
+    from geosched.core.models import CarbonSignal
     from geosched.report.assemble import ReportData
     from geosched.report.report import Rendered
-    from geosched.store import Store
+    from geosched.store.db import Store
 
 ByOpt = Annotated[Grouping, typer.Option("--by", help="Group rows by job, cluster, region, provider or (UTC) day.")]
 SinceOpt = Annotated[str | None, typer.Option(
@@ -50,9 +50,9 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
     def run(kind: ReportKind, by: Grouping, since: str | None, until: str | None, output: Output, out: Path | None,
             usage: Usage, carbon: Path | None, snapshot: Path | None, fleet: Path | None, network: Path | None,
             embodied: bool, utilisation: float | None, no_headers: bool) -> None:
-        from geosched import render
-        from geosched.inputs import resolve
+        from geosched.console import render
         from geosched.report.report import Snapshot, report
+        from geosched.store.sources import resolve
 
         signal = _signal(carbon)
         snap = None
@@ -89,15 +89,15 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
 
 
 def _signal(path: Path | None) -> CarbonSignal | None:
-    from geosched.carbon import parse_carbon_csv
-    from geosched.gate import Kind, read_text
+    from geosched.files.gate import Kind, read_text
+    from geosched.grid.carbon import parse_carbon_csv
     return parse_carbon_csv(read_text(path, Kind.CARBON), str(path)) if path is not None else None
 
 
 def _show(result: Rendered) -> None:
-    from geosched import render
-    from geosched.kinds import report_columns
-    from geosched.output import columns_table
+    from geosched.console import render
+    from geosched.console.kinds import report_columns
+    from geosched.console.output import columns_table
     if result.path is not None:
         render.out.print(f"wrote {result.path}", markup=False)
     elif result.text is not None:
@@ -115,7 +115,7 @@ def show_savings(data: ReportData) -> None:
     """The baselines the JSON document carries, as a table, and one line per baseline saying what its saving
     stands on (how much longer its gangs were predicted to run, and why). Not under --no-headers, where stdout
     carries the usage rows alone, for `awk`."""
-    from geosched import render
+    from geosched.console import render
     if not data.savings or not render.headers_shown():
         return
     from geosched.report import formats

@@ -1,7 +1,7 @@
 """Embodied emissions of GPU nodes, after Cloud Carbon Footprint (CCF); the operational energy of the report is
-the one model in `geosched.energy`, shared with placement. Pure; METHODOLOGY.md has the formulas.
+the one model in `geosched.core.energy`, shared with placement. Pure; METHODOLOGY.md has the formulas.
 
-    gCO2e      = energy kWh (geosched.energy) x grid gCO2e/kWh (of the hour, when an hourly series is given)
+    gCO2e      = energy kWh (geosched.core.energy) x grid gCO2e/kWh (of the hour, when an hourly series is given)
     embodied   = TE x hours / 35040 h x vcpus / platform vcpus        (optional) CCF / SCI M = TE x TR/EL x RR/TR
 
 Embodied-emission inputs from cloud-carbon-footprint/cloud-carbon-coefficients ccfcoef/constants.py.
@@ -9,7 +9,7 @@ Embodied-emission inputs from cloud-carbon-footprint/cloud-carbon-coefficients c
 
 from __future__ import annotations
 
-from geosched.specs import InstanceSpec
+from geosched.core.specs import InstanceSpec
 
 # Embodied emissions (cloud-carbon-coefficients ccfcoef/constants.py; SERVER_EXPECTED_LIFESPAN in the CCF
 # constants): a base rack server plus extra sockets, DRAM above 16 GB and GPU cards, over four years.

@@ -10,7 +10,7 @@ from html import escape
 from types import ModuleType
 from typing import Any
 
-from geosched.extras import extra_for
+from geosched.core.extras import extra_for
 from geosched.report.aggregate import Grouping, ReportKind, series
 from geosched.report.assemble import ReportData
 from geosched.report.baseline import BASELINES, REFERENCE

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 
 from geosched.providers import journal
 from geosched.report.records import Interval, Kind, Origin, Source
-from geosched.store import Store
+from geosched.store.db import Store
 
 RUNNING_STATES = ("launched", "terminating")
 

@@ -1,7 +1,7 @@
 """The usage ledger in the store, read side: the rows providers and the kube adapter wrote, plus the instances
 the providers' journal shows launched that no row accounts for.
 
-The write side (`open_interval`, `close_interval`) lives in `geosched.usage`, so the providers can write the
+The write side (`open_interval`, `close_interval`) lives in `geosched.store.usage`, so the providers can write the
 ledger without importing the report (which imports the providers' journal); it is re-exported here so
 `geosched.report.ledger.open_interval` keeps working. Times are Unix seconds (UTC).
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.report.journal import journal_intervals, unrecorded
 from geosched.report.records import Interval, Kind, Origin, Source
-from geosched.store import Store
-from geosched.usage import close_interval, open_interval
+from geosched.store.db import Store
+from geosched.store.usage import close_interval, open_interval
 
 _COLUMNS = ("id, kind, name, job, provider, region, zone, cluster, instance_type, gpu, gpus, pricing, started_at, "
             "ended_at, source, ref, utilisation")

@@ -10,7 +10,7 @@ import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from geosched.models import Offering, Pricing
+from geosched.core.models import Offering, Pricing
 from geosched.report.records import PricedFrom
 
 # (provider, instance type, zone, pricing)

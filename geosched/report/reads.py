@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from geosched.models import Offering
+from geosched.core.models import Offering
 from geosched.report.prices import PriceKey, PriceRow
-from geosched.store import Store
+from geosched.store.db import Store
 
 
 def price_rows(store: Store, keys: Iterable[PriceKey]) -> list[PriceRow]:

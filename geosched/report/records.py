@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from geosched.models import Pricing, region_key
-from geosched.usage import Kind, Source
+from geosched.core.models import Pricing, region_key
+from geosched.store.usage import Kind, Source
 
 __all__ = ["Interval", "Kind", "Line", "Origin", "PricedFrom", "Source"]
 

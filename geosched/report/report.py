@@ -12,13 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from geosched import catalog, policies
-from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import Output, document
-from geosched.energy import DEFAULT_GPU_UTILISATION, EnergyModel
-from geosched.errors import InputError
-from geosched.fields import dump
-from geosched.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
+from geosched import policies
+from geosched.core import catalog
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.energy import DEFAULT_GPU_UTILISATION, EnergyModel
+from geosched.core.errors import InputError
+from geosched.core.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
+from geosched.core.specs import platforms, spec_index
+from geosched.files.documents import Output, document
+from geosched.files.fields import dump
+from geosched.files.writes import write_file
 from geosched.report import formats, html, reads
 from geosched.report.accounting import Rates
 from geosched.report.aggregate import Grouping, ReportKind
@@ -28,9 +31,7 @@ from geosched.report.ledger import intervals as ledger_intervals
 from geosched.report.prices import PriceBook, PriceKey
 from geosched.report.records import Interval, Usage
 from geosched.report.window import iso, window
-from geosched.specs import platforms, spec_index
-from geosched.store import Store
-from geosched.writes import write_file
+from geosched.store.db import Store
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from geosched.errors import InputError
-from geosched.fields import FIRST_YEAR, utc_instant
+from geosched.core.errors import InputError
+from geosched.files.fields import FIRST_YEAR, utc_instant
 
 _AGE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}

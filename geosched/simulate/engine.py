@@ -19,7 +19,7 @@ not final: the gang is asked again when its patience runs out (a wake-up event),
 meanwhile the backfill runs the jobs behind it as for any blocked head.
 
 A job starts with its whole gang or not at all. Its run time is its trace duration times the network
-slow-down of its placement, `score.step_ms / profile.compute_ms`: step time with geosched.comm's ring
+slow-down of its placement, `score.step_ms / profile.compute_ms`: step time with geosched.core.comm's ring
 all-reduce over the placement's worst link, over compute alone (1.0 for a gang on one node). A job that
 no pool could hold even on the idle fleet, or that the policy refuses on the idle fleet, is reported as
 unplaced, not queued forever.
@@ -48,7 +48,7 @@ from typing import Protocol
 import numpy as np
 
 from geosched import policies
-from geosched.models import Job, NoFit, Placement, Weights
+from geosched.core.models import Job, NoFit, Placement, Weights
 from geosched.policies.context import IntArray, PlacementContext
 from geosched.policies.patience import Waiting
 from geosched.simulate.gangs import MAX_GPUS_PER_WORKER, ProfileFor, gavel_profiles, to_job
@@ -101,7 +101,7 @@ def simulate(trace_jobs: Sequence[TraceJob], ctx: PlacementContext, policy_names
     """Replay `trace_jobs` once per policy, each from the snapshot's free GPUs. Pure: same inputs, same results.
 
     `context_at(t)`, if given, is the snapshot a decision at trace time `t` is made on (the same fleet and network;
-    the grid intensity of that hour: `geosched.carbon.contexts_by_hour`), so each job is placed, and its emissions
+    the grid intensity of that hour: `geosched.grid.carbon.contexts_by_hour`), so each job is placed, and its emissions
     counted, at the carbon of the hour it starts.
 
     `jobs` may rewrite the gangs (give some a `schedule`: geosched.simulate.shifting); `timing(name)` is the time

@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from geosched import catalog, netmodel
-from geosched.default_fleet import catalog_node, degraded_nics, node_links
-from geosched.models import Fleet, LinkStats, NetworkView, Node, Zone, pair_key
+from geosched.core import catalog, netmodel
+from geosched.core.default_fleet import catalog_node, degraded_nics, node_links
+from geosched.core.models import Fleet, LinkStats, NetworkView, Node, Zone, pair_key
 
 # Gavel's experiments ran on 108 GPUs; 14 nodes of 8 is the nearest whole number of 8-GPU nodes.
 GAVEL_NODES = 14

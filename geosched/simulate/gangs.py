@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from geosched.models import CommProfile, Job
+from geosched.core.models import CommProfile, Job
 from geosched.simulate.gavel import Throughputs
 from geosched.simulate.traces.model import TraceJob
 

@@ -25,7 +25,7 @@ unconsolidated one as the all-reduce over the network it was measured on:
 
 That network is taken to be the fleet's same-zone link (`netmodel.SAME_ZONE`, 50 Gbit/s, 0.2 ms RTT):
 an assumption, stated here, not fitted to any result. The all-reduce message size then follows from
-`geosched.comm`'s ring model with one worker per GPU (the unconsolidated layout), and per model we take
+`geosched.core.comm`'s ring model with one worker per GPU (the unconsolidated layout), and per model we take
 the median over the scale factors measured both ways (one noisy pair cannot swing it). A measurement
 where spreading was faster than consolidating gives 0 (no measurable communication). Models Gavel never
 measured across servers (A3C, CycleGAN, Recommendation: only scale factor 1) get message size 0: we have
@@ -50,11 +50,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from geosched import netmodel
-from geosched.comm import comm_ms
-from geosched.errors import InputError
-from geosched.gate import Kind, parse_json, read_text
-from geosched.models import CommProfile, LinkStats
+from geosched.core import netmodel
+from geosched.core.comm import comm_ms
+from geosched.core.errors import InputError
+from geosched.core.models import CommProfile, LinkStats
+from geosched.files.gate import Kind, parse_json, read_text
 
 REFERENCE_GPU = "v100"
 REFERENCE_LINK = netmodel.SAME_ZONE

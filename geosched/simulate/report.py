@@ -1,5 +1,5 @@
 """Simulation results as documents (rows, CSV, JSON). Pure: they return values and text; console printing
-stays in `geosched.render`, the picture (`simulate --plot`) is `geosched.plots.simulation`."""
+stays in `geosched.console.render`, the picture (`simulate --plot`) is `geosched.plots.simulation`."""
 
 from __future__ import annotations
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from geosched.core.models import HOUR_S, Job, Placement, Schedule, Weights
 from geosched.grid.forecast import GridHistory, Method, run_means
-from geosched.models import HOUR_S, Job, Placement, Schedule, Weights
 from geosched.policies import timeshift
 from geosched.policies.context import PlacementContext
 from geosched.policies.energy import kwh_per_hour_by_region

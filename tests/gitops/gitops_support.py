@@ -22,9 +22,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from geosched.models import Fleet, NetworkView, pair_key
-from geosched.store import write_snapshot
-from geosched.testing import SLOW, fleet, network, node
+from geosched.core.models import Fleet, NetworkView, pair_key
+from geosched.core.testing import SLOW, fleet, network, node
+from geosched.store.db import write_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 AT = "2025-03-01T12:00:00Z"

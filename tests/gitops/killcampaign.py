@@ -1,7 +1,7 @@
 """Kill campaign for multi-file outputs: `geosched gitops render` and `geosched snapshot export` run as the CLI in
 a child process and are SIGKILLed at a random moment; then the invariants are checked:
 
-- no mixed set: right after the kill, what a reader gets (geosched.writes.reading, which every reader of a set
+- no mixed set: right after the kill, what a reader gets (geosched.files.writes.reading, which every reader of a set
   goes through) is the whole old output or the whole new one, never a mix; and the reader writes nothing;
 - one re-run repairs: after running the same command once more, the output is byte for byte what a clean
   run gives, and no temp file is left anywhere;
@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geosched import writes
-from geosched.fields import parse_time
+from geosched.core.testing import fleet, network
+from geosched.files import writes
+from geosched.files.fields import parse_time
 from geosched.gitops import render_tree
 from geosched.gitops.files import OWNED_PATTERNS
-from geosched.store import SNAPSHOT_LAYOUT, Store, write_snapshot
-from geosched.testing import fleet, network
+from geosched.store.db import SNAPSHOT_LAYOUT, Store, write_snapshot
 from tests.gitops.gitops_support import AT, lab_fleet, tree_args, write_inputs, write_snapshot_files
 from tests.kill import peak_rss_kib, run_killable
 
@@ -57,7 +57,7 @@ class Scenario:
     out: str
     """The output directory, relative to the run's directory."""
     layout: tuple[str, ...]
-    """The files the output's set consists of (geosched.writes)."""
+    """The files the output's set consists of (geosched.files.writes)."""
 
 
 def _gitops_old(run: Path) -> None:
@@ -109,7 +109,7 @@ def tree(root: Path, *, temps: bool = True) -> Tree:
 
 
 def seen(root: Path, layout: tuple[str, ...]) -> Tree:
-    """The output as a reader sees it (geosched.writes.reading): every file of the set, from its staged temp
+    """The output as a reader sees it (geosched.files.writes.reading): every file of the set, from its staged temp
     file when a killed run committed but had not renamed it yet."""
     with writes.reading(root, layout=layout) as view:
         names = {p.relative_to(root).as_posix() for p in root.rglob("*")
@@ -132,7 +132,7 @@ def stray(root: Path) -> list[str]:
 
 def _cli(argv: list[str]) -> None:
     """The command as `geosched ...` would run it (exit status from typer's SystemExit)."""
-    from geosched import cli
+    from geosched.cli import main as cli
 
     sys.argv = ["geosched", *argv]
     cli.main()
@@ -318,7 +318,7 @@ def run_one(mp: Any, base: Baseline, workdir: Path, index: int, rng: random.Rand
 
 def campaign(runs: int, seed: int, workdir: Path) -> list[Outcome]:
     mp = multiprocessing.get_context("forkserver")
-    mp.set_forkserver_preload(["geosched.cli", "tests.gitops.killcampaign"])
+    mp.set_forkserver_preload(["geosched.cli.main", "tests.gitops.killcampaign"])
     rng = random.Random(seed)
     bases = [baseline(mp, s, workdir) for s in SCENARIOS]
     for b in bases:

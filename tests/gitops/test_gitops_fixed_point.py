@@ -25,11 +25,11 @@ from gitops_support import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from geosched.core.models import NetworkView
+from geosched.core.testing import fleet, network, node
 from geosched.gitops.check import check_tree
 from geosched.gitops.render import render_tree
-from geosched.models import NetworkView
-from geosched.store import write_snapshot
-from geosched.testing import fleet, network, node
+from geosched.store.db import write_snapshot
 
 EXAMPLE = ROOT / "examples" / "gitops"
 

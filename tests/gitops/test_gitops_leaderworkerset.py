@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from gitops_support import AT, JOBS, kube_validator, write_inputs
 
-from geosched.fields import parse_time
+from geosched.files.fields import parse_time
 from geosched.gitops import check_tree, render_tree
 
 LWS = Path(__file__).resolve().parents[1] / "kube" / "data" / "leaderworkerset.yaml"

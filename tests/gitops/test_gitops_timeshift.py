@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 from gitops_support import git, gitops, init_repo, kube_validator, tree_args
 
+from geosched.core.models import HOUR_S
 from geosched.grid.shipped import shipped_series
-from geosched.models import HOUR_S
 
 # A batch/v1 Job with slack: a 3 h run that must finish by the next morning. Its 8-GPU pods fit either region.
 FLEX = """\

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from gitops_support import AT, CLUSTERS, gitops, kube_validator, lab_fleet, tree_args, write_inputs
 
-from geosched.errors import InputError
-from geosched.fields import parse_time
+from geosched.core.errors import InputError
+from geosched.files.fields import parse_time
 from geosched.gitops import check_tree, render_tree
 from geosched.gitops.index import INDEX, placed_jobs
-from geosched.store import write_snapshot
+from geosched.store.db import write_snapshot
 
 WHEN = parse_time(AT, "test", "")
 NATIVE_WEST = CLUSTERS.replace("west: {backend: coscheduling}", "west: {backend: workload-api}")

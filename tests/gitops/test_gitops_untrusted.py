@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from gitops_support import AT, ROOT, git, init_repo, tree_args
 
-from geosched.writes import JOURNAL, TMP_PREFIX
+from geosched.files.writes import JOURNAL, TMP_PREFIX
 from tests.inputs.inputs_support import geosched as inputs_geosched
 from tests.inputs.inputs_support import in_process
 

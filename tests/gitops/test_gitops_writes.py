@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from gitops_support import AT, ROOT, git, gitops, init_repo, tree_args, write_snapshot_files
 
-from geosched.writes import TMP_PREFIX
+from geosched.files.writes import TMP_PREFIX
 
 pytestmark = pytest.mark.integration
 

@@ -106,7 +106,7 @@ def _journal(path: Path, work: Path) -> list[str | Path]:
     file's checksum): in a copy of the lab's rendered tree for `gitops render`, which recovers it first (a
     writer), or in a copy of the lab's snapshot for `place --snapshot`, which reads through it (a reader). A
     special file is planted as a link to it (refused as a link, never opened)."""
-    from geosched.writes import JOURNAL
+    from geosched.files.writes import JOURNAL
 
     data = path.read_bytes() if path.is_file() and not path.is_symlink() else None
     if data is not None and zlib.crc32(data) % 2:
@@ -127,7 +127,7 @@ def _journal(path: Path, work: Path) -> list[str | Path]:
 
 
 def _render_lab(tree: Path) -> None:
-    from geosched.fields import parse_time
+    from geosched.files.fields import parse_time
     from geosched.gitops import render_tree
 
     lab = tree.parent / "lab"
@@ -490,8 +490,8 @@ def leaked(path: Path, run: Run) -> bool:
     """Whether the output holds a credential of the input that carries the canary. A file the gate refuses
     was never parsed, so no canary may show at all; in one it reads, the canary counts while it is (part of)
     a credential, not after a mutation made it a name."""
-    from geosched.errors import InputError
-    from geosched.gate import parse_yaml
+    from geosched.core.errors import InputError
+    from geosched.files.gate import parse_yaml
     from geosched.kube.kubeconfig import credentials
 
     output = run.stdout + run.stderr
@@ -507,7 +507,7 @@ def leaked(path: Path, run: Run) -> bool:
 def _fresh_process() -> None:
     """What a new `python -m geosched` starts without: no credential registered for redaction by an earlier
     case (it would hide this case's leak), no log handler bound to an earlier case's captured stderr."""
-    from geosched import redact
+    from geosched.console import redact
 
     redact._secrets = frozenset()  # the process-wide registry, empty as in a new process
     logging.root.handlers.clear()

@@ -65,9 +65,9 @@ def _cached_command(app: Any) -> Any:
 
 
 def in_process(args: Sequence[str | Path], home: Path, env: dict[str, str] | None = None) -> Run:
-    """`geosched.cli.main` with these arguments (and environment variables) in this process: what `python -m
+    """`geosched.cli.main.main` with these arguments (and environment variables) in this process: what `python -m
     geosched` runs, minus the interpreter start and typer's building of the command tree (done once)."""
-    from geosched.cli import main
+    from geosched.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     code: int | str = 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.gitops.config import parse_config
 from tests.inputs.inputs_support import ROOT, in_process
 

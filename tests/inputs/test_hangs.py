@@ -41,8 +41,8 @@ nodes:
 def test_a_loop_across_two_kept_inventories_is_refused_before_anything_dials(tmp_path: Path) -> None:
     """Each file passes alone (`ops@jump.zrh` is a node in one and an outside host in the other); merged into
     the store's targets they loop. Before: `probe run` without --inventory dialled and waited until the deadline."""
-    from geosched.inventory import parse_inventory
-    from geosched.store import Store
+    from geosched.files.inventory import parse_inventory
+    from geosched.store.db import Store
 
     # The shape of tests/data/good/inventory.yaml, split over two sites' files as `provision` keeps them.
     region = {"provider": "onprem", "name": "zurich", "grid_gco2e_per_kwh": 30, "pue": 1.25}

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from geosched.store import write_snapshot
-from geosched.testing import fleet, network, node
+from geosched.core.testing import fleet, network, node
+from geosched.store.db import write_snapshot
 from tests.gitops import gitops_support
 from tests.inputs.inputs_support import ROOT, geosched
 
@@ -91,7 +91,7 @@ def test_a_key_given_twice_is_one_line(tmp_path: Path, suffix: str, text: str, w
 
 def test_merge_keys_may_repeat() -> None:
     # YAML's merge key (`<<`) is the one key a mapping may give more than once (yaml.org/type/merge.html).
-    from geosched.gate import parse_yaml
+    from geosched.files.gate import parse_yaml
 
     assert parse_yaml("a: &a {x: 1}\nb: &b {y: 2}\nc: {<<: *a, <<: *b}\n", "m.yaml")["c"] == {"x": 1, "y": 2}
 
@@ -224,7 +224,7 @@ def test_names_reach_the_terminal_escaped(tmp_path: Path, hostile: str, what: st
 # --- 7. smaller -----------------------------------------------------------------------------------
 
 def test_the_inventory_duplicate_check_is_linear() -> None:
-    from geosched.inventory import parse_inventory
+    from geosched.files.inventory import parse_inventory
 
     def doc(count: int) -> dict[str, object]:
         # Every node behind hpc-0, the bastion (which itself is reached directly: jumping through itself loops).
@@ -262,7 +262,7 @@ def test_a_missing_private_key_is_reported_as_such_not_as_unreachable(tmp_path: 
 
     import asyncssh
 
-    from geosched.inventory import SshTarget
+    from geosched.files.inventory import SshTarget
     from geosched.probes.failures import FailureKind, ProbeError
     from geosched.probes.hostkeys import HostKeys
     from geosched.probes.settings import ProbeSettings
@@ -289,7 +289,7 @@ def test_a_missing_private_key_is_reported_as_such_not_as_unreachable(tmp_path: 
 def test_the_alias_bound_costs_little_on_a_large_honest_snapshot() -> None:
     import yaml
 
-    from geosched.gate import parse_yaml, safe_loader
+    from geosched.files.gate import parse_yaml, safe_loader
 
     nodes = [{"name": f"n{i}", "provider": "aws", "region": "us-east-1", "zone": "us-east-1a", "gpu": "A100",
               "gpus": 8, "labels": {"team": "ml", "tier": "prod"}, "addresses": [f"10.0.{i >> 8}.{i & 255}"]}

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from geosched.fields import parse_time
-from geosched.gate import LIMITS_MIB
+from geosched.files.fields import parse_time
+from geosched.files.gate import LIMITS_MIB
+from geosched.files.writes import JOURNAL
 from geosched.gitops import render_tree
-from geosched.writes import JOURNAL
 from tests.gitops import gitops_support
 from tests.inputs.inputs_support import ROOT, geosched
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube.multikueue.workers import parse_kubeconfig
 from tests.inputs.inputs_support import ROOT, Run, geosched
 

@@ -27,9 +27,9 @@ import yaml
 from packaging.version import Version
 from referencing import Registry, Resource
 
+from geosched.core.models import Assignment, Job, Placement, Score, Weights
 from geosched.kube import kinds
 from geosched.kube.objpath import At
-from geosched.models import Assignment, Job, Placement, Score, Weights
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

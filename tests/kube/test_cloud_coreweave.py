@@ -28,11 +28,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from geosched import api, catalog, clouds
+from geosched import api, clouds
+from geosched.core import catalog
+from geosched.core.models import Job, NoFit, Placement
 from geosched.kube import keys, nodelabels
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet
 from geosched.kube.inventory import nodes_from_kube, provider_of
-from geosched.models import Job, NoFit, Placement
 from geosched.providers import registry
 
 INSTANCE = "gd-8xh100ib-i128"

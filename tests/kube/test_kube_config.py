@@ -9,7 +9,7 @@ import pytest
 import yaml
 from kube_support import DATA
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube.config import Backend, ClusterConfig, load_cluster_config, parse_cluster_config
 
 

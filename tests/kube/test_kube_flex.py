@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from geosched.carbon import GridInput, grid_history
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.models import HOUR_S, CarbonSignal, Weights
+from geosched.core.testing import node
+from geosched.grid.carbon import GridInput, grid_history
 from geosched.grid.formats import Basis
 from geosched.grid.shipped import shipped_series
 from geosched.kube import flex, keys
@@ -18,9 +20,7 @@ from geosched.kube.jobinput import parse_job_object
 from geosched.kube.scheduler.decide import Decision, Refusal, View, decide
 from geosched.kube.scheduler.gangs import group
 from geosched.kube.scheduler.pods import pod_info
-from geosched.models import HOUR_S, CarbonSignal, Weights
 from geosched.policies import PlacementContext
-from geosched.testing import node
 
 NOTES = {flex.RUNTIME: "3h", flex.START_WITHIN: "24h", flex.DEADLINE: "2023-06-11T08:00:00Z"}
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from geosched import policies
+from geosched.core.models import Job, Placement
 from geosched.kube import affinity, gpuidentity, keys
 from geosched.kube.cluster_inventory import fleet_from_nodes, network_for
 from geosched.kube.config import Backend, ClusterConfig
@@ -23,7 +24,6 @@ from geosched.kube.scheduler.decide import Decision, View, decide
 from geosched.kube.scheduler.gangs import PRESENT, group
 from geosched.kube.scheduler.pods import node_labels, pod_info
 from geosched.kube.tolerations import node_taints
-from geosched.models import Job, Placement
 from geosched.policies import PlacementContext
 from tests.kubeapi.real_nodes import eks_node, gke_node
 

@@ -19,14 +19,14 @@ import pytest
 import yaml
 from kube_support import DATA, K8S_VERSIONS, NOW, WORKLOAD_API_VERSIONS, make_placement, validate_manifest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.models import Assignment, Node
 from geosched.kube import podoptions
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, parse_cluster_config
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import JobInput, read_job_file
 from geosched.kube.render import RenderOptions, render, to_yaml
-from geosched.models import Assignment, Node
 from tests.gitops.gitops_support import gitops, tree_args, write_inputs
 from tests.kubeapi.real_nodes import eks_node, gke_node
 

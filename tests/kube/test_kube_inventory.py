@@ -6,9 +6,9 @@ from typing import Any
 
 from kubernetes import client
 
+from geosched.core.models import Node, NodeState
 from geosched.kube import keys
 from geosched.kube.inventory import instance_id, merge_launched, nodes_from_kube, provider_of
-from geosched.models import Node, NodeState
 
 
 def kube_node(name: str, *, gpus: int | str | None = 8, ready: str = "True", unschedulable: bool | None = None,

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from kube_support import DATA
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube.jobinput import parse_job_object, parse_job_text, read_job_file
 from geosched.kube.kinds import batch, geosched_job, jobset, pytorchjob, trainjob
 

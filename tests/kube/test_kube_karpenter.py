@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kube_support import DATA, validate_manifest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.models import Pricing
 from geosched.kube.jobinput import parse_job_text, read_job_file
-from geosched.models import Pricing
 from geosched.providers.nodegroups import karpenter
 from geosched.providers.nodegroups.karpenter_pin import pinned, unlaunchable
 from geosched.providers.nodegroups.spec import Subnet, Target

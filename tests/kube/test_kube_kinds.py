@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kube_support import REPO
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube import flex, kinds, submit
 from geosched.kube.kinds.base import JobKind
 from geosched.kube.kinds.template import Template

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kube_support import DATA, NOW, WORKLOAD_API_VERSIONS, make_placement, validate_manifest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube import flex, submit
 from geosched.kube.config import Backend, ClusterConfig
 from geosched.kube.jobinput import parse_job_object, parse_job_text, read_job_file

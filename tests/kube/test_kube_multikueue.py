@@ -13,15 +13,15 @@ import pytest
 import yaml
 from kube_support import validate_manifest
 
-from geosched import catalog
-from geosched.errors import InputError
+from geosched.core import catalog
+from geosched.core.errors import InputError
+from geosched.core.models import Node, Weights
 from geosched.kube import keys
 from geosched.kube.cluster_inventory import fleet_from_nodes, network_for
 from geosched.kube.multikueue import kueue
 from geosched.kube.multikueue.rank import rank, taken
 from geosched.kube.multikueue.settings import parse_settings
 from geosched.kube.multikueue.workers import parse_kubeconfig
-from geosched.models import Node, Weights
 from geosched.policies import PlacementContext
 from geosched.policies.capacity import CAPACITY_TOLERANCE
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 
+from geosched.core.models import Node
 from geosched.kube import keys
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet
 from geosched.kube.tolerations import Toleration
-from geosched.models import Node
 from tests.kubeapi.real_nodes import eks_node, gke_node
 
 # The node of aws/karpenter-provider-aws PR #1476 (its header cites it): a Karpenter spot g5.xlarge in eu-west-1b,

@@ -16,13 +16,13 @@ import pytest
 import yaml
 from kube_support import DATA, NOW, make_placement
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.models import Assignment
 from geosched.kube.config import ClusterConfig, parse_cluster_config
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import read_job_file
 from geosched.kube.podoptions import DEFAULT, efa_count
 from geosched.kube.render import RenderOptions, render
-from geosched.models import Assignment
 from tests.kubeapi.real_nodes import eks_node, gke_node
 from tests.realkube.nodes import kwok
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kube_support import DATA
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube import keys, provreq
 from geosched.kube.jobinput import read_job_file
 

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from kube_support import DATA, NOW, WORKLOAD_API_VERSIONS, make_placement, validate_manifest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.models import Node
 from geosched.kube import karmada, keys, kinds
 from geosched.kube.backends import kueue as kueue_backend
 from geosched.kube.backends import volcano
@@ -25,7 +26,6 @@ from geosched.kube.jobinput import JobInput, read_job_file
 from geosched.kube.kinds import batch
 from geosched.kube.objpath import At
 from geosched.kube.render import RenderOptions, render, to_yaml
-from geosched.models import Node
 
 Validate = Callable[[Mapping[str, Any]], None]
 

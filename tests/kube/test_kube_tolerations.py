@@ -24,7 +24,7 @@ import pytest
 import yaml
 from kube_support import validate_manifest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet, declared_tolerations
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, load_cluster_config, parse_cluster_config

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from geosched.core.models import Node, Pricing
 from geosched.kube.submit import JobUsage, PlacedJob, UsageSync, job_times, job_usage, placed_job, sync_usage
-from geosched.models import Node, Pricing
 from geosched.report.ledger import intervals
-from geosched.store import Store
+from geosched.store.db import Store
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 H = 3600.0

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from geosched.cli import app
-from geosched.default_fleet import default_fleet
-from geosched.documents import load_fleet
-from geosched.gpus import PARTS, model_from_gke_accelerator, model_from_product, part
-from geosched.models import Node
+from geosched.cli.main import app
+from geosched.core.default_fleet import default_fleet
+from geosched.core.gpus import PARTS, model_from_gke_accelerator, model_from_product, part
+from geosched.core.models import Node
+from geosched.files.documents import load_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 

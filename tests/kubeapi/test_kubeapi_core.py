@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.models import Node
+from geosched.core.testing import node
 from geosched.kube import keys
 from geosched.kube.cluster_inventory import DEFAULT_GRID_GCO2E_PER_KWH, fleet_from_nodes, network_for
 from geosched.kube.objpath import At
@@ -18,9 +20,7 @@ from geosched.kube.scheduler.pods import fits, node_labels, pod_info, requiremen
 from geosched.kube.scheduler.settings import parse_settings
 from geosched.kube.submit import job_state, placed_job
 from geosched.kube.tolerations import Taint
-from geosched.models import Node
 from geosched.policies import PlacementContext
-from geosched.testing import node
 
 
 def pod(name: str, *, gpus: int = 8, labels: dict[str, str] | None = None, notes: dict[str, str] | None = None,

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from geosched import catalog
-from geosched.errors import InputError
+from geosched.core import catalog
+from geosched.core.errors import InputError
+from geosched.core.models import Node, NodeState
 from geosched.kube import cluster_inventory, keys
 from geosched.kube.config import ClusterConfig
-from geosched.models import Node, NodeState
 from tests.kubeapi.kubeapi_support import A100, H100, REGIONS
 from tests.kubeemu import MultiCluster, node_manifest
 

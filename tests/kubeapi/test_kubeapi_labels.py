@@ -16,17 +16,17 @@ import pytest
 import yaml
 
 from geosched import policies
-from geosched.default_fleet import default_fleet, default_network
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import LinkStats, Node, Placement
 from geosched.demo.stages import handoff
-from geosched.documents import load_fleet
+from geosched.files.documents import load_fleet
 from geosched.gitops import check_tree
 from geosched.kube import keys
 from geosched.kube.config import load_cluster_config
 from geosched.kube.jobinput import load_job
 from geosched.kube.submit import SubmitOptions, submit
-from geosched.models import LinkStats, Node, Placement
 from geosched.policies import PlacementContext
-from geosched.store import Sample, Store
+from geosched.store.db import Sample, Store
 from tests.kubeapi.real_nodes import eks_us_east_1, gke_us_central1, pod_specs, seed, selected
 from tests.kubeemu import MultiCluster, node_manifest, pod_manifest
 

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from geosched.cli import app as cli_app
+from geosched.cli.main import app as cli_app
+from geosched.core.models import LinkStats, NetworkView
 from geosched.kube.client import Kube
 from geosched.kube.multikueue.dispatcher import Dispatcher
 from geosched.kube.multikueue.metrics import Metrics
@@ -37,8 +38,7 @@ from geosched.kube.multikueue.settings import DispatcherSettings
 from geosched.kube.scheduler import fixed
 from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.settings import LeaderElection
-from geosched.models import LinkStats, NetworkView
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.clock import FakeClock
 from tests.kube.kube_support import validate_manifest
 from tests.kubeapi.kubeapi_support import FAST_LEASE, wait_until
@@ -584,10 +584,10 @@ def test_a_flexible_workload_is_nominated_in_its_window_never_after_its_deadline
     """Issue 24: a Workload whose pod template declares slack waits, unnominated, for the start hour the time-shift
     decision chooses on the real 2023 grids of its workers' regions (worker1 in SPP, worker3 in PJM), and is
     nominated then; one at its latest start is nominated at once."""
-    from geosched.carbon import GridInput
+    from geosched.core.models import CarbonSignal
+    from geosched.grid.carbon import GridInput
     from geosched.grid.formats import Basis
     from geosched.grid.shipped import shipped_series
-    from geosched.models import CarbonSignal
 
     hourly = {"gcp:us-central1": dict(shipped_series("US-CENT-SWPP").hours),
               "aws:us-east-1": dict(shipped_series("US-MIDA-PJM").hours)}

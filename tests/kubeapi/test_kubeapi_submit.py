@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from geosched.carbon import parse_carbon_csv
+from geosched.core.models import Weights
+from geosched.core.retry import RetryPolicy
+from geosched.grid.carbon import parse_carbon_csv
 from geosched.kube import keys
 from geosched.kube.client import Kube
 from geosched.kube.config import Backend, ClusterConfig
@@ -21,8 +23,6 @@ from geosched.kube.submit import (
     jobs,
     submit,
 )
-from geosched.models import Weights
-from geosched.retry import RetryPolicy
 from tests.kube.kube_support import WORKLOAD_API_VERSIONS, validate_manifest
 from tests.kubeapi.kubeapi_support import one_zone_fleet
 from tests.kubeemu import WORKLOAD_API, MultiCluster

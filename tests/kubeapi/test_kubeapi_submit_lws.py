@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from geosched.core.retry import RetryPolicy
 from geosched.kube import keys
 from geosched.kube.submit import SubmitOptions, jobs, submit
-from geosched.retry import RetryPolicy
 from tests.kube.kube_support import DATA
 from tests.kubeapi.kubeapi_support import one_zone_fleet
 from tests.kubeemu import MultiCluster

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from geosched.cli import app
+from geosched.cli.main import app
+from geosched.core.retry import RetryPolicy
 from geosched.kube.submit import SubmitOptions, submit
 from geosched.report.ledger import intervals
 from geosched.report.records import Interval
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.kubeemu import MultiCluster, node_manifest
 
 pytestmark = pytest.mark.integration

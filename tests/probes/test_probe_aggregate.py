@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.models import LinkStats, NetworkView
+from geosched.core.models import LinkStats, NetworkView
 from geosched.probes.aggregate import (
     UNKNOWN_THROUGHPUT_GBPS,
     NodeScope,
@@ -19,7 +19,7 @@ from geosched.probes.parsers import EchoRun, IperfRun
 from geosched.probes.plan import Plan
 from geosched.probes.results import EchoResult, RunReport, ThroughputResult, report_to_dict
 from geosched.probes.settings import PlanKind
-from geosched.store import Store
+from geosched.store.db import Store
 
 ZONE = {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b"}
 

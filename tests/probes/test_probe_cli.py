@@ -11,13 +11,13 @@ import yaml
 from probe_support import validate_configmap, validate_crd_object
 from typer.testing import CliRunner
 
-from geosched.errors import InputError
-from geosched.inventory import load_inventory
-from geosched.models import LinkStats
+from geosched.core.errors import InputError
+from geosched.core.models import LinkStats
+from geosched.files.inventory import load_inventory
 from geosched.probes.cli import make_app
 from geosched.probes.grid import zone_grid
 from geosched.probes.service import inventory_nodes
-from geosched.store import Sample, Store
+from geosched.store.db import Sample, Store
 from tests.output_support import valid
 from tests.plot_support import png_summary, svg_ids, svg_root, svg_texts
 
@@ -86,7 +86,7 @@ def test_export_all_three(setup: tuple[Path, Path], tmp_path: Path) -> None:
     (["export", "--inventory", "INV", "--networktopology", "OUT", "--name", "Bad_Name"], "not a Kubernetes object"),
 ])
 def test_input_errors(setup: tuple[Path, Path], tmp_path: Path, args: list[str], message: str) -> None:
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
 
     home, inv = setup
     args = [str(inv) if a == "INV" else str(tmp_path / "out.yaml") if a == "OUT" else a for a in args]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.inventory import SshTarget
+from geosched.files.inventory import SshTarget
 from geosched.probes.engine import PlanOptions, run_probes
 from geosched.probes.failures import FailureKind, ProbeError
 from geosched.probes.kinds import measure_echo, measure_throughput

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from probe_support import validate_configmap, validate_crd_object
 
-from geosched.documents import parse_network
-from geosched.models import LinkStats, NetworkView, Node
+from geosched.core.models import LinkStats, NetworkView, Node
+from geosched.files.documents import parse_network
 from geosched.probes.exports import (
     CONFIGMAP_MAX_BYTES,
     bandwidth_quantity,

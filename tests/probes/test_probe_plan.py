@@ -7,7 +7,7 @@ from itertools import combinations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geosched.models import pair_key
+from geosched.core.models import pair_key
 from geosched.probes.plan import FULL_MESH_MAX_NODES, PlanNode, by_zone, full_mesh, make_plan, sampled
 from geosched.probes.settings import PlanKind
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from geosched.inventory import SshTarget
+from geosched.files.inventory import SshTarget
 from geosched.probes import commands
 from geosched.probes.failures import FailureKind, ProbeError
 from geosched.probes.hostkeys import HostKeys, Trust, known_hosts_line

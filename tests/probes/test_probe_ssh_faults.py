@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from geosched.inventory import SshTarget
+from geosched.files.inventory import SshTarget
 from geosched.probes.failures import FailureKind, ProbeError
 from geosched.probes.hostkeys import HostKeys
 from geosched.probes.settings import ProbeSettings

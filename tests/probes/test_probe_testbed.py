@@ -23,16 +23,16 @@ import yaml
 from probe_support import accepted_logins, sshd_log, validate_configmap, validate_crd_object, write_inventory
 from typer.testing import CliRunner
 
-from geosched.documents import parse_network
-from geosched.inventory import Inventory, load_inventory
-from geosched.models import Job, Placement, pair_key
+from geosched.core.models import Job, Placement, pair_key
+from geosched.files.documents import parse_network
+from geosched.files.inventory import Inventory, load_inventory
 from geosched.policies import PlacementContext, place
 from geosched.probes import service
 from geosched.probes.cli import make_app
 from geosched.probes.engine import PlanOptions
 from geosched.probes.failures import FailureKind
 from geosched.probes.settings import Kind, PlanKind, ProbeSettings, RttMethod
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.output_support import valid
 from tests.testbed import Link, SlowBanner, Testbed, Unreachable, WrongHostKey, missing_requirements
 

@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geosched.core.retry import RetryPolicy
 from geosched.providers import journal, lifecycle
 from geosched.providers.base import Provider
 from geosched.providers.failover import Ttls
 from geosched.providers.gang import ProvisionSettings, provision, resume
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest, PricingMode
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from tests.kill import run_killable
 from tests.providers.prov_support import (

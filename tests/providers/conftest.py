@@ -10,7 +10,7 @@ import pytest
 from geosched.providers.aws import AwsProvider
 from geosched.providers.config import ENV_ADMIN_CIDRS
 from geosched.providers.gcp import GcpProvider
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
 from tests.providers.prov_support import ADMIN_CIDR, aws_env, aws_provider, gcp_provider, warm
 

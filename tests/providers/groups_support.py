@@ -4,8 +4,8 @@ usage ledger."""
 
 from __future__ import annotations
 
+from geosched.core.retry import RetryPolicy
 from geosched.providers.nodegroups.launch import GroupSettings
-from geosched.retry import RetryPolicy
 
 
 def fast(**overrides: object) -> GroupSettings:

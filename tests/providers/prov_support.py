@@ -13,13 +13,13 @@ import boto3  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from google.auth.credentials import AnonymousCredentials
 
+from geosched.core.retry import RetryPolicy
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import Budget
 from geosched.providers.config import AwsSettings, GcpSettings
 from geosched.providers.gang import ProvisionSettings
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.lifecycle import LifecycleSettings
-from geosched.retry import RetryPolicy
 
 PROJECT = "geosched-test"
 AWS_REGIONS = ("us-east-1", "us-east-2")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from geosched.errors import EXIT_BAD_INPUT, InputError
+from geosched.core.errors import EXIT_BAD_INPUT, InputError
 from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.kube.kube_support import validate_manifest
 from tests.providers.eks_support import ZONES, EksCluster, make_cluster

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import EXIT_BAD_INPUT
+from geosched.core.errors import EXIT_BAD_INPUT
 from geosched.providers import journal
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, MotoServer
 from geosched_emulators.eks_extras import capacity_issue
 from tests.output_support import valid

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT
+from geosched.core.errors import EXIT_BAD_INPUT, EXIT_NO_FIT
 from geosched.providers import journal
 from geosched.providers.nodegroups import journal as groups_journal
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, MotoServer
 from geosched_emulators.eks_extras import capacity_issue
 from geosched_emulators.gke import GkeDouble, GkeFault

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from geosched.core.retry import RetryPolicy
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
@@ -29,8 +30,7 @@ from geosched.providers.nodegroups import spec
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
 from geosched.report.ledger import ledger_intervals
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched_emulators.eks_extras import capacity_issue
 from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request

@@ -24,7 +24,7 @@ from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups import spec
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched_emulators.eks_extras import capacity_issue
 from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request

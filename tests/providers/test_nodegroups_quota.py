@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import EXIT_NO_FIT
+from geosched.core.errors import EXIT_NO_FIT
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.gke import Gke
 from geosched.providers.nodegroups.launch import provision, quota_precheck, read_cluster
 from geosched.report.ledger import ledger_intervals
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
 from geosched_emulators.gke import GkeDouble
 from tests.providers.eks_support import NODE_ROLE, EksCluster, make_cluster

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.providers.base import CapacityError, QuotaError, UnsupportedError
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import spec

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from geosched import catalog, usage
-from geosched.models import Pricing
+from geosched.core import catalog
+from geosched.core.models import Pricing
+from geosched.core.retry import RetryPolicy
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.eks import Eks
@@ -23,8 +24,8 @@ from geosched.providers.nodegroups.launch import GroupResult, GroupSettings, dow
 from geosched.report.ledger import ledger_intervals
 from geosched.report.records import Interval
 from geosched.report.report import report
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store import usage
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched_emulators.eks_extras import capacity_issue
 from geosched_emulators.gke import GkeDouble

@@ -15,15 +15,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.retry import RetryPolicy
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.gke import Gke
 from geosched.providers.nodegroups.launch import GroupResult, GroupSettings, down, provision, read_cluster
 from geosched.providers.plan import PricingMode
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.providers.gke_support import CLUSTER, LOCATION, MACHINE, PROJECT, make_cluster, request
 from tests.providers.groups_support import fast

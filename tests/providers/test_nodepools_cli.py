@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import EXIT_BAD_INPUT, EXIT_NO_FIT
+from geosched.cli.up import on_the_group
+from geosched.core.errors import EXIT_BAD_INPUT, EXIT_NO_FIT
 from geosched.kube.config import ClusterConfig
 from geosched.kube.tolerations import Toleration
 from geosched.providers import journal
-from geosched.store import Store
-from geosched.up import on_the_group
+from geosched.store.db import Store
 from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.kubeemu import MultiCluster
 from tests.output_support import valid

@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
+from geosched.core.retry import RetryPolicy
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.gke import Gke
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
 from geosched.report.ledger import ledger_intervals
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.providers.gke_support import CLUSTER, LOCATION, PROJECT, make_cluster, request
 from tests.providers.prov_support import gcp_provider

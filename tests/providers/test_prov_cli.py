@@ -1,4 +1,4 @@
-"""The provisioning commands, mounted the way geosched.cli will mount them, against the AWS emulator
+"""The provisioning commands, mounted the way geosched.cli.main will mount them, against the AWS emulator
 configured only through the standard AWS environment variables."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from geosched.errors import EXIT_BAD_INPUT, GeoschedError
+from geosched.core.errors import EXIT_BAD_INPUT, GeoschedError
 from geosched.providers import cli, journal
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, MotoServer
 from tests.output_support import valid
 from tests.providers.prov_support import aws_alive
@@ -37,7 +37,7 @@ def root_app() -> typer.Typer:
 
 def run(home: Path, *args: str, stdin: str | None = None) -> Result:
     result = CliRunner().invoke(root_app(), ["--home", str(home), *args], input=stdin)
-    if isinstance(result.exception, GeoschedError):  # what geosched.cli.main does
+    if isinstance(result.exception, GeoschedError):  # what geosched.cli.main.main does
         result.exit_code = result.exception.exit_code
     return result
 
@@ -192,7 +192,7 @@ def test_catalog_refresh_writes_offerings_and_prices(home: Path, proxy: Ec2Fault
 def test_catalog_shows_refreshed_prices_with_their_age_and_agrees_with_the_plan(
         home: Path, proxy: Ec2FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 15: `geosched catalog` never showed refreshed data, so it and `provision --dry-run` disagreed."""
-    from geosched.cli import app as geosched_app
+    from geosched.cli.main import app as geosched_app
 
     proxy.set_ondemand_price("p4d.24xlarge", "us-east-1", 21.9576)
     assert run(home, "catalog", "refresh", "--provider", "aws", "--regions", "us-east-1").exit_code == 0

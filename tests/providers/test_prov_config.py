@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from geosched.errors import InputError
-from geosched.models import Pricing
+from geosched.core.errors import InputError
+from geosched.core.models import Pricing
 from geosched.providers import aws, gcp, registry
 from geosched.providers.base import (
     AuthError,

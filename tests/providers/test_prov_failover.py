@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import Budget, Instance, LaunchSpec, Provider
@@ -18,7 +18,7 @@ from geosched.providers.gang import Event, ProvisionResult, provision
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest, PricingMode
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import (
     AWS_REGIONS,

@@ -16,7 +16,7 @@ from geosched.providers.aws import AwsProvider, console_host_keys
 from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble
 from tests.providers.prov_support import AWS_REGIONS, GCP_REGIONS, PROJECT, fast_settings
 

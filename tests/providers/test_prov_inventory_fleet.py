@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.providers.base import Budget
 from geosched.providers.config import SshSettings
 from geosched.providers.gang import plan_gang
 from geosched.providers.plan import GangRequest
 from geosched.providers.ssh import SshProvider
 from geosched.report.ledger import ledger_intervals
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.test_cli import geosched
 
 # Two halls of one on-prem site with its own grid figures (the `regions:` block); hall a holds one free
 # DGX, hall b three at different prices (one already paid for: stated $0, else it would cost its amortised
-# price, geosched/owned.py).
+# price, geosched/core/owned.py).
 INVENTORY = """
 regions: [{provider: onprem, name: oslo, grid_gco2e_per_kwh: 19, pue: 1.15}]
 nodes:

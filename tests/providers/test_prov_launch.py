@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.providers import gcp as gcp_module
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import (

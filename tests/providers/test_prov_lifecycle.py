@@ -17,7 +17,7 @@ from geosched.providers.base import Budget, Instance, InstanceState, LaunchSpec,
 from geosched.providers.gang import provision, resume
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
 from tests.providers.prov_support import AWS_REGIONS, GCP_REGIONS, aws_alive, fast_settings, gce_alive, moto_client
 
@@ -200,7 +200,7 @@ def test_sweep_finds_untracked_instances_and_terminates_only_ours(aws: AwsProvid
 
 
 def test_down_unknown_gang_and_resume_unknown_gang(aws: AwsProvider, store: Store) -> None:
-    from geosched.errors import InputError
+    from geosched.core.errors import InputError
 
     assert not lifecycle.down(store, {"aws": aws}, "gang-nothere1").known
     with pytest.raises(InputError):

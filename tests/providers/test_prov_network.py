@@ -17,9 +17,9 @@ from botocore.config import Config  # type: ignore[import-untyped]
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
-from geosched import render
-from geosched.errors import InputError
-from geosched.models import Pricing
+from geosched.console import render
+from geosched.core.errors import InputError
+from geosched.core.models import Pricing
 from geosched.providers import aws as aws_module
 from geosched.providers import gcp as gcp_module
 from geosched.providers import journal, lifecycle
@@ -29,7 +29,7 @@ from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.terraform import NetworkConfig, load_terraform_output, parse_terraform_output
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
 from geosched_emulators.faultproxy import Ec2Fault
 from tests.providers.prov_support import PROJECT, fast_settings, moto_client

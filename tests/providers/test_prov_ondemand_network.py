@@ -19,9 +19,9 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
-from geosched import render
-from geosched.errors import EXIT_BAD_INPUT, InputError
-from geosched.models import Pricing
+from geosched.console import render
+from geosched.core.errors import EXIT_BAD_INPUT, InputError
+from geosched.core.models import Pricing
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider, ingress_changes
 from geosched.providers.base import AuthError, Budget, LaunchSpec, Provider, UnsupportedError
@@ -39,7 +39,7 @@ from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.terraform import parse_terraform_output
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, FaultRule, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import (
     ADMIN_CIDR,

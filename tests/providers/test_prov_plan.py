@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from geosched import catalog
-from geosched.models import Offering, Pricing, Weights
+from geosched.core import catalog
+from geosched.core.models import Offering, Pricing, Weights
+from geosched.core.retry import RetryPolicy
 from geosched.providers.base import (
     AuthError,
     Budget,
@@ -20,7 +21,6 @@ from geosched.providers.base import (
 from geosched.providers.failover import Ttls, blocks_for, retry_in_place
 from geosched.providers.plan import Block, GangRequest, PricingMode, build_plan
 from geosched.providers.retry import call
-from geosched.retry import RetryPolicy
 from tests.clock import FakeClock
 
 

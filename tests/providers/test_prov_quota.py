@@ -19,14 +19,14 @@ import pytest
 from google.cloud import compute_v1
 from google.protobuf import json_format  # type: ignore[import-untyped]
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.providers import lifecycle
 from geosched.providers.aws import AwsProvider, quota_class, vcpu_usage
 from geosched.providers.base import Budget, CapacityError, LaunchSpec, Provider, QuotaError
 from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest, PricingMode
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import PROJECT, fast_settings, moto_client
 

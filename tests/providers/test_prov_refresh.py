@@ -6,15 +6,15 @@ import time
 
 import pytest
 
-from geosched import catalog
-from geosched.models import Pricing
+from geosched.core import catalog
+from geosched.core.models import Pricing
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import PriceObservation
 from geosched.providers.gang import plan_gang
 from geosched.providers.gcp import GcpProvider
 from geosched.providers.plan import GangRequest
 from geosched.providers.refresh import price_ages, price_at, record_prices, refresh_catalog, refreshed_offerings
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble
 from geosched_emulators.billing import Sku
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from geosched import catalog
-from geosched.models import Pricing
+from geosched.core import catalog
+from geosched.core.models import Pricing
 from geosched.providers.refresh import price_at, refresh_catalog, refreshed_offerings
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble
 from geosched_emulators.gce import DEFAULT_MACHINE_TYPES, MachineTypeSpec
 from tests.providers.prov_support import AWS_ZONES, gcp_provider

@@ -13,7 +13,7 @@ import pytest
 from geosched.policies import spotrisk
 from geosched.providers.aws import AwsProvider
 from geosched.providers.refresh import refresh_catalog, spot_risks
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from tests.providers.prov_support import AWS_ZONES, aws_alive
 from tests.providers.test_prov_cli import home, run  # noqa: F401  (the CLI fixture and runner)
@@ -83,7 +83,7 @@ def test_auto_prefers_a_slightly_dearer_spot_zone_with_a_high_placement_score(
     # `geosched catalog` shows the same risk beside the spot price (and CSV keeps it flat).
     from typer.testing import CliRunner
 
-    from geosched.cli import app as geosched_app
+    from geosched.cli.main import app as geosched_app
 
     shown = CliRunner().invoke(geosched_app, ["--home", str(home), "catalog", "--gpu", "A100:8", "--provider", "aws",
                                               "--region", "us-east-1", "-o", "json"])

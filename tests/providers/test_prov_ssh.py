@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched import owned
+from geosched.core import owned
 from geosched.providers import journal, lifecycle
 from geosched.providers.base import Budget
 from geosched.providers.config import SshSettings
@@ -14,7 +14,7 @@ from geosched.providers.failover import Ttls
 from geosched.providers.gang import provision
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.ssh import SshProvider
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.providers.prov_support import fast_settings
 
 INVENTORY = """
@@ -48,7 +48,8 @@ def request(nodes: int, pricing: PricingMode = PricingMode.ON_DEMAND) -> GangReq
 def test_gangs_lease_free_nodes_in_one_zone_and_release_them(ssh: SshProvider, store: Store) -> None:
     first = provision(request(2), {"ssh": ssh}, store, SETTINGS)
     assert first.ok and [(n.provider_id, n.zone) for n in first.nodes] == [("hpc-01", "zrh-a"), ("hpc-02", "zrh-a")]
-    # No price_ondemand in the inventory: an owned machine costs its amortised purchase and power (geosched/owned.py).
+    # No price_ondemand in the inventory: an owned machine costs its amortised purchase and power
+    # (geosched/core/owned.py).
     assert first.nodes[0].addresses == ("198.18.0.11",)
     assert first.nodes[0].price_ondemand == owned.usd_per_hour("A100", 8) and first.nodes[0].price_ondemand > 0
     assert first.candidate is not None and first.candidate.gco2e_per_hour is not None

@@ -23,7 +23,7 @@ from geosched.report.cli import make_app
 from geosched.report.journal import journal_intervals
 from geosched.report.ledger import intervals, ledger_intervals
 from geosched.report.records import Interval
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import GceDouble, MotoServer
 from tests.providers.prov_support import AWS_REGIONS, GCP_REGIONS, aws_alive, fast_settings, gce_alive
 from tests.providers.test_prov_lifecycle import crash_then

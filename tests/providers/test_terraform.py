@@ -18,7 +18,7 @@ from typing import Any
 import hcl2
 import pytest
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.providers.terraform import (
     OUTPUT_NAME,
     AwsRegionNetwork,

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from geosched.cli import app
-from geosched.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_FIT, GeoschedError
+from geosched.cli.main import app
+from geosched.cli.up import on_the_group
+from geosched.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_FIT, GeoschedError
 from geosched.kube.config import ClusterConfig
 from geosched.kube.tolerations import Toleration
 from geosched.providers import journal
 from geosched.report.ledger import ledger_intervals
-from geosched.store import Store
-from geosched.up import on_the_group
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.kubeemu import MultiCluster
 from tests.output_support import valid
@@ -35,7 +35,7 @@ P5_USD_PER_HOUR = 98.32
 
 
 def run(home: Path, *args: str) -> Result:
-    """The real root command (`up` is a top-level verb); errors mapped to exit codes as geosched.cli.main does."""
+    """The real root command (`up` is a top-level verb); errors mapped to exit codes as geosched.cli.main.main does."""
     result = CliRunner().invoke(app, ["--home", str(home), *args])
     if isinstance(result.exception, GeoschedError):
         result.exit_code = result.exception.exit_code

@@ -20,8 +20,8 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from geosched.core.models import Pricing
 from geosched.kube.client import APPLY_PATCH, Kube
-from geosched.models import Pricing
 from geosched.providers.nodegroups import karpenter
 from geosched.providers.nodegroups.spec import Subnet, Target
 from geosched.providers.plan import Candidate

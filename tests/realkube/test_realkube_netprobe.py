@@ -33,17 +33,17 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from geosched.cli import app
+from geosched.cli.main import app
+from geosched.core.models import pair_key
 from geosched.kube.client import Kube
 from geosched.kube.netprobe import pods as probe_pods
 from geosched.kube.netprobe import run as netprobe_run
 from geosched.kube.netprobe.pods import ECHO, PEER, ROLE_LABEL, RUN_LABEL, THROUGHPUT, ProbeSettings
 from geosched.kube.netprobe.run import probe_nodes, zone_of
 from geosched.kube.tolerations import Toleration
-from geosched.models import pair_key
 from geosched.probes.aggregate import node_pair_links
 from geosched.probes.failures import FailureKind
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.providers.eks_support import NODE_ROLE, one_subnet_cluster
 from tests.providers.prov_support import aws_env

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from geosched.report.ledger import ledger_intervals
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.providers.eks_support import NODE_ROLE, clients, one_subnet_cluster
 from tests.providers.prov_support import aws_env

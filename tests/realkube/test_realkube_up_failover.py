@@ -21,7 +21,7 @@ import yaml
 
 from geosched.providers import journal
 from geosched.report.ledger import ledger_intervals
-from geosched.store import Store
+from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.providers.eks_support import NODE_ROLE, ROLE, clients
 from tests.providers.prov_support import aws_env

@@ -1,5 +1,5 @@
 """`submit` holds a worker's cpu and memory to what each real node has left (audit finding 3): allocatable minus the
-requests of the pods bound there (`geosched.room`, `Node.room`), so the gang goes where kube-scheduler can bind it,
+requests of the pods bound there (`geosched.core.room`, `Node.room`), so the gang goes where kube-scheduler can bind it,
 and a node a tenant's pod has filled is not counted.
 
 The nodes are tests/realkube/nodes.py's (their allocatable from the machine types' documented sizes): GKE's H100

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.providers.base import PriceObservation
 from geosched.providers.refresh import record_prices
 from geosched.report import close_interval, open_interval
-from geosched.store import Store
+from geosched.store.db import Store
 
 # 2024-01-01T00:00:00Z: a UTC midnight, so day and hour boundaries fall on round offsets from it.
 T0 = 1_704_067_200.0

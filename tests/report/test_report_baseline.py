@@ -14,12 +14,12 @@ from report_support import T0, H, used
 from typer.testing import CliRunner
 
 from geosched import policies
-from geosched.default_fleet import default_fleet, default_network
-from geosched.models import Assignment, CarbonSignal, Job, NodeState, Placement
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Assignment, CarbonSignal, Job, NodeState, Placement
 from geosched.report.baseline import recorded_placements
 from geosched.report.cli import make_app
 from geosched.report.report import report
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.output_support import valid
 
 JOB = Job(name="finetune-8", workers=1, gpus_per_worker=8, gpu="A100")

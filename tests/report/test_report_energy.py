@@ -9,22 +9,23 @@ from typing import Any
 import pytest
 from report_support import T0, H, used
 
-from geosched import catalog, policies
-from geosched.carbon import parse_carbon_csv as parse_signal
-from geosched.default_fleet import default_fleet, default_network
-from geosched.documents import parse_job
-from geosched.energy import CCF_CPU, EnergyModel, energy
-from geosched.errors import InputError
-from geosched.gate import Kind, load_document
-from geosched.models import CarbonSignal, Placement
+from geosched import policies
+from geosched.core import catalog
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.energy import CCF_CPU, EnergyModel, energy
+from geosched.core.errors import InputError
+from geosched.core.models import CarbonSignal, Placement
+from geosched.core.specs import InstanceSpec, family
+from geosched.files.documents import parse_job
+from geosched.files.gate import Kind, load_document
+from geosched.grid.carbon import parse_carbon_csv as parse_signal
 from geosched.policies import PlacementContext
 from geosched.policies.energy import kwh_per_gpu_hour
 from geosched.report import close_interval, open_interval
 from geosched.report.assemble import ReportData
 from geosched.report.energy import embodied_g, platform_embodied_kg
 from geosched.report.report import report
-from geosched.specs import InstanceSpec, family
-from geosched.store import Store
+from geosched.store.db import Store
 
 # GCP a2-highgpu-1g: 1 x A100 (CCF: 46 W idle, 407 W max), 12 vCPUs, 85 GiB; us-central1: PUE 1.11, 412.72 g/kWh.
 GPU_W = 1 * (46 + 0.9 * (407 - 46))           # 370.9 W at utilisation 0.9

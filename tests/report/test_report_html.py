@@ -12,11 +12,11 @@ from PIL import Image
 from report_support import T0, H, used
 
 from geosched import policies
-from geosched.default_fleet import default_fleet, default_network
+from geosched.core.default_fleet import default_fleet, default_network
+from geosched.core.models import Placement
 from geosched.demo import demo_jobs
-from geosched.models import Placement
 from geosched.report.report import report
-from geosched.store import Store
+from geosched.store.db import Store
 from tests.chromium_support import chromium, need_chromium
 
 HEADINGS = ["Summary", "Cost by region", "Emissions by region over time", "Cost and carbon per placement",

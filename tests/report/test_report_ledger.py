@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from report_support import T0, H, price, used
 
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.report import PricedFrom, close_interval, intervals, open_interval
 from geosched.report.ledger import ledger_intervals
 from geosched.report.records import Origin
 from geosched.report.report import report
-from geosched.store import Store
+from geosched.store.db import Store
 
 
 @pytest.fixture
@@ -161,11 +161,11 @@ def test_a_window_holding_only_the_journal_s_early_start_does_not_count_the_inst
 
 
 def test_the_ledger_api_is_the_one_in_geosched_usage(store: Store) -> None:
-    # The write side moved to geosched.usage (the providers write it and may not import the report); the
+    # The write side moved to geosched.store.usage (the providers write it and may not import the report); the
     # report's names are the same functions, so old imports keep working.
     import geosched.report
     import geosched.report.ledger
-    import geosched.usage
+    import geosched.store.usage
 
-    assert geosched.report.open_interval is geosched.usage.open_interval is geosched.report.ledger.open_interval
-    assert geosched.report.close_interval is geosched.usage.close_interval
+    assert geosched.report.open_interval is geosched.store.usage.open_interval is geosched.report.ledger.open_interval
+    assert geosched.report.close_interval is geosched.store.usage.close_interval

@@ -15,13 +15,13 @@ import typer
 from report_support import T0, H, price, used
 from typer.testing import CliRunner
 
-from geosched import render
-from geosched.errors import GeoschedError, InputError
-from geosched.kinds import report_columns
+from geosched.console import render
+from geosched.console.kinds import report_columns
+from geosched.core.errors import GeoschedError, InputError
 from geosched.report.cli import make_app
 from geosched.report.report import report
 from geosched.report.window import parse_when
-from geosched.store import Store
+from geosched.store.db import Store
 
 UNTIL = T0 + 48 * H
 DAY = 24 * H
@@ -203,7 +203,7 @@ def test_cli_table_and_file(store: Store, tmp_path: Path) -> None:
 
 def test_cli_bad_since_is_one_line_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     app = _cli(tmp_path / "home")
-    # As geosched.cli.main does: a GeoschedError becomes one `error:` line and its exit code.
+    # As geosched.cli.main.main does: a GeoschedError becomes one `error:` line and its exit code.
     with pytest.raises(GeoschedError) as caught:
         app(["report", "cost", "--since", "last tuesday"], standalone_mode=False)
     render.error(str(caught.value))

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.fields import describe
+from geosched.files.fields import describe
 from geosched.kube import keys, resources
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.objpath import At

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube import affinity, keys
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.kinds import template

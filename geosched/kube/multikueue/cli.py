@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from geosched.kube.cli import KubeconfigOpt
-from geosched.options import (
+from geosched.console.options import (
     CarbonBasisOpt,
     CarbonHourlyOpt,
     CarbonWeightOpt,
@@ -24,23 +23,24 @@ from geosched.options import (
     NetworkWeightOpt,
     known_policy,
 )
+from geosched.kube.cli import KubeconfigOpt
 
 if TYPE_CHECKING:
-    from geosched.models import Weights
+    from geosched.core.models import Weights
 
 
 def dispatcher_weights(configured: Weights | None, flags: dict[str, float], given: set[str]) -> Weights:
     """The dispatcher's weights: a DispatcherConfig's (`--config`), except those given as a flag or variable;
     without a DispatcherConfig, the options' values (flag, variable, the user's config file, the default)."""
-    from geosched.models import Weights
+    from geosched.core.models import Weights
     if configured is None:
         return replace(Weights(), **flags)
     return replace(configured, **{name: value for name, value in flags.items() if name in given})
 
 
 def make_app(home: Callable[[], Path | None]) -> typer.Typer:
+    from geosched.console.options import DEFAULT_WEIGHTS
     from geosched.grid.formats import Basis
-    from geosched.options import DEFAULT_WEIGHTS
     app = typer.Typer(no_args_is_help=True, help="geosched as MultiKueue's dispatcher (Kueue's "
                       "multiKueue.dispatcherName): it chooses each pending Workload's worker clusters.")
 
@@ -85,17 +85,17 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
         """Nominate worker clusters for pending MultiKueue Workloads, until SIGTERM or Ctrl-C (or once). With
         --carbon-hourly, a Workload whose pod templates declare slack (geosched.io/runtime with start-within or
         deadline) is nominated at the start hour it chooses, never after its latest start."""
-        from geosched import redact, render
-        from geosched.carbon import load_grid
-        from geosched.errors import InputError
+        from geosched.console import redact, render
+        from geosched.console.options import given
+        from geosched.core.errors import InputError
+        from geosched.grid.carbon import load_grid
         from geosched.kube.cli import _errors
         from geosched.kube.client import Kube
         from geosched.kube.multikueue.dispatcher import Dispatcher
         from geosched.kube.multikueue.metrics import Metrics
         from geosched.kube.multikueue.settings import DispatcherSettings, load_settings
         from geosched.kube.scheduler import FileNetwork, StoreNetwork, no_network
-        from geosched.options import given
-        from geosched.store import Store
+        from geosched.store.db import Store
 
         with _errors(), ExitStack() as stack:
             if context is None and not in_cluster:
@@ -117,7 +117,7 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
                                                    {n for n in flags if given(ctx, f"{n}_weight")}))
             source = (FileNetwork(network) if network is not None
                       else StoreNetwork(home()) if store_network else no_network)
-            from geosched import logs
+            from geosched.console import logs
 
             logs.daemon(verbose)
             redact.scrub_logging()  # no credential in a log line, whichever library wrote it

@@ -44,10 +44,11 @@ from typing import Any
 import numpy as np
 from kubernetes.client.exceptions import ApiException
 
-from geosched import render
-from geosched.carbon import GridInput, grid_history
-from geosched.errors import GeoschedError, InputError
-from geosched.gate import parse_yaml
+from geosched.console import render
+from geosched.core.errors import GeoschedError, InputError
+from geosched.core.models import Job, NetworkView, Placement
+from geosched.files.gate import parse_yaml
+from geosched.grid.carbon import GridInput, grid_history
 from geosched.grid.forecast import GridHistory
 from geosched.kube.client import APPLY_PATCH, Json, Kube, Resource, describe
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet, network_for
@@ -67,7 +68,6 @@ from geosched.kube.scheduler.network import NetworkSource, no_network
 from geosched.kube.scheduler.pods import node_labels
 from geosched.kube.scheduler.reflector import Reflector
 from geosched.kube.tolerations import node_taints
-from geosched.models import Job, NetworkView, Placement
 from geosched.policies import PlacementContext, patience, timeshift
 from geosched.policies.context import FloatArray, IntArray
 from geosched.policies.patience import Waiting

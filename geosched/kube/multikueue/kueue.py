@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from geosched.errors import InputError
-from geosched.fields import parse_time
+from geosched.core.errors import InputError
+from geosched.core.models import Job
+from geosched.files.fields import parse_time
 from geosched.kube import keys
 from geosched.kube.backends.kueue import GROUP, VERSIONS
 from geosched.kube.inventory import pod_gpus, pod_request
@@ -45,7 +46,6 @@ from geosched.kube.objpath import At
 from geosched.kube.quantity import whole_count
 from geosched.kube.scheduler.pods import Requirements, requirements
 from geosched.kube.tolerations import GPU_ADMISSION
-from geosched.models import Job
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 ADMISSION_FIELD_MANAGER = "kueue-admission"

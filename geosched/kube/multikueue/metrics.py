@@ -48,7 +48,7 @@ class Metrics:
             import prometheus_client as prom
             from prometheus_client.core import CounterMetricFamily
         except ImportError:  # --metrics-port without the extra: one line naming it, exit 1
-            from geosched.errors import MissingExtra
+            from geosched.core.errors import MissingExtra
             raise MissingExtra("metrics", "prometheus_client (for --metrics-port)") from None
         self.registry = prom.CollectorRegistry()
         self._prom = {

@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from geosched.comm import comm_ms
-from geosched.models import Job, NoFit, Placement, Weights
+from geosched.core.comm import comm_ms
+from geosched.core.models import Job, NoFit, Placement, Weights
 from geosched.policies import PlacementContext, capacity, job_view
 from geosched.policies.base import registry
 from geosched.policies.context import IntArray, JobView

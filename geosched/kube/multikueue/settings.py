@@ -26,10 +26,11 @@ from typing import Any, ClassVar, Self
 from pydantic import field_validator, model_validator
 
 from geosched import policies
-from geosched.decl.base import Refused, SettingsDocument, Text, integer, number
-from geosched.decl.job import PolicyName, WeightsDecl
-from geosched.fields import MAX_INTEGER
-from geosched.gate import Kind, load_document
+from geosched.core.models import Weights
+from geosched.files.decl.base import Refused, SettingsDocument, Text, integer, number
+from geosched.files.decl.job import PolicyName, WeightsDecl
+from geosched.files.fields import MAX_INTEGER
+from geosched.files.gate import Kind, load_document
 from geosched.kube.multikueue.kueue import (
     ADMISSION_FIELD_MANAGER,
     ALL_AT_ONCE,
@@ -40,7 +41,6 @@ from geosched.kube.multikueue.kueue import (
     MAX_NOMINATED,
 )
 from geosched.kube.scheduler.settings import LeaderElection, LeaderElectionDecl, election
-from geosched.models import Weights
 
 LEASE_NAME = "geosched-multikueue"
 

@@ -26,9 +26,9 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from geosched import redact
-from geosched.errors import InputError
-from geosched.gate import parse_yaml
+from geosched.console import redact
+from geosched.core.errors import InputError
+from geosched.files.gate import parse_yaml
 from geosched.kube import kubeconfig
 from geosched.kube.client import Json, Kube, Resource, connect_config, describe, status_of
 from geosched.kube.cluster_inventory import ClusterReading, read_cluster

@@ -23,17 +23,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from geosched.core.models import NetworkView, pair_key
 from geosched.kube.client import PODS, Kube
 from geosched.kube.netprobe import pods as probe_pods
 from geosched.kube.netprobe.pods import ECHO, RUN_LABEL, THROUGHPUT, ProbeSettings
 from geosched.kube.tolerations import Toleration
-from geosched.models import NetworkView, pair_key
 from geosched.probes.aggregate import to_samples
 from geosched.probes.failures import Failure, FailureKind
 from geosched.probes.plan import PlanNode, make_plan
 from geosched.probes.results import EchoResult, RunReport, ThroughputResult
 from geosched.probes.settings import PlanKind
-from geosched.store import Sample
+from geosched.store.db import Sample
 
 # Container states that will not get better by waiting (Kubernetes docs, "Debug Pods": image pull and config errors).
 STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",

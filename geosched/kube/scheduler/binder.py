@@ -28,6 +28,7 @@ from functools import partial
 
 from kubernetes.client.exceptions import ApiException
 
+from geosched.core.retry import RetryPolicy
 from geosched.kube.client import (
     PODS,
     STRATEGIC_PATCH,
@@ -39,7 +40,6 @@ from geosched.kube.client import (
 )
 from geosched.kube.scheduler.decide import Bind, Decision
 from geosched.kube.scheduler.pods import GANG_NOTE, PodInfo
-from geosched.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 ZONES_NOTE = "geosched.io/zones"

@@ -28,12 +28,12 @@ from datetime import datetime
 import numpy as np
 
 from geosched import policies
+from geosched.core.models import Job, NoFit, Placement, Weights
 from geosched.grid.forecast import GridHistory
 from geosched.kube import keys, resources
 from geosched.kube.scheduler.gangs import Gang
 from geosched.kube.scheduler.pods import PodInfo, Requirements, fits
 from geosched.kube.tolerations import Taint
-from geosched.models import Job, NoFit, Placement, Weights
 from geosched.policies import timeshift
 from geosched.policies.context import BoolArray, IntArray, PlacementContext
 from geosched.policies.patience import Waiting

@@ -27,7 +27,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from geosched.errors import GeoschedError
+from geosched.core.errors import GeoschedError
 from geosched.kube.client import LEASES, Json, Kube, api_message, describe
 from geosched.kube.scheduler.settings import LeaderElection
 

@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from geosched import policies
-from geosched.carbon import GridInput, grid_history
+from geosched.core.models import NetworkView
+from geosched.core.retry import RetryPolicy
+from geosched.grid.carbon import GridInput, grid_history
 from geosched.grid.forecast import GridHistory
 from geosched.kube import kinds as job_kinds
 from geosched.kube import resources
@@ -47,9 +49,7 @@ from geosched.kube.scheduler.pods import GangKey, PodInfo, node_labels
 from geosched.kube.scheduler.reflector import Reflector
 from geosched.kube.scheduler.settings import SchedulerSettings
 from geosched.kube.tolerations import node_taints
-from geosched.models import NetworkView
 from geosched.policies.timeshift import MIN_SAVING, RESHIFT_SAVING
-from geosched.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 LIVE = "status.phase!=Succeeded,status.phase!=Failed"

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from geosched.documents import load_network
-from geosched.errors import GeoschedError
-from geosched.models import NetworkView
-from geosched.store import Store
+from geosched.core.errors import GeoschedError
+from geosched.core.models import NetworkView
+from geosched.files.documents import load_network
+from geosched.store.db import Store
 
 log = logging.getLogger(__name__)
 NetworkSource = Callable[[], NetworkView | None]

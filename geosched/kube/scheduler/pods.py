@@ -22,13 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.models import Schedule
 from geosched.kube import flex, keys
 from geosched.kube.inventory import pod_gpus
 from geosched.kube.objpath import At
 from geosched.kube.resources import pod_requests
 from geosched.kube.tolerations import Taint, Toleration, of_pod_spec, tolerated
-from geosched.models import Schedule
 
 GANG_NOTE = keys.PREFIX + "gang"
 # matchFields requirements are matched against this pseudo-label (the only field the API allows is the name).

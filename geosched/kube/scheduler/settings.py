@@ -29,10 +29,10 @@ from typing import Any, ClassVar, Self
 from pydantic import model_validator
 
 from geosched import policies
-from geosched.decl.base import Declared, Refused, SettingsDocument, Strings, Text, integer, number
-from geosched.decl.job import PolicyName, WeightsDecl
-from geosched.gate import Kind, load_document
-from geosched.models import Weights
+from geosched.core.models import Weights
+from geosched.files.decl.base import Declared, Refused, SettingsDocument, Strings, Text, integer, number
+from geosched.files.decl.job import PolicyName, WeightsDecl
+from geosched.files.gate import Kind, load_document
 
 DEFAULT_NAMESPACE = "geosched-system"
 

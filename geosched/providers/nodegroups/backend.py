@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from geosched.clouds import aws, gcp
-from geosched.models import Pricing
+from geosched.core.models import Pricing
 from geosched.providers.base import ATTEMPT_TAG, GANG_TAG, OWNER_TAG, Budget, CapacityError, ProviderError, redact
 from geosched.providers.plan import Candidate, Plan, Skipped
 

@@ -19,13 +19,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from geosched import settings as settings_table
+from geosched.console import settings as settings_table
+from geosched.console.settings import environ
 from geosched.providers.base import AuthError, Budget, ProviderError, StallError, TransientError
 from geosched.providers.nodegroups import backend, gkespec
 from geosched.providers.nodegroups.backend import InUse, Pool, RefusedRequest, Target
 from geosched.providers.nodegroups.gkespec import Cluster
 from geosched.providers.plan import Plan, Skipped
-from geosched.settings import environ
 
 T = TypeVar("T")
 # google.rpc.Code numbers an operation's error carries (googleapis google/rpc/code.proto).

@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from geosched import gpus
 from geosched.clouds import gcp as gcp_cloud
+from geosched.core import gpus
+from geosched.core.models import Pricing
 from geosched.kube import keys
-from geosched.models import Pricing
 from geosched.providers.base import CapacityError, ProviderError, QuotaError, UnsupportedError
 from geosched.providers.lifecycle import GANG_LABEL
 from geosched.providers.nodegroups import backend

@@ -4,7 +4,7 @@
 The gang and its attempts live in the machine path's tables (`providers.journal`: prov_gangs, prov_attempts), so
 `status` shows a node-group gang's attempts like any other; a gang is a node-group gang when it has rows here.
 
-The usage ledger (`geosched.usage`) is written in the same transactions, one node interval per node of the group:
+The usage ledger (`geosched.store.usage`) is written in the same transactions, one node interval per node of the group:
 opened when the group is known to exist (`created`, or `deleting` for a group only intended that `down` found in
 the cluster), closed when it is `deleted`. Clouds bill a group's nodes from their instances' launch, which follows
 the create request within seconds, to their termination: each interval starts at the group's intent (just before
@@ -23,10 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched import catalog, usage
-from geosched.models import Pricing
+from geosched.core import catalog
+from geosched.core.models import Pricing
 from geosched.providers.journal import AttemptRecord, where
-from geosched.store import Store
+from geosched.store import usage
+from geosched.store.db import Store
 
 STATES = ("intent", "created", "deleting", "deleted")
 # Rows that may still stand for a node group in a cluster.

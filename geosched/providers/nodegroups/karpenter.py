@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from geosched.gpus import part
+from geosched.core.gpus import part
+from geosched.core.models import Pricing
 from geosched.kube import keys
-from geosched.models import Pricing
 from geosched.providers.base import GANG_TAG, OWNER_TAG
 from geosched.providers.lifecycle import GANG_LABEL
 from geosched.providers.nodegroups.backend import pool_name

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from geosched.errors import InputError
+from geosched.core.errors import InputError
 from geosched.kube import affinity, keys
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.compact import CompactKind, build

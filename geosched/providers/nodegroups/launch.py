@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from geosched.clouds import aws, gcp
-from geosched.errors import InputError
+from geosched.core.errors import InputError
+from geosched.core.retry import RetryPolicy
 from geosched.providers import journal
 from geosched.providers.base import (
     ATTEMPT_TAG,
@@ -66,8 +67,7 @@ from geosched.providers.nodegroups.journal import GroupRecord
 from geosched.providers.nodegroups.sites import Site
 from geosched.providers.plan import Block, Candidate, Plan, Skipped
 from geosched.providers.retry import call
-from geosched.retry import RetryPolicy
-from geosched.store import Store
+from geosched.store.db import Store
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from geosched.errors import InputError
-from geosched.gate import Kind, read_text
+from geosched.core.errors import InputError
+from geosched.files.gate import Kind, read_text
 from geosched.simulate.gavel import Throughputs, shipped_throughputs
 from geosched.simulate.traces import alibaba, gavel, philly, plain
 from geosched.simulate.traces.model import Collector, RowIssue, TraceJob, TraceRead

@@ -11,8 +11,8 @@ Alibaba's own parts, which no cloud fleet offers, and is ignored. Skipped, with 
 
 from __future__ import annotations
 
-from geosched.errors import InputError
-from geosched.gate import CsvRows
+from geosched.core.errors import InputError
+from geosched.files.gate import CsvRows
 from geosched.simulate.traces.model import Collector, RowError, TraceJob, integer, number
 
 NAME = "alibaba"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from geosched.errors import InputError
-from geosched.fields import MAX_INTEGER, MAX_NUMBER
+from geosched.core.errors import InputError
+from geosched.files.fields import MAX_INTEGER, MAX_NUMBER
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from geosched.errors import InputError
-from geosched.gate import decode_json_at
+from geosched.core.errors import InputError
+from geosched.files.gate import decode_json_at
 from geosched.simulate.traces.model import Collector, RowError, TraceJob
 
 NAME = "philly"

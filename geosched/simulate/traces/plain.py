@@ -7,8 +7,8 @@ that model's measured communication profile in the simulator.
 
 from __future__ import annotations
 
-from geosched.errors import InputError
-from geosched.gate import CsvRows
+from geosched.core.errors import InputError
+from geosched.files.gate import CsvRows
 from geosched.simulate.traces.model import Collector, RowError, TraceJob, integer, number
 
 NAME = "csv"

@@ -1,0 +1,451 @@
+"""`geosched up JOB --cluster NAME`: a job from nothing to running on capacity made for it, in one command.
+
+It composes the verbs that exist, it does not redo them:
+
+1. `provision --cluster` (providers/cli.py `_provision_nodegroup`): the gang the job describes (its workers, GPU
+   model and GPUs per worker, its pricing) becomes an EKS managed node group (`--provider aws`, the default) or a
+   GKE node pool (`--provider gcp`, `--region` the cluster's location) in the zone the plan ranks first, failing
+   over zone by zone; `--dry-run` stops here and shows that plan with its $/h. The cloud is named, not guessed:
+   a kubeconfig context says nothing reliable about which cloud runs the cluster.
+2. wait until the group's nodes are Ready in the cluster (kube/nodejoin.py), selected by the label the cloud puts
+   on every node of the group: `eks.amazonaws.com/nodegroup=<group>` (EKS), `cloud.google.com/gke-nodepool=<pool>`
+   (GKE). The wait is step 1's `join` (`_Joiner`): nodes not Ready by the deadline fail the zone over like a
+   capacity refusal (the group deleted, the next zone or cluster tried);
+3. `submit` (kube/submit.py) on that cluster's context only, its inventory restricted to those nodes
+   (`SubmitOptions.node_labels`): the same placement decision as `place` and `submit`, on exactly the new nodes.
+
+All or nothing: when no zone's nodes come up in time, a cluster cannot be asked, or the job cannot be placed or
+applied on them, the group is deleted before the command exits (the same teardown as `geosched down GANG`), and the
+error says so. After a success the group stays until `geosched down GANG`.
+
+With `--probe`, between 2 and 3 the links between the group's nodes are measured with pods pinned to them
+(kube/netprobe/: ping and iperf3, no SSH), stored as probe samples and handed to the placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from geosched import clouds, policies
+from geosched.clouds.aws import NAME as EKS
+from geosched.clouds.gcp import NAME as GKE
+from geosched.console.options import (
+    DEFAULT_WEIGHTS,
+    CostWeightOpt,
+    NetworkWeightOpt,
+    ZoneToleranceOpt,
+    finite,
+    known_policy,
+)
+from geosched.console.output import NoHeadersOpt, Output, OutputOpt
+from geosched.core.errors import GeoschedError
+from geosched.kube import keys
+from geosched.providers import cli as providers_cli
+
+if TYPE_CHECKING:
+    from geosched.core.models import NetworkView, Weights
+    from geosched.kube.config import ClusterConfig
+    from geosched.kube.submit import SubmitOutcome
+    from geosched.kube.tolerations import Toleration
+    from geosched.providers.nodegroups.launch import NewGroup
+    from geosched.providers.plan import PricingMode
+
+# The label EKS sets on every node of a managed node group (EKS User Guide, "Managed node groups": the nodes carry
+# eks.amazonaws.com/nodegroup=<name> and eks.amazonaws.com/capacityType); tests/kubeapi/real_nodes.py shows it.
+NODEGROUP_LABEL = keys.EKS_NODEGROUP
+# GKE's on every node of a node pool (geosched/clouds/gcp.py, with its source).
+NODEPOOL_LABEL = keys.GKE_NODEPOOL
+# Per cloud: the label selecting the group's nodes (its spec's `pool_label`), and the GPU taint its nodes carry
+# (EKS: the one geosched puts on the group, spec.GPU_TAINT; GKE: the one GKE puts on every GPU node itself,
+# gkespec.GPU_TAINT).
+GROUP_LABELS = {s.name: s.pool_label for s in clouds.all_specs() if s.pool_label is not None}
+
+
+def group_taint(provider: str) -> Toleration:
+    """The toleration of the GPU taint on `provider`'s group nodes. A function, not a table built at import: the node
+    group specs load the providers' base, which `geosched -h` does not need (issue 25)."""
+    from geosched.kube.tolerations import Toleration
+    from geosched.providers.nodegroups.gkespec import GPU_TAINT as GKE_GPU_TAINT
+    from geosched.providers.nodegroups.spec import GPU_TAINT
+
+    taint = {EKS: GPU_TAINT, GKE: GKE_GPU_TAINT}[provider]
+    return Toleration(taint["key"], "Equal", taint["value"], "NoSchedule")
+
+
+class UpFailed(GeoschedError):
+    """The capacity came up but the job did not get onto it (exit 1); what was created has been deleted."""
+
+
+def up_cmd(
+    ctx: typer.Context,
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job, batch/v1 Job, "
+                                             "JobSet, PyTorchJob or TrainJob; its workers, gpu and gpus per worker "
+                                             "size the node group.")],
+    cluster: Annotated[list[str], typer.Option(help="The EKS or GKE cluster to add the node group (pool) to. "
+                                               "Repeat to fail over to the next cluster when every zone of one "
+                                               "refuses; --provider, --region and --context then pair with the "
+                                               "clusters in order (one value: for every cluster).")],
+    # Not named `provider`: GEOSCHED_PROVIDERS (the machine path's list, settings.py) must not pair with clusters.
+    cloud_names: Annotated[list[str], typer.Option("--provider", help="The cluster's cloud: aws (EKS, a managed node "
+                                                   "group, the default) or gcp (GKE, a node pool).")] = [],  # noqa: B006
+    context: Annotated[list[str], typer.Option(help="The kubeconfig context of that cluster (default: the "
+                                               "cluster's name).")] = [],  # noqa: B006
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG, "
+                                                    "else ~/.kube/config).")] = None,
+    clusters: Annotated[Path | None, typer.Option("--clusters", help="Cluster config (ClusterConfig YAML): the "
+                                                  "context's backend, namespace, queue.")] = None,
+    region: Annotated[list[str], typer.Option(help="The cluster's region (default: the AWS configuration's); "
+                                              "GKE: the cluster's location, required.")] = [],  # noqa: B006
+    node_role: Annotated[str | None, typer.Option(help="The IAM role ARN the group's nodes run as (default: "
+                                                  f"${providers_cli.ENV_NODE_ROLE}).")] = None,
+    name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
+    join_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds the nodes may take to "
+                                                "join and be Ready once the group is ACTIVE.")] = 900.0,
+    probe: Annotated[bool, typer.Option("--probe", help="Once the nodes are Ready, measure the network between them "
+                                        "with pods pinned to each (ping, iperf3; no SSH) and place on the "
+                                        "measurements. Needs deploy/netprobe/rbac.yaml's rights in the job's "
+                                        "namespace.")] = False,
+    probe_image: Annotated[str, typer.Option(help="With --probe: the image the probe pods run (sh, timeout, iputils "
+                                             "ping and iperf3 on PATH).")] = "nicolaka/netshoot:v0.13",
+    probe_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="With --probe: seconds the whole "
+                                                 "probe may take (image pulls included); then it places on what "
+                                                 "was measured.")] = 300.0,
+    policy: Annotated[str, typer.Option(help="Placement policy.", callback=known_policy)] = policies.DEFAULT_POLICY,
+    network_weight: NetworkWeightOpt = DEFAULT_WEIGHTS.network,
+    cost_weight: CostWeightOpt = DEFAULT_WEIGHTS.cost,
+    zone_tolerance: ZoneToleranceOpt = DEFAULT_WEIGHTS.zone_tolerance,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the node group plan and its $/h; create "
+                                          "nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    karpenter: providers_cli.KarpenterOpt = False,
+    out: providers_cli.KarpenterOutOpt = None,
+    ami: providers_cli.AmiOpt = "al2023",
+    expire_after: providers_cli.ExpireAfterOpt = providers_cli.DEFAULT_EXPIRE_AFTER,
+    output: OutputOpt = Output.TABLE,
+    no_headers: NoHeadersOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call to stderr.")] = False,
+    provisioning_class: Annotated[str | None, typer.Option(
+        "--provisioning-class", help="Create no node pool: queue JOB through Kueue's ProvisioningRequest admission "
+        "check, pinned to the zone geosched chooses, and let the cluster's autoscaler bring the nodes up there "
+        "(queued-provisioning.gke.io: GKE's Dynamic Workload Scheduler; or best-effort-atomic-scale-up."
+        "autoscaling.x-k8s.io). --provider gcp.")] = None,
+) -> None:
+    """Create an EKS managed node group or GKE node pool for JOB in the zone geosched chooses, wait until its nodes
+    are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
+    from geosched.console import render
+    from geosched.core.errors import EXIT_NO_FIT, InputError
+    from geosched.core.models import Pricing, Weights
+    from geosched.kube.jobinput import read_job_file  # the job readers: only when the command runs
+    from geosched.policies.spotrisk import Rework
+    from geosched.providers.plan import PricingMode
+
+    job_input = read_job_file(job_file)
+    job = job_input.job
+    if not job.gpu:
+        raise InputError(str(job_file), "gpu", "`up` sizes a node group by the job's GPU model: name it (gpu:)")
+    pricing = PricingMode.SPOT if job.pricing is Pricing.SPOT else PricingMode.ON_DEMAND
+    contexts = dict(zip(cluster, providers_cli._paired("--context", tuple(context), len(cluster)), strict=True))
+    if provisioning_class is not None or karpenter:
+        # Both hand one cluster's nodes to its own autoscaler: no failover between clusters.
+        if len(cluster) > 1 or len(cloud_names) > 1 or len(region) > 1:
+            raise InputError("--cluster", "", f"{'--karpenter' if karpenter else '--provisioning-class'} takes one "
+                             "cluster (and one --provider, --region)")
+        one, cloud, where = cluster[0], cloud_names[0] if cloud_names else EKS, region[0] if region else None
+    if provisioning_class is not None and karpenter:
+        raise InputError("--karpenter", "", "and --provisioning-class both hand the nodes to someone else "
+                         "(Karpenter on EKS, the autoscaler on GKE): choose one")
+    if provisioning_class is not None:
+        _queue_provisioning(ctx, job_file, one, cloud, where, contexts[one] or one, kubeconfig, clusters,
+                            provisioning_class, pricing, dry_run, yes, output, no_headers)
+        return
+    if karpenter:
+        # The pool and the job pinned to it, rendered for GitOps: Karpenter, not geosched, brings the nodes.
+        from geosched.providers.karpenter_cli import render_pool
+
+        if clusters is not None and job_input.namespace is None:
+            # The cluster config's namespace, as `up` and `submit` use it (the context's entry, else the cluster's).
+            from geosched.kube.config import load_cluster_config
+
+            configs = load_cluster_config(clusters)
+            found = next((c for c in configs.values() if c.context == (contexts[one] or one)), configs.get(one))
+            if found is not None and found.namespace is not None:
+                job_input = replace(job_input, namespace=found.namespace)
+        render_pool(ctx, one, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, [cloud],
+                    [where] if where else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost,
+                                                        carbon=DEFAULT_WEIGHTS.carbon,
+                                                        spot_risk=DEFAULT_WEIGHTS.spot_risk),
+                    Rework(1.0, 0.25), name, dry_run, output, no_headers, out, ami, expire_after, job=job_input)
+        return
+    from geosched.providers.gang import check_gang_name, new_gang_name
+
+    if name:
+        check_gang_name(name)
+    gang = name or new_gang_name()  # known before anything is created: a failure below tears it down by name
+    join = _Joiner(contexts, kubeconfig, join_timeout)
+    try:
+        result = providers_cli._provision_nodegroup(
+            ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, cloud_names,
+            region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
+                            spot_risk=DEFAULT_WEIGHTS.spot_risk),
+            Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join)
+    except Exception as exc:
+        # Waiting for the nodes could not ask a cluster (nodejoin's API errors, an unreachable server): the
+        # attempt's group is deleted already (launch.py); `down` makes sure of the rest of the gang.
+        raise _up_failed(ctx, gang, exc, join.context) from None
+    if result is None:  # the dry run showed the plan
+        return
+    if result.attempts:
+        _charge_to_job(ctx, result.gang, job.name)  # failed groups too: they were the job's capacity while they lived
+    if not result.ok or result.group is None or result.target is None:
+        render.error(result.message)
+        raise typer.Exit(EXIT_NO_FIT)
+    # The cluster the gang landed in (several --cluster: the first whose zone held it), and its context and cloud.
+    landed, cloud = result.cluster, result.target.candidate.provider
+    kube_context = contexts.get(landed) or landed
+    try:
+        network = None
+        if probe:
+            network = _probe(ctx, result.group, join.ready.get(result.group, ()), kube_context, kubeconfig, clusters,
+                             job_input.namespace, cloud, probe_image, probe_timeout, _say(output))
+        outcome = _submit(job_file, result.group, kube_context, kubeconfig, clusters, policy,
+                          Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), cloud,
+                          network)
+    except Exception as exc:
+        raise _up_failed(ctx, result.gang, exc, kube_context) from None
+    if outcome.status != "applied":
+        nofit = outcome.nofit.message if outcome.nofit is not None else outcome.status
+        raise UpFailed(f"{job.name} was not placed on node group {result.group}: {nofit}; "
+                       f"{_teardown(ctx, result.gang)}")
+    from geosched.console.output import emit_document
+    from geosched.kube import cli as kube_cli
+
+    emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
+                  no_headers=no_headers)
+    # On stderr in every format (stdout stays the SubmitOutcome): without it a JSON run would not learn the gang.
+    render.err.print(f"gang {result.gang}: node group {result.group} runs {job.name}; `geosched down {result.gang}` "
+                     "deletes it", markup=False, highlight=False, soft_wrap=True)
+
+
+def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provider: str, region: str | None,
+                        context: str, kubeconfig: Path | None, clusters: Path | None, class_name: str,
+                        pricing: PricingMode, dry_run: bool, yes: bool, output: Output, no_headers: bool) -> None:
+    """`up --provisioning-class`: the zone the node pool plan ranks first, the job pinned there and rendered beside
+    Kueue's ProvisioningRequest admission check (kube/provreq.py), applied to the cluster (or shown, with
+    --dry-run) as `submit` applies; Kueue then asks the autoscaler for the nodes and admits the job once they
+    exist. Nothing is created in the cloud by geosched, so nothing is journalled for `down`: deleting the job
+    deletes its Workload and, with it, the ProvisioningRequest Kueue owns."""
+    from geosched.console import render
+    from geosched.console.output import emit_document
+    from geosched.core.errors import EXIT_NO_FIT, InputError
+    from geosched.core.models import Weights
+    from geosched.kube import cli as kube_cli
+    from geosched.kube import provreq
+    from geosched.kube.client import Kube
+    from geosched.kube.config import load_cluster_config
+    from geosched.kube.jobinput import read_job_file
+    from geosched.kube.submit import SubmitOutcome, apply_manifests
+    from geosched.policies.spotrisk import Rework
+    from geosched.providers.nodegroups import gkespec
+    from geosched.store.db import Store
+
+    if provider != "gcp":
+        raise InputError("--provisioning-class", "", "queued provisioning pins GKE's node labels "
+                         "(cloud.google.com/gke-accelerator): use it with --provider gcp")
+    if class_name not in provreq.CLASSES:
+        raise InputError("--provisioning-class", "", f"{class_name[:80]!r} is not one of {', '.join(provreq.CLASSES)}")
+    job = read_job_file(job_file)
+    gpu = f"{job.job.gpu}:{job.job.gpus_per_worker}"
+    with Store(providers_cli._home(ctx)) as store:
+        _, _, _, targets, skipped, _, _ = providers_cli._nodegroup_targets(
+            ctx, store, cluster, None, gpu, job.job.workers, pricing, [provider], [region] if region else [],
+            Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
+                    spot_risk=DEFAULT_WEIGHTS.spot_risk), Rework(1.0, 0.25), True)
+    if not targets:
+        reasons = "; ".join(sorted({s.reason for s in skipped})) or "no offering"
+        render.error(f"no zone of cluster {cluster} holds {job.job.workers} x {gpu}: {reasons}")
+        raise typer.Exit(EXIT_NO_FIT)
+    first = targets[0].candidate
+    accelerator = gkespec.accelerator(first.instance_type, first.gpu)
+    assert accelerator is not None, "targets() keeps only zones whose accelerator type is known"
+    configs = load_cluster_config(clusters) if clusters is not None else {}
+    config = configs.get(context) or next((c for c in configs.values() if c.context == context), None)
+    namespace = job.namespace or (config.namespace if config else None) or "default"
+    queue = (config.queue if config else None) or provreq.DEFAULT_NAME
+    target = provreq.Target(zone=first.zone, gpu_label=keys.GKE_ACCELERATOR, gpu_value=accelerator,
+                            class_name=class_name)
+    manifests = provreq.render(job, target, queue=queue, namespace=namespace)
+    note = (f"{job.job.workers} x {first.instance_type} ({accelerator}) asked of the autoscaler in {first.zone} "
+            f"through ProvisioningRequestConfig {target.name} ({class_name}), ${first.usd_per_hour:,.2f}/h at the "
+            f"catalog's {pricing.value} price once up (flex-start capacity is billed at its own rate)")
+    outcome = SubmitOutcome(job.name, "dry-run", cluster=cluster, context=context, zones=(first.zone,),
+                            manifests=tuple(manifests), assumptions=(note,))
+    if not dry_run:
+        if not yes:
+            typer.confirm(f"Queue {job.name} on cluster {cluster}: {note}?", abort=True)
+        with Kube.open(context, kubeconfig, name=cluster) as kube:
+            applied = apply_manifests(kube, manifests, default_namespace=namespace)
+        outcome = SubmitOutcome(job.name, "applied", cluster=cluster, context=context, zones=(first.zone,),
+                                applied=tuple(applied), assumptions=(note,))
+    emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
+                  no_headers=no_headers)
+    _say(output)(note)
+
+
+class _Joiner:
+    """`launch.Join` for `up`: wait until a new group's nodes are Ready in its cluster (kube/nodejoin.py), on the
+    context paired with that cluster; nodes not Ready by the deadline are a `NotJoined` (the next zone). Remembers
+    the context it asked last, for the error when a cluster cannot be asked at all."""
+
+    def __init__(self, contexts: dict[str, str | None], kubeconfig: Path | None, timeout_s: float) -> None:
+        self.contexts, self.kubeconfig, self.timeout_s = contexts, kubeconfig, timeout_s
+        self.context: str | None = None
+        self.ready: dict[str, tuple[str, ...]] = {}  # group -> its Ready nodes
+
+    def __call__(self, new: NewGroup) -> None:
+        from geosched.kube.client import Kube
+        from geosched.kube.nodejoin import NodesNotReady, wait_ready
+        from geosched.providers.nodegroups.backend import NotJoined
+
+        self.context = self.contexts.get(new.cluster) or new.cluster
+        with Kube.open(self.context, self.kubeconfig) as kube:
+            try:
+                self.ready[new.name] = wait_ready(kube, {GROUP_LABELS[new.provider]: new.name}, new.nodes,
+                           what=f"{new.kind} {new.name} (cluster {new.cluster})", timeout_s=self.timeout_s)
+            except NodesNotReady as exc:
+                raise NotJoined(str(exc)) from None
+
+
+def _up_failed(ctx: typer.Context, gang: str, exc: Exception, context: str | None) -> Exception:
+    """The error `up` ends with once the gang exists: a geosched error's line, or that the cluster could not be
+    reached, followed by what happened to the gang's groups. Before the gang was journalled (bad input, no
+    credentials) nothing exists to delete and the error is unchanged; so is anything else (a bug)."""
+    from geosched.kube import cli as kube_cli
+
+    unreachable = not isinstance(exc, GeoschedError) and kube_cli._unreachable(exc)
+    if not (isinstance(exc, GeoschedError) or unreachable) or not _journalled(ctx, gang):
+        return exc
+    if unreachable:
+        from geosched.kube.client import describe
+
+        return UpFailed(f"cannot reach cluster {context}: {describe(exc)}; {_teardown(ctx, gang)}")
+    return UpFailed(f"{exc}; {_teardown(ctx, gang)}")
+
+
+def _journalled(ctx: typer.Context, gang: str) -> bool:
+    from geosched.providers import journal
+    from geosched.store.db import Store
+
+    with Store(providers_cli._home(ctx)) as store:
+        return journal.gang_record(store, gang) is not None
+
+
+def _probe(ctx: typer.Context, group: str, ready: Sequence[str], context: str, kubeconfig: Path | None,
+           clusters: Path | None, namespace: str | None, provider: str, image: str, timeout_s: float,
+           say: Callable[[str], None]) -> NetworkView | None:
+    """Measure the links between the group's Ready nodes over the cluster (kube/netprobe/), in the job's namespace,
+    the probe pods tolerating the group's GPU taint; the samples go to the store (as `geosched probe`'s do) and the
+    view to the placement. A probe that cannot run is a warning: the gang is placed on the network model, as
+    without --probe."""
+    from geosched.kube.client import NODES, Kube
+    from geosched.kube.config import load_cluster_config
+    from geosched.kube.netprobe.pods import ProbeSettings
+    from geosched.kube.netprobe.run import probe_nodes, to_view, zone_of
+    from geosched.kube.nodejoin import selector_text
+    from geosched.store.db import Store
+
+    if namespace is None and clusters is not None:
+        configs = load_cluster_config(clusters)
+        found = next((c for c in configs.values() if c.context == context), configs.get(context))
+        namespace = found.namespace if found is not None else None
+    namespace = namespace or "default"
+    try:
+        with Kube.open(context, kubeconfig) as kube:
+            listed, _ = kube.list_all(NODES.path(), label_selector=selector_text({GROUP_LABELS[provider]: group}))
+            nodes = {str(n["metadata"]["name"]): zone_of(n) for n in listed if n["metadata"]["name"] in set(ready)}
+            result = probe_nodes(kube, nodes, namespace=namespace, tolerations=[group_taint(provider)],
+                                 settings=ProbeSettings(image=image), timeout_s=timeout_s)
+    except Exception as exc:
+        from geosched.kube import cli as kube_cli
+        from geosched.kube.client import describe
+
+        if not (isinstance(exc, GeoschedError) or kube_cli._unreachable(exc)):
+            raise
+        say(f"warning: probing the nodes of {group} failed ({describe(exc)}); placing on the network model")
+        return None
+    report = result.report
+    measured = report.measured_pairs
+    if result.leftover:
+        say(f"warning: probe pods left in namespace {namespace}: {', '.join(result.leftover)}; delete them")
+    for failure in report.failures[:3]:
+        say(f"warning: probe {failure.subject}: {failure.kind.value}: {failure.reason}")
+    if len(report.failures) > 3:
+        say(f"warning: {len(report.failures) - 3} more probe failures")
+    say(f"probed {measured} node pairs of {group} over the cluster in {report.wall_s:.0f} s (run {result.run}, "
+        f"{result.created} pods, all deleted)" if not result.leftover else
+        f"probed {measured} node pairs of {group} over the cluster in {report.wall_s:.0f} s")
+    if measured == 0:
+        return None
+    view, samples = to_view(report, nodes)
+    with Store(providers_cli._home(ctx)) as store:
+        store.add_samples(samples)
+    return view
+
+
+def _submit(job_file: Path, group: str, context: str, kubeconfig: Path | None, clusters: Path | None,
+            policy: str, weights: Weights, provider: str = EKS, network: NetworkView | None = None) -> SubmitOutcome:
+    """`submit` on the cluster's context only, its inventory restricted to the group's (Ready) nodes."""
+    from geosched.kube import submit as submitting
+    from geosched.kube.config import ClusterConfig, load_cluster_config
+
+    labels = {GROUP_LABELS[provider]: group}
+    configs = load_cluster_config(clusters) if clusters is not None else {
+        context: ClusterConfig(name=context, context=context)}
+    options = submitting.SubmitOptions(policy=policy, weights=weights, node_labels=labels)
+    return submitting.submit(job_file, kubeconfig=kubeconfig, contexts=(context,),
+                             clusters={name: on_the_group(c, provider) for name, c in configs.items()},
+                             network=network, options=options)
+
+
+def on_the_group(config: ClusterConfig, provider: str = EKS) -> ClusterConfig:
+    """The cluster's config as `up` submits with it: the pods pinned to the placed hosts (otherwise only the zone and
+    GPU model are required, and kube-scheduler may take the cluster's other nodes there) and tolerating the group's
+    own taint (a cluster without the ExtendedResourceToleration admission plugin would otherwise keep the gang off
+    its own nodes)."""
+    own = group_taint(provider)
+    return replace(config, pin_hosts=True, tolerations=(*config.tolerations, own) if own not in config.tolerations
+                   else config.tolerations)
+
+
+def _charge_to_job(ctx: typer.Context, gang: str, job: str) -> None:
+    """The group is the job's capacity: its ledger rows name the job (nodegroups/journal.py `charge_to_job`)."""
+    from geosched.providers.nodegroups import journal as nodegroup_journal
+    from geosched.store.db import Store
+
+    with Store(providers_cli._home(ctx)) as store:
+        nodegroup_journal.charge_to_job(store, gang, job)
+
+
+def _teardown(ctx: typer.Context, gang: str) -> str:
+    """Delete the gang's node group (as `geosched down GANG`); what happened, for the error line."""
+    from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.store.db import Store
+
+    with Store(providers_cli._home(ctx)) as store, providers_cli._provision_log(ctx, gang, False, Output.JSON,
+                                                                                verb="down"):
+        down = nodegroup_launch.down(store, gang)
+    if down.errors:
+        return f"deleting gang {gang}'s node group failed ({'; '.join(down.errors)}): run `geosched down {gang}`"
+    return f"gang {gang}'s node group was deleted"
+
+
+def _say(output: Output) -> Callable[[str], None]:
+    from geosched.console import render
+    def say(line: str) -> None:
+        if output.tabular:
+            render.err.print(line, markup=False, highlight=False, soft_wrap=True)
+    return say

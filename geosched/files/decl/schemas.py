@@ -1,0 +1,32 @@
+"""The JSON Schema of every declared document, as docs/schemas holds it (`python -m geosched.console.kinds docs/schemas`
+writes them with the list kinds' schemas; the tests compare the committed files)."""
+
+from __future__ import annotations
+
+import json
+
+from geosched.files.decl.base import Document, OutputDocument
+from geosched.files.decl.fleet import FleetDoc
+from geosched.files.decl.job import JobDoc
+from geosched.files.decl.network import NetworkDoc
+from geosched.files.decl.placement import NoFitDoc, PlacementDoc
+from geosched.gitops.config import GitOpsConfigDoc
+from geosched.kube.multikueue.settings import DispatcherConfigDoc
+from geosched.kube.scheduler.settings import SchedulerConfigDoc
+
+# Declared beside their package where one owns them (the GitOps, scheduler and dispatcher settings).
+DECLARED: tuple[type[Document], ...] = (
+    DispatcherConfigDoc,
+    FleetDoc,
+    GitOpsConfigDoc,
+    JobDoc,
+    NetworkDoc,
+    SchedulerConfigDoc,
+)
+# What geosched prints, declared for its shape and schema (the output contract tests validate the commands' output).
+WRITTEN: tuple[type[OutputDocument], ...] = (NoFitDoc, PlacementDoc)
+
+
+def schema_files() -> dict[str, str]:
+    schemas = [(d.KIND, d.schema_document()) for d in DECLARED] + [(d.KIND, d.schema_document()) for d in WRITTEN]
+    return {f"{kind}.schema.json": json.dumps(schema, indent=2) + "\n" for kind, schema in schemas}
