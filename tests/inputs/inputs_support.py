@@ -54,14 +54,18 @@ def geosched(*args: str | Path, home: Path, timeout: float = 60, env: dict[str, 
     return Run(done.returncode, done.stdout, done.stderr)
 
 
-_COMMANDS: dict[int, Any] = {}
+_COMMANDS: dict[int, tuple[Any, Any]] = {}
 
 
 def _cached_command(app: Any) -> Any:
     # typer rebuilds the click command tree from the signatures on every call (~0.3 s); a process runs it once.
-    if id(app) not in _COMMANDS:
-        _COMMANDS[id(app)] = _get_command(app)
-    return _COMMANDS[id(app)]
+    # Keyed by the app object, kept alive here: the CLI hands typer a copy of its app holding only the verb run
+    # (cli.main.verb_only), and a freed copy's id is reused by the next one, which then got the other verb's tree
+    # ("No such command 'report'" once in a full run).
+    cached = _COMMANDS.get(id(app))
+    if cached is None or cached[0] is not app:
+        cached = _COMMANDS[id(app)] = (app, _get_command(app))
+    return cached[1]
 
 
 def in_process(args: Sequence[str | Path], home: Path, env: dict[str, str] | None = None) -> Run:
