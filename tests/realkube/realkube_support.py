@@ -183,7 +183,8 @@ def strand(kube: Kube, namespace: str, job: str, gang: str, nodes: list[str]) ->
     # As many pods as nodes to strand them on: the Job controller makes a gang's pods over several syncs.
     found = wait_until(lambda: names if len(names := sorted(
         p["metadata"]["name"] for p in pods(kube, namespace, job_pods_selector(job)))) >= len(nodes) else None,
-        30, what=f"the Job controller's pods of {job}")
+        # Returns once they exist; once, late in a full run on the shared plane, 30 s was not enough.
+        90, what=f"the Job controller's pods of {job}")
     stranded = found[:len(nodes)]
     for pod, node in zip(stranded, nodes, strict=True):
         kube.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}",
