@@ -232,6 +232,10 @@ def test_two_replicas_only_the_leader_writes(world: MultiCluster, kube: Kube) ->
             pending(world, kube, name, 1)
         wait_until(lambda: all(status(world, n)["status"].get("nominatedClusterNames") for n in "abc"),
                    timeout=20, what="three nominations")
+        # The status lands on the server before the writer's thread counts it (its metrics follow the answer):
+        # wait for the count too, or a loaded machine reads it in between.
+        wait_until(lambda: sum(d.metrics.stats.outcomes["nominated"] for d in replicas) >= 3, timeout=20,
+                   what="three nominations counted")
         decided = [d.metrics.stats.outcomes["nominated"] for d in replicas]
         assert sorted(decided) == [0, 3], decided
         leader = decided.index(3)
@@ -244,6 +248,8 @@ def test_two_replicas_only_the_leader_writes(world: MultiCluster, kube: Kube) ->
         pending(world, kube, "d", 1)
         wait_until(lambda: status(world, "d")["status"].get("nominatedClusterNames"), timeout=20,
                    what="the successor's nomination")
+        wait_until(lambda: replicas[1 - leader].metrics.stats.outcomes["nominated"] >= 1, timeout=20,
+                   what="the successor's nomination counted")
         assert replicas[1 - leader].metrics.stats.outcomes["nominated"] == 1
     finally:
         for d, stop, t in zip(replicas, stops, threads, strict=True):

@@ -181,10 +181,19 @@ def strand(kube: Kube, namespace: str, job: str, gang: str, nodes: list[str]) ->
     """Leave `job` half bound, as a geosched replica that crashed mid-gang leaves it: its first pods bound (the
     binding carries geosched's gang annotation, which the API server copies onto the pod) and slow to start."""
     # As many pods as nodes to strand them on: the Job controller makes a gang's pods over several syncs.
-    found = wait_until(lambda: names if len(names := sorted(
-        p["metadata"]["name"] for p in pods(kube, namespace, job_pods_selector(job)))) >= len(nodes) else None,
-        # Returns once they exist; once, late in a full run on the shared plane, 30 s was not enough.
-        90, what=f"the Job controller's pods of {job}")
+    try:
+        found = wait_until(lambda: names if len(names := sorted(
+            p["metadata"]["name"] for p in pods(kube, namespace, job_pods_selector(job)))) >= len(nodes) else None,
+            # Returns once they exist; once, late in a full run on the shared plane, 30 s was not enough.
+            90, what=f"the Job controller's pods of {job}")
+    except TimeoutError as exc:
+        # What the plane looked like, for the next session to trace (this wait timed out twice in full CI runs).
+        state = {"nodes": nodes, "pods": [(p["metadata"]["name"], (p.get("status") or {}).get("phase"))
+                                          for p in pods(kube, namespace)],
+                 "job": (kube.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{job}") or {}).get("status"),
+                 "events": [(e.get("reason"), e.get("message")) for e in kube.list_all(
+                     f"/api/v1/namespaces/{namespace}/events")[0]]}
+        raise TimeoutError(f"{exc}: {state}") from None
     stranded = found[:len(nodes)]
     for pod, node in zip(stranded, nodes, strict=True):
         kube.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}",
