@@ -177,7 +177,7 @@ def job_condition(kube: Kube, namespace: str, name: str, kind: str) -> bool:
                for c in (job.get("status") or {}).get("conditions") or [])
 
 
-def strand(kube: Kube, namespace: str, job: str, gang: str, nodes: list[str]) -> list[str]:
+def strand(kube: Kube, namespace: str, job: str, gang: str, nodes: list[str], logs: Path | None = None) -> list[str]:
     """Leave `job` half bound, as a geosched replica that crashed mid-gang leaves it: its first pods bound (the
     binding carries geosched's gang annotation, which the API server copies onto the pod) and slow to start."""
     # As many pods as nodes to strand them on: the Job controller makes a gang's pods over several syncs.
@@ -192,7 +192,10 @@ def strand(kube: Kube, namespace: str, job: str, gang: str, nodes: list[str]) ->
                                           for p in pods(kube, namespace)],
                  "job": (kube.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{job}") or {}).get("status"),
                  "events": [(e.get("reason"), e.get("message")) for e in kube.list_all(
-                     f"/api/v1/namespaces/{namespace}/events")[0]]}
+                     f"/api/v1/namespaces/{namespace}/events")[0]],
+                 # The cluster's components on this namespace (`logs`: the cluster's directory of the plane).
+                 "logs": [f"{f.name}: {line[:300]}" for f in sorted((logs or Path("/nonexistent")).glob("*.log"))
+                          for line in f.read_text(errors="replace").splitlines() if namespace in line][-40:]}
         raise TimeoutError(f"{exc}: {state}") from None
     stranded = found[:len(nodes)]
     for pod, node in zip(stranded, nodes, strict=True):

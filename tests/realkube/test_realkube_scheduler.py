@@ -58,7 +58,7 @@ def test_a_half_bound_gang_is_rolled_back_without_failing_its_job(realkube: Plan
     # 3 x 8 H100: us-east-1a has two p5 nodes, so the gang left half bound there cannot be completed.
     with realkube.namespace("sched-rollback", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
         create(kube, ns, gang_job("train", 3, gpu_zone=H100_ZONE))
-        stranded = strand(kube, ns, "train", f"{ns}/job/train", h100_nodes(kube))
+        stranded = strand(kube, ns, "train", f"{ns}/job/train", h100_nodes(kube), logs=realkube[EKS].directory)
         assert all(b.node for b in placement(kube, ns) if b.pod in stranded)
         uids = {p["metadata"]["uid"] for p in pods(kube, ns)}
         with scheduler_running(realkube, ns, tmp_path / "home"):
