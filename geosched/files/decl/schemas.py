@@ -10,6 +10,9 @@ from geosched.files.decl.fleet import FleetDoc
 from geosched.files.decl.job import JobDoc
 from geosched.files.decl.network import NetworkDoc
 from geosched.files.decl.placement import NoFitDoc, PlacementDoc
+from geosched.files.decl.reports import CarbonReportDoc, CostReportDoc
+from geosched.files.decl.settings import SettingsDoc
+from geosched.files.decl.simulation import SimulationReportDoc
 from geosched.gitops.config import GitOpsConfigDoc
 from geosched.kube.multikueue.settings import DispatcherConfigDoc
 from geosched.kube.scheduler.settings import SchedulerConfigDoc
@@ -24,7 +27,9 @@ DECLARED: tuple[type[Document], ...] = (
     SchedulerConfigDoc,
 )
 # What geosched prints, declared for its shape and schema (the output contract tests validate the commands' output).
-WRITTEN: tuple[type[OutputDocument], ...] = (NoFitDoc, PlacementDoc)
+WRITTEN: tuple[type[OutputDocument], ...] = (
+    CarbonReportDoc, CostReportDoc, NoFitDoc, PlacementDoc, SettingsDoc, SimulationReportDoc,
+)
 
 
 def schema_files() -> dict[str, str]:
