@@ -72,6 +72,13 @@ def test_the_committed_list_schemas_are_the_ones_the_kinds_write() -> None:
             f"{name} is stale: run python -m geosched.console.kinds docs/schemas"
 
 
+def test_no_schema_is_written_by_hand() -> None:
+    """Every file in docs/schemas is generated: the list kinds' from geosched/console/kinds.py, the documents' from
+    their declarations in geosched/files/decl (issue 25 item 6)."""
+    assert {p.name for p in SCHEMAS.iterdir()} == set(schema_files())
+    assert {f"{d}.schema.json" for d in kinds.DOCUMENTS} <= set(schema_files())
+
+
 def run(home: Path, *args: str | Path, code: int = 0, env: dict[str, str] | None = None) -> str:
     result = CliRunner().invoke(app, ["--home", str(home), *map(str, args)], env=env)
     assert result.exit_code == code, (args, result.output, result.exception)

@@ -319,6 +319,9 @@ def number(
 Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
 """A non-empty string (not only spaces)."""
 
+Time = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A time geosched writes: RFC 3339, UTC (geosched.console.output.rfc3339)."""
+
 
 def _string_list(value: Any) -> Any:
     if isinstance(value, str):

@@ -4,13 +4,12 @@ schema; the rows' keys are the table's columns too (geosched.console.kinds.repor
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, WithJsonSchema
+from pydantic import ConfigDict
 
-from geosched.files.decl.base import Declared, OutputDocument
+from geosched.files.decl.base import Declared, OutputDocument, Time
 
-Time = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 GROUPS = ("job", "cluster", "region", "provider", "day")
 
 

@@ -7,12 +7,16 @@ import json
 
 from geosched.files.decl.base import Document, OutputDocument
 from geosched.files.decl.fleet import FleetDoc
+from geosched.files.decl.inventory import InventoryDoc
 from geosched.files.decl.job import JobDoc
 from geosched.files.decl.network import NetworkDoc
 from geosched.files.decl.placement import NoFitDoc, PlacementDoc
+from geosched.files.decl.probe import ProbeRunDoc
+from geosched.files.decl.provisioning import GangStatusDoc, ProvisionPlanDoc, ProvisionResultDoc
 from geosched.files.decl.reports import CarbonReportDoc, CostReportDoc
 from geosched.files.decl.settings import SettingsDoc
 from geosched.files.decl.simulation import SimulationReportDoc
+from geosched.files.decl.submit import SubmitOutcomeDoc
 from geosched.gitops.config import GitOpsConfigDoc
 from geosched.kube.multikueue.settings import DispatcherConfigDoc
 from geosched.kube.scheduler.settings import SchedulerConfigDoc
@@ -22,13 +26,15 @@ DECLARED: tuple[type[Document], ...] = (
     DispatcherConfigDoc,
     FleetDoc,
     GitOpsConfigDoc,
+    InventoryDoc,
     JobDoc,
     NetworkDoc,
     SchedulerConfigDoc,
 )
 # What geosched prints, declared for its shape and schema (the output contract tests validate the commands' output).
 WRITTEN: tuple[type[OutputDocument], ...] = (
-    CarbonReportDoc, CostReportDoc, NoFitDoc, PlacementDoc, SettingsDoc, SimulationReportDoc,
+    CarbonReportDoc, CostReportDoc, GangStatusDoc, NoFitDoc, PlacementDoc, ProbeRunDoc, ProvisionPlanDoc,
+    ProvisionResultDoc, SettingsDoc, SimulationReportDoc, SubmitOutcomeDoc,
 )
 
 
