@@ -18,11 +18,13 @@ from geosched.files.decl.settings import SettingsDoc
 from geosched.files.decl.simulation import SimulationReportDoc
 from geosched.files.decl.submit import SubmitOutcomeDoc
 from geosched.gitops.config import GitOpsConfigDoc
+from geosched.kube.config import ClusterConfigDoc
 from geosched.kube.multikueue.settings import DispatcherConfigDoc
 from geosched.kube.scheduler.settings import SchedulerConfigDoc
 
-# Declared beside their package where one owns them (the GitOps, scheduler and dispatcher settings).
+# Declared beside their package where one owns them (the GitOps, cluster, scheduler and dispatcher settings).
 DECLARED: tuple[type[Document], ...] = (
+    ClusterConfigDoc,
     DispatcherConfigDoc,
     FleetDoc,
     GitOpsConfigDoc,
