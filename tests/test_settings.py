@@ -93,6 +93,16 @@ def test_a_named_config_file_must_exist_the_default_one_need_not(env: dict[str, 
     assert result.returncode == 0 and result.stdout.strip() == str(tmp_path / "xdg" / "geosched" / "config.yaml")
 
 
+def test_help_reads_no_config_file(env: dict[str, str], tmp_path: Path) -> None:
+    """`-h` is handled before the settings are read (their declaration imports pydantic): a bad file does not stop
+    the help, and the commands still refuse it."""
+    (tmp_path / "config.yaml").write_text("outptu: json\n")
+    for args in (("-h",), ("place", "-h"), ("provision", "--help")):
+        shown = run(*args, env=env)
+        assert shown.returncode == 0 and "Usage" in shown.stdout, (args, shown.stderr)
+    assert run("place", JOB, env=env).returncode == 2
+
+
 def test_the_config_file_goes_through_the_input_gate(env: dict[str, str], tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "config.yaml")
     result = run("policies", env=env)
