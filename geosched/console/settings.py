@@ -14,9 +14,9 @@ config directory (`platformdirs.user_config_dir("geosched")`, on Linux `~/.confi
 
 A setting with an `option` supplies that option's default on every command that has it: `bind` gives the
 option its environment variable (click reads it) and `default_map` gives click the config file's values (its
-context `default_map`), so click's own precedence applies. `output` applies only where the command offers the
-format. The other settings are read by the library (`lookup`, or `environ` for the provider settings, which
-take the environment as a mapping).
+context `default_map`), so click's own precedence applies; help reads no file (geosched.cli.main.asks_help).
+`output` applies only where the command offers the format. The other settings are read by the library (`lookup`,
+or `environ` for the provider settings, which take the environment as a mapping).
 
 A bad file or value is an InputError naming the file (or variable), the key and the reason: exit 2.
 """
