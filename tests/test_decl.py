@@ -41,6 +41,11 @@ SHIPPED = {
         ROOT / "examples" / "gitops" / "snapshot" / "network.yaml",
         ROOT / "tests" / "data" / "good" / "network.yaml",
     ],
+    "Inventory": [ROOT / "tests" / "data" / "good" / "inventory.yaml"],
+    "ClusterConfig": [
+        ROOT / "examples" / "gitops" / "clusters.yaml",
+        ROOT / "tests" / "kube" / "data" / "clusters.yaml",
+    ],
     # The settings the deploy/ manifests mount, as their ConfigMaps hold them.
     "SchedulerConfig": [ROOT / "deploy" / "scheduler" / "configmap.yaml"],
     "DispatcherConfig": [ROOT / "deploy" / "multikueue" / "configmap.yaml"],

@@ -93,6 +93,16 @@ def test_a_named_config_file_must_exist_the_default_one_need_not(env: dict[str, 
     assert result.returncode == 0 and result.stdout.strip() == str(tmp_path / "xdg" / "geosched" / "config.yaml")
 
 
+def test_help_reads_no_config_file(env: dict[str, str], tmp_path: Path) -> None:
+    """`-h` is handled before the settings are read (their declaration imports pydantic): a bad file does not stop
+    the help, and the commands still refuse it."""
+    (tmp_path / "config.yaml").write_text("outptu: json\n")
+    for args in (("-h",), ("place", "-h"), ("provision", "--help")):
+        shown = run(*args, env=env)
+        assert shown.returncode == 0 and "Usage" in shown.stdout, (args, shown.stderr)
+    assert run("place", JOB, env=env).returncode == 2
+
+
 def test_the_config_file_goes_through_the_input_gate(env: dict[str, str], tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "config.yaml")
     result = run("policies", env=env)
@@ -163,3 +173,29 @@ def test_provider_settings_parse_their_variables_through_the_table(tmp_path: Pat
     assert (s.aws.regions, s.ssh_user, s.gcp.project) == (("us-east-1", "eu-west-1"), "ops", None)
     with pytest.raises(InputError, match=r"^GEOSCHED_AWS_REGIONS: expected at least one name"):
         provider_config.from_env({settings.AWS_REGIONS.env: ","}, tmp_path)
+
+
+def test_the_names_and_the_declaration_agree() -> None:
+    """The names (geosched/console/settings.py, bound on `-h` without pydantic) and the declaration (settings_model,
+    pydantic-settings) hold the same settings: one field per key, read from the key's variable."""
+    from geosched.console import settings_model
+
+    fields = settings_model.Values.model_fields
+    assert set(fields) == {settings_model.field_name(s.key) for s in settings.SETTINGS}
+    for s in settings.SETTINGS:
+        info = settings_model.field(s.key)
+        assert info.validation_alias == s.env and info.description, s.key
+        # A list setting gives its default to an option of several values only (settings.supplies).
+        assert s.many == ("tuple" in str(info.annotation) and s.option is not None), s.key
+
+
+def test_the_declaration_reads_an_environment_mapping_blank_as_unset() -> None:
+    from geosched.console.settings_model import from_variables
+
+    values = from_variables({"GEOSCHED_COST_WEIGHT": "0.4", "GEOSCHED_GCP_PUBLIC_IPS": "no", "GEOSCHED_AWS_AMI": " ",
+                             "GEOSCHED_REGIONS": "us-east-1, eu-west-1", "HOME": "/elsewhere"})
+    assert (values.weights_cost, values.gcp_public_ips, values.aws_ami, values.regions) == (
+        0.4, False, None, ("us-east-1", "eu-west-1"))
+    assert from_variables({}).ssh_user == settings.SSH_USER.default == "geosched"
+    with pytest.raises(InputError, match=r"^GEOSCHED_GCP_PUBLIC_IPS: expected yes or no, got 'maybe'$"):
+        from_variables({"GEOSCHED_GCP_PUBLIC_IPS": "maybe"})

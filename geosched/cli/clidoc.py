@@ -105,9 +105,9 @@ def readme_commands(app: typer.Typer | None = None) -> str:
 
 def settings_md() -> str:
     out = ["# Settings", "",
-           "Generated from `geosched/console/settings.py` by `python -m geosched.cli.clidoc` (scripts/docs); do not "
-           "edit by "
-           "hand.", "",
+           "Generated from `geosched/console/settings.py` (the names) and `geosched/console/settings_model.py` (the "
+           "pydantic-settings declaration: types, defaults, help) by `python -m geosched.cli.clidoc` (scripts/docs); "
+           "do not edit by hand.", "",
            "A value comes from, first found: the command-line flag, the environment variable, the config file, the "
            "built-in default. `geosched config show` lists every setting with its value and where it came from; "
            "`geosched config path` says where the config file is.", "",
@@ -120,7 +120,8 @@ def settings_md() -> str:
            "A bad file or value is one line naming the file (or variable), the key and the reason, exit 2. The file "
            "passes the input gate (`geosched/files/gate.py`: regular file, at most 4 MiB). A setting with an option "
            "supplies that option's default on every command that has it; `output` only on the commands that offer "
-           "the format. `gitops render|check` and `scheduler run` take their policy and weights from their own "
+           "the format. Help (`-h`) reads no config file: it shows the built-in defaults and the variables. "
+           "`gitops render|check` and `scheduler run` take their policy and weights from their own "
            "config (GitOpsConfig, SchedulerConfig) only, so what they decide does not depend on who runs them; "
            "`multikueue dispatch --config` keeps its DispatcherConfig's policy and weights unless a flag or "
            "variable gives one.", "",

@@ -71,8 +71,18 @@ class RootGroup(TyperGroup):
         for param in self.params:
             if param.name == "home":  # set by $GEOSCHED_HOME too, so processed before every subcommand's -h
                 _plain_path(param)
-        extra.setdefault("default_map", settings.default_map(self))
+        argv = extra.get("args", args[0] if args else None)
+        if not asks_help(sys.argv[1:] if argv is None else list(argv)):
+            extra.setdefault("default_map", settings.default_map(self))
         return super().main(*args, **extra)
+
+
+def asks_help(argv: list[str]) -> bool:
+    """Whether the invocation only prints help (`-h`, `--help`, or nothing at all): then the config file is not read
+    (its check imports pydantic, a third of a second; docs/settings.md), and the help shows the built-in defaults and
+    the variables. `geosched config show` shows the values in force."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    return not words or "-h" in words or "--help" in words
 
 
 def no_coercion_when_unset(group: TyperGroup) -> None:

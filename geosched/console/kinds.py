@@ -2,7 +2,7 @@
 
 The commands build rows with exactly these keys; `geosched.console.output.emit_list` turns them into a table, a wide
 table, JSON, YAML or CSV, and docs/schemas/<Kind>List.schema.json is written from them. Documents (one object,
-such as a placement) have hand-written schemas in docs/schemas; their kinds are named here too.
+such as a placement) are declared in geosched.files.decl, which writes their schemas; their kinds are named here too.
 """
 
 from __future__ import annotations
@@ -141,8 +141,8 @@ def report_columns(report: str, by: str, embodied: bool = False) -> tuple[Column
     return (C(by), C("intervals", "integer", wide=True), C("gpu_hours", "number"), *kind)
 
 
-# Documents: one object each, schema in docs/schemas/<kind>.schema.json: generated from the kind's declaration in
-# geosched.files.decl (Placement, NoFit), or hand-written (the others, until they are declared).
+# Documents: one object each, schema in docs/schemas/<kind>.schema.json, generated from the kind's declaration in
+# geosched.files.decl.
 DOCUMENTS = ("Placement", "NoFit", "SimulationReport", "ProbeRun", "ProvisionPlan", "ProvisionResult", "GangStatus",
              "SubmitOutcome", "CostReport", "CarbonReport")
 

@@ -1,5 +1,7 @@
-"""Every setting of geosched in one table: its key in the config file, its environment variable, its built-in
-default and what it does (docs/settings.md is generated from `SETTINGS` by scripts/settings-docs).
+"""Every setting of geosched by name: its key in the config file, its environment variable and the CLI option it
+gives a default to. Its type, default, help and check are declared once in geosched.console.settings_model (a
+pydantic-settings model, imported when a value is first read: `geosched -h` binds the names without pydantic);
+docs/settings.md is generated from both by `python -m geosched.cli.clidoc`.
 
 Where a value comes from, first found: the command-line flag, the environment variable, the config file, the
 built-in default. The config file is YAML, at `$GEOSCHED_CONFIG`, else `config.yaml` in the platform's user
@@ -12,180 +14,77 @@ config directory (`platformdirs.user_config_dir("geosched")`, on Linux `~/.confi
 
 A setting with an `option` supplies that option's default on every command that has it: `bind` gives the
 option its environment variable (click reads it) and `default_map` gives click the config file's values (its
-context `default_map`), so click's own precedence applies. `output` applies only where the command offers the
-format. The other settings are read by the library (`lookup`, or `environ` for the provider settings, which
-take the environment as a mapping).
+context `default_map`), so click's own precedence applies; help reads no file (geosched.cli.main.asks_help).
+`output` applies only where the command offers the format. The other settings are read by the library (`lookup`,
+or `environ` for the provider settings, which take the environment as a mapping).
 
 A bad file or value is an InputError naming the file (or variable), the key and the reason: exit 2.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from geosched.core.errors import InputError
-from geosched.core.models import Weights
 from geosched.files import gate
-from geosched.policies import DEFAULT_POLICY
 
 CONFIG_ENV = "GEOSCHED_CONFIG"
 CONFIG_NAME = "config.yaml"
-# The output formats some command offers; `output` is refused in the file only when no command offers it.
-OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "csv", "md", "html")
-
-Parse = Callable[[Any], Any]  # a value from the file (any YAML type) or the environment (text) -> the value
 
 
 @dataclass(frozen=True)
 class Setting:
     key: str  # in the config file; a dot is a nesting level (`weights.cost` is `weights: {cost: ...}`)
     env: str
-    default: Any  # None: not set
-    help: str
-    parse: Parse
     option: str | None = None  # the CLI option (its parameter name) whose default this is, on every command
     shown_default: str | None = None  # the default as the docs say it, when it depends on the machine
+    many: bool = False  # a list: gives a default only to an option that takes several values
+
+    @property
+    def default(self) -> Any:
+        from geosched.console import settings_model
+
+        return settings_model.field(self.key).default
+
+    @property
+    def help(self) -> str:
+        from geosched.console import settings_model
+
+        return settings_model.field(self.key).description or ""
 
 
-# --- parsers: each raises ValueError with the reason ----------------------------------------------------------
-
-def text(value: Any) -> str:
-    if not isinstance(value, str | int | float) or isinstance(value, bool) or not str(value).strip():
-        raise ValueError(f"expected a non-empty string, got {value!r}")
-    return str(value).strip()
-
-
-def path(value: Any) -> Path:
-    return Path(text(value)).expanduser()
-
-
-def weight(value: Any) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a number, got {value!r}") from None
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"expected a finite number >= 0, got {value!r}")
-    return number
-
-
-def names(value: Any) -> tuple[str, ...]:
-    """A YAML list, or comma-separated text as in the environment."""
-    items = value if isinstance(value, list) else text(value).split(",")
-    out = tuple(text(item) for item in items if not isinstance(item, str) or item.strip())
-    if not out:
-        raise ValueError("expected at least one name")
-    return out
-
-
-def flag(value: Any) -> bool:
-    """A YAML boolean, or in the environment yes/no (true/false, 1/0, on/off, any case)."""
-    if isinstance(value, bool):
-        return value
-    word = text(value).lower()
-    if word in ("yes", "true", "1", "on"):
-        return True
-    if word in ("no", "false", "0", "off"):
-        return False
-    raise ValueError(f"expected yes or no, got {value!r}")
-
-
-def one_of(*choices: str) -> Parse:
-    def parse(value: Any) -> str:
-        chosen = text(value)
-        if chosen not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, got {chosen!r}{_did_you_mean(chosen, choices)}")
-        return chosen
-    return parse
-
-
-def policy(value: Any) -> str:
-    from geosched import policies
-
-    return str(one_of(*policies.names())(value))
-
-
-def cidrs(value: Any) -> tuple[str, ...]:
-    from geosched.providers.config import parse_admin_cidrs
-
-    joined = ",".join(map(str, value)) if isinstance(value, list) else text(value)
-    try:
-        return parse_admin_cidrs(joined, "")
-    except InputError as exc:
-        raise ValueError(exc.reason) from None
-
-
-def limits(value: Any) -> str:
-    """`kind=MiB,...`, or in the file a mapping `{trace: 4096}`; checked as gate checks it."""
-    joined = ",".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else text(value)
-    try:
-        gate.parse_limits(joined, "")
-    except InputError as exc:
-        raise ValueError(f"{exc.field + ': ' if exc.field else ''}{exc.reason}") from None
-    return joined
-
-
-_WEIGHTS = Weights()
-
+S = Setting
 SETTINGS: tuple[Setting, ...] = (
-    Setting("home", "GEOSCHED_HOME", None, "State directory: the store, journals, leases.", path, option="home",
-            shown_default="platformdirs.user_data_dir('geosched') (Linux: ~/.local/share/geosched)"),
-    Setting("output", "GEOSCHED_OUTPUT", "table", "Output format of every command that offers it (`-o`).",
-            one_of(*OUTPUT_FORMATS), option="output"),
-    Setting("policy", "GEOSCHED_POLICY", DEFAULT_POLICY, "Placement policy of place, submit, simulate and the "
-            "MultiKueue dispatcher (`--policy`).", policy, option="policy"),
-    Setting("weights.network", "GEOSCHED_NETWORK_WEIGHT", _WEIGHTS.network, "Weight of the network term "
-            "(`--network-weight`).", weight, option="network_weight"),
-    Setting("weights.cost", "GEOSCHED_COST_WEIGHT", _WEIGHTS.cost, "Weight of the $ term (`--cost-weight`).",
-            weight, option="cost_weight"),
-    Setting("weights.carbon", "GEOSCHED_CARBON_WEIGHT", _WEIGHTS.carbon, "Weight of the carbon term "
-            "(`--carbon-weight`).", weight, option="carbon_weight"),
-    Setting("weights.zone_tolerance", "GEOSCHED_ZONE_TOLERANCE", _WEIGHTS.zone_tolerance, "A placement in fewer "
-            "zones wins while its total is within this fraction of the best (`--zone-tolerance`).", weight,
-            option="zone_tolerance"),
-    Setting("weights.spot_risk", "GEOSCHED_RISK_WEIGHT", _WEIGHTS.spot_risk, "Weight of spot interruption risk on "
-            "spot prices, in provision's plan and a spot job's cost term; 0: price alone (`--risk-weight`).", weight,
-            option="risk_weight"),
-    Setting("providers", "GEOSCHED_PROVIDERS", None, "Providers provision, sweep and check use (`--provider`).",
-            names, option="provider", shown_default="aws,gcp"),
-    Setting("regions", "GEOSCHED_REGIONS", None, "Only these regions, for provision, sweep and catalog refresh "
-            "(`--regions`).", names, option="regions", shown_default="all"),
-    Setting("admin_cidrs", "GEOSCHED_ADMIN_CIDRS", None, "Who may reach SSH (tcp 22) of machines launched "
-            "without a Terraform network (`--admin-cidr`); none: provision refuses.", cidrs),
-    Setting("terraform_output", "GEOSCHED_TERRAFORM_OUTPUT", None, "`terraform output -json` of geosched's "
-            "modules to launch into (`--tf-output`); none: the default VPC/network.", path),
-    Setting("inventory", "GEOSCHED_INVENTORY", None, "Inventory file of the ssh provider (`--inventory`).", path),
-    Setting("ssh.public_key", "GEOSCHED_SSH_PUBLIC_KEY", None, "SSH public key installed on new machines "
-            "(`--ssh-key`).", path, shown_default="~/.ssh/id_ed25519.pub, id_ecdsa.pub or id_rsa.pub"),
-    Setting("ssh.user", "GEOSCHED_SSH_USER", "geosched", "User created on new machines, and probes log in as.",
-            text),
-    Setting("aws.regions", "GEOSCHED_AWS_REGIONS", None, "AWS regions geosched looks in (sweep, status, refresh).",
-            names, shown_default="every region the account has"),
-    Setting("aws.ami", "GEOSCHED_AWS_AMI", None, "AMI to launch.", text,
-            shown_default="the newest 'Deep Learning*' AMI"),
-    Setting("aws.key_name", "GEOSCHED_AWS_KEY_NAME", None, "EC2 key pair to launch with.", text),
-    Setting("aws.eks_node_role", "GEOSCHED_EKS_NODE_ROLE", None, "IAM role ARN the nodes of an EKS node group "
-            "geosched creates run as (`provision --cluster`, `--node-role`).", text),
-    Setting("gcp.project", "GEOSCHED_GCP_PROJECT", None, "GCP project.", text),
-    Setting("gcp.endpoint", "GEOSCHED_GCP_ENDPOINT", None, "Compute Engine API endpoint (an emulator, a "
-            "private endpoint).", text, shown_default="Google's"),
-    Setting("gcp.gke_endpoint", "GEOSCHED_GKE_ENDPOINT", None, "GKE (container) API endpoint for node pools "
-            "(`provision --cluster --provider gcp`, `up`): an emulator, a private endpoint. An http:// endpoint is "
-            "called without credentials.", text, shown_default="Google's"),
-    Setting("gcp.image", "GEOSCHED_GCP_IMAGE", None, "Image to launch.", text,
-            shown_default="Deep Learning VM family common-cu124-debian-11-py310"),
-    Setting("gcp.public_ips", "GEOSCHED_GCP_PUBLIC_IPS", True, "Give VMs geosched launches on GCP an external "
-            "address (no: reach them by internal address, from inside the VPC, a bastion or a VPN). With a "
-            "Terraform network, the module's `public_ips` decides.", flag),
-    Setting("input_limits", "GEOSCHED_INPUT_LIMITS", None, "Size limits of input files per kind in MiB, e.g. "
-            "trace=4096,fleet=512 (geosched/files/gate.py).", limits, shown_default="per kind, README"),
+    S("home", "GEOSCHED_HOME", "home", "platformdirs.user_data_dir('geosched') (Linux: ~/.local/share/geosched)"),
+    S("output", "GEOSCHED_OUTPUT", "output"),
+    S("policy", "GEOSCHED_POLICY", "policy"),
+    S("weights.network", "GEOSCHED_NETWORK_WEIGHT", "network_weight"),
+    S("weights.cost", "GEOSCHED_COST_WEIGHT", "cost_weight"),
+    S("weights.carbon", "GEOSCHED_CARBON_WEIGHT", "carbon_weight"),
+    S("weights.zone_tolerance", "GEOSCHED_ZONE_TOLERANCE", "zone_tolerance"),
+    S("weights.spot_risk", "GEOSCHED_RISK_WEIGHT", "risk_weight"),
+    S("providers", "GEOSCHED_PROVIDERS", "provider", "aws,gcp", many=True),
+    S("regions", "GEOSCHED_REGIONS", "regions", "all", many=True),
+    S("admin_cidrs", "GEOSCHED_ADMIN_CIDRS"),
+    S("terraform_output", "GEOSCHED_TERRAFORM_OUTPUT"),
+    S("inventory", "GEOSCHED_INVENTORY"),
+    S("ssh.public_key", "GEOSCHED_SSH_PUBLIC_KEY", None, "~/.ssh/id_ed25519.pub, id_ecdsa.pub or id_rsa.pub"),
+    S("ssh.user", "GEOSCHED_SSH_USER"),
+    S("aws.regions", "GEOSCHED_AWS_REGIONS", None, "every region the account has"),
+    S("aws.ami", "GEOSCHED_AWS_AMI", None, "the newest 'Deep Learning*' AMI"),
+    S("aws.key_name", "GEOSCHED_AWS_KEY_NAME"),
+    S("aws.eks_node_role", "GEOSCHED_EKS_NODE_ROLE"),
+    S("gcp.project", "GEOSCHED_GCP_PROJECT"),
+    S("gcp.endpoint", "GEOSCHED_GCP_ENDPOINT", None, "Google's"),
+    S("gcp.gke_endpoint", "GEOSCHED_GKE_ENDPOINT", None, "Google's"),
+    S("gcp.image", "GEOSCHED_GCP_IMAGE", None, "Deep Learning VM family common-cu124-debian-11-py310"),
+    S("gcp.public_ips", "GEOSCHED_GCP_PUBLIC_IPS"),
+    S("input_limits", "GEOSCHED_INPUT_LIMITS", None, "per kind, README"),
 )
 BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
 HOME, OUTPUT, POLICY = BY_KEY["home"], BY_KEY["output"], BY_KEY["policy"]
@@ -245,17 +144,14 @@ def parse_file(content: str, source: str) -> dict[str, Any]:
         return {}
     if not isinstance(doc, dict):
         raise InputError(source, "", f"expected a mapping of settings, got {type(doc).__name__}")
+    from geosched.console.settings_model import check, did_you_mean
+
     out: dict[str, Any] = {}
     for key, value in _flatten(doc, source):
-        setting = BY_KEY.get(key)
-        if setting is None:
-            raise InputError(source, key, f"unknown setting{_did_you_mean(key, BY_KEY)} (known: docs/settings.md)")
-        if value is None:
-            continue
-        try:
-            out[key] = setting.parse(value)
-        except ValueError as exc:
-            raise InputError(source, key, str(exc)) from None
+        if key not in BY_KEY:
+            raise InputError(source, key, f"unknown setting{did_you_mean(key, BY_KEY)} (known: docs/settings.md)")
+        if value is not None:
+            out[key] = check(key, value, source, key)
     return out
 
 
@@ -285,21 +181,24 @@ def from_environment(setting: Setting, env: Mapping[str, str]) -> Any:
     raw = env.get(setting.env, "")
     if not raw.strip():
         return None
-    try:
-        return setting.parse(raw)
-    except ValueError as exc:
-        raise InputError(setting.env, "", str(exc)) from None
+    from geosched.console.settings_model import check
+
+    return check(setting.key, raw, setting.env, "")
 
 
 def resolve(setting: Setting, env: Mapping[str, str] | None = None) -> tuple[Any, str]:
     """The value of a setting and where it came from: "env", "file" or "default"."""
+    return given(setting, env) or (setting.default, "default")
+
+
+def given(setting: Setting, env: Mapping[str, str] | None = None) -> tuple[Any, str] | None:
+    """The setting's value from its variable ("env"), else from the config file ("file"), else None. Reads no
+    declaration when neither gives one (`geosched -h` imports no pydantic)."""
     value = from_environment(setting, os.environ if env is None else env)
     if value is not None:
         return value, "env"
     found = file_values(env)
-    if setting.key in found:
-        return found[setting.key], "file"
-    return setting.default, "default"
+    return (found[setting.key], "file") if setting.key in found else None
 
 
 def lookup(setting: Setting, env: Mapping[str, str] | None = None) -> Any:
@@ -334,7 +233,7 @@ def supplies(setting: Setting, param: Any) -> bool:
     """Whether the setting gives this parameter its default: an option of the setting's name; a list setting only
     an option that takes several values (`catalog --provider`, a filter, is not `providers`)."""
     return (param.param_type_name == "option" and setting.option is not None and param.name == setting.option
-            and (param.multiple or setting.parse is not names))
+            and (param.multiple or not setting.many))
 
 
 def supplying(param: Any) -> Setting | None:
@@ -375,8 +274,8 @@ def default_map(root: Any, env: Mapping[str, str] | None = None) -> dict[str, An
         for setting in SETTINGS:
             if setting.option is None:
                 continue
-            value, origin = resolve(setting, env) if setting is OUTPUT else (found.get(setting.key), "file")
-            if value is None or origin == "default":
+            value = (given(setting, env) or (None, ""))[0] if setting is OUTPUT else found.get(setting.key)
+            if value is None:
                 continue
             for param in _options(command, setting):
                 offered = choices(param)
@@ -388,11 +287,6 @@ def default_map(root: Any, env: Mapping[str, str] | None = None) -> dict[str, An
                 level[param.name] = (list(value) if isinstance(value, tuple) else [value]) if param.multiple \
                     else value
     return out
-
-
-def _did_you_mean(word: str, known: Any) -> str:
-    close = difflib.get_close_matches(word, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 # The gate (pure core) asks this module for its limits instead of importing it: the file's `input_limits` count too.

@@ -1,16 +1,16 @@
-"""Reading untrusted documents field by field, so every error names its file, field path and reason."""
+"""What every reader of untrusted documents shares: the bounds of numbers, `describe` (what a value is, for an error
+line), times (`parse_time`, `utc_instant`) and `dump`. The documents themselves are read through their declarations
+(geosched.files.decl), which name the file, the field path and the reason in one line."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from geosched.core.errors import InputError
 
-T = TypeVar("T")
 # Integers and numbers read from files stay within these unless a field says otherwise: far above any real
 # count, price or duration, far below what overflows a C integer or turns a sum into infinity.
 MAX_INTEGER = 2**31 - 1
@@ -23,136 +23,6 @@ def dump(data: Any, fmt: str) -> str:
         return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
     import yaml  # on first use: the CLI's declarations import this module, `-h` dumps nothing
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
-
-
-class Fields:
-    """A mapping read under a path (`nodes[3].gpus`), rejecting unknown keys like kubectl's strict mode."""
-
-    def __init__(self, data: Any, source: str, path: str, allowed: set[str]) -> None:
-        if not isinstance(data, Mapping):
-            raise InputError(source, path or "(document)", f"expected a mapping, got {describe(data)}")
-        self.data = data
-        self.source = source
-        self.path = path
-        for key in data:
-            if not isinstance(key, str) or key not in allowed:
-                raise InputError(source, self.at(str(key)), f"unknown field (known: {', '.join(sorted(allowed))})")
-
-    def at(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def error(self, key: str, reason: str) -> InputError:
-        return InputError(self.source, self.at(key), reason)
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def raw(self, key: str) -> Any:
-        return self.data.get(key)
-
-    def string(self, key: str, default: str | None = None) -> str:
-        value = self.data.get(key)
-        if value is None:
-            if default is not None:
-                return default
-            raise self.error(key, "required")
-        if not isinstance(value, str) or not value.strip():
-            raise self.error(key, f"expected a non-empty string, got {describe(value)}")
-        return value
-
-    def opt_string(self, key: str) -> str | None:
-        return self.string(key) if self.has(key) else None
-
-    def integer(self, key: str, *, minimum: int | None = None, maximum: int = MAX_INTEGER,
-                default: int | None = None) -> int:
-        value = self.data.get(key)
-        if value is None:
-            if default is not None:
-                return default
-            raise self.error(key, "required")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(key, f"expected an integer, got {describe(value)}")
-        if minimum is not None and value < minimum:
-            raise self.error(key, f"must be >= {minimum}, got {value}")
-        if value > maximum:
-            raise self.error(key, f"must be <= {maximum}, got {value if value < 10**30 else 'a larger number'}")
-        return value
-
-    def opt_integer(self, key: str, *, minimum: int | None = None) -> int | None:
-        return self.integer(key, minimum=minimum) if self.has(key) else None
-
-    def number(self, key: str, *, minimum: float | None = None, maximum: float = MAX_NUMBER,
-               default: float | None = None, exclusive_minimum: bool = False) -> float:
-        value = self.data.get(key)
-        if value is None:
-            if default is not None:
-                return default
-            raise self.error(key, "required")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.error(key, f"expected a finite number, got {describe(value)}")
-        if isinstance(value, int) and abs(value) > MAX_NUMBER:  # float() of a huge int would overflow
-            raise self.error(key, f"must be <= {maximum:g}, got a larger number")
-        number = float(value)
-        if not math.isfinite(number):
-            raise self.error(key, f"expected a finite number, got {describe(value)}")
-        if minimum is not None and (number <= minimum if exclusive_minimum else number < minimum):
-            raise self.error(key, f"must be {'>' if exclusive_minimum else '>='} {minimum:g}, got {number:g}")
-        if number > maximum:
-            raise self.error(key, f"must be <= {maximum:g}, got {number:g}")
-        if number < -MAX_NUMBER:
-            raise self.error(key, f"must be >= {-MAX_NUMBER:g}, got {number:g}")
-        return number
-
-    def opt_number(self, key: str, *, minimum: float | None = None) -> float | None:
-        return self.number(key, minimum=minimum) if self.has(key) else None
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self.data.get(key)
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list):
-            raise self.error(key, f"expected a list of strings, got {describe(value)}")
-        for i, item in enumerate(value):
-            if not isinstance(item, str) or not item:
-                raise InputError(self.source, f"{self.at(key)}[{i}]", f"expected a string, got {describe(item)}")
-        return tuple(value)
-
-    def mapping(self, key: str) -> dict[str, str]:
-        value = self.data.get(key)
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise self.error(key, f"expected a mapping, got {describe(value)}")
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise self.error(key, f"expected string keys, got {describe(k)}")
-            if (not isinstance(v, str | int | float) or isinstance(v, bool)
-                    or (not isinstance(v, str) and not abs(v) <= MAX_NUMBER)):
-                raise InputError(self.source, f"{self.at(key)}.{k}", "expected a string value")
-        return {k: str(v) for k, v in value.items()}
-
-    def items(self, key: str, *, required: bool = False) -> list[tuple[str, Any]]:
-        """A list field as (path, item) pairs."""
-        value = self.data.get(key)
-        if value is None:
-            if required:
-                raise self.error(key, "required")
-            return []
-        if not isinstance(value, list):
-            raise self.error(key, f"expected a list, got {describe(value)}")
-        return [(f"{self.at(key)}[{i}]", item) for i, item in enumerate(value)]
-
-    def choice(self, key: str, options: Mapping[str, T], default: str) -> T:
-        value = self.data.get(key, default)
-        if not isinstance(value, str) or value not in options:
-            raise self.error(key, f"expected one of {', '.join(options)}, got {value!r}")
-        return options[value]
-
-    def check(self, key: str, ok: bool, reason: str) -> None:
-        if not ok:
-            raise self.error(key, reason)
 
 
 def describe(value: Any) -> str:

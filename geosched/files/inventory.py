@@ -35,16 +35,11 @@ from typing import Any
 from geosched.core import catalog, owned
 from geosched.core.errors import InputError
 from geosched.core.models import Fleet
+from geosched.files.decl.inventory import DEFAULT_PROVIDER, InventoryDoc
 from geosched.files.documents import parse_fleet
-from geosched.files.fields import Fields
 from geosched.files.gate import Kind, load_document
 from geosched.files.jumpspec import FORMS, JumpSpecError, looks_external, parse_jump
 
-DEFAULT_PROVIDER = "onprem"
-# A host key line: key type and base64 blob, optionally a comment.
-HOST_KEY_RE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-\S+) [A-Za-z0-9+/=]+( .*)?$")
-NODE_FIELDS = {"name", "address", "port", "user", "key", "host_key", "proxy_jump", "zone", "region", "provider",
-               "gpu", "gpus", "gpus_free", "cluster", "instance_type", "price_ondemand", "labels"}
 # Jump hosts on the way to one node. Each is one SSH connection nested in the previous (and one nested await
 # in the pool): real sites use one or two bastions; hundreds would exhaust the stack instead of connecting.
 MAX_JUMP_HOPS = 16
@@ -88,35 +83,20 @@ class Inventory:
 
 
 def parse_inventory(data: Any, source: str, base: Path | None = None) -> Inventory:
-    f = Fields(data, source, "", {"apiVersion", "kind", "regions", "nodes"})
+    doc = InventoryDoc.read(data, source)
     targets: list[SshTarget] = []
     fleet_nodes: list[dict[str, Any]] = []
     origin: list[int] = []
-    for index, (path, item) in enumerate(f.items("nodes", required=True)):
-        n = Fields(item, source, path, NODE_FIELDS)
-        host_key = n.opt_string("host_key")
-        if host_key is not None and not HOST_KEY_RE.match(host_key.strip()):
-            raise n.error("host_key", "expected a public host key line such as 'ssh-ed25519 AAAA...'")
-        key = n.opt_string("key")
-        key_path = Path(key).expanduser() if key else None
+    for index, (n, item) in enumerate(zip(doc.nodes, data["nodes"], strict=True)):
+        key_path = Path(n.key).expanduser() if n.key else None
         if key_path is not None and not key_path.is_absolute() and base is not None:
             key_path = base / key_path
-        target = SshTarget(
-            name=n.string("name"),
-            address=n.string("address"),
-            zone=n.string("zone"),
-            region=n.string("region"),
-            provider=n.string("provider", default=DEFAULT_PROVIDER),
-            port=n.integer("port", minimum=1, default=22),
-            user=n.string("user", default="root"),
-            key=key_path,
-            host_key=host_key.strip() if host_key else None,
-            proxy_jump=n.opt_string("proxy_jump"),
-        )
-        n.check("port", target.port <= 65535, f"must be <= 65535, got {target.port}")
+        target = SshTarget(name=n.name, address=n.address, zone=n.zone, region=n.region, provider=n.provider,
+                           port=n.port, user=n.user, key=key_path, host_key=n.host_key, proxy_jump=n.proxy_jump)
         targets.append(target)
-        if n.has("gpus") or n.has("gpu"):
-            node = {k: n.raw(k) for k in FLEET_KEYS if n.has(k)}
+        if n.gpus is not None or n.gpu is not None:
+            # The fleet reads the node's own keys again (FleetDoc knows the regions and fills from the catalog).
+            node = {k: item[k] for k in FLEET_KEYS if item.get(k) is not None}
             node.setdefault("provider", DEFAULT_PROVIDER)
             node["addresses"] = [target.address]
             fleet_nodes.append(node)
@@ -132,11 +112,11 @@ def parse_inventory(data: Any, source: str, base: Path | None = None) -> Invento
     check_jump_chains(targets, source)
     fleet = None
     if fleet_nodes:
-        doc: dict[str, Any] = {"nodes": fleet_nodes}
-        if f.has("regions"):
-            doc["regions"] = f.raw("regions")
+        fleet_doc: dict[str, Any] = {"nodes": fleet_nodes}
+        if data.get("regions") is not None:
+            fleet_doc["regions"] = data["regions"]
         try:
-            fleet = parse_fleet(doc, source)
+            fleet = parse_fleet(fleet_doc, source)
         except InputError as exc:
             # The fleet saw only the nodes with GPUs: point back at the node's place in this file.
             field = re.sub(r"^nodes\[(\d+)\]", lambda m: f"nodes[{origin[int(m.group(1))]}]", exc.field)

@@ -41,11 +41,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
+
+from pydantic import BeforeValidator, Field, WithJsonSchema, model_validator
 
 from geosched.core.errors import InputError
-from geosched.files.documents import API_VERSION
-from geosched.files.fields import Fields
+from geosched.files.decl.base import Declared, Refused, SettingsDocument, Text, integer, one_of
 from geosched.files.gate import Kind, load_document
 from geosched.kube import podoptions
 from geosched.kube.tolerations import Toleration, to_manifest
@@ -61,10 +62,8 @@ class Backend(StrEnum):
     NONE = "none"
 
 
-BACKENDS = {b.value: b for b in Backend}
-TOP_FIELDS = {"apiVersion", "kind", "clusters"}
-CLUSTER_FIELDS = {"context", "backend", "queue", "karmada", "karmada_context", "pin_hosts", "namespace",
-                  "scheduler_name", "volcano_zone_tier", "volcano_region_tier", "pods", "tolerations"}
+BackendName = Literal["kueue", "coscheduling", "volcano", "workload-api", "none"]
+assert set(get_args(BackendName)) == {b.value for b in Backend}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,56 +83,69 @@ class ClusterConfig:
     tolerations: tuple[Toleration, ...] = ()
 
 
-def parse_cluster_config(data: Any, source: str) -> dict[str, ClusterConfig]:
-    f = Fields(data, source, "", TOP_FIELDS)
-    if f.has("apiVersion") and f.raw("apiVersion") != API_VERSION:
-        raise f.error("apiVersion", f"expected {API_VERSION!r}, got {f.raw('apiVersion')!r}")
-    if f.has("kind") and f.raw("kind") != "ClusterConfig":
-        raise f.error("kind", f"expected 'ClusterConfig', got {f.raw('kind')!r}")
-    clusters = f.raw("clusters")
-    if clusters is None:
-        raise f.error("clusters", "required")
-    if not isinstance(clusters, Mapping):
-        raise f.error("clusters", "expected a mapping of cluster name to settings")
-    if not clusters:
-        raise f.error("clusters", "must name at least one cluster")
-    out: dict[str, ClusterConfig] = {}
-    for name, item in clusters.items():
+def _clusters(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        raise Refused("expected a mapping of cluster name to settings")
+    if not value:
+        raise Refused("must name at least one cluster")
+    for name in value:
         if not isinstance(name, str) or not name:
-            raise InputError(source, f"clusters.{name}", "cluster names must be non-empty strings")
-        out[name] = _cluster(name, Fields(item, source, f"clusters.{name}", CLUSTER_FIELDS))
-    return out
+            raise Refused("cluster names must be non-empty strings", str(name))
+    return value
 
 
-def _cluster(name: str, c: Fields) -> ClusterConfig:
-    backend = c.choice("backend", BACKENDS, Backend.NONE.value)
-    queue = c.opt_string("queue")
-    if backend is Backend.KUEUE and queue is None:
-        raise c.error("queue", "required for backend kueue (the LocalQueue the job is submitted to)")
-    zone_tier = c.opt_integer("volcano_zone_tier", minimum=1)
-    region_tier = c.opt_integer("volcano_region_tier", minimum=1)
-    if zone_tier is not None and region_tier is not None:
-        c.check("volcano_region_tier", region_tier > zone_tier,
-                f"must be above volcano_zone_tier ({zone_tier}): a region holds its zones")
-    karmada = _boolean(c, "karmada")
-    karmada_context = c.opt_string("karmada_context")
-    if karmada_context is not None and not karmada:
-        raise c.error("karmada_context", "only with karmada: true")
-    return ClusterConfig(
-        name=name,
-        context=c.string("context", default=name),
-        backend=backend,
-        queue=queue,
-        karmada=karmada,
-        karmada_context=karmada_context,
-        pin_hosts=_boolean(c, "pin_hosts"),
-        namespace=c.opt_string("namespace"),
-        scheduler_name=c.opt_string("scheduler_name"),
-        volcano_zone_tier=zone_tier,
-        volcano_region_tier=region_tier,
-        pods=podoptions.parse(c.raw("pods"), c.source, c.at("pods")),
-        tolerations=parse_tolerations(c.raw("tolerations"), c.source, c.at("tolerations")),
+class ClusterDecl(Declared):
+    """One cluster's settings (the module docstring shows each key)."""
+
+    context: Text | None = Field(default=None, description="kubeconfig context (default: the cluster's name)")
+    backend: Annotated[BackendName, one_of(BackendName)] = "none"
+    queue: Text | None = Field(default=None, description="Kueue LocalQueue (required for kueue); Volcano queue")
+    karmada: bool = False
+    karmada_context: Text | None = None
+    pin_hosts: bool = False
+    namespace: Text | None = None
+    scheduler_name: Text | None = None
+    volcano_zone_tier: int | None = integer(1, default=None)
+    volcano_region_tier: int | None = integer(1, default=None)
+    # Read by their own modules, which name the entry at fault (geosched/kube/podoptions.py, tolerations.py).
+    pods: Annotated[Any, WithJsonSchema({"type": "object", "description": "geosched/kube/podoptions.py"})] = None
+    tolerations: Annotated[Any, WithJsonSchema({"type": "array", "description": "Kubernetes' toleration shape "
+                                                "(geosched/kube/tolerations.py)"})] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.backend == Backend.KUEUE.value and self.queue is None:
+            raise Refused("required for backend kueue (the LocalQueue the job is submitted to)", "queue")
+        zone, region = self.volcano_zone_tier, self.volcano_region_tier
+        if zone is not None and region is not None and region <= zone:
+            raise Refused(f"must be above volcano_zone_tier ({zone}): a region holds its zones", "volcano_region_tier")
+        if self.karmada_context is not None and not self.karmada:
+            raise Refused("only with karmada: true", "karmada_context")
+        return self
+
+    def cluster(self, name: str, source: str) -> ClusterConfig:
+        at = f"clusters.{name}"
+        return ClusterConfig(
+            name=name, context=self.context or name, backend=Backend(self.backend), queue=self.queue,
+            karmada=self.karmada, karmada_context=self.karmada_context, pin_hosts=self.pin_hosts,
+            namespace=self.namespace, scheduler_name=self.scheduler_name, volcano_zone_tier=self.volcano_zone_tier,
+            volcano_region_tier=self.volcano_region_tier, pods=podoptions.parse(self.pods, source, f"{at}.pods"),
+            tolerations=parse_tolerations(self.tolerations, source, f"{at}.tolerations"))
+
+
+class ClusterConfigDoc(SettingsDocument):
+    KIND: ClassVar[str] = "ClusterConfig"
+    DESCRIPTION: ClassVar[str] = (
+        "Per-cluster settings for handing a placed gang to Kubernetes (`--clusters`, a GitOps repository's "
+        "clusters.yaml): context, gang backend, queue, Karmada, pod options, tolerations."
     )
+
+    clusters: Annotated[dict[str, ClusterDecl], BeforeValidator(_clusters)]
+
+
+def parse_cluster_config(data: Any, source: str) -> dict[str, ClusterConfig]:
+    doc = ClusterConfigDoc.read(data, source)
+    return {name: c.cluster(name, source) for name, c in doc.clusters.items()}
 
 
 def apply_context(cluster: ClusterConfig) -> str:
@@ -145,16 +157,6 @@ def apply_context(cluster: ClusterConfig) -> str:
                              "required to submit to a Karmada member (the Karmada API server's context)")
         return cluster.karmada_context
     return cluster.context
-
-
-def _boolean(c: Fields, key: str) -> bool:
-    # Fields has no boolean reader; YAML 1.1 turns `yes`/`on` into booleans already, anything else is an error.
-    value = c.raw(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise c.error(key, f"expected true or false, got {value!r}")
-    return value
 
 
 def cluster_to_dict(cluster: ClusterConfig) -> dict[str, Any]:

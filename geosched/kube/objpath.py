@@ -1,8 +1,9 @@
 """Reading a Kubernetes object without a schema of every field: walk only the fields geosched needs,
 and name the full field path (`spec.replicatedJobs[0].template.spec...`) in every error.
 
-`Fields` rejects unknown keys, which suits geosched's own files but not a Kubernetes object, where any
-field the API allows may appear; this reader checks types on the path it walks and ignores the rest.
+geosched's own files are declared (geosched.files.decl) and refuse unknown keys, which suits them but not a
+Kubernetes object, where any field the API allows may appear; this reader checks types on the path it walks and
+ignores the rest.
 """
 
 from __future__ import annotations

@@ -13,12 +13,12 @@ from geosched.core.models import Fleet, NetworkView, Node, Placement
 from geosched.plots.candidates import ranked
 from geosched.plots.files import write_figure
 from geosched.plots.gang import gang_map
+from geosched.plots.grid import node_grid, zone_grid
+from geosched.plots.heatmap import heatmap_figure
 from geosched.plots.placement import placement_figure
 from geosched.plots.simulation import simulation_figure
 from geosched.plots.timing import draw_replay, draw_window
 from geosched.policies.timeshift import Shift
-from geosched.probes.grid import node_grid, zone_grid
-from geosched.probes.heatmap import heatmap_figure
 from geosched.simulate.metrics import PolicyResult
 
 
@@ -48,6 +48,6 @@ def simulation_plot(path: Path, results: Sequence[PolicyResult], title: str, *, 
 
 def heatmap_plot(path: Path, view: NetworkView, nodes: Sequence[Node], scope: str, *,
                  option: str = "--heatmap") -> Path:
-    """The view's RTT heatmap at node or zone scope (`geosched.probes.grid`)."""
+    """The view's RTT heatmap at node or zone scope (`geosched.plots.grid`)."""
     grid = zone_grid(view, nodes) if scope == "zone" else node_grid(view, nodes)
     return write_figure(path, heatmap_figure(grid), option, f"geosched probe show: {grid.title}")

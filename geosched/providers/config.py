@@ -22,7 +22,6 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from geosched.console import settings
 from geosched.core.errors import InputError
@@ -110,24 +109,25 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
     leases file. The SSH public key is read from `public_key_path`, GEOSCHED_SSH_PUBLIC_KEY or the usual
     ~/.ssh/*.pub, first found; the network from `network` or GEOSCHED_TERRAFORM_OUTPUT (a bad file is an
     InputError naming it); the admin CIDRs from `admin_cidrs` (`--admin-cidr`) or GEOSCHED_ADMIN_CIDRS."""
-    def get(setting: settings.Setting) -> Any:
-        return settings.from_environment(setting, env)
+    from geosched.console.settings_model import from_variables
 
-    net_path = network or get(settings.TERRAFORM_OUTPUT)
+    values = from_variables(env)
+    net_path = network or values.terraform_output
     net = load_terraform_output(net_path) if net_path is not None else None
     if admin_cidrs is not None:
         source = "--admin-cidr"
         cidrs = parse_admin_cidrs(admin_cidrs.strip(), source) if admin_cidrs.strip() else DEFAULT_ADMIN_CIDRS
     else:
-        source, cidrs = ENV_ADMIN_CIDRS, get(settings.ADMIN_CIDRS) or DEFAULT_ADMIN_CIDRS
-    aws = AwsSettings(regions=get(settings.AWS_REGIONS) or (), ami=get(settings.AWS_AMI),
-                      key_name=get(settings.AWS_KEY_NAME), terraform=net, admin_cidrs=cidrs)
-    gcp = GcpSettings(project=get(settings.GCP_PROJECT), endpoint=get(settings.GCP_ENDPOINT),
-                      image=get(settings.GCP_IMAGE) or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs,
-                      public_ips=get(settings.GCP_PUBLIC_IPS) is not False)
-    ssh = SshSettings(inventory=inventory or get(settings.INVENTORY), leases=home / "ssh-leases.json")
-    return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh, ssh_public_key=read_public_key(env, public_key_path),
-                            ssh_user=get(settings.SSH_USER) or DEFAULT_SSH_USER, network=net, admin_cidrs=cidrs,
+        source, cidrs = ENV_ADMIN_CIDRS, values.admin_cidrs or DEFAULT_ADMIN_CIDRS
+    aws = AwsSettings(regions=values.aws_regions or (), ami=values.aws_ami, key_name=values.aws_key_name,
+                      terraform=net, admin_cidrs=cidrs)
+    gcp = GcpSettings(project=values.gcp_project, endpoint=values.gcp_endpoint,
+                      image=values.gcp_image or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs,
+                      public_ips=values.gcp_public_ips)
+    ssh = SshSettings(inventory=inventory or values.inventory, leases=home / "ssh-leases.json")
+    return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh,
+                            ssh_public_key=read_public_key(env, public_key_path, values.ssh_public_key),
+                            ssh_user=values.ssh_user, network=net, admin_cidrs=cidrs,
                             admin_cidrs_from=source if cidrs else "")
 
 
@@ -220,9 +220,11 @@ def exposure(cidr: str) -> str:
     return f"{count} addresses ({where})"
 
 
-def read_public_key(env: Mapping[str, str], explicit: Path | None = None) -> str | None:
+def read_public_key(env: Mapping[str, str], explicit: Path | None = None, named: Path | None = None) -> str | None:
+    """The first public key found: `explicit` (`--ssh-key`), `named` (else GEOSCHED_SSH_PUBLIC_KEY), ~/.ssh/*.pub."""
     candidates = [explicit] if explicit else []
-    named: Path | None = settings.from_environment(settings.SSH_PUBLIC_KEY, env)
+    if named is None:
+        named = settings.from_environment(settings.SSH_PUBLIC_KEY, env)
     if named is not None:
         candidates.append(named)
     if not candidates:

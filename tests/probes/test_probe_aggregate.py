@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from geosched.console.output import rfc3339
 from geosched.core.models import LinkStats, NetworkView
+from geosched.files.formats import API_VERSION
 from geosched.probes.aggregate import (
     UNKNOWN_THROUGHPUT_GBPS,
     NodeScope,
@@ -20,6 +22,7 @@ from geosched.probes.plan import Plan
 from geosched.probes.results import EchoResult, RunReport, ThroughputResult, report_to_dict
 from geosched.probes.settings import PlanKind
 from geosched.store.db import Store
+from tests.output_support import valid
 
 ZONE = {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b"}
 
@@ -122,6 +125,14 @@ def test_slow_node_flagged_against_its_zone_peers_not_its_neighbours() -> None:
 
 def test_report_document() -> None:
     doc = report_to_dict(RUN)
+    # The whole ProbeRun as `probe run -o json` prints it (geosched/probes/cli.py) is valid against the schema its
+    # declaration writes (geosched/files/decl/probe.py): the testbed checks a real run, this one runs everywhere.
+    printed = {"apiVersion": API_VERSION, "kind": "ProbeRun", **doc, "started_at": rfc3339(RUN.started_at),
+               "stored": {"node_samples": 6, "zone_samples": 3}, "slow_nodes": [{"node": "a2", "zone": "a",
+                                                                                  "reason": "slow"}]}
+    valid(printed)
+    with pytest.raises(AssertionError, match="ProbeRun: echo/0"):
+        valid({**printed, "echo": [{**doc["echo"][0], "rtt_ms": 1.0}]})
     assert doc["planned"] == {"echo_pairs": 6, "throughput_pairs": 2}
     assert doc["echo"][3] == {"src": "b1", "dst": "b2", "method": "icmp", "sent": 4, "received": 2,
                                    "loss": 0.5, "rtt_p50_ms": 0.3, "rtt_p95_ms": 0.3, "jitter_ms": 0.0}

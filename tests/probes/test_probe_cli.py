@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from geosched.core.errors import InputError
 from geosched.core.models import LinkStats
 from geosched.files.inventory import load_inventory
+from geosched.plots.grid import zone_grid
 from geosched.probes.cli import make_app
-from geosched.probes.grid import zone_grid
 from geosched.probes.service import inventory_nodes
 from geosched.store.db import Sample, Store
 from tests.output_support import valid

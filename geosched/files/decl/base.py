@@ -283,7 +283,7 @@ def reason(kind: str, value: Any, ctx: Mapping[str, Any], message: str) -> str:
     for bound, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if bound in ctx:
             limit = ctx[bound]
-            if isinstance(limit, float):  # a number field: as Fields.number writes it
+            if isinstance(limit, float):  # a number field: written as %g
                 shown = "a larger number" if huge_int and abs(value) > MAX_NUMBER else f"{float(value):g}"
                 return f"must be {sign} {limit:g}, got {shown}"
             shown = f"{value}" if not huge_int or abs(value) < 10**30 else "a larger number"
@@ -318,6 +318,9 @@ def number(
 # (string_type, string_pattern_mismatch) read as geosched.files.fields' "expected a non-empty string".
 Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
 """A non-empty string (not only spaces)."""
+
+Time = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A time geosched writes: RFC 3339, UTC (geosched.console.output.rfc3339)."""
 
 
 def _string_list(value: Any) -> Any:

@@ -7,24 +7,37 @@ import json
 
 from geosched.files.decl.base import Document, OutputDocument
 from geosched.files.decl.fleet import FleetDoc
+from geosched.files.decl.inventory import InventoryDoc
 from geosched.files.decl.job import JobDoc
 from geosched.files.decl.network import NetworkDoc
 from geosched.files.decl.placement import NoFitDoc, PlacementDoc
+from geosched.files.decl.probe import ProbeRunDoc
+from geosched.files.decl.provisioning import GangStatusDoc, ProvisionPlanDoc, ProvisionResultDoc
+from geosched.files.decl.reports import CarbonReportDoc, CostReportDoc
+from geosched.files.decl.settings import SettingsDoc
+from geosched.files.decl.simulation import SimulationReportDoc
+from geosched.files.decl.submit import SubmitOutcomeDoc
 from geosched.gitops.config import GitOpsConfigDoc
+from geosched.kube.config import ClusterConfigDoc
 from geosched.kube.multikueue.settings import DispatcherConfigDoc
 from geosched.kube.scheduler.settings import SchedulerConfigDoc
 
-# Declared beside their package where one owns them (the GitOps, scheduler and dispatcher settings).
+# Declared beside their package where one owns them (the GitOps, cluster, scheduler and dispatcher settings).
 DECLARED: tuple[type[Document], ...] = (
+    ClusterConfigDoc,
     DispatcherConfigDoc,
     FleetDoc,
     GitOpsConfigDoc,
+    InventoryDoc,
     JobDoc,
     NetworkDoc,
     SchedulerConfigDoc,
 )
 # What geosched prints, declared for its shape and schema (the output contract tests validate the commands' output).
-WRITTEN: tuple[type[OutputDocument], ...] = (NoFitDoc, PlacementDoc)
+WRITTEN: tuple[type[OutputDocument], ...] = (
+    CarbonReportDoc, CostReportDoc, GangStatusDoc, NoFitDoc, PlacementDoc, ProbeRunDoc, ProvisionPlanDoc,
+    ProvisionResultDoc, SettingsDoc, SimulationReportDoc, SubmitOutcomeDoc,
+)
 
 
 def schema_files() -> dict[str, str]:

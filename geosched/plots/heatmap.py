@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from geosched.plots.files import plain
-from geosched.probes.grid import LinkGrid
+from geosched.plots.grid import LinkGrid
 
 TICKS_MS = (0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000)
 WRITTEN_CELLS = 48  # rows up to which every cell carries its value (a 40-zone fleet still does)

@@ -1,0 +1,256 @@
+"""Every setting's type, default, help and check, declared once as a pydantic-settings model (`Values`): one field per
+setting, named as its config file key with `_` for the dot (`weights.cost` is `weights_cost`), read from its
+environment variable by alias. geosched.console.settings holds the names (key, variable, option) the CLI binds on
+`-h`, which must not import pydantic (tests/test_cli_startup.py); this module is imported when a value is read.
+
+The checks are the functions below (each raises ValueError with the reason, which becomes the one line naming the file
+or variable and the key); a value from the environment is text, one from the file any YAML type, so each accepts both
+(`names`: a YAML list or comma-separated text). pydantic-settings does no JSON decoding of variables
+(`enable_decoding=False`): `GEOSCHED_REGIONS=us-east-1,eu-west-1` is two names, not a JSON document.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from geosched.console.settings import BY_KEY
+from geosched.core.errors import InputError
+from geosched.core.models import Weights as CoreWeights
+from geosched.files import gate
+from geosched.policies import DEFAULT_POLICY
+
+# The output formats some command offers; `output` is refused in the file only when no command offers it.
+OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "csv", "md", "html")
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str | int | float | Path) or isinstance(value, bool) or not str(value).strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return str(value).strip()
+
+
+def path(value: Any) -> Path:
+    return Path(text(value)).expanduser()
+
+
+def weight(value: Any) -> float:
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"expected a finite number >= 0, got {value!r}")
+    return number
+
+
+def names(value: Any) -> tuple[str, ...]:
+    """A YAML list, or comma-separated text as in the environment."""
+    items = value if isinstance(value, list | tuple) else text(value).split(",")
+    out = tuple(text(item) for item in items if not isinstance(item, str) or item.strip())
+    if not out:
+        raise ValueError("expected at least one name")
+    return out
+
+
+def flag(value: Any) -> bool:
+    """A YAML boolean, or in the environment yes/no (true/false, 1/0, on/off, any case)."""
+    if isinstance(value, bool):
+        return value
+    word = text(value).lower()
+    if word in ("yes", "true", "1", "on"):
+        return True
+    if word in ("no", "false", "0", "off"):
+        return False
+    raise ValueError(f"expected yes or no, got {value!r}")
+
+
+def one_of(choices: tuple[str, ...], value: Any) -> str:
+    chosen = text(value)
+    if chosen not in choices:
+        raise ValueError(f"expected one of {', '.join(choices)}, got {chosen!r}{did_you_mean(chosen, choices)}")
+    return chosen
+
+
+def policy_name(value: Any) -> str:
+    from geosched import policies
+
+    return one_of(tuple(policies.names()), value)
+
+
+def cidrs(value: Any) -> tuple[str, ...]:
+    from geosched.providers.config import parse_admin_cidrs
+
+    joined = ",".join(map(str, value)) if isinstance(value, list | tuple) else text(value)
+    try:
+        return parse_admin_cidrs(joined, "")
+    except InputError as exc:
+        raise ValueError(exc.reason) from None
+
+
+def limits(value: Any) -> str:
+    """`kind=MiB,...`, or in the file a mapping `{trace: 4096}`; checked as gate checks it."""
+    joined = ",".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else text(value)
+    try:
+        gate.parse_limits(joined, "")
+    except InputError as exc:
+        raise ValueError(f"{exc.field + ': ' if exc.field else ''}{exc.reason}") from None
+    return joined
+
+
+def did_you_mean(word: str, known: Any) -> str:
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+Text = Annotated[str, BeforeValidator(text)]
+PathValue = Annotated[Path, BeforeValidator(path)]
+Weight = Annotated[float, BeforeValidator(weight)]
+Names = Annotated[tuple[str, ...], BeforeValidator(names)]
+Flag = Annotated[bool, BeforeValidator(flag)]
+
+
+def setting(key: str, help: str, default: Any = None) -> Any:
+    """The field of the setting `key`: its variable as geosched.console.settings names it (the alias pydantic-settings
+    reads), its help (docs/settings.md, the schema) and its default."""
+    return Field(default, validation_alias=BY_KEY[key].env, description=help)
+
+
+_W = CoreWeights()
+
+
+class Values(BaseSettings):
+    """The settings as declared; `from_variables` reads them from an environment mapping."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, case_sensitive=True, enable_decoding=False,
+                                      env_ignore_empty=True, validate_by_name=True, validate_by_alias=True)
+
+    home: PathValue | None = setting("home", "State directory: the store, journals, leases.")
+    output: Annotated[str, BeforeValidator(lambda v: one_of(OUTPUT_FORMATS, v))] = setting(
+        "output", "Output format of every command that offers it (`-o`).", "table")
+    policy: Annotated[str, BeforeValidator(policy_name)] = setting(
+        "policy", "Placement policy of place, submit, simulate and the MultiKueue dispatcher (`--policy`).",
+        DEFAULT_POLICY)
+    weights_network: Weight = setting("weights.network", "Weight of the network term (`--network-weight`).",
+                                      _W.network)
+    weights_cost: Weight = setting("weights.cost", "Weight of the $ term (`--cost-weight`).", _W.cost)
+    weights_carbon: Weight = setting("weights.carbon", "Weight of the carbon term (`--carbon-weight`).", _W.carbon)
+    weights_zone_tolerance: Weight = setting(
+        "weights.zone_tolerance", "A placement in fewer zones wins while its total is within this fraction of the "
+        "best (`--zone-tolerance`).", _W.zone_tolerance)
+    weights_spot_risk: Weight = setting(
+        "weights.spot_risk", "Weight of spot interruption risk on spot prices, in provision's plan and a spot job's "
+        "cost term; 0: price alone (`--risk-weight`).", _W.spot_risk)
+    providers: Names | None = setting("providers", "Providers provision, sweep and check use (`--provider`).")
+    regions: Names | None = setting(
+        "regions", "Only these regions, for provision, sweep and catalog refresh (`--regions`).")
+    admin_cidrs: Annotated[tuple[str, ...], BeforeValidator(cidrs)] | None = setting(
+        "admin_cidrs", "Who may reach SSH (tcp 22) of machines launched without a Terraform network "
+        "(`--admin-cidr`); none: provision refuses.")
+    terraform_output: PathValue | None = setting(
+        "terraform_output", "`terraform output -json` of geosched's modules to launch into (`--tf-output`); none: "
+        "the default VPC/network.")
+    inventory: PathValue | None = setting("inventory", "Inventory file of the ssh provider (`--inventory`).")
+    ssh_public_key: PathValue | None = setting(
+        "ssh.public_key", "SSH public key installed on new machines (`--ssh-key`).")
+    ssh_user: Text = setting("ssh.user", "User created on new machines, and probes log in as.", "geosched")
+    aws_regions: Names | None = setting("aws.regions", "AWS regions geosched looks in (sweep, status, refresh).")
+    aws_ami: Text | None = setting("aws.ami", "AMI to launch.")
+    aws_key_name: Text | None = setting("aws.key_name", "EC2 key pair to launch with.")
+    aws_eks_node_role: Text | None = setting(
+        "aws.eks_node_role", "IAM role ARN the nodes of an EKS node group geosched creates run as (`provision "
+        "--cluster`, `--node-role`).")
+    gcp_project: Text | None = setting("gcp.project", "GCP project.")
+    gcp_endpoint: Text | None = setting(
+        "gcp.endpoint", "Compute Engine API endpoint (an emulator, a private endpoint).")
+    gcp_gke_endpoint: Text | None = setting(
+        "gcp.gke_endpoint", "GKE (container) API endpoint for node pools (`provision --cluster --provider gcp`, "
+        "`up`): an emulator, a private endpoint. An http:// endpoint is called without credentials.")
+    gcp_image: Text | None = setting("gcp.image", "Image to launch.")
+    gcp_public_ips: Flag = setting(
+        "gcp.public_ips", "Give VMs geosched launches on GCP an external address (no: reach them by internal "
+        "address, from inside the VPC, a bastion or a VPN). With a Terraform network, the module's `public_ips` "
+        "decides.", True)
+    input_limits: Annotated[str, BeforeValidator(limits)] | None = setting(
+        "input_limits", "Size limits of input files per kind in MiB, e.g. trace=4096,fleet=512 "
+        "(geosched/files/gate.py).")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The variables of the mapping `from_variables` was given, nothing else (no .env, no secrets directory)."""
+        return (init_settings, _Variables(settings_cls))
+
+
+# The variables `Values()` reads: none but inside `from_variables` (so `check`, which validates one value through the
+# model, reads no variable).
+_ENVIRONMENT: ContextVar[Mapping[str, str]] = ContextVar("geosched_settings_environment", default=MappingProxyType({}))
+
+
+class _Variables(EnvSettingsSource):
+    """pydantic-settings' environment source over a mapping instead of os.environ (the provider settings are pure:
+    the CLI hands them the environment with the config file's values filled in)."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {name: value for name, value in _ENVIRONMENT.get().items() if value.strip()}  # blank: unset
+
+
+@contextmanager
+def _reading(env: Mapping[str, str]) -> Iterator[None]:
+    token = _ENVIRONMENT.set(env)
+    try:
+        yield
+    finally:
+        _ENVIRONMENT.reset(token)
+
+
+def field_name(key: str) -> str:
+    return key.replace(".", "_")
+
+
+def field(key: str) -> FieldInfo:
+    return Values.model_fields[field_name(key)]
+
+
+def from_variables(env: Mapping[str, str]) -> Values:
+    """Every setting from the variables of `env` (unset or empty: the default); a bad value is one InputError naming
+    the variable."""
+    with _reading(env):
+        try:
+            return Values()
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise InputError(str(error["loc"][0]), "", reason(error)) from None
+
+
+def check(key: str, value: Any, source: str, field_path: str) -> Any:
+    """One setting's value (text from a variable, any YAML type from the file), or an InputError naming `source` and
+    `field_path` (the key in a file; "" for a variable, which names the setting itself)."""
+    name = field_name(key)
+    try:
+        return getattr(Values.model_validate({name: value}), name)  # the others keep their defaults, unchecked
+    except ValidationError as exc:
+        raise InputError(source, field_path, reason(exc.errors()[0])) from None
+
+
+def reason(error: Any) -> str:
+    """The check's own words (our ValueError), else pydantic's message."""
+    cause = (error.get("ctx") or {}).get("error")
+    return str(cause) if isinstance(cause, ValueError) else str(error["msg"])
+
+
+def schema() -> dict[str, Any]:
+    return Values.model_json_schema(by_alias=False)
