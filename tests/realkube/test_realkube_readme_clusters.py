@@ -24,6 +24,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -58,15 +59,20 @@ def ml(realkube: Plane) -> Iterator[str]:
         yield ns
     kubectl = binaries.find()["kubectl"]
     for context, directory in ((EKS, "deploy/scheduler"), (MANAGER, "deploy/multikueue")):
-        subprocess.run([kubectl, "--kubeconfig", str(realkube.kubeconfig), "--context", context, "delete", "-k",
-                        directory, "--ignore-not-found", "--wait", "--timeout=120s"], cwd=ROOT, capture_output=True,
-                       timeout=180, check=False)
+        done = subprocess.run([kubectl, "--kubeconfig", str(realkube.kubeconfig), "--context", context, "delete",
+                               "-k", directory, "--ignore-not-found", "--wait", "--timeout=120s"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr  # the next test finds the plane as the session made it
     for cluster in (GKE, EKS):
         with realkube.kube(cluster) as kube:
-            for kind in KUEUE_KINDS:
-                for obj in kube.list_all(f"/apis/kueue.x-k8s.io/v1beta2/{kind}")[0]:
-                    if obj["metadata"]["name"].startswith("geosched"):
-                        kube.request("DELETE", f"/apis/kueue.x-k8s.io/v1beta2/{kind}/{obj['metadata']['name']}")
+            def ours(k: Any = kube) -> list[str]:
+                return [f"{kind}/{o['metadata']['name']}" for kind in KUEUE_KINDS
+                        for o in k.list_all(f"/apis/kueue.x-k8s.io/v1beta2/{kind}")[0]
+                        if o["metadata"]["name"].startswith("geosched")]
+
+            for path in ours():
+                kube.request("DELETE", f"/apis/kueue.x-k8s.io/v1beta2/{path}")
+            wait_until(lambda o=ours: not o() or None, 60, what=f"{cluster}: the Kueue objects of --kueue-objects gone")
 
 
 def test_the_readme_section_runs_on_the_real_control_plane(realkube: Plane, ml: str, tmp_path: Path) -> None:
