@@ -237,6 +237,69 @@ def test_place_says_in_one_line_which_zones_exist(zone: str, says: str, tmp_path
         assert "use1-az1, use1-az2, use1-az4, use1-az6" in lines[0]
 
 
+def test_place_maps_zone_names_from_the_nodes_only(tmp_path: Path) -> None:
+    """docs/design.md, "AWS zone names in job files": `place` maps a zone name to its ID from the fleet's nodes'
+    labels, and from nothing else: no AWS call (credentials and an endpoint are offered, a server that records
+    every request stands behind it and sees none). A snapshot whose nodes say the pairing places `us-east-1a`; the
+    same snapshot without the nodes' zone labels says in one line that AWS zones are keyed by ID."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    asked: list[str] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # EC2's query API is POST (DescribeAvailabilityZones among it)
+            asked.append(self.path)
+            self.send_error(500)
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # AWS's documented example key pair (docs.aws.amazon.com/IAM/latest/UserGuide/security-creds.html).
+    env = {**os.environ, "GEOSCHED_HOME": str(tmp_path),
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{server.server_port}", "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def place(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "geosched", "place", *map(str, args)], capture_output=True,
+                              text=True, env=env, timeout=120)
+
+    try:
+        labelled = tmp_path / "snap"
+        export = subprocess.run([sys.executable, "-m", "geosched", "snapshot", "export", "--embedded", str(labelled)],
+                                capture_output=True, text=True, env=env, timeout=120)
+        assert export.returncode == 0, export.stderr
+        job = tmp_path / "named.yaml"
+        job.write_text("name: named\nworkers: 2\ngpus_per_worker: 8\ngpu: H100\nzones: [us-east-1a]\n")
+        mapped = place(job, "--snapshot", labelled, "-o", "json")
+        assert mapped.returncode == 0, mapped.stderr
+        assert json.loads(mapped.stdout)["zones"] == ["use1-az6"]  # what the nodes labelled us-east-1a say
+
+        bare = tmp_path / "bare"
+        bare.mkdir()
+        (bare / "network.yaml").write_text((labelled / "network.yaml").read_text())
+        fleet = yaml.safe_load((labelled / "fleet.yaml").read_text())
+        nodes = fleet["nodes"] if isinstance(fleet, dict) else fleet
+        for node in nodes:
+            for key in ("topology.kubernetes.io/zone", "topology.k8s.aws/zone-id"):
+                (node.get("labels") or {}).pop(key, None)
+        (bare / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+        unmapped = place(job, "--snapshot", bare)
+        assert unmapped.returncode == 3, unmapped.stderr
+        [line] = unmapped.stderr.strip().splitlines()
+        assert "zone us-east-1a: AWS zones are keyed by zone ID" in line
+        assert "IDs in us-east-1: use1-az1, use1-az2, use1-az4, use1-az6" in line
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == []
+
+
 def test_place_says_an_unknown_region_in_one_line(tmp_path: Path) -> None:
     job = tmp_path / "r.yaml"
     job.write_text("name: r\nworkers: 2\ngpus_per_worker: 8\nregions: [us-east-9]\n")

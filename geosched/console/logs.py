@@ -2,7 +2,8 @@
 Kubernetes client logs a failed exec plugin with `logging.error` on the root logger (which, with no handler there,
 configures one on the spot and so lets every later library warning through, urllib3's `Retrying ...` among them);
 geosched says the cause in its one error line instead (`geosched.kube.credplugin`). The long-running verbs (the
-in-cluster scheduler, the MultiKueue dispatcher) log with timestamps, libraries included: `daemon`.
+in-cluster scheduler, the MultiKueue dispatcher) log with timestamps, libraries included (urllib3's retry warnings
+excepted): `daemon`.
 """
 
 from __future__ import annotations
@@ -60,3 +61,7 @@ def daemon(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=FORMAT)
     # Only geosched's own lines go to debug: the HTTP libraries' debug output includes response bodies.
     logging.getLogger("geosched").setLevel(logging.DEBUG if verbose else logging.INFO)
+    # urllib3 says each of its own retries (`Retrying (Retry(total=2, ...)) after connection broken by ...`), three
+    # per failed request, per resource, for as long as a server is down; geosched says the cause itself, once per
+    # backoff step (geosched.kube.scheduler.reflector.Outage) or in the command's one error line.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)

@@ -62,7 +62,9 @@ ClustersOpt = Annotated[Path | None, typer.Option(
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
+def _errors(context: str | None = None, in_cluster: bool = False) -> Iterator[None]:
+    """Errors as one line and their exit code. `context`/`in_cluster`: the one cluster the command talks to, named
+    in the line when it cannot be reached."""
     # Mapped here as well as in geosched.cli.main.main, so exit codes hold however the sub-app is run.
     from geosched.console import render
     from geosched.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, GeoschedError, InputError
@@ -79,7 +81,8 @@ def _errors() -> Iterator[None]:
             raise
         from geosched.kube.client import describe
 
-        render.error(f"cannot reach the cluster: {describe(exc)}")
+        which = " (in-cluster)" if in_cluster else f" of context {context}" if context else ""
+        render.error(f"cannot reach the cluster{which}: {describe(exc)}")
         raise typer.Exit(EXIT_FAILED) from None
 
 
@@ -301,7 +304,7 @@ def scheduler_run(
     from geosched.kube.scheduler import FileNetwork, no_network
     from geosched.kube.scheduler import run as run_scheduler
 
-    with _errors():
+    with _errors(context, in_cluster):
         if context is None and not in_cluster:
             raise InputError("--context", "", "required (or --in-cluster inside the cluster)")
         settings = _settings(config, namespace, leader_elect, scheduler_name, lease_namespace)

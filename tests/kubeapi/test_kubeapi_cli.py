@@ -129,6 +129,65 @@ def test_a_dead_context_is_named_with_its_cause_not_a_no_fit(fleet: MultiCluster
     assert "context dead" in some.stderr
 
 
+def dead_only(directory: Path) -> tuple[Path, int]:
+    """A kubeconfig of one context, `dead`, whose server is a loopback port nothing listens on."""
+    port = closed_port()
+    path = directory / "dead.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+        "clusters": [{"name": "dead", "cluster": {"server": f"https://127.0.0.1:{port}",
+                                                  "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "dead", "user": {"token": "t0ken-not-to-be-shown"}}],
+        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "dead"}}]}), encoding="utf-8")
+    return path, port
+
+
+def test_dispatch_once_on_a_dead_context_is_one_line_naming_the_context_and_cause(tmp_path: Path) -> None:
+    """Issue 21 item 12: `multikueue dispatch --once` on a dead context printed urllib3's three `Retrying ...`
+    WARNING lines, then "cannot reach the cluster" without naming the context."""
+    kubeconfig, port = dead_only(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "geosched", "multikueue", "dispatch", "--kubeconfig", str(kubeconfig),
+                           "--context", "dead", "--once", "--no-record"], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "GEOSCHED_HOME": str(tmp_path)})
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: cannot reach the cluster of context dead: cannot connect to 127.0.0.1:{port}: Failed to establish a "
+        "new connection: [Errno 111] Connection refused"], done.stderr
+    assert done.stdout == ""
+
+
+def test_scheduler_run_on_a_dead_server_keeps_trying_with_a_backoff_said_once_a_step(tmp_path: Path) -> None:
+    """Issue 21 item 12: `scheduler run` on an API server that cannot be reached logged urllib3's retries forever
+    (three lines per request) and each of its five resources' own failure at every step. It must keep trying (a
+    long-running loop), on a bounded backoff (0.5 s doubling to 30 s), one line per step naming the context and
+    the cause, and stop cleanly on SIGTERM."""
+    kubeconfig, port = dead_only(tmp_path)
+    log = tmp_path / "stderr"
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "geosched", "scheduler", "run", "--kubeconfig", str(kubeconfig), "--context", "dead",
+             "--no-leader-elect"], stdout=subprocess.DEVNULL, stderr=err, text=True, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), "GEOSCHED_HOME": str(tmp_path)})
+        try:
+            # Three steps: 0.5 s, 1 s, then 2 s after the first failure (3.5 s of backoff in all).
+            wait_until(lambda: log.read_text().count("trying again in") >= 3, timeout=60, what="three steps")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+    lines = log.read_text().splitlines()
+    assert process.returncode == 0, lines
+    assert lines[-1].startswith("stopped: 0 gang(s)"), lines
+    steps = lines[:-1]
+    assert not [line for line in steps if "urllib3" in line or "Retrying" in line], steps
+    cause = (f"context dead: cannot reach the API server (cannot connect to 127.0.0.1:{port}: Failed to establish "
+             "a new connection: [Errno 111] Connection refused); trying again in ")
+    assert all(cause in line for line in steps), steps
+    delays = [float(line.rsplit(" ", 1)[1].removesuffix("s")) for line in steps]
+    # One line a step (five resources failing at each step would repeat each delay), each step twice the last.
+    assert delays == [0.5 * 2**i for i in range(len(delays))], steps
+    assert "t0ken-not-to-be-shown" not in log.read_text()
+
+
 def test_scheduler_run_binds_and_stops_on_sigterm(fleet: MultiCluster, tmp_path: Path) -> None:
     cluster = fleet["cluster-a"]
     pods = add_gang(cluster, "g", 2)
@@ -144,3 +203,30 @@ def test_scheduler_run_binds_and_stops_on_sigterm(fleet: MultiCluster, tmp_path:
     assert process.returncode == 0, err
     assert "stopped: 1 gang(s), 2 pod(s) bound" in err
     assert cluster.token not in err  # no credentials in the log
+
+
+def test_an_outage_is_one_backoff_for_every_reflector_bounded_and_said_once_a_step(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The backoff itself, on a clock the test moves: five reflectors failing at every step make one line; the
+    delay doubles to 30 s and stays there (the loop keeps trying); the first list that answers ends the outage."""
+    from geosched.kube.scheduler.reflector import Outage
+
+    now = [100.0]
+    outage = Outage("context dead", clock=lambda: now[0])
+    cause = ConnectionRefusedError(111, "Connection refused")
+    waits = []
+    with caplog.at_level("WARNING", logger="geosched.kube.scheduler.reflector"):
+        for _ in range(10):
+            step = [outage.failed(cause) for _ in range(5)]  # the five resources, a moment apart
+            waits.append(step[0])
+            assert all(w == step[0] for w in step)
+            now[0] += step[0]
+        outage.reached()
+        outage.reached()
+        assert outage.failed(cause) == 0.5  # a new outage starts at the first step again
+    assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 12, lines  # ten steps, one recovery, the new outage's first step
+    assert lines[0] == ("context dead: cannot reach the API server (ConnectionRefusedError: [Errno 111] Connection "
+                        "refused); trying again in 0.5s")
+    assert lines[10] == "context dead: the API server answers again, after 152s"

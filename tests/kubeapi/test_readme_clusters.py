@@ -6,17 +6,18 @@ The clusters are emulated API servers (tests/kubeemu) holding nodes shaped as EK
 manager and workers set up as Kueue's MultiKueue guide does (tests/kubeapi/multikueue_support.py). kubectl is the
 real one (when the machine has it): it renames the context, lists contexts and builds every kustomization.
 
-Not run, and why (each is still checked for what it references): the cloud CLIs (`aws`, `gcloud`: an account),
-`docker build`/`push` (a container engine), `kustomize edit` (the edit is made to a copy and built with
-`kubectl kustomize`), and the `kubectl` verbs that need a whole control plane (`apply -k` is built offline and its
-objects are what tests/kubeapi/test_kubeapi_deploy*.py validate; `edit` and `rollout restart` of Kueue's own
-objects). When the real control plane fixture (lane realkube) lands, `apply -k` runs there.
+Not run here, and why (each is still checked for what it references): the cloud CLIs (`aws`, `gcloud`: an
+account), `docker build`/`push` (a container engine), `kustomize edit` (the edit is made to a copy and built with
+`kubectl kustomize`), and the `kubectl` verbs that need a whole control plane: `apply -k` is built offline here
+and runs as written on the real control plane, with the section's geosched commands and the MultiKueue pass
+(tests/realkube/test_realkube_readme_clusters.py); `edit` and `rollout restart` of Kueue's own Deployment run
+nowhere (the real plane runs Kueue as a process, not as Kueue's Deployment). This test stays for what the real
+plane does not have: the cloud CLIs' context names, the image build and the `kustomize edit` lines.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -30,28 +31,12 @@ import pytest
 import yaml
 
 from tests.kubeapi.multikueue_support import SITES, kueue_world, reserve_quota, seeded, workload
+from tests.kubeapi.readme_section import GKE_CONTEXT, ROOT, as_cloud_cli_left_it, commands, write_files
 from tests.kubeapi.real_nodes import eks_us_east_1, gke_us_central1, seed
 from tests.kubeemu import MultiCluster
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-GKE_CONTEXT = "gke_ml-platform-prod_us-central1_gpu-central"  # what `gcloud ... get-credentials` names it
 KUBECTL = shutil.which("kubectl")
-
-
-def section() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("## Run it on your clusters\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
-
-
-def blocks(kind: str) -> list[str]:
-    return re.findall(rf"```{kind}\n(.*?)```", section(), re.S)
-
-
-def commands() -> list[str]:
-    return [line for block in blocks("bash") for line in block.splitlines() if line.strip()]
 
 
 @dataclass
@@ -87,23 +72,10 @@ def clusters(tmp_path: Path) -> Iterator[MultiCluster]:
             assert cluster.server_errors == [], cluster.server_errors
 
 
-def as_cloud_cli_left_it(kubeconfig: Path, out: Path) -> Path:
-    """The kubeconfig as `aws eks update-kubeconfig --alias eks-us-east-1` and `gcloud container clusters
-    get-credentials` leave it: the EKS context under its alias, the GKE one under gcloud's generated name."""
-    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
-    for context in config["contexts"]:
-        if context["name"] == "gke-us-central1":
-            context["name"] = GKE_CONTEXT
-    out.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return out
-
-
 def test_the_readme_section_runs_as_written(clusters: MultiCluster, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    for block in blocks("yaml"):
-        name = block.splitlines()[0].removeprefix("# ").strip()
-        (work / name).write_text(block, encoding="utf-8")
+    write_files(work)
     kubeconfig = as_cloud_cli_left_it(clusters.kubeconfig, tmp_path / "kubeconfig")
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "GEOSCHED_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
     run = Run(work, env)

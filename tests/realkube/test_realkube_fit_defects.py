@@ -1,7 +1,6 @@
 """The defects issue 20 lists, reproduced on the real control plane: each test asserts what a correct geosched
-makes the real system do. Those still open are strict xfail (raises=AssertionError: a timeout or a harness error
-is a real failure), so they run in CI and turn red the day the fix lands; the marker names the item of issue 21,
-which holds the fixes, and goes with the fix."""
+makes the real system do. Each was strict xfail (raises=AssertionError) while open and was seen failing at its own
+assertion; all pass since their fixes (issue 21 items 1, 2, 3, 5, 7 and 12), so none is marked any more."""
 
 from __future__ import annotations
 

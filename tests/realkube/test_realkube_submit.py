@@ -25,6 +25,7 @@ from tests.realkube.realkube_support import (
     geosched,
     job_pods_selector,
     wait_all_running,
+    wait_until,
 )
 
 pytestmark = pytest.mark.realkube
@@ -107,3 +108,29 @@ def test_submit_with_the_workload_api_runs_the_gang_through_kube_schedulers_gang
         assert pod["spec"]["schedulingGroup"] == {"podGroupName": "train"}  # the server kept the field: gate on
         assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
 
+
+
+def test_the_workload_apis_companions_are_owned_by_the_job_and_collected_with_it(realkube: Plane,
+                                                                                tmp_path: Path) -> None:
+    """Issue 21 item 5: the Workload and PodGroup (and the Service) `submit` makes beside the Job carry an
+    ownerReference to that Job's uid, so the real garbage collector deletes them when the Job is deleted."""
+    with realkube.namespace("submit-gang-gc", clusters=(GANG,)) as ns:
+        config = cluster_config(tmp_path / "clusters.yaml", {GANG: {"namespace": ns, "backend": "workload-api"}})
+        job = compact_job(tmp_path / "train.yaml", "train", workers=2, gpus=8)
+        outcome = submit(realkube, tmp_path, job, config, GANG)
+        assert [a["kind"] for a in outcome["applied"]] == ["Workload", "PodGroup", "Service", "Job"]
+        companions = {"Workload": f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/workloads/train",
+                      "PodGroup": f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups/train",
+                      "Service": f"/api/v1/namespaces/{ns}/services/train"}
+        with realkube.kube(GANG) as kube:
+            wait_all_running(kube, ns, 2, job_pods_selector("train"))
+            uid = (kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs/train") or {})["metadata"]["uid"]
+            owners = {kind: [(r["kind"], r["name"], r["uid"]) for r in
+                             ((kube.get(path) or {}).get("metadata") or {}).get("ownerReferences") or []]
+                      for kind, path in companions.items()}
+            assert owners == {kind: [("Job", "train", uid)] for kind in companions}, owners
+            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
+                         query={"propagationPolicy": "Background"})
+            # The real garbage collector (kube-controller-manager) deletes the dependents of a deleted owner.
+            wait_until(lambda: all(kube.get(path) is None for path in companions.values()) or None, 90,
+                       what="the Job's Workload, PodGroup and Service garbage-collected")

@@ -97,7 +97,7 @@ def make_app(home: Callable[[], Path | None]) -> typer.Typer:
         from geosched.kube.scheduler import FileNetwork, StoreNetwork, no_network
         from geosched.store.db import Store
 
-        with _errors(), ExitStack() as stack:
+        with _errors(context, in_cluster), ExitStack() as stack:
             if context is None and not in_cluster:
                 raise InputError("--context", "", "required (or --in-cluster inside the manager cluster)")
             if network is not None and store_network:

@@ -66,7 +66,7 @@ from geosched.kube.scheduler.events import EventSink
 from geosched.kube.scheduler.lease import LeaderElector
 from geosched.kube.scheduler.network import NetworkSource, no_network
 from geosched.kube.scheduler.pods import node_labels
-from geosched.kube.scheduler.reflector import Reflector
+from geosched.kube.scheduler.reflector import Outage, Reflector
 from geosched.kube.tolerations import node_taints
 from geosched.policies import PlacementContext, patience, timeshift
 from geosched.policies.context import FloatArray, IntArray
@@ -215,7 +215,9 @@ class Dispatcher:
         """Watch and dispatch until `stop` (or `self.stop`) is set. Use inside `with dispatcher:`."""
         if stop is not None:
             threading.Thread(target=_link, args=(stop, self.stop), daemon=True).start()
-        reflectors = [Reflector(self.manager, kind, self.path(kind), self.cache, self.stop) for kind in KINDS]
+        outage = Outage.of(self.manager)  # one backoff, one line per step, when the manager cannot be reached
+        reflectors = [Reflector(self.manager, kind, self.path(kind), self.cache, self.stop, outage=outage)
+                      for kind in KINDS]
         for r in reflectors:
             r.start()
         lease = None

@@ -46,7 +46,7 @@ from geosched.kube.scheduler.gangs import PRESENT, group
 from geosched.kube.scheduler.lease import LeaderElector
 from geosched.kube.scheduler.network import NetworkSource, no_network
 from geosched.kube.scheduler.pods import GangKey, PodInfo, node_labels
-from geosched.kube.scheduler.reflector import Reflector
+from geosched.kube.scheduler.reflector import Outage, Reflector
 from geosched.kube.scheduler.settings import SchedulerSettings
 from geosched.kube.tolerations import node_taints
 from geosched.policies.timeshift import MIN_SAVING, RESHIFT_SAVING
@@ -113,9 +113,11 @@ class Scheduler:
         s = self.settings
         namespace = s.namespaces[0] if len(s.namespaces) == 1 else None
 
+        outage = Outage.of(self.kube)  # one backoff, one line per step, when the API server cannot be reached
+
         def reflector(kind: str, path: str, selector: str | None = None, optional: bool = False) -> Reflector:
             return Reflector(self.kube, kind, path, self.cache, self.stop, field_selector=selector,
-                             watch_timeout_s=s.watch_timeout_s, optional=optional)
+                             watch_timeout_s=s.watch_timeout_s, optional=optional, outage=outage)
 
         return [
             reflector(kinds.NODES, NODES.path()),

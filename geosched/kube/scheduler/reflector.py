@@ -6,7 +6,10 @@ be told from a drop by what the client sees, and a list is always correct, so th
 one; with `watch_timeout_s` of 300 s it costs one list per resource per five minutes.
 
 A resource the cluster does not serve (a PodGroup CRD that is not installed) is looked for again every
-`absent_retry_s`. Any other failure backs off exponentially (0.5 s doubling to 30 s) and lists again.
+`absent_retry_s`. Any other failure backs off exponentially (0.5 s doubling to 30 s) and lists again. An API server
+that cannot be reached at all fails every reflector of the cluster at once: they share one `Outage`, one backoff
+whose every step is said in one line naming the cluster's context and the cause (not once per resource, and not
+urllib3's own retry lines, which `geosched.console.logs` keeps off stderr), and the recovery in one more.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from geosched.kube.client import Json, Kube, describe
@@ -32,10 +37,65 @@ class Sink(Protocol):
     def apply(self, kind: str, event: str, obj: Json) -> None: ...
 
 
+def unreachable(exc: BaseException) -> bool:
+    """No answer from the API server at all (refused, reset, timed out, TLS, DNS), as opposed to an answer."""
+    return isinstance(exc, urllib3.exceptions.HTTPError | OSError) and not isinstance(exc, ApiException)
+
+
+class _Unreachable(Exception):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class Outage:
+    """A cluster's API server unreachable, as all its reflectors find it: one backoff (`initial_s` doubling to
+    `max_s`), each step logged once. Each reflector that fails waits until the current step ends; the first to fail
+    after that starts the next step (and says so), so the reflectors retry together and the log has one line per
+    step, however many resources the cluster's reflectors list."""
+
+    def __init__(self, name: str, *, initial_s: float = 0.5, max_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self.clock = clock
+        self.delay = 0.0
+        self.since: float | None = None  # when the outage began; None while reachable
+        self.until = float("-inf")  # when the current step's wait ends
+        self.steps = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, kube: Kube) -> Outage:
+        """The cluster named as its lines name it: by kubeconfig context, or in-cluster."""
+        return cls(kube.name if kube.name == "in-cluster" else f"context {kube.name}")
+
+    def failed(self, exc: BaseException) -> float:
+        """Seconds to wait before trying again."""
+        with self._lock:
+            now = self.clock()
+            if now >= self.until:
+                self.delay = self.initial_s if self.since is None else min(self.delay * 2, self.max_s)
+                if self.since is None:
+                    self.since = now
+                self.until = now + self.delay
+                self.steps += 1
+                log.warning("%s: cannot reach the API server (%s); trying again in %.1fs", self.name,
+                            describe(exc), self.delay)
+            return max(0.0, self.until - now)
+
+    def reached(self) -> None:
+        with self._lock:
+            if self.since is not None:
+                log.warning("%s: the API server answers again, after %.0fs", self.name, self.clock() - self.since)
+            self.since, self.delay, self.until = None, 0.0, float("-inf")
+
+
 class Reflector:
     def __init__(self, kube: Kube, kind: str, path: str, cache: Sink, stop: threading.Event, *,
                  field_selector: str | None = None, label_selector: str | None = None, watch_timeout_s: int = 300,
-                 optional: bool = False, absent_retry_s: float = 60.0) -> None:
+                 optional: bool = False, absent_retry_s: float = 60.0, outage: Outage | None = None) -> None:
         self.kube = kube
         self.kind = kind
         self.path = path
@@ -46,6 +106,7 @@ class Reflector:
         self.watch_timeout_s = watch_timeout_s
         self.optional = optional
         self.absent_retry_s = absent_retry_s
+        self.outage = outage or Outage.of(kube)
         self.lists = 0
         self.synced = threading.Event()
         self._response: Any = None
@@ -83,14 +144,24 @@ class Reflector:
             except Exception as exc:  # the watch thread must outlive any one failure
                 if self.stop.is_set():
                     return
+                if isinstance(exc, _Unreachable):
+                    self.stop.wait(self.outage.failed(exc.cause))
+                    continue
                 log.warning("%s %s: %s; listing again in %.1fs", self.kube.name, self.kind, describe(exc), delay)
                 self.stop.wait(delay)
                 delay = min(delay * 2, 30.0)
 
     def _list_and_watch(self) -> None:
-        items, version = self.kube.list_all(self.path, label_selector=self.label_selector,
-                                            field_selector=self.field_selector)
+        try:
+            items, version = self.kube.list_all(self.path, label_selector=self.label_selector,
+                                                field_selector=self.field_selector)
+        except Exception as exc:
+            # A list that gets no answer is the server down; a watch that drops is routine (listed again at once).
+            if unreachable(exc):
+                raise _Unreachable(exc) from exc
+            raise
         self.lists += 1
+        self.outage.reached()
         self.cache.replace(self.kind, items)
         self.synced.set()
         for event in self.kube.watch(self.path, resource_version=version, label_selector=self.label_selector,
