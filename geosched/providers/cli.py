@@ -160,7 +160,8 @@ KarpenterOpt = Annotated[bool, typer.Option(
     "--karpenter", help="With --cluster (EKS): render a Karpenter NodePool + EC2NodeClass for your GitOps in the "
     "zone chosen, instead of creating a managed node group; nothing is created.")]
 KarpenterOutOpt = Annotated[Path | None, typer.Option(
-    "--out", help="With --karpenter: write the YAML to this file (default: stdout).")]
+    "--out", help="With --karpenter (default: stdout), or up's --provisioning-class (default: applied): write the "
+    "YAML to this file for your GitOps.")]
 AmiOpt = Annotated[str, typer.Option(
     "--ami", help="With --karpenter: the EKS-optimized image family, al2023 or bottlerocket (its NVIDIA variant "
     "for GPU instances).")]
