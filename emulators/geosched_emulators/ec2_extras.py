@@ -136,8 +136,9 @@ class Ec2Extras:
     def add_capacity_block_offering(self, region: str, zone: str, instance_type: str, count: int, hours: int,
                                     upfront_fee: float, *, start: float | None = None) -> str:
         """Offer a Capacity Block of `count` x `instance_type` for `hours` in AZ `zone` (its name), starting at
-        `start` (epoch seconds; default now); its offering id."""
-        begin = time.time() if start is None else start
+        `start` (epoch seconds; default five minutes from now, as a block asked for now starts shortly after);
+        its offering id."""
+        begin = time.time() + 300.0 if start is None else start
         offering_id = f"cb-{uuid.uuid4().hex[:17]}"
         with self._lock:
             self._offerings[offering_id] = (region, {

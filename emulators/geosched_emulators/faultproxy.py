@@ -319,7 +319,7 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
     def add_capacity_block_offering(self, region: str, zone: str, instance_type: str, count: int, hours: int,
                                     upfront_fee: float, *, start: float | None = None) -> str:
         """Offer a Capacity Block (DescribeCapacityBlockOfferings, PurchaseCapacityBlock: ec2_extras.py) of `count`
-        x `instance_type` for `hours` in AZ name `zone`, from `start` (epoch seconds, default now)."""
+        x `instance_type` for `hours` in AZ name `zone`, from `start` (epoch seconds, default in five minutes)."""
         return self.extras.add_capacity_block_offering(region, zone, instance_type, count, hours, upfront_fee,
                                                        start=start)
 

@@ -122,6 +122,8 @@ def up_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the node group plan and its $/h; create "
                                           "nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    capacity_block: providers_cli.CapacityBlockOpt = None,
+    buy_capacity_block: providers_cli.BuyCapacityBlockOpt = False,
     karpenter: providers_cli.KarpenterOpt = False,
     out: providers_cli.KarpenterOutOpt = None,
     ami: providers_cli.AmiOpt = "al2023",
@@ -161,6 +163,9 @@ def up_cmd(
             raise InputError("--cluster", "", f"{'--karpenter' if karpenter else '--provisioning-class'} takes one "
                              "cluster (and one --provider, --region)")
         one, cloud, where = cluster[0], cloud_names[0] if cloud_names else EKS, region[0] if region else None
+    if (capacity_block is not None or buy_capacity_block) and (provisioning_class is not None or karpenter):
+        raise InputError("--capacity-block", "", "buys capacity for a managed node group geosched creates: not with "
+                         "--karpenter or --provisioning-class")
     if provisioning_class is not None and karpenter:
         raise InputError("--karpenter", "", "and --provisioning-class both hand the nodes to someone else "
                          "(Karpenter on EKS, the autoscaler on GKE): choose one")
@@ -203,7 +208,8 @@ def up_cmd(
             ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, cloud_names,
             region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                             spot_risk=DEFAULT_WEIGHTS.spot_risk),
-            Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join)
+            Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join,
+            capacity_block=capacity_block, buy_capacity_block=buy_capacity_block)
     except Exception as exc:
         # Waiting for the nodes could not ask a cluster (nodejoin's API errors, an unreachable server): the
         # attempt's group is deleted already (launch.py); `down` makes sure of the rest of the gang.
