@@ -171,3 +171,36 @@ def test_the_cli_buys_with_consent_and_down_says_the_block_stays(tmp_path: Path,
     assert f"cb-cli: node group cb-cli-1 ran on capacity block {rid}" in gone.stderr
     assert "EC2 cannot cancel it" in gone.stderr
     assert cluster.groups() == {}
+
+
+def test_a_refused_create_after_the_purchase_leaves_no_template_and_the_block_to_its_end(
+        store: Store, cluster: EksCluster, proxy: Ec2FaultProxy) -> None:
+    from geosched_emulators import Ec2Fault
+
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, 1432.80)
+    proxy.inject(Ec2Fault.error("InvalidParameterException", "The role with name eks-gpu-nodes cannot be found."),
+                 action=f"POST /clusters/{cluster.name}/node-groups", times="always")
+    result = run(store, cluster, "cb-bad")
+    assert not result.ok and "InvalidParameterException" in result.message
+    assert proxy.log.count(method="CreateLaunchTemplate") == 1  # made before the refusal ...
+    assert templates(cluster, spec.part_name(journal.owner(store), "cb-bad-")) == {}  # ... and deleted after it
+    assert cluster.groups() == {}
+    assert len(proxy.capacity_reservations(REGION)) == 1  # bought, tagged with the gang: EC2 cannot cancel it
+    assert [r.state for r in groups_journal.groups(store, gang="cb-bad")] == ["deleted"]
+
+
+def test_up_dry_run_with_a_capacity_block_shows_what_it_would_buy_and_buys_nothing(
+        tmp_path: Path, cluster: EksCluster, proxy: Ec2FaultProxy) -> None:
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, 1432.80)
+    job = tmp_path / "train.yaml"
+    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    result = run_cli(tmp_path / "home", "up", str(job), "--cluster", cluster.name, "--region", REGION,
+                     "--capacity-block", "48", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "buy a Capacity Block of 2 x p4d.24xlarge for 48 h" in result.stderr
+    assert proxy.log.count(method="PurchaseCapacityBlock") == 0 and cluster.groups() == {}
+    refused = run_cli(tmp_path / "home", "up", str(job), "--cluster", cluster.name, "--region", REGION,
+                      "--capacity-block", "48", "--karpenter")
+    assert refused.exit_code == EXIT_BAD_INPUT
+    assert str(refused.exception).startswith("--capacity-block: buys capacity for a managed node group")
