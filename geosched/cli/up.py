@@ -122,6 +122,10 @@ def up_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the node group plan and its $/h; create "
                                           "nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    spare_nodes: Annotated[int, typer.Option(min=0, max=64, help="Make the node group this many nodes larger than "
+                                             "the gang, so the placement (with --probe: on the measured links) "
+                                             "chooses which of its nodes the gang runs on; the spares are charged "
+                                             "like the rest.")] = 0,
     capacity_block: providers_cli.CapacityBlockOpt = None,
     buy_capacity_block: providers_cli.BuyCapacityBlockOpt = False,
     karpenter: providers_cli.KarpenterOpt = False,
@@ -163,6 +167,9 @@ def up_cmd(
             raise InputError("--cluster", "", f"{'--karpenter' if karpenter else '--provisioning-class'} takes one "
                              "cluster (and one --provider, --region)")
         one, cloud, where = cluster[0], cloud_names[0] if cloud_names else EKS, region[0] if region else None
+    if spare_nodes and (provisioning_class is not None or karpenter):
+        raise InputError("--spare-nodes", "", "sizes a managed node group geosched creates: not with --karpenter or "
+                         "--provisioning-class")
     if (capacity_block is not None or buy_capacity_block) and (provisioning_class is not None or karpenter):
         raise InputError("--capacity-block", "", "buys capacity for a managed node group geosched creates: not with "
                          "--karpenter or --provisioning-class")
@@ -205,8 +212,8 @@ def up_cmd(
     join = _Joiner(contexts, kubeconfig, join_timeout)
     try:
         result = providers_cli._provision_nodegroup(
-            ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, cloud_names,
-            region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
+            ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers + spare_nodes, pricing,
+            cloud_names, region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                             spot_risk=DEFAULT_WEIGHTS.spot_risk),
             Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join,
             capacity_block=capacity_block, buy_capacity_block=buy_capacity_block)
