@@ -13,6 +13,7 @@ template while saying the block stays (EC2 cannot cancel one).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,8 +42,9 @@ def cluster(moto: MotoServer, proxy: Ec2FaultProxy) -> Iterator[EksCluster]:
     yield make_cluster(moto.url)
 
 
-def run(store: Store, cluster: EksCluster, gang: str, hours: int = 24):  # type: ignore[no-untyped-def]
-    eks = Eks(REGION, node_role=NODE_ROLE, capacity_block=spec.CapacityBlock(hours))
+def run(store: Store, cluster: EksCluster, gang: str, hours: int = 24,  # type: ignore[no-untyped-def]
+        call_timeout_s: float = 30.0):
+    eks = Eks(REGION, call_timeout_s=call_timeout_s, node_role=NODE_ROLE, capacity_block=spec.CapacityBlock(hours))
     plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, store)
     found = read_cluster(eks, cluster.name, fast())
     return provision(plan, found, eks, store, gang=gang, settings=fast())
@@ -204,3 +206,23 @@ def test_up_dry_run_with_a_capacity_block_shows_what_it_would_buy_and_buys_nothi
                       "--capacity-block", "48", "--karpenter")
     assert refused.exit_code == EXIT_BAD_INPUT
     assert str(refused.exception).startswith("--capacity-block: buys capacity for a managed node group")
+
+
+def test_a_purchase_whose_answer_was_lost_is_not_bought_again_in_the_next_zone(
+        store: Store, cluster: EksCluster, proxy: Ec2FaultProxy) -> None:
+    from geosched_emulators import Ec2Fault
+
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, 1432.80)
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az2"], TYPE, 2, 24, 1432.80)
+    # Held past the client's read timeout (3 s), then answered: the block is bought, the answer never read.
+    proxy.inject(Ec2Fault.stall(5.0), action="PurchaseCapacityBlock")
+    result = run(store, cluster, "cb-lost", call_timeout_s=3.0)
+    assert not result.ok and "CapacityBlockBought" in result.message, result.message
+    [first, *_] = [a for a in journal.attempts(store, "cb-lost") if a.outcome != "skipped"]
+    assert first.error_kind == "stall"
+    deadline = time.monotonic() + 10
+    while not proxy.capacity_reservations(REGION) and time.monotonic() < deadline:
+        time.sleep(0.05)  # real sleep: the held purchase lands in the double on its own time
+    assert len(proxy.capacity_reservations(REGION)) == 1
+    assert cluster.groups() == {}
+    assert templates(cluster, spec.part_name(journal.owner(store), "cb-lost-")) == {}

@@ -24,7 +24,7 @@ from botocore.config import Config  # type: ignore[import-untyped]
 
 from geosched.providers import aws
 from geosched.providers.base import (
-    ATTEMPT_TAG,
+    GANG_TAG,
     OWNER_TAG,
     Budget,
     CapacityError,
@@ -141,12 +141,12 @@ class Eks:
         name = spec.group_name(gang, seq)
         tag_map = spec.tags(gang, owner, token)
         note = None
+        template: tuple[str, int] | None = None
         if target.block is not None:
             reservation, note = self._block(target, target.block, nodes, tag_map, budget)
-            parts: spec.Parts | None = spec.Parts(spec.part_name(owner, name), placement=False)
-            assert parts is not None
-            template: tuple[str, int] | None = self._make_template(spec.block_template_request(
-                parts, reservation, target.candidate.instance_type, tag_map), parts, budget)
+            block_parts = spec.Parts(spec.part_name(owner, name), placement=False)
+            template = self._make_template(spec.block_template_request(
+                block_parts, reservation, target.candidate.instance_type, tag_map), block_parts, budget)
         else:
             parts = spec.parts(target.candidate.instance_type, nodes, owner, name)
             template = None if parts is None else self._make_parts(parts, tag_map, budget)
@@ -157,23 +157,29 @@ class Eks:
 
     def _block(self, target: spec.Target, block: spec.CapacityBlock, nodes: int, tag_map: Mapping[str, str],
                budget: Budget) -> tuple[str, str]:
-        """The Capacity Block this attempt's group runs on: the one it bought already (a create retried: found by
-        its attempt tag), else the zone's offering bought now. Its reservation id and the journal's note. No
-        offering in the zone is a `CapacityError` before anything is bought: the next zone is tried."""
+        """The Capacity Block the group runs on: one the gang holds already in this zone for this type and size
+        (a create retried, a purchase whose answer was lost, an earlier run of the same gang name: found by the
+        gang's and owner's tags), else the zone's offering bought now. Its reservation id and the journal's note.
+        No offering in the zone is a `CapacityError` before anything is bought: the next zone is tried. A block the
+        gang holds elsewhere (or one bought this run, or a purchase of unknown outcome) refuses a second purchase:
+        a block is never refunded, so a failover must not buy another."""
         c = target.candidate
-        token = tag_map[ATTEMPT_TAG]
         held = _call(budget, lambda: self._ec2.describe_capacity_reservations(Filters=[
-            {"Name": f"tag:{ATTEMPT_TAG}", "Values": [token]},
+            {"Name": f"tag:{GANG_TAG}", "Values": [tag_map[GANG_TAG]]},
+            {"Name": f"tag:{OWNER_TAG}", "Values": [tag_map[OWNER_TAG]]},
             {"Name": "reservation-type", "Values": ["capacity-block"]}]))
-        for r in held.get("CapacityReservations") or []:
-            if str(r.get("State")) in ("payment-pending", "scheduled", "active"):
+        usable = [r for r in held.get("CapacityReservations") or []
+                  if str(r.get("State")) in ("payment-pending", "scheduled", "active")]
+        for r in usable:
+            if (r.get("AvailabilityZone"), r.get("InstanceType"), r.get("TotalInstanceCount")) == (
+                    target.zone_name, c.instance_type, nodes):
                 return str(r["CapacityReservationId"]), _block_note(r, None)
-        if self._bought is not None:
-            # The block bought for an earlier zone of this run is not refunded when its group failed (its nodes
-            # not Ready in time, say): buying a second would double the cost. The run stops at this cluster.
-            raise RefusedRequest(f"Capacity Block {self._bought} was bought for this gang already and cannot be "
-                                 "cancelled; geosched buys at most one per run (down the gang, then run `up` again "
-                                 "once the block is active)", code="CapacityBlockBought")
+        bought = self._bought or next((str(r["CapacityReservationId"]) for r in usable), None)
+        if bought is not None:
+            raise RefusedRequest(f"Capacity Block {bought} was bought for this gang already (in another zone, or of "
+                                 "another size) and cannot be cancelled; geosched buys at most one per gang: down "
+                                 "the gang, then run `up --name` with its name in that block's zone",
+                                 code="CapacityBlockBought")
         asked = spec.offerings_request(c.instance_type, nodes, block, self._clock())
         answer = _call(budget, lambda: self._ec2.describe_capacity_block_offerings(**asked))
         offers = [spec.BlockOffering(str(o["CapacityBlockOfferingId"]), str(o["AvailabilityZone"]),
@@ -188,11 +194,17 @@ class Eks:
                                 "bought)", code="NoCapacityBlockOffering")
         log.info("buying Capacity Block %s: %d x %s in %s for %d h, $%.2f up front", chosen.offering_id, nodes,
                  c.instance_type, target.zone_name, block.hours, chosen.upfront_usd)
-        bought = _call(budget, lambda: self._ec2.purchase_capacity_block(
-            CapacityBlockOfferingId=chosen.offering_id, InstancePlatform="Linux/UNIX",
-            TagSpecifications=spec.tag_specs("capacity-reservation", tag_map))["CapacityReservation"], mutating=True)
-        self._bought = str(bought["CapacityReservationId"])
-        return self._bought, _block_note(bought, chosen.upfront_usd)
+        try:
+            got = _call(budget, lambda: self._ec2.purchase_capacity_block(
+                CapacityBlockOfferingId=chosen.offering_id, InstancePlatform="Linux/UNIX",
+                TagSpecifications=spec.tag_specs("capacity-reservation", tag_map))["CapacityReservation"],
+                mutating=True)
+        except StallError:
+            # The purchase may have gone through: no other zone buys in this run (its tags find it later).
+            self._bought = f"(offering {chosen.offering_id}, whose purchase's answer was lost)"
+            raise
+        self._bought = str(got["CapacityReservationId"])
+        return self._bought, _block_note(got, chosen.upfront_usd)
 
     def _make_parts(self, parts: spec.Parts, tag_map: Mapping[str, str], budget: Budget) -> tuple[str, int]:
         """The placement group, then the launch template naming it; each found instead when a retried create
