@@ -27,6 +27,21 @@
   `instanceType`, `productDescription`, `spotPrice` as a string, `timestamp`), filtered by `InstanceType.N`,
   `ProductDescription.N` and `AvailabilityZone`, newest first: the records between StartTime and EndTime plus,
   as EC2 documents, the last change before StartTime (the price in force at the start).
+- **Capacity Blocks for ML** (moto has no capacity reservations at all): offerings added with
+  `add_capacity_block_offering` are answered by `DescribeCapacityBlockOfferings` (EC2 API reference,
+  API_DescribeCapacityBlockOfferings.html: InstanceType, InstanceCount, CapacityDurationHours, StartDateRange,
+  EndDateRange in; `capacityBlockOfferingSet` of `item`s with capacityBlockOfferingId, instanceType,
+  availabilityZone, instanceCount, startDate, endDate, capacityBlockDurationHours, upfrontFee, currencyCode,
+  tenancy out), matching the type, count and duration exactly and the start within the range. `PurchaseCapacityBlock`
+  (API_PurchaseCapacityBlock.html: CapacityBlockOfferingId, InstancePlatform, TagSpecification.N) turns an
+  offering into a capacity reservation (`capacityReservation`: capacityReservationId `cr-...`, instanceType,
+  availabilityZone, totalInstanceCount, availableInstanceCount, state `scheduled` before its start and `active`
+  from it, startDate, endDate, endDateType `limited`, instanceMatchCriteria `targeted`, reservationType
+  `capacity-block`, tagSet), the offering gone; an unknown or already bought offering is refused
+  (InvalidParameterValue). `DescribeCapacityReservations` (API_DescribeCapacityReservations.html:
+  CapacityReservationId.N, Filter.N `tag:KEY`, `state`, `reservation-type`) lists them in the same shape. There is
+  no way to cancel one: EC2 refuses CancelCapacityReservation for a Capacity Block ("Capacity Blocks can't be
+  canceled", EC2 User Guide, "Capacity Blocks for ML"), and nothing here answers it.
 
 Everything else passes through untouched.
 """
@@ -49,6 +64,7 @@ from ._http import HttpRequest, HttpResponse
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 _XML_HEADERS = [("Content-Type", "text/xml;charset=UTF-8"), ("Server", "AmazonEC2")]
 _PLACEMENT_ACTIONS = frozenset({"CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup"})
+_BLOCK_ACTIONS = frozenset({"DescribeCapacityBlockOfferings", "PurchaseCapacityBlock", "DescribeCapacityReservations"})
 # SigV4's credential scope names the region the client signed for: AKID/date/REGION/service/aws4_request.
 _SCOPE_RE = re.compile(r"Credential=[^/]+/\d+/([^/]+)/")
 
@@ -76,6 +92,9 @@ class Ec2Extras:
         self._scores: dict[tuple[str, str, str | None], int] = {}
         # region -> (AZ name, instance type, timestamp, USD per hour) records, Linux/UNIX
         self._spot_history: dict[str, list[tuple[str, str, float, float]]] = {}
+        # offering id -> (region, offering); reservation id -> (region, reservation)
+        self._offerings: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._reservations: dict[str, tuple[str, dict[str, Any]]] = {}
 
     # -- control -----------------------------------------------------------
 
@@ -114,6 +133,26 @@ class Ec2Extras:
                     raise ValueError(f"a Spot placement score is 1-10, got {score}")
                 self._scores[(region, zone_id, instance_type)] = int(score)
 
+    def add_capacity_block_offering(self, region: str, zone: str, instance_type: str, count: int, hours: int,
+                                    upfront_fee: float, *, start: float | None = None) -> str:
+        """Offer a Capacity Block of `count` x `instance_type` for `hours` in AZ `zone` (its name), starting at
+        `start` (epoch seconds; default five minutes from now, as a block asked for now starts shortly after);
+        its offering id."""
+        begin = time.time() + 300.0 if start is None else start
+        offering_id = f"cb-{uuid.uuid4().hex[:17]}"
+        with self._lock:
+            self._offerings[offering_id] = (region, {
+                "capacityBlockOfferingId": offering_id, "instanceType": instance_type, "availabilityZone": zone,
+                "instanceCount": int(count), "start": begin, "end": begin + hours * 3600.0,
+                "capacityBlockDurationHours": int(hours), "upfrontFee": f"{upfront_fee:.2f}",
+                "currencyCode": "USD", "tenancy": "default"})
+        return offering_id
+
+    def capacity_reservations(self, region: str) -> dict[str, dict[str, Any]]:
+        """The Capacity Blocks bought in `region`, by reservation id (copies)."""
+        with self._lock:
+            return {rid: dict(r) for rid, (reg, r) in self._reservations.items() if reg == region}
+
     def placement_groups(self, region: str) -> dict[str, str]:
         with self._lock:
             return {name: strategy for (r, name), strategy in self._groups.items() if r == region}
@@ -127,6 +166,8 @@ class Ec2Extras:
             self._host_keys.clear()
             self._scores.clear()
             self._spot_history.clear()
+            self._offerings.clear()
+            self._reservations.clear()
 
     # -- requests ------------------------------------------------------------
 
@@ -144,6 +185,8 @@ class Ec2Extras:
             return self._spot_prices(params, request_region(req))
         if action in _PLACEMENT_ACTIONS:
             return self._placement(action, params, request_region(req))
+        if action in _BLOCK_ACTIONS:
+            return self._capacity_blocks(action, params, request_region(req))
         if action == "RunInstances" and params.get("Placement.GroupName"):
             name = params["Placement.GroupName"]
             with self._lock:
@@ -321,6 +364,129 @@ class Ec2Extras:
             ET.SubElement(item, "state").text = "available"
             ET.SubElement(item, "groupId").text = f"pg-{uuid.uuid5(uuid.NAMESPACE_DNS, region + group_name).hex[:17]}"
         return HttpResponse(200, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
+
+
+    def _capacity_blocks(self, action: str, params: Mapping[str, str], region: str) -> HttpResponse:
+        now = time.time()
+        if action == "DescribeCapacityBlockOfferings":
+            hours = params.get("CapacityDurationHours")
+            if not hours:
+                return _error(400, "MissingParameter", "The request must contain the parameter CapacityDurationHours")
+            earliest, latest = _when(params.get("StartDateRange"), float("-inf")), _when(params.get("EndDateRange"),
+                                                                                         float("inf"))
+            with self._lock:
+                found = [dict(o) for reg, o in self._offerings.values() if reg == region
+                         and o["capacityBlockDurationHours"] == int(hours)
+                         and params.get("InstanceType") in (None, o["instanceType"])
+                         and params.get("InstanceCount") in (None, str(o["instanceCount"]))
+                         and o["start"] >= earliest and o["end"] <= latest]
+            root = _response_root(action)
+            items = ET.SubElement(root, "capacityBlockOfferingSet")
+            for o in sorted(found, key=lambda o: (o["start"], o["capacityBlockOfferingId"])):
+                item = ET.SubElement(items, "item")
+                for key in ("capacityBlockOfferingId", "instanceType", "availabilityZone"):
+                    ET.SubElement(item, key).text = o[key]
+                ET.SubElement(item, "instanceCount").text = str(o["instanceCount"])
+                ET.SubElement(item, "startDate").text = _iso(o["start"])
+                ET.SubElement(item, "endDate").text = _iso(o["end"])
+                for key in ("capacityBlockDurationHours", "upfrontFee", "currencyCode", "tenancy"):
+                    ET.SubElement(item, key).text = str(o[key])
+            return _xml(root)
+        if action == "PurchaseCapacityBlock":
+            offering_id = params.get("CapacityBlockOfferingId", "")
+            tags = _tags(params, "capacity-reservation")
+            with self._lock:
+                held = self._offerings.pop(offering_id, None)
+                if held is None or held[0] != region:
+                    if held is not None:
+                        self._offerings[offering_id] = held
+                    return _error(400, "InvalidParameterValue",
+                                  f"The Capacity Block offering '{offering_id}' is not available.")
+                o = held[1]
+                rid = f"cr-{uuid.uuid4().hex[:17]}"
+                reservation = {
+                    "capacityReservationId": rid,
+                    "capacityReservationArn": f"arn:aws:ec2:{region}:123456789012:capacity-reservation/{rid}",
+                    "ownerId": "123456789012", "instanceType": o["instanceType"],
+                    "instancePlatform": params.get("InstancePlatform", "Linux/UNIX"),
+                    "availabilityZone": o["availabilityZone"], "tenancy": "default",
+                    "totalInstanceCount": o["instanceCount"], "availableInstanceCount": o["instanceCount"],
+                    "start": o["start"], "end": o["end"], "create": now, "endDateType": "limited",
+                    "instanceMatchCriteria": "targeted", "reservationType": "capacity-block",
+                    "upfrontFee": o["upfrontFee"], "tags": tags}
+                self._reservations[rid] = (region, reservation)
+            root = _response_root(action)
+            _reservation_xml(ET.SubElement(root, "capacityReservation"), reservation, now)
+            return _xml(root)
+        wanted = {v for k, v in params.items() if re.fullmatch(r"CapacityReservationId\.\d+", k)}
+        filters = _filters(params)
+        with self._lock:
+            found = [dict(r) for rid, (reg, r) in self._reservations.items()
+                     if reg == region and (not wanted or rid in wanted)]
+        if wanted - {r["capacityReservationId"] for r in found}:
+            missing = sorted(wanted - {r["capacityReservationId"] for r in found})[0]
+            return _error(400, "InvalidCapacityReservationId.NotFound",
+                          f"The capacity reservation ID '{missing}' does not exist")
+        root = _response_root(action)
+        items = ET.SubElement(root, "capacityReservationSet")
+        for r in sorted(found, key=lambda r: r["capacityReservationId"]):
+            state = "active" if r["start"] <= now < r["end"] else ("scheduled" if now < r["start"] else "expired")
+            fields = {**{f"tag:{k}": v for k, v in r["tags"].items()}, "state": state,
+                      "reservation-type": r["reservationType"], "instance-type": r["instanceType"]}
+            if all(fields.get(name) in values for name, values in filters.items()):
+                _reservation_xml(ET.SubElement(items, "item"), r, now)
+        return _xml(root)
+
+
+def _reservation_xml(elem: ET.Element, r: Mapping[str, Any], now: float) -> None:
+    state = "active" if r["start"] <= now < r["end"] else ("scheduled" if now < r["start"] else "expired")
+    for key in ("capacityReservationId", "capacityReservationArn", "ownerId", "instanceType", "instancePlatform",
+                "availabilityZone", "tenancy", "endDateType", "instanceMatchCriteria", "reservationType"):
+        ET.SubElement(elem, key).text = str(r[key])
+    ET.SubElement(elem, "totalInstanceCount").text = str(r["totalInstanceCount"])
+    ET.SubElement(elem, "availableInstanceCount").text = str(r["availableInstanceCount"])
+    ET.SubElement(elem, "state").text = state
+    ET.SubElement(elem, "startDate").text = _iso(r["start"])
+    ET.SubElement(elem, "endDate").text = _iso(r["end"])
+    ET.SubElement(elem, "createDate").text = _iso(r["create"])
+    tag_set = ET.SubElement(elem, "tagSet")
+    for key, value in r["tags"].items():
+        item = ET.SubElement(tag_set, "item")
+        ET.SubElement(item, "key").text = key
+        ET.SubElement(item, "value").text = value
+
+
+def _tags(params: Mapping[str, str], resource: str) -> dict[str, str]:
+    """The tags of TagSpecification.N whose ResourceType is `resource`, as the query protocol sends them."""
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        m = re.fullmatch(r"TagSpecification\.(\d+)\.ResourceType", key)
+        if m is None or value != resource:
+            continue
+        n = m.group(1)
+        for tag_key, tag_value in params.items():
+            t = re.fullmatch(rf"TagSpecification\.{n}\.Tag\.(\d+)\.Key", tag_key)
+            if t is not None:
+                out[tag_value] = params.get(f"TagSpecification.{n}.Tag.{t.group(1)}.Value", "")
+    return out
+
+
+def _filters(params: Mapping[str, str]) -> dict[str, set[str]]:
+    """Filter.N.Name / Filter.N.Value.M as {name: values}."""
+    out: dict[str, set[str]] = {}
+    for key, name in params.items():
+        m = re.fullmatch(r"Filter\.(\d+)\.Name", key)
+        if m is not None:
+            out[name] = {v for k, v in params.items() if re.fullmatch(rf"Filter\.{m.group(1)}\.Value\.\d+", k)}
+    return out
+
+
+def _iso(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(at))
+
+
+def _xml(root: ET.Element) -> HttpResponse:
+    return HttpResponse(200, b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root), list(_XML_HEADERS))
 
 
 def _when(text: str | None, default: float) -> float:

@@ -316,6 +316,17 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
         `instance_type` only, or any type); None forgets it."""
         self.extras.set_placement_score(region, zone_id, score, instance_type)
 
+    def add_capacity_block_offering(self, region: str, zone: str, instance_type: str, count: int, hours: int,
+                                    upfront_fee: float, *, start: float | None = None) -> str:
+        """Offer a Capacity Block (DescribeCapacityBlockOfferings, PurchaseCapacityBlock: ec2_extras.py) of `count`
+        x `instance_type` for `hours` in AZ name `zone`, from `start` (epoch seconds, default in five minutes)."""
+        return self.extras.add_capacity_block_offering(region, zone, instance_type, count, hours, upfront_fee,
+                                                       start=start)
+
+    def capacity_reservations(self, region: str) -> dict[str, dict[str, Any]]:
+        """The Capacity Blocks bought in `region`, by reservation id."""
+        return self.extras.capacity_reservations(region)
+
     def set_service_quota(
         self, quota_code: str, value: float | None, *, region: str | None = None, service_code: str = "ec2"
     ) -> None:

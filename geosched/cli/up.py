@@ -122,6 +122,12 @@ def up_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the node group plan and its $/h; create "
                                           "nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    spare_nodes: Annotated[int, typer.Option(min=0, max=64, help="Make the node group this many nodes larger than "
+                                             "the gang, so the placement (with --probe: on the measured links) "
+                                             "chooses which of its nodes the gang runs on; the spares are charged "
+                                             "like the rest.")] = 0,
+    capacity_block: providers_cli.CapacityBlockOpt = None,
+    buy_capacity_block: providers_cli.BuyCapacityBlockOpt = False,
     karpenter: providers_cli.KarpenterOpt = False,
     out: providers_cli.KarpenterOutOpt = None,
     ami: providers_cli.AmiOpt = "al2023",
@@ -132,8 +138,13 @@ def up_cmd(
     provisioning_class: Annotated[str | None, typer.Option(
         "--provisioning-class", help="Create no node pool: queue JOB through Kueue's ProvisioningRequest admission "
         "check, pinned to the zone geosched chooses, and let the cluster's autoscaler bring the nodes up there "
-        "(queued-provisioning.gke.io: GKE's Dynamic Workload Scheduler; or best-effort-atomic-scale-up."
-        "autoscaling.x-k8s.io). --provider gcp.")] = None,
+        "(queued-provisioning.gke.io: GKE's Dynamic Workload Scheduler, --provider gcp; best-effort-atomic-scale-up."
+        "autoscaling.x-k8s.io or check-capacity.autoscaling.x-k8s.io: cluster-autoscaler's, GKE or EKS). With "
+        "--out, written for your GitOps instead of applied.")] = None,
+    without_kueue: Annotated[bool, typer.Option(
+        "--without-kueue", help="With --provisioning-class: render the ProvisioningRequest and its PodTemplates "
+        "yourself, the job's pods annotated to consume it, for a cluster without Kueue (default: Kueue's admission "
+        "check makes the request).")] = False,
 ) -> None:
     """Create an EKS managed node group or GKE node pool for JOB in the zone geosched chooses, wait until its nodes
     are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
@@ -156,12 +167,24 @@ def up_cmd(
             raise InputError("--cluster", "", f"{'--karpenter' if karpenter else '--provisioning-class'} takes one "
                              "cluster (and one --provider, --region)")
         one, cloud, where = cluster[0], cloud_names[0] if cloud_names else EKS, region[0] if region else None
+    if spare_nodes and (provisioning_class is not None or karpenter):
+        raise InputError("--spare-nodes", "", "sizes a managed node group geosched creates: not with --karpenter or "
+                         "--provisioning-class")
+    if (capacity_block is not None or buy_capacity_block) and (provisioning_class is not None or karpenter):
+        raise InputError("--capacity-block", "", "buys capacity for a managed node group geosched creates: not with "
+                         "--karpenter or --provisioning-class")
     if provisioning_class is not None and karpenter:
         raise InputError("--karpenter", "", "and --provisioning-class both hand the nodes to someone else "
                          "(Karpenter on EKS, the autoscaler on GKE): choose one")
+    if without_kueue and provisioning_class is None:
+        raise InputError("--without-kueue", "", "renders a ProvisioningRequest: name its --provisioning-class")
+    if out is not None and provisioning_class is None and not karpenter:
+        raise InputError("--out", "", "writes what --karpenter or --provisioning-class renders; a node group is "
+                         "created, not written")
     if provisioning_class is not None:
         _queue_provisioning(ctx, job_file, one, cloud, where, contexts[one] or one, kubeconfig, clusters,
-                            provisioning_class, pricing, dry_run, yes, output, no_headers)
+                            provisioning_class, pricing, dry_run, yes, output, no_headers, out=out,
+                            without_kueue=without_kueue)
         return
     if karpenter:
         # The pool and the job pinned to it, rendered for GitOps: Karpenter, not geosched, brings the nodes.
@@ -189,10 +212,11 @@ def up_cmd(
     join = _Joiner(contexts, kubeconfig, join_timeout)
     try:
         result = providers_cli._provision_nodegroup(
-            ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers, pricing, cloud_names,
-            region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
+            ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers + spare_nodes, pricing,
+            cloud_names, region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                             spot_risk=DEFAULT_WEIGHTS.spot_risk),
-            Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join)
+            Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join,
+            capacity_block=capacity_block, buy_capacity_block=buy_capacity_block)
     except Exception as exc:
         # Waiting for the nodes could not ask a cluster (nodejoin's API errors, an unreachable server): the
         # attempt's group is deleted already (launch.py); `down` makes sure of the rest of the gang.
@@ -233,12 +257,22 @@ def up_cmd(
 
 def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provider: str, region: str | None,
                         context: str, kubeconfig: Path | None, clusters: Path | None, class_name: str,
-                        pricing: PricingMode, dry_run: bool, yes: bool, output: Output, no_headers: bool) -> None:
-    """`up --provisioning-class`: the zone the node pool plan ranks first, the job pinned there and rendered beside
-    Kueue's ProvisioningRequest admission check (kube/provreq.py), applied to the cluster (or shown, with
-    --dry-run) as `submit` applies; Kueue then asks the autoscaler for the nodes and admits the job once they
-    exist. Nothing is created in the cloud by geosched, so nothing is journalled for `down`: deleting the job
-    deletes its Workload and, with it, the ProvisioningRequest Kueue owns."""
+                        pricing: PricingMode, dry_run: bool, yes: bool, output: Output, no_headers: bool, *,
+                        out: Path | None = None, without_kueue: bool = False) -> None:
+    """`up --provisioning-class`: the zone the node group (pool) plan ranks first, the job pinned there and
+    rendered beside Kueue's ProvisioningRequest admission check (kube/provreq.py `render`), or beside a
+    ProvisioningRequest of its own (`--without-kueue`: `render_request`), applied to the cluster as `submit`
+    applies, written to `out` for GitOps, or shown (--dry-run). The autoscaler then makes the nodes in that zone.
+    Nothing is created in the cloud by geosched, so nothing is journalled for `down`: deleting the job deletes its
+    Workload and, with it, the request Kueue owns (without Kueue, delete the request and its PodTemplates too:
+    a GitOps prune of the file does).
+
+    GKE: the nodes are pinned by zone and `cloud.google.com/gke-accelerator`. EKS (cluster-autoscaler's classes
+    only): by the zone's *name* in this account (what `topology.kubernetes.io/zone` holds on EKS nodes, read from
+    the cluster's subnets as for a node group) and `node.kubernetes.io/instance-type`, labels the autoscaler knows
+    of a node group before its nodes exist (its AWS provider builds a template node from the group's instance type
+    and zone); GPU feature discovery's `nvidia.com/gpu.product` appears only once a node runs, too late for its
+    scale-up simulation."""
     from geosched.console import render
     from geosched.console.output import emit_document
     from geosched.core.errors import EXIT_NO_FIT, InputError
@@ -253,11 +287,14 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
     from geosched.providers.nodegroups import gkespec
     from geosched.store.db import Store
 
-    if provider != "gcp":
-        raise InputError("--provisioning-class", "", "queued provisioning pins GKE's node labels "
-                         "(cloud.google.com/gke-accelerator): use it with --provider gcp")
+    if provider not in (EKS, GKE):
+        raise InputError("--provider", "", f"expected {EKS} or {GKE}, got {provider[:40]!r}")
     if class_name not in provreq.CLASSES:
         raise InputError("--provisioning-class", "", f"{class_name[:80]!r} is not one of {', '.join(provreq.CLASSES)}")
+    if provider == EKS and class_name not in provreq.EKS_CLASSES:
+        raise InputError("--provisioning-class", "", f"{class_name} is GKE's (its Dynamic Workload Scheduler): use "
+                         "it with --provider gcp; on EKS cluster-autoscaler serves "
+                         f"{' and '.join(provreq.EKS_CLASSES)}")
     job = read_job_file(job_file)
     gpu = f"{job.job.gpu}:{job.job.gpus_per_worker}"
     with Store(providers_cli._home(ctx)) as store:
@@ -270,18 +307,41 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
         render.error(f"no zone of cluster {cluster} holds {job.job.workers} x {gpu}: {reasons}")
         raise typer.Exit(EXIT_NO_FIT)
     first = targets[0].candidate
-    accelerator = gkespec.accelerator(first.instance_type, first.gpu)
-    assert accelerator is not None, "targets() keeps only zones whose accelerator type is known"
+    if provider == GKE:
+        accelerator = gkespec.accelerator(first.instance_type, first.gpu)
+        assert accelerator is not None, "targets() keeps only zones whose accelerator type is known"
+        target = provreq.Target(zone=first.zone, gpu_label=keys.GKE_ACCELERATOR, gpu_value=accelerator,
+                                class_name=class_name)
+        shape, where = f"{first.instance_type} ({accelerator})", first.zone
+    else:
+        target = provreq.Target(zone=targets[0].zone_name, gpu_label=keys.INSTANCE_TYPE,
+                                gpu_value=first.instance_type, class_name=class_name,
+                                tolerations=(provreq.EKS_GPU_TAINT,))
+        shape, where = first.instance_type, f"{targets[0].zone_name} ({first.zone})"
     configs = load_cluster_config(clusters) if clusters is not None else {}
     config = configs.get(context) or next((c for c in configs.values() if c.context == context), None)
     namespace = job.namespace or (config.namespace if config else None) or "default"
     queue = (config.queue if config else None) or provreq.DEFAULT_NAME
-    target = provreq.Target(zone=first.zone, gpu_label=keys.GKE_ACCELERATOR, gpu_value=accelerator,
-                            class_name=class_name)
-    manifests = provreq.render(job, target, queue=queue, namespace=namespace)
-    note = (f"{job.job.workers} x {first.instance_type} ({accelerator}) asked of the autoscaler in {first.zone} "
-            f"through ProvisioningRequestConfig {target.name} ({class_name}), ${first.usd_per_hour:,.2f}/h at the "
-            f"catalog's {pricing.value} price once up (flex-start capacity is billed at its own rate)")
+    if without_kueue:
+        manifests = provreq.render_request(job, target, namespace=namespace)
+        through = f"ProvisioningRequest {manifests[len(job.pod_sets)]['metadata']['name']} ({class_name})"
+    else:
+        manifests = provreq.render(job, target, queue=queue, namespace=namespace)
+        through = f"ProvisioningRequestConfig {target.name} ({class_name})"
+    note = (f"{job.job.workers} x {shape} asked of the autoscaler in {where} through {through}, "
+            f"${first.usd_per_hour:,.2f}/h at the catalog's {pricing.value} price once up"
+            + (" (flex-start capacity is billed at its own rate)" if class_name == provreq.QUEUED_PROVISIONING
+               else ""))
+    if out is not None and not dry_run:
+        import sys
+
+        from geosched.files.writes import write_file
+        from geosched.kube.render import to_yaml
+
+        write_file(out, to_yaml(manifests))
+        sys.stdout.write(f"wrote {out}\n")
+        _say(output)(f"{note}; commit it for your GitOps to apply (geosched created nothing)")
+        return
     outcome = SubmitOutcome(job.name, "dry-run", cluster=cluster, context=context, zones=(first.zone,),
                             manifests=tuple(manifests), assumptions=(note,))
     if not dry_run:

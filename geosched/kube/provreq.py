@@ -23,6 +23,11 @@ ClusterQueue applying that check whose quota is the gang's own request (nodes th
 to size it from; a cluster owner raises it to queue more gangs) and the LocalQueue. Rendered at Kueue's
 v1beta2 (its storage version since v0.16; v0.17.0 serves v1beta1 and v1beta2 of ProvisioningRequestConfig,
 config/components/crd/bases/kueue.x-k8s.io_provisioningrequestconfigs.yaml).
+
+Where Kueue does not run, `render_request` renders the request itself (the PodTemplates and the
+ProvisioningRequest, the job's pods annotated as its consumers: cluster-autoscaler's own flow). On EKS only
+cluster-autoscaler's classes apply (`EKS_CLASSES`), and the nodes are pinned by labels the autoscaler knows before
+they exist: the zone's name and `node.kubernetes.io/instance-type` (geosched/cli/up.py `_queue_provisioning`).
 """
 
 from __future__ import annotations
@@ -63,7 +68,18 @@ CLASS_TOLERATIONS: Mapping[str, tuple[Toleration, ...]] = {
     BEST_EFFORT_ATOMIC: (),
     CHECK_CAPACITY: (),
 }
+# On EKS, cluster-autoscaler scales the cluster's node groups (its AWS cloud provider: ASGs, managed node groups
+# among them), and only its own classes reach it: queued-provisioning.gke.io is GKE's. Their GPU nodes are tainted
+# nvidia.com/gpu with the value their owner chose (geosched's managed groups: "true", providers/nodegroups/spec.py
+# GPU_TAINT; the EKS User Guide's GPU examples: "true" or "present"), so the pods tolerate the key with any value.
+EKS_CLASSES = (BEST_EFFORT_ATOMIC, CHECK_CAPACITY)
+EKS_GPU_TAINT = Toleration(keys.GPU, "Exists", "", "NoSchedule")
 DEFAULT_NAME = "geosched-provisioning"
+# The request's API (the CRD of the autoscaler module Kueue v0.17.0 requires, tests/kube/data/crds) and the pod
+# annotations that tie pods to a request (Kueue's constants.go, see render_request).
+REQUEST_API_VERSION = "autoscaling.x-k8s.io/v1"
+CONSUMES = "autoscaling.x-k8s.io/consume-provisioning-request"
+CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -77,12 +93,67 @@ class Target:
     gpu_value: str
     class_name: str = QUEUED_PROVISIONING
     name: str = DEFAULT_NAME  # the cluster-scoped objects' name (a ClusterQueue, its check, its config)
+    # The taints the new nodes carry, tolerated on every pod template; None: the class's own (CLASS_TOLERATIONS).
+    tolerations: tuple[Toleration, ...] | None = None
+
+    def node_tolerations(self) -> tuple[Toleration, ...]:
+        return CLASS_TOLERATIONS[self.class_name] if self.tolerations is None else self.tolerations
 
 
 def render(job: JobInput, target: Target, *, queue: str, namespace: str) -> list[dict[str, Any]]:
     """The Kueue objects (flavor, config, check, ClusterQueue, LocalQueue) and the job pinned to `target.zone`,
     ready to apply in that order. Refuses (InputError) a job that cannot be pinned: no pod template (a TrainJob),
     a nodeSelector already asking for another zone or GPU, or an unknown class."""
+    obj, companions, pod_sets, _ = _pinned(job, target, namespace)
+    obj.setdefault("metadata", {}).setdefault("labels", {})[keys.KUEUE_QUEUE] = queue
+    quota = gang_request(obj, pod_sets)
+    return [*queue_objects(target, queue, namespace, quota), obj, *companions]
+
+
+def render_request(job: JobInput, target: Target, *, namespace: str) -> list[dict[str, Any]]:
+    """Without Kueue: the ProvisioningRequest itself, one PodTemplate per pod set (the pinned pod template, its
+    count the pod set's), then the job pinned to `target.zone`, its pods annotated as consuming the request.
+
+    The shape is cluster-autoscaler's (kubernetes/autoscaler cluster-autoscaler/FAQ.md "ProvisioningRequest" and
+    cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1 types.go: `spec.provisioningClassName`,
+    `spec.podSets[]` of {podTemplateRef.name, count}, PodTemplates in the request's namespace), and the pods'
+    annotations those Kueue itself puts on the pods of a request it made (sigs.k8s.io/kueue v0.17.0
+    pkg/controller/admissionchecks/provisioning/constants.go `ConsumesAnnotationKey`, `ClassNameAnnotationKey`:
+    autoscaling.x-k8s.io/consume-provisioning-request and autoscaling.x-k8s.io/provisioning-class-name; the older
+    cluster-autoscaler.kubernetes.io/ prefix is deprecated, Kueue v0.14 release notes). The autoscaler leaves pods
+    carrying them out of its ordinary scale-up and books the request's nodes for them, so the job may be applied
+    at once, beside the request (as a GitOps tree applies everything together): its pods wait Pending until the
+    nodes exist. Kueue is not involved; with Kueue, `render` is the one to use (Kueue makes the request itself,
+    and one rendered beside it would ask the autoscaler twice)."""
+    obj, companions, pod_sets, templates = _pinned(job, target, namespace)
+    request_name = _request_name(obj, target)
+    pod_templates: list[dict[str, Any]] = []
+    request_sets: list[dict[str, Any]] = []
+    for index, (pod_set, template) in enumerate(zip(pod_sets, templates, strict=True)):
+        annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations[CONSUMES] = request_name
+        annotations[CLASS_ANNOTATION] = target.class_name
+        template_name = f"{request_name}-{index}"
+        pod_templates.append({"apiVersion": "v1", "kind": "PodTemplate",
+                              "metadata": {"name": template_name, "namespace": namespace},
+                              "template": copy.deepcopy(template)})
+        request_sets.append({"podTemplateRef": {"name": template_name}, "count": pod_set.pods})
+    request = {"apiVersion": REQUEST_API_VERSION, "kind": "ProvisioningRequest",
+               "metadata": {"name": request_name, "namespace": namespace},
+               "spec": {"provisioningClassName": target.class_name, "podSets": request_sets}}
+    return [*pod_templates, request, obj, *companions]
+
+
+def _request_name(obj: Mapping[str, Any], target: Target) -> str:
+    """`<job>-<target.name>`, cut to leave room for a PodTemplate's `-<index>` in 253 (both DNS subdomains)."""
+    job_name = str((obj.get("metadata") or {}).get("name") or "job")
+    return f"{job_name}-{target.name}"[:240].rstrip("-.")
+
+
+def _pinned(job: JobInput, target: Target, namespace: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...],
+                                                                    tuple[PodSet, ...], list[dict[str, Any]]]:
+    """The job's object (a copy) with every pod template pinned to the target's zone and GPU label and tolerating
+    the class's taints; its companions, pod sets and those templates (inside the object)."""
     if target.class_name not in CLASSES:
         raise InputError("--provisioning-class", "", f"{target.class_name!r} is not one of {', '.join(CLASSES)}")
     if not _NAME.match(target.name):
@@ -98,10 +169,8 @@ def render(job: JobInput, target: Target, *, queue: str, namespace: str) -> list
         if problem is not None:
             raise InputError(job.source, "nodeSelector", problem)
         spec["nodeSelector"] = selector
-        tolerations.add_to(spec, CLASS_TOLERATIONS[target.class_name])
-    obj.setdefault("metadata", {}).setdefault("labels", {})[keys.KUEUE_QUEUE] = queue
-    quota = gang_request(obj, pod_sets)
-    return [*queue_objects(target, queue, namespace, quota), obj, *companions]
+        tolerations.add_to(spec, target.node_tolerations())
+    return obj, companions, pod_sets, templates
 
 
 def queue_objects(target: Target, queue: str, namespace: str,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from geosched.providers.nodegroups.backend import Backend, Target
     from geosched.providers.nodegroups.launch import GroupResult, Join, Precheck
     from geosched.providers.nodegroups.sites import Site
+    from geosched.providers.nodegroups.spec import CapacityBlock
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
     from geosched.providers.terraform import NetworkConfig
     from geosched.store.db import Store
@@ -160,7 +161,16 @@ KarpenterOpt = Annotated[bool, typer.Option(
     "--karpenter", help="With --cluster (EKS): render a Karpenter NodePool + EC2NodeClass for your GitOps in the "
     "zone chosen, instead of creating a managed node group; nothing is created.")]
 KarpenterOutOpt = Annotated[Path | None, typer.Option(
-    "--out", help="With --karpenter: write the YAML to this file (default: stdout).")]
+    "--out", help="With --karpenter (default: stdout), or up's --provisioning-class (default: applied): write the "
+    "YAML to this file for your GitOps.")]
+CapacityBlockOpt = Annotated[int | None, typer.Option(
+    "--capacity-block", metavar="HOURS", min=24, help="With --cluster (EKS): run the node group on a Capacity Block "
+    "for ML of HOURS (whole days up to 14, or whole weeks up to 182 days) bought in the zone chosen: the first zone "
+    "with an offering of the gang's type and size that starts within the hour. Needs --buy-capacity-block: the "
+    "block is paid up front and EC2 cannot cancel it.")]
+BuyCapacityBlockOpt = Annotated[bool, typer.Option(
+    "--buy-capacity-block", help="Consent to buy the Capacity Block --capacity-block asks for (its whole fee, up "
+    "front, not refundable; `down` deletes the node group, not the block).")]
 AmiOpt = Annotated[str, typer.Option(
     "--ami", help="With --karpenter: the EKS-optimized image family, al2023 or bottlerocket (its NVIDIA variant "
     "for GPU instances).")]
@@ -215,6 +225,8 @@ def provision_cmd(
     out: KarpenterOutOpt = None,
     ami: AmiOpt = "al2023",
     expire_after: ExpireAfterOpt = DEFAULT_EXPIRE_AFTER,
+    capacity_block: CapacityBlockOpt = None,
+    buy_capacity_block: BuyCapacityBlockOpt = False,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call and decision to stderr "
@@ -238,6 +250,9 @@ def provision_cmd(
     from geosched.store.db import Store
     if karpenter and not cluster:
         raise InputError("--karpenter", "", "needs --cluster NAME, the EKS cluster Karpenter runs in")
+    if (capacity_block is not None or buy_capacity_block) and (not cluster or karpenter):
+        raise InputError("--capacity-block", "", "buys capacity for an EKS managed node group: use it with --cluster "
+                         "NAME (not --karpenter)")
     if cluster and karpenter:
         if len(cluster) > 1:
             raise InputError("--cluster", "", "--karpenter renders the pool of one cluster: name one")
@@ -260,7 +275,7 @@ def provision_cmd(
         _provision_nodegroup(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
                              Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
                              Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, yes, output,
-                             no_headers, verbose)
+                             no_headers, verbose, capacity_block=capacity_block, buy_capacity_block=buy_capacity_block)
         return
     settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr)
@@ -351,7 +366,8 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
                          nodes: int, pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights,
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
                          no_headers: bool, verbose: bool = False, show_result: bool = True,
-                         join: Join | None = None) -> GroupResult | None:
+                         join: Join | None = None, capacity_block: int | None = None,
+                         buy_capacity_block: bool = False) -> GroupResult | None:
     """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
     returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own).
     `join` (up): a group counts once its nodes are Ready in the cluster, else the next zone is tried.
@@ -369,13 +385,22 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
 
     if name:
         check_gang_name(name)
+    block = _capacity_block(capacity_block, buy_capacity_block, nodes, pricing, provider, dry_run)
     with Store(_home(ctx)) as store:
         plan, places, model, per_node = _nodegroup_sites(
-            ctx, store, cluster_names, node_role, gpu, nodes, pricing, provider, regions, weights, rework, dry_run)
+            ctx, store, cluster_names, node_role, gpu, nodes, pricing, provider, regions, weights, rework, dry_run,
+            capacity_block=block)
         targets = [t for p in places for t in p.targets]
         names = ", ".join(p.name for p in places)
+        buying = "" if block is None else (
+            f"; buy a Capacity Block of {nodes} x {targets[0].candidate.instance_type if targets else model} for "
+            f"{block.hours} h in the first of these zones offering one that starts within "
+            f"{block.start_within_h:g} h (its fee up front: EC2 cannot cancel it)")
         if dry_run or not targets:
             _show_nodegroup_plan(names, targets, nodegroup_sites.skipped(places), nodes, output, no_headers, dry_run)
+            if buying and output.tabular:
+                render.err.print(f"with --buy-capacity-block, geosched would{buying[1:]}; a dry run reads no "
+                                 "offering", markup=False, highlight=False, soft_wrap=True)
             if not targets:
                 render.error(f"no zone of cluster {names} holds {nodes} x {model}:{per_node} under these "
                              "constraints")
@@ -386,7 +411,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
             first = targets[0]
             typer.confirm(f"Create a {places[0].backend.kind} of {nodes} x {first.candidate.instance_type} in "
                           f"cluster {first.cluster} (first choice {first.candidate.zone}, "
-                          f"${first.candidate.usd_per_hour:,.2f}/h)?", abort=True)
+                          f"${first.candidate.usd_per_hour:,.2f}/h){buying}?", abort=True)
 
         gang = name or new_gang_name()
         log = logging.getLogger("geosched.providers.nodegroups")
@@ -403,6 +428,35 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result
+
+
+def _capacity_block(hours: int | None, buy: bool, nodes: int, pricing: PricingMode, provider: list[str],
+                    dry_run: bool) -> CapacityBlock | None:
+    """`--capacity-block HOURS` checked before any call: an EKS cluster's on-demand gang of a size and duration
+    EC2 sells, and the user's consent to buy (not needed for a dry run, which buys nothing)."""
+    from geosched.core.errors import InputError
+    from geosched.providers.nodegroups.spec import CapacityBlock, block_problem
+    from geosched.providers.plan import PricingMode
+
+    if hours is None:
+        if buy:
+            raise InputError("--buy-capacity-block", "", "consents to buy what --capacity-block HOURS asks for: "
+                             "name the hours")
+        return None
+    if any(p != "aws" for p in _split(provider)):
+        raise InputError("--capacity-block", "", "Capacity Blocks are EC2's: use it with EKS clusters "
+                         "(--provider aws)")
+    if pricing is not PricingMode.ON_DEMAND:
+        raise InputError("--capacity-block", "", "a Capacity Block is its own market: not with spot (--spot, "
+                         "--auto, or a job's pricing: spot)")
+    problem = block_problem(hours, nodes)
+    if problem is not None:
+        raise InputError("--capacity-block", "", problem)
+    if not buy and not dry_run:
+        raise InputError("--buy-capacity-block", "", f"buying a Capacity Block of {nodes} nodes for {hours} h costs "
+                         "its whole fee up front and EC2 cannot cancel it: add --buy-capacity-block to consent (or "
+                         "--dry-run to see the plan)")
+    return CapacityBlock(hours)
 
 
 def _quota_precheck(ctx: typer.Context, places: Sequence[Site], gang: str) -> Precheck:
@@ -426,7 +480,8 @@ def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node
 
 def _nodegroup_sites(ctx: typer.Context, store: Store, cluster_names: Sequence[str], node_role: str | None,
                      gpu: str, nodes: int, pricing: PricingMode, provider: list[str], regions: list[str],
-                     weights: Weights, rework: Rework, dry_run: bool) -> tuple[Plan, tuple[Site, ...], str, int]:
+                     weights: Weights, rework: Rework, dry_run: bool, *,
+                     capacity_block: CapacityBlock | None = None) -> tuple[Plan, tuple[Site, ...], str, int]:
     """Every named cluster's backend, description and the zones of it the gang's one plan ranks, the clusters in
     the order they are tried (nodegroups/sites.py); the GPU model and GPUs per node. `--provider` and `--region`
     pair with the clusters in order, or give one value for all."""
@@ -441,8 +496,8 @@ def _nodegroup_sites(ctx: typer.Context, store: Store, cluster_names: Sequence[s
     locations = _paired("--region", _split(regions), len(cluster_names))
     if len(set(zip(cluster_names, clouds, locations, strict=True))) < len(cluster_names):
         raise InputError("--cluster", "", "names the same cluster twice")
-    backends = [_cluster_backend(n, c, r, node_role, dry_run) for n, c, r in zip(cluster_names, clouds, locations,
-                                                                                 strict=True)]
+    backends = [_cluster_backend(n, c, r, node_role, dry_run, capacity_block)
+                for n, c, r in zip(cluster_names, clouds, locations, strict=True)]
     for backend, _ in backends:
         too_big = backend.size_problem(nodes)
         if too_big is not None:
@@ -482,7 +537,7 @@ def _paired(option: str, values: tuple[str, ...], clusters: int) -> tuple[str | 
 
 
 def _cluster_backend(cluster_name: str, provider: str | None, region_name: str | None, node_role: str | None,
-                     dry_run: bool) -> tuple[Backend, str]:
+                     dry_run: bool, capacity_block: CapacityBlock | None = None) -> tuple[Backend, str]:
     """One cluster's backend, its cloud and location checked before any call, and the region the plan looks in."""
     from geosched.clouds import gcp as gcp_cloud
     from geosched.console.settings import environ
@@ -513,7 +568,7 @@ def _cluster_backend(cluster_name: str, provider: str | None, region_name: str |
                              f"got {role!r}")
     from geosched.providers.nodegroups.eks import Eks
 
-    return Eks(region, node_role=role), region
+    return Eks(region, node_role=role, capacity_block=capacity_block), region
 
 
 def _cluster_cloud(names: tuple[str, ...]) -> str:
@@ -886,6 +941,10 @@ def down_cmd(
                     from geosched.providers.nodegroups import launch as nodegroup_launch
 
                     groups = nodegroup_launch.down(store, target)
+                    for row in nodegroup_journal.groups(store, gang=target):
+                        if row.capacity_type == "CAPACITY_BLOCK" and row.note:
+                            render.err.print(f"{target}: node group {row.name} ran on {row.note}", markup=False,
+                                             highlight=False, soft_wrap=True)
                     rows.append({"gang": target, "state": groups.state, "terminated": groups.deleted,
                                  "api_calls": groups.api_calls, "errors": [_plain(e) for e in groups.errors]})
                     continue

@@ -620,3 +620,35 @@ def test_aws_spot_placement_scores_and_history_in_the_documented_shapes(proxy: E
     assert [(h["AvailabilityZone"], h["SpotPrice"], h["ProductDescription"]) for h in history] == [
         ("us-east-1b", "9.900000", "Linux/UNIX"), ("us-east-1b", "9.500000", "Linux/UNIX")]
     assert abs(history[0]["Timestamp"].timestamp() - (now - 3600)) < 1
+
+
+def test_aws_capacity_blocks_are_offered_bought_once_and_listed_in_the_api_shape(proxy: Ec2FaultProxy) -> None:
+    """The Capacity Block double (ec2_extras.py): what boto3 parses from it is the EC2 API reference's shape."""
+    import botocore.exceptions as bex  # type: ignore[import-untyped]
+
+    ec2 = _ec2(proxy.url)
+    proxy.add_capacity_block_offering("us-east-1", "us-east-1b", "p5.48xlarge", 4, 48, 3110.40)
+    proxy.add_capacity_block_offering("us-east-1", "us-east-1c", "p5.48xlarge", 8, 48, 6220.80)
+    with pytest.raises(bex.ParamValidationError):  # CapacityDurationHours is required (botocore's own model)
+        ec2.describe_capacity_block_offerings(InstanceType="p5.48xlarge", InstanceCount=4)
+    offers = ec2.describe_capacity_block_offerings(InstanceType="p5.48xlarge", InstanceCount=4,
+                                                   CapacityDurationHours=48)["CapacityBlockOfferings"]
+    [offer] = offers
+    assert (offer["AvailabilityZone"], offer["InstanceCount"], offer["CapacityBlockDurationHours"],
+            offer["UpfrontFee"], offer["CurrencyCode"]) == ("us-east-1b", 4, 48, "3110.40", "USD")
+    assert (offer["EndDate"] - offer["StartDate"]).total_seconds() == 48 * 3600
+    assert ec2.describe_capacity_block_offerings(InstanceType="p5.48xlarge", InstanceCount=4,
+                                                 CapacityDurationHours=24)["CapacityBlockOfferings"] == []
+    tags = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+    bought = ec2.purchase_capacity_block(CapacityBlockOfferingId=offer["CapacityBlockOfferingId"],
+                                         InstancePlatform="Linux/UNIX", TagSpecifications=tags)["CapacityReservation"]
+    assert (bought["ReservationType"], bought["State"], bought["TotalInstanceCount"], bought["InstanceMatchCriteria"],
+            bought["Tags"]) == ("capacity-block", "scheduled", 4, "targeted", [{"Key": "team", "Value": "ml"}])
+    with pytest.raises(bex.ClientError) as again:  # an offering is bought once
+        ec2.purchase_capacity_block(CapacityBlockOfferingId=offer["CapacityBlockOfferingId"],
+                                    InstancePlatform="Linux/UNIX")
+    assert again.value.response["Error"]["Code"] == "InvalidParameterValue"
+    listed = ec2.describe_capacity_reservations(Filters=[{"Name": "tag:team", "Values": ["ml"]}])
+    assert [r["CapacityReservationId"] for r in listed["CapacityReservations"]] == [bought["CapacityReservationId"]]
+    assert ec2.describe_capacity_reservations(Filters=[{"Name": "tag:team", "Values": ["web"]}])[
+        "CapacityReservations"] == []

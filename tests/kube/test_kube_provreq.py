@@ -112,3 +112,56 @@ def test_the_schemas_can_fail(tmp_path: Path, validate: Validate) -> None:
     queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": ["geosched-provisioning"]}
     with pytest.raises(AssertionError, match="admissionChecks"):
         validate(queue)
+
+
+EKS_A = provreq.Target(zone="us-east-1a", gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
+                       class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
+
+
+def test_on_eks_the_job_is_pinned_by_zone_name_and_instance_type_and_tolerates_any_gpu_taint(
+        tmp_path: Path, validate: Validate) -> None:
+    objs = provreq.render(read_job_file(compact(tmp_path, workers=2)), EKS_A, queue="q", namespace="ml")
+    for obj in objs:
+        validate(obj)
+    k = by_kind(objs)
+    assert k["ProvisioningRequestConfig"]["spec"]["provisioningClassName"] == provreq.BEST_EFFORT_ATOMIC
+    assert k["ResourceFlavor"]["spec"] == {"nodeLabels": {keys.INSTANCE_TYPE: "p5.48xlarge"}}
+    pod = k["Job"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {keys.ZONE: "us-east-1a", keys.INSTANCE_TYPE: "p5.48xlarge"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert not any(t.get("key") == "cloud.google.com/gke-queued" for t in pod["tolerations"])
+
+
+@pytest.mark.parametrize("target", [GKE_C, EKS_A])
+def test_without_kueue_the_request_and_its_templates_come_first_and_the_pods_consume_it(
+        tmp_path: Path, validate: Validate, target: provreq.Target) -> None:
+    objs = provreq.render_request(read_job_file(compact(tmp_path)), target, namespace="ml")
+    assert [o["kind"] for o in objs] == ["PodTemplate", "ProvisioningRequest", "Job", "Service"]
+    for obj in objs:
+        validate(obj)  # the request against the autoscaler's CRD (tests/kube/data/crds), the rest as Kubernetes
+    template, request, job = objs[0], objs[1], objs[2]
+    name = "train-geosched-provisioning"
+    assert request["metadata"] == {"name": name, "namespace": "ml"}
+    assert request["spec"] == {"provisioningClassName": target.class_name,
+                               "podSets": [{"podTemplateRef": {"name": f"{name}-0"}, "count": 8}]}
+    assert template["metadata"] == {"name": f"{name}-0", "namespace": "ml"}
+    # The autoscaler simulates the template's pods: the same zone, GPU label and tolerations as the job's pods.
+    pod_template = job["spec"]["template"]
+    assert template["template"] == pod_template
+    assert pod_template["spec"]["nodeSelector"] == {keys.ZONE: target.zone, target.gpu_label: target.gpu_value}
+    assert pod_template["metadata"]["annotations"] == {
+        "autoscaling.x-k8s.io/consume-provisioning-request": name,
+        "autoscaling.x-k8s.io/provisioning-class-name": target.class_name}
+    assert keys.KUEUE_QUEUE not in (job["metadata"].get("labels") or {})  # no Kueue here
+
+
+def test_the_request_schema_can_fail(tmp_path: Path, validate: Validate) -> None:
+    request = provreq.render_request(read_job_file(compact(tmp_path)), EKS_A, namespace="ml")[1]
+    broken = copy.deepcopy(request)
+    broken["spec"]["podSets"][0]["count"] = "8"
+    with pytest.raises(AssertionError, match="count"):
+        validate(broken)
+    broken = copy.deepcopy(request)
+    del broken["spec"]["provisioningClassName"]
+    with pytest.raises(AssertionError, match="provisioningClassName"):
+        validate(broken)

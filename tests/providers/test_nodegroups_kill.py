@@ -46,11 +46,13 @@ def settings() -> GroupSettings:
                          retry=RetryPolicy(attempts=3, initial_s=0.02, max_s=0.1))
 
 
-def child(home: str, env: dict[str, str], cluster: str, gang: str) -> None:
-    """The provisioning process: what `geosched provision --cluster` runs, in a process of its own."""
+def child(home: str, env: dict[str, str], cluster: str, gang: str, block_hours: int | None = None) -> None:
+    """The provisioning process: what `geosched provision --cluster` runs, in a process of its own (with
+    `--capacity-block block_hours --buy-capacity-block` when given)."""
     os.environ.update(env)
     with Store(Path(home)) as store:
-        eks = Eks(REGION, node_role=NODE_ROLE)
+        block = spec.CapacityBlock(block_hours) if block_hours is not None else None
+        eks = Eks(REGION, node_role=NODE_ROLE, capacity_block=block)
         plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, store)
         provision(plan, read_cluster(eks, cluster, settings()), eks, store, gang=gang,
                   settings=settings())
@@ -64,10 +66,10 @@ def row_in(home: Path, gang: str, state: str) -> Callable[[], bool]:
 
 
 def kill_when(home: Path, proxy: Ec2FaultProxy, cluster: EksCluster, gang: str, ready: Callable[[], bool],
-              limit_s: float = 60.0) -> None:
+              limit_s: float = 60.0, block_hours: int | None = None) -> None:
     """Run the provisioning process and SIGKILL it as soon as `ready()` holds."""
     proc: Any = multiprocessing.get_context("spawn").Process(
-        target=child, args=(str(home), aws_env(proxy.url), cluster.name, gang))
+        target=child, args=(str(home), aws_env(proxy.url), cluster.name, gang, block_hours))
     proc.start()
     try:
         deadline = time.monotonic() + limit_s
@@ -162,3 +164,24 @@ def test_killed_between_the_placement_group_and_the_group(tmp_path: Path, proxy:
     assert name in proxy.placement_groups(REGION), "the placement group is made before the template"
     assert cluster.groups() == {}
     assert_clean(home, cluster, "k-parts", proxy)
+
+
+def test_killed_after_buying_a_capacity_block_while_the_create_is_held(tmp_path: Path, proxy: Ec2FaultProxy,
+                                                                       cluster: EksCluster) -> None:
+    """A group on a Capacity Block: the process dies after PurchaseCapacityBlock and CreateLaunchTemplate, its
+    CreateNodegroup held by the server. `down` deletes the group the held create makes and the template; the block
+    stays (EC2 cannot cancel it), tagged with the gang and attempt that bought it."""
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], "p4d.24xlarge", 2, 24, 1432.80)
+    create = f"POST /clusters/{cluster.name}/node-groups"
+    held = proxy.inject(Ec2Fault.stall(4.0), action=create)
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-block", lambda: held.hits > 0, block_hours=24)
+    [block] = proxy.capacity_reservations(REGION).values()
+    assert (block["tags"]["geosched-gang"], block["tags"]["geosched-attempt"]) == ("k-block", "k-block-1")
+    assert proxy.log.count(method="CreateLaunchTemplate") == 1
+    assert_clean(home, cluster, "k-block", proxy)
+    deadline = time.monotonic() + 30.0
+    while proxy.log.count(method=create) == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)  # real sleep: the proxy forwards the held create to the real moto server on its own time
+    assert cluster.groups() == {}, "the group the held create made after the kill must be gone"
+    assert len(proxy.capacity_reservations(REGION)) == 1, "one block bought, never a second"

@@ -77,6 +77,19 @@ def test_dry_run_shows_the_node_group_plan_and_its_cost(home: Path, tmp_path: Pa
     assert cluster.groups() == {}
 
 
+def test_spare_nodes_make_the_group_larger_than_the_gang(home: Path, tmp_path: Path, cluster: EksCluster) -> None:
+    result = run(home, "up", str(job(tmp_path / "train.yaml", 2)), "--cluster", cluster.name, "--region",
+                 "us-east-1", "--spare-nodes", "1", "--dry-run", "-o", "json")
+    assert result.exit_code == 0, result.output
+    items = valid(json.loads(result.output))["items"]
+    assert {i["nodes"] for i in items} == {3}
+    assert [i["usd_per_hour"] for i in items] == pytest.approx([3 * P5_USD_PER_HOUR] * len(items))  # spares paid
+    refused = run(home, "up", str(job(tmp_path / "train.yaml", 2)), "--cluster", cluster.name, "--spare-nodes", "1",
+                  "--karpenter")
+    assert refused.exit_code == EXIT_BAD_INPUT
+    assert str(refused.exception).startswith("--spare-nodes: sizes a managed node group geosched creates")
+
+
 @pytest.mark.parametrize("command", ["up", "provision"])
 def test_a_gang_larger_than_one_node_group_is_refused_in_one_line_before_any_call(
         home: Path, tmp_path: Path, cluster: EksCluster, proxy: Ec2FaultProxy, command: str) -> None:

@@ -33,14 +33,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from geosched.kube.client import Kube
-from tests.kubeapi.real_nodes import gke_node
-from tests.realkube.nodes import GPU_TAINT, MACHINES, kwok
+from tests.kubeapi.real_nodes import eks_node, gke_node
+from tests.realkube.nodes import A100, GPU_TAINT, H100, MACHINES, kwok
 from tests.realkube.poller import Poller
 
 Obj = dict[str, Any]
 API = "/apis/autoscaling.x-k8s.io/v1"
 ZONE, ACCELERATOR, NODEPOOL = ("topology.kubernetes.io/zone", "cloud.google.com/gke-accelerator",
                                "cloud.google.com/gke-nodepool")
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+# GPU feature discovery's product name per EKS GPU instance type (nodes.py H100, A100).
+PRODUCT_FOR = {"p5.48xlarge": H100, "p4d.24xlarge": A100}
+# The taint of the GPU node group cluster-autoscaler scales on EKS: as geosched's own groups are tainted
+# (providers/nodegroups/spec.py GPU_TAINT); EKS taints nothing by default, so a platform team sets one.
+EKS_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 QUEUED = "cloud.google.com/gke-queued"
 QUEUED_TAINT = {"key": QUEUED, "value": "true", "effect": "NoSchedule"}
 MADE_BY = "realkube.test/provisioning-controller"  # marks the nodes this controller made: the request's name
@@ -50,13 +56,18 @@ ACCEPTED_MSG = "ProvisioningRequest is accepted by ClusterAutoscaler"
 PROVISIONED_REASON, PROVISIONED_MSG = "CapacityIsProvisioned", "Capacity is found in the cluster"
 
 
-def request_nodes(request: Obj, templates: dict[str, Obj], *, project: str, region: str) -> list[Obj]:
-    """The Nodes a request's pod sets come up as. Pure; ValueError when a template selects no zone or no GPU."""
+def request_nodes(request: Obj, templates: dict[str, Obj], *, project: str, region: str,
+                  zone_ids: dict[str, str] | None = None) -> list[Obj]:
+    """The Nodes a request's pod sets come up as. Pure; ValueError when a template selects no zone or no GPU. A
+    template selecting a zone and an instance type (and no GKE accelerator) comes up as EKS nodes (`_eks_nodes`)."""
     out = []
     for pod_set in request["spec"]["podSets"]:
         template = templates[pod_set["podTemplateRef"]["name"]]["template"]
         spec = template.get("spec") or {}
         selector = spec.get("nodeSelector") or {}
+        if selector.get(ZONE) and selector.get(INSTANCE_TYPE) and not selector.get(ACCELERATOR):
+            out += _eks_nodes(request, pod_set, selector, region=region, zone_ids=zone_ids or {})
+            continue
         if not selector.get(ZONE) or not selector.get(ACCELERATOR):
             raise ValueError(f"{request['metadata']['name']}: the pod template selects no {ZONE} and "
                              f"{ACCELERATOR} ({selector})")
@@ -78,6 +89,24 @@ def request_nodes(request: Obj, templates: dict[str, Obj], *, project: str, regi
     return out
 
 
+def _eks_nodes(request: Obj, pod_set: Obj, selector: Obj, *, region: str,
+               zone_ids: dict[str, str]) -> list[Obj]:
+    """A pod set's nodes as cluster-autoscaler brings them up on EKS: nodes of the managed node group it scales
+    (eks.amazonaws.com/nodegroup `ca-gpu-<hash>`), shaped as EKS registers them (tests/kubeapi/real_nodes.py
+    `eks_node`: zone name and zone ID, instance type, providerID), with GPU feature discovery's labels."""
+    instance_type, zone = selector[INSTANCE_TYPE], selector[ZONE]
+    digest = hashlib.sha256(f"{request['metadata']['uid']}/{pod_set['podTemplateRef']['name']}".encode()).hexdigest()
+    out = []
+    for i in range(int(pod_set["count"])):
+        node = eks_node(f"10.0.40.{10 + i}", region=region, zone=zone, zone_id=zone_ids[zone],
+                        instance_type=instance_type, product=PRODUCT_FOR[instance_type],
+                        instance_id=f"i-0{digest[:8]}{i:08x}", nodegroup=f"ca-gpu-{digest[:8]}",
+                        gpus=MACHINES[instance_type][4])
+        node["metadata"]["annotations"] = {MADE_BY: request["metadata"]["name"]}
+        out.append(kwok(node, [EKS_GPU_TAINT]))
+    return out
+
+
 def provisioned_status(request: Obj, now: datetime) -> Obj:
     """The request's status once its nodes exist, as cluster-autoscaler writes it. Pure."""
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -96,9 +125,9 @@ class ProvisioningController(Poller):
     the nodes of a request that is gone are deleted, and every node it made is deleted when it stops."""
 
     def __init__(self, plane: Any, context: str, namespace: str, *, project: str = "ml-platform-prod",
-                 region: str = "us-central1", poll_s: float = 0.2) -> None:
+                 region: str = "us-central1", zone_ids: dict[str, str] | None = None, poll_s: float = 0.2) -> None:
         super().__init__(plane, context, "provisioning-controller", poll_s)
-        self.namespace, self.project, self.region = namespace, project, region
+        self.namespace, self.project, self.region, self.zone_ids = namespace, project, region, zone_ids
         self.made: dict[str, list[Obj]] = {}  # request name -> the nodes made for it
         self.seen: dict[str, Obj] = {}  # request name -> the request as first seen, with its templates
 
@@ -122,7 +151,8 @@ class ProvisioningController(Poller):
                 for ps in request["spec"]["podSets"]}
             self.seen[name] = {"request": request, "templates": templates}
             try:
-                nodes = request_nodes(request, templates, project=self.project, region=self.region)
+                nodes = request_nodes(request, templates, project=self.project, region=self.region,
+                                      zone_ids=self.zone_ids)
             except (ValueError, KeyError) as exc:
                 if repr(exc) not in self.errors:
                     self.errors.append(repr(exc))

@@ -9,6 +9,14 @@ job, and the real kube-scheduler binds all 8 pods to those nodes. geosched creat
 
 The plane's GKE cluster has H100 nodes in us-central1-a and -b and none in us-central1-c: the pods can run only
 on what the request brought up, and only if the zone reached the request.
+
+The same for EKS and GitOps (`up --provider aws --provisioning-class best-effort-atomic-scale-up... --out FILE`,
+the file applied with `kubectl apply --server-side` as a GitOps controller applies it): the zone is the plan's over
+moto's EKS cluster (real boto3; its one subnet in use1-az6, us-east-1a in this account), the job pinned by zone
+name and instance type, and the stand-in brings up EKS-shaped p5 nodes (cluster-autoscaler's flow on EKS).
+Through Kueue (Kueue makes the request) and without it (`--without-kueue`: the file holds the request and its
+PodTemplate, the pods annotated as its consumers). These run on the plane's one cluster, whose context stands for
+an EKS cluster's: it has no node in us-east-1a at all, so again only the request's nodes can take the pods.
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ import pytest
 import yaml
 
 from geosched.kube import keys, provreq
+from geosched_emulators import MotoServer
 from geosched_emulators.gke import GkeDouble
+from tests.providers.eks_support import one_subnet_cluster
+from tests.providers.prov_support import aws_env
 from tests.realkube.cluster import condition
 from tests.realkube.plane import GKE, Plane
 from tests.realkube.provreq import MADE_BY, ProvisioningController
@@ -29,6 +40,7 @@ from tests.realkube.realkube_support import (
     compact_job,
     geosched,
     job_pods_selector,
+    kubectl,
     pods,
     wait_all_running,
     wait_until,
@@ -99,6 +111,77 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
             # Deleting the job deletes its Workload, the request Kueue owns with it, and so the request's nodes.
             kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
                          query={"propagationPolicy": "Background"})
+            wait_until(lambda: not pods(kube, ns, job_pods_selector("train")), 120, what="the job's pods gone")
+            wait_until(lambda: not kube.list_all(PROVREQS.format(ns=ns))[0], 120, what="the request gone")
+            wait_until(lambda: not controller.made, 60, what="the request's nodes gone")
+        finally:
+            for plural in CLUSTER_SCOPED:
+                path = f"{KUEUE}/{plural}/{provreq.DEFAULT_NAME}"
+                if kube.get(path) is not None:
+                    kube.request("DELETE", path)
+    assert controller.errors == []
+
+
+EKS_NAME, EKS_ZONE_ID, EKS_ZONE = "ml", "use1-az6", "us-east-1a"
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    """The EKS cluster as AWS knows it (moto, real boto3): one subnet, in use1-az6, which moto names us-east-1a."""
+    with MotoServer() as server:
+        server.reset()  # moto's backends are per process: another suite's cluster of the same name would be there
+        one_subnet_cluster(server.url, EKS_NAME, EKS_ZONE_ID, EKS_ZONE, "10.0.40.0/24")
+        yield server
+
+
+@pytest.mark.parametrize("kueue", [True, False], ids=["kueue", "without-kueue"])
+def test_up_on_eks_for_gitops_brings_the_gangs_nodes_up_in_the_zone_chosen(
+        realkube_provreq: Plane, moto: MotoServer, tmp_path: Path, kueue: bool) -> None:
+    plane = realkube_provreq
+    out = tmp_path / "gitops" / "train.yaml"
+    out.parent.mkdir()
+    with plane.namespace("provreq-eks", clusters=(GKE,)) as ns, plane.kube(GKE) as kube, \
+            ProvisioningController(plane, GKE, ns, region="us-east-1", zone_ids={EKS_ZONE: EKS_ZONE_ID}) as controller:
+        config = cluster_config(tmp_path / "clusters.yaml", {GKE: {"namespace": ns, "queue": "team-a"}})
+        job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8)
+        proc = geosched("up", str(job), "--cluster", EKS_NAME, "--provider", "aws", "--region", "us-east-1",
+                        "--context", GKE, "--clusters", str(config), "--provisioning-class",
+                        provreq.BEST_EFFORT_ATOMIC, "--out", str(out), *(() if kueue else ("--without-kueue",)),
+                        env=aws_env(moto.url), home=tmp_path / "home", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        objects = [d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d]
+        try:
+            applied = kubectl(plane, GKE, "apply", "--server-side", "--field-manager", "gitops", "-f", str(out))
+            assert applied.returncode == 0, applied.stderr
+            [request] = wait_until(lambda: kube.list_all(PROVREQS.format(ns=ns))[0], 120,
+                                   what="the ProvisioningRequest")
+            name = request["metadata"]["name"]
+            assert request["spec"]["provisioningClassName"] == provreq.BEST_EFFORT_ATOMIC
+            assert [p["count"] for p in request["spec"]["podSets"]] == [4]
+            bound = wait_all_running(kube, ns, 4, job_pods_selector("train"), timeout=180)
+            [template] = controller.seen[name]["templates"].values()
+            assert template["template"]["spec"]["nodeSelector"] == {keys.ZONE: EKS_ZONE,
+                                                                    keys.INSTANCE_TYPE: "p5.48xlarge"}
+            made = sorted(n["metadata"]["name"] for n in controller.made[name])
+            assert len(made) == 4
+            # Every pod on a node the request brought up (tainted nvidia.com/gpu=true: tolerated), one per node,
+            # all in the zone geosched chose, by name and zone ID.
+            assert sorted(b.node or "" for b in bound) == made
+            assert {(b.zone, b.fleet_zone) for b in bound} == {(EKS_ZONE, EKS_ZONE_ID)}
+            for pod in pods(kube, ns, job_pods_selector("train")):
+                assert pod["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] == name
+            if kueue:  # Kueue made the request and admitted the job through the check
+                assert [o["kind"] for o in objects][:5] == ["ResourceFlavor", "ProvisioningRequestConfig",
+                                                            "AdmissionCheck", "ClusterQueue", "LocalQueue"]
+                [workload] = kube.list_all(f"{KUEUE}/namespaces/{ns}/workloads")[0]
+                assert condition(workload, "Admitted")
+            else:  # the request is the file's own, and Kueue never saw the job
+                assert [o["kind"] for o in objects] == ["PodTemplate", "ProvisioningRequest", "Job", "Service"]
+                assert name == objects[1]["metadata"]["name"]
+                assert kube.list_all(f"{KUEUE}/namespaces/{ns}/workloads")[0] == []
+            # The GitOps prune: the file's namespaced objects deleted; the request goes, and its nodes with it.
+            deleted = kubectl(plane, GKE, "delete", "--wait=false", "-n", ns, "-f", str(out))
+            assert deleted.returncode == 0, deleted.stderr
             wait_until(lambda: not pods(kube, ns, job_pods_selector("train")), 120, what="the job's pods gone")
             wait_until(lambda: not kube.list_all(PROVREQS.format(ns=ns))[0], 120, what="the request gone")
             wait_until(lambda: not controller.made, 60, what="the request's nodes gone")

@@ -46,6 +46,7 @@ class Pool:
     capacity_type: str = ""
     nodes: int = 0
     failure: ProviderError | None = None  # for FAILED and DELETE_FAILED
+    note: str | None = None  # what the create made beside the pool that the journal should say (a Capacity Block)
 
 
 class Target(Protocol):
@@ -98,7 +99,8 @@ class Backend(Protocol):
     def names(self, cluster: str, where: str, budget: Budget) -> list[str]:
         """The names of the cluster's pools (every pool, geosched's or not)."""
 
-    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget) -> list[str]:
+    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget,
+                capacity_type: str = "") -> list[str]:
         """Once pool `name` is gone (or was never made): delete what its create made beside it (EKS: the
         cluster placement group and launch template of `spec.parts`), each only if it exists; what was deleted,
         for messages. A cloud that makes nothing beside its pools (GKE) returns []."""

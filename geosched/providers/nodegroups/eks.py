@@ -11,7 +11,10 @@ deadline.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -21,6 +24,7 @@ from botocore.config import Config  # type: ignore[import-untyped]
 
 from geosched.providers import aws
 from geosched.providers.base import (
+    GANG_TAG,
     OWNER_TAG,
     Budget,
     CapacityError,
@@ -36,6 +40,7 @@ from geosched.providers.nodegroups.spec import Cluster, Subnet
 from geosched.providers.plan import Plan, Skipped
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 # EKS API reference, "Common Errors" and each action's errors: what they mean for failover.
 NOT_FOUND = "ResourceNotFoundException"
 # EC2 API reference, "Error codes": a part already made (a create retried after its answer was lost: the name
@@ -67,9 +72,14 @@ class Eks:
     kind = "node group"
 
     def __init__(self, region: str, session: Any | None = None, call_timeout_s: float = 30.0, *,
-                 node_role: str | None = None) -> None:
+                 node_role: str | None = None, capacity_block: spec.CapacityBlock | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.region = region
         self.node_role = node_role
+        # Every group on a Capacity Block bought for it in its zone (the user consented to buy: the CLI's check).
+        self.capacity_block = capacity_block
+        self._clock = clock
+        self._bought: str | None = None  # the Capacity Block this run bought: at most one per run
         self._session = session or boto3.session.Session()
         self._config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=call_timeout_s,
                               connect_timeout=min(10.0, call_timeout_s))
@@ -114,7 +124,10 @@ class Eks:
         return None
 
     def targets(self, plan: Plan, cluster: Cluster) -> tuple[tuple[spec.Target, ...], tuple[Skipped, ...]]:
-        return spec.targets(plan, cluster)
+        found, skipped = spec.targets(plan, cluster)
+        if self.capacity_block is not None:
+            found = tuple(replace(t, block=self.capacity_block) for t in found)
+        return found, skipped
 
     def size_problem(self, nodes: int) -> str | None:
         return spec.size_problem(nodes)
@@ -126,18 +139,82 @@ class Eks:
             raise RefusedRequest("no node role: an EKS node group needs the IAM role ARN its nodes run as",
                                  code="NoNodeRole")
         name = spec.group_name(gang, seq)
-        parts = spec.parts(target.candidate.instance_type, nodes, owner, name)
-        template = None if parts is None else self._make_parts(parts, spec.tags(gang, owner, token), budget)
+        tag_map = spec.tags(gang, owner, token)
+        note = None
+        template: tuple[str, int] | None = None
+        if target.block is not None:
+            reservation, note = self._block(target, target.block, nodes, tag_map, budget)
+            block_parts = spec.Parts(spec.part_name(owner, name), placement=False)
+            template = self._make_template(spec.block_template_request(
+                block_parts, reservation, target.candidate.instance_type, tag_map), block_parts, budget)
+        else:
+            parts = spec.parts(target.candidate.instance_type, nodes, owner, name)
+            template = None if parts is None else self._make_parts(parts, tag_map, budget)
         request = spec.create_request(target, gang=gang, seq=seq, owner=owner, token=token, nodes=nodes,
                                       node_role=self.node_role, launch_template=template)
-        return pool(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
+        made = pool(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
+        return made if note is None else replace(made, note=note)
+
+    def _block(self, target: spec.Target, block: spec.CapacityBlock, nodes: int, tag_map: Mapping[str, str],
+               budget: Budget) -> tuple[str, str]:
+        """The Capacity Block the group runs on: one the gang holds already in this zone for this type and size
+        (a create retried, a purchase whose answer was lost, an earlier run of the same gang name: found by the
+        gang's and owner's tags), else the zone's offering bought now. Its reservation id and the journal's note.
+        No offering in the zone is a `CapacityError` before anything is bought: the next zone is tried. A block the
+        gang holds elsewhere (or one bought this run, or a purchase of unknown outcome) refuses a second purchase:
+        a block is never refunded, so a failover must not buy another."""
+        c = target.candidate
+        held = _call(budget, lambda: self._ec2.describe_capacity_reservations(Filters=[
+            {"Name": f"tag:{GANG_TAG}", "Values": [tag_map[GANG_TAG]]},
+            {"Name": f"tag:{OWNER_TAG}", "Values": [tag_map[OWNER_TAG]]},
+            {"Name": "reservation-type", "Values": ["capacity-block"]}]))
+        usable = [r for r in held.get("CapacityReservations") or []
+                  if str(r.get("State")) in ("payment-pending", "scheduled", "active")]
+        for r in usable:
+            if (r.get("AvailabilityZone"), r.get("InstanceType"), r.get("TotalInstanceCount")) == (
+                    target.zone_name, c.instance_type, nodes):
+                return str(r["CapacityReservationId"]), _block_note(r, None)
+        bought = self._bought or next((str(r["CapacityReservationId"]) for r in usable), None)
+        if bought is not None:
+            raise RefusedRequest(f"Capacity Block {bought} was bought for this gang already (in another zone, or of "
+                                 "another size) and cannot be cancelled; geosched buys at most one per gang: down "
+                                 "the gang, then run `up --name` with its name in that block's zone",
+                                 code="CapacityBlockBought")
+        asked = spec.offerings_request(c.instance_type, nodes, block, self._clock())
+        answer = _call(budget, lambda: self._ec2.describe_capacity_block_offerings(**asked))
+        offers = [spec.BlockOffering(str(o["CapacityBlockOfferingId"]), str(o["AvailabilityZone"]),
+                                     str(o["InstanceType"]), int(o["InstanceCount"]),
+                                     int(o["CapacityBlockDurationHours"]), o["StartDate"].timestamp(),
+                                     o["EndDate"].timestamp(), float(o.get("UpfrontFee") or 0))
+                  for o in answer.get("CapacityBlockOfferings") or []]
+        chosen = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes)
+        if chosen is None:
+            raise CapacityError(f"no Capacity Block of {nodes} x {c.instance_type} for {block.hours} h starting "
+                                f"within {block.start_within_h:g} h is offered in {target.zone_name} (nothing was "
+                                "bought)", code="NoCapacityBlockOffering")
+        log.info("buying Capacity Block %s: %d x %s in %s for %d h, $%.2f up front", chosen.offering_id, nodes,
+                 c.instance_type, target.zone_name, block.hours, chosen.upfront_usd)
+        try:
+            got = _call(budget, lambda: self._ec2.purchase_capacity_block(
+                CapacityBlockOfferingId=chosen.offering_id, InstancePlatform="Linux/UNIX",
+                TagSpecifications=spec.tag_specs("capacity-reservation", tag_map))["CapacityReservation"],
+                mutating=True)
+        except StallError:
+            # The purchase may have gone through: no other zone buys in this run (its tags find it later).
+            self._bought = f"(offering {chosen.offering_id}, whose purchase's answer was lost)"
+            raise
+        self._bought = str(got["CapacityReservationId"])
+        return self._bought, _block_note(got, chosen.upfront_usd)
 
     def _make_parts(self, parts: spec.Parts, tag_map: Mapping[str, str], budget: Budget) -> tuple[str, int]:
         """The placement group, then the launch template naming it; each found instead when a retried create
         made it already. The template's (id, version)."""
         pg = spec.placement_group_request(parts, tag_map)
         _call(budget, lambda: _unless(PG_EXISTS, lambda: self._ec2.create_placement_group(**pg)), mutating=True)
-        lt = spec.launch_template_request(parts, tag_map)
+        return self._make_template(spec.launch_template_request(parts, tag_map), parts, budget)
+
+    def _make_template(self, lt: Mapping[str, Any], parts: spec.Parts, budget: Budget) -> tuple[str, int]:
+        """The launch template (found instead when a retried create made it already): its (id, version)."""
         made = _call(budget, lambda: _unless(LT_EXISTS, lambda: self._ec2.create_launch_template(**lt)),
                      mutating=True)
         if made is None:
@@ -146,10 +223,12 @@ class Eks:
         got = made["LaunchTemplate"]
         return str(got["LaunchTemplateId"]), int(got.get("LatestVersionNumber") or 1)
 
-    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget) -> list[str]:
+    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget,
+                capacity_type: str = "") -> list[str]:
         """The group's launch template, then its placement group (which EC2 refuses to delete while it holds
-        instances: InUse, retried), each only if it exists."""
-        parts = spec.parts(instance_type, nodes, owner, name)
+        instances: InUse, retried), each only if it exists. A Capacity Block the group ran on is not touched: EC2
+        cannot cancel one (it ends at its end date)."""
+        parts = spec.parts(instance_type, nodes, owner, name, capacity_type)
         if parts is None:
             return []
         out: list[str] = []
@@ -165,6 +244,8 @@ class Eks:
             delete = partial(self._ec2.delete_launch_template, LaunchTemplateId=str(template["LaunchTemplateId"]))
             if _call(budget, partial(_unless, LT_GONE, delete), mutating=True) is not None:
                 out.append(f"launch template {parts.name}")
+        if not parts.placement:
+            return out
         gone = _call(budget, lambda: _unless({PG_GONE}, lambda: self._ec2.delete_placement_group(
             GroupName=parts.name), in_use=PG_IN_USE), mutating=True)
         if gone is not None:
@@ -222,6 +303,17 @@ def pool(group: Mapping[str, Any]) -> Pool:
     return Pool(name, neutral, dict(group.get("tags") or {}), group.get("nodegroupArn"), str(subnets[0]),
                 str(group.get("capacityType", "")), int((group.get("scalingConfig") or {}).get("desiredSize", 0)),
                 failure)
+
+
+def _block_note(reservation: Mapping[str, Any], upfront_usd: float | None) -> str:
+    """The journal's line for a group's Capacity Block: its id, size, zone, dates and fee."""
+    start, end = reservation.get("StartDate"), reservation.get("EndDate")
+    when = (f", {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC" if start is not None and end is not None
+            and hasattr(start, "strftime") else "")
+    fee = f", ${upfront_usd:,.2f} paid up front" if upfront_usd is not None else ""
+    return (f"capacity block {reservation.get('CapacityReservationId')}: {reservation.get('TotalInstanceCount')} x "
+            f"{reservation.get('InstanceType')} in {reservation.get('AvailabilityZone')}{when}{fee}; EC2 cannot "
+            "cancel it: it stays reserved, and paid, until its end")
 
 
 def _unless(codes: str | frozenset[str] | set[str], fn: Callable[[], T], *, in_use: str | None = None) -> T | None:

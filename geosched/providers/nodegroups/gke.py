@@ -182,7 +182,8 @@ class Gke:
             return []
         return [str(p.name) for p in raw.node_pools]
 
-    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget) -> list[str]:
+    def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget,
+                capacity_type: str = "") -> list[str]:
         """Nothing: a node pool's compact placement policy is GKE's own (`placementPolicy` of the pool), made and
         deleted with it."""
         return []

@@ -320,7 +320,9 @@ def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord
             raise UnsupportedError(f"a {backend.kind} named {row.name} exists in cluster {target.cluster} and is "
                                    "not this attempt's", code=exc.code) from None
         made = found
-    groups_journal.mark(store, row.id, "created", arn=made.ident)
+    groups_journal.mark(store, row.id, "created", arn=made.ident, note=made.note)
+    if made.note:
+        log.info("%s %s: %s", backend.kind, row.name, made.note)
 
 
 def _wait_active(backend: Backend, row: GroupRecord, budget: Budget, settings: GroupSettings) -> None:
@@ -361,7 +363,8 @@ def _release(backend: Backend, row: GroupRecord, owner: str, budget: Budget, set
     done (nothing there included), else why not (the row then stays open, for `down` to try again)."""
     try:
         released = call(lambda: backend.release(row.name, owner=owner, instance_type=row.instance_type,
-                                                nodes=row.nodes, budget=budget), budget, settings.retry,
+                                                nodes=row.nodes, budget=budget, capacity_type=row.capacity_type),
+                        budget, settings.retry,
                         sleep=settings.sleep)
     except ProviderError as error:
         return f"{row.name}'s parts: {error.kind}: {error.message}"

@@ -22,11 +22,22 @@ AWS shapes relied on (EKS API reference, "CreateNodegroup", "Nodegroup", "Taint"
 - EC2 CreatePlacementGroup (GroupName, Strategy cluster, TagSpecifications ResourceType placement-group) and
   CreateLaunchTemplate (LaunchTemplateName 3-128 of letters, digits and ( ) . - / _, LaunchTemplateData,
   TagSpecifications ResourceType launch-template), EC2 API reference.
+
+Capacity Blocks for ML (EC2 User Guide, "Capacity Blocks for ML", docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+ec2-capacity-blocks.html; EKS User Guide "Create a managed node group with Capacity Blocks for ML",
+docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html): a reservation of N instances of one type in one
+zone for a fixed time, paid up front, never cancelled. EC2 DescribeCapacityBlockOfferings (InstanceType,
+InstanceCount, CapacityDurationHours, StartDateRange, EndDateRange) lists what may be bought, PurchaseCapacityBlock
+(CapacityBlockOfferingId, InstancePlatform, TagSpecifications ResourceType capacity-reservation) buys one, and the
+managed node group then runs on it: created with capacityType CAPACITY_BLOCK and a launch template whose data holds
+InstanceMarketOptions.MarketType "capacity-block", CapacityReservationSpecification.CapacityReservationTarget.
+CapacityReservationId and the InstanceType (so the group names no instanceTypes of its own), in a subnet of the
+block's zone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,15 +96,17 @@ class Cluster:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One zone to try: the plan's candidate and the cluster subnet there."""
+    """One zone to try: the plan's candidate and the cluster subnet there; `block` the Capacity Block the group
+    is to run on (bought for it in this zone), or None."""
 
     candidate: Candidate
     cluster: str
     subnet: Subnet
+    block: CapacityBlock | None = None
 
     @property
     def capacity_type(self) -> str:
-        return capacity_type(self.candidate.pricing)
+        return CAPACITY_BLOCK if self.block is not None else capacity_type(self.candidate.pricing)
 
     @property
     def where(self) -> str:
@@ -106,6 +119,82 @@ class Target:
 
 
 capacity_type = backend.capacity_type
+
+CAPACITY_BLOCK = "CAPACITY_BLOCK"
+# EC2 User Guide, "Capacity Blocks for ML" (supported sizes and durations): 1, 2, 4, 8, 16, 32 or 64 instances; 1 to
+# 14 days in 1-day increments, or 7-day increments up to 182 days; bought up to 8 weeks ahead.
+BLOCK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+BLOCK_MAX_HOURS = 182 * 24
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityBlock:
+    """What to buy: a Capacity Block for `hours`, starting within `start_within_h` of now (the offering the zone has
+    that starts soonest; the group's nodes come up once it starts). Buying is allowed only with the user's
+    explicit consent (`up --capacity-block H --buy-capacity-block`): it costs its whole fee up front."""
+
+    hours: int
+    start_within_h: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class BlockOffering:
+    offering_id: str
+    zone_name: str
+    instance_type: str
+    count: int
+    hours: int
+    start: float  # epoch seconds
+    end: float
+    upfront_usd: float
+
+
+def block_problem(hours: int, nodes: int) -> str | None:
+    """Why EC2 sells no Capacity Block of `nodes` instances for `hours`, or None."""
+    if nodes not in BLOCK_COUNTS:
+        return (f"a Capacity Block holds {', '.join(map(str, BLOCK_COUNTS[:-1]))} or {BLOCK_COUNTS[-1]} instances, "
+                f"not {nodes}")
+    if hours % 24 or not 24 <= hours <= BLOCK_MAX_HOURS or (hours > 14 * 24 and hours % (7 * 24)):
+        return (f"a Capacity Block lasts 1 to 14 days in whole days, or up to 182 days in whole weeks: {hours} h is "
+                "not one of those")
+    return None
+
+
+def offerings_request(instance_type: str, nodes: int, block: CapacityBlock, now: float) -> dict[str, Any]:
+    """boto3 `ec2.describe_capacity_block_offerings`: blocks of the gang's type and size for `block.hours` that start
+    between now and `block.start_within_h` from now (the end range bounds the start: end = start + duration)."""
+    from datetime import UTC, datetime
+
+    return {"InstanceType": instance_type, "InstanceCount": nodes, "CapacityDurationHours": block.hours,
+            "StartDateRange": datetime.fromtimestamp(now, UTC),
+            "EndDateRange": datetime.fromtimestamp(now + (block.start_within_h + block.hours) * 3600.0, UTC)}
+
+
+def choose_offering(offerings: Iterable[BlockOffering], zone_name: str, instance_type: str,
+                    nodes: int) -> BlockOffering | None:
+    """The offering of `zone_name` (the block is in that zone, as the group's subnet must be) for exactly the gang:
+    the one that starts first, then the cheapest."""
+    fits = [o for o in offerings if o.zone_name == zone_name and o.instance_type == instance_type
+            and o.count == nodes]
+    return min(fits, key=lambda o: (o.start, o.upfront_usd, o.offering_id), default=None)
+
+
+def block_template_request(p: Parts, reservation_id: str, instance_type: str,
+                           tag_map: Mapping[str, str]) -> dict[str, Any]:
+    """boto3 `ec2.create_launch_template` for a group on a Capacity Block (the EKS User Guide's capacity-blocks-mng
+    procedure): the market and the reservation, the instance type, IMDSv2 required; no placement group (a block's
+    instances are placed together in an EC2 UltraCluster already, EC2 User Guide "Capacity Blocks for ML")."""
+    return {
+        "LaunchTemplateName": p.name,
+        "LaunchTemplateData": {
+            "InstanceType": instance_type,
+            "InstanceMarketOptions": {"MarketType": "capacity-block"},
+            "CapacityReservationSpecification": {"CapacityReservationTarget": {
+                "CapacityReservationId": reservation_id}},
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+        },
+        "TagSpecifications": tag_specs("launch-template", tag_map),
+    }
 
 
 def targets(plan: Plan, cluster: Cluster) -> tuple[tuple[Target, ...], tuple[Skipped, ...]]:
@@ -138,9 +227,11 @@ def cluster_placement(instance_type: str, nodes: int) -> bool:
 @dataclass(frozen=True, slots=True)
 class Parts:
     """What a group is created with besides itself: its cluster placement group and the launch template that
-    puts the group's instances in it, both named `name`. Deleted once the group is gone."""
+    puts the group's instances in it, both named `name`; a group on a Capacity Block has the template alone
+    (`placement` False). Deleted once the group is gone."""
 
     name: str
+    placement: bool = True
 
 
 def part_name(owner: str, group: str) -> str:
@@ -151,8 +242,11 @@ def part_name(owner: str, group: str) -> str:
     return f"geosched-{owner}-{group}"
 
 
-def parts(instance_type: str, nodes: int, owner: str, group: str) -> Parts | None:
-    """The parts of group `group` (None: a plain group, created without a launch template)."""
+def parts(instance_type: str, nodes: int, owner: str, group: str, capacity: str = "") -> Parts | None:
+    """The parts of group `group` of capacity type `capacity` (None: a plain group, created without a launch
+    template). The journal keeps the capacity type, so a delete knows the parts as the create did."""
+    if capacity == CAPACITY_BLOCK:
+        return Parts(part_name(owner, group), placement=False)
     return Parts(part_name(owner, group)) if cluster_placement(instance_type, nodes) else None
 
 
@@ -209,7 +303,6 @@ def create_request(target: Target, *, gang: str, seq: int, owner: str, token: st
         "nodegroupName": group_name(gang, seq),
         "subnets": [target.subnet.subnet_id],
         "nodeRole": node_role,
-        "instanceTypes": [target.candidate.instance_type],
         "capacityType": target.capacity_type,
         "amiType": AMI_TYPE,
         # The gang is all-or-nothing: no autoscaling below or above it.
@@ -219,6 +312,8 @@ def create_request(target: Target, *, gang: str, seq: int, owner: str, token: st
         "tags": tags(gang, owner, token),
         "clientRequestToken": token,
     }
+    if target.block is None:  # a Capacity Block's template names the instance type (EKS refuses it in both)
+        request["instanceTypes"] = [target.candidate.instance_type]
     if launch_template is not None:
         request["launchTemplate"] = {"id": launch_template[0], "version": str(launch_template[1])}
     return request

@@ -1,0 +1,114 @@
+"""`geosched up JOB --cluster NAME --provisioning-class CLASS` on EKS (cluster-autoscaler's classes) and for GitOps
+(`--out FILE`, with or without Kueue): the zone the node group plan ranks first among those the EKS cluster holds
+(moto's EKS with real boto3, its subnets read as for a node group), by its name in this account, the job pinned
+there by zone name and instance type; nothing is created in the cloud. The GKE side: test_nodepools_cli.py; on
+the real control plane: tests/realkube/test_realkube_provreq.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from geosched.core.errors import EXIT_BAD_INPUT
+from geosched.kube import keys, provreq
+from geosched_emulators import Ec2FaultProxy, MotoServer
+from tests.kube.kube_support import validate_manifest
+from tests.providers.eks_support import ZONES, EksCluster, make_cluster
+from tests.providers.test_up_cli import run
+
+pytestmark = pytest.mark.integration
+CONSUMES = "autoscaling.x-k8s.io/consume-provisioning-request"
+
+
+@pytest.fixture
+def home(tmp_path: Path, proxy: Ec2FaultProxy) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def cluster(moto: MotoServer, proxy: Ec2FaultProxy) -> EksCluster:
+    return make_cluster(moto.url, ("use1-az2", "use1-az6"))  # no subnet in use1-az1, the plan's first zone
+
+
+def job(path: Path, workers: int = 2) -> Path:
+    path.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                    f"workers: {workers}\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    return path
+
+
+def docs(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def first_zone(home: Path, cluster: EksCluster) -> dict[str, Any]:
+    plan = run(home, "provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8", "--nodes",
+               "2", "--dry-run", "-o", "json")
+    assert plan.exit_code == 0, plan.output
+    first: dict[str, Any] = json.loads(plan.stdout)["items"][0]
+    assert first["zone"] != "use1-az1"  # the cluster has no subnet there
+    return first
+
+
+def test_on_eks_the_job_is_pinned_to_the_plans_first_zone_by_name_and_instance_type(
+        home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    first = first_zone(home, cluster)
+    result = run(home, "up", str(job(tmp_path / "train.yaml")), "--cluster", cluster.name, "--region", "us-east-1",
+                 "--provisioning-class", provreq.BEST_EFFORT_ATOMIC, "--dry-run", "-o", "json")
+    assert result.exit_code == 0, result.output
+    outcome = json.loads(result.stdout)
+    assert (outcome["status"], outcome["zones"]) == ("dry-run", [first["zone"]])
+    k = {m["kind"]: m for m in outcome["manifests"]}
+    assert k["ProvisioningRequestConfig"]["spec"]["provisioningClassName"] == provreq.BEST_EFFORT_ATOMIC
+    pod = k["Job"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {keys.ZONE: ZONES[first["zone"]], keys.INSTANCE_TYPE: "p4d.24xlarge"}
+    assert {"key": keys.GPU, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert any(f"in {ZONES[first['zone']]} ({first['zone']})" in a for a in outcome["assumptions"])
+    assert cluster.groups() == {}
+
+
+@pytest.mark.parametrize("kueue", [True, False])
+def test_out_writes_the_objects_for_gitops_and_applies_nothing(
+        home: Path, cluster: EksCluster, tmp_path: Path, kueue: bool) -> None:
+    first = first_zone(home, cluster)
+    out = tmp_path / "gitops" / "train.yaml"
+    out.parent.mkdir()
+    # No kubeconfig exists: anything but writing the file would fail.
+    result = run(home, "up", str(job(tmp_path / "train.yaml")), "--cluster", cluster.name, "--region", "us-east-1",
+                 "--provisioning-class", provreq.CHECK_CAPACITY, "--out", str(out), "--kubeconfig",
+                 str(tmp_path / "missing"), *(() if kueue else ("--without-kueue",)))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"wrote {out}\n"
+    assert "geosched created nothing" in result.stderr
+    objects = docs(out.read_text(encoding="utf-8"))
+    for obj in objects:
+        validate_manifest(obj)
+    kinds = [o["kind"] for o in objects]
+    if kueue:
+        assert kinds == ["ResourceFlavor", "ProvisioningRequestConfig", "AdmissionCheck", "ClusterQueue",
+                         "LocalQueue", "Job", "Service"]
+    else:
+        assert kinds == ["PodTemplate", "ProvisioningRequest", "Job", "Service"]
+        request, job_obj = objects[1], objects[2]
+        assert request["spec"]["provisioningClassName"] == provreq.CHECK_CAPACITY
+        assert job_obj["spec"]["template"]["metadata"]["annotations"][CONSUMES] == request["metadata"]["name"]
+    job_obj = next(o for o in objects if o["kind"] == "Job")
+    assert job_obj["spec"]["template"]["spec"]["nodeSelector"][keys.ZONE] == ZONES[first["zone"]]
+    assert cluster.groups() == {}
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (("--provisioning-class", provreq.QUEUED_PROVISIONING), "is GKE's"),
+    (("--without-kueue",), "--without-kueue: renders a ProvisioningRequest"),
+    (("--out", "x.yaml"), "--out: writes what --karpenter or --provisioning-class renders"),
+])
+def test_what_eks_cannot_take_is_one_line(home: Path, cluster: EksCluster, tmp_path: Path, extra: tuple[str, ...],
+                                          says: str) -> None:
+    result = run(home, "up", str(job(tmp_path / "train.yaml")), "--cluster", cluster.name, "--region", "us-east-1",
+                 *extra, "--dry-run")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert says in str(result.exception) and "\n" not in str(result.exception)
+    assert cluster.groups() == {}
