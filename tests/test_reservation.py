@@ -37,9 +37,10 @@ STARVING = [job(1, 0, 24, 1000), job(2, 0, 8, 100), job(3, 1, 24, 100), job(4, 2
             *(job(5 + k, 3 + k, 8, 300) for k in range(6))]
 
 
-def starts(policy: str, trace: Sequence[TraceJob] = STARVING) -> dict[str, float]:
+def starts(policy: str, trace: Sequence[TraceJob] = STARVING, reservations: bool = True) -> dict[str, float]:
     """Each job's start, and "end j1": when j1 ends (its 1,000 s stretched by its ring's slow-down)."""
-    (result,) = simulate(trace, two_pool_ctx(), [policy], options=SimOptions(backfill=True))
+    options = SimOptions(backfill=True, reservations=reservations)
+    (result,) = simulate(trace, two_pool_ctx(), [policy], options=options)
     return {r.id: r.start_s for r in result.records} | {"end j1": result.records[0].finish_s}
 
 
@@ -64,6 +65,12 @@ def test_without_its_reservation_the_gang_starves_behind_the_small_jobs(policy: 
     monkeypatch.setattr(engine, "reserve", head_only)
     s = starts(policy)
     assert s["j5"] == 3 and s["j4"] > 600 and s["j3"] == s["end j1"]
+
+
+def test_best_effort_fifo_reserves_nothing() -> None:
+    # Kueue's BestEffortFIFO (SimOptions(reservations=False)): every job that fits passes the blocked ones at once.
+    s = starts("tas", reservations=False)
+    assert s["j5"] == 3 and s["j4"] > 600
 
 
 def test_reservations_are_recomputed_so_a_wrong_estimate_only_delays() -> None:

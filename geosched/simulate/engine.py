@@ -88,9 +88,13 @@ class Timing(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SimOptions:
-    """`gpu`: pin every gang to this GPU model (see gangs.py: durations do not depend on the GPU)."""
+    """`gpu`: pin every gang to this GPU model (see gangs.py: durations do not depend on the GPU). `reservations`:
+    the backfill keeps zone-aware EASY reservations (policies/reservation.py); False is Kueue's BestEffortFIFO, where a
+    blocked workload reserves nothing and any later one that fits is admitted past it (kubernetes-sigs/kueue
+    `apis/kueue/v1beta1/clusterqueue_types.go`, QueueingStrategy): the `tas` baseline as Kueue itself queues."""
 
     backfill: bool = False
+    reservations: bool = True
     backfill_depth: int = 32
     max_gpus_per_worker: int = MAX_GPUS_PER_WORKER
     gpu: str | None = None
@@ -243,7 +247,9 @@ class _Replay:
         starts now only if it delays none of them. Computed afresh at every pass, from what runs now."""
         head = self.queue.popleft()
         held: list[Reservation] = []
-        self._reserve(head, held)
+        reserving = self.options.reservations
+        if reserving:
+            self._reserve(head, held)
         candidates = [self.queue.popleft() for _ in range(min(self.options.backfill_depth, len(self.queue)))]
         waiting = []
         for j in candidates:
@@ -256,7 +262,7 @@ class _Replay:
                     held = [r.after(nodes, gpus, finish) for r in held]
                     continue
             waiting.append(j)
-            if self.gangs[j].workers > 1:
+            if reserving and self.gangs[j].workers > 1:
                 self._reserve(j, held)
         self.queue.extendleft(reversed([head, *waiting]))
 
