@@ -151,6 +151,7 @@ class _Replay:
         self.reserved: dict[tuple[int, int, tuple[str, ...]], Reservation | None] = {}
         self.version = 0  # bumped whenever free GPUs change: a refusal at the same version stands
         self.refused: dict[int, tuple[int, float]] = {}  # job -> (version, until): a waiting refusal ends in time
+        self.refused_outside: dict[int, tuple[int, tuple[str, ...]]] = {}  # job -> (version, reserved domains)
         # When each gang was first told to wait for a healthy ring: its patience counts from then (the queueing
         # before it is sunk whatever the gang does next; policies/patience.py).
         self.told_to_wait: dict[int, float] = {}
@@ -257,10 +258,17 @@ class _Replay:
             if placement is not None:
                 nodes, gpus = self._holds(j, placement)
                 finish = now + self._run_time(j, placement)
-                if all(r.admits(nodes, gpus, finish) for r in held):
-                    self._start(j, placement, now)
-                    held = [r.after(nodes, gpus, finish) for r in held]
-                    continue
+                if not all(r.admits(nodes, gpus, finish) for r in held):
+                    # Its choice would delay a reservation: asked again on what no reservation holds, as Slurm's
+                    # backfill tests a job against the resources outside the reservations.
+                    placement = self._outside(j, now, held)
+                    if placement is not None:
+                        nodes, gpus = self._holds(j, placement)
+                        finish = now + self._run_time(j, placement)
+            if placement is not None:
+                self._start(j, placement, now)
+                held = [r.after(nodes, gpus, finish) for r in held]
+                continue
             waiting.append(j)
             if reserving and self.gangs[j].workers > 1:
                 self._reserve(j, held)
@@ -298,15 +306,7 @@ class _Replay:
         version, until = self.refused.get(j, (-1, 0.0))
         if version == self.version and now < until:
             return None
-        job, trace = self.gangs[j], self.trace[j]
-        result = None
-        if self._may_fit(self.free, job):
-            ctx = self.context_at(now) if self.context_at is not None else self.ctx
-            if self.timing is not None and job.flexible:
-                ctx = self.timing.context(j, job, now, ctx) or ctx
-            # The replay knows each job's run time, as its backfill does (EASY's user estimates, exact here).
-            waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s)
-            result = self.place_fn(job, ctx.with_free(self.free.copy()), self.policy, self.weights, waiting)
+        result = self._ask(j, now, self.free.copy())
         if isinstance(result, Placement):
             return result
         until = np.inf
@@ -315,6 +315,32 @@ class _Replay:
             self.told_to_wait.setdefault(j, now)
             heapq.heappush(self.wakeups, until)
         self.refused[j] = (self.version, until)
+        return None
+
+    def _ask(self, j: int, now: float, free: IntArray) -> Placement | NoFit | None:
+        """The policy's answer for job `j` on `free` (None: no pool could hold it, the policy is not asked)."""
+        job, trace = self.gangs[j], self.trace[j]
+        if not self._may_fit(free, job):
+            return None
+        ctx = self.context_at(now) if self.context_at is not None else self.ctx
+        if self.timing is not None and job.flexible:
+            ctx = self.timing.context(j, job, now, ctx) or ctx
+        # The replay knows each job's run time, as its backfill does (EASY's user estimates, exact here).
+        waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s)
+        return self.place_fn(job, ctx.with_free(free), self.policy, self.weights, waiting)
+
+    def _outside(self, j: int, now: float, held: list[Reservation]) -> Placement | None:
+        """Job `j` placed on the free GPUs outside every reserved domain (a refusal stands while they do)."""
+        key = (self.version, tuple(r.domain for r in held))
+        if self.refused_outside.get(j) == key:
+            return None
+        free = self.free.copy()
+        for r in held:
+            free[r.nodes] = 0
+        result = self._ask(j, now, free)
+        if isinstance(result, Placement):
+            return result
+        self.refused_outside[j] = key
         return None
 
     def _run_time(self, j: int, placement: Placement) -> float:
