@@ -12,8 +12,8 @@ is served:
   region, or the pool) holds its workers whole, and that domain. A later job among the next `backfill_depth` may
   start now only if it ends by the reserved start or leaves the domain enough to hold the head then. Each blocked
   multi-node gang among them gets a reservation too, in a domain no earlier reservation holds, that the jobs behind
-  it may not delay either (so a 512-GPU gang behind a 1,024-GPU head is not starved by smaller jobs in the only
-  other pool that holds it). Run times are the trace's durations times the placement's slow-down; reservations are
+  it may not delay either (so a 512-GPU gang behind a 1,024-GPU head is not starved by smaller jobs in the
+  other pools that hold it). Run times are the trace's durations times the placement's slow-down; reservations are
   computed afresh at every pass, so an estimate that proves wrong only moves them.
 
 Patience (policies/patience.py): each decision is told how long the job has waited for a healthy ring (since the
