@@ -128,6 +128,7 @@ def test_a_job_admitted_past_a_reservation_never_delays_it(
             free[k] -= take
             releases.append((finish, [k], [take]))
     r = reserve("g", workers, 8, free, releases, domains)
+    every_domain = [domains.nodes(level, d) for level, labels in enumerate(domains.labels) for d in range(len(labels))]
     every_end = sorted({f for f, _, _ in releases})
 
     def holds_at(t: float, extra: Sequence[tuple[int, int, float]] = ()) -> list[bool]:
@@ -138,7 +139,7 @@ def test_a_job_admitted_past_a_reservation_never_delays_it(
         for k, g, finish in extra:
             if finish > t:
                 f[k] -= g
-        return [int((f[m] // 8).sum()) >= workers for masks in domains.masks for m in masks]
+        return [int((f[m] // 8).sum()) >= workers for m in every_domain]
 
     first = next((t for t in every_end if any(holds_at(t))), None)
     assert (r is None) == (first is None)
@@ -156,8 +157,7 @@ def test_a_job_admitted_past_a_reservation_never_delays_it(
             r = r.after([k], [g], finish)
             now_free[k] -= g
             admitted.append((k, g, finish))
-    level_domains = [m for masks in domains.masks for m in masks]
-    index = next(i for i, m in enumerate(level_domains) if np.array_equal(m, r.nodes))
+    index = next(i for i, m in enumerate(every_domain) if np.array_equal(m, r.nodes))
     assert holds_at(r.start, admitted)[index]
 
 

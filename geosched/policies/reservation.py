@@ -45,12 +45,12 @@ LEVELS = ("zone", "region", "pool")
 
 @dataclass(frozen=True, slots=True)
 class Domains:
-    """Each node's domain at every level (`ids[level][node]`), and each domain's label and nodes, once per fleet;
-    `idle`: each node's GPUs with nothing running (what any domain can ever hold)."""
+    """Each node's domain at every level (`ids[level][node]`) and each domain's label, once per fleet; `idle`: each
+    node's GPUs with nothing running (what any domain can ever hold). No per-domain node masks are kept: a fleet of
+    10,000 one-node zones would need 10,000 x 10,000 of them; a reservation makes its own."""
 
     ids: tuple[IntArray, ...]
     labels: tuple[tuple[str, ...], ...]
-    masks: tuple[tuple[BoolArray, ...], ...]
     idle: IntArray
     lists: tuple[list[int], ...] = ()  # `ids` as plain lists, for the release loop
 
@@ -63,15 +63,18 @@ class Domains:
             [f"region {ctx.region_keys[r]} ({label[g]})" for g, r in zip(pool, region, strict=True)],
             [f"pool {label[g]}" for g in pool],
         )
-        ids, labels, masks = [], [], []
+        ids, labels = [], []
         for level in keys:
             names = sorted(set(level))
             index = {name: i for i, name in enumerate(names)}
-            node_ids = np.array([index[name] for name in level], dtype=np.int64)
-            ids.append(node_ids)
+            ids.append(np.array([index[name] for name in level], dtype=np.int64))
             labels.append(tuple(names))
-            masks.append(tuple(node_ids == i for i in range(len(names))))
-        return cls(tuple(ids), tuple(labels), tuple(masks), idle, tuple(i.tolist() for i in ids))
+        return cls(tuple(ids), tuple(labels), idle, tuple(i.tolist() for i in ids))
+
+    def nodes(self, level: int, domain: int) -> BoolArray:
+        """The nodes of one domain."""
+        mask: BoolArray = self.ids[level] == domain
+        return mask
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,6 @@ def reserve(job: str, workers: int, gpus_per_worker: int, free: IntArray,
             fits = [d for d, c in enumerate(level_count) if c >= workers and allowed[level][d]]
             if fits:
                 best = min(fits, key=lambda d: (level_count[d], d))  # BestFit: the smallest count that holds it
-                return Reservation(job, float(finish), domains.labels[level][best], domains.masks[level][best],
+                return Reservation(job, float(finish), domains.labels[level][best], domains.nodes(level, best),
                                    workers, gpw, np.array(f, dtype=np.int64), level_count[best])
     return None

@@ -146,7 +146,7 @@ class _Replay:
         self.pools = int(self.pool_of.max()) + 1 if self.pool_of.size else 0
         self.initial: IntArray = np.where(ctx.ready, ctx.gpus_free, 0).astype(np.int64)
         self.free: IntArray = self.initial.copy()
-        self.domains = Domains.of(ctx, self.initial)
+        self.domains: Domains | None = None  # built at the first reservation: a replay without backfill needs none
         # A reservation depends on the free GPUs, what runs and the domains already reserved: kept while they are.
         self.reserved: dict[tuple[int, int, tuple[str, ...]], Reservation | None] = {}
         self.version = 0  # bumped whenever free GPUs change: a refusal at the same version stands
@@ -277,6 +277,8 @@ class _Replay:
     def _reserve(self, j: int, held: list[Reservation]) -> None:
         """Append gang `j`'s reservation, in a domain none of `held` holds, if it has one."""
         key = (j, self.version, tuple(r.domain for r in held))
+        if self.domains is None:
+            self.domains = Domains.of(self.ctx, self.initial)
         if key not in self.reserved:
             job = self.gangs[j]
             taken = None
