@@ -16,7 +16,9 @@ degraded NIC (half slow, half lossy) and once with none. Workload: `geosched.sim
 Queue: FIFO with EASY backfill (`SimOptions(backfill=True)`). A 1,024-GPU gang fits only in the us-east-1
 cluster, so under strict FIFO everything behind it waits for that cluster to drain and JCT measures
 head-of-line blocking rather than placement; backfill lets later gangs run when they cannot delay the head,
-as Kueue's BestEffortFIFO lets admissible workloads past a blocked head. `--no-backfill` shows strict FIFO.
+as Kueue's BestEffortFIFO lets admissible workloads past a blocked head; the head and the blocked gangs behind it get
+zone-aware reservations (geosched/policies/reservation.py), the same for every policy. `--no-backfill` shows strict
+FIFO.
 
 Per fleet and seed: avg and p95 JCT, avg queueing (and that of the gangs of >= 512 GPUs, which only a few
 clusters hold, so it shows what a policy's earlier choices left free for them), cost, kgCO2e (each job billed

@@ -4,7 +4,9 @@ Every placement of seeded replays is compared with the one the code made before 
 2751575; recorded again on purpose for issue 22's capacity-aware choice, policies/capacity.py, which moves
 zone-first's decisions: 298 of 1,800 lines of the default-fleet replay, most of the geo one; and again for its
 patience, policies/patience.py: the default-fleet replay is unchanged, the geo one's llm-54 now waits once for a
-healthy ring and every line after it moves), recorded in
+healthy ring and every line after it moves; and for the zone-aware EASY reservations, policies/reservation.py: the
+default-fleet replay is unchanged; in the geo one the backfill holds or starts other jobs once blocked gangs have
+reservations, and every line from its 25th, zone-first's llm-25, moves), recorded in
 tests/data/replay_decisions.json: the nodes, the workers on each, the score's total and
 the start time, job by job (a line per decision, kept as a short SHA-256 to keep the file small). The replays
 cover what the fast paths touch and what they skip: a default-fleet trace of mostly one-worker gangs with

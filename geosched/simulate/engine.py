@@ -7,11 +7,14 @@ is served:
 - FIFO: the head job is offered to the policy through `geosched.policies.place` on the snapshot with the
   current free GPUs (`ctx.with_free`, a new array each time: the context is never changed). If it is placed
   it starts now; if not, nothing behind it starts (strict FIFO), until a completion frees GPUs.
-- backfill (optional, a conservative EASY backfill): when the head is blocked, a later job among the next
-  `backfill_depth` may start now if it would also finish by the head's earliest possible start. That start
-  is estimated by releasing running jobs in finish order until some (cluster, GPU model) pool holds the
-  head's workers by GPU count alone; the estimate can be early, never late, so a backfilled job cannot delay
-  the head under this estimate.
+- backfill (optional, EASY backfill with zone-aware reservations, policies/reservation.py): when the head is
+  blocked it gets a reservation: the earliest expected end of running jobs after which some domain (a pool's zone,
+  region, or the pool) holds its workers whole, and that domain. A later job among the next `backfill_depth` may
+  start now only if it ends by the reserved start or leaves the domain enough to hold the head then. Each blocked
+  multi-node gang among them gets a reservation too, in a domain no earlier reservation holds, that the jobs behind
+  it may not delay either (so a 512-GPU gang behind a 1,024-GPU head is not starved by smaller jobs in the
+  other pools that hold it). Run times are the trace's durations times the placement's slow-down; reservations are
+  computed afresh at every pass, so an estimate that proves wrong only moves them.
 
 Patience (policies/patience.py): each decision is told how long the job has waited for a healthy ring (since the
 first "waiting" answer it got) and its trace duration as its run time, as the backfill is. A "waiting" NoFit is
@@ -51,6 +54,7 @@ from geosched import policies
 from geosched.core.models import Job, NoFit, Placement, Weights
 from geosched.policies.context import IntArray, PlacementContext
 from geosched.policies.patience import Waiting
+from geosched.policies.reservation import Domains, Reservation, reserve
 from geosched.simulate.gangs import MAX_GPUS_PER_WORKER, ProfileFor, gavel_profiles, to_job
 from geosched.simulate.gavel import shipped_throughputs
 from geosched.simulate.metrics import JobRecord, PolicyResult, Unplaced, summarise
@@ -84,9 +88,13 @@ class Timing(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SimOptions:
-    """`gpu`: pin every gang to this GPU model (see gangs.py: durations do not depend on the GPU)."""
+    """`gpu`: pin every gang to this GPU model (see gangs.py: durations do not depend on the GPU). `reservations`:
+    the backfill keeps zone-aware EASY reservations (policies/reservation.py); False is Kueue's BestEffortFIFO, where a
+    blocked workload reserves nothing and any later one that fits is admitted past it (kubernetes-sigs/kueue
+    `apis/kueue/v1beta1/clusterqueue_types.go`, QueueingStrategy): the `tas` baseline as Kueue itself queues."""
 
     backfill: bool = False
+    reservations: bool = True
     backfill_depth: int = 32
     max_gpus_per_worker: int = MAX_GPUS_PER_WORKER
     gpu: str | None = None
@@ -138,8 +146,12 @@ class _Replay:
         self.pools = int(self.pool_of.max()) + 1 if self.pool_of.size else 0
         self.initial: IntArray = np.where(ctx.ready, ctx.gpus_free, 0).astype(np.int64)
         self.free: IntArray = self.initial.copy()
+        self.domains: Domains | None = None  # built at the first reservation: a replay without backfill needs none
+        # A reservation depends on the free GPUs, what runs and the domains already reserved: kept while they are.
+        self.reserved: dict[tuple[int, int, tuple[str, ...]], Reservation | None] = {}
         self.version = 0  # bumped whenever free GPUs change: a refusal at the same version stands
         self.refused: dict[int, tuple[int, float]] = {}  # job -> (version, until): a waiting refusal ends in time
+        self.refused_outside: dict[int, tuple[int, tuple[str, ...]]] = {}  # job -> (version, reserved domains)
         # When each gang was first told to wait for a healthy ring: its patience counts from then (the queueing
         # before it is sunk whatever the gang does next; policies/patience.py).
         self.told_to_wait: dict[int, float] = {}
@@ -231,26 +243,57 @@ class _Replay:
         return s.deadline if s is not None and s.deadline is not None else np.inf
 
     def _backfill(self, now: float) -> None:
-        shadow = self._shadow_time(self.gangs[self.queue[0]])
+        """EASY backfill with zone-aware reservations (policies/reservation.py): the blocked head, then each blocked
+        multi-node gang among the candidates, gets a reservation in a domain no earlier reservation holds; a candidate
+        starts now only if it delays none of them. Computed afresh at every pass, from what runs now."""
         head = self.queue.popleft()
+        held: list[Reservation] = []
+        reserving = self.options.reservations
+        if reserving:
+            self._reserve(head, held)
         candidates = [self.queue.popleft() for _ in range(min(self.options.backfill_depth, len(self.queue)))]
         waiting = []
         for j in candidates:
             placement = self._try(j, now)
-            if placement is not None and now + self._run_time(j, placement) <= shadow:
+            if placement is not None:
+                nodes, gpus = self._holds(j, placement)
+                finish = now + self._run_time(j, placement)
+                if not all(r.admits(nodes, gpus, finish) for r in held):
+                    # Its choice would delay a reservation: asked again on what no reservation holds, as Slurm's
+                    # backfill tests a job against the resources outside the reservations.
+                    placement = self._outside(j, now, held)
+                    if placement is not None:
+                        nodes, gpus = self._holds(j, placement)
+                        finish = now + self._run_time(j, placement)
+            if placement is not None:
                 self._start(j, placement, now)
-            else:
-                waiting.append(j)
+                held = [r.after(nodes, gpus, finish) for r in held]
+                continue
+            waiting.append(j)
+            if reserving and self.gangs[j].workers > 1:
+                self._reserve(j, held)
         self.queue.extendleft(reversed([head, *waiting]))
 
-    def _shadow_time(self, head: Job) -> float:
-        free = self.free.copy()
-        for finish, _, j in sorted(self.running):
-            nodes, gpus = self.held[j]
-            free[nodes] += gpus
-            if self._may_fit(free, head):
-                return finish
-        return np.inf
+    def _reserve(self, j: int, held: list[Reservation]) -> None:
+        """Append gang `j`'s reservation, in a domain none of `held` holds, if it has one."""
+        key = (j, self.version, tuple(r.domain for r in held))
+        if self.domains is None:
+            self.domains = Domains.of(self.ctx, self.initial)
+        if key not in self.reserved:
+            job = self.gangs[j]
+            taken = None
+            if held:
+                taken = np.zeros(len(self.free), dtype=bool)
+                for r in held:
+                    taken |= r.nodes
+            releases = [(finish, *self.held[i]) for finish, _, i in self.running]
+            if len(self.reserved) > 4096:
+                self.reserved.clear()  # old versions are never asked again
+            self.reserved[key] = reserve(job.name, job.workers, job.gpus_per_worker, self.free, releases,
+                                         self.domains, taken=taken)
+        reservation = self.reserved[key]
+        if reservation is not None:
+            held.append(reservation)
 
     def _may_fit(self, free: IntArray, job: Job) -> bool:
         """Some (cluster, GPU model) pool holds every worker by free GPU count: every policy needs that."""
@@ -265,15 +308,7 @@ class _Replay:
         version, until = self.refused.get(j, (-1, 0.0))
         if version == self.version and now < until:
             return None
-        job, trace = self.gangs[j], self.trace[j]
-        result = None
-        if self._may_fit(self.free, job):
-            ctx = self.context_at(now) if self.context_at is not None else self.ctx
-            if self.timing is not None and job.flexible:
-                ctx = self.timing.context(j, job, now, ctx) or ctx
-            # The replay knows each job's run time, as its backfill does (EASY's user estimates, exact here).
-            waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s)
-            result = self.place_fn(job, ctx.with_free(self.free.copy()), self.policy, self.weights, waiting)
+        result = self._ask(j, now, self.free.copy())
         if isinstance(result, Placement):
             return result
         until = np.inf
@@ -284,14 +319,44 @@ class _Replay:
         self.refused[j] = (self.version, until)
         return None
 
+    def _ask(self, j: int, now: float, free: IntArray) -> Placement | NoFit | None:
+        """The policy's answer for job `j` on `free` (None: no pool could hold it, the policy is not asked)."""
+        job, trace = self.gangs[j], self.trace[j]
+        if not self._may_fit(free, job):
+            return None
+        ctx = self.context_at(now) if self.context_at is not None else self.ctx
+        if self.timing is not None and job.flexible:
+            ctx = self.timing.context(j, job, now, ctx) or ctx
+        # The replay knows each job's run time, as its backfill does (EASY's user estimates, exact here).
+        waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s)
+        return self.place_fn(job, ctx.with_free(free), self.policy, self.weights, waiting)
+
+    def _outside(self, j: int, now: float, held: list[Reservation]) -> Placement | None:
+        """Job `j` placed on the free GPUs outside every reserved domain (a refusal stands while they do)."""
+        key = (self.version, tuple(r.domain for r in held))
+        if self.refused_outside.get(j) == key:
+            return None
+        free = self.free.copy()
+        for r in held:
+            free[r.nodes] = 0
+        result = self._ask(j, now, free)
+        if isinstance(result, Placement):
+            return result
+        self.refused_outside[j] = key
+        return None
+
     def _run_time(self, j: int, placement: Placement) -> float:
         return self.trace[j].duration_s * _slowdown(self.gangs[j], placement)
 
+    def _holds(self, j: int, placement: Placement) -> tuple[list[int], list[int]]:
+        """The nodes a placement takes and the GPUs it takes on each. Plain lists: a gang spans a handful of nodes,
+        where numpy's per-call overhead would dominate."""
+        gpw = self.gangs[j].gpus_per_worker
+        return [self.index[a.node] for a in placement.assignments], [a.workers * gpw for a in placement.assignments]
+
     def _start(self, j: int, placement: Placement, now: float) -> None:
         job, trace = self.gangs[j], self.trace[j]
-        # Plain lists: a gang spans a handful of nodes, where numpy's per-call overhead would dominate.
-        nodes = [self.index[a.node] for a in placement.assignments]
-        gpus = [a.workers * job.gpus_per_worker for a in placement.assignments]
+        nodes, gpus = self._holds(j, placement)
         free = self.free.copy()
         free[nodes] -= gpus
         if len(set(nodes)) != len(nodes) or sum(gpus) != job.gpus or free[nodes].min() < 0:
