@@ -13,6 +13,7 @@ template while saying the block stays (EC2 cannot cancel one).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,10 +169,14 @@ def test_the_cli_buys_with_consent_and_down_says_the_block_stays(tmp_path: Path,
     assert made.exit_code == 0, made.output
     [rid] = proxy.capacity_reservations(REGION)
     assert cluster.groups()["cb-cli-1"]["capacityType"] == "CAPACITY_BLOCK"
+    shown = run_cli(home, "status", "cb-cli", "-o", "json")
+    assert shown.exit_code == 0, shown.output
+    [held] = json.loads(shown.stdout)["capacity_blocks"]
+    assert (held["reservation"], held["state"], held["upfront_usd"]) == (rid, "bought", 1432.80)
     gone = run_cli(home, "down", "cb-cli", "--yes")
     assert gone.exit_code == 0, gone.output
-    assert f"cb-cli: node group cb-cli-1 ran on capacity block {rid}" in gone.stderr
-    assert "EC2 cannot cancel it" in gone.stderr
+    assert f"cb-cli: capacity block {rid} (2 x p4d.24xlarge in " in gone.stderr
+    assert "paid until its end at" in gone.stderr and "EC2 cannot cancel it" in gone.stderr
     assert cluster.groups() == {}
 
 
