@@ -249,3 +249,18 @@ def test_a_report_charges_the_blocks_fee_spread_over_its_hours(store: Store, clu
     assert line["priced_from"] == "capacity-block"
     assert line["cost_usd"] == pytest.approx(1432.80 / 2 / 24 * 2 * 2, rel=1e-6)
     down(store, "cb-fee", settings=fast())
+
+
+def test_a_block_that_starts_later_is_not_bought_and_its_start_is_named(store: Store, cluster: EksCluster,
+                                                                          proxy: Ec2FaultProxy) -> None:
+    """EC2 sells most blocks from 11:30 UTC on a later day (EC2 User Guide, "Capacity Blocks for ML"): a zone whose
+    only block starts in two days is refused naming that start, and nothing is bought anywhere."""
+    start = (int(time.time() // 86400) + 2) * 86400 + 11.5 * 3600
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, 1432.80, start=start)
+    result = run(store, cluster, "cb-later")
+    assert not result.ok
+    first = journal.attempts(store, "cb-later")[0]
+    assert (first.zone, first.error_code) == ("use1-az1", "NoCapacityBlockOffering")
+    named = time.strftime("%Y-%m-%d 11:30 UTC", time.gmtime(start))
+    assert f"the zone's earliest starts at {named}" in (first.message or ""), first.message
+    assert proxy.log.count(method="PurchaseCapacityBlock") == 0 and proxy.capacity_reservations(REGION) == {}

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -182,18 +183,27 @@ class Eks:
                                  "another size) and cannot be cancelled; geosched buys at most one per gang: down "
                                  "the gang, then run `up --name` with its name in that block's zone",
                                  code="CapacityBlockBought")
-        asked = spec.offerings_request(c.instance_type, nodes, block, self._clock())
+        now = self._clock()
+        asked = spec.offerings_request(c.instance_type, nodes, block, now)
         answer = _call(budget, lambda: self._ec2.describe_capacity_block_offerings(**asked))
         offers = [spec.BlockOffering(str(o["CapacityBlockOfferingId"]), str(o["AvailabilityZone"]),
                                      str(o["InstanceType"]), int(o["InstanceCount"]),
                                      int(o["CapacityBlockDurationHours"]), o["StartDate"].timestamp(),
                                      o["EndDate"].timestamp(), float(o.get("UpfrontFee") or 0))
                   for o in answer.get("CapacityBlockOfferings") or []]
-        chosen = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes)
+        chosen = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes,
+                                      now + block.start_within_h * 3600.0)
         if chosen is None:
+            later = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes)
+            # A block that starts later (EC2 sells most from 11:30 UTC on a later day) is not bought: its nodes
+            # cannot launch before its start, and scaling the group up at the start (the EKS User Guide's
+            # capacity-blocks-mng scheduled actions) is not implemented.
+            starts = (f"; the zone's earliest starts at {datetime.fromtimestamp(later.start, UTC):%Y-%m-%d %H:%M} UTC, "
+                      "later than geosched waits for (scheduled scaling at a block's start is not implemented)"
+                      if later is not None else "")
             raise CapacityError(f"no Capacity Block of {nodes} x {c.instance_type} for {block.hours} h starting "
-                                f"within {block.start_within_h:g} h is offered in {target.zone_name} (nothing was "
-                                "bought)", code="NoCapacityBlockOffering")
+                                f"within {block.start_within_h:g} h is offered in {target.zone_name}{starts} "
+                                "(nothing was bought)", code="NoCapacityBlockOffering")
         log.info("buying Capacity Block %s: %d x %s in %s for %d h, $%.2f up front", chosen.offering_id, nodes,
                  c.instance_type, target.zone_name, block.hours, chosen.upfront_usd)
         # Journalled before the purchase: a crash after it still leaves the offering bought named in the store.
