@@ -23,8 +23,9 @@ import pytest
 from geosched.core.errors import EXIT_BAD_INPUT
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
+from geosched.providers.nodegroups import blocks, spec
 from geosched.providers.nodegroups import journal as groups_journal
-from geosched.providers.nodegroups import spec
+from geosched.providers.nodegroups.backend import Block
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import down, provision, read_cluster
 from geosched.store.db import Store
@@ -228,9 +229,17 @@ def test_a_purchase_whose_answer_was_lost_is_not_bought_again_in_the_next_zone(
     deadline = time.monotonic() + 10
     while not proxy.capacity_reservations(REGION) and time.monotonic() < deadline:
         time.sleep(0.05)  # real sleep: the held purchase lands in the double on its own time
-    assert len(proxy.capacity_reservations(REGION)) == 1
+    [(rid, bought)] = proxy.capacity_reservations(REGION).items()
     assert cluster.groups() == {}
     assert templates(cluster, spec.part_name(journal.owner(store), "cb-lost-")) == {}
+    # The journal has the purchase's intent; the block, once found by its tags (no offering id, no fee), completes
+    # that row rather than adding one.
+    [intent] = blocks.of_gang(store, "cb-lost")
+    assert (intent.state, intent.reservation, intent.upfront_usd) == ("buying", None, 1432.80)
+    blocks.record(store, first, Block(bought["availabilityZone"], TYPE, 2, None, rid, bought["start"], bought["end"],
+                                      None))
+    [row] = blocks.of_gang(store, "cb-lost")
+    assert (row.state, row.reservation, row.offering, row.upfront_usd) == ("bought", rid, intent.offering, 1432.80)
 
 
 def test_a_report_charges_the_blocks_fee_spread_over_its_hours(store: Store, cluster: EksCluster,

@@ -53,6 +53,12 @@ def record(store: Store, a: AttemptRecord, block: Block) -> None:
         if row is None and block.offering is not None:
             row = db.execute("SELECT id FROM prov_capacity_blocks WHERE gang = ? AND offering = ? AND "
                              "reservation IS NULL", (a.gang, block.offering)).fetchone()
+        if row is None and block.reservation is not None:
+            # A purchase whose answer was lost, its block found later by its tags (which carry no offering id): the
+            # gang's purchase of this zone, type and size (a gang buys at most one block).
+            row = db.execute("SELECT id FROM prov_capacity_blocks WHERE gang = ? AND reservation IS NULL AND "
+                             "zone = ? AND instance_type = ? AND nodes = ?",
+                             (a.gang, block.zone, block.instance_type, block.nodes)).fetchone()
         if row is None:
             db.execute("INSERT INTO prov_capacity_blocks (gang, attempt, region, zone, instance_type, nodes, offering, "
                        "reservation, state, start_at, end_at, upfront_usd, created_at, updated_at) "
