@@ -941,10 +941,8 @@ def down_cmd(
                     from geosched.providers.nodegroups import launch as nodegroup_launch
 
                     groups = nodegroup_launch.down(store, target)
-                    for row in nodegroup_journal.groups(store, gang=target):
-                        if row.capacity_type == "CAPACITY_BLOCK" and row.note:
-                            render.err.print(f"{target}: node group {row.name} ran on {row.note}", markup=False,
-                                             highlight=False, soft_wrap=True)
+                    for line in groups.blocks:
+                        render.err.print(f"{target}: {line}", markup=False, highlight=False, soft_wrap=True)
                     rows.append({"gang": target, "state": groups.state, "terminated": groups.deleted,
                                  "api_calls": groups.api_calls, "errors": [_plain(e) for e in groups.errors]})
                     continue
@@ -1006,9 +1004,10 @@ def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, outpu
 
 def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_headers: bool) -> None:
     from geosched.console import kinds, render
-    from geosched.console.output import emit_document, emit_list
+    from geosched.console.output import emit_document, emit_list, rfc3339
     from geosched.core.errors import InputError
     from geosched.providers import journal
+    from geosched.providers.nodegroups import blocks
     from geosched.providers.nodegroups import journal as nodegroup_journal
     from geosched.store.db import Store
     with Store(_home(ctx)) as store:
@@ -1024,6 +1023,11 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
                        "instance_type": g.instance_type, "capacity_type": g.capacity_type, "nodes": g.nodes,
                        "state": g.state, "note": _plain(g.note or "") or None}
                       for g in nodegroup_journal.groups(store, gang=gang)]
+            capacity_blocks = [{"reservation": b.reservation, "offering": b.offering, "zone": b.zone,
+                                "instance_type": b.instance_type, "nodes": b.nodes, "state": b.state,
+                                "start": rfc3339(b.start_at), "end": rfc3339(b.end_at), "upfront_usd": b.upfront_usd,
+                                "note": blocks.describe(b)}
+                               for b in blocks.of_gang(store, gang)]
 
             def table() -> None:
                 render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message
@@ -1031,6 +1035,8 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
                 attempts_table("attempts", attempts, output is Output.WIDE)
                 if groups:
                     render.table("node groups", groups)
+                    for b in capacity_blocks:
+                        render.out.print(str(b["note"]), markup=False, highlight=False, soft_wrap=True)
                 else:
                     render.table("instances", machines)
 
@@ -1038,6 +1044,8 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
                                    "attempts": attempts, "instances": machines}
             if groups:
                 doc["nodegroups"] = groups
+            if capacity_blocks:
+                doc["capacity_blocks"] = capacity_blocks
             emit_document("GangStatus", doc, output, table, no_headers=no_headers)
             return
         rows = [_gang_row(store, g) for g in journal.gangs(store)]

@@ -44,6 +44,8 @@ class Rates:
     regions: Mapping[str, Region]
     energy: model.EnergyModel
     carbon: CarbonSignal | None = None
+    # USD per node-hour fixed by what was paid, by (cluster, node interval name): nodes on a Capacity Block.
+    fixed: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     def hourly(self, region: str) -> bool:
         return self.carbon is not None and self.carbon.varies(region)
@@ -78,8 +80,9 @@ def interval_lines(interval: Interval, window: Window, rates: Rates, notes: set[
     end = window.until if interval.end is None else min(interval.end, window.until)
     if end <= start:
         return []
+    fixed = rates.fixed.get((interval.cluster or "", interval.name)) if interval.kind is Kind.NODE else None
     key = _price_key(interval)
-    changes = rates.prices.changes(key, start, end) if key else []
+    changes = rates.prices.changes(key, start, end) if key and fixed is None else []
     hourly = rates.hourly(interval.region_key)
     bounds = [start, *cuts(start, end, HOUR_S if hourly else DAY_S, changes), end]
     spec = rates.specs.get((interval.provider, interval.instance_type or ""))
@@ -101,7 +104,11 @@ def interval_lines(interval: Interval, window: Window, rates: Rates, notes: set[
     out = []
     for a, b in pairwise(bounds):
         hours = (b - a) / HOUR_S
-        usd_h, priced_from = rates.prices.price(key, a, interval.region) if key else (None, PricedFrom.NONE)
+        usd_h: float | None
+        if fixed is not None:
+            usd_h, priced_from = fixed, PricedFrom.BLOCK
+        else:
+            usd_h, priced_from = rates.prices.price(key, a, interval.region) if key else (None, PricedFrom.NONE)
         if usd_h is None:
             notes.add(f"no price for {interval.provider} {interval.instance_type or '(no instance type)'} in "
                       f"{interval.zone or interval.region} ({interval.pricing.value}): its cost is not counted")

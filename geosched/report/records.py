@@ -14,6 +14,9 @@ __all__ = ["Interval", "Kind", "Line", "Origin", "PricedFrom", "Source"]
 class PricedFrom(StrEnum):
     """Where a piece's price came from, worst last; every row of the report names it."""
 
+    # A node of a node group on an EC2 Capacity Block: the block's upfront fee spread evenly over its duration
+    # (fee / nodes / hours), the price actually paid, not the catalog's on-demand price.
+    BLOCK = "capacity-block"
     HISTORY = "history"
     # The piece lies before the offering's first observation: the earliest observed price stands in for it.
     HISTORY_EARLIEST = "history-earliest"

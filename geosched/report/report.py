@@ -116,7 +116,8 @@ def _rates(store: Store, used: list[Interval], fleet: Fleet | None, carbon: Carb
     model = EnergyModel(gpu_power=power, embodied=embodied,
                         gpu_utilisation=DEFAULT_GPU_UTILISATION if utilisation is None else utilisation)
     return Rates(prices=PriceBook.build(reads.price_rows(store, keys), [*shipped, *extra]), specs=specs,
-                 platforms=platforms(specs), regions=regions, energy=model, carbon=carbon)
+                 platforms=platforms(specs), regions=regions, energy=model, carbon=carbon,
+                 fixed=reads.block_prices(store))
 
 
 def _render(data: ReportData, output: Output, out: Path | None) -> Rendered:

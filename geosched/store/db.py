@@ -260,6 +260,30 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX prov_nodegroups_gang ON prov_nodegroups (gang, state);
     """,
+    # EC2 Capacity Blocks bought for a node-group gang (geosched.providers.nodegroups.blocks): written `buying`
+    # before PurchaseCapacityBlock and `bought` after its answer (reservation id, dates, fee), so `status` and
+    # `down` name a block that was paid for even when geosched died between the purchase and the node group.
+    # EC2 cannot cancel a block: a row is never closed, the block simply ends at end_at.
+    """
+    CREATE TABLE prov_capacity_blocks (
+        id INTEGER PRIMARY KEY,
+        gang TEXT NOT NULL REFERENCES prov_gangs (gang),
+        attempt INTEGER NOT NULL REFERENCES prov_attempts (id),
+        region TEXT NOT NULL,
+        zone TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        nodes INTEGER NOT NULL,
+        offering TEXT,
+        reservation TEXT,
+        state TEXT NOT NULL CHECK (state IN ('buying', 'bought')),
+        start_at REAL,
+        end_at REAL,
+        upfront_usd REAL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX prov_capacity_blocks_gang ON prov_capacity_blocks (gang);
+    """,
 )
 
 

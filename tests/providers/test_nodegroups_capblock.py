@@ -13,6 +13,7 @@ template while saying the block stays (EC2 cannot cancel one).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +23,9 @@ import pytest
 from geosched.core.errors import EXIT_BAD_INPUT
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
+from geosched.providers.nodegroups import blocks, spec
 from geosched.providers.nodegroups import journal as groups_journal
-from geosched.providers.nodegroups import spec
+from geosched.providers.nodegroups.backend import Block
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import down, provision, read_cluster
 from geosched.store.db import Store
@@ -168,10 +170,14 @@ def test_the_cli_buys_with_consent_and_down_says_the_block_stays(tmp_path: Path,
     assert made.exit_code == 0, made.output
     [rid] = proxy.capacity_reservations(REGION)
     assert cluster.groups()["cb-cli-1"]["capacityType"] == "CAPACITY_BLOCK"
+    shown = run_cli(home, "status", "cb-cli", "-o", "json")
+    assert shown.exit_code == 0, shown.output
+    [held] = json.loads(shown.stdout)["capacity_blocks"]
+    assert (held["reservation"], held["state"], held["upfront_usd"]) == (rid, "bought", 1432.80)
     gone = run_cli(home, "down", "cb-cli", "--yes")
     assert gone.exit_code == 0, gone.output
-    assert f"cb-cli: node group cb-cli-1 ran on capacity block {rid}" in gone.stderr
-    assert "EC2 cannot cancel it" in gone.stderr
+    assert f"cb-cli: capacity block {rid} (2 x p4d.24xlarge in " in gone.stderr
+    assert "paid until its end at" in gone.stderr and "EC2 cannot cancel it" in gone.stderr
     assert cluster.groups() == {}
 
 
@@ -223,6 +229,47 @@ def test_a_purchase_whose_answer_was_lost_is_not_bought_again_in_the_next_zone(
     deadline = time.monotonic() + 10
     while not proxy.capacity_reservations(REGION) and time.monotonic() < deadline:
         time.sleep(0.05)  # real sleep: the held purchase lands in the double on its own time
-    assert len(proxy.capacity_reservations(REGION)) == 1
+    [(rid, bought)] = proxy.capacity_reservations(REGION).items()
     assert cluster.groups() == {}
     assert templates(cluster, spec.part_name(journal.owner(store), "cb-lost-")) == {}
+    # The journal has the purchase's intent; the block, once found by its tags (no offering id, no fee), completes
+    # that row rather than adding one.
+    [intent] = blocks.of_gang(store, "cb-lost")
+    assert (intent.state, intent.reservation, intent.upfront_usd) == ("buying", None, 1432.80)
+    blocks.record(store, first, Block(bought["availabilityZone"], TYPE, 2, None, rid, bought["start"], bought["end"],
+                                      None))
+    [row] = blocks.of_gang(store, "cb-lost")
+    assert (row.state, row.reservation, row.offering, row.upfront_usd) == ("bought", rid, intent.offering, 1432.80)
+
+
+def test_a_report_charges_the_blocks_fee_spread_over_its_hours(store: Store, cluster: EksCluster,
+                                                                proxy: Ec2FaultProxy) -> None:
+    """A group on a Capacity Block costs what was paid: the block's upfront fee (journalled with its purchase) over
+    its nodes and hours, not the catalog's on-demand price of its type."""
+    from geosched.report.report import report
+
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, 1432.80)
+    result = run(store, cluster, "cb-fee")
+    assert result.ok, result.message
+    [row] = groups_journal.groups(store, gang="cb-fee")
+    at = row.created_at + 2 * 3600.0  # two hours of the group's two nodes
+    doc = json.loads(report(store, "cost", "job", output="json", now=at).text or "{}")
+    [line] = [r for r in doc["rows"] if r["job"] == "cb-fee"]
+    assert line["priced_from"] == "capacity-block"
+    assert line["cost_usd"] == pytest.approx(1432.80 / 2 / 24 * 2 * 2, rel=1e-6)
+    down(store, "cb-fee", settings=fast())
+
+
+def test_a_block_that_starts_later_is_not_bought_and_its_start_is_named(store: Store, cluster: EksCluster,
+                                                                          proxy: Ec2FaultProxy) -> None:
+    """EC2 sells most blocks from 11:30 UTC on a later day (EC2 User Guide, "Capacity Blocks for ML"): a zone whose
+    only block starts in two days is refused naming that start, and nothing is bought anywhere."""
+    start = (int(time.time() // 86400) + 2) * 86400 + 11.5 * 3600
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, 1432.80, start=start)
+    result = run(store, cluster, "cb-later")
+    assert not result.ok
+    first = journal.attempts(store, "cb-later")[0]
+    assert (first.zone, first.error_code) == ("use1-az1", "NoCapacityBlockOffering")
+    named = time.strftime("%Y-%m-%d 11:30 UTC", time.gmtime(start))
+    assert f"the zone's earliest starts at {named}" in (first.message or ""), first.message
+    assert proxy.log.count(method="PurchaseCapacityBlock") == 0 and proxy.capacity_reservations(REGION) == {}

@@ -25,8 +25,8 @@ import pytest
 from geosched.core.retry import RetryPolicy
 from geosched.providers import journal
 from geosched.providers.gang import plan_gang
+from geosched.providers.nodegroups import blocks, spec
 from geosched.providers.nodegroups import journal as groups_journal
-from geosched.providers.nodegroups import spec
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import GroupSettings, down, provision, read_cluster
 from geosched.report.ledger import ledger_intervals
@@ -185,3 +185,46 @@ def test_killed_after_buying_a_capacity_block_while_the_create_is_held(tmp_path:
         time.sleep(0.02)  # real sleep: the proxy forwards the held create to the real moto server on its own time
     assert cluster.groups() == {}, "the group the held create made after the kill must be gone"
     assert len(proxy.capacity_reservations(REGION)) == 1, "one block bought, never a second"
+
+
+def test_killed_after_the_purchase_answer_names_the_block(tmp_path: Path, proxy: Ec2FaultProxy,
+                                                          cluster: EksCluster) -> None:
+    """The process dies after PurchaseCapacityBlock answered, before the node group call (its CreateLaunchTemplate
+    held): the store already names the block bought (journalled before the purchase, completed from its answer),
+    so `down` says it exists and is paid until its end, and deletes nothing it did not make."""
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], "p4d.24xlarge", 2, 24, 1432.80)
+    held = proxy.inject(Ec2Fault.stall(4.0), action="CreateLaunchTemplate")
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-paid", lambda: held.hits > 0, block_hours=24)
+    [(rid, block)] = proxy.capacity_reservations(REGION).items()
+    with Store(home) as store:
+        [row] = blocks.of_gang(store, "k-paid")
+        assert (row.state, row.reservation, row.zone, row.nodes, row.upfront_usd) == (
+            "bought", rid, ZONES["use1-az1"], 2, 1432.80)
+        assert (row.start_at, row.end_at) == pytest.approx((block["start"], block["end"]), abs=1.0)
+        result = down(store, "k-paid", settings=settings())
+    assert (result.state, result.errors) == ("terminated", ())
+    [line] = result.blocks
+    end = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(block["end"]))
+    assert rid in line and f"paid until its end at {end}" in line and "$1,432.80" in line, line
+    assert cluster.groups() == {}
+    assert proxy.log.count(method=f"DELETE /clusters/{cluster.name}/node-groups/k-paid-1") == 0, "none was made"
+    assert list(proxy.capacity_reservations(REGION)) == [rid], "the block stays: EC2 cannot cancel one"
+    assert_clean(home, cluster, "k-paid", proxy)
+
+
+def test_killed_while_the_purchase_is_held_names_the_offering(tmp_path: Path, proxy: Ec2FaultProxy,
+                                                              cluster: EksCluster) -> None:
+    """The process dies while PurchaseCapacityBlock is held by the server: the store has the intent (`buying`,
+    the offering and its fee), and `down` says the block may have been bought and how to find it."""
+    offering = proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], "p4d.24xlarge", 2, 24, 1432.80)
+    held = proxy.inject(Ec2Fault.stall(4.0), action="PurchaseCapacityBlock")
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-buy", lambda: held.hits > 0, block_hours=24)
+    with Store(home) as store:
+        [row] = blocks.of_gang(store, "k-buy")
+        assert (row.state, row.offering, row.reservation) == ("buying", offering, None)
+        result = down(store, "k-buy", settings=settings())
+    [line] = result.blocks
+    assert offering in line and "may have been bought" in line and "geosched-gang=k-buy" in line, line
+    assert_clean(home, cluster, "k-buy", proxy)

@@ -126,6 +126,19 @@ class NodeGroup(Declared):
     note: str | None
 
 
+class CapacityBlock(Declared):
+    reservation: str | None
+    offering: str | None
+    zone: str
+    instance_type: str
+    nodes: int
+    state: str
+    start: str | None
+    end: str | None
+    upfront_usd: float | None
+    note: str
+
+
 class GangStatusDoc(OutputDocument):
     KIND: ClassVar[str] = "GangStatus"
     DESCRIPTION: ClassVar[str] = "One gang in the store (`geosched status GANG`): its attempts and machines."
@@ -137,3 +150,6 @@ class GangStatusDoc(OutputDocument):
     instances: list[Instance]
     nodegroups: list[NodeGroup] | None = _optional(
         "EKS managed node groups of a node group gang (provision --cluster), oldest first; absent for a machine gang")
+    capacity_blocks: list[CapacityBlock] | None = _optional(
+        "EC2 Capacity Blocks bought for the gang (state buying: the purchase's answer never came; bought), oldest "
+        "first; EC2 cannot cancel one: it stays, paid, until its end; absent when none")

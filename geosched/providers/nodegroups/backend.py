@@ -49,6 +49,25 @@ class Pool:
     note: str | None = None  # what the create made beside the pool that the journal should say (a Capacity Block)
 
 
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A reservation bought for a pool (an EC2 Capacity Block): what the journal records before the purchase
+    (`reservation` None: the offering about to be bought) and after its answer. Times are epoch seconds."""
+
+    zone: str
+    instance_type: str
+    nodes: int
+    offering: str | None
+    reservation: str | None
+    start_at: float | None
+    end_at: float | None
+    upfront_usd: float | None
+
+
+# The journal's hook a backend calls before a purchase and after its answer (`Backend.create`'s `record`).
+RecordBlock = Callable[[Block], None]
+
+
 class Target(Protocol):
     @property
     def candidate(self) -> Candidate: ...
@@ -86,9 +105,10 @@ class Backend(Protocol):
         """Why a gang of `nodes` cannot be one pool, or None."""
 
     def create(self, target: Target, *, gang: str, seq: int, owner: str, token: str, nodes: int,
-               budget: Budget) -> Pool:
+               budget: Budget, record: RecordBlock | None = None) -> Pool:
         """Ask for the pool; `InUse` when one of its name exists, `RefusedRequest` when the request itself is
-        refused (every zone would refuse it)."""
+        refused (every zone would refuse it). Anything bought for it that outlives it (a Capacity Block) is told
+        to `record` before the purchase and after its answer."""
 
     def describe(self, cluster: str, where: str, name: str, budget: Budget) -> Pool | None:
         """The pool, or None once the cloud no longer knows it."""

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -35,7 +36,7 @@ from geosched.providers.base import (
     UnsupportedError,
 )
 from geosched.providers.nodegroups import backend, spec
-from geosched.providers.nodegroups.backend import InUse, Pool, RefusedRequest, Target
+from geosched.providers.nodegroups.backend import Block, InUse, Pool, RecordBlock, RefusedRequest, Target
 from geosched.providers.nodegroups.spec import Cluster, Subnet
 from geosched.providers.plan import Plan, Skipped
 
@@ -133,7 +134,7 @@ class Eks:
         return spec.size_problem(nodes)
 
     def create(self, target: Target, *, gang: str, seq: int, owner: str, token: str, nodes: int,
-               budget: Budget) -> Pool:
+               budget: Budget, record: RecordBlock | None = None) -> Pool:
         assert isinstance(target, spec.Target)
         if self.node_role is None:
             raise RefusedRequest("no node role: an EKS node group needs the IAM role ARN its nodes run as",
@@ -143,7 +144,7 @@ class Eks:
         note = None
         template: tuple[str, int] | None = None
         if target.block is not None:
-            reservation, note = self._block(target, target.block, nodes, tag_map, budget)
+            reservation, note = self._block(target, target.block, nodes, tag_map, budget, record or _unrecorded)
             block_parts = spec.Parts(spec.part_name(owner, name), placement=False)
             template = self._make_template(spec.block_template_request(
                 block_parts, reservation, target.candidate.instance_type, tag_map), block_parts, budget)
@@ -156,13 +157,14 @@ class Eks:
         return made if note is None else replace(made, note=note)
 
     def _block(self, target: spec.Target, block: spec.CapacityBlock, nodes: int, tag_map: Mapping[str, str],
-               budget: Budget) -> tuple[str, str]:
+               budget: Budget, record: RecordBlock) -> tuple[str, str]:
         """The Capacity Block the group runs on: one the gang holds already in this zone for this type and size
         (a create retried, a purchase whose answer was lost, an earlier run of the same gang name: found by the
         gang's and owner's tags), else the zone's offering bought now. Its reservation id and the journal's note.
         No offering in the zone is a `CapacityError` before anything is bought: the next zone is tried. A block the
         gang holds elsewhere (or one bought this run, or a purchase of unknown outcome) refuses a second purchase:
-        a block is never refunded, so a failover must not buy another."""
+        a block is never refunded, so a failover must not buy another. `record` journals the block before the
+        purchase and after its answer (and a held block found), so a crash in between still leaves it named."""
         c = target.candidate
         held = _call(budget, lambda: self._ec2.describe_capacity_reservations(Filters=[
             {"Name": f"tag:{GANG_TAG}", "Values": [tag_map[GANG_TAG]]},
@@ -173,6 +175,7 @@ class Eks:
         for r in usable:
             if (r.get("AvailabilityZone"), r.get("InstanceType"), r.get("TotalInstanceCount")) == (
                     target.zone_name, c.instance_type, nodes):
+                record(_held(r, None, None))
                 return str(r["CapacityReservationId"]), _block_note(r, None)
         bought = self._bought or next((str(r["CapacityReservationId"]) for r in usable), None)
         if bought is not None:
@@ -180,20 +183,32 @@ class Eks:
                                  "another size) and cannot be cancelled; geosched buys at most one per gang: down "
                                  "the gang, then run `up --name` with its name in that block's zone",
                                  code="CapacityBlockBought")
-        asked = spec.offerings_request(c.instance_type, nodes, block, self._clock())
+        now = self._clock()
+        asked = spec.offerings_request(c.instance_type, nodes, block, now)
         answer = _call(budget, lambda: self._ec2.describe_capacity_block_offerings(**asked))
         offers = [spec.BlockOffering(str(o["CapacityBlockOfferingId"]), str(o["AvailabilityZone"]),
                                      str(o["InstanceType"]), int(o["InstanceCount"]),
                                      int(o["CapacityBlockDurationHours"]), o["StartDate"].timestamp(),
                                      o["EndDate"].timestamp(), float(o.get("UpfrontFee") or 0))
                   for o in answer.get("CapacityBlockOfferings") or []]
-        chosen = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes)
+        chosen = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes,
+                                      now + block.start_within_h * 3600.0)
         if chosen is None:
+            later = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes)
+            # A block that starts later (EC2 sells most from 11:30 UTC on a later day) is not bought: its nodes
+            # cannot launch before its start, and scaling the group up at the start (the EKS User Guide's
+            # capacity-blocks-mng scheduled actions) is not implemented.
+            starts = (f"; the zone's earliest starts at {datetime.fromtimestamp(later.start, UTC):%Y-%m-%d %H:%M} UTC, "
+                      "later than geosched waits for (scheduled scaling at a block's start is not implemented)"
+                      if later is not None else "")
             raise CapacityError(f"no Capacity Block of {nodes} x {c.instance_type} for {block.hours} h starting "
-                                f"within {block.start_within_h:g} h is offered in {target.zone_name} (nothing was "
-                                "bought)", code="NoCapacityBlockOffering")
+                                f"within {block.start_within_h:g} h is offered in {target.zone_name}{starts} "
+                                "(nothing was bought)", code="NoCapacityBlockOffering")
         log.info("buying Capacity Block %s: %d x %s in %s for %d h, $%.2f up front", chosen.offering_id, nodes,
                  c.instance_type, target.zone_name, block.hours, chosen.upfront_usd)
+        # Journalled before the purchase: a crash after it still leaves the offering bought named in the store.
+        record(Block(chosen.zone_name, chosen.instance_type, nodes, chosen.offering_id, None, chosen.start,
+                     chosen.end, chosen.upfront_usd))
         try:
             got = _call(budget, lambda: self._ec2.purchase_capacity_block(
                 CapacityBlockOfferingId=chosen.offering_id, InstancePlatform="Linux/UNIX",
@@ -204,6 +219,7 @@ class Eks:
             self._bought = f"(offering {chosen.offering_id}, whose purchase's answer was lost)"
             raise
         self._bought = str(got["CapacityReservationId"])
+        record(_held(got, chosen, chosen.upfront_usd))
         return self._bought, _block_note(got, chosen.upfront_usd)
 
     def _make_parts(self, parts: spec.Parts, tag_map: Mapping[str, str], budget: Budget) -> tuple[str, int]:
@@ -303,6 +319,23 @@ def pool(group: Mapping[str, Any]) -> Pool:
     return Pool(name, neutral, dict(group.get("tags") or {}), group.get("nodegroupArn"), str(subnets[0]),
                 str(group.get("capacityType", "")), int((group.get("scalingConfig") or {}).get("desiredSize", 0)),
                 failure)
+
+
+def _held(reservation: Mapping[str, Any], offer: spec.BlockOffering | None, upfront_usd: float | None) -> Block:
+    """A CapacityReservation (PurchaseCapacityBlock's answer, or one DescribeCapacityReservations found) for the
+    journal; its dates, else the offering's."""
+    start: Any = reservation.get("StartDate")
+    end: Any = reservation.get("EndDate")
+    return Block(str(reservation.get("AvailabilityZone") or (offer.zone_name if offer else "")),
+                 str(reservation.get("InstanceType") or (offer.instance_type if offer else "")),
+                 int(reservation.get("TotalInstanceCount") or (offer.count if offer else 0)),
+                 offer.offering_id if offer else None, str(reservation["CapacityReservationId"]),
+                 start.timestamp() if hasattr(start, "timestamp") else (offer.start if offer else None),
+                 end.timestamp() if hasattr(end, "timestamp") else (offer.end if offer else None), upfront_usd)
+
+
+def _unrecorded(block: Block) -> None:
+    """No journal (a library caller that keeps none): the block's tags still find it."""
 
 
 def _block_note(reservation: Mapping[str, Any], upfront_usd: float | None) -> str:

@@ -23,7 +23,7 @@ from geosched.console import settings as settings_table
 from geosched.console.settings import environ
 from geosched.providers.base import AuthError, Budget, ProviderError, StallError, TransientError
 from geosched.providers.nodegroups import backend, gkespec
-from geosched.providers.nodegroups.backend import InUse, Pool, RefusedRequest, Target
+from geosched.providers.nodegroups.backend import InUse, Pool, RecordBlock, RefusedRequest, Target
 from geosched.providers.nodegroups.gkespec import Cluster
 from geosched.providers.plan import Plan, Skipped
 
@@ -128,8 +128,8 @@ class Gke:
         return gkespec.size_problem(nodes)
 
     def create(self, target: Target, *, gang: str, seq: int, owner: str, token: str, nodes: int,
-               budget: Budget) -> Pool:
-        assert isinstance(target, gkespec.Target)
+               budget: Budget, record: RecordBlock | None = None) -> Pool:
+        assert isinstance(target, gkespec.Target)  # GKE buys nothing beside the pool: `record` is not called
         request = gkespec.create_request(target, project=self.project, gang=gang, seq=seq, owner=owner, token=token,
                                          nodes=nodes)
         op = _call(budget, lambda t: self._client.create_node_pool(request=request, retry=None, timeout=t),

@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from geosched.clouds import aws, gcp
@@ -52,6 +53,7 @@ from geosched.providers.base import (
 from geosched.providers.failover import Ttls, blocks_for, first_block
 from geosched.providers.journal import AttemptRecord
 from geosched.providers.nodegroups import backend as pools
+from geosched.providers.nodegroups import blocks as block_journal
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups import sites
 from geosched.providers.nodegroups.backend import (
@@ -113,6 +115,7 @@ class DownResult:
     deleted: int
     api_calls: int
     errors: tuple[str, ...] = ()
+    blocks: tuple[str, ...] = ()  # each Capacity Block bought for the gang: it stays, paid, until its end
 
 
 Notify = Callable[[str], None]
@@ -312,7 +315,8 @@ def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord
             budget: Budget, store: Store, settings: GroupSettings) -> None:
     try:
         made = call(lambda: backend.create(target, gang=a.gang, seq=a.seq, owner=owner, token=a.token, nodes=nodes,
-                                           budget=budget), budget, settings.retry, sleep=settings.sleep)
+                                           budget=budget, record=partial(block_journal.record, store, a)),
+                    budget, settings.retry, sleep=settings.sleep)
     except InUse as exc:
         # A create retried after an answer was lost made the group already: ours if it carries this attempt's tag.
         found = backend.describe(row.cluster, row.subnet, row.name, budget)
@@ -480,7 +484,10 @@ def down(store: Store, gang: str, backend_for: BackendFor = open_backend,
             errors.append(f"{row.cluster}/{row.name}: {result.error}")
     state = "terminating" if errors else "terminated"
     journal.set_gang(store, gang, state, message="; ".join(errors) or "every node group deleted")
-    return DownResult(gang, state, deleted, calls, tuple(errors))
+    # The gang's Capacity Blocks are named, never deleted: EC2 cannot cancel one (the journal recorded each before
+    # its purchase, so one bought just before a crash is named too).
+    return DownResult(gang, state, deleted, calls, tuple(errors),
+                      tuple(block_journal.describe(b) for b in block_journal.of_gang(store, gang)))
 
 
 def _tagged(backend: Backend, cluster: str, where: str, owner: str, gang: str, known: set[str],

@@ -37,6 +37,7 @@ block's zone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +126,9 @@ CAPACITY_BLOCK = "CAPACITY_BLOCK"
 # 14 days in 1-day increments, or 7-day increments up to 182 days; bought up to 8 weeks ahead.
 BLOCK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 BLOCK_MAX_HOURS = 182 * 24
+# How far ahead the offerings are read (the same guide: bought up to 8 weeks ahead): a zone whose blocks all start
+# later than `CapacityBlock.start_within_h` is refused naming its earliest start.
+BLOCK_AHEAD_H = 8 * 7 * 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,20 +166,21 @@ def block_problem(hours: int, nodes: int) -> str | None:
 
 def offerings_request(instance_type: str, nodes: int, block: CapacityBlock, now: float) -> dict[str, Any]:
     """boto3 `ec2.describe_capacity_block_offerings`: blocks of the gang's type and size for `block.hours` that start
-    between now and `block.start_within_h` from now (the end range bounds the start: end = start + duration)."""
+    between now and 8 weeks from now (the end range bounds the start: end = start + duration); `choose_offering`
+    keeps those that start within `block.start_within_h`, the others name when the zone's blocks start."""
     from datetime import UTC, datetime
 
     return {"InstanceType": instance_type, "InstanceCount": nodes, "CapacityDurationHours": block.hours,
             "StartDateRange": datetime.fromtimestamp(now, UTC),
-            "EndDateRange": datetime.fromtimestamp(now + (block.start_within_h + block.hours) * 3600.0, UTC)}
+            "EndDateRange": datetime.fromtimestamp(now + (BLOCK_AHEAD_H + block.hours) * 3600.0, UTC)}
 
 
 def choose_offering(offerings: Iterable[BlockOffering], zone_name: str, instance_type: str,
-                    nodes: int) -> BlockOffering | None:
-    """The offering of `zone_name` (the block is in that zone, as the group's subnet must be) for exactly the gang:
-    the one that starts first, then the cheapest."""
+                    nodes: int, latest_start: float = math.inf) -> BlockOffering | None:
+    """The offering of `zone_name` (the block is in that zone, as the group's subnet must be) for exactly the gang
+    that starts by `latest_start`: the one that starts first, then the cheapest."""
     fits = [o for o in offerings if o.zone_name == zone_name and o.instance_type == instance_type
-            and o.count == nodes]
+            and o.count == nodes and o.start <= latest_start]
     return min(fits, key=lambda o: (o.start, o.upfront_usd, o.offering_id), default=None)
 
 
