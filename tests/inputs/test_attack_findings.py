@@ -4,6 +4,9 @@ the user did not make, credentials in an endpoint URL, and daemons' log lines.""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +42,48 @@ def test_a_token_passed_as_a_document_is_named_by_type_and_size_never_by_its_con
     assert run.one_line_error, (run.code, run.stderr)
     assert f"expected a mapping, got a string of {len(TOKEN)} characters" in run.stderr
     assert "SUPERSECRET" not in run.stderr + run.stdout
+
+
+# --- finding 2: a full disk or a closed pipe on stdout ----------------------------------------------------------
+
+
+def _run_to(stdout: int, home: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GEOSCHED_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "geosched", *map(str, args)],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["config", "show"],
+        ["place", JOB],
+        ["place", JOB, "--record", "-o", "json"],
+        ["policies", "-o", "json"],
+        ["--version"],
+    ],
+    ids=["config-show", "place", "place-record-json", "policies-json", "version"],
+)
+def test_a_full_disk_on_stdout_is_one_line_and_exit_1(tmp_path: Path, args: list[str | Path]) -> None:
+    with open("/dev/full", "w") as full:  # Linux's always-full device: every write is ENOSPC
+        done = _run_to(full.fileno(), tmp_path, *args)
+    assert done.stderr == "error: cannot write the output: No space left on device\n", done.stderr
+    assert done.returncode == 1
+
+
+def test_a_closed_pipe_on_stdout_ends_quietly(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte, as `| head -0` would be: every write is EPIPE
+    try:
+        done = _run_to(write, tmp_path, "policies", "-o", "json")
+    finally:
+        os.close(write)
+    assert done.stderr == "", done.stderr  # no "Exception ignored ... BrokenPipeError"
+    assert done.returncode == 141  # 128 + SIGPIPE, what a shell reports for a C tool in the same place
