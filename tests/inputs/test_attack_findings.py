@@ -87,3 +87,27 @@ def test_a_closed_pipe_on_stdout_ends_quietly(tmp_path: Path) -> None:
         os.close(write)
     assert done.stderr == "", done.stderr  # no "Exception ignored ... BrokenPipeError"
     assert done.returncode == 141  # 128 + SIGPIPE, what a shell reports for a C tool in the same place
+
+
+# --- finding 11: credentials in an endpoint URL -----------------------------------------------------------------
+
+ENDPOINTS = {
+    "GEOSCHED_GCP_ENDPOINT": "https://admin:SUPERSECRETPW@gce.example.com:8443/compute/v1",
+    "GEOSCHED_GKE_ENDPOINT": "https://gke.example.com/?access_token=SUPERSECRETTOK&alt=json",
+}
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_config_show_redacts_credentials_in_endpoint_urls(tmp_path: Path, output: str) -> None:
+    run = in_process(["config", "show", "-o", output], home=tmp_path / "home", env=ENDPOINTS)
+    assert run.code == 0, run.stderr
+    assert "SUPERSECRET" not in run.stdout + run.stderr
+    # What a reader checks stays: scheme, host, port, path and the query's names.
+    assert "https://<redacted>@gce.example.com:8443/compute/v1" in run.stdout
+    assert "https://gke.example.com/?access_token=<redacted>&alt=<redacted>" in run.stdout
+
+
+def test_an_endpoint_without_credentials_is_shown_as_it_is(tmp_path: Path) -> None:
+    plain = "https://compute.example.com:8443/compute/v1"
+    run = in_process(["config", "show", "-o", "json"], home=tmp_path / "home", env={"GEOSCHED_GCP_ENDPOINT": plain})
+    assert f'"{plain}"' in run.stdout
