@@ -111,3 +111,70 @@ def test_an_endpoint_without_credentials_is_shown_as_it_is(tmp_path: Path) -> No
     plain = "https://compute.example.com:8443/compute/v1"
     run = in_process(["config", "show", "-o", "json"], home=tmp_path / "home", env={"GEOSCHED_GCP_ENDPOINT": plain})
     assert f'"{plain}"' in run.stdout
+
+
+# --- finding 5: a home directory geosched did not make ----------------------------------------------------------
+
+
+def _status(tmp_path: Path, home: Path, via: str) -> subprocess.CompletedProcess[str]:
+    """`geosched status` with its home named by GEOSCHED_HOME or by the config file's `home:`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEOSCHED_")}
+    env["HOME"] = str(tmp_path / "user")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "user" / ".config")  # no config file there
+    if via == "env":
+        env["GEOSCHED_HOME"] = str(home)
+    else:
+        config = tmp_path / "config.yaml"
+        config.write_text(f"home: {home}\n", encoding="utf-8")
+        env["GEOSCHED_CONFIG"] = str(config)
+    return subprocess.run(
+        [sys.executable, "-m", "geosched", "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o7777
+
+
+@pytest.mark.parametrize("via", ["env", "config"])
+def test_an_existing_home_keeps_its_mode(tmp_path: Path, via: str) -> None:
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_text("<p>hello</p>\n", encoding="utf-8")
+    www.chmod(0o755)
+    done = _status(tmp_path, www, via)
+    assert done.returncode == 0, done.stderr
+    assert _mode(www) == 0o755, "a read-only command changed the mode of a directory it did not make"
+    assert "narrowed www" not in done.stderr
+    # The store the user asked for is there, private (its file is geosched's own).
+    assert _mode(www / "geosched.db") == 0o600
+
+
+@pytest.mark.parametrize("via", ["env", "config"])
+def test_a_home_geosched_makes_is_private(tmp_path: Path, via: str) -> None:
+    home = tmp_path / "new" / "home"
+    done = _status(tmp_path, home, via)
+    assert done.returncode == 0, done.stderr
+    assert _mode(home) == 0o700 and _mode(home / "geosched.db") == 0o600
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [(0o1777, "a shared directory (mode 1777"), (0o777, "writable by every user (mode 777)")],
+    ids=["sticky-like-tmp", "world-writable"],
+)
+@pytest.mark.parametrize("via", ["env", "config"])
+def test_a_home_every_user_may_write_is_refused_in_one_line(tmp_path: Path, via: str, mode: int, needle: str) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    done = _status(tmp_path, shared, via)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {shared}: ") and needle in lines[0], done.stderr
+    assert _mode(shared) == mode and list(shared.iterdir()) == []
