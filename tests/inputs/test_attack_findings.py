@@ -178,3 +178,93 @@ def test_a_home_every_user_may_write_is_refused_in_one_line(tmp_path: Path, via:
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {shared}: ") and needle in lines[0], done.stderr
     assert _mode(shared) == mode and list(shared.iterdir()) == []
+
+
+# --- findings 6 and 7: the daemons' log lines -------------------------------------------------------------------
+
+# A kubeconfig's shape: https://kubernetes.io/docs/reference/config-api/kubeconfig.v1/ (exec: client-go's credential
+# plugins, https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins).
+# Port 1 on loopback: nothing listens, every connection is refused at once.
+PLUGIN_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: c1
+  cluster: {{server: "https://127.0.0.1:1"}}
+contexts:
+- name: ctx1
+  context: {{cluster: c1, user: u1}}
+users:
+- name: u1
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: {plugin}
+      args: []
+"""
+NAMED_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: c1
+  cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+- name: u1
+  user: {token: "a-token-for-the-test-0123456789"}
+contexts:
+- name: "ctx\\e]0;pwn\\a1"
+  context: {cluster: c1, user: u1}
+"""
+HOSTILE_CONTEXT = "ctx\x1b]0;pwn\x071"
+
+
+def _daemon(tmp_path: Path, *args: str | Path, seconds: float) -> tuple[int | None, str]:
+    """Run a daemon verb for at most `seconds`, then stop it (SIGTERM); its exit code (None when stopped) and
+    stderr."""
+    env = {**os.environ, "GEOSCHED_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    with subprocess.Popen(
+        [sys.executable, "-m", "geosched", *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    ) as proc:
+        try:
+            proc.wait(timeout=seconds)
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait(timeout=30)
+            code = None
+        assert proc.stderr is not None
+        return code, proc.stderr.read()
+
+
+@pytest.mark.parametrize(
+    "verb", [["multikueue", "dispatch", "--once"], ["scheduler", "run"]], ids=["dispatch-once", "scheduler-run"]
+)
+def test_a_failing_credential_plugin_is_one_escaped_line_in_the_daemons(tmp_path: Path, verb: list[str]) -> None:
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text('#!/bin/sh\nprintf "bad\\033]0;pwn\\007\\033[2Jcreds\\nsecond line\\n" >&2\nexit 1\n')
+    plugin.chmod(0o755)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(PLUGIN_KUBECONFIG.format(plugin=plugin), encoding="utf-8")
+    code, stderr = _daemon(tmp_path, *verb, "--kubeconfig", kubeconfig, "--context", "ctx1", seconds=60)
+    assert code == 1, stderr
+    lines = stderr.splitlines()
+    # The client's own `ERROR root: exec: process returned 1. ...` record is gone; geosched's line stays.
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "credential plugin" in lines[0], stderr
+    assert "\x1b" not in stderr and "\x07" not in stderr
+
+
+def test_scheduler_run_escapes_a_context_name_in_its_outage_lines(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(NAMED_KUBECONFIG, encoding="utf-8")
+    _, stderr = _daemon(
+        tmp_path, "scheduler", "run", "--kubeconfig", kubeconfig, "--context", HOSTILE_CONTEXT, seconds=8
+    )
+    outages = [line for line in stderr.splitlines() if "cannot reach the API server" in line]
+    assert outages, stderr
+    assert all("context ctx\\x1b]0;pwn\\x071:" in line for line in outages), outages
+    assert not any(c in stderr for c in "\x1b\x07"), stderr
