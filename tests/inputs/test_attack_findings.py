@@ -14,6 +14,7 @@ import pytest
 from tests.inputs.inputs_support import ROOT, in_process
 
 JOB = ROOT / "examples" / "jobs" / "train-8.yaml"
+GITOPS = ROOT / "examples" / "gitops"
 # A GitHub personal access token's shape (ghp_ and 36 characters):
 # https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/
 TOKEN = "ghp_SUPERSECRETabcdefghijklmnopqrstuvwxyz"
@@ -30,15 +31,30 @@ TOKEN = "ghp_SUPERSECRETabcdefghijklmnopqrstuvwxyz"
         ["probe", "run", "-i", "{doc}"],
         ["jobs", "--clusters", "{doc}"],
         ["multikueue", "dispatch", "--once", "--config", "{doc}", "--context", "c"],
+        [
+            "gitops",
+            "render",
+            "--jobs",
+            GITOPS / "jobs",
+            "--snapshot",
+            GITOPS / "snapshot",
+            "--clusters",
+            GITOPS / "clusters.yaml",
+            "--out",
+            "{out}",
+            "--config",
+            "{doc}",
+        ],
     ],
-    ids=["job", "fleet", "inventory", "clusters", "dispatcher-config"],
+    ids=["job", "fleet", "inventory", "clusters", "dispatcher-config", "gitops-config"],
 )
 def test_a_token_passed_as_a_document_is_named_by_type_and_size_never_by_its_content(
-    tmp_path: Path, args: list[str]
+    tmp_path: Path, args: list[str | Path]
 ) -> None:
     doc = tmp_path / "ghtoken"
     doc.write_text(TOKEN + "\n", encoding="utf-8")
-    run = in_process([a.replace("{doc}", str(doc)) for a in args], home=tmp_path / "home")
+    argv = [str(a).replace("{doc}", str(doc)).replace("{out}", str(tmp_path / "out")) for a in args]
+    run = in_process(argv, home=tmp_path / "home")
     assert run.one_line_error, (run.code, run.stderr)
     assert f"expected a mapping, got a string of {len(TOKEN)} characters" in run.stderr
     assert "SUPERSECRET" not in run.stderr + run.stdout
