@@ -149,7 +149,8 @@ def test_an_older_world_readable_store_is_narrowed_on_open_with_one_note(tmp_pat
         assert store.load_fleet() is not None
     notes = [r.getMessage() for r in caplog.records]
     assert len(notes) == 1 and "readable by other users" in notes[0] and "geosched.db 644 -> 600" in notes[0]
-    assert _mode(home) == 0o700 and _mode(home / DB_NAME) == 0o600
+    # The directory exists already: it is the user's, and keeps its mode (attack report 2026-12-07, finding 5).
+    assert _mode(home) == 0o755 and _mode(home / DB_NAME) == 0o600
     caplog.clear()
     with caplog.at_level("WARNING", logger="geosched.store.db"), Store(home):
         pass

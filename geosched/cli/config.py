@@ -35,7 +35,7 @@ def show_cmd(ctx: typer.Context, output: OutputOpt = Output.TABLE, no_headers: N
 
 
 def _row(ctx: typer.Context, setting: settings.Setting) -> dict[str, Any]:
-    from geosched.console import settings
+    from geosched.console import redact, settings
     from geosched.store.db import default_home
     value, source = settings.resolve(setting)
     flag = _flag(ctx, setting)
@@ -44,6 +44,10 @@ def _row(ctx: typer.Context, setting: settings.Setting) -> dict[str, Any]:
     if setting is settings.HOME and value is None:
         value = default_home()
     plain = list(value) if isinstance(value, tuple) else str(value) if isinstance(value, Path) else value
+    if isinstance(plain, str) and "://" in plain:
+        # An endpoint may carry credentials (https://user:pass@host, ?access_token=...): never printed (attack
+        # report 2026-12-07, finding 11).
+        plain = redact.url(plain)
     return {"key": setting.key, "variable": setting.env, "value": plain, "source": source}
 
 

@@ -69,3 +69,26 @@ def scrub_logging() -> None:
 
     scrubbed.geosched_scrubs = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(scrubbed)
+
+
+def url(text: str) -> str:
+    """A URL with its credentials replaced: the userinfo (`user:password@`, or a token alone as the user) and every
+    query value (`?access_token=...`), as Go's url.URL.Redacted (kubectl, helm) hides the password; here the user
+    too, since a token is often put there. Host, port and path stay: they are what a reader checks. Text that is
+    not a URL with a scheme and host is returned as it is."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # an unparseable URL (a bad IPv6 literal) may still hold a credential: hide all of it
+        return MARK
+    if not parts.scheme or not parts.netloc:
+        return text
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{MARK}@{netloc.rpartition('@')[2]}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, MARK) for k, _ in pairs], safe="<>") if pairs else MARK
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

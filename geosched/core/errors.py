@@ -65,5 +65,12 @@ MAX_MESSAGE = 1000
 def one_line(text: str) -> str:
     """Field names and values come from the input: escape what would break the one-line promise, and keep the
     line readable when a quoted value is huge."""
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    line = escape(text)
     return line if len(line) <= MAX_MESSAGE else line[:MAX_MESSAGE] + "..."
+
+
+def escape(text: str) -> str:
+    """`text` with every character that is not printable (ESC, BEL, line breaks, ...) written as its Python escape
+    (`\\x1b`, `\\n`): a name from a file or a cluster can neither drive the terminal nor start a line of its own.
+    The one escaping of names for error lines and the daemons' log lines alike."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

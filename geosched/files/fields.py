@@ -43,6 +43,17 @@ def describe(value: Any) -> str:
     return type(value).__name__
 
 
+def describe_document(value: Any) -> str:
+    """What a whole document is when it is not a mapping: its type and size, never its content. A file passed in
+    the wrong place may be a token or a key (a GitHub token, a service-account JWT): its first characters are the
+    secret (attack report 2026-12-07, finding 8)."""
+    if isinstance(value, str):
+        return f"a string of {len(value)} character{'' if len(value) == 1 else 's'}"
+    if isinstance(value, bool | int | float):
+        return f"a {'boolean' if isinstance(value, bool) else 'number'}"
+    return describe(value)
+
+
 def parse_time(value: Any, source: str, where: str) -> datetime:
     """An ISO 8601 instant with its offset (YAML may have read it as a datetime already)."""
     if isinstance(value, datetime):

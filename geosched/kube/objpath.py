@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from geosched.core.errors import InputError
-from geosched.files.fields import describe
+from geosched.files.fields import describe, describe_document
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -36,6 +36,11 @@ class At:
     def error(self, reason: str) -> InputError:
         return InputError(self.source, self.path or "(document)", reason)
 
+    def what(self) -> str:
+        """The value's kind for an error; at the top, type and size only (the file may be a token passed by
+        mistake, its first characters the secret)."""
+        return describe(self.value) if self.path else describe_document(self.value)
+
     @property
     def present(self) -> bool:
         return self.value is not None
@@ -44,7 +49,7 @@ class At:
         if self.value is None:
             return At(None, self.source, child_path(self.path, name))
         if not isinstance(self.value, Mapping):
-            raise self.error(f"expected a mapping, got {describe(self.value)}")
+            raise self.error(f"expected a mapping, got {self.what()}")
         return At(self.value.get(name), self.source, child_path(self.path, name))
 
     def dig(self, *names: str) -> At:
@@ -59,7 +64,7 @@ class At:
                 raise self.error("required")
             return {}
         if not isinstance(self.value, Mapping):
-            raise self.error(f"expected a mapping, got {describe(self.value)}")
+            raise self.error(f"expected a mapping, got {self.what()}")
         return self.value
 
     def entries(self, *, required: bool = False) -> list[tuple[str, At]]:
@@ -73,7 +78,7 @@ class At:
                 raise self.error("required")
             return []
         if not isinstance(self.value, list):
-            raise self.error(f"expected a list, got {describe(self.value)}")
+            raise self.error(f"expected a list, got {self.what()}")
         return [At(v, self.source, f"{self.path}[{i}]") for i, v in enumerate(self.value)]
 
     def string(self, default: str | None = None) -> str:
@@ -82,7 +87,7 @@ class At:
                 return default
             raise self.error("required")
         if not isinstance(self.value, str) or not self.value:
-            raise self.error(f"expected a non-empty string, got {describe(self.value)}")
+            raise self.error(f"expected a non-empty string, got {self.what()}")
         return self.value
 
     def opt_string(self) -> str | None:
@@ -94,7 +99,7 @@ class At:
                 return default
             raise self.error("required")
         if isinstance(self.value, bool) or not isinstance(self.value, int):
-            raise self.error(f"expected an integer, got {describe(self.value)}")
+            raise self.error(f"expected an integer, got {self.what()}")
         if minimum is not None and self.value < minimum:
             raise self.error(f"must be >= {minimum}, got {self.value}")
         return self.value

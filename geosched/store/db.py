@@ -39,6 +39,10 @@ LINK_REFUSED = ("a symbolic link (geosched does not follow links in its store; r
                 "or point GEOSCHED_HOME elsewhere)")
 HARDLINK_REFUSED = ("a file with other hard links (another name would get the store's tables and mode; replace "
                     "it with a file of its own, or point GEOSCHED_HOME elsewhere)")
+SHARED_HOME = ("a shared directory (mode {mode:o}: every user may create files in it, as in /tmp); not a home for "
+               "the store: point GEOSCHED_HOME at a directory of your own")
+OPEN_HOME = ("writable by every user (mode {mode:o}): others could plant or replace the database; not a home for the "
+             "store: point GEOSCHED_HOME at a directory of your own (geosched leaves its mode alone)")
 NOT_A_FILE = "not a regular file (a FIFO, socket or device); remove it, or point GEOSCHED_HOME elsewhere"
 log = logging.getLogger(__name__)
 
@@ -350,6 +354,10 @@ class Store:
         self.home = home or default_home()
         self.path = self.home / DB_NAME
         try:
+            # A home that exists already is the user's choice (GEOSCHED_HOME, the config file's `home:`, which
+            # a pull request can set): geosched adds its files and never changes the directory's mode (attack
+            # report 2026-12-07, finding 5: `status` narrowed a web root and /tmp to 700).
+            made = not self._existing_home()
             self.home.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
             self._refuse_links()
             # Created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the database's mode.
@@ -363,7 +371,7 @@ class Store:
                 # mkdir says only "File exists" when the home, or a folder on its way, is something else.
                 raise OutputError(str(where), _not_a_directory(where)) from None
             raise OutputError(str(where), exc.strerror or str(exc)) from None
-        self._narrow_modes()
+        self._narrow_modes(home_too=made)
         db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, factory=_Connection)
         db.path = str(self.path)
         self.db: sqlite3.Connection = db
@@ -397,15 +405,31 @@ class Store:
             if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
                 raise OutputError(str(path), NOT_A_FILE)
 
+    def _existing_home(self) -> bool:
+        """Whether the home is a directory already; one every user may write to is refused (exit 1): another user
+        could create geosched.db there first, or swap it, and feed this user's commands their own store."""
+        try:
+            info = self.home.stat()  # the home may be a link (the user chose where it lives)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISDIR(info.st_mode):
+            return False  # mkdir below says what it is
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & stat.S_IWOTH:
+            raise OutputError(str(self.home), (SHARED_HOME if mode & stat.S_ISVTX else OPEN_HOME).format(mode=mode))
+        return True
+
     def _files(self) -> tuple[Path, ...]:
         return tuple(self.home / f"{DB_NAME}{suffix}" for suffix in ("", "-wal", "-shm"))
 
-    def _narrow_modes(self) -> None:
+    def _narrow_modes(self, *, home_too: bool) -> None:
         """The store says who ran what, where and at what cost, and holds the host keys geosched trusts: only
-        its owner may read it. A store made before this rule (0755 directory, 0644 database) is narrowed on
-        open, with a note on stderr (logging's last-resort handler when the caller set none)."""
+        its owner may read it. A database made before this rule (0644) is narrowed on open, with a note on stderr
+        (logging's last-resort handler when the caller set none). The home directory is narrowed only when
+        geosched has just made it (`home_too`): an existing one is the user's, and its mode theirs to set."""
         narrowed = []
-        for path, allowed in ((self.home, PRIVATE_DIR), *((f, PRIVATE_FILE) for f in self._files())):
+        dirs = ((self.home, PRIVATE_DIR),) if home_too else ()
+        for path, allowed in (*dirs, *((f, PRIVATE_FILE) for f in self._files())):
             try:
                 mode = stat.S_IMODE(path.stat().st_mode)
             except FileNotFoundError:

@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Self, TypeVar, get_args
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 
 from geosched.core.errors import InputError
-from geosched.files.fields import MAX_INTEGER, MAX_NUMBER, describe
+from geosched.files.fields import MAX_INTEGER, MAX_NUMBER, describe, describe_document
 from geosched.files.formats import API_VERSION
 
 _set = object.__setattr__  # past pydantic's frozen __setattr__, for `build`
@@ -79,7 +79,8 @@ class Declared(BaseModel):
         if isinstance(data, cls):
             return data
         if not isinstance(data, Mapping):
-            raise Refused(f"expected a mapping, got {describe(data)}")
+            # Type and size only: at the top this is the whole file, which may be a secret passed by mistake.
+            raise Refused(f"expected a mapping, got {describe_document(data)}")
         if not cls._known.issuperset(data):
             unknown = next(k for k in data if not isinstance(k, str) or k not in cls._known)
             raise Refused(f"unknown field (known: {', '.join(sorted(cls._known))})", str(unknown))
