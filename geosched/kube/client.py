@@ -82,10 +82,12 @@ def connect_config(config: Mapping[str, Any], source: str, *, context: str | Non
     (`geosched.kube.kubeconfig.check`): a file's, or a MultiKueueCluster's Secret. A context whose exec credential
     plugin cannot run or fails is refused with the plugin's cause (`geosched.kube.credplugin`)."""
     credplugin.check(config, context, source)
+    # The files it names are read here, through the gate, not by the client (geosched.kube.kubeconfig).
+    inlined = kubeconfig.inline_files(config, context, source)
     credplugin.reset()
     try:
         client = kubernetes.config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
-            config_dict=dict(config), context=context, persist_config=False, client_configuration=_configuration())
+            config_dict=inlined, context=context, persist_config=False, client_configuration=_configuration())
     except (kubernetes.config.ConfigException, KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
         # The client's messages quote whole entries: the edge scrubs registered credentials, and the line is
         # cut before the first quoted mapping as well.
