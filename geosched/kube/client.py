@@ -42,6 +42,7 @@ TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 # Each open watch holds a connection; the scheduler keeps five open besides its requests.
 POOL_SIZE = 16
 
+credplugin.bound()  # the client runs exec plugins unbounded in time and output: geosched's runner bounds both
 credplugin.capture()  # the client logs a failed exec plugin's cause on the root logger: kept for connect_config
 
 

@@ -8,6 +8,7 @@ FIFOs and sparse files are made in tmp_path; the server of every kubeconfig is 1
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from geosched.core.errors import InputError
-from geosched.kube import kubeconfig
+from geosched.kube import client, credplugin, kubeconfig
 from tests.inputs.inputs_support import ROOT, Run, geosched
 
 JOB = ROOT / "tests" / "data" / "good" / "job.yaml"
@@ -104,3 +105,53 @@ def test_a_bad_file_in_a_kubeconfig_is_one_line_exit_2_on_every_command(tmp_path
 
 def test_input_error_is_the_base() -> None:
     assert issubclass(kubeconfig.KubeconfigFileError, InputError)
+
+
+# --- exec credential plugins ------------------------------------------------------------------------
+
+def exec_config(command: str, *args: str) -> dict[str, Any]:
+    # the exec block as `aws eks update-kubeconfig` writes it (tests/data/kubeconfigs/eks.yaml cites the source)
+    return config(user={"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": command,
+                                 "args": list(args)}})
+
+
+def test_a_plugin_that_never_answers_is_killed_at_its_deadline() -> None:
+    """`sleep 1000` held `jobs` until the test's own timeout killed it; a shell's child holding the pipe open
+    would outlive a kill of the shell alone."""
+    started = time.monotonic()
+    with pytest.raises(credplugin.PluginBound, match="gave no credential within 1 s"):
+        credplugin.run_plugin(["/bin/sh", "-c", "sleep 1000 & sleep 1000"], env=dict(os.environ), cwd=None,
+                              timeout_s=1)
+    assert time.monotonic() - started < 5
+
+
+def test_a_plugin_flooding_stdout_is_stopped_at_the_cap() -> None:
+    """`head -c 3000000000 /dev/zero` took 2.98 GB of memory before the client failed to decode it."""
+    started = time.monotonic()
+    with pytest.raises(credplugin.PluginBound, match="more than 1 MiB"):
+        credplugin.run_plugin(["/usr/bin/head", "-c", "3000000000", "/dev/zero"], env=dict(os.environ), cwd=None)
+    assert time.monotonic() - started < 5
+
+
+def test_a_plugin_that_answers_is_read_as_the_client_would() -> None:
+    code, out, err = credplugin.run_plugin(["/bin/sh", "-c", "echo '{}'; echo oops >&2; exit 3"],
+                                           env=dict(os.environ), cwd=None)
+    assert (code, out, err) == (3, b"{}\n", b"oops\n")
+
+
+def test_a_hanging_plugin_is_one_line_naming_context_and_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(credplugin, "TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    with pytest.raises(credplugin.CredentialPluginError) as raised:
+        client.connect_config(exec_config("/bin/sleep", "1000"), "kc.yaml", context="c")
+    assert str(raised.value) == ("kc.yaml: context c: user u: credential plugin `sleep` failed: "
+                                 "gave no credential within 1 s")
+    assert time.monotonic() - started < 5
+
+
+def test_a_flooding_plugin_through_jobs_is_one_line_in_bounded_memory(tmp_path: Path) -> None:
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(yaml.safe_dump(exec_config("/usr/bin/head", "-c", "3000000000", "/dev/zero")))
+    result = run("jobs", kc, tmp_path)  # under 1 GiB of address space (inputs_support)
+    assert result.code == 1 and len(result.stderr.splitlines()) == 1, result.stderr[-2000:]
+    assert "context c: user u: credential plugin `head` failed: wrote more than 1 MiB to stdout" in result.stderr
