@@ -155,3 +155,28 @@ def test_a_flooding_plugin_through_jobs_is_one_line_in_bounded_memory(tmp_path: 
     result = run("jobs", kc, tmp_path)  # under 1 GiB of address space (inputs_support)
     assert result.code == 1 and len(result.stderr.splitlines()) == 1, result.stderr[-2000:]
     assert "context c: user u: credential plugin `head` failed: wrote more than 1 MiB to stdout" in result.stderr
+
+
+# --- the SSH public key -------------------------------------------------------------------------------
+
+def test_a_public_key_that_is_not_utf8_or_too_large_is_one_line(tmp_path: Path) -> None:
+    """A key saved by PowerShell's `>` (UTF-16, BOM ff fe) was a 55-line UnicodeDecodeError traceback from
+    `check --provider aws`; a 2 GiB sparse key file or /dev/zero was read whole (MemoryError)."""
+    files = hostile_files(tmp_path)
+    utf16 = tmp_path / "id_ed25519.pub"
+    utf16.write_bytes("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI user@host\n".encode("utf-16"))
+    cases = {"utf16": (str(utf16), "not UTF-8 text (byte 0)"), **{k: files[k] for k in ("fifo", "zero", "sparse")}}
+    for case, (path, reason) in cases.items():
+        result = geosched("check", "--provider", "aws", home=tmp_path, env={"GEOSCHED_SSH_PUBLIC_KEY": path},
+                          timeout=60)
+        assert_one_line(result, path, reason)
+        assert "OpenSSH public key" in result.stderr, case
+
+
+def test_a_missing_or_good_public_key_reads_as_before(tmp_path: Path) -> None:
+    from geosched.providers.config import read_public_key
+
+    key = tmp_path / "id.pub"
+    key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI josé@host\n")
+    assert read_public_key({}, explicit=key) == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI josé@host"
+    assert read_public_key({}, explicit=tmp_path / "missing.pub", named=tmp_path / "missing2.pub") is None
