@@ -180,3 +180,45 @@ def test_a_missing_or_good_public_key_reads_as_before(tmp_path: Path) -> None:
     key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI josé@host\n")
     assert read_public_key({}, explicit=key) == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI josé@host"
     assert read_public_key({}, explicit=tmp_path / "missing.pub", named=tmp_path / "missing2.pub") is None
+
+
+# --- probe run's SSH files ----------------------------------------------------------------------------
+
+# The shape of tests/data/good/inventory.yaml; 127.0.0.1:1, where nothing listens.
+PROBE_INVENTORY = """
+regions: [{provider: onprem, name: zurich, grid_gco2e_per_kwh: 30, pue: 1.25}]
+nodes:
+  - {name: n1, address: 127.0.0.1, port: 1, zone: zrh-a, region: zurich, gpu: A100, gpus: 8}
+"""
+
+
+@pytest.mark.parametrize("case", ["fifo", "zero", "sparse"])
+def test_a_known_hosts_file_goes_through_the_gate_before_dialling(tmp_path: Path, case: str) -> None:
+    """`--known-hosts` as a FIFO held `probe run` past --deadline 10; /dev/zero or a 2 GiB sparse file took 2 GB
+    to a MemoryError row."""
+    path, reason = hostile_files(tmp_path)[case]
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(PROBE_INVENTORY)
+    started = time.monotonic()
+    result = geosched("probe", "run", "--inventory", inventory, "--known-hosts", path, "--deadline", "10",
+                      "--kinds", "rtt", home=tmp_path, timeout=30)
+    assert_one_line(result, path, reason.replace("1 MiB", "16 MiB"))
+    assert time.monotonic() - started < 15
+
+
+def test_an_inventory_key_goes_through_the_gate(tmp_path: Path) -> None:
+    """A 2 GiB sparse `key:` took 2.16 GB before asyncssh's MemoryError; its `.pub` beside it is read too."""
+    from geosched.files.inventory import SshTarget
+    from geosched.probes.failures import ProbeError
+    from geosched.probes.ssh import check_key_file
+
+    files = hostile_files(tmp_path)
+    target = SshTarget("n1", "127.0.0.1", "z", "r", key=Path(files["sparse"][0]))
+    with pytest.raises(ProbeError, match="private key .*sparse for n1: .*sparse: larger than the 1 MiB limit"):
+        check_key_file(target)
+    key = tmp_path / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    check_key_file(SshTarget("n1", "127.0.0.1", "z", "r", key=key))
+    os.mkfifo(tmp_path / "id_ed25519.pub")
+    with pytest.raises(ProbeError, match=r"id_ed25519.pub: not a regular file \(a FIFO\)"):
+        check_key_file(SshTarget("n1", "127.0.0.1", "z", "r", key=key))
