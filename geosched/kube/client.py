@@ -93,8 +93,8 @@ def connect_config(config: Mapping[str, Any], source: str, *, context: str | Non
         # The client's messages quote whole entries: the edge scrubs registered credentials, and the line is
         # cut before the first quoted mapping as well.
         where = f"context {context}" if context else "kubeconfig"
-        raise InputError(source, where, _first_line(exc).split("{", 1)[0].rstrip(" /:") or type(exc).__name__
-                         ) from None
+        raise kubeconfig.KubeconfigError(source, where, _first_line(exc).split("{", 1)[0].rstrip(" /:")
+                                         or type(exc).__name__) from None
     failed = credplugin.failure_error(config, context, source)
     if failed is not None:
         client.close()
@@ -136,7 +136,7 @@ def api_message(exc: ApiException) -> str:
 
 def describe(exc: BaseException) -> str:
     """One line for people and logs. Never the request, never headers: they carry the bearer token."""
-    if isinstance(exc, credplugin.CredentialPluginError):
+    if isinstance(exc, (credplugin.CredentialPluginError, InputError)):  # one line already, no class name
         return str(exc)
     if isinstance(exc, ApiException):
         return f"{exc.status} {api_message(exc)}".strip()

@@ -58,8 +58,9 @@ CLUSTER_INLINE = {"certificate-authority": "certificate-authority-data"}
 USER_INLINE = {"client-certificate": "client-certificate-data", "client-key": "client-key-data", "tokenFile": "token"}
 
 
-class KubeconfigFileError(InputError):
-    """A file a kubeconfig names (a CA bundle, a client certificate or key, a token file) cannot be used. The
+class KubeconfigError(InputError):
+    """The entries of the context used cannot be used: a file they name (a CA bundle, a client certificate or key,
+    a token file) is not there or not a file, or the client refuses them (a context whose cluster is missing). The
     user's input, so exit 2 on every command, never reported as one cluster's outage."""
 
 
@@ -272,7 +273,7 @@ def inline_files(config: Mapping[str, Any], context: str | None, source: str) ->
     hold the files they name inline (`certificate-authority` as `certificate-authority-data`, `tokenFile` as
     `token`, ...), each read through the gate: a regular file of at most `Kind.CREDENTIAL`'s limit (1 MiB).
     The client would read them with `open().read()`: a FIFO holds the command forever, /dev/zero or a sparse
-    file fills the memory. A file that cannot be used is a `KubeconfigFileError` naming the kubeconfig, the entry
+    file fills the memory. A file that cannot be used is a `KubeconfigError` naming the kubeconfig, the entry
     and the field, never the content. An unknown context is left to the client's own message."""
     name = context or config.get("current-context")
     entry = next((c["context"] for c in config.get("contexts") or [] if c.get("name") == name), None)
@@ -297,13 +298,13 @@ def _inlined(body: Mapping[str, Any], fields: Mapping[str, str], where: str, sou
         try:
             data = read_bytes(Path(path), Kind.CREDENTIAL)
         except InputError as exc:
-            raise KubeconfigFileError(source, f"{where}: {field}", f"{path}: {exc.reason}") from None
+            raise KubeconfigError(source, f"{where}: {field}", f"{path}: {exc.reason}") from None
         if inline == "token":
             try:
                 # client-go trims the file (transport.NewCachedFileTokenSource)
                 token = data.decode("utf-8").strip()
             except UnicodeDecodeError:
-                raise KubeconfigFileError(source, f"{where}: {field}", f"{path}: not UTF-8 text") from None
+                raise KubeconfigError(source, f"{where}: {field}", f"{path}: not UTF-8 text") from None
             redact.register([token])
             out[inline] = token
         else:

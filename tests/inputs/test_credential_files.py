@@ -70,7 +70,7 @@ def assert_one_line(result: Run, *needles: str) -> None:
 @pytest.mark.parametrize("field", sorted(FIELDS))
 def test_a_file_a_kubeconfig_names_goes_through_the_gate(tmp_path: Path, field: str) -> None:
     for case, (path, reason) in hostile_files(tmp_path).items():
-        with pytest.raises(kubeconfig.KubeconfigFileError) as raised:
+        with pytest.raises(kubeconfig.KubeconfigError) as raised:
             kubeconfig.inline_files(with_file(field, path), None, "kc.yaml")
         where = f"{FIELDS[field]} {'u' if FIELDS[field] == 'user' else 'c'}: {field}"
         assert str(raised.value).startswith(f"kc.yaml: {where}: {path}: {reason}"), (case, str(raised.value))
@@ -101,10 +101,15 @@ def test_a_bad_file_in_a_kubeconfig_is_one_line_exit_2_on_every_command(tmp_path
         result = run(command, kc, tmp_path, timeout=30)
         assert_one_line(result, str(kc), field, path, reason)
         assert "InputError" not in result.stderr
+    # a context whose cluster is missing: the client's refusal, the same shape and exit code
+    kc.write_text(yaml.safe_dump({**config(), "clusters": []}))
+    result = run(command, kc, tmp_path, timeout=30)
+    assert_one_line(result, str(kc), "context c", "Expected object with name")
+    assert "InputError" not in result.stderr
 
 
 def test_input_error_is_the_base() -> None:
-    assert issubclass(kubeconfig.KubeconfigFileError, InputError)
+    assert issubclass(kubeconfig.KubeconfigError, InputError)
 
 
 # --- exec credential plugins ------------------------------------------------------------------------
@@ -214,7 +219,7 @@ def test_an_inventory_key_goes_through_the_gate(tmp_path: Path) -> None:
 
     files = hostile_files(tmp_path)
     target = SshTarget("n1", "127.0.0.1", "z", "r", key=Path(files["sparse"][0]))
-    with pytest.raises(ProbeError, match="private key .*sparse for n1: .*sparse: larger than the 1 MiB limit"):
+    with pytest.raises(ProbeError, match=r"private key .*sparse for n1: .*sparse: larger than the 1 MiB limit"):
         check_key_file(target)
     key = tmp_path / "id_ed25519"
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
