@@ -227,3 +227,24 @@ def test_an_inventory_key_goes_through_the_gate(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "id_ed25519.pub")
     with pytest.raises(ProbeError, match=r"id_ed25519.pub: not a regular file \(a FIFO\)"):
         check_key_file(SshTarget("n1", "127.0.0.1", "z", "r", key=key))
+
+
+def test_the_client_gets_each_file_s_content(tmp_path: Path) -> None:
+    """The inlined fields reach the client as the files did: the CA, certificate and key it writes for urllib3 hold
+    the same bytes, the token is the file's (trimmed, as client-go does)."""
+    contents = {"ca.pem": b"-----BEGIN CERTIFICATE-----\nca\n", "crt.pem": b"-----BEGIN CERTIFICATE-----\ncrt\n",
+                "key.pem": b"-----BEGIN PRIVATE KEY-----\nkey\n", "token": b"t0ken-from-a-file-0123456789\n"}
+    for name, data in contents.items():
+        (tmp_path / name).write_bytes(data)
+    document = config(user={"client-certificate": str(tmp_path / "crt.pem"), "client-key": str(tmp_path / "key.pem"),
+                            "tokenFile": str(tmp_path / "token")},
+                      cluster={"certificate-authority": str(tmp_path / "ca.pem")})
+    api = client.connect_config(document, "kc.yaml", context="c")
+    try:
+        settings = api.configuration
+        assert Path(settings.ssl_ca_cert).read_bytes() == contents["ca.pem"]
+        assert Path(settings.cert_file).read_bytes() == contents["crt.pem"]
+        assert Path(settings.key_file).read_bytes() == contents["key.pem"]
+        assert settings.api_key["BearerToken"] == "Bearer t0ken-from-a-file-0123456789"
+    finally:
+        api.close()
