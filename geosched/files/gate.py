@@ -78,6 +78,11 @@ class Kind(StrEnum):
     """A file of a GitOps tree (a rendered job, a cluster's README)."""
     JOURNAL = "journal"
     """The journal of an interrupted set of writes (geosched.files.writes)."""
+    CREDENTIAL = "credential"
+    """A file holding one secret or certificate: a kubeconfig's tokenFile, client key and certificate, CA bundle;
+    an SSH public or private key."""
+    KNOWN_HOSTS = "known_hosts"
+    """An OpenSSH known_hosts file."""
 
 
 # Each an order of magnitude above the largest real file of its kind: a fleet of 40,000 nodes is ~20 MiB of
@@ -86,6 +91,10 @@ LIMITS_MIB: Mapping[Kind, int] = {
     Kind.JOB: 4, Kind.FLEET: 256, Kind.NETWORK: 512, Kind.INVENTORY: 64, Kind.TRACE: 1024, Kind.CLUSTERS: 4,
     Kind.SETTINGS: 4, Kind.TERRAFORM: 16, Kind.CARBON: 64, Kind.THROUGHPUTS: 16, Kind.KUBECONFIG: 16,
     Kind.INDEX: 64, Kind.MANIFEST: 16, Kind.JOURNAL: 64,
+    # A token or a PEM key is a few KiB; the largest CA bundle in use (Mozilla's, as curl ships it) ~230 KiB.
+    Kind.CREDENTIAL: 1,
+    # ~100 to ~700 bytes a line (an RSA-4096 host key): 16 MiB is tens of thousands of hosts.
+    Kind.KNOWN_HOSTS: 16,
 }
 
 

@@ -42,6 +42,7 @@ TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 # Each open watch holds a connection; the scheduler keeps five open besides its requests.
 POOL_SIZE = 16
 
+credplugin.bound()  # the client runs exec plugins unbounded in time and output: geosched's runner bounds both
 credplugin.capture()  # the client logs a failed exec plugin's cause on the root logger: kept for connect_config
 
 
@@ -82,16 +83,18 @@ def connect_config(config: Mapping[str, Any], source: str, *, context: str | Non
     (`geosched.kube.kubeconfig.check`): a file's, or a MultiKueueCluster's Secret. A context whose exec credential
     plugin cannot run or fails is refused with the plugin's cause (`geosched.kube.credplugin`)."""
     credplugin.check(config, context, source)
+    # The files it names are read here, through the gate, not by the client (geosched.kube.kubeconfig).
+    inlined = kubeconfig.inline_files(config, context, source)
     credplugin.reset()
     try:
         client = kubernetes.config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
-            config_dict=dict(config), context=context, persist_config=False, client_configuration=_configuration())
+            config_dict=inlined, context=context, persist_config=False, client_configuration=_configuration())
     except (kubernetes.config.ConfigException, KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
         # The client's messages quote whole entries: the edge scrubs registered credentials, and the line is
         # cut before the first quoted mapping as well.
         where = f"context {context}" if context else "kubeconfig"
-        raise InputError(source, where, _first_line(exc).split("{", 1)[0].rstrip(" /:") or type(exc).__name__
-                         ) from None
+        raise kubeconfig.KubeconfigError(source, where, _first_line(exc).split("{", 1)[0].rstrip(" /:")
+                                         or type(exc).__name__) from None
     failed = credplugin.failure_error(config, context, source)
     if failed is not None:
         client.close()
@@ -133,7 +136,7 @@ def api_message(exc: ApiException) -> str:
 
 def describe(exc: BaseException) -> str:
     """One line for people and logs. Never the request, never headers: they carry the bearer token."""
-    if isinstance(exc, credplugin.CredentialPluginError):
+    if isinstance(exc, (credplugin.CredentialPluginError, InputError)):  # one line already, no class name
         return str(exc)
     if isinstance(exc, ApiException):
         return f"{exc.status} {api_message(exc)}".strip()

@@ -43,6 +43,7 @@ from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_f
 from geosched.kube.config import ClusterConfig
 from geosched.kube.inventory import merge_launched, nodes_from_kube
 from geosched.kube.keys import JOB_LABEL
+from geosched.kube.kubeconfig import KubeconfigError
 from geosched.kube.tolerations import Toleration
 
 DEFAULT_GRID_GCO2E_PER_KWH = 480.0
@@ -132,6 +133,8 @@ def read_clusters(refs: Sequence[ClusterRef], kubeconfig: Path | None = None, *,
         try:
             with Kube.open(ref.context, kubeconfig, name=ref.name, timeout_s=timeout_s) as kube:
                 return read_cluster(kube, ref.name)
+        except KubeconfigError:  # the user's input, not this cluster's outage: exit 2
+            raise
         except InputError as exc:
             return Unreachable(ref.name, ref.context, exc.reason)
         except Exception as exc:  # any failure of one cluster is that cluster's, reported, never the run's

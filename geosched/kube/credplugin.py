@@ -15,18 +15,33 @@ blames the 401. So:
   to whatever handler the process has (a daemon's log); the one-shot commands print no library lines
   (`geosched.console.logs`).
 
+- `bound` (installed once by `geosched.kube.client`): the client's `ExecProvider.run` is replaced by `run_bounded`,
+  the same protocol run with a deadline and a cap. The client reads the plugin's output whole, however long the
+  plugin takes (a plugin waiting on a network or a prompt held `jobs` forever) and however much it writes (3 GB
+  on stdout took 3 GB of memory). Here the plugin has `TIMEOUT_S` (60 s: client-go itself sets none; a
+  real `aws eks get-token` or `gke-gcloud-auth-plugin` answers in about a second, a browser sign-in within a
+  minute) and at most `STDOUT_LIMIT` (1 MiB: an ExecCredential is a token or a certificate and key, a few KiB)
+  on stdout, else it is killed, with its process group, and the line says which bound it broke. Its stderr is
+  kept to 64 KiB (only its first line is said). Refreshes of an expired credential go through the same run.
+
 Never a credential: the plugin's stdout (where a token is) is never read here, its env values are registered with
 `geosched.console.redact` by the kubeconfig reader, and only the command's name is said, never its arguments.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import selectors
 import shutil
+import signal
+import subprocess
+import sys
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from geosched.core.errors import GeoschedError
@@ -34,6 +49,9 @@ from geosched.core.errors import GeoschedError
 _KUBE_CONFIG = os.sep + os.path.join("kubernetes", "config") + os.sep
 _RETURNED = re.compile(r"^exec: process returned (-?\d+)\.?\s*(.*)$", re.S)
 _local = threading.local()
+TIMEOUT_S = 60.0
+STDOUT_LIMIT = 1 << 20
+STDERR_LIMIT = 64 << 10
 
 
 class CredentialPluginError(GeoschedError):
@@ -59,6 +77,7 @@ def check(config: Mapping[str, Any], context: str | None, source: str) -> None:
     if found is None:
         return
     user, plugin = found
+    where_ = _where(config, context, source, user)
     command = str(plugin["command"])
     if os.sep in command:  # a path (made absolute against its kubeconfig by geosched.kube.kubeconfig)
         if os.access(command, os.X_OK) and os.path.isfile(command):
@@ -71,7 +90,7 @@ def check(config: Mapping[str, Any], context: str | None, source: str) -> None:
             return
         where = "not found on PATH"
     hint = str(plugin.get("installHint") or "").strip().splitlines()
-    raise CredentialPluginError(f"{source}: user {user}: credential plugin `{os.path.basename(command)}` {where}"
+    raise CredentialPluginError(f"{where_}: credential plugin `{os.path.basename(command)}` {where}"
                                 + (f" ({' '.join(hint)})" if hint else ""))
 
 
@@ -89,8 +108,13 @@ def failure_error(config: Mapping[str, Any], context: str | None, source: str) -
         lines = [line.strip() for line in returned.group(2).splitlines() if line.strip()]
         cause = f"failed (exit {returned.group(1)})" + (f": {lines[0]}" if lines else "")
     else:
-        cause = f"failed: {message.strip().splitlines()[0] if message.strip() else 'no credential'}"
-    return CredentialPluginError(f"{source}: user {user}: credential plugin `{command}` {cause}")
+        first = message.strip().splitlines()[0].removeprefix("exec: ") if message.strip() else "no credential"
+        cause = f"failed: {first}"
+    return CredentialPluginError(f"{_where(config, context, source, user)}: credential plugin `{command}` {cause}")
+
+
+def _where(config: Mapping[str, Any], context: str | None, source: str, user: str) -> str:
+    return f"{source}: context {context or config.get('current-context')}: user {user}"
 
 
 def reset() -> None:
@@ -118,3 +142,130 @@ def capture() -> None:
     root = logging.getLogger()
     if not any(getattr(f, "geosched_capture", False) for f in root.filters):
         root.addFilter(_Capture())
+
+
+class PluginBound(Exception):
+    """The plugin broke a bound (its time, its output): said as the failure's cause."""
+
+
+def run_plugin(args: Sequence[str], *, env: Mapping[str, str], cwd: str | None, shell: bool = False,
+               interactive: bool = False, timeout_s: float | None = None) -> tuple[int, bytes, bytes]:
+    """Run a credential plugin: its exit code, stdout and (unless `interactive`, where it goes to the terminal)
+    the first `STDERR_LIMIT` bytes of its stderr. `PluginBound` when it runs past `timeout_s` (`TIMEOUT_S`) or
+    writes more than `STDOUT_LIMIT` to stdout; it is killed then, with the processes it started when it does not
+    share the terminal."""
+    limit_s = TIMEOUT_S if timeout_s is None else timeout_s
+    process = subprocess.Popen(
+        list(args), stdout=subprocess.PIPE, stderr=sys.stderr if interactive else subprocess.PIPE,
+        stdin=sys.stdin if interactive else None, cwd=cwd, env=dict(env), shell=shell,
+        # its own process group, so a shell's children die with it; not when it prompts on the terminal, where a
+        # background group could not read
+        start_new_session=not interactive)
+    out, err = bytearray(), bytearray()
+    deadline = time.monotonic() + limit_s
+    problem: str | None = None
+    with selectors.DefaultSelector() as selector:
+        for stream in (process.stdout, process.stderr if not interactive else None):
+            if stream is not None:
+                selector.register(stream, selectors.EVENT_READ)
+        try:
+            while problem is None and selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    problem = f"gave no credential within {limit_s:g} s"
+                    break
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                    elif key.fileobj is process.stdout:
+                        out += chunk
+                        if len(out) > STDOUT_LIMIT:
+                            problem = (f"wrote more than {STDOUT_LIMIT >> 20} MiB to stdout "
+                                       "(an ExecCredential is a few KiB)")
+                            break
+                    else:  # the rest of a long stderr is read and dropped, so the plugin never blocks on it
+                        err += chunk[:max(0, STDERR_LIMIT - len(err))]
+            if problem is None:
+                try:
+                    process.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    problem = f"gave no credential within {limit_s:g} s"
+        finally:
+            if process.poll() is None:
+                _kill(process, group=not interactive)
+            process.wait()
+            for stream in (process.stdout, process.stderr):
+                if stream is not None and stream is not sys.stderr:
+                    stream.close()
+    if problem is not None:
+        raise PluginBound(problem)
+    return process.returncode, bytes(out), bytes(err)
+
+
+def _kill(process: subprocess.Popen[bytes], *, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    except ProcessLookupError:
+        pass
+
+
+def run_bounded(provider: Any, previous_response: Any = None) -> Any:
+    """`kubernetes.config.exec_provider.ExecProvider.run` (client 35.0), with `run_plugin` for its unbounded
+    `Popen(...).communicate()`: the same ExecCredential request in KUBERNETES_EXEC_INFO, the same checks of
+    the answer, the same messages (`_load_from_exec_plugin` logs them, `capture` keeps them)."""
+    from kubernetes.config.config_exception import ConfigException
+
+    interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+    info: dict[str, Any] = {"apiVersion": provider.api_version, "kind": "ExecCredential",
+                            "spec": {"interactive": interactive}}
+    if previous_response:
+        info["spec"]["response"] = previous_response
+    if provider.cluster:
+        info["spec"]["cluster"] = provider.cluster.value
+        for extension in provider.cluster.value.get("extensions") or []:
+            if extension["name"] == "client.authentication.k8s.io/exec":
+                info["spec"]["cluster"]["config"] = extension["extension"]
+                break
+    provider.env["KUBERNETES_EXEC_INFO"] = json.dumps(info)
+    try:
+        code, stdout, stderr = run_plugin(provider.args, env=provider.env, cwd=provider.cwd, shell=provider.shell,
+                                          interactive=interactive)
+    except PluginBound as exc:
+        raise ConfigException(f"exec: {exc}") from None
+    except OSError as exc:  # it could not be started (check() looked first; it may have changed since)
+        raise ConfigException(f"exec: cannot start: {exc.strerror or exc}") from None
+    if code != 0:
+        message = f"exec: process returned {code}"
+        text = stderr.decode("utf-8", "replace").strip()
+        raise ConfigException(f"{message}. {text}" if text else message)
+    try:
+        data = json.loads(stdout)
+    except ValueError as exc:  # the decoder's message names a position, never the text (the token)
+        raise ConfigException(f"exec: failed to decode process output: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigException("exec: malformed response: not an ExecCredential object")
+    for key in ("apiVersion", "kind", "status"):
+        if key not in data:
+            raise ConfigException(f"exec: malformed response. missing key '{key}'")
+    if data["apiVersion"] != provider.api_version:
+        raise ConfigException("exec: plugin api version does not match the kubeconfig's")
+    return data["status"]
+
+
+def bound() -> None:
+    """Replace the client's plugin runner with `run_bounded` (idempotent; every ExecProvider, the refreshes'
+    too, goes through the class)."""
+    from kubernetes.config import exec_provider
+
+    if getattr(exec_provider.ExecProvider.run, "geosched_bounded", False):
+        return
+
+    def run(self: Any, previous_response: Any = None) -> Any:
+        return run_bounded(self, previous_response)
+
+    run.geosched_bounded = True  # type: ignore[attr-defined]
+    exec_provider.ExecProvider.run = run  # type: ignore[method-assign]

@@ -19,6 +19,7 @@ entries (`Expected key name in f/{'user': {'token': ...}}`). So geosched reads e
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from urllib.parse import urlsplit
 
 from geosched.console import redact
 from geosched.core.errors import InputError
-from geosched.files.gate import Kind, parse_yaml, read_text
+from geosched.files.gate import Kind, parse_yaml, read_bytes, read_text
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 LISTS = {"clusters": "cluster", "contexts": "context", "users": "user"}
@@ -49,6 +50,18 @@ SECRET_USER_FIELDS = ("token", "password", "client-key-data", "client-certificat
 # GetAuthInfoFileReferences; an exec command only when it is a path, not a name looked up on the PATH).
 CLUSTER_PATHS = ("certificate-authority",)
 USER_PATHS = ("client-certificate", "client-key", "tokenFile")
+
+
+# Each file field and the field that holds its content inline, which the client reads instead (its FileOrData
+# prefers the inline field; so does client-go, where `token` wins over `tokenFile`).
+CLUSTER_INLINE = {"certificate-authority": "certificate-authority-data"}
+USER_INLINE = {"client-certificate": "client-certificate-data", "client-key": "client-key-data", "tokenFile": "token"}
+
+
+class KubeconfigError(InputError):
+    """The entries of the context used cannot be used: a file they name (a CA bundle, a client certificate or key,
+    a token file) is not there or not a file, or the client refuses them (a context whose cluster is missing). The
+    user's input, so exit 2 on every command, never reported as one cluster's outage."""
 
 
 @dataclass(frozen=True)
@@ -253,3 +266,50 @@ def server_of(kubeconfig: Kubeconfig, context: str | None) -> None:
     cluster = next((c["cluster"] for c in kubeconfig.config["clusters"] if c["name"] == entry.get("cluster")), None)
     if cluster is not None and not cluster.get("server"):
         raise InputError(kubeconfig.source, f"cluster {entry.get('cluster')}", "no server URL")
+
+
+def inline_files(config: Mapping[str, Any], context: str | None, source: str) -> dict[str, Any]:
+    """A copy of a checked kubeconfig in which the cluster and the user of `context` (else the current context)
+    hold the files they name inline (`certificate-authority` as `certificate-authority-data`, `tokenFile` as
+    `token`, ...), each read through the gate: a regular file of at most `Kind.CREDENTIAL`'s limit (1 MiB).
+    The client would read them with `open().read()`: a FIFO holds the command forever, /dev/zero or a sparse
+    file fills the memory. A file that cannot be used is a `KubeconfigError` naming the kubeconfig, the entry
+    and the field, never the content. An unknown context is left to the client's own message."""
+    name = context or config.get("current-context")
+    entry = next((c["context"] for c in config.get("contexts") or [] if c.get("name") == name), None)
+    out = dict(config)
+    if not isinstance(entry, Mapping):
+        return out
+    for key, inline in (("clusters", CLUSTER_INLINE), ("users", USER_INLINE)):
+        inner = LISTS[key]
+        wanted = entry.get(inner)
+        out[key] = [{**item, inner: _inlined(item[inner], inline, f"{inner} {wanted}", source)}
+                    if item.get("name") == wanted and isinstance(item.get(inner), Mapping) else item
+                    for item in config.get(key) or []]
+    return out
+
+
+def _inlined(body: Mapping[str, Any], fields: Mapping[str, str], where: str, source: str) -> dict[str, Any]:
+    out = dict(body)
+    for field, inline in fields.items():
+        path = out.pop(field, None)
+        if not isinstance(path, str) or not path or out.get(inline):
+            continue  # none, or the inline field is given too and wins (as in the client and client-go)
+        try:
+            data = read_bytes(Path(path), Kind.CREDENTIAL)
+        except InputError as exc:
+            raise KubeconfigError(source, f"{where}: {field}", f"{path}: {exc.reason}") from None
+        if inline == "token":
+            try:
+                # client-go trims the file (transport.NewCachedFileTokenSource)
+                token = data.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise KubeconfigError(source, f"{where}: {field}", f"{path}: not UTF-8 text") from None
+            redact.register([token])
+            out[inline] = token
+        else:
+            encoded = base64.standard_b64encode(data).decode("ascii")
+            if field == "client-key":
+                redact.register([encoded, data.decode("utf-8", "replace").strip()])
+            out[inline] = encoded
+    return out

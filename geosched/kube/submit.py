@@ -66,6 +66,7 @@ from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import JobInput, parse_job_object, read_job_file
 from geosched.kube.kinds.base import UNKNOWN as UNKNOWN_KIND
 from geosched.kube.kinds.base import when
+from geosched.kube.kubeconfig import KubeconfigError
 from geosched.kube.queues import check_queues
 from geosched.kube.render import RenderOptions, render
 from geosched.policies.stable import Current, Request, place_all
@@ -367,6 +368,8 @@ def find_existing(job: JobInput, refs: Sequence[ClusterRef], configs: Mapping[st
             with Kube.open(ref.context, kubeconfig, name=ref.name) as kube:
                 resource = kube.resource(api_version, kind)
                 found = kube.get(resource.path(namespace, job.name)) if resource is not None else None
+        except KubeconfigError:  # the user's input, not this cluster's outage: exit 2
+            raise
         except Exception as exc:  # one cluster's failure is reported with the others
             unreachable.append(Unreachable(ref.name, ref.context, describe(exc)))
             continue
@@ -392,6 +395,8 @@ def held_placements(refs: Sequence[ClusterRef], kubeconfig: Path | None) -> tupl
                     held.extend(r for item in items
                                 if (r := held_placement(ref.name, kind, {**item, "apiVersion": api_version,
                                                                          "kind": kind})) is not None)
+        except KubeconfigError:  # the user's input, not this cluster's outage: exit 2
+            raise
         except Exception as exc:  # one cluster's failure is reported with the others
             unreachable.append(Unreachable(ref.name, ref.context, describe(exc)))
     return held, unreachable
@@ -486,6 +491,8 @@ def jobs(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
         try:
             with Kube.open(ref.context, kubeconfig, name=ref.name) as kube:
                 found.extend(list_placed(kube, ref.name, with_usage=with_usage))
+        except KubeconfigError:  # the user's input, not this cluster's outage: exit 2
+            raise
         except Exception as exc:  # reported with the others; the listing goes on
             unreachable.append(Unreachable(ref.name, ref.context, describe(exc)))
     found.sort(key=lambda j: (j.cluster, j.namespace, j.name))

@@ -175,6 +175,10 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         from geosched.probes.engine import PlanOptions
 
         options = PlanOptions(kind=plan, run=-1 if run_number is None else run_number, per_zone_pair=per_zone_pair)
+        from geosched.files.gate import Kind, check_file
+        for path in known_hosts or ():  # a FIFO or a device is refused before the progress bar starts (the
+            if path.exists():  # service reads each through the gate again, before dialling)
+                check_file(path, Kind.KNOWN_HOSTS)
         progress = RichProgress()
         with store_factory() as store, progress.bar:
             outcome = service.run(store, targets, settings, options, known_hosts=known_hosts,

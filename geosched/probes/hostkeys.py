@@ -7,6 +7,7 @@ A key written on first use is never replaced later: a changed key is a mismatch,
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import asyncssh
 
+from geosched.core.errors import InputError
+from geosched.files.gate import Kind, read_text
 from geosched.files.inventory import SshTarget
 from geosched.files.writes import PRIVATE, write_file
 from geosched.probes.failures import HostKeyUnknown
@@ -80,11 +83,18 @@ class HostKeys:
         cached = self._parsed.get(path)
         if cached is None or cached[0] != mtime:
             try:
-                cached = (mtime, asyncssh.read_known_hosts(str(path)))
-            except (OSError, ValueError) as exc:
-                raise HostKeyUnknown(f"cannot read known_hosts file {path}: {type(exc).__name__}") from None
+                cached = (mtime, parse_known_hosts(path))
+            except InputError as exc:
+                raise HostKeyUnknown(str(exc)) from None
             self._parsed[path] = cached
         return cached[1]
+
+    def check_user_files(self) -> None:
+        """Read every user known_hosts file now, before anything is dialled: one that cannot be read (a FIFO, a
+        device, over the limit, not known_hosts) is an InputError naming it (exit 2), not a failure per node."""
+        for path in self.user_files:
+            with contextlib.suppress(OSError):
+                self._parsed[path] = (path.stat().st_mtime, parse_known_hosts(path))
 
     def pin(self, target: SshTarget, key: asyncssh.SSHKey) -> None:
         """Add the key to geosched's known_hosts: under a lock, then one atomic rename."""
@@ -108,3 +118,14 @@ class HostKeys:
 def default_user_files() -> list[Path]:
     path = Path("~/.ssh/known_hosts").expanduser()
     return [path] if path.is_file() else []
+
+
+def parse_known_hosts(path: Path) -> asyncssh.SSHKnownHosts:
+    """A known_hosts file through the gate (a regular file of at most 16 MiB, its size before a byte is read),
+    then parsed by asyncssh, which would read it whole and block on a FIFO: `--known-hosts` as a FIFO held `probe
+    run` past its --deadline, /dev/zero or a sparse file took 2 GB to a MemoryError."""
+    text = read_text(path, Kind.KNOWN_HOSTS)
+    try:
+        return asyncssh.import_known_hosts(text)
+    except (ValueError, asyncssh.KeyImportError) as exc:
+        raise InputError(str(path), "", f"not a known_hosts file ({type(exc).__name__})") from None

@@ -58,6 +58,7 @@ async def run_async(store: Store, targets: Sequence[SshTarget], settings: ProbeS
         options = replace(options, run=next_run(store.home))
     hostkeys = HostKeys(store.home / KNOWN_HOSTS_NAME,
                         default_user_files() if known_hosts is None else list(known_hosts))
+    hostkeys.check_user_files()
     async with SshPool([*targets, *jumps], hostkeys, settings) as pool:
         report = await run_probes(pool, targets, settings, options, progress)
     zone_of = {t.name: t.zone for t in targets}

@@ -21,11 +21,14 @@ import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import asyncssh
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from geosched.core.errors import InputError
+from geosched.files.gate import Kind, check_file
 from geosched.files.inventory import SshTarget
 from geosched.files.jumpspec import JumpSpecError, parse_jump
 from geosched.probes.commands import to_command_line
@@ -107,6 +110,14 @@ def check_key_file(target: SshTarget) -> None:
         raise ProbeError(FailureKind.KEY, f"private key {target.key} for {target.name} {problem}")
     if not os.access(target.key, os.R_OK):
         raise ProbeError(FailureKind.KEY, f"private key {target.key} for {target.name} is not readable")
+    # asyncssh reads the key, and its `.pub` and `-cert.pub` beside it when there, whole: a 2 GiB sparse key
+    # took 2 GB before a MemoryError. Each is checked through the gate first (a regular file, at most 1 MiB).
+    for path in (target.key, Path(f"{target.key}.pub"), Path(f"{target.key}-cert.pub")):
+        if path is target.key or os.path.lexists(path):
+            try:
+                check_file(path, Kind.CREDENTIAL)
+            except InputError as exc:
+                raise ProbeError(FailureKind.KEY, f"private key {target.key} for {target.name}: {exc}") from None
 
 
 async def tcp_connect(address: str, port: int, timeout: float) -> socket.socket:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from geosched.console import settings
 from geosched.core.errors import InputError
+from geosched.files.gate import Kind, read_bytes
 from geosched.providers.terraform import NetworkConfig, load_terraform_output
 
 # The variables, as geosched.console.settings declares them (with their config file keys, defaults and help).
@@ -230,10 +231,26 @@ def read_public_key(env: Mapping[str, str], explicit: Path | None = None, named:
     if not candidates:
         candidates = [Path(p) for p in DEFAULT_PUBLIC_KEYS]
     for path in candidates:
-        full = path.expanduser()
-        if full.is_file():
-            text = full.read_text(encoding="utf-8").strip()
-            # A private key must never end up in user data or metadata.
-            if text.startswith(("ssh-", "ecdsa-", "sk-")) and "PRIVATE KEY" not in text:
-                return text.splitlines()[0]
+        text = _public_key_text(path.expanduser())
+        # A private key must never end up in user data or metadata.
+        if text is not None and text.startswith(("ssh-", "ecdsa-", "sk-")) and "PRIVATE KEY" not in text:
+            return text.splitlines()[0]
     return None
+
+
+def _public_key_text(path: Path) -> str | None:
+    """The file's text, through the gate (a regular file of at most 1 MiB, its size before reading: /dev/zero or a
+    2 GiB sparse file was read whole, to a MemoryError); None when there is no such file. A file that is there but
+    cannot be a key is one line naming it: a key saved by PowerShell's `>` is UTF-16, which was a traceback."""
+    try:
+        data = read_bytes(path, Kind.CREDENTIAL)
+    except InputError as exc:
+        if exc.reason == "no such file":
+            return None
+        raise InputError(str(path), "", f"{exc.reason} (an OpenSSH public key, e.g. ~/.ssh/id_ed25519.pub)"
+                         ) from None
+    try:
+        return data.decode("utf-8").strip()  # a key is ASCII; its comment may be any UTF-8
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), "", f"not an OpenSSH public key: not UTF-8 text (byte {exc.start}); a key "
+                         "saved as UTF-16 (PowerShell's `>`) must be saved as UTF-8 or ASCII") from None

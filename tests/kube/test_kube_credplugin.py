@@ -58,7 +58,7 @@ def test_a_plugin_not_on_the_path_is_named(tmp_path: Path) -> None:
     run = _run(tmp_path, _bin(tmp_path), "jobs", "--kubeconfig", str(EKS))
     assert run.returncode == 1
     line = _one_line(run)
-    assert f"{EKS}: user {EKS_USER}: credential plugin `aws` not found on PATH" in line, line
+    assert f"{EKS}: context eks-us-east-1: user {EKS_USER}: credential plugin `aws` not found on PATH" in line, line
     assert "401" not in line
 
 
@@ -76,8 +76,8 @@ def test_a_failing_plugin_gives_its_exit_code_and_first_stderr_line(tmp_path: Pa
     assert run.returncode == 1
     line = _one_line(run)
     # The profile is the plugin's env value, which geosched treats as a credential and never prints.
-    assert (f"{EKS}: user {EKS_USER}: credential plugin `aws` failed (exit 255): The config profile (<redacted>) "
-            "could not be found") in line, line
+    assert (f"{EKS}: context eks-us-east-1: user {EKS_USER}: credential plugin `aws` failed (exit 255): "
+            "The config profile (<redacted>) could not be found") in line, line
     assert "ml-platform" not in run.stderr
 
 
