@@ -67,8 +67,9 @@ class Timing(Protocol):
     `running` holds each running job's finish, nodes and GPUs.
     `urgent`: a released job at its latest start goes to the queue's front. `rank`: a queued flexible job's place
     in the queue (0 before everything, 1 as a job without slack, 2 after those), asked again at every event.
-    `context`: the snapshot the job is placed on at `now` (None: the hour's, as for any job). `kgco2e`: what a
-    placement emits over [start, finish)."""
+    `context`: the snapshot the job is placed on at `now` (None: the hour's, as for any job). `in_time`: the placement
+    a flexible job starts on, given the policy's (`again` places it anew with other weights): one that ends by its
+    deadline. `kgco2e`: what a placement emits over [start, finish)."""
 
     def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
                    running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float: ...
@@ -78,6 +79,9 @@ class Timing(Protocol):
     def rank(self, j: int, job: Job, now: float) -> int: ...
 
     def context(self, j: int, job: Job, now: float, ctx: PlacementContext) -> PlacementContext | None: ...
+
+    def in_time(self, j: int, job: Job, now: float, placement: Placement, run_s: float,
+                again: Callable[[Weights], Placement | NoFit]) -> Placement: ...
 
     def kgco2e(self, job: Job, placement: Placement, ctx: PlacementContext, start: float, finish: float) -> float: ...
 
@@ -273,7 +277,11 @@ class _Replay:
                 ctx = self.timing.context(j, job, now, ctx) or ctx
             # The replay knows each job's run time, as its backfill does (EASY's user estimates, exact here).
             waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s)
-            result = self.place_fn(job, ctx.with_free(self.free.copy()), self.policy, self.weights, waiting)
+            seen = ctx.with_free(self.free.copy())
+            result = self.place_fn(job, seen, self.policy, self.weights, waiting)
+            if isinstance(result, Placement) and self.timing is not None and job.flexible:
+                result = self.timing.in_time(j, job, now, result, trace.duration_s,
+                                             lambda w: self.place_fn(job, seen, self.policy, w, waiting))
         if isinstance(result, Placement):
             return result
         until = np.inf
