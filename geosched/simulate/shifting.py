@@ -8,13 +8,13 @@
 - **Start-now runs** ignore the slack (`ShiftTiming` with `shift=None`): every job starts as soon as it fits, as
   today; only the emissions are counted hour by hour.
 - **Shifted runs** (`shift=Method.FORECAST` or `Method.ORACLE`): a flexible job is decided when it arrives by
-  `geosched.policies.timeshift.decide` on what is free then, with the hours ahead seen through the seasonal-naive
-  forecast of the series (or the series itself, the oracle), counting on the GPUs running jobs free by their
-  predicted end and on what earlier flexible jobs were promised (`timeshift.Queue`). When its chosen hour comes it
-  is decided again (a rolling horizon: a fresher forecast, the GPUs free then) and joins the queue, or waits once
-  more when a later start saves at least `timeshift.RESHIFT_SAVING` of the run's carbon against the best start then
-  (a higher bar than the first decision's 2%: without it a job chases each next day's forecast dip to its latest
-  start).
+  `geosched.policies.timeshift.decide` on what is free then, with the hours ahead seen through the forecaster
+  (`grid.forecast.DEFAULT_FORECASTER`, or the series itself, the oracle), counting on the GPUs running jobs free
+  by their predicted end and on what earlier flexible jobs were promised (`timeshift.Queue`). When its chosen hour
+  comes it is decided again (a rolling horizon: a fresher forecast, the GPUs free then) and joins the queue, or
+  waits once more when a later start saves at least `timeshift.RESHIFT_SAVING` of the run's carbon against the best
+  start then (a higher bar than the first decision's 2%: without it a job chases each next day's forecast dip to its
+  latest start).
   Measured on the shipped series, deciding again beat deciding once (benchmarks/bench_timeshift.py). A guard of
   `GUARD_SHARE` of its slack is kept for queueing: no decision plans a start later than deadline - runtime - guard,
   and a job released at that latest start goes to the queue's front. A job no region can hold at any start of its
