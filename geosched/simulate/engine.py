@@ -66,7 +66,8 @@ class Timing(Protocol):
     `release_at`: the trace time a job arriving (or released) at `now` joins the queue (`now` or earlier: at once);
     `running` holds each running job's finish, nodes and GPUs.
     `urgent`: a released job at its latest start goes to the queue's front. `rank`: a queued flexible job's place
-    in the queue (0 before everything, 1 as a job without slack, 2 after those), asked again at every event.
+    in the queue (0 before everything, 1 as a job without slack, 2 after those), asked again at every event;
+    `earliest()` is the soonest it could start as the running jobs end (the backfill's shadow time, optimistic).
     `context`: the snapshot the job is placed on at `now` (None: the hour's, as for any job). `in_time`: the placement
     a flexible job starts on, given the policy's (`again` places it anew with other weights): one that ends by its
     deadline. `kgco2e`: what a placement emits over [start, finish)."""
@@ -76,7 +77,7 @@ class Timing(Protocol):
 
     def urgent(self, j: int, job: Job, now: float) -> bool: ...
 
-    def rank(self, j: int, job: Job, now: float) -> int: ...
+    def rank(self, j: int, job: Job, now: float, earliest: Callable[[], float]) -> int: ...
 
     def context(self, j: int, job: Job, now: float, ctx: PlacementContext) -> PlacementContext | None: ...
 
@@ -224,7 +225,20 @@ class _Replay:
         hook never gets here; a run that does not shift ranks every job alike, so its queue keeps its order."""
         assert self.timing is not None
         queued = list(self.queue)
-        ranks = [self.timing.rank(j, self.gangs[j], now) if self.gangs[j].flexible else 1 for j in queued]
+        ordered: list[tuple[float, int, int]] = []
+
+        def earliest(job: Job) -> Callable[[], float]:
+            def soonest() -> float:
+                if self._may_fit(self.free, job):
+                    return now
+                if not ordered:
+                    ordered.extend(sorted(self.running))
+                return self._shadow_time(job, ordered)
+
+            return soonest
+
+        ranks = [self.timing.rank(j, self.gangs[j], now, earliest(self.gangs[j])) if self.gangs[j].flexible else 1
+                 for j in queued]
         order = sorted(range(len(queued)),
                        key=lambda k: (ranks[k], self._deadline(queued[k]) if ranks[k] == 0 else 0.0, k))
         if order != list(range(len(queued))):
@@ -247,9 +261,11 @@ class _Replay:
                 waiting.append(j)
         self.queue.extendleft(reversed([head, *waiting]))
 
-    def _shadow_time(self, head: Job) -> float:
+    def _shadow_time(self, head: Job, ordered: Sequence[tuple[float, int, int]] | None = None) -> float:
+        """When `head` could start at the soonest after the next completion, releasing the running jobs in finish
+        order (`ordered`: them, already sorted)."""
         free = self.free.copy()
-        for finish, _, j in sorted(self.running):
+        for finish, _, j in ordered if ordered is not None else sorted(self.running):
             nodes, gpus = self.held[j]
             free[nodes] += gpus
             if self._may_fit(free, head):
