@@ -164,11 +164,15 @@ class Variant:
     shift: Method
     forecaster: Forecaster
     deadline_aware: bool
+    # A gang only one region holds starts as an inflexible job would (`shifting.sole_domain`); False: shifted.
+    sole_rule: bool = True
 
 
 VARIANTS = (
-    Variant("before: seasonal naive", Method.FORECAST, SEASONAL_NAIVE, False),
-    Variant("before: oracle", Method.ORACLE, SEASONAL_NAIVE, False),
+    Variant("before: seasonal naive", Method.FORECAST, SEASONAL_NAIVE, False, False),
+    Variant("before: oracle", Method.ORACLE, SEASONAL_NAIVE, False, False),
+    *(Variant(f"no sole rule: {label}", Method.FORECAST, f, True, False) for label, f in FORECASTERS.items()),
+    Variant("no sole rule: oracle", Method.ORACLE, DEFAULT_FORECASTER, True, False),
     *(Variant(f"after: {label}", Method.FORECAST, f, True) for label, f in FORECASTERS.items()),
     Variant("after: oracle", Method.ORACLE, DEFAULT_FORECASTER, True),
 )
@@ -183,14 +187,16 @@ def run(trace: list[TraceJob], ctx: policies.PlacementContext, history: GridHist
     def timing(policy: str) -> ShiftTiming:
         return ShiftTiming(trace, seen, start.timestamp(), policy, Weights(carbon=1.0),
                            variant.shift if variant is not None else None,
-                           deadline_aware=variant.deadline_aware if variant is not None else True)
+                           deadline_aware=variant.deadline_aware if variant is not None else True,
+                           sole_domain_starts_now=variant.sole_rule if variant is not None else True)
 
     (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0), options=SimOptions(gpu="H100", backfill=True),
                          context_at=context_at, jobs=flexible(trace, flex), timing=timing)
     return result
 
 
-def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float]) -> None:
+def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float],
+            variants: tuple[Variant, ...] = VARIANTS) -> None:
     fleet, net = FLEETS[fleet_name]()
     grid, history = shipped_grid(fleet)
     assert grid.signal is not None
@@ -207,14 +213,14 @@ def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float]) 
         pooled: list[tuple[PolicyResult, dict[str, PolicyResult]]] = []
         print(f"   flexible share {share:g}, slack 24 h, carbon weight 1; saved against started-now, added misses "
               "(deadlines started-now met) in brackets:", flush=True)
-        print("   month  now kg  " + "  ".join(f"{v.name[:22]:>22s}" for v in VARIANTS) + "   s")
+        print("   month  now kg  " + "  ".join(f"{v.name[:22]:>22s}" for v in variants) + "   s")
         for month in months:
             start = datetime(2023, month, 10, tzinfo=UTC)
             trace = llm_trace(jobs, capacity_gpus=capacity, load=0.5, min_gpus=16, cluster="kalos", seed=month)
             t = time.perf_counter()
             context_at = contexts_by_hour(fleet, net, grid.signal, start)
             now = run(trace, ctx, history, start, context_at, flex, None)
-            shifted = {v.name: run(trace, ctx, history, start, context_at, flex, v) for v in VARIANTS}
+            shifted = {v.name: run(trace, ctx, history, start, context_at, flex, v) for v in variants}
             pooled.append((now, shifted))
             cells = [f"{1 - r.kgco2e / now.kgco2e:6.1%} ({_added_misses(now, r)})" for r in shifted.values()]
             print(f"   {month:5d} {now.kgco2e:7.0f}  " + "  ".join(f"{c:>22s}" for c in cells) +
@@ -222,12 +228,15 @@ def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float]) 
         print(f"   bound (each flexible job alone, any region that holds it, the oracle's hours, the guard kept): "
               f"{bound(fleet, history, months, jobs, capacity, share):.1%} of the flexible jobs' own emissions")
         now_kg = sum(r[0].kgco2e for r in pooled)
-        saved = {v.name: 1 - sum(r[1][v.name].kgco2e for r in pooled) / now_kg for v in VARIANTS}
+        saved = {v.name: 1 - sum(r[1][v.name].kgco2e for r in pooled) / now_kg for v in variants}
         inflex_now = statistics.fmean(r[0].avg_jct_inflexible_s for r in pooled)
         print(f"   pooled over {len(months)} months ({sum(r[0].flexible_jobs for r in pooled):,} flexible jobs; "
               f"started-now missed {sum(r[0].deadline_misses for r in pooled)}, deadlines no start meets):")
-        for v in VARIANTS:
-            oracle = saved["after: oracle" if v.deadline_aware else "before: oracle"]
+        for v in variants:
+            oracle = saved.get(v.name if v.shift is Method.ORACLE else
+                               next((u.name for u in variants if u.shift is Method.ORACLE
+                                     and (u.deadline_aware, u.sole_rule) == (v.deadline_aware, v.sole_rule)), ""),
+                               0.0)
             inflex = statistics.fmean(r[1][v.name].avg_jct_inflexible_s for r in pooled)
             jct = f"{inflex / inflex_now - 1:+.1%}" if inflex_now > 0 else "n/a (no inflexible job)"
             ratio = f"{saved[v.name] / oracle:.2f}" if oracle > 0 else "n/a"
@@ -416,6 +425,8 @@ def main() -> None:
     parser.add_argument("--months", default="1,2,3,4,5,6,7,8,9,10,11,12")
     parser.add_argument("--fleets", default="geo-us,geo-ca,geo")
     parser.add_argument("--shares", default="0.5,1.0")
+    parser.add_argument("--variants", default="",
+                        help="only the shifted runs whose name starts with one of these (comma-separated)")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-forecasters", action="store_true")
     parser.add_argument("--skip-bounds", action="store_true")
@@ -433,8 +444,10 @@ def main() -> None:
         forecasters()
     if not args.skip_latency:
         latency(10 if args.quick else args.repeats)
+    prefixes = [p for p in args.variants.split(",") if p]
+    variants = tuple(v for v in VARIANTS if not prefixes or any(v.name.startswith(p) for p in prefixes))
     for name in fleets:
-        targets(name, months, jobs, shares)
+        targets(name, months, jobs, shares, variants)
     if not args.skip_bounds:
         zone_bounds(months, jobs)
 

@@ -24,7 +24,8 @@ from geosched.policies import timeshift
 from geosched.simulate.engine import SimOptions, simulate
 from geosched.simulate.fleets import GEO_US_ZONES, geo_fleet
 from geosched.simulate.llm import llm_trace
-from geosched.simulate.shifting import Flexibility, ShiftTiming, flexible, replay
+from geosched.simulate.shifting import Flexibility, ShiftTiming, flexible, replay, sole_domain
+from geosched.simulate.traces.model import TraceJob
 
 ZONES = ("US-MIDA-PJM", "US-CENT-SWPP", "US-NW-PACW")  # the grids of geo-us's three regions (shipped map)
 
@@ -130,7 +131,8 @@ def test_a_gang_whose_capacity_is_far_off_is_not_passed_until_its_deadline_is_lo
     # The benchmark's case (bench_timeshift.py, the shipped geo fleet, January 2023, flexible share 0.5, the default
     # forecaster): llm-393, 1,024 GPUs (most of us-east-1), released to the queue where jobs without slack passed it
     # until its latest start; by then the region was full of their runs, and it started 0.25 h after its deadline,
-    # which started-now met. Ranked first once the soonest it could start comes within a guard of its latest start
+    # which started-now met (the gang only one region holds is shifted here, `sole_domain_starts_now=False`: the test is
+    # of the rank). Ranked first once the soonest it could start comes within a guard of its latest start
     # (`ShiftTiming.rank`), it meets it.
     f, net = geo_fleet()
     zone_map = shipped_zone_map()
@@ -147,7 +149,7 @@ def test_a_gang_whose_capacity_is_far_off_is_not_passed_until_its_deadline_is_lo
     for aware in (False, True):
         def timing(policy: str, aware: bool = aware) -> ShiftTiming:
             return ShiftTiming(trace, history, start.timestamp(), policy, Weights(carbon=1.0), Method.FORECAST,
-                               deadline_aware=aware)
+                               deadline_aware=aware, sole_domain_starts_now=False)
 
         (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0),
                              options=SimOptions(gpu="H100", backfill=True),
@@ -157,6 +159,39 @@ def test_a_gang_whose_capacity_is_far_off_is_not_passed_until_its_deadline_is_lo
     before, after = records[False]["llm-393"], records[True]["llm-393"]
     assert before.gpus == 1024 and before.missed  # the case still arises without the rank: the test can fail
     assert not after.missed
+
+
+def test_a_gang_only_one_region_holds_is_not_shifted() -> None:
+    # The shipped geo fleet: us-east-1 alone holds 1,024 GPUs; every region holds 64. The 1,024-GPU gang starts as an
+    # inflexible job would (released at once, the queue's order); the 64-GPU one is shifted as before.
+    f, net = geo_fleet()
+    ctx = policies.PlacementContext(f, net)
+    per_region = {r: sum(n.gpus for n in f.nodes if n.region_key == r) for r in f.regions}
+    assert sorted(r for r, g in per_region.items() if g >= 1024) == ["aws:us-east-1"]
+    # 2 h runs with 24 h of slack (the 1,024-GPU ring over us-east-1's zones stretches a run ~5x: 2 h ends in time).
+    deadline = 2 * HOUR_S + 24 * HOUR_S
+    big = Job("big", workers=128, gpus_per_worker=8, schedule=Schedule(runtime_s=2 * HOUR_S, deadline=deadline))
+    small = Job("small", workers=8, gpus_per_worker=8, schedule=Schedule(runtime_s=2 * HOUR_S, deadline=deadline))
+    assert sole_domain(big, ctx) and not sole_domain(small, ctx)
+    # Every region's measured hours (keys: epoch hours): 400 g/kWh, but 100 from 10 h to 20 h ahead: a shift is
+    # worth it to both gangs.
+    origin = datetime(2023, 1, 10, tzinfo=UTC).timestamp()
+    first = int(origin // HOUR_S)
+    series = {h: 100.0 if first + 10 <= h < first + 20 else 400.0
+              for h in range(first - 24 * 30, first + 24 * 5)}
+    grid = GridInput(CarbonSignal({}, {r: series for r in f.regions}), None, Basis.LIFECYCLE)
+    history = grid_history(f, grid)
+    trace = [TraceJob("big", 0.0, 1024, 2 * HOUR_S), TraceJob("small", 0.0, 64, 2 * HOUR_S)]
+    released = {}
+    for rule in (False, True):
+        timing = ShiftTiming(trace, history, origin, "zone-first", Weights(carbon=1.0), Method.ORACLE,
+                             sole_domain_starts_now=rule)
+        released[rule] = (timing.release_at(0, big, 0.0, ctx, []), timing.release_at(1, small, 0.0, ctx, []))
+        # With the rule, the queue's order (1), as an inflexible job; without it, a flexible job's rank (0 or 2).
+        assert (timing.rank(0, big, 0.0, lambda: 0.0) == 1) is rule
+    assert released[False][0] >= 10 * HOUR_S  # without the rule the big gang waits for the green hours: can fail
+    assert released[True][0] == 0.0
+    assert released[False][1] >= 10 * HOUR_S and released[True][1] == released[False][1]
 
 
 def big_fleet(nodes: int = 10_000, regions: int = 40, zones_per_region: int = 5) -> Fleet:
