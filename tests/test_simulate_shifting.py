@@ -162,8 +162,8 @@ def test_a_gang_whose_capacity_is_far_off_is_not_passed_until_its_deadline_is_lo
 
 
 def test_a_gang_only_one_region_holds_is_not_shifted() -> None:
-    # The shipped geo fleet: us-east-1 alone holds 1,024 GPUs; every region holds 64. The 1,024-GPU gang starts as an
-    # inflexible job would (released at once, the queue's order); the 64-GPU one is shifted as before.
+    # The shipped geo fleet: us-east-1 alone holds 1,024 GPUs; every region holds 64. The 1,024-GPU gang is not
+    # shifted (released at once, to the queue's front); the 64-GPU one is shifted as before.
     f, net = geo_fleet()
     ctx = policies.PlacementContext(f, net)
     per_region = {r: sum(n.gpus for n in f.nodes if n.region_key == r) for r in f.regions}
@@ -187,8 +187,9 @@ def test_a_gang_only_one_region_holds_is_not_shifted() -> None:
         timing = ShiftTiming(trace, history, origin, "zone-first", Weights(carbon=1.0), Method.ORACLE,
                              sole_domain_starts_now=rule)
         released[rule] = (timing.release_at(0, big, 0.0, ctx, []), timing.release_at(1, small, 0.0, ctx, []))
-        # With the rule, the queue's order (1), as an inflexible job; without it, a flexible job's rank (0 or 2).
-        assert (timing.rank(0, big, 0.0, lambda: 0.0) == 1) is rule
+        # With the rule, the queue's front (0) from the start; without it, jobs without slack pass it (2) while its
+        # capacity is near (the soonest start, `earliest`, hours before its latest).
+        assert timing.rank(0, big, 0.0, lambda: 0.0) == (0 if rule else 2)
     assert released[False][0] >= 10 * HOUR_S  # without the rule the big gang waits for the green hours: can fail
     assert released[True][0] == 0.0
     assert released[False][1] >= 10 * HOUR_S and released[True][1] == released[False][1]
