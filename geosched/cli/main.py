@@ -603,7 +603,7 @@ def simulate_cmd(
         "hour); each job uses the hour it starts.")] = None,
     time_shift: Annotated[bool, typer.Option(
         "--time-shift", help="With --carbon-hourly: give a share of the jobs slack and replay each policy three "
-        "ways side by side: started now, shifted by the seasonal-naive forecast, shifted by the oracle.")] = False,
+        "ways side by side: started now, shifted by the forecast (grid/README.md), shifted by the oracle.")] = False,
     slack: Annotated[float, typer.Option(
         "--slack", callback=finite, min=0.0, help="With --time-shift: hours a flexible job may finish after submit + "
                                                   "run (its deadline).")] = 24.0,

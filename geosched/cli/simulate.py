@@ -143,7 +143,7 @@ def run_simulate_command(
         if flex is not None:
             _note(f"time shifting: {flex.share:.0%} of the jobs (by a hash of their id) may finish up to "
                   f"{flex.slack_s / 3600:g} h after submit + run; each policy side by side started now, shifted by "
-                  "the seasonal-naive forecast, and shifted by the oracle (perfect foresight, a bound)")
+                  "the forecast, and shifted by the oracle (perfect foresight, a bound)")
         results = replay(read.jobs, ctx, names, weights, history, start.timestamp(), options=options,
                          context_at=context_at, flex=flex)
         origin = start.timestamp()

@@ -155,7 +155,8 @@ CarbonHourlyOpt = Annotated[list[Path] | None, typer.Option(
     "flexible job (schedule:) looks at the hours of its window.")]
 CarbonForecastOpt = Annotated[list[Path] | None, typer.Option(
     "--carbon-forecast", help="A grid intensity forecast for the hours ahead (the same shapes), repeatable; "
-    "without one, a flexible job's window is forecast seasonal-naive from --carbon-hourly.")]
+    "without one, a flexible job's window is forecast from --carbon-hourly (the same hour's 7-day mean and the last "
+    "hour's departure, grid/README.md).")]
 CarbonBasisOpt = Annotated[Basis, typer.Option(
     "--carbon-basis", help="Which figures to read: lifecycle (Electricity Maps' LCA, its default), direct "
     "(combustion only) or marginal (WattTime's MOER). A file on another basis is an error.")]

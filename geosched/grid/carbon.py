@@ -283,11 +283,11 @@ def grid_history(fleet: Fleet, grid: GridInput | None) -> GridHistory:
 
 
 def forecast_notes(history: GridHistory) -> list[str]:
-    """The seasonal-naive forecaster's measured error on each series, one line per series (its regions together)."""
+    """The forecaster's measured error on each series, one line per series (its regions together)."""
     by_text: dict[str, list[str]] = {}
     for region in sorted(history.series):
         error = history.error(region)
         if error is not None:
             by_text.setdefault(error.text(), []).append(region)
-    return [f"forecast {', '.join(regions)}: seasonal naive (each hour as the same hour of the last day known); "
-            f"{text} on the series" for text, regions in by_text.items()]
+    return [f"forecast {', '.join(regions)}: {history.forecaster.label}; {text} on the series"
+            for text, regions in by_text.items()]

@@ -70,18 +70,23 @@ class Timing(Protocol):
     `release_at`: the trace time a job arriving (or released) at `now` joins the queue (`now` or earlier: at once);
     `running` holds each running job's finish, nodes and GPUs.
     `urgent`: a released job at its latest start goes to the queue's front. `rank`: a queued flexible job's place
-    in the queue (0 before everything, 1 as a job without slack, 2 after those), asked again at every event.
-    `context`: the snapshot the job is placed on at `now` (None: the hour's, as for any job). `kgco2e`: what a
-    placement emits over [start, finish)."""
+    in the queue (0 before everything, 1 as a job without slack, 2 after those), asked again at every event;
+    `earliest()` is the soonest it could start as the running jobs end (the backfill's shadow time, optimistic).
+    `context`: the snapshot the job is placed on at `now` (None: the hour's, as for any job). `in_time`: the placement
+    a flexible job starts on, given the policy's (`again` places it anew with other weights): one that ends by its
+    deadline. `kgco2e`: what a placement emits over [start, finish)."""
 
     def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
                    running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float: ...
 
     def urgent(self, j: int, job: Job, now: float) -> bool: ...
 
-    def rank(self, j: int, job: Job, now: float) -> int: ...
+    def rank(self, j: int, job: Job, now: float, earliest: Callable[[], float]) -> int: ...
 
     def context(self, j: int, job: Job, now: float, ctx: PlacementContext) -> PlacementContext | None: ...
+
+    def in_time(self, j: int, job: Job, now: float, placement: Placement, run_s: float,
+                again: Callable[[Weights], Placement | NoFit]) -> Placement: ...
 
     def kgco2e(self, job: Job, placement: Placement, ctx: PlacementContext, start: float, finish: float) -> float: ...
 
@@ -232,7 +237,20 @@ class _Replay:
         hook never gets here; a run that does not shift ranks every job alike, so its queue keeps its order."""
         assert self.timing is not None
         queued = list(self.queue)
-        ranks = [self.timing.rank(j, self.gangs[j], now) if self.gangs[j].flexible else 1 for j in queued]
+        ordered: list[tuple[float, int, int]] = []
+
+        def earliest(job: Job) -> Callable[[], float]:
+            def soonest() -> float:
+                if self._may_fit(self.free, job):
+                    return now
+                if not ordered:
+                    ordered.extend(sorted(self.running))
+                return self._shadow_time(job, ordered)
+
+            return soonest
+
+        ranks = [self.timing.rank(j, self.gangs[j], now, earliest(self.gangs[j])) if self.gangs[j].flexible else 1
+                 for j in queued]
         order = sorted(range(len(queued)),
                        key=lambda k: (ranks[k], self._deadline(queued[k]) if ranks[k] == 0 else 0.0, k))
         if order != list(range(len(queued))):
@@ -295,6 +313,17 @@ class _Replay:
         if reservation is not None:
             held.append(reservation)
 
+    def _shadow_time(self, head: Job, ordered: Sequence[tuple[float, int, int]] | None = None) -> float:
+        """When `head` could start at the soonest after the next completion, releasing the running jobs in finish
+        order (`ordered`: them, already sorted)."""
+        free = self.free.copy()
+        for finish, _, j in ordered if ordered is not None else sorted(self.running):
+            nodes, gpus = self.held[j]
+            free[nodes] += gpus
+            if self._may_fit(free, head):
+                return finish
+        return np.inf
+
     def _may_fit(self, free: IntArray, job: Job) -> bool:
         """Some (cluster, GPU model) pool holds every worker by free GPU count: every policy needs that."""
         if self.pools == 0:
@@ -329,7 +358,13 @@ class _Replay:
             ctx = self.timing.context(j, job, now, ctx) or ctx
         # The replay knows each job's run time, as its backfill does (EASY's user estimates, exact here).
         waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s)
-        return self.place_fn(job, ctx.with_free(free), self.policy, self.weights, waiting)
+        seen = ctx.with_free(free)
+        result = self.place_fn(job, seen, self.policy, self.weights, waiting)
+        if isinstance(result, Placement) and self.timing is not None and job.flexible:
+            # A flexible job's placement ends by its deadline (Timing.in_time), wherever the replay asks.
+            result = self.timing.in_time(j, job, now, result, trace.duration_s,
+                                         lambda w: self.place_fn(job, seen, self.policy, w, waiting))
+        return result
 
     def _outside(self, j: int, now: float, held: list[Reservation]) -> Placement | None:
         """Job `j` placed on the free GPUs outside every reserved domain (a refusal stands while they do)."""
