@@ -99,6 +99,18 @@ class _InStep(Poller):
         self.cluster, self.region, self.ready = cluster, region, ready
         self.made: dict[str, list[str]] = {}  # pool -> node names
 
+    def __exit__(self, *exc: object) -> None:
+        """Stopped, every Node this made is deleted: a pool deleted just before (the test's `down`) may not have been
+        seen by a last sync, and Nodes left on the shared plane change what later tests see (they did: three p5
+        Nodes left in us-east-1a made the scheduler's rollback test wait for pods it never needed)."""
+        super().__exit__(*exc)
+        with self.plane.kube(self.context) as kube:
+            for names in self.made.values():
+                for name in names:
+                    if kube.get(f"/api/v1/nodes/{name}") is not None:
+                        kube.request("DELETE", f"/api/v1/nodes/{name}")
+            self.made.clear()
+
     def _in_step(self, kube: Kube, ready: dict[str, Obj], nodes_of: Callable[[Obj], list[Obj]], label: str) -> None:
         for name, pool in ready.items():
             if name not in self.made:
