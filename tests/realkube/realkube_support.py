@@ -184,10 +184,10 @@ def strand(kube: Kube, namespace: str, job: str, gang: str, nodes: list[str], lo
     try:
         found = wait_until(lambda: names if len(names := sorted(
             p["metadata"]["name"] for p in pods(kube, namespace, job_pods_selector(job)))) >= len(nodes) else None,
-            # Returns once they exist. Late in two full CI runs 30 s, then 90 s, were not enough (never seen in a run
-            # of the folder alone, nor in a loaded full run): a controller's watch that stalls is re-made within its
-            # 5-10 min timeout (client-go's reflector), so wait that long, and say what the plane looked like.
-            600, what=f"the Job controller's pods of {job}")
+            # Returns once they exist. It timed out in CI runs when Nodes an earlier test left in the zone made
+            # `nodes` longer than the Job's pods (conftest's _no_node_left now prevents that): if it ever times out
+            # again, the message says what the plane looked like.
+            90, what=f"the Job controller's pods of {job}")
     except TimeoutError as exc:
         # What the plane looked like, for the next session to trace (this wait timed out twice in full CI runs).
         state = {"nodes": nodes, "pods": [(p["metadata"]["name"], (p.get("status") or {}).get("phase"))
