@@ -173,13 +173,15 @@ def test_retries_that_run_out_move_on(aws: AwsProvider, proxy: Ec2FaultProxy, st
 def test_a_stalled_zone_times_out_and_failover_continues(aws: AwsProvider, gcp: GcpProvider, gce: GceDouble,
                                                          proxy: Ec2FaultProxy, moto: MotoServer,
                                                          store: Store) -> None:
-    proxy.inject(Ec2Fault.stall(3.0), zone="us-east-1b", action="RunInstances")
+    # The stall is far longer than the call timeout, and the timeout far longer than a healthy call: once, in a full
+    # CI run, the next zone's healthy RunInstances took more than the 1 s timeout this test used to give it.
+    proxy.inject(Ec2Fault.stall(8.0), zone="us-east-1b", action="RunInstances")
     # settle_s: how long a stalled request may still land; intents stay open that long.
-    settings = fast_settings(zone_timeout_s=1.2, call_timeout_s=1.0,
+    settings = fast_settings(zone_timeout_s=3.5, call_timeout_s=3.0,
                              lifecycle=LifecycleSettings(settle_s=10.0, poll_s=0.05, budget_s=30.0, call_timeout_s=5.0))
     started = time.monotonic()
     result = provision(request(2, ("aws",)), {"aws": aws}, store, settings)
-    assert time.monotonic() - started < 3.0  # did not sit out the stall
+    assert time.monotonic() - started < 8.0  # did not sit out the stall
     assert trail(result) == [("use1-az1", "failed:stall"), ("use1-az2", "launched")]
     # The stalled request still reaches EC2 and launches, after we moved on: its intents stay open...
     assert len(journal.instances(store, gang=result.gang, states=("intent",))) == 2
@@ -193,7 +195,7 @@ def test_a_stalled_zone_times_out_and_failover_continues(aws: AwsProvider, gcp: 
     assert {r.provider_id for r in journal.instances(store, gang=result.gang, states=("launched",))} == set(alive)
     cleanup(store, {"aws": aws}, result.gang)
 
-    gce.inject(GceFault.stall(2.0), zone="europe-west4-a", method="instances.insert")
+    gce.inject(GceFault.stall(8.0), zone="europe-west4-a", method="instances.insert")
     result = provision(request(2, ("gcp",)), {"gcp": gcp}, store, settings)
     assert trail(result)[:2] == [("europe-west4-a", "failed:stall"), ("europe-west4-b", "launched")]
     assert len(journal.instances(store, attempt_id=result.attempts[0].id, states=("intent",))) == 2
