@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from geosched.core.models import Weights
-    from geosched.files.decl.provisioning import Attempt, Offer
+    from geosched.files.decl.provisioning import Attempt, Offer, OnDemandNetwork
     from geosched.policies.spotrisk import Rework
     from geosched.providers import journal
     from geosched.providers.base import Provider
@@ -767,42 +767,43 @@ def _offer(c: Candidate, plan: Plan | None = None) -> Offer:
     return Offer.build(**offer)
 
 
-def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[dict[str, Any]]:
+def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[tuple[OnDemandNetwork, str]]:
     """Without a Terraform network: what the first launch per cloud makes sure exists (security group per AWS
-    region, firewall rules per GCP project). Said without any API call, so it cannot tell whether they exist
-    already; they are created only when missing."""
+    region, firewall rules per GCP project), and the line that says so. Said without any API call, so it cannot
+    tell whether they exist already; they are created only when missing."""
     from geosched.clouds import aws as aws_cloud
     from geosched.clouds import gcp as gcp_cloud
+    from geosched.files.decl.provisioning import OnDemandNetwork
     from geosched.providers.base import ondemand_firewalls, ondemand_group, ondemand_summary
     if settings.network is not None:
         return []
-    out: list[dict[str, Any]] = []
+    out = []
     aws, gcp = aws_cloud.NAME, gcp_cloud.NAME
     aws_regions = sorted({c.region for c in plan.candidates if c.provider == aws})
     if aws_regions:
-        out.append({"provider": aws, "regions": aws_regions, "security_group": ondemand_group(owner),
-                    "admin_cidrs": list(settings.aws.admin_cidrs),
-                    "detail": ondemand_summary(aws, owner, settings.aws.admin_cidrs)})
+        out.append((OnDemandNetwork.build(provider=aws, regions=aws_regions, security_group=ondemand_group(owner),
+                                          admin_cidrs=list(settings.aws.admin_cidrs)),
+                    ondemand_summary(aws, owner, settings.aws.admin_cidrs)))
     if any(c.provider == gcp for c in plan.candidates):
-        out.append({"provider": gcp, "firewall_rules": list(ondemand_firewalls(owner)),
-                    "network_tag": ondemand_group(owner), "admin_cidrs": list(settings.gcp.admin_cidrs),
-                    "detail": ondemand_summary(gcp, owner, settings.gcp.admin_cidrs)})
+        out.append((OnDemandNetwork.build(provider=gcp, firewall_rules=list(ondemand_firewalls(owner)),
+                                          network_tag=ondemand_group(owner),
+                                          admin_cidrs=list(settings.gcp.admin_cidrs)),
+                    ondemand_summary(gcp, owner, settings.gcp.admin_cidrs)))
     return out
 
 
 def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS,
-               ondemand: Sequence[dict[str, Any]] = (), no_headers: bool = False) -> None:
+               ondemand: Sequence[tuple[OnDemandNetwork, str]] = (), no_headers: bool = False) -> None:
     from geosched.console.output import emit_document
-    from geosched.files.decl.provisioning import OnDemandNetwork, ProvisionPlanDoc, Skipped
+    from geosched.files.decl.provisioning import ProvisionPlanDoc, Skipped
     skipped = [Skipped.build(**_offer(s.candidate).__dict__, reason=s.reason) for s in plan.skipped]
-    network = [OnDemandNetwork.build(**{k: v for k, v in item.items() if k != "detail"}) for item in ondemand]
     doc = ProvisionPlanDoc.build(plan=[_offer(c, plan) for c in plan.candidates], skipped=skipped,
-                                 network=network or None)
+                                 network=[network for network, _ in ondemand] or None)
     emit_document(doc, output, lambda: _plan_table(plan, output, dry_run, limit, ondemand), no_headers=no_headers)
 
 
 def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
-                ondemand: Sequence[dict[str, Any]]) -> None:
+                ondemand: Sequence[tuple[OnDemandNetwork, str]]) -> None:
     from geosched.console import render
     rows = _plan_rows(plan, None if output is Output.WIDE else limit)
     more = len(plan.candidates) - len(rows)
@@ -819,9 +820,9 @@ def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
         render.table("skipped", rows_skipped, caption=f"... and {more_skipped} more" if more_skipped > 0 else None)
     for line in _risk_notes(plan):
         render.out.print(line, markup=False)
-    for item in ondemand:
-        regions = f" ({', '.join(item['regions'])})" if item.get("regions") else ""
-        render.out.print(f"network: {item['provider']}{regions}: {item['detail']}", markup=False)
+    for network, detail in ondemand:
+        regions = f" ({', '.join(network.regions)})" if network.regions else ""
+        render.out.print(f"network: {network.provider}{regions}: {detail}", markup=False)
 
 
 def _risk_notes(plan: Plan) -> list[str]:
