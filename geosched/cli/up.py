@@ -248,7 +248,7 @@ def up_cmd(
     from geosched.console.output import emit_document
     from geosched.kube import cli as kube_cli
 
-    emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
+    emit_document(kube_cli.outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
                   no_headers=no_headers)
     # On stderr in every format (stdout stays the SubmitOutcome): without it a JSON run would not learn the gang.
     render.err.print(f"gang {result.gang}: node group {result.group} runs {job.name}; `geosched down {result.gang}` "
@@ -351,7 +351,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
             applied = apply_manifests(kube, manifests, default_namespace=namespace)
         outcome = SubmitOutcome(job.name, "applied", cluster=cluster, context=context, zones=(first.zone,),
                                 applied=tuple(applied), assumptions=(note,))
-    emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
+    emit_document(kube_cli.outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
                   no_headers=no_headers)
     _say(output)(note)
 
