@@ -1,0 +1,90 @@
+"""The audit's three low findings (13, 14, 15), each reproduced through the command a user runs: a cluster setting's
+mistake named where it is (the ClusterConfig file and field, not the kubeconfig), one check of Kubernetes names for
+every reader (`place` accepted a namespace `gitops render` refused), and a settings error that describes a
+wrong-typed value instead of printing it (it may hold a password)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.inputs.inputs_support import ROOT, in_process
+
+JOB = ROOT / "examples" / "jobs" / "train-8.yaml"
+GITOPS = ROOT / "examples" / "gitops"
+SECRET = "SUPERSECRETpw-8f3a1c"
+
+# The shape kubectl writes (`kubectl config view --raw`): one cluster, one context, one user. Nothing listens on
+# the server: every refusal below comes before a connection.
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: c1
+  cluster: {server: "https://127.0.0.1:9"}
+contexts:
+- name: gke_proj_europe-west4_eu
+  context: {cluster: c1, user: u1}
+users:
+- name: u1
+  user: {token: abc}
+current-context: gke_proj_europe-west4_eu
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- finding 15: a wrong-typed value is described, never printed ------------------------------------------------
+
+
+@pytest.mark.parametrize(("config", "needle"), [
+    (f"gcp:\n  endpoint:\n    user: bob\n    password: {SECRET}\n", "gcp.endpoint: expected a non-empty string, "
+     "got a mapping"),
+    (f"weights:\n  cost: {{key: {SECRET}}}\n", "weights.cost: expected a number, got a mapping"),
+    (f"output: [{SECRET}]\n", "output: expected a non-empty string, got a list"),
+    (f"gcp: {SECRET}\n", f"gcp: expected a mapping of gcp.* settings, got a string of {len(SECRET)} characters"),
+    (f"gcp:\n  public_ips: {{k: {SECRET}}}\n", "gcp.public_ips: expected a non-empty string, got a mapping"),
+    (f"providers: [{{k: {SECRET}}}]\n", "providers: expected a non-empty string, got a mapping"),
+], ids=["text", "weight", "choice", "group", "flag", "names"])
+def test_a_settings_file_value_of_the_wrong_type_is_described_not_printed(
+        tmp_path: Path, config: str, needle: str) -> None:
+    path = _write(tmp_path, "config.yaml", config)
+    run = in_process(["place", JOB], home=tmp_path / "home", env={"GEOSCHED_CONFIG": str(path)})
+    assert run.one_line_error, (run.code, run.stderr)
+    assert f"{path}: {needle}" in run.stderr
+    assert SECRET not in run.stderr + run.stdout
+
+
+@pytest.mark.parametrize("document", [
+    # A job's choice.
+    ("job.yaml", f"name: train\nworkers: 1\ngpus_per_worker: 8\npricing: {{k: {SECRET}}}\n",
+     "pricing: expected one of on-demand, spot, got a mapping"),
+    # A cluster config: a boolean, a choice and its header.
+    ("clusters.yaml", f"clusters:\n  eu:\n    karmada: {{token: {SECRET}}}\n",
+     "clusters.eu.karmada: expected true or false, got a mapping"),
+    ("clusters.yaml", f"clusters:\n  eu:\n    backend: [{SECRET}]\n",
+     "clusters.eu.backend: expected one of kueue, coscheduling, volcano, workload-api, none, got a list"),
+    ("clusters.yaml", f"apiVersion: {{k: {SECRET}}}\nclusters:\n  eu: {{}}\n",
+     "apiVersion: expected 'geosched.io/v1alpha1', got a mapping"),
+], ids=["choice", "bool", "cluster-choice", "settings-apiVersion"])
+def test_a_documents_value_of_the_wrong_type_is_described_not_printed(
+        tmp_path: Path, document: tuple[str, str, str]) -> None:
+    name, text, needle = document
+    path = _write(tmp_path, name, text)
+    args = ["place", path] if name == "job.yaml" else ["jobs", "--clusters", path, "--kubeconfig",
+                                                         _write(tmp_path, "kubeconfig", KUBECONFIG)]
+    run = in_process(args, home=tmp_path / "home")
+    assert run.one_line_error, (run.code, run.stderr)
+    assert f"{path}: {needle}" in run.stderr
+    assert SECRET not in run.stderr + run.stdout
+
+
+def test_a_bad_input_limit_in_a_variable_is_described(tmp_path: Path) -> None:
+    run = in_process(["place", JOB], home=tmp_path / "home", env={"GEOSCHED_INPUT_LIMITS": f"trace={SECRET}"})
+    assert run.one_line_error, (run.code, run.stderr)
+    assert "expected a whole number of MiB (1..1048576), got a string (" in run.stderr
