@@ -39,6 +39,32 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
+# --- finding 13: a cluster setting's mistake names the cluster config's file and field -------------------------
+
+
+@pytest.mark.parametrize(("settings", "field", "verb"), [
+    # A typo in the context: the cluster config chose the name.
+    ("context: gke_proj_europe-west4_ue", "clusters.gke-eu.context", "jobs"),
+    # No context given: the default, the cluster's name, is not in the kubeconfig either.
+    ("backend: none", "clusters.gke-eu.context", "jobs"),
+    # The Karmada control plane's context, where submit applies the job.
+    ("context: gke_proj_europe-west4_eu\n    karmada: true\n    karmada_context: karmada-apiserver",
+     "clusters.gke-eu.karmada_context", "submit"),
+], ids=["typo", "default", "karmada"])
+def test_a_context_the_kubeconfig_lacks_is_named_as_the_cluster_configs_field(
+        tmp_path: Path, settings: str, field: str, verb: str) -> None:
+    kubeconfig = _write(tmp_path, "kubeconfig", KUBECONFIG)
+    clusters = _write(tmp_path, "clusters.yaml", f"clusters:\n  gke-eu:\n    {settings}\n")
+    args = ["jobs"] if verb == "jobs" else ["submit", str(JOB), "--dry-run"]
+    run = in_process([*args, "--kubeconfig", kubeconfig, "--clusters", clusters], home=tmp_path / "home")
+    assert run.one_line_error, (run.code, run.stderr)
+    assert run.stderr.startswith(f"error: {clusters}: {field}: context "), run.stderr
+    # ... and says which kubeconfig it looked in, and what that one has.
+    assert f"is not in the kubeconfig {kubeconfig} (its contexts: gke_proj_europe-west4_eu)" in run.stderr
+    if "default" in run.stderr:
+        assert "'gke-eu' (the default: the cluster's name)" in run.stderr
+
+
 # --- finding 15: a wrong-typed value is described, never printed ------------------------------------------------
 
 
