@@ -43,10 +43,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
-from pydantic import BeforeValidator, Field, WithJsonSchema, model_validator
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
 from geosched.core.errors import InputError
 from geosched.files.decl.base import Declared, Refused, SettingsDocument, Text, integer, one_of
+from geosched.files.fields import DNS1123_LABEL_RULE, is_dns1123_label
 from geosched.files.gate import Kind, load_document
 from geosched.kube import podoptions
 from geosched.kube.tolerations import Toleration, to_manifest
@@ -118,6 +119,15 @@ class ClusterDecl(Declared):
     pods: Annotated[Any, WithJsonSchema({"type": "object", "description": "geosched/kube/podoptions.py"})] = None
     tolerations: Annotated[Any, WithJsonSchema({"type": "array", "description": "Kubernetes' toleration shape "
                                                 "(geosched/kube/tolerations.py)"})] = None
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, namespace: str | None) -> str | None:
+        # As every job reader checks a job's own namespace (geosched.files.fields): a cluster's default namespace
+        # is where its jobs go, and a directory of a GitOps tree.
+        if namespace is not None and not is_dns1123_label(namespace):
+            raise Refused(DNS1123_LABEL_RULE)
+        return namespace
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

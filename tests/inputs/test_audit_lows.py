@@ -65,6 +65,65 @@ def test_a_context_the_kubeconfig_lacks_is_named_as_the_cluster_configs_field(
         assert "'gke-eu' (the default: the cluster's name)" in run.stderr
 
 
+# --- finding 14: one check of Kubernetes names for every reader ------------------------------------------------
+
+# Each refused by the API server (apimachinery IsDNS1123Label) and by `gitops render`; "ml\n" passed the old
+# check, whose `$` also matches before a final line break.
+BAD_NAMESPACES = ["Team_A", "ml\n", "-ml", "a" * 64]
+
+
+@pytest.mark.parametrize("namespace", BAD_NAMESPACES, ids=["upper", "newline", "dash", "long"])
+@pytest.mark.parametrize("kind", ["compact", "batch"])
+def test_place_refuses_a_namespace_gitops_refuses(tmp_path: Path, namespace: str, kind: str) -> None:
+    quoted = namespace.replace("\n", "\\n")
+    if kind == "compact":
+        text = f'name: train\nnamespace: "{quoted}"\nworkers: 1\ngpus_per_worker: 8\ngpu: H100\n'
+        field = "namespace"
+    else:  # a batch/v1 Job, as `kubectl create job --dry-run=client -o yaml` writes one
+        text = (f'apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: train\n  namespace: "{quoted}"\nspec:\n'
+                "  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n"
+                "        image: busybox\n        resources:\n          limits: {nvidia.com/gpu: 8}\n")
+        field = "metadata.namespace"
+    job = _write(tmp_path, "job.yaml", text)
+    place = in_process(["place", job], home=tmp_path / "home")
+    assert place.one_line_error, (place.code, place.stderr)
+    assert f"{job}: {field}: must be a lowercase RFC 1123 label" in place.stderr
+
+    # The same file in a GitOps repository: the same refusal, in the same words.
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "job.yaml").write_text(text, encoding="utf-8")
+    render = in_process(["gitops", "render", "--jobs", jobs, "--snapshot", GITOPS / "snapshot", "--clusters",
+                         GITOPS / "clusters.yaml", "--out", tmp_path / "out"], home=tmp_path / "home")
+    assert render.one_line_error, (render.code, render.stderr)
+    assert f"{field}: must be a lowercase RFC 1123 label" in render.stderr
+
+
+@pytest.mark.parametrize("namespace", BAD_NAMESPACES, ids=["upper", "newline", "dash", "long"])
+def test_a_cluster_configs_namespace_is_checked_when_read(tmp_path: Path, namespace: str) -> None:
+    quoted = namespace.replace("\n", "\\n")
+    kubeconfig = _write(tmp_path, "kubeconfig", KUBECONFIG)
+    clusters = _write(tmp_path, "clusters.yaml", f'clusters:\n  gke-eu:\n    context: gke_proj_europe-west4_eu\n'
+                      f'    namespace: "{quoted}"\n')
+    run = in_process(["submit", JOB, "--dry-run", "--kubeconfig", kubeconfig, "--clusters", clusters],
+                     home=tmp_path / "home")
+    assert run.one_line_error, (run.code, run.stderr)
+    assert f"{clusters}: clusters.gke-eu.namespace: must be a lowercase RFC 1123 label" in run.stderr
+
+
+def test_a_job_name_with_a_final_line_break_is_refused(tmp_path: Path) -> None:
+    job = _write(tmp_path, "job.yaml", 'name: "train\\n"\nworkers: 1\ngpus_per_worker: 8\n')
+    run = in_process(["place", job], home=tmp_path / "home")
+    assert run.one_line_error, (run.code, run.stderr)
+    assert f"{job}: name: must be a lowercase RFC 1123 label" in run.stderr
+
+
+def test_a_valid_namespace_is_still_placed(tmp_path: Path) -> None:
+    job = _write(tmp_path, "job.yaml", "name: train\nnamespace: team-a\nworkers: 1\ngpus_per_worker: 8\n")
+    run = in_process(["place", job, "-o", "json"], home=tmp_path / "home")
+    assert run.code == 0, run.stderr
+
+
 # --- finding 15: a wrong-typed value is described, never printed ------------------------------------------------
 
 
