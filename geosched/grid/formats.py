@@ -47,6 +47,19 @@ from geosched.files.gate import CsvRows, parse_json
 
 LBS_PER_MWH_TO_G_PER_KWH = 0.45359237
 MAX_POINTS = 2_000_000  # ~ 228 years of hours, or 19 years of 5-minute points: a bound on memory, not a rule
+# The longest a series may run from its first hour to its last. The forecaster and the time shifting hold a
+# series as one array over that span (grid/forecast.py `Dense`), gaps included: three rows 7,000 years apart
+# made a 500 MB array per region (attack2, 2026-12-07). Far beyond any download: Electricity Maps' hourly data
+# start in 2021, WattTime's history and EIA's hourly grid monitor in the late 2010s.
+MAX_SPAN_YEARS = 20
+MAX_SPAN_H = MAX_SPAN_YEARS * 8784
+
+
+def check_span(hours: Mapping[int, float], source: str, where: str) -> None:
+    """Refuse a series whose first and last hours lie more than MAX_SPAN_YEARS apart (before it is made dense)."""
+    if hours and max(hours) - min(hours) >= MAX_SPAN_H:
+        raise InputError(source, where, f"the series runs from {hour_text(min(hours))} to {hour_text(max(hours))}: "
+                         f"at most {MAX_SPAN_YEARS} years of hours are read (a time far from the rest?)")
 
 
 class Basis(StrEnum):
