@@ -61,8 +61,8 @@ def parse_carbon_csv(text: str, source: str) -> CarbonSignal:
         where = f"line {reader.line_num}"
         row = dict(zip(header, cells, strict=False))
         region = (row.get("region") or "").strip()
-        if ":" not in region:
-            raise InputError(source, where, f"region must be provider:region, got {region!r}")
+        if ":" not in region or not region.isprintable():  # printable: the notes print it
+            raise InputError(source, where, f"region must be provider:region, got {region[:60]!r}")
         text_value = row.get("gco2e_per_kwh")
         try:
             value = float(text_value or "")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.inputs.inputs_support import ROOT, in_process
 
 JOB = ROOT / "examples" / "jobs" / "train-8.yaml"
@@ -72,3 +74,41 @@ def test_a_years_span_is_still_read(tmp_path: Path) -> None:
                     encoding="utf-8")
     run = in_process(["place", JOB, "--carbon-hourly", path, "-o", "json"], home=tmp_path / "home")
     assert run.code == 0, run.stderr
+
+
+# --- carbon files: a value a float cannot hold, a secret where a number goes, a zone that drives the terminal -----
+
+SECRET = "SUPERSECRETtok-51e0"
+# WattTime API v3 /v3/historical's shape (docs.watttime.org; geosched/grid/formats.py).
+WATTTIME_META = {"region": "CAISO_NORTH", "signal_type": "co2_moer", "units": "lbs_co2_per_mwh"}
+
+
+@pytest.mark.parametrize(("document", "basis", "needle"), [
+    # A JSON integer of 400 digits: float() raised OverflowError, a traceback.
+    ('{"data": [{"point_time": "2024-01-01T00:00:00Z", "value": ' + "9" * 400 + "}], \"meta\": "
+     + json.dumps(WATTTIME_META) + "}", "marginal", "data[0].value: expected a number up to 1e+12, got a very "
+     "large number"),
+    (json.dumps({"zone": "US-CAL-CISO", "history": [{"datetime": "2024-01-01T00:00:00Z",
+                                                      "carbonIntensity": {"token": SECRET}}]}),
+     "lifecycle", "history[0].carbonIntensity: expected a number up to 1e+12 or null, got a mapping"),
+    (json.dumps({"zone": "US-CAL-CISO", "history": [{"datetime": "2024-01-01T00:00:00Z", "carbonIntensity": 1,
+                                                      "emissionFactorType": {"token": SECRET}}]}),
+     "lifecycle", "history[0].emissionFactorType: expected a string, got a mapping"),
+    (json.dumps({"zone": "US-CAL-CISO", "history": [{"datetime": [SECRET], "carbonIntensity": 1}]}),
+     "lifecycle", "history[0].datetime: expected an ISO 8601 time, got a list"),
+    (json.dumps({"data": [], "meta": {**WATTTIME_META, "units": {"k": SECRET}}}), "marginal",
+     "meta.units: expected one of lbs_co2_per_mwh, g_co2_per_kwh, got a mapping"),
+    # The zone is printed in --explain's notes: an OSC sequence would retitle the terminal.
+    (json.dumps({"zone": "US-\x1b]0;owned\x07CAL", "history": [
+        {"datetime": "2024-01-01T00:00:00Z", "carbonIntensity": 1}]}),
+     "lifecycle", "zone: the zone id 'US-\\x1b]0;owned\\x07CAL' holds a control character"),
+], ids=["overflow", "intensity", "factor", "datetime", "units", "escape"])
+def test_a_carbon_files_bad_value_is_one_line_that_describes_it(
+        tmp_path: Path, document: str, basis: str, needle: str) -> None:
+    path = tmp_path / "grid.json"
+    path.write_text(document, encoding="utf-8")
+    run = in_process(["place", JOB, "--carbon-hourly", path, "--carbon-basis", basis, "--explain"],
+                     home=tmp_path / "home")
+    assert run.one_line_error, (run.code, run.stderr)
+    assert f"{path}: {needle}" in run.stderr
+    assert SECRET not in run.stderr + run.stdout and "\x1b" not in run.stderr + run.stdout
