@@ -105,6 +105,16 @@ def cidrs(value: Any) -> tuple[str, ...]:
         raise ValueError(exc.reason) from None
 
 
+def user_name(value: Any) -> str:
+    from geosched.providers.config import SSH_USER_RE
+
+    name = text(value)
+    if not SSH_USER_RE.match(name):
+        raise ValueError(f"expected a Linux user name (a-z or _, then up to 31 of a-z, 0-9, _ and -), got "
+                         f"{describe(name)}")
+    return name
+
+
 def limits(value: Any) -> str:
     """`kind=MiB,...`, or in the file a mapping `{trace: 4096}`; checked as gate checks it."""
     joined = ",".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else text(value)
@@ -170,7 +180,8 @@ class Values(BaseSettings):
     inventory: PathValue | None = setting("inventory", "Inventory file of the ssh provider (`--inventory`).")
     ssh_public_key: PathValue | None = setting(
         "ssh.public_key", "SSH public key installed on new machines (`--ssh-key`).")
-    ssh_user: Text = setting("ssh.user", "User created on new machines, and probes log in as.", "geosched")
+    ssh_user: Annotated[str, BeforeValidator(user_name)] = setting(
+        "ssh.user", "User created on new machines, and probes log in as.", "geosched")
     aws_regions: Names | None = setting("aws.regions", "AWS regions geosched looks in (sweep, status, refresh).")
     aws_ami: Text | None = setting("aws.ami", "AMI to launch.")
     aws_key_name: Text | None = setting("aws.key_name", "EC2 key pair to launch with.")

@@ -112,3 +112,30 @@ def test_a_carbon_files_bad_value_is_one_line_that_describes_it(
     assert run.one_line_error, (run.code, run.stderr)
     assert f"{path}: {needle}" in run.stderr
     assert SECRET not in run.stderr + run.stdout and "\x1b" not in run.stderr + run.stdout
+
+
+# --- ssh.user: a line break started a second entry of GCP's ssh-keys metadata -------------------------------------
+
+# GCP's instance metadata `ssh-keys` holds one `user:key` per line (cloud.google.com/compute/docs/connect/
+# add-ssh-keys#metadata): a user name "root\nevil:ssh-ed25519 ..." adds evil's key to the machine.
+INJECTED = "root\nevil:ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample evil@example"
+
+
+@pytest.mark.parametrize("where", ["variable", "file"])
+@pytest.mark.parametrize("user", [INJECTED, "Root", "a" * 33, "ml;rm"], ids=["newline", "upper", "long", "semicolon"])
+def test_an_ssh_user_that_is_no_linux_user_name_is_refused_when_read(tmp_path: Path, where: str, user: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"ssh:\n  user: {json.dumps(user)}\n" if where == "file" else "{}\n", encoding="utf-8")
+    env = {"GEOSCHED_CONFIG": str(config), **({"GEOSCHED_SSH_USER": user} if where == "variable" else {})}
+    run = in_process(["config", "show"], home=tmp_path / "home", env=env)
+    assert run.one_line_error, (run.code, run.stderr)
+    field = "GEOSCHED_SSH_USER" if where == "variable" else f"{config}: ssh.user"
+    assert f"{field}: expected a Linux user name" in run.stderr
+
+
+def test_a_linux_user_name_is_still_taken(tmp_path: Path) -> None:
+    from geosched.providers import config
+
+    assert config.SSH_USER_RE.match("ml_ops-2") and config.SSH_USER_RE.match("_svc")
+    run = in_process(["config", "show", "-o", "json"], home=tmp_path / "home", env={"GEOSCHED_SSH_USER": "ml_ops-2"})
+    assert run.code == 0 and "ml_ops-2" in run.stdout, run.stderr
