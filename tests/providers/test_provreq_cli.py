@@ -154,3 +154,13 @@ def test_a_resource_that_is_no_quantity_is_one_line(home: Path, cluster: EksClus
     message = str(result.exception)
     assert f"{path}: spec.template.spec.containers[0].resources.{says}" in message and "\n" not in message
     assert "SUPERSECRET" not in message + result.output
+
+
+def test_out_names_a_path_with_control_characters_escaped(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    # A file name may hold any byte but / and NUL: an OSC sequence in it retitled the terminal on "wrote PATH".
+    out = tmp_path / "train\x1b]0;owned\x07.yaml"
+    result = run(home, "up", str(job(tmp_path / "train.yaml")), "--cluster", cluster.name, "--region", "us-east-1",
+                 "--provisioning-class", provreq.CHECK_CAPACITY, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"wrote {tmp_path}/train\\x1b]0;owned\\x07.yaml\n"
+    assert out.exists()
