@@ -335,11 +335,14 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
     if out is not None and not dry_run:
         import sys
 
+        from geosched.core.errors import escape
         from geosched.files.writes import write_file
         from geosched.kube.render import to_yaml
 
         write_file(out, to_yaml(manifests))
-        sys.stdout.write(f"wrote {out}\n")
+        # The path as given may hold an ESC or a line break: escaped as error lines are (written without rich,
+        # which would strip them).
+        sys.stdout.write(f"wrote {escape(str(out))}\n")
         _say(output)(f"{note}; commit it for your GitOps to apply (geosched created nothing)")
         return
     outcome = SubmitOutcome(job.name, "dry-run", cluster=cluster, context=context, zones=(first.zone,),

@@ -154,7 +154,7 @@ class Document(Declared):
     def _header(cls, data: Mapping[Any, Any]) -> None:
         kind = data.get("kind")
         if kind is not None and kind != cls.KIND:
-            raise Refused(f"expected {cls.KIND!r}, got {kind!r}", "kind")
+            raise Refused(f"expected {cls.KIND!r}, got {describe(kind)}", "kind")
 
     @classmethod
     def read(cls, data: Any, source: str, context: Mapping[str, Any] | None = None) -> Self:
@@ -186,7 +186,7 @@ class SettingsDocument(Document):
     def _header(cls, data: Mapping[Any, Any]) -> None:
         version = data.get("apiVersion")
         if version is not None and version != API_VERSION:
-            raise Refused(f"expected {API_VERSION!r}, got {version!r}", "apiVersion")
+            raise Refused(f"expected {API_VERSION!r}, got {describe(version)}", "apiVersion")
         super()._header(data)
 
 
@@ -305,7 +305,7 @@ def reason(kind: str, value: Any, ctx: Mapping[str, Any], message: str) -> str:
     if kind == "list_type":
         return f"expected a list, got {describe(value)}"
     if kind == "bool_type":
-        return f"expected true or false, got {value!r}"
+        return f"expected true or false, got {describe(value)}"
     for bound, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if bound in ctx:
             limit = ctx[bound]
@@ -386,7 +386,7 @@ def one_of(choices: Any) -> BeforeValidator:
 
     def check(value: Any) -> Any:
         if not isinstance(value, str) or value not in options:
-            raise Refused(f"expected one of {', '.join(options)}, got {value!r}")
+            raise Refused(f"expected one of {', '.join(options)}, got {describe(value)}")
         return value
 
     return BeforeValidator(check)
