@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -49,9 +49,11 @@ from geosched.providers import cli as providers_cli
 
 if TYPE_CHECKING:
     from geosched.core.models import NetworkView, Weights
+    from geosched.kube import provreq
     from geosched.kube.config import ClusterConfig
     from geosched.kube.submit import SubmitOutcome
     from geosched.kube.tolerations import Toleration
+    from geosched.providers.nodegroups.backend import Target
     from geosched.providers.nodegroups.launch import NewGroup
     from geosched.providers.plan import PricingMode
 
@@ -145,6 +147,10 @@ def up_cmd(
         "--without-kueue", help="With --provisioning-class: render the ProvisioningRequest and its PodTemplates "
         "yourself, the job's pods annotated to consume it, for a cluster without Kueue (default: Kueue's admission "
         "check makes the request).")] = False,
+    provisioning_timeout: Annotated[float, typer.Option(
+        callback=finite, min=1.0, help="With --provisioning-class, applied: seconds each zone's ProvisioningRequest "
+        "may take to be Provisioned; a request that fails, loses its capacity or runs out of time is withdrawn and "
+        "the plan's next zone asked.")] = 3600.0,
 ) -> None:
     """Create an EKS managed node group or GKE node pool for JOB in the zone geosched chooses, wait until its nodes
     are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
@@ -184,7 +190,7 @@ def up_cmd(
     if provisioning_class is not None:
         _queue_provisioning(ctx, job_file, one, cloud, where, contexts[one] or one, kubeconfig, clusters,
                             provisioning_class, pricing, dry_run, yes, output, no_headers, out=out,
-                            without_kueue=without_kueue)
+                            without_kueue=without_kueue, gang=name, timeout_s=provisioning_timeout)
         return
     if karpenter:
         # The pool and the job pinned to it, rendered for GitOps: Karpenter, not geosched, brings the nodes.
@@ -258,7 +264,8 @@ def up_cmd(
 def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provider: str, region: str | None,
                         context: str, kubeconfig: Path | None, clusters: Path | None, class_name: str,
                         pricing: PricingMode, dry_run: bool, yes: bool, output: Output, no_headers: bool, *,
-                        out: Path | None = None, without_kueue: bool = False) -> None:
+                        out: Path | None = None, without_kueue: bool = False, gang: str | None = None,
+                        timeout_s: float = 3600.0) -> None:
     """`up --provisioning-class`: the zone the node group (pool) plan ranks first, the job pinned there and
     rendered beside Kueue's ProvisioningRequest admission check (kube/provreq.py `render`), or beside a
     ProvisioningRequest of its own (`--without-kueue`: `render_request`), applied to the cluster as `submit`
@@ -282,9 +289,8 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
     from geosched.kube.client import Kube
     from geosched.kube.config import load_cluster_config
     from geosched.kube.jobinput import read_job_file
-    from geosched.kube.submit import SubmitOutcome, apply_manifests
+    from geosched.kube.submit import SubmitOutcome
     from geosched.policies.spotrisk import Rework
-    from geosched.providers.nodegroups import gkespec
     from geosched.store.db import Store
 
     if provider not in (EKS, GKE):
@@ -298,7 +304,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
     job = read_job_file(job_file)
     gpu = f"{job.job.gpu}:{job.job.gpus_per_worker}"
     with Store(providers_cli._home(ctx)) as store:
-        _, _, _, targets, skipped, _, _ = providers_cli._nodegroup_targets(
+        _, _, plan, targets, skipped, _, _ = providers_cli._nodegroup_targets(
             ctx, store, cluster, None, gpu, job.job.workers, pricing, [provider], [region] if region else [],
             Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                     spot_risk=DEFAULT_WEIGHTS.spot_risk), Rework(1.0, 0.25), True)
@@ -307,31 +313,31 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
         render.error(f"no zone of cluster {cluster} holds {job.job.workers} x {gpu}: {reasons}")
         raise typer.Exit(EXIT_NO_FIT)
     first = targets[0].candidate
-    if provider == GKE:
-        accelerator = gkespec.accelerator(first.instance_type, first.gpu)
-        assert accelerator is not None, "targets() keeps only zones whose accelerator type is known"
-        target = provreq.Target(zone=first.zone, gpu_label=keys.GKE_ACCELERATOR, gpu_value=accelerator,
-                                class_name=class_name)
-        shape, where = f"{first.instance_type} ({accelerator})", first.zone
-    else:
-        target = provreq.Target(zone=targets[0].zone_name, gpu_label=keys.INSTANCE_TYPE,
-                                gpu_value=first.instance_type, class_name=class_name,
-                                tolerations=(provreq.EKS_GPU_TAINT,))
-        shape, where = first.instance_type, f"{targets[0].zone_name} ({first.zone})"
+    pins = [_pin(provider, t, class_name) for t in targets]
+    target, shape, where = pins[0]
     configs = load_cluster_config(clusters) if clusters is not None else {}
     config = configs.get(context) or next((c for c in configs.values() if c.context == context), None)
     namespace = job.namespace or (config.namespace if config else None) or "default"
     queue = (config.queue if config else None) or provreq.DEFAULT_NAME
+
+    def rendered(pin: provreq.Target) -> list[dict[str, Any]]:
+        if without_kueue:
+            return provreq.render_request(job, pin, namespace=namespace)
+        return provreq.render(job, pin, queue=queue, namespace=namespace)
+
+    manifests = rendered(target)  # the first zone's: what a dry run shows and --out writes
     if without_kueue:
-        manifests = provreq.render_request(job, target, namespace=namespace)
         through = f"ProvisioningRequest {manifests[len(job.pod_sets)]['metadata']['name']} ({class_name})"
     else:
-        manifests = provreq.render(job, target, queue=queue, namespace=namespace)
         through = f"ProvisioningRequestConfig {target.name} ({class_name})"
-    note = (f"{job.job.workers} x {shape} asked of the autoscaler in {where} through {through}, "
-            f"${first.usd_per_hour:,.2f}/h at the catalog's {pricing.value} price once up"
-            + (" (flex-start capacity is billed at its own rate)" if class_name == provreq.QUEUED_PROVISIONING
-               else ""))
+
+    def noted(shape: str, where: str, usd_per_hour: float | None) -> str:
+        return (f"{job.job.workers} x {shape} asked of the autoscaler in {where} through {through}, "
+                f"${usd_per_hour or 0.0:,.2f}/h at the catalog's {pricing.value} price once up"
+                + (" (flex-start capacity is billed at its own rate)" if class_name == provreq.QUEUED_PROVISIONING
+                   else ""))
+
+    note = noted(shape, where, first.usd_per_hour)
     if out is not None and not dry_run:
         import sys
 
@@ -345,15 +351,48 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
     outcome = SubmitOutcome(job.name, "dry-run", cluster=cluster, context=context, zones=(first.zone,),
                             manifests=tuple(manifests), assumptions=(note,))
     if not dry_run:
+        from functools import partial
+
+        from geosched.cli import provfailover
+        from geosched.providers.gang import check_gang_name, new_gang_name
+
+        if gang:
+            check_gang_name(gang)
+        gang = gang or new_gang_name()
         if not yes:
-            typer.confirm(f"Queue {job.name} on cluster {cluster}: {note}?", abort=True)
-        with Kube.open(context, kubeconfig, name=cluster) as kube:
-            applied = apply_manifests(kube, manifests, default_namespace=namespace)
-        outcome = SubmitOutcome(job.name, "applied", cluster=cluster, context=context, zones=(first.zone,),
-                                applied=tuple(applied), assumptions=(note,))
+            more = f" (then the next of {len(pins) - 1} more zones if it fails)" if len(pins) > 1 else ""
+            typer.confirm(f"Queue {job.name} on cluster {cluster}: {note}{more}?", abort=True)
+        zones = [provfailover.Zone(t.candidate, w, partial(rendered, p)) for t, (p, _, w) in zip(targets, pins,
+                                                                                                strict=True)]
+        with Kube.open(context, kubeconfig, name=cluster) as kube, Store(providers_cli._home(ctx)) as store:
+            queued = provfailover.queue_across(store, kube, zones, gang=gang, request=plan.request,
+                                               namespace=namespace,
+                                               settings=provfailover.Settings(timeout_s=timeout_s),
+                                               say=_say(output))
+        landed = queued.zone.candidate
+        note = noted(pins[zones.index(queued.zone)][1], queued.zone.where, landed.usd_per_hour)
+        outcome = SubmitOutcome(job.name, "applied", cluster=cluster, context=context, zones=(landed.zone,),
+                                applied=queued.applied, assumptions=(note, queued.state.line()))
     emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
                   no_headers=no_headers)
     _say(output)(note)
+
+
+def _pin(provider: str, target: Target, class_name: str) -> tuple[provreq.Target, str, str]:
+    """Where a ProvisioningRequest pins the gang in one zone of the plan: the pin, the nodes' shape and the zone,
+    as the messages say them. GKE: zone and accelerator; EKS: the zone's name and the instance type."""
+    from geosched.kube import provreq
+    from geosched.providers.nodegroups import gkespec
+
+    c = target.candidate
+    if provider == GKE:
+        accelerator = gkespec.accelerator(c.instance_type, c.gpu)
+        assert accelerator is not None, "targets() keeps only zones whose accelerator type is known"
+        return (provreq.Target(zone=c.zone, gpu_label=keys.GKE_ACCELERATOR, gpu_value=accelerator,
+                               class_name=class_name), f"{c.instance_type} ({accelerator})", c.zone)
+    return (provreq.Target(zone=target.zone_name, gpu_label=keys.INSTANCE_TYPE, gpu_value=c.instance_type,
+                           class_name=class_name, tolerations=(provreq.EKS_GPU_TAINT,)),
+            c.instance_type, f"{target.zone_name} ({c.zone})")
 
 
 class _Joiner:
