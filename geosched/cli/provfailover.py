@@ -31,6 +31,7 @@ from geosched.kube.submit import Applied, apply_manifests
 from geosched.providers import journal
 from geosched.providers.base import CapacityError, ProviderError, StallError
 from geosched.providers.failover import blocks_for, first_block
+from geosched.providers.journal import AttemptRecord
 from geosched.providers.plan import Block, Candidate, GangRequest
 from geosched.store.db import Store
 
@@ -42,8 +43,11 @@ class NoZoneProvisioned(GeoschedError):
 @dataclass(frozen=True, slots=True)
 class Zone:
     candidate: Candidate
-    where: str  # the zone as the messages name it (EKS: its name and ID)
+    where: str  # the zone as the messages name it (EKS: its name and ID; several clusters: and the cluster)
     render: Callable[[], list[dict[str, Any]]]  # the job pinned to this zone, and what goes beside it
+    cluster: str
+    context: str  # the kubeconfig context of `cluster`
+    namespace: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +67,13 @@ class Queued:
     manifests: tuple[dict[str, Any], ...]
 
 
-def queue_across(store: Store, kube: Kube, zones: Sequence[Zone], *, gang: str, request: GangRequest,
-                 namespace: str, settings: Settings = Settings(),
+def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zone], Kube], gang: str,
+                 request: GangRequest, settings: Settings = Settings(),
                  say: Callable[[str], None] = lambda _line: None) -> Queued:
-    """Apply the gang zone by zone until one zone's request is Provisioned (see the module's docstring).
-    `NoZoneProvisioned` names every zone and why; an API error propagates after the zone's objects are withdrawn."""
+    """Apply the gang zone by zone (the zones of several clusters one cluster after the other, as `zones` lists
+    them) until one zone's request is Provisioned (see the module's docstring); `open_kube` connects to a zone's
+    cluster. `NoZoneProvisioned` names every zone and why; an API error propagates after the zone's objects are
+    withdrawn."""
     journal.create_gang(store, gang, journal.owner(store), request)
     blocks: list[Block] = []
     failures: list[str] = []
@@ -78,36 +84,17 @@ def queue_across(store: Store, kube: Kube, zones: Sequence[Zone], *, gang: str, 
             journal.start_attempt(store, gang, c, "skipped", block.reason)
             continue
         a = journal.start_attempt(store, gang, c)
-        manifests = zone.render()
-        name = next((str(m["metadata"]["name"]) for m in manifests if m["kind"] == "ProvisioningRequest"), None)
-        job = next(m for m in manifests if m["kind"] not in provwatch.QUEUE_KINDS
-                   and m["kind"] not in ("PodTemplate", "ProvisioningRequest"))
-        seen: set[str] = set()
-
-        def find(job: dict[str, Any] = job, name: str | None = name, seen: set[str] = seen) -> list[Any]:
-            found = provwatch.find_requests(kube, namespace, job, name)
-            seen.update(str(r["metadata"]["name"]) for r in found)
-            return found
-
-        say(f"#{a.seq} {zone.where}: asking the autoscaler for {request.nodes} x {c.instance_type}")
-        try:
-            applied = apply_manifests(kube, manifests, default_namespace=namespace)
-            state = provwatch.wait_outcome(find, timeout_s=settings.timeout_s, poll_s=settings.poll_s,
-                                           clock=settings.clock, sleep=settings.sleep)
-        except Exception:
-            _withdraw(kube, manifests, seen, namespace, settings)
-            journal.finish_attempt(store, a.id, "rolled-back", message="the cluster could not be asked; withdrawn")
-            journal.set_gang(store, gang, "terminated", message=f"asking cluster {kube.name} failed in {c.zone}")
-            raise
+        with open_kube(zone) as kube:
+            state, applied, manifests = _ask(store, kube, zone, a, gang, settings, say)
         if state is not None and not state.failed:
             journal.finish_attempt(store, a.id, "launched", message=state.line())
-            journal.set_gang(store, gang, "terminated", attempt=a.id, message=f"{state.line()} in {c.zone}; the "
-                             "nodes are the cluster autoscaler's: deleting the job releases them")
+            journal.set_gang(store, gang, "terminated", attempt=a.id, message=f"{state.line()} in {c.zone} of "
+                             f"cluster {zone.cluster}; the nodes are the cluster autoscaler's: deleting the job "
+                             "releases them")
             say(f"#{a.seq} {zone.where}: {state.line()}")
             return Queued(zone, state, tuple(applied), tuple(manifests))
         error: ProviderError = (CapacityError(state.line(), code=state.condition) if state is not None else
                                 StallError(f"no outcome of the ProvisioningRequest after {settings.timeout_s:g} s"))
-        _withdraw(kube, manifests, seen, namespace, settings)
         journal.finish_attempt(store, a.id, "rolled-back", error,
                                message=f"{error.message}; withdrawn from the cluster")
         new = list(blocks_for(error, c, request.nodes))
@@ -115,11 +102,48 @@ def queue_across(store: Store, kube: Kube, zones: Sequence[Zone], *, gang: str, 
         journal.remember(store, new)
         failures.append(f"{zone.where}: {error.message}")
         say(f"#{a.seq} {zone.where}: {error.message}; withdrawn, trying the next zone")
-    message = (f"no zone of cluster {kube.name} provisioned {request.nodes} x {request.gpu}:{request.gpus_per_node}"
+    named = ", ".join(dict.fromkeys(z.cluster for z in zones))
+    message = (f"no zone of cluster{'s' if ',' in named else ''} {named} provisioned {request.nodes} x "
+               f"{request.gpu}:{request.gpus_per_node}"
                + (": " + "; ".join(failures) if failures else ": every zone was ruled out") + "; nothing of the job "
                "or its requests is left in the cluster")
     journal.set_gang(store, gang, "terminated", message=message)
     raise NoZoneProvisioned(message)
+
+
+def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, settings: Settings,
+         say: Callable[[str], None]) -> tuple[provwatch.RequestState | None, list[Applied], list[dict[str, Any]]]:
+    """Apply one zone's objects and watch its request: the outcome (None: the deadline), withdrawn from the
+    cluster unless Provisioned."""
+    c, namespace = zone.candidate, zone.namespace
+    manifests = zone.render()
+    name = next((str(m["metadata"]["name"]) for m in manifests if m["kind"] == "ProvisioningRequest"), None)
+    job = next(m for m in manifests if m["kind"] not in provwatch.QUEUE_KINDS
+               and m["kind"] not in ("PodTemplate", "ProvisioningRequest"))
+    seen: set[str] = set()
+
+    def find() -> list[Any]:
+        found = provwatch.find_requests(kube, namespace, job, name)
+        seen.update(str(r["metadata"]["name"]) for r in found)
+        return found
+
+    say(f"#{a.seq} {zone.where}: asking the autoscaler for the gang's {c.instance_type} nodes")
+    try:
+        applied = apply_manifests(kube, manifests, default_namespace=namespace)
+        state = provwatch.wait_outcome(find, timeout_s=settings.timeout_s, poll_s=settings.poll_s,
+                                       clock=settings.clock, sleep=settings.sleep)
+    except Exception:
+        try:
+            _withdraw(kube, manifests, seen, namespace, settings)
+            note = "withdrawn"
+        except Exception:  # the cluster that could not be asked may not take a delete either: the first error says
+            note = f"withdrawing it failed too: delete {job['kind']} {job['metadata']['name']} in {namespace}"
+        journal.finish_attempt(store, a.id, "rolled-back", message=f"the cluster could not be asked; {note}")
+        journal.set_gang(store, gang, "terminated", message=f"asking cluster {zone.cluster} failed in {c.zone}")
+        raise
+    if state is None or state.failed:
+        _withdraw(kube, manifests, seen, namespace, settings)
+    return state, applied, manifests
 
 
 def _withdraw(kube: Kube, manifests: Sequence[dict[str, Any]], seen: set[str], namespace: str,

@@ -89,12 +89,13 @@ GANG = GangRequest("H100", 8, 2, PricingMode.ON_DEMAND, ("aws",), ("us-east-1",)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[MultiCluster]:
-    with MultiCluster(1, directory=tmp_path) as mc:
+    with MultiCluster(2, directory=tmp_path) as mc:
         mc["cluster-a"].add_namespace(NS)
+        mc["cluster-b"].add_namespace(NS)
         yield mc
 
 
-def zones(tmp_path: Path) -> list[provfailover.Zone]:
+def zones(tmp_path: Path, cluster: str = "cluster-a") -> list[provfailover.Zone]:
     path = tmp_path / "train.yaml"
     path.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
                     "workers: 2\ngpus_per_worker: 8\ngpu: H100\n", encoding="utf-8")
@@ -104,7 +105,8 @@ def zones(tmp_path: Path) -> list[provfailover.Zone]:
         pin = provreq.Target(zone=name, gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
                              class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
         out.append(provfailover.Zone(candidate(zone_id), f"{name} ({zone_id})",
-                                     partial(provreq.render_request, job, pin, namespace=NS)))
+                                     partial(provreq.render_request, job, pin, namespace=NS), cluster=cluster,
+                                     context=cluster, namespace=NS))
     return out
 
 
@@ -112,8 +114,9 @@ class Autoscaler:
     """Answers every unanswered request at the loop's next sleep, by the zone its PodTemplate selects:
     `answers[zone]` is the condition to set (None: leave it pending). Records what it saw."""
 
-    def __init__(self, cluster: MultiCluster, answers: dict[str, dict[str, Any] | None]) -> None:
-        self.api, self.answers = cluster["cluster-a"], answers
+    def __init__(self, cluster: MultiCluster, answers: dict[str, dict[str, Any] | None],
+                 name: str = "cluster-a") -> None:
+        self.api, self.answers = cluster[name], answers
         self.seen: list[tuple[str, str]] = []  # (request, zone)
 
     def __call__(self) -> None:
@@ -129,6 +132,10 @@ class Autoscaler:
                 self.api.set_status(PROVREQS, req["metadata"]["name"], {"conditions": [ACCEPTED, answer]}, NS)
 
 
+def opener(cluster: MultiCluster) -> Any:
+    return lambda zone: Kube.open(zone.context, cluster.kubeconfig, name=zone.cluster)
+
+
 class Clock(FakeClock):
     def __init__(self, on_sleep: Any) -> None:
         super().__init__()
@@ -139,8 +146,8 @@ class Clock(FakeClock):
         self.on_sleep()
 
 
-def left(cluster: MultiCluster) -> dict[str, list[str]]:
-    api = cluster["cluster-a"]
+def left(cluster: MultiCluster, name: str = "cluster-a") -> dict[str, list[str]]:
+    api = cluster[name]
     return {r: sorted(o["metadata"]["name"] for o in api.list(r, NS))
             for r in (PROVREQS, "v1/podtemplates", "batch/v1/jobs", "v1/services")}
 
@@ -150,10 +157,9 @@ def test_a_failed_zone_is_withdrawn_and_the_next_zone_provisions_the_gang(
     autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
     clock = Clock(autoscaler)
     said: list[str] = []
-    with Kube.open("cluster-a", cluster.kubeconfig) as kube:
-        queued = provfailover.queue_across(store, kube, zones(tmp_path), gang="g1", request=GANG, namespace=NS,
-                                           settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
-                                                                          sleep=clock.sleep), say=said.append)
+    queued = provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g1", request=GANG,
+                                       settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                      sleep=clock.sleep), say=said.append)
     assert queued.zone.candidate.zone == "use1-az1" and queued.state.condition == "Provisioned"
     # The first zone's request was answered Failed and withdrawn; the second's is the one in the cluster now.
     assert autoscaler.seen == [("train-geosched-provisioning", "us-east-1a"),
@@ -182,9 +188,8 @@ def test_every_zone_failing_leaves_nothing_and_names_each(cluster: MultiCluster,
     # A refusal, a request revoked after it was provisioned, and one the autoscaler never answers (the deadline).
     autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": None, "us-east-1c": REVOKED})
     clock = Clock(autoscaler)
-    with Kube.open("cluster-a", cluster.kubeconfig) as kube, \
-            pytest.raises(provfailover.NoZoneProvisioned) as caught:
-        provfailover.queue_across(store, kube, zones(tmp_path), gang="g2", request=GANG, namespace=NS,
+    with pytest.raises(provfailover.NoZoneProvisioned) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g2", request=GANG,
                                   settings=provfailover.Settings(timeout_s=60, poll_s=20, clock=clock,
                                                                  sleep=clock.sleep))
     message = str(caught.value)
@@ -200,3 +205,22 @@ def test_every_zone_failing_leaves_nothing_and_names_each(cluster: MultiCluster,
         ("use1-az2", "rolled-back", "capacity")]
     # The deadline is the clock's: three polls of 20 s for the zone that never answers, one for each other zone.
     assert clock.slept.count(20) == 5
+
+
+def test_when_every_zone_of_one_cluster_refuses_the_next_cluster_is_asked(cluster: MultiCluster, store: Store,
+                                                                         tmp_path: Path) -> None:
+    # cluster-a's autoscaler refuses its two zones; cluster-b's provisions the first of its own.
+    in_a = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": FAILED})
+    in_b = Autoscaler(cluster, {"us-east-1c": PROVISIONED}, "cluster-b")
+    clock = Clock(lambda: (in_a(), in_b()))
+    both = [*zones(tmp_path, "cluster-a")[:2], zones(tmp_path, "cluster-b")[2]]
+    queued = provfailover.queue_across(store, both, open_kube=opener(cluster), gang="g3", request=GANG,
+                                       settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                      sleep=clock.sleep))
+    assert (queued.zone.cluster, queued.zone.candidate.zone) == ("cluster-b", "use1-az2")
+    assert [z for _, z in in_a.seen] == ["us-east-1a", "us-east-1b"] and [z for _, z in in_b.seen] == ["us-east-1c"]
+    assert left(cluster, "cluster-a") == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [],
+                                          "v1/services": []}
+    assert left(cluster, "cluster-b")["batch/v1/jobs"] == ["train"]
+    assert [(a.zone, a.outcome) for a in journal.attempts(store, "g3")] == [
+        ("use1-az6", "rolled-back"), ("use1-az1", "rolled-back"), ("use1-az2", "launched")]
