@@ -132,6 +132,18 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
         applied = apply_manifests(kube, manifests, default_namespace=namespace)
         state = provwatch.wait_outcome(find, timeout_s=settings.timeout_s, poll_s=settings.poll_s,
                                        clock=settings.clock, sleep=settings.sleep)
+    except KeyboardInterrupt:
+        # Stopping the watch is not withdrawing the gang: queued provisioning may take hours, and the request keeps
+        # its place in the queue. Said, journalled, and left to the user.
+        where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
+        # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.
+        how = ("delete it to withdraw the request" if name is None else
+               f"delete it, ProvisioningRequest {name} and its PodTemplates to withdraw")
+        journal.finish_attempt(store, a.id, "cancelled", message=f"interrupted; {where} stays queued")
+        journal.set_gang(store, gang, "terminated", message=f"interrupted while {zone.where} was asked: {where} "
+                         f"stays queued there; {how}")
+        say(f"interrupted: {where} stays queued in {zone.where}; {how}")
+        raise
     except Exception:
         try:
             _withdraw(kube, manifests, seen, namespace, settings)

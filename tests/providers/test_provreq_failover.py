@@ -224,3 +224,21 @@ def test_when_every_zone_of_one_cluster_refuses_the_next_cluster_is_asked(cluste
     assert left(cluster, "cluster-b")["batch/v1/jobs"] == ["train"]
     assert [(a.zone, a.outcome) for a in journal.attempts(store, "g3")] == [
         ("use1-az6", "rolled-back"), ("use1-az1", "rolled-back"), ("use1-az2", "launched")]
+
+
+def test_an_interrupted_watch_leaves_the_gang_queued_and_says_so(cluster: MultiCluster, store: Store,
+                                                               tmp_path: Path) -> None:
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    clock = Clock(interrupt)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g4", request=GANG,
+                                  settings=provfailover.Settings(clock=clock, sleep=clock.sleep), say=said.append)
+    # The request keeps its place in the queue: nothing withdrawn, the next zone not asked.
+    assert left(cluster)[PROVREQS] == ["train-geosched-provisioning"]
+    assert [(a.zone, a.outcome) for a in journal.attempts(store, "g4")] == [("use1-az6", "cancelled")]
+    assert said[-1] == ("interrupted: Job train in namespace ml of cluster cluster-a stays queued in us-east-1a "
+                        "(use1-az6); delete it, ProvisioningRequest train-geosched-provisioning and its "
+                        "PodTemplates to withdraw")
