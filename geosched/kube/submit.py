@@ -583,7 +583,6 @@ def _split(value: Any) -> tuple[str, ...]:
 
 # Conditions that end a run (status True); Job and TrainJob say Complete, JobSet Completed, PyTorchJob Succeeded.
 END_CONDITIONS = ("Complete", "Completed", "Succeeded", "Failed")
-# Other controllers' node labels for spot or preemptible capacity (read, never written): GKE, EKS, Karpenter.
 UNKNOWN_GPU = "?"
 
 
