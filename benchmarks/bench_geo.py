@@ -121,12 +121,12 @@ def run_fleet(label: str, degraded: float, args: argparse.Namespace) -> Jct:
                 print(row(r))
                 jct[q][r.policy].append(r.avg_jct_s)
             zf = jct[q]["zone-first"][-1]
-            print("  avg JCT / zone-first's: " + ", ".join(f"{b} {jct[q][b][-1] / zf:.2f}x" for b in BASELINES))
+            print("  avg JCT / zone-first's: " + ", ".join(f"{b} {jct[q][b][-1] / zf:.3f}x" for b in BASELINES))
         if len(args.queues) > 1:
             best = best_queues(jct)
             zs = best["zone-first"][-1][1]
             print("  best queue per policy (avg JCT s): " + ", ".join(
-                f"{p} {best[p][-1][0]} {best[p][-1][1]:,.0f}" for p in POLICIES))
+                f"{p} {'='.join(best[p][-1][0])} {best[p][-1][1]:,.0f}" for p in POLICIES))
             print("  best / zone-first's best: " + ", ".join(f"{b} {best[b][-1][1] / zs:.3f}x" for b in BASELINES))
         sys.stdout.flush()
     return jct
@@ -136,12 +136,18 @@ def seed_range(args: argparse.Namespace) -> range:
     return range(args.first_seed, args.first_seed + args.seeds)
 
 
-def best_queues(jct: Jct) -> dict[str, list[tuple[str, float]]]:
-    """Per policy and seed, the queue with the lowest avg JCT and that JCT (the first queue of `jct` on a tie)."""
+def best_queues(jct: Jct) -> dict[str, list[tuple[tuple[str, ...], float]]]:
+    """Per policy and seed, the lowest avg JCT over the queues and every queue that reaches it (a tie names all:
+    BestEffortFIFO and the reservations often replay a policy identically, when no reservation ever held a job)."""
     queues = list(jct)
     seeds = len(jct[queues[0]]["zone-first"])
-    return {p: [min(((q, jct[q][p][i]) for q in queues), key=lambda qv: qv[1]) for i in range(seeds)]
-            for p in POLICIES}
+    out: dict[str, list[tuple[tuple[str, ...], float]]] = {}
+    for p in POLICIES:
+        out[p] = []
+        for i in range(seeds):
+            low = min(jct[q][p][i] for q in queues)
+            out[p].append((tuple(q for q in queues if jct[q][p][i] == low), low))
+    return out
 
 
 def summary(label: str, jct: dict[str, list[float]], targets: dict[str, float] | None,
@@ -184,9 +190,10 @@ def cross_queue(label: str, jct: Jct, targets: dict[str, float] | None, seeds: S
     """Every policy under the queue that serves it best, seed by seed: which queue that was, counted per policy,
     and the same ratios and targets as `summary` on those best avg JCTs; returns the misses."""
     best = best_queues(jct)
-    print(f"\n-- {label}, each policy under its best queue of {', '.join(jct)}: seeds on which each queue was best")
+    print(f"\n-- {label}, each policy under its best queue of {', '.join(jct)}: seeds on which each queue was best "
+          "(a tie counts for each queue in it)")
     for p in POLICIES:
-        counts = {q: sum(1 for bq, _ in best[p] if bq == q) for q in jct}
+        counts = {q: sum(1 for bq, _ in best[p] if q in bq) for q in jct}
         print(f"{p:<11} " + ", ".join(f"{q} {n}" for q, n in counts.items()))
     return summary(f"{label}, best queue each", {p: [v for _, v in best[p]] for p in POLICIES}, targets,
                    seeds)
