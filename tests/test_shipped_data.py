@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from importlib import resources
 
 import pytest
 
+from geosched import clouds
 from geosched.console.catalog_view import CatalogQuery, rows
 from geosched.core import catalog, netmodel
 from geosched.core.default_fleet import default_fleet, default_network
@@ -14,24 +16,24 @@ from geosched.core.models import Zone
 
 
 def test_every_data_file_ships_with_its_provenance() -> None:
+    # Every file of geosched/data (folders hold their own SOURCES/README) and every cloud's catalog, found by
+    # listing, not named here: a new cloud's catalog CSV is held to its provenance with this test untouched.
     data = resources.files("geosched.data")
     sources = data.joinpath("SOURCES.md").read_text()
-    for name in (
-        "aws_gpu_vms.csv",
-        "gcp_gpu_vms.csv",
-        "region_rtt_ms.csv",
-        "region_throughput_gbps.csv",
-        "region_carbon.csv",
-        "gpu_power.csv",
-    ):
-        assert data.joinpath(name).is_file()
-        assert name in sources
+    shipped = {p.name for p in data.iterdir() if p.is_file() and p.name.endswith((".csv", ".txt"))}
+    catalogs = {s.catalog_file for s in clouds.all_specs() if s.catalog_file is not None}
+    assert {"aws_gpu_vms.csv", "gcp_gpu_vms.csv", "region_carbon.csv", "gpu_power.csv"} <= shipped
+    assert catalogs <= shipped
+    for name in sorted(shipped - {"derivation-notes.txt"}):
+        assert name in sources, f"geosched/data/{name} has no row in data/SOURCES.md"
     assert data.joinpath("derivation-notes.txt").is_file()
 
 
 def test_catalog_contents() -> None:
     offers = catalog.offerings()
-    assert {o.provider for o in offers} == {"aws", "gcp", "coreweave"}
+    # Every cloud that ships a catalog has offerings in it (the registry says which; a new cloud needs no line here).
+    assert {o.provider for o in offers} == {s.name for s in clouds.all_specs() if s.catalog_file is not None}
+    assert {"aws", "gcp"} <= {o.provider for o in offers}
     p5 = catalog.offering_index()[("aws", "p5.48xlarge", "use1-az1")]
     assert (p5.gpu, p5.gpus) == ("H100", 8)
     a2 = next(o for o in offers if o.instance_type == "a2-highgpu-8g" and o.zone == "us-central1-a")
@@ -40,6 +42,17 @@ def test_catalog_contents() -> None:
         catalog.regions()["gcp:europe-north1"].grid_gco2e_per_kwh
         < catalog.regions()["aws:us-east-1"].grid_gco2e_per_kwh
     )
+
+
+def test_a_zone_name_belongs_to_one_cloud() -> None:
+    # The shipped catalogs keep their zones apart (read above without error), and a catalog whose zone another cloud
+    # already names is refused, naming both: zones are keyed by name, so the newcomer would take the zone over.
+    assert catalog.zones()["us-central1-a"].provider == "gcp"
+    gcp = next(o for o in catalog.offerings() if o.zone == "us-central1-a")
+    catalog.one_cloud_per_zone([gcp, replace(gcp, instance_type="a3-highgpu-8g")])
+    clash = replace(gcp, provider="nebius", instance_type="gpu-h100-sxm.8gpu-128vcpu-1600gb")
+    with pytest.raises(RuntimeError, match="zone 'us-central1-a' is in both the gcp and the nebius catalog"):
+        catalog.one_cloud_per_zone([gcp, clash])
 
 
 def test_gpu_power_fills_tdp_only_parts_at_the_a100_ratio() -> None:

@@ -9,7 +9,7 @@ no spot price, a type ordinary projects cannot launch is not offered, and the no
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
 from importlib import resources
 
@@ -91,7 +91,21 @@ def offerings() -> tuple[Offering, ...]:
                     note=f"{' '.join(sorted(flags))}: {row['note']}" if flags else None,
                 )
             )
+    one_cloud_per_zone(out)
     return tuple(out)
+
+
+def one_cloud_per_zone(offers: Iterable[Offering]) -> None:
+    """Refuse two clouds' catalogs naming the same zone. Fleets, placements and `zones()` key a zone by its name
+    alone, so a new cloud whose zone is spelt like another cloud's (GCP's `us-central1-a`) would silently take that
+    zone over, and its nodes would be placed as if beside the other cloud's. Raised when the shipped data is read:
+    the mistake is the catalog's author's, to be caught by the first test that reads it."""
+    owner: dict[str, str] = {}
+    for offer in offers:
+        first = owner.setdefault(offer.zone, offer.provider)
+        if first != offer.provider:
+            raise RuntimeError(f"zone {offer.zone!r} is in both the {first} and the {offer.provider} catalog "
+                               "(geosched/data); a zone name must belong to one cloud")
 
 
 @cache
