@@ -30,7 +30,8 @@ DEFAULT_WEIGHTS = Weights()
 
 
 def load_job(path: str | Path) -> Job:
-    """A job file: geosched's compact form (YAML or JSON), or a batch/v1 Job, JobSet, PyTorchJob or TrainJob."""
+    """A job file: geosched's compact form (YAML or JSON), or a Kubernetes job object of a kind geosched reads
+    (`geosched.console.options.JOB_KINDS`)."""
     return _load_job(Path(path))
 
 

@@ -19,6 +19,7 @@ from geosched.cli.up import up_cmd
 from geosched.console import catalog_view, settings
 from geosched.console.options import (
     DEFAULT_WEIGHTS,
+    JOB_KINDS,
     CarbonBasisOpt,
     CarbonForecastOpt,
     CarbonHourlyOpt,
@@ -206,9 +207,8 @@ StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (impo
 
 @app.command()
 def place(
-    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job (YAML/JSON), "
-                                             "batch/v1 Job, JobSet, PyTorchJob or TrainJob; - reads it from standard "
-                                             "input.")],
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job (YAML/JSON) "
+                                             f"or a {JOB_KINDS}; - reads it from standard input.")],
     fleet: FleetOpt = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,

@@ -36,6 +36,7 @@ from geosched.clouds.aws import NAME as EKS
 from geosched.clouds.gcp import NAME as GKE
 from geosched.console.options import (
     DEFAULT_WEIGHTS,
+    JOB_KINDS,
     CostWeightOpt,
     NetworkWeightOpt,
     ZoneToleranceOpt,
@@ -85,9 +86,8 @@ class UpFailed(GeoschedError):
 
 def up_cmd(
     ctx: typer.Context,
-    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job, batch/v1 Job, "
-                                             "JobSet, PyTorchJob or TrainJob; its workers, gpu and gpus per worker "
-                                             "size the node group.")],
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help=f"Job file: compact geosched Job or a {JOB_KINDS}; "
+                                             "its workers, gpu and gpus per worker size the node group.")],
     cluster: Annotated[list[str], typer.Option(help="The EKS or GKE cluster to add the node group (pool) to. "
                                                "Repeat to fail over to the next cluster when every zone of one "
                                                "refuses; --provider, --region and --context then pair with the "

@@ -24,6 +24,7 @@ import typer
 from geosched import policies
 from geosched.console.options import (
     DEFAULT_WEIGHTS,
+    JOB_KINDS,
     CarbonBasisOpt,
     CarbonHourlyOpt,
     CarbonWeightOpt,
@@ -113,8 +114,8 @@ def _warn(unreachable: tuple[Unreachable, ...] | list[Unreachable], assumptions:
 
 @app.command("submit")
 def submit_cmd(
-    job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: batch/v1 Job, JobSet, PyTorchJob, "
-                                             "TrainJob or compact geosched Job.")],
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help=f"Job file: {JOB_KINDS} or compact "
+                                             "geosched Job.")],
     clusters: ClustersOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
