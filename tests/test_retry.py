@@ -3,12 +3,13 @@ Retry-After, and which errors are retried, as the cloud providers and the Kubern
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable
 
 import pytest
 
-from geosched.core.retry import RetryPolicy, retry
+from geosched.core.retry import RetryPolicy, aretry, retry
 from tests.clock import FakeClock
 
 
@@ -101,3 +102,34 @@ def test_retry_after_is_waited_up_to_its_cap() -> None:
           sleep=clock.sleep, rng=Highest())
     assert clock.slept == [5.0, 60.0]
     assert len(calls) == 3
+
+
+def test_a_coroutine_is_retried_on_the_same_schedule_and_gives_up_on_the_same_errors() -> None:
+    # aretry (the probes' SSH connects, once on tenacity) awaits the pauses `retry` sleeps: the same jittered steps
+    # and attempt cap, and an error the edge does not call transient ends it at once.
+    policy = RetryPolicy(attempts=3, initial_s=0.2, max_s=2.0)
+    waited: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        waited.append(seconds)
+
+    def run(errors: list[Exception]) -> tuple[list[int], str | Exception]:
+        calls, fn = failing(errors)
+
+        async def dial() -> str:
+            return fn()
+
+        try:
+            return calls, asyncio.run(aretry(dial, policy, lambda e: isinstance(e, Throttled), sleep=pause,
+                                             rng=Highest()))
+        except Exception as exc:  # the error that ended it, as the caller sees it
+            return calls, exc
+
+    calls, out = run([Throttled(), Throttled()])
+    assert (len(calls), out, waited) == (3, "ok", [0.2, 0.4])
+    waited.clear()
+    calls, out = run([Throttled(), Throttled(), Throttled()])
+    assert len(calls) == 3 and isinstance(out, Throttled) and waited == [0.2, 0.4]
+    waited.clear()
+    calls, out = run([Denied()])
+    assert len(calls) == 1 and isinstance(out, Denied) and waited == []

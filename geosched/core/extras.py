@@ -22,7 +22,6 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "kubernetes": "kubernetes",
     "urllib3": "kubernetes",  # the kubernetes client's transport (geosched.kube.client: timeouts, retries)
     "asyncssh": "probes",
-    "tenacity": "probes",
     "matplotlib": "plots",
     "prometheus_client": "metrics",
 }

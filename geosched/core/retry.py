@@ -1,16 +1,18 @@
 """Retry in place: exponential backoff with full jitter (AWS's "Exponential Backoff and Jitter"), bounded by a
 number of attempts and, if the caller has one, by a deadline; at least as long as the server's Retry-After.
 
-One policy for every edge that retries (the cloud providers, the Kubernetes client). The edge says which errors are
-worth another try and what its server asked for; this module only counts, waits and gives up. Pure apart from the
-clock it is handed: `sleep`, `remaining` and `rng` are injectable, so tests run on a fake clock (tests/test_retry.py).
+One policy for every edge that retries (the cloud providers, the Kubernetes client, the probes' SSH connects). The
+edge says which errors are worth another try and what its server asked for; this module only counts, waits and gives
+up. Pure apart from the clock it is handed: `sleep`, `remaining` and `rng` are injectable, so tests run on a fake
+clock (tests/test_retry.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -61,4 +63,20 @@ def retry(fn: Callable[[], T], policy: RetryPolicy, retryable: Callable[[Excepti
             if on_retry is not None:
                 on_retry(exc, pause)
             sleep(pause)
+            attempt += 1
+
+
+async def aretry(fn: Callable[[], Awaitable[T]], policy: RetryPolicy, retryable: Callable[[Exception], bool], *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, rng: random.Random | None = None) -> T:
+    """`retry` for a coroutine (the probes' SSH connects): the same attempts and jittered pauses, awaited so the
+    other connects go on meanwhile. No Retry-After and no deadline: an SSH server states neither, and the caller's
+    run deadline cancels the task."""
+    attempt = 1
+    while True:
+        try:
+            return await fn()
+        except Exception as exc:
+            if not retryable(exc) or attempt >= policy.attempts:
+                raise
+            await sleep(policy.backoff(attempt, rng))
             attempt += 1

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from geosched.kube.scheduler import SchedulerSettings
     from geosched.kube.submit import PlacedJob, SubmitOutcome
 
-# The commands import the API client (kubernetes, tenacity) when they run: `geosched --help` and the other
+# The commands import the API client (kubernetes) when they run: `geosched --help` and the other
 # commands neither pay for it nor need it installed.
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Protocol
 
 import asyncssh
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from geosched.core.errors import InputError
+from geosched.core.retry import RetryPolicy, aretry
 from geosched.files.gate import Kind, check_file
 from geosched.files.inventory import SshTarget
 from geosched.files.jumpspec import JumpSpecError, parse_jump
@@ -178,6 +178,9 @@ class SshPool:
         self._tasks: dict[str, asyncio.Task[asyncssh.SSHClientConnection]] = {}
         self._order: list[asyncssh.SSHClientConnection] = []
         self._connect_slots = asyncio.Semaphore(settings.concurrency)
+        # Transient connect errors (resets, MaxStartups throttling) on the one retry policy: up to 0.2, 0.4, ...
+        # 2 s between attempts, jittered so nodes throttled together do not come back together.
+        self._connect_retry = RetryPolicy(attempts=settings.connect_attempts, initial_s=0.2, max_s=2.0)
         self._sessions: dict[str, asyncio.Semaphore] = {}
 
     async def __aenter__(self) -> SshPool:
@@ -261,14 +264,7 @@ class SshPool:
                                  "files; pin `host_key` or run once with --trust-on-first-use")
         async with self._connect_slots:
             try:
-                async for attempt in AsyncRetrying(
-                    retry=retry_if_exception(is_transient),
-                    stop=stop_after_attempt(self.settings.connect_attempts),
-                    wait=wait_exponential_jitter(multiplier=0.2, max=2.0, jitter=0.2),
-                    reraise=True,
-                ):
-                    with attempt:
-                        conn = await self._dial(target, trust, tunnel)
+                conn = await aretry(lambda: self._dial(target, trust, tunnel), self._connect_retry, is_transient)
             except Exception as exc:
                 raise classify(exc, target, trust, self.settings) from None
         self._order.append(conn)
