@@ -28,6 +28,7 @@ from geosched.console.settings import BY_KEY
 from geosched.core.errors import InputError
 from geosched.core.models import Weights as CoreWeights
 from geosched.files import gate
+from geosched.files.access import SSH_USER_RE, parse_admin_cidrs
 from geosched.files.fields import describe
 from geosched.policies import DEFAULT_POLICY
 
@@ -96,8 +97,6 @@ def policy_name(value: Any) -> str:
 
 
 def cidrs(value: Any) -> tuple[str, ...]:
-    from geosched.providers.config import parse_admin_cidrs
-
     joined = ",".join(map(str, value)) if isinstance(value, list | tuple) else text(value)
     try:
         return parse_admin_cidrs(joined, "")
@@ -106,8 +105,6 @@ def cidrs(value: Any) -> tuple[str, ...]:
 
 
 def user_name(value: Any) -> str:
-    from geosched.providers.config import SSH_USER_RE
-
     name = text(value)
     if not SSH_USER_RE.match(name):
         raise ValueError(f"expected a Linux user name (a-z or _, then up to 31 of a-z, 0-9, _ and -), got "

@@ -35,6 +35,7 @@ from botocore.parsers import ResponseParserError  # type: ignore[import-untyped]
 from geosched.clouds import aws as aws_cloud
 from geosched.core import catalog
 from geosched.core.models import Offering, Pricing, Region
+from geosched.files.access import SSH_USER_RE
 from geosched.policies import spotrisk
 from geosched.providers.base import (
     ATTEMPT_TAG,
@@ -62,7 +63,7 @@ from geosched.providers.base import (
     admin_sources,
     ondemand_group,
 )
-from geosched.providers.config import SSH_USER_RE, AwsSettings
+from geosched.providers.config import AwsSettings
 from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
 
 NAME = aws_cloud.NAME  # what this cloud offers: geosched.clouds.aws

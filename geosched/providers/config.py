@@ -17,15 +17,14 @@ and `provision` warns about it (and any CIDR wider than WIDE_PREFIX) unless --al
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from geosched.console import settings
 from geosched.core.errors import InputError
+from geosched.files.access import parse_admin_cidrs
 from geosched.files.gate import Kind, read_bytes
 from geosched.providers.terraform import NetworkConfig, load_terraform_output
 
@@ -41,11 +40,6 @@ AWS_AMI_NAME_PATTERN = "Deep Learning*"
 # Google's Deep Learning VM images: CUDA and NVIDIA driver installed on first boot.
 GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
 DEFAULT_SSH_USER: str = settings.SSH_USER.default
-# The login user geosched creates on the machines it launches: a portable Linux user name (useradd's default
-# NAME_REGEX, at most 32 characters). Checked when the setting is read (geosched.console.settings_model), for
-# every cloud: on GCP it becomes a line `user:key` of the instance's ssh-keys metadata, where a line break in it
-# started a second entry, another user with another key. \Z, not $: $ also matches before a final line break.
-SSH_USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
 # Who may reach port 22 of on-demand networks when nothing is configured: no one. SkyPilot opens it to the
 # world (login is key-only), but nothing here is open to the world unless its user chose so; `provision`
@@ -136,33 +130,6 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
                             ssh_public_key=read_public_key(env, public_key_path, values.ssh_public_key),
                             ssh_user=values.ssh_user, network=net, admin_cidrs=cidrs,
                             admin_cidrs_from=source if cidrs else "")
-
-
-def parse_admin_cidrs(text: str, source: str = ENV_ADMIN_CIDRS) -> tuple[str, ...]:
-    """GEOSCHED_ADMIN_CIDRS: comma-separated IPv4/IPv6 networks, each written as its network address (a
-    typo like 203.0.113.7/24 is refused rather than silently widened or narrowed). A bare address is one
-    host (/32, /128). Bad input is one InputError naming the variable."""
-    out: list[str] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            raise InputError(source, "", f"empty entry in {text!r}: expected comma-separated CIDRs such as "
-                             "203.0.113.0/24")
-        try:
-            net = ipaddress.ip_network(item, strict=True)
-        except ValueError as exc:
-            hint = ""
-            with contextlib.suppress(ValueError):
-                hint = f"; did you mean {ipaddress.ip_network(item, strict=False)}?"
-            raise InputError(source, "", f"{item!r} is not a CIDR ({exc}){hint}") from None
-        if isinstance(net, ipaddress.IPv6Network) and net.network_address.scope_id is not None:
-            # A zone (`%eth0`) names an interface of the machine that reads it; a cloud firewall rule has none,
-            # and the clouds refuse or drop it, so the rule would not say what was meant.
-            bare = ipaddress.ip_network(f"{str(net.network_address).partition('%')[0]}/{net.prefixlen}")
-            raise InputError(source, "", f"{item!r} carries an IPv6 zone id (%{net.network_address.scope_id}), "
-                             f"which names an interface of one machine, not a network; write {bare}")
-        if str(net) not in out:
-            out.append(str(net))
-    return tuple(out)
 
 
 # IPv6 prefixes that hold the IPv4 internet inside them: IPv4-mapped addresses (RFC 4291 section 2.5.5.2,

@@ -134,8 +134,8 @@ def test_an_ssh_user_that_is_no_linux_user_name_is_refused_when_read(tmp_path: P
 
 
 def test_a_linux_user_name_is_still_taken(tmp_path: Path) -> None:
-    from geosched.providers import config
+    from geosched.files.access import SSH_USER_RE
 
-    assert config.SSH_USER_RE.match("ml_ops-2") and config.SSH_USER_RE.match("_svc")
+    assert SSH_USER_RE.match("ml_ops-2") and SSH_USER_RE.match("_svc")
     run = in_process(["config", "show", "-o", "json"], home=tmp_path / "home", env={"GEOSCHED_SSH_USER": "ml_ops-2"})
     assert run.code == 0 and "ml_ops-2" in run.stdout, run.stderr

@@ -22,6 +22,7 @@ from google.cloud import compute_v1
 from geosched.console import render
 from geosched.core.errors import EXIT_BAD_INPUT, InputError
 from geosched.core.models import Pricing
+from geosched.files.access import parse_admin_cidrs
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider, ingress_changes
 from geosched.providers.base import AuthError, Budget, LaunchSpec, Provider, UnsupportedError
@@ -32,7 +33,6 @@ from geosched.providers.config import (
     AwsSettings,
     GcpSettings,
     from_env,
-    parse_admin_cidrs,
     wide_admin_cidrs,
 )
 from geosched.providers.gang import provision
@@ -309,7 +309,7 @@ def test_bad_admin_cidrs_exit_2_naming_the_variable(home: Path, proxy: Ec2FaultP
 
 
 def test_admin_cidrs_setting() -> None:
-    assert parse_admin_cidrs("203.0.113.0/24, 2001:db8::/32,198.51.100.7,203.0.113.0/24") == (
+    assert parse_admin_cidrs("203.0.113.0/24, 2001:db8::/32,198.51.100.7,203.0.113.0/24", ENV_ADMIN_CIDRS) == (
         "203.0.113.0/24", "2001:db8::/32", "198.51.100.7/32")
     settings = from_env({ENV_ADMIN_CIDRS: "203.0.113.0/24"}, Path("/nonexistent"))
     assert settings.aws.admin_cidrs == settings.gcp.admin_cidrs == ("203.0.113.0/24",)
