@@ -34,9 +34,9 @@ from geosched.core.models import (
     Zone,
     pair_key,
 )
-from geosched.core.testing import LOSSY, SLOW, degrade, fleet, network, node
 from geosched.policies import PlacementContext, job_view, place
 from geosched.policies.exact import solve_exact
+from tests.handmade import LOSSY, SLOW, degrade, fleet, network, node
 
 GPUS = (("H100", 98.3), ("H100", 98.3), ("A100", 32.8), ("L4", 14.0))
 

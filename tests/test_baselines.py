@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from geosched.core.models import Job, Placement
-from geosched.core.testing import SLOW, degrade, fleet, network, node
 from geosched.policies import PlacementContext, names, place
+from tests.handmade import SLOW, degrade, fleet, network, node
 
 
 def ctx_of(nodes, bad=None, carbon=None):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from geosched.core.models import Job, NoFit, Placement
-from geosched.core.testing import SLOW, degrade, fleet, network, node
 from geosched.policies import PlacementContext, place
 from geosched.policies.karmada import fnv1a_32, webster
+from tests.handmade import SLOW, degrade, fleet, network, node
 
 
 def ctx_of(nodes, bad=None):

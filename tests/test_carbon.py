@@ -14,9 +14,9 @@ import pytest
 
 from geosched.core.errors import InputError
 from geosched.core.models import HOUR_S
-from geosched.core.testing import fleet, network, node
 from geosched.grid.carbon import decision_signal, parse_carbon_csv
 from geosched.store.db import write_snapshot
+from tests.handmade import fleet, network, node
 
 NOON = datetime(2025, 3, 1, 12, tzinfo=UTC)
 # r1 is the cleaner grid on the year (100 vs 200 gCO2e/kWh); at noon on 2025-03-01 the wind blows in r2.

@@ -10,10 +10,10 @@ import pytest
 from geosched.core.comm import comm_ms
 from geosched.core.default_fleet import default_fleet, default_network
 from geosched.core.models import CommProfile, Job, LinkStats, NoFit, Placement, Weights
-from geosched.core.testing import GOOD, INTER_REGION, INTER_ZONE, LOSSY, degrade, fleet, network, node
 from geosched.files.documents import placement_to_dict
 from geosched.kube.jobinput import load_job
 from geosched.policies import PlacementContext, place
+from tests.handmade import GOOD, INTER_REGION, INTER_ZONE, LOSSY, degrade, fleet, network, node
 from tests.test_cli import JOBS
 
 # A NIC dropping 4% of its packets: the 3-5% loss band where zone-first used to keep the gang in one zone.

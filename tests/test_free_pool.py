@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from geosched.core.models import Job, Placement, Weights
-from geosched.core.testing import SLOW, degrade, fleet, network, node
 from geosched.policies import PlacementContext, job_view, place
 from geosched.policies.scoring import evaluate
+from tests.handmade import SLOW, degrade, fleet, network, node
 
 
 def mixed(bad_onprem: bool = False) -> PlacementContext:

@@ -13,7 +13,6 @@ import pytest
 
 from geosched.core.errors import InputError
 from geosched.core.models import HOUR_S, CarbonSignal
-from geosched.core.testing import fleet, node
 from geosched.grid.carbon import GridInput, grid_history, load_grid
 from geosched.grid.forecast import (
     DEFAULT_FORECASTER,
@@ -32,6 +31,7 @@ from geosched.grid.forecast import (
 from geosched.grid.formats import Basis, SeriesKind, parse_grid_file
 from geosched.grid.shipped import shipped_series, shipped_text, shipped_zones
 from geosched.grid.zones import shipped_zone_map
+from tests.handmade import fleet, node
 
 DATA = Path(__file__).parent / "data" / "carbon"
 JAN1 = int(datetime(2023, 1, 1, tzinfo=UTC).timestamp() // HOUR_S)

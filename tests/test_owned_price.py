@@ -13,9 +13,9 @@ import pytest
 
 from geosched.core import catalog, owned
 from geosched.core.models import Job, LinkStats, Placement, Weights
-from geosched.core.testing import degrade, fleet, network, node
 from geosched.files.inventory import parse_inventory
 from geosched.policies import PlacementContext, place
+from tests.handmade import degrade, fleet, network, node
 
 # An owned site on 1 Gbit/s Ethernet between its nodes (the cloud nodes have testing.GOOD's links): its step is
 # several times the cloud's, more than the 16x price ratio times the cost weight (0.1) makes up for.

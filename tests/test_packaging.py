@@ -38,6 +38,9 @@ def test_the_product_wheel_holds_no_test_double(wheel: Path) -> None:
     doubles = [n for n in names if "emulator" in n.lower() or n.rsplit("/", 1)[-1] in (
         "gce.py", "faultproxy.py", "ec2_extras.py", "eks_extras.py", "billing.py")]
     assert doubles == []
+    # Nor a test fixture: the hand-made fleets the tests and benchmarks build on live in tests/handmade.py (they were
+    # geosched/core/testing.py, in every user's wheel, until the issue 25 audit).
+    assert [n for n in names if n.rsplit("/", 1)[-1] in ("testing.py", "handmade.py") or "/tests/" in n] == []
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert requires and not [r for r in requires if "moto" in r]  # not even as an extra: that dependency is theirs

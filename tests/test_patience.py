@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from geosched.core.models import Job, LinkStats, NetworkView, NoFit, Placement, Schedule, pair_key
-from geosched.core.testing import GOOD, fleet, node
 from geosched.files.documents import fleet_to_dict, network_to_dict
 from geosched.policies import PlacementContext, place
 from geosched.policies.patience import MAX_WAIT_S, SLOWDOWN_LIMIT, UNKNOWN_RUNTIME_WAIT_S, Waiting, patience_s
 from geosched.simulate import SimOptions, TraceJob, simulate
+from tests.handmade import GOOD, fleet, node
 
 CRAWL = LinkStats(rtt_p50_ms=3.0, rtt_p95_ms=5.0, loss=0.0, throughput_gbps=1.0)
 HEALTHY_MS = 1160.2

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geosched.core.models import LinkStats, NetworkView, pair_key
-from geosched.core.testing import GOOD, INTER_REGION, fleet, network, node
 from geosched.policies import PlacementContext
 from geosched.policies.context import BoolArray, IntArray
 from geosched.policies.patience import SLOWDOWN_LIMIT
 from geosched.policies.reservation import Domains, Reservation, reserve
 from geosched.simulate import SimOptions, TraceJob, engine, simulate
+from tests.handmade import GOOD, INTER_REGION, fleet, network, node
 
 Releases = Sequence[tuple[float, Sequence[int], Sequence[int]]]
 

@@ -7,12 +7,12 @@ import pytest
 
 from geosched.core.catalog import gpu_power
 from geosched.core.models import CommProfile, Job, NetworkView, NoFit, Placement, Weights, pair_key
-from geosched.core.testing import GOOD, SLOW, fleet, network, node
 from geosched.policies import PlacementContext, names, place
 from geosched.policies.patience import Waiting
 from geosched.simulate import SimOptions, TraceJob, simulate
 from geosched.simulate.gangs import gang_shape, gavel_profiles
 from geosched.simulate.gavel import parse_throughputs
+from tests.handmade import GOOD, SLOW, fleet, network, node
 
 A100_WATTS = gpu_power()["A100"].watts(CommProfile().utilisation)
 GCO2E_PER_GPU_HOUR = A100_WATTS / 1000 * 1.1 * 400.0  # testing.fleet: PUE 1.1, grid 400 g/kWh

@@ -13,10 +13,10 @@ from geosched.cli.simulate import report_doc, run_simulate_command
 from geosched.console import render
 from geosched.console.kinds import SIMULATION_RESULTS
 from geosched.core.errors import InputError
-from geosched.core.testing import fleet, network, node
 from geosched.policies import PlacementContext
 from geosched.simulate import PolicyResult, TraceJob, simulate
 from geosched.simulate.report import rows, to_csv
+from tests.handmade import fleet, network, node
 
 TRACES = Path(__file__).parent / "data" / "traces"
 SUMMARY = ["policy", "avg_jct_s", "p95_jct_s", "makespan_s", "avg_queue_s", "gpu_util", "cost_usd", "kgco2e",

@@ -14,7 +14,6 @@ import pytest
 
 from geosched import policies
 from geosched.core.models import HOUR_S, CarbonSignal, Fleet, Job, LinkStats, Node, Placement, Schedule, Weights
-from geosched.core.testing import fleet, network, node
 from geosched.grid.carbon import GridInput, contexts_by_hour, grid_history
 from geosched.grid.forecast import Method
 from geosched.grid.formats import Basis
@@ -26,6 +25,7 @@ from geosched.simulate.fleets import GEO_US_ZONES, geo_fleet
 from geosched.simulate.llm import llm_trace
 from geosched.simulate.shifting import Flexibility, ShiftTiming, flexible, replay, sole_domain
 from geosched.simulate.traces.model import TraceJob
+from tests.handmade import fleet, network, node
 
 ZONES = ("US-MIDA-PJM", "US-CENT-SWPP", "US-NW-PACW")  # the grids of geo-us's three regions (shipped map)
 

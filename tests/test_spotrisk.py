@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from geosched import policies
-from geosched.core import testing
 from geosched.core.models import Fleet, Job, NetworkView, Placement, Pricing, Weights
 from geosched.policies import spotrisk
 from geosched.policies.spotrisk import Rework
 from geosched.providers.aws import volatility_signals
+from tests import handmade as testing
 
 DAY = 24 * 3600.0
 

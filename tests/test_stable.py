@@ -11,9 +11,9 @@ import pytest
 
 from benchmarks.bench_stable import run, scratch_decider, snapshot, stable_decider
 from geosched.core.models import Job, NodeState, Placement
-from geosched.core.testing import SLOW, fleet, network, node
 from geosched.policies import PlacementContext
 from geosched.policies.stable import KEPT, Current, Decision, Fate, Rebalance, Request, current_of, place_all
+from tests.handmade import SLOW, fleet, network, node
 
 
 def lab() -> PlacementContext:

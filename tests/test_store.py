@@ -106,8 +106,8 @@ def test_a_bad_snapshot_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_an_export_in_another_format_replaces_the_pair_so_a_reader_cannot_pick_an_old_file(tmp_path: Path) -> None:
-    from geosched.core.testing import fleet, network, node
     from geosched.store.db import read_snapshot
+    from tests.handmade import fleet, network, node
 
     snap = tmp_path / "snap"
     write_snapshot(snap, default_fleet(), default_network())

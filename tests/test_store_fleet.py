@@ -102,8 +102,8 @@ def test_an_empty_store_says_how_to_fill_it(site: Path) -> None:
 
 
 def test_cloud_machines_need_no_import_their_regions_are_in_the_catalog() -> None:
-    from geosched.core.testing import node
     from geosched.store.sources import with_nodes
+    from tests.handmade import node
 
     fleet = with_nodes(None, [node("g-1-0", "use1-az1", "us-east-1", provider="aws", gpu="A100")])
     assert list(fleet.regions) == ["aws:us-east-1"] and fleet.regions["aws:us-east-1"].grid_gco2e_per_kwh > 0

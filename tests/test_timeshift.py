@@ -18,13 +18,13 @@ import pytest
 
 from geosched import policies
 from geosched.core.models import HOUR_S, CarbonSignal, Job, Placement, Schedule, Weights
-from geosched.core.testing import fleet, network, node
 from geosched.grid.carbon import GridInput, grid_history
 from geosched.grid.forecast import Method
 from geosched.grid.formats import Basis
 from geosched.grid.shipped import shipped_series, shipped_text
 from geosched.policies import timeshift
 from geosched.store.db import write_snapshot
+from tests.handmade import fleet, network, node
 from tests.output_support import valid
 
 # A vanishing network weight, not 0: zone-first's lower bound multiplies it by an infinite delay (0 x inf).

@@ -173,8 +173,8 @@ def test_the_ignore_pattern_covers_temp_files_and_the_journal() -> None:
 
 
 def test_a_plot_replaces_a_link_at_its_path_instead_of_writing_through_it(tmp_path: Path) -> None:
-    from geosched.core.testing import fleet, network, node
     from geosched.plots.write import heatmap_plot
+    from tests.handmade import fleet, network, node
 
     target = tmp_path / "precious.png"
     target.write_bytes(b"not yours")

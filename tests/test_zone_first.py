@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from geosched.core.models import Job, NoFit, Placement, Weights
-from geosched.core.testing import INTER_REGION, LOSSY, SLOW, degrade, fleet, network, node
 from geosched.policies import PlacementContext, job_view, place
 from geosched.policies.capacity import CAPACITY_TOLERANCE
 from geosched.policies.exact import solve_exact
 from geosched.policies.scoring import evaluate
+from tests.handmade import INTER_REGION, LOSSY, SLOW, degrade, fleet, network, node
 
 
 def ctx_of(nodes, bad=None, carbon=None):

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from geosched.core.models import Fleet, NetworkView, pair_key
-from geosched.core.testing import SLOW, fleet, network, node
 from geosched.store.db import write_snapshot
+from tests.handmade import SLOW, fleet, network, node
 
 ROOT = Path(__file__).resolve().parents[2]
 AT = "2025-03-01T12:00:00Z"

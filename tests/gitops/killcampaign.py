@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geosched.core.testing import fleet, network
 from geosched.files import writes
 from geosched.files.fields import parse_time
 from geosched.gitops import render_tree
 from geosched.gitops.files import OWNED_PATTERNS
 from geosched.store.db import SNAPSHOT_LAYOUT, Store, write_snapshot
 from tests.gitops.gitops_support import AT, lab_fleet, tree_args, write_inputs, write_snapshot_files
+from tests.handmade import fleet, network
 from tests.kill import peak_rss_kib, run_killable
 
 Tree = dict[str, bytes]

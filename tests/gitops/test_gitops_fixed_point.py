@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geosched.core.models import NetworkView
-from geosched.core.testing import fleet, network, node
 from geosched.gitops.check import check_tree
 from geosched.gitops.render import render_tree
 from geosched.store.db import write_snapshot
+from tests.handmade import fleet, network, node
 
 EXAMPLE = ROOT / "examples" / "gitops"
 

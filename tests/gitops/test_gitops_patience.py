@@ -14,8 +14,8 @@ import yaml
 from gitops_support import CLUSTERS, gitops, tree_args
 
 from geosched.core.models import LinkStats, NetworkView, pair_key
-from geosched.core.testing import fleet, network, node
 from geosched.store.db import write_snapshot
+from tests.handmade import fleet, network, node
 
 CRAWL = LinkStats(rtt_p50_ms=3.0, rtt_p95_ms=5.0, loss=0.0, throughput_gbps=1.0)
 SUBMITTED = "2025-03-02T08:00:00Z"

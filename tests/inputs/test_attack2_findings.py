@@ -54,8 +54,8 @@ def test_two_downloads_decades_apart_are_refused_as_one_series(tmp_path: Path) -
 
 
 def test_a_forecast_of_regions_outside_the_fleet_makes_no_array_of_them(tmp_path: Path) -> None:
-    from geosched.core.testing import fleet, node
     from geosched.grid.carbon import grid_history, load_grid
+    from tests.handmade import fleet, node
 
     the_fleet = fleet([node("a", "us-east-1a", region="us-east-1")])
     (own,) = the_fleet.regions

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from geosched.core.testing import fleet, network, node
 from geosched.store.db import write_snapshot
 from tests.gitops import gitops_support
+from tests.handmade import fleet, network, node
 from tests.inputs.inputs_support import ROOT, geosched
 
 GOOD = ROOT / "tests" / "data" / "good"

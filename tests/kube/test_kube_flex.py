@@ -10,7 +10,6 @@ import pytest
 
 from geosched.core.errors import InputError
 from geosched.core.models import HOUR_S, CarbonSignal, Weights
-from geosched.core.testing import node
 from geosched.grid.carbon import GridInput, grid_history
 from geosched.grid.formats import Basis
 from geosched.grid.shipped import shipped_series
@@ -21,6 +20,7 @@ from geosched.kube.scheduler.decide import Decision, Refusal, View, decide
 from geosched.kube.scheduler.gangs import group
 from geosched.kube.scheduler.pods import pod_info
 from geosched.policies import PlacementContext
+from tests.handmade import node
 
 NOTES = {flex.RUNTIME: "3h", flex.START_WITHIN: "24h", flex.DEADLINE: "2023-06-11T08:00:00Z"}
 

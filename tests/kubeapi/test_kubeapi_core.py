@@ -9,7 +9,6 @@ import pytest
 
 from geosched.core.errors import InputError
 from geosched.core.models import Node
-from geosched.core.testing import node
 from geosched.kube import keys
 from geosched.kube.cluster_inventory import DEFAULT_GRID_GCO2E_PER_KWH, fleet_from_nodes, network_for
 from geosched.kube.objpath import At
@@ -21,6 +20,7 @@ from geosched.kube.scheduler.settings import parse_settings
 from geosched.kube.submit import job_state, placed_job
 from geosched.kube.tolerations import Taint
 from geosched.policies import PlacementContext
+from tests.handmade import node
 
 
 def pod(name: str, *, gpus: int = 8, labels: dict[str, str] | None = None, notes: dict[str, str] | None = None,

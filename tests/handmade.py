@@ -1,4 +1,5 @@
-"""Small hand-made fleets and network views whose right answers can be worked out by hand (tests, benchmarks)."""
+"""Small hand-made fleets and network views whose right answers can be worked out by hand (tests, benchmarks).
+Here, not in geosched: test fixtures stay out of the product wheel (issue 25 item 4)."""
 
 from __future__ import annotations
 
