@@ -10,8 +10,8 @@ from typing import Any
 
 import jsonschema
 
+from geosched.cli.schemas import WRITTEN
 from geosched.files.decl.base import OutputDocument
-from geosched.files.decl.schemas import WRITTEN
 
 SCHEMAS = Path(__file__).parent.parent / "docs" / "schemas"
 

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from pydantic import Field
 
+from geosched.cli.schemas import DECLARED, WRITTEN, schema_files
 from geosched.core.errors import InputError
 from geosched.files.decl.base import Declared, Refused, field_path, integer, number, one_line
-from geosched.files.decl.schemas import DECLARED, WRITTEN, schema_files
 
 ROOT = Path(__file__).parent.parent
 SCHEMAS = ROOT / "docs" / "schemas"
@@ -65,7 +65,7 @@ def load(path: Path) -> Any:
 def test_the_committed_schema_is_the_declarations(kind: str) -> None:
     name = f"{kind}.schema.json"
     assert (SCHEMAS / name).read_text(encoding="utf-8") == schema_files()[name], (
-        f"{name} is stale: run python -m geosched.console.kinds docs/schemas"
+        f"{name} is stale: run python -m geosched.cli.schemas docs/schemas"
     )
 
 

@@ -17,9 +17,9 @@ import yaml
 from typer.testing import CliRunner
 
 from geosched.cli.main import app
+from geosched.cli.schemas import WRITTEN
 from geosched.console.output import document
 from geosched.files.decl.base import OutputDocument
-from geosched.files.decl.schemas import WRITTEN
 from geosched.files.fields import dump
 from geosched.store.db import Store
 from tests.output_support import valid

@@ -15,8 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 from geosched.cli.main import app
+from geosched.cli.schemas import schema_files
 from geosched.console import kinds, render
-from geosched.console.kinds import schema_files
 from geosched.console.output import KINDS, NOT_DATA
 from tests.output_support import SCHEMAS, valid
 
@@ -69,7 +69,7 @@ def test_every_commands_help_shows_its_output_formats(tmp_path: Path) -> None:
 def test_the_committed_list_schemas_are_the_ones_the_kinds_write() -> None:
     for name, text in schema_files().items():
         assert (SCHEMAS / name).read_text(encoding="utf-8") == text, \
-            f"{name} is stale: run python -m geosched.console.kinds docs/schemas"
+            f"{name} is stale: run python -m geosched.cli.schemas docs/schemas"
 
 
 def test_no_schema_is_written_by_hand() -> None:

@@ -7,11 +7,7 @@ such as a placement) are declared in geosched.files.decl, which writes their sch
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-
-from geosched.console.output import KINDS, Column, ListKind
+from geosched.console.output import Column, ListKind
 
 C = Column
 
@@ -145,17 +141,3 @@ def report_columns(report: str, by: str, embodied: bool = False) -> tuple[Column
 # geosched.files.decl.
 DOCUMENTS = ("Placement", "NoFit", "SimulationReport", "ProbeRun", "ProvisionPlan", "ProvisionResult", "GangStatus",
              "SubmitOutcome", "CostReport", "CarbonReport")
-
-
-def schema_files() -> dict[str, str]:
-    """docs/schemas/<Kind>List.schema.json of every list kind and <Kind>.schema.json of every declared document
-    (geosched.files.decl), as written (the tests compare the committed files)."""
-    from geosched.files.decl import schemas  # pydantic: imported when schemas are written, never by `-h`
-
-    return {**{f"{kind}.schema.json": json.dumps(spec.schema(), indent=2) + "\n" for kind, spec in KINDS.items()},
-            **schemas.schema_files()}
-
-
-if __name__ == "__main__":  # python -m geosched.console.kinds docs/schemas
-    for name, text in schema_files().items():
-        Path(sys.argv[1], name).write_text(text, encoding="utf-8")

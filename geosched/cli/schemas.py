@@ -1,10 +1,18 @@
-"""The JSON Schema of every declared document, as docs/schemas holds it (`python -m geosched.console.kinds docs/schemas`
-writes them with the list kinds' schemas; the tests compare the committed files)."""
+"""Every JSON Schema in docs/schemas, as written (`python -m geosched.cli.schemas docs/schemas`; the tests compare the
+committed files): the list kinds' (geosched.console.kinds) and every declared document's (geosched.files.decl, and
+the settings declared beside their package: GitOps, clusters, scheduler, dispatcher).
+
+Here, in the CLI layer, because gathering them imports every package that declares one, the edges among them: in
+geosched.files.decl it made the input layer import gitops and kube (four declared exceptions to the layering, issue
+25 audit)."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
+from geosched.console.output import KINDS
 from geosched.files.decl.base import Document, OutputDocument
 from geosched.files.decl.fleet import FleetDoc
 from geosched.files.decl.inventory import InventoryDoc
@@ -41,6 +49,20 @@ WRITTEN: tuple[type[OutputDocument], ...] = (
 )
 
 
-def schema_files() -> dict[str, str]:
+def document_schemas() -> dict[str, str]:
+    """<Kind>.schema.json of every declared document."""
     schemas = [(d.KIND, d.schema_document()) for d in DECLARED] + [(d.KIND, d.schema_document()) for d in WRITTEN]
     return {f"{kind}.schema.json": json.dumps(schema, indent=2) + "\n" for kind, schema in schemas}
+
+
+def schema_files() -> dict[str, str]:
+    """docs/schemas/<Kind>List.schema.json of every list kind and <Kind>.schema.json of every declared document."""
+    from geosched.console import kinds  # noqa: F401  (registers the list kinds in KINDS)
+
+    return {**{f"{kind}.schema.json": json.dumps(spec.schema(), indent=2) + "\n" for kind, spec in KINDS.items()},
+            **document_schemas()}
+
+
+if __name__ == "__main__":  # python -m geosched.cli.schemas docs/schemas
+    for name, text in schema_files().items():
+        Path(sys.argv[1], name).write_text(text, encoding="utf-8")
