@@ -281,7 +281,11 @@ def place(
     waiting = None if waited is None else Waiting(float(waited))  # seconds: the callback parsed the duration
     result, shift = timeshift.place_in_time(job, ctx, history, when.timestamp(), policy, weights, waiting=waiting)
     notes = [*(grid.notes if grid is not None else ()), *carbon.notes]
-    if job.flexible and history is None:
+    late = timeshift.deadline_note(job, when.timestamp())
+    if late is not None:
+        notes.append(late)
+        render.warning(late)  # on stderr whatever the output format: the job's own promise is broken
+    elif job.flexible and history is None:
         notes.append(f"job {job.name} has a schedule but no --carbon-hourly was given: it starts now")
     from geosched.files.decl.placement import NoFitDoc, PlacementDoc
     start = None if shift is None else timeshift.shift_doc(shift, ctx)
