@@ -761,10 +761,10 @@ def usage_error(exc: typer.TyperException) -> str:
     """click's usage error as one line naming the option and the reason, and where the help is (instead of the
     boxed usage and error panel): `--cost-weight: Input should be greater than or equal to 0 (geosched place
     -h)`."""
-    from geosched.console.options import option_name
+    from geosched.console.options import bound_of_non_finite, option_name
     param = getattr(exc, "param", None)
     if isinstance(exc, typer.BadParameter) and param is not None and type(exc).__name__ != "MissingParameter":
-        message = f"{option_name(exc.ctx, param)}: {exc.message}"
+        message = f"{option_name(exc.ctx, param)}: {bound_of_non_finite(exc) or exc.message}"
     else:
         message = exc.format_message()
     ctx = getattr(exc, "ctx", None)
