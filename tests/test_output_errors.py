@@ -163,6 +163,19 @@ def test_an_export_over_a_directory_named_fleet_yaml_leaves_nothing_and_blocks_n
     assert sorted(listing(snap)) == ["fleet.yaml", "network.yaml"]
 
 
+@needs_mount
+def test_a_single_file_that_does_not_fit_leaves_no_directory_it_made(tmp_path: Path) -> None:
+    """`--out` into directories that do not exist yet (as `up --out clusters/x/ml/job.yaml` into a GitOps
+    repository), on a full disk: the file does not fit. Before: exit 1, and new/deeper/ left behind, empty."""
+    mount, empty = tmp_path / "mnt", tmp_path / "empty"
+    empty.mkdir()
+    out = mount / "new" / "deeper" / "report.json"
+    outcome = on_tmpfs(mount, empty, geosched_argv("report", "cost", "-o", "json", "--out", out), tmp_path / "home",
+                       full=True)
+    assert_failed_cleanly(outcome, out, "No space left on device")
+    assert outcome.listing == {}
+
+
 def test_report_out_a_directory_is_one_line(tmp_path: Path) -> None:
     """Before: a traceback (IsADirectoryError from the rename)."""
     (tmp_path / "report").mkdir()

@@ -13,7 +13,7 @@
 - **Durable**: fsync the file, rename it into place, fsync the directory (and the parent of a new directory).
 - **Failures are one line**: an OSError while writing (read-only or full file system, no permission, a
   directory where a file goes, a name too long) is an `OutputError` naming the path and the cause (exit 1),
-  and what the path held before is left whole.
+  what the path held before is left whole, and no directory the write created on the way is left.
 
 Sets of files that must agree (a snapshot's fleet and network, the GitOps tree and its index) go through
 `commit`, a redo journal: every new file is staged as a temp file, then the journal naming them is renamed
@@ -85,16 +85,27 @@ def write_file(path: Path, data: str | bytes, *, root: Path | None = None, mode:
     directories between it and the file are created as needed and must not be links."""
     root = path.parent if root is None else root
     parts = _relative(root, path)
-    with _failing(path), _directory(root, parts[:-1], create=True) as dfd:
-        name = parts[-1]
-        _sweep(dfd, name)
-        tmp = _stage(dfd, name, _bytes(data), mode)
-        try:
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            _unlink(dfd, tmp)
-            raise
-        os.fsync(dfd)
+    missing = _missing(root)
+    made: list[tuple[str, ...]] = []
+    try:
+        with _failing(path), _directory(root, parts[:-1], create=True, made=made) as dfd:
+            name = parts[-1]
+            _sweep(dfd, name)
+            tmp = _stage(dfd, name, _bytes(data), mode)
+            try:
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                _unlink(dfd, tmp)
+                raise
+            os.fsync(dfd)
+    except BaseException:
+        # A write that failed leaves no directory it made on the way (`up --out clusters/x/ml/job.yaml` on a full
+        # disk): the tree is as it was. Each only while empty, deepest first, from the root down without links.
+        _remove_made(root, made)
+        for directory in missing:
+            with suppress(OSError):
+                directory.rmdir()
+        raise
 
 
 def temp_name(name: str) -> str:
@@ -335,12 +346,29 @@ def _abandon(root: Path, journal: Journal, made: Sequence[tuple[str, ...]]) -> N
     (deepest first, each only while empty: another file in it now is someone else's)."""
     _drop_journal(root)
     _undo(root, journal)
+    _remove_made(root, made)
+
+
+def _remove_made(root: Path, made: Sequence[tuple[str, ...]]) -> None:
+    """Remove the directories below `root` a failed write created, deepest first, each only while empty (a file in
+    it now is someone else's), reached without following links. The root itself stays: a writer of a set holds
+    its lock on it, and a second writer waiting for that lock would go on in a removed directory."""
     for parts in sorted(made, key=len, reverse=True):
         with _in_directory(root, "/".join(parts)) as dfd:
             if dfd is not None:
                 with suppress(OSError):
                     os.rmdir(parts[-1], dir_fd=dfd)
                     os.fsync(dfd)
+
+
+def _missing(root: Path) -> list[Path]:
+    """`root` and those of its parents that do not exist yet, deepest first: what creating it would make."""
+    out: list[Path] = []
+    here = root
+    while not os.path.lexists(here) and here != here.parent:
+        out.append(here)
+        here = here.parent
+    return out
 
 
 def _finish(root: Path, journal: Journal) -> None:
