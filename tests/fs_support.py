@@ -29,6 +29,10 @@ mnt = plan["mount"]
 os.makedirs(mnt, exist_ok=True)
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0700" % plan["size"], "tmpfs", mnt], check=True)
 shutil.copytree(plan["seed"], mnt, symlinks=True, dirs_exist_ok=True)
+if plan["room"] is not None:  # the seed's pages and `room` bytes more: a write further on fails with ENOSPC
+    st = os.statvfs(mnt)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    subprocess.run(["mount", "-o", "remount,size=%d" % (used + plan["room"]), mnt], check=True)
 fill = os.path.join(mnt, ".fill")
 if plan["full"]:
     fd = os.open(fill, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -45,6 +49,8 @@ if plan["read_only"]:
     subprocess.run(["mount", "-o", "remount,rw", mnt], check=True)
 if plan["full"]:
     os.unlink(fill)
+if plan["room"] is not None:
+    subprocess.run(["mount", "-o", "remount,size=%d" % plan["size"], mnt], check=True)
 after = [subprocess.run(argv, capture_output=True, text=True, env=plan["env"], cwd=plan["cwd"]).returncode
          for argv in plan["after"]]
 listing = {}
@@ -103,10 +109,11 @@ def env(home: Path) -> dict[str, str]:
 
 
 def on_tmpfs(mount: Path, seed: Path, argv: Sequence[str], home: Path, *, size: int = 16 << 20, full: bool = False,
-             read_only: bool = False, after: Sequence[Sequence[str]] = ()) -> Outcome:
+             room: int | None = None, read_only: bool = False, after: Sequence[Sequence[str]] = ()) -> Outcome:
     """Mount a tmpfs of `size` bytes at `mount` (in a mount namespace of the command's own), copy `seed` into it,
-    make it full or read-only, run `argv`, then `after` with the disk writable and free again."""
-    plan = {"mount": str(mount), "size": size, "seed": str(seed), "full": full, "read_only": read_only,
+    shrink it to what the seed takes and `room` bytes more (tmpfs counts whole pages) or make it full or
+    read-only, run `argv`, then `after` with the disk writable and free again."""
+    plan = {"mount": str(mount), "size": size, "seed": str(seed), "full": full, "room": room, "read_only": read_only,
             "argv": list(argv), "env": env(home), "cwd": str(ROOT), "after": [list(a) for a in after]}
     done = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-c", DRIVER,
                            json.dumps(plan)], capture_output=True, text=True, timeout=300)

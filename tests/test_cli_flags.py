@@ -95,6 +95,33 @@ def test_a_usage_error_is_one_line_naming_the_option(tmp_path: Path, args: tuple
     assert not set("╭╰│") & set(result.stderr) and "Traceback" not in result.stderr
 
 
+def float_settings() -> list[tuple[str, str]]:
+    """Every setting that gives a float option its default: (variable, option)."""
+    from geosched.console import settings_model
+    from geosched.console.settings import BY_KEY
+
+    return [(s.env, "--" + s.option.replace("_", "-")) for key, s in BY_KEY.items()
+            if s.option is not None and settings_model.field(key).annotation is float]
+
+
+def test_every_float_setting_is_a_float_option_of_place() -> None:
+    assert sorted(o for _, o in float_settings()) == ["--carbon-weight", "--cost-weight", "--network-weight",
+                                                      "--risk-weight", "--zone-tolerance"]
+
+
+@pytest.mark.parametrize("value", ["nan", "-inf"])
+def test_a_float_setting_that_is_not_finite_says_so(tmp_path: Path, value: str) -> None:
+    """The attack lane's N3: GEOSCHED_COST_WEIGHT=nan was told pydantic's "Input should be greater than or equal to
+    0" (typer checks an option's bounds before its callback, and NaN fails every bound). Every float setting, from
+    its variable and as its flag."""
+    for variable, option in float_settings():
+        for args, env in (((option, value), {}), ((), {variable: value})):
+            result = run("place", JOBS / "train-8.yaml", *args, home=tmp_path, **env)
+            source = f" (from ${variable})" if env else ""
+            assert result.returncode == 2 and result.stderr == \
+                f"error: {option}{source}: expected a finite number, got {value} (geosched place -h)\n", result.stderr
+
+
 def test_the_dispatchers_own_config_keeps_its_weights_unless_a_flag_or_variable_says_otherwise() -> None:
     from geosched.kube.multikueue.cli import dispatcher_weights
 

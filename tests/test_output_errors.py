@@ -78,6 +78,34 @@ def test_a_render_that_fails_on_a_full_disk_leaves_the_old_tree_whole(rendered: 
     assert outcome.listing == before and not temps(outcome.listing)
 
 
+@needs_mount
+def test_a_first_render_on_a_16_kib_tmpfs_leaves_the_directory_empty(rendered: Path, tmp_path: Path) -> None:
+    """Four pages: the journal and the first README fit, a later file does not. Before: exit 1 and the tree's
+    directories (clusters/east-a/ml, clusters/east-b, ...) left behind without a file in them."""
+    mount, empty = tmp_path / "mnt", tmp_path / "empty"
+    empty.mkdir()
+    outcome = on_tmpfs(mount, empty, render_argv(rendered, mount), tmp_path / "home", size=16 << 10)
+    assert_failed_cleanly(outcome, mount, "No space left on device")
+    assert "README.md" in outcome.stderr or ".yaml" in outcome.stderr, "did not fail half way: " + outcome.stderr
+    assert outcome.listing == {}
+
+
+@needs_mount
+@pytest.mark.parametrize("pages", [1, 2, 3])
+def test_an_update_that_runs_out_of_room_half_way_leaves_the_old_tree_byte_for_byte(rendered: Path, tmp_path: Path,
+                                                                                    pages: int) -> None:
+    """The update moves alpha to east-b (--rebalance: a new directory, a new file, a removal, a new index). With
+    room for the journal and one or two of those pages, it fails while staging or at the commit point itself
+    (the committed journal is the last page asked for). Before: at the commit point, the staged temp files and
+    the journal left in the tree; the new directory clusters/east-b/ml left at every size."""
+    mount = tmp_path / "mnt"
+    before = listing(rendered / "out")
+    argv = [*render_argv(rendered, mount), "--rebalance"]
+    outcome = on_tmpfs(mount, rendered / "out", argv, tmp_path / "home", room=pages * 4096)
+    assert_failed_cleanly(outcome, mount, "No space left on device")
+    assert outcome.listing == before  # taken right after the failure
+
+
 def test_a_render_cut_by_the_file_size_limit_half_way_leaves_the_old_tree(rendered: Path, tmp_path: Path) -> None:
     """RLIMIT_FSIZE lets the journal through and stops a manifest (EFBIG) after others are staged: the set is
     undone before its commit point. Before: a traceback, and the journal and temp files left behind."""
@@ -133,6 +161,19 @@ def test_an_export_over_a_directory_named_fleet_yaml_leaves_nothing_and_blocks_n
     shutil.rmtree(snap / "fleet.yaml")
     assert run(geosched_argv("snapshot", "export", snap), home).code == 0
     assert sorted(listing(snap)) == ["fleet.yaml", "network.yaml"]
+
+
+@needs_mount
+def test_a_single_file_that_does_not_fit_leaves_no_directory_it_made(tmp_path: Path) -> None:
+    """`--out` into directories that do not exist yet (as `up --out clusters/x/ml/job.yaml` into a GitOps
+    repository), on a full disk: the file does not fit. Before: exit 1, and new/deeper/ left behind, empty."""
+    mount, empty = tmp_path / "mnt", tmp_path / "empty"
+    empty.mkdir()
+    out = mount / "new" / "deeper" / "report.json"
+    outcome = on_tmpfs(mount, empty, geosched_argv("report", "cost", "-o", "json", "--out", out), tmp_path / "home",
+                       full=True)
+    assert_failed_cleanly(outcome, out, "No space left on device")
+    assert outcome.listing == {}
 
 
 def test_report_out_a_directory_is_one_line(tmp_path: Path) -> None:

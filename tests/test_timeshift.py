@@ -94,6 +94,32 @@ def test_the_deadline_binds_the_latest_start() -> None:
     late = replace(job, schedule=Schedule(3 * HOUR_S, deadline=AT + HOUR_S))  # cannot finish in time: now
     placed, none = timeshift.place_in_time(late, ctx, history, AT, weights=CARBON_ONLY)
     assert none is None and isinstance(placed, Placement)
+    assert timeshift.deadline_note(late, AT) == ("job flex cannot finish by its deadline 2023-06-10T09:00Z: it "
+                                                 "starts now (its predicted 3 h run ends 2023-06-10T11:00Z at the "
+                                                 "earliest)")
+    assert timeshift.deadline_note(job, AT) is None and timeshift.deadline_note(flexible(), AT) is None
+    exact = replace(job, schedule=Schedule(3 * HOUR_S, deadline=AT + 3 * HOUR_S))  # ends on the dot: kept
+    assert timeshift.deadline_note(exact, AT) is None
+
+
+def test_place_says_when_a_deadline_cannot_be_kept(tmp_path: Path) -> None:
+    """The attack lane's case (N1): a 6 h job due in 2000 placed in 2023. Before: placed to start now, exit 0,
+    not a word on stderr or in --explain."""
+    f, _ = two_regions()
+    write_snapshot(tmp_path / "snap", f, network(f))
+    (tmp_path / "ciso.csv").write_text(shipped_text("US-CAL-CISO"), encoding="utf-8")
+    (tmp_path / "job.yaml").write_text("name: flex\nworkers: 2\ngpus_per_worker: 8\ngpu: H100\n"
+                                       "schedule: {runtime: 6h, deadline: 2000-01-01T00:00:00Z}\n")
+    said = ("job flex cannot finish by its deadline 2000-01-01T00:00Z: it starts now (its predicted 6 h run ends "
+            "2023-06-01T06:00Z at the earliest)")
+    args = ["place", tmp_path / "job.yaml", "--snapshot", tmp_path / "snap", "--at", "2023-06-01T00:00:00Z"]
+    for extra in (["--carbon-hourly", tmp_path / "ciso.csv"], []):  # with a grid or without: the same words
+        explained = geosched(*args, *extra, "--explain", home=tmp_path)
+        assert explained.returncode == 0, explained.stderr
+        assert explained.stderr == f"warning: {said}\n" and said in explained.stdout
+        quiet = geosched(*args, *extra, "-o", "json", home=tmp_path)
+        assert quiet.returncode == 0 and quiet.stderr == f"warning: {said}\n"
+        valid(json.loads(quiet.stdout))
 
 
 def test_a_flat_grid_starts_now() -> None:

@@ -281,7 +281,11 @@ def place(
     waiting = None if waited is None else Waiting(float(waited))  # seconds: the callback parsed the duration
     result, shift = timeshift.place_in_time(job, ctx, history, when.timestamp(), policy, weights, waiting=waiting)
     notes = [*(grid.notes if grid is not None else ()), *carbon.notes]
-    if job.flexible and history is None:
+    late = timeshift.deadline_note(job, when.timestamp())
+    if late is not None:
+        notes.append(late)
+        render.warning(late)  # on stderr whatever the output format: the job's own promise is broken
+    elif job.flexible and history is None:
         notes.append(f"job {job.name} has a schedule but no --carbon-hourly was given: it starts now")
     from geosched.files.decl.placement import NoFitDoc, PlacementDoc
     start = None if shift is None else timeshift.shift_doc(shift, ctx)
@@ -757,10 +761,10 @@ def usage_error(exc: typer.TyperException) -> str:
     """click's usage error as one line naming the option and the reason, and where the help is (instead of the
     boxed usage and error panel): `--cost-weight: Input should be greater than or equal to 0 (geosched place
     -h)`."""
-    from geosched.console.options import option_name
+    from geosched.console.options import bound_of_non_finite, option_name
     param = getattr(exc, "param", None)
     if isinstance(exc, typer.BadParameter) and param is not None and type(exc).__name__ != "MissingParameter":
-        message = f"{option_name(exc.ctx, param)}: {exc.message}"
+        message = f"{option_name(exc.ctx, param)}: {bound_of_non_finite(exc) or exc.message}"
     else:
         message = exc.format_message()
     ctx = getattr(exc, "ctx", None)

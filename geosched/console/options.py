@@ -60,10 +60,38 @@ def finite(value: float | None) -> float | None:
     1e308 x a price overflows to infinity the same way."""
     from geosched.files.fields import MAX_NUMBER
     if value is not None and not math.isfinite(value):
-        raise typer.BadParameter(f"expected a finite number, got {value}")
+        raise typer.BadParameter(not_finite(value))
     if value is not None and abs(value) > MAX_NUMBER:
         raise typer.BadParameter(f"expected at most {MAX_NUMBER:g}, got {value:g}")
     return value
+
+
+def not_finite(value: object) -> str:
+    return f"expected a finite number, got {value}"
+
+
+# The bounds typer checks itself (an option's min and max, pydantic's ge/le), before the callback sees the value.
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
+def bound_of_non_finite(exc: Exception) -> str | None:
+    """The reason for a float option's usage error when its value is NaN or infinite: `finite`'s words. typer checks
+    the option's bounds before its callback runs, and NaN fails every bound (`-inf` the lower, `1e400` the upper),
+    so without this `--cost-weight nan` (or GEOSCHED_COST_WEIGHT=nan) was told "Input should be greater than or
+    equal to 0". None for any other error."""
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        first = errors()[0]
+        raw = first.get("input")
+        number = float(raw)
+    except (TypeError, ValueError, IndexError, AttributeError):
+        return None
+    if first.get("type") not in _BOUND_ERRORS or math.isfinite(number):
+        return None
+    return not_finite(raw)
 
 
 def complete_policy(incomplete: str) -> list[tuple[str, str]]:

@@ -307,6 +307,11 @@ class Schedule:
             latest = min(latest, self.deadline - self.runtime_s)
         return latest if math.isfinite(latest) else submitted
 
+    def misses_deadline(self, now: float) -> bool:
+        """Even a start at `now` ends after the deadline: the job starts now anyway (its slack is gone), and the
+        user is told (`geosched.policies.timeshift.deadline_note`)."""
+        return self.deadline is not None and now + self.runtime_s > self.deadline
+
 
 @dataclass(frozen=True, slots=True)
 class Job:

@@ -13,13 +13,16 @@
 - **Durable**: fsync the file, rename it into place, fsync the directory (and the parent of a new directory).
 - **Failures are one line**: an OSError while writing (read-only or full file system, no permission, a
   directory where a file goes, a name too long) is an `OutputError` naming the path and the cause (exit 1),
-  and what the path held before is left whole.
+  what the path held before is left whole, and no directory the write created on the way is left.
 
 Sets of files that must agree (a snapshot's fleet and network, the GitOps tree and its index) go through
 `commit`, a redo journal: every new file is staged as a temp file, then the journal naming them is renamed
 into place (the commit point), then the temp files are renamed over their targets and the journal removed.
 A run killed before the commit point leaves the old set (its temp files are removed by the next writer); a
-run killed after it is finished by the next writer (`recover`, which every writer of a set calls first).
+run killed after it is finished by the next writer (`recover`, which every writer of a set calls first). A run
+that fails (a full disk half way, the committed journal itself not fitting, a directory in the way) takes back
+everything it did: journal, temp files and the directories it created for them, so the tree holds the same
+files with the same bytes as before it (`_abandon`).
 Why a journal and not a new directory swapped in: the GitOps tree shares its root with files geosched does
 not own (the repository's README, Flux's `flux-system/`) and lives in Git, where a symlink swap would commit a
 symlink; a rename cannot replace a non-empty directory (only Linux's renameat2 can exchange two), and a
@@ -82,16 +85,27 @@ def write_file(path: Path, data: str | bytes, *, root: Path | None = None, mode:
     directories between it and the file are created as needed and must not be links."""
     root = path.parent if root is None else root
     parts = _relative(root, path)
-    with _failing(path), _directory(root, parts[:-1], create=True) as dfd:
-        name = parts[-1]
-        _sweep(dfd, name)
-        tmp = _stage(dfd, name, _bytes(data), mode)
-        try:
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            _unlink(dfd, tmp)
-            raise
-        os.fsync(dfd)
+    missing = _missing(root)
+    made: list[tuple[str, ...]] = []
+    try:
+        with _failing(path), _directory(root, parts[:-1], create=True, made=made) as dfd:
+            name = parts[-1]
+            _sweep(dfd, name)
+            tmp = _stage(dfd, name, _bytes(data), mode)
+            try:
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                _unlink(dfd, tmp)
+                raise
+            os.fsync(dfd)
+    except BaseException:
+        # A write that failed leaves no directory it made on the way (`up --out clusters/x/ml/job.yaml` on a full
+        # disk): the tree is as it was. Each only while empty, deepest first, from the root down without links.
+        _remove_made(root, made)
+        for directory in missing:
+            with suppress(OSError):
+                directory.rmdir()
+        raise
 
 
 def temp_name(name: str) -> str:
@@ -149,20 +163,22 @@ def commit(root: Path, files: Mapping[str, str | bytes], remove: Iterable[str] =
         # Named before they exist: a run killed while staging leaves a journal that lists what to remove.
         _write_journal(root, journal)
         swept: set[tuple[str, ...]] = set()
+        made: list[tuple[str, ...]] = []
         try:
             for rel, tmp in journal.write:
                 parts = targets[rel]
-                with _failing(root / rel), _directory(root, parts[:-1], create=True) as dfd:
+                with _failing(root / rel), _directory(root, parts[:-1], create=True, made=made) as dfd:
                     if parts[:-1] not in swept:  # once per directory: a tree may hold thousands of files
                         swept.add(parts[:-1])
                         _sweep(dfd)
                     _refuse_directory(dfd, parts[-1], root / rel)
                     _stage(dfd, parts[-1], _bytes(files[rel]), mode, tmp=tmp)
+            # The commit point. Inside the `try`: on a full disk this small write is as likely to fail as any.
+            _write_journal(root, Journal(True, journal.write, journal.remove))
         except BaseException:
             with suppress(OSError, InputError):
-                _undo(root, journal)  # before the commit point: the old set stays
+                _abandon(root, journal, made)  # the old set stays, and nothing of this run beside it
             raise
-        _write_journal(root, Journal(True, journal.write, journal.remove))
         _finish(root, journal)
 
 
@@ -321,6 +337,40 @@ def _undo(root: Path, journal: Journal) -> None:
     _drop_journal(root)
 
 
+def _abandon(root: Path, journal: Journal, made: Sequence[tuple[str, ...]]) -> None:
+    """Take back a `commit` of this process that failed (a full disk, a directory in the way): the tree is left as
+    it was before it, file for file. The journal goes first: if the failure came after the committed journal
+    reached the disk (its directory's fsync failed), removing a temp file before it would let the next writer
+    finish a set with files missing; if the journal cannot be removed, nothing else is touched and the next writer
+    finishes or undoes the set whole. Then the temp files, then the directories this run created for them
+    (deepest first, each only while empty: another file in it now is someone else's)."""
+    _drop_journal(root)
+    _undo(root, journal)
+    _remove_made(root, made)
+
+
+def _remove_made(root: Path, made: Sequence[tuple[str, ...]]) -> None:
+    """Remove the directories below `root` a failed write created, deepest first, each only while empty (a file in
+    it now is someone else's), reached without following links. The root itself stays: a writer of a set holds
+    its lock on it, and a second writer waiting for that lock would go on in a removed directory."""
+    for parts in sorted(made, key=len, reverse=True):
+        with _in_directory(root, "/".join(parts)) as dfd:
+            if dfd is not None:
+                with suppress(OSError):
+                    os.rmdir(parts[-1], dir_fd=dfd)
+                    os.fsync(dfd)
+
+
+def _missing(root: Path) -> list[Path]:
+    """`root` and those of its parents that do not exist yet, deepest first: what creating it would make."""
+    out: list[Path] = []
+    here = root
+    while not os.path.lexists(here) and here != here.parent:
+        out.append(here)
+        here = here.parent
+    return out
+
+
 def _finish(root: Path, journal: Journal) -> None:
     """Rename each staged file over its target and make the removals; idempotent (a target already renamed has
     no temp file left). An entry that cannot be finished (its directory is gone or has become a link, its
@@ -437,16 +487,18 @@ class _LinkOnTheWay(InputError):
 
 
 @contextmanager
-def _directory(root: Path, parts: Sequence[str], *, create: bool) -> Iterator[int]:
-    """A descriptor of root/parts, reached without following a link below `root`."""
-    fd = _walk(root, parts, create=create)
+def _directory(root: Path, parts: Sequence[str], *, create: bool,
+               made: list[tuple[str, ...]] | None = None) -> Iterator[int]:
+    """A descriptor of root/parts, reached without following a link below `root`; the directories it creates
+    are added to `made`."""
+    fd = _walk(root, parts, create=create, made=made)
     try:
         yield fd
     finally:
         os.close(fd)
 
 
-def _walk(root: Path, parts: Sequence[str], *, create: bool) -> int:
+def _walk(root: Path, parts: Sequence[str], *, create: bool, made: list[tuple[str, ...]] | None = None) -> int:
     if create:
         _make_root(root)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -456,6 +508,8 @@ def _walk(root: Path, parts: Sequence[str], *, create: bool) -> int:
             if create:
                 try:
                     os.mkdir(part, 0o777, dir_fd=fd)
+                    if made is not None:
+                        made.append(tuple(parts[:i + 1]))
                     os.fsync(fd)
                 except FileExistsError:
                     pass

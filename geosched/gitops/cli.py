@@ -104,6 +104,9 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
                      f"{len(changes.removed)} removed, {changes.unchanged} unchanged\n")
     for line in unmatched_pins(result):  # written anyway: the job's own constraint, which `check` fails on
         sys.stderr.write(f"warning: no node of the snapshot admits {line}\n")
+    for o in result.tree.outcomes:
+        if isinstance(o, Placed) and o.late is not None:
+            sys.stderr.write(one_line(f"warning: {o.spec.key}: {o.late}") + "\n")
 
 
 @app.command("check")

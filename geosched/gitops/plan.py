@@ -42,6 +42,8 @@ class Placed:
     """A flexible job held until this time (Unix seconds): rendered suspended (`geosched.kube.flex.hold`)."""
     submitted_at: float | None = None
     """When it was first held: what its `start_within` counts from on later renders."""
+    late: str | None = None
+    """Decided at this render past the point where its deadline could be kept (`timeshift.deadline_note`)."""
 
     @property
     def path(self) -> str:
@@ -110,9 +112,13 @@ def plan(inputs: TreeInputs, previous: Mapping[str, Current] | None = None,
             cluster = inputs.clusters[d.result.cluster or ""]
             start, submitted = starts.get(spec.key, (None, None))
             note = d.note if start is None else f"{d.note}; held until {flex.stamp(start)} for a greener grid"
+            # Only a job decided now: a kept one was placed by an earlier render, when its deadline may have held.
+            late = None if when is None or d.fate is Fate.KEPT else timeshift.deadline_note(spec.input.job, when)
+            note = note if late is None else f"{note}; {late}"
             # A job decided for another hour keeps that hour's score; it is decided again on every render.
             placement = d.result if start is not None else scored_alone(d.result, alone, config.weights, position)
-            out.append(Placed(spec, placement, cluster, namespace_of(spec, cluster), d.fate, note, start, submitted))
+            out.append(Placed(spec, placement, cluster, namespace_of(spec, cluster), d.fate, note, start, submitted,
+                              late))
         else:
             out.append(Unplaced(spec, d.result.reasons, "waiting for a healthy ring" if d.result.waiting else d.note))
     return tuple(out)

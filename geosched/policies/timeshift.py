@@ -368,6 +368,16 @@ def shift_lines(shift: Shift) -> list[str]:
     return lines
 
 
+def deadline_note(job: Job, when: float) -> str | None:
+    """What every path that decides a job at `when` says when its deadline cannot be kept any more (the job is
+    then placed to start now, as one without slack; `Window.of` gives it no window): None while it can."""
+    s = job.schedule
+    if s is None or s.deadline is None or not s.misses_deadline(when):
+        return None
+    return (f"job {job.name} cannot finish by its deadline {when_text(s.deadline)}: it starts now (its predicted "
+            f"{hours_text(s.runtime_s)} run ends {when_text(when + s.runtime_s)} at the earliest)")
+
+
 def place_in_time(job: Job, ctx: PlacementContext, history: GridHistory | None, when: float,
                   policy: str = policies.DEFAULT_POLICY, weights: Weights | None = None, explain: bool = True,
                   method: Method = Method.FORECAST, submitted: float | None = None, min_saving: float = MIN_SAVING,

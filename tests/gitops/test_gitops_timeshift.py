@@ -104,3 +104,10 @@ def test_past_its_latest_start_a_job_is_placed_as_any_other(tmp_path: Path) -> N
     late = gitops("render", *args, "--at", "2023-06-11T06:00:00Z")  # 3 h before the deadline: too late to wait
     assert late.returncode == 0, late.stderr
     assert "suspend" not in manifest(repo)["spec"]  # type: ignore[operator]
+    # Said on stderr and beside the decision (before: not a word); only by the render that decides it: once kept,
+    # it was placed by an earlier render.
+    said = ("job flex cannot finish by its deadline 2023-06-11T08:00Z: it starts now (its predicted 3 h run ends "
+            "2023-06-11T09:00Z at the earliest)")
+    assert late.stderr == f"warning: ml/flex: {said}\n" and f"ml/flex: new; {said}" in late.stdout
+    again = gitops("render", *args, "--at", "2023-06-11T07:00:00Z")
+    assert again.returncode == 0 and again.stderr == "" and said not in again.stdout

@@ -109,7 +109,13 @@ def test_scheduler_mode_binds_a_flexible_gang_at_its_hour_never_after_its_latest
     bound = decide(gang, view, weights=weights, grid=grid, now=held.held_until)
     assert isinstance(bound, Decision) and bound.zones == ("usw1-az1",)  # California, in its solar hours
     latest = datetime(2023, 6, 11, 5, tzinfo=UTC).timestamp()  # deadline 08:00 less the 3 h run
-    assert isinstance(decide(gang, view, weights=weights, grid=grid, now=latest), Decision)
+    on_time = decide(gang, view, weights=weights, grid=grid, now=latest)
+    assert isinstance(on_time, Decision) and on_time.late is None  # it ends at 08:00 on the dot
+    # An hour past its latest start: bound at once, and said so (before: bound without a word).
+    late = decide(gang, view, weights=weights, grid=grid, now=latest + HOUR_S)
+    assert isinstance(late, Decision) and late.late == ("job ml/flex cannot finish by its deadline 2023-06-11T08:00Z: "
+                                                       "it starts now (its predicted 3 h run ends 2023-06-11T09:00Z "
+                                                       "at the earliest)")
     assert isinstance(decide(gang, view, weights=weights), Decision)  # no grid: bound as any gang
     (bad,) = group([pod(f"b-{i}", i, {flex.START_WITHIN: "1h"}) for i in range(2)], [],
                    {("pod-group", "ml", "flex"): 2}, {})

@@ -639,6 +639,11 @@ def test_a_flexible_workload_is_nominated_in_its_window_never_after_its_deadline
     now[0] = datetime(2023, 6, 24, 6, 30, tzinfo=UTC)
     with dispatcher(world, FakeClock(), settings, grid=grid, wall=lambda: now[0]) as d:
         assert "default/job-late-3f9a2" in d.pass_once()
+        # Nominated at once, and told that its 3 h run cannot end by 08:00 (before: not a word).
+        wait_until(lambda: any(e["reason"] == "DeadlineMissed" for e in events_of(world, "late")), 10)
+    (missed,) = [e for e in events_of(world, "late") if e["reason"] == "DeadlineMissed"]
+    assert missed["type"] == "Warning" and "cannot finish by its deadline 2023-06-24T08:00Z: it starts now" in \
+        missed["message"]
 
 
 def test_a_gang_only_a_lossy_worker_holds_now_waits_for_a_healthy_ring_then_goes(world: MultiCluster,

@@ -304,3 +304,21 @@ def test_a_lease_in_a_missing_namespace_says_so(clusters: MultiCluster, cluster:
         one.stop()
     said = [r for r in caplog.records if "namespace nowhere does not exist" in r.getMessage()]
     assert len(said) == 1 and said[0].levelname == "ERROR"
+
+
+def test_a_gang_past_its_deadline_is_bound_and_told_so(clusters: MultiCluster, cluster: EmulatedCluster) -> None:
+    """Pods that declare a 6 h run due in 2000 (geosched.io/runtime, geosched.io/deadline): bound at once, as any
+    gang, with a Warning Event on each pod saying the deadline cannot be kept (before: bound without a word)."""
+    pod_group(cluster, "overdue", 2)
+    notes = {"annotations": {"geosched.io/runtime": "6h", "geosched.io/deadline": "2000-01-01T00:00:00Z"}}
+    pods = ["overdue-0", "overdue-1"]
+    for name in pods:
+        cluster.create(gang_pod(name, "overdue", extra=notes))
+    with scheduler(clusters):
+        wait_until(lambda: all_bound(cluster, pods) and len([e for e in cluster.list("v1/events")
+                                                             if e["reason"] == "DeadlineMissed"]) == 2,
+                   what="the gang bound and told")
+    missed = [e for e in cluster.list("v1/events") if e["reason"] == "DeadlineMissed"]
+    assert {e["involvedObject"]["name"] for e in missed} == set(pods)
+    assert all(e["type"] == "Warning" and "cannot finish by its deadline 2000-01-01T00:00Z: it starts now"
+               in e["message"] for e in missed)

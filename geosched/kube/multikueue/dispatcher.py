@@ -367,6 +367,10 @@ class Dispatcher:
                 return None
             nominated = tuple(order[:s.nominate])
             reason, best = "Nominated", ranking.fits[0]
+            late = timeshift.deadline_note(job, self.wall().timestamp())
+            if late is not None:  # said once, at its first nomination: a renomination is the same late start
+                log.warning("workload %s: %s", item.key, late)
+                self._event(item, "DeadlineMissed", late, warning=True)
         if not self.leading():
             return None
         # Held now, so the next Workload of this pass sees it taken; given back if the write fails.

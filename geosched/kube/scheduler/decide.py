@@ -54,6 +54,8 @@ class Decision:
     binds: tuple[Bind, ...]
     zones: tuple[str, ...]
     placement: Placement | None
+    late: str | None = None
+    """Bound although its deadline cannot be kept any more (`timeshift.deadline_note`): said on its pods."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ def decide(gang: Gang, view: View, policy: str = policies.DEFAULT_POLICY,
     placement: Placement | None = None
     binds: list[Bind] = []
     zones = bound_zones
+    late: str | None = None
     if workers:
         mask = np.ones(len(view.labels), dtype=bool)
         for req in {p.requirements for p in workers}:
@@ -141,6 +144,8 @@ def decide(gang: Gang, view: View, policy: str = policies.DEFAULT_POLICY,
         if errors:
             return Refusal(gang, errors[0])
         schedule = next((p.schedule for p in workers if p.schedule is not None), None)
+        if schedule is not None and now is not None:
+            late = timeshift.deadline_note(replace(job, schedule=schedule), now)
         gpus_per_worker = job.gpus_per_worker
         largest = _largest(workers)
         free = np.where(mask, view.free, 0)
@@ -174,7 +179,7 @@ def decide(gang: Gang, view: View, policy: str = policies.DEFAULT_POLICY,
             return Refusal(gang, f"no ready node in zone(s) {', '.join(zones)} suits {helper.key}",
                            releasable(gang))
         binds.append(Bind(helper, node))
-    return Decision(gang, tuple(binds), zones, placement)
+    return Decision(gang, tuple(binds), zones, placement, late)
 
 
 def held_reason(shift: timeshift.Shift) -> str:

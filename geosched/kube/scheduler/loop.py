@@ -321,6 +321,10 @@ class Scheduler:
             for b in result.bound:
                 self._event((b.pod,), "Scheduled", f"Successfully assigned {b.pod.key} to {b.node} "
                             f"(gang {gang.key}, zone {zones})")
+            if decision.late is not None:
+                log.warning("%s: gang %s: %s", self.kube.name, gang.key, decision.late)
+                self._event(tuple(b.pod for b in result.bound), "DeadlineMissed", f"gang {gang.key}: {decision.late}",
+                            warning=True)
             return True
         self.cache.forget(result.released)
         self.stats.rollbacks += 1
