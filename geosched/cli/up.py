@@ -130,6 +130,7 @@ def up_cmd(
                                              "like the rest.")] = 0,
     capacity_block: providers_cli.CapacityBlockOpt = None,
     buy_capacity_block: providers_cli.BuyCapacityBlockOpt = False,
+    capacity_block_starts_within: providers_cli.BlockStartsWithinOpt = 1.0,
     karpenter: providers_cli.KarpenterOpt = False,
     out: providers_cli.KarpenterOutOpt = None,
     ami: providers_cli.AmiOpt = "al2023",
@@ -224,7 +225,8 @@ def up_cmd(
             cloud_names, region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                             spot_risk=DEFAULT_WEIGHTS.spot_risk),
             Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join,
-            capacity_block=capacity_block, buy_capacity_block=buy_capacity_block)
+            capacity_block=capacity_block, buy_capacity_block=buy_capacity_block,
+            starts_within_h=capacity_block_starts_within)
     except Exception as exc:
         # Waiting for the nodes could not ask a cluster (nodejoin's API errors, an unreachable server): the
         # attempt's group is deleted already (launch.py); `down` makes sure of the rest of the gang.
@@ -236,6 +238,14 @@ def up_cmd(
     if not result.ok or result.group is None or result.target is None:
         render.error(result.message)
         raise typer.Exit(EXIT_NO_FIT)
+    if result.state == "scheduled":
+        # A Capacity Block that starts later: the group waits at 0 nodes and the cloud scales it at the start. `up`
+        # does not block for a day: the job is placed by `submit` once the nodes are Ready.
+        render.err.print(f"gang {result.gang}: {result.message}; {job.name} is not submitted: run `geosched submit "
+                         f"{job_file} --context {contexts.get(result.cluster) or result.cluster}` once the nodes are "
+                         f"Ready; `geosched down {result.gang}` deletes the node group (the block stays paid)",
+                         markup=False, highlight=False, soft_wrap=True)
+        return
     # The cluster the gang landed in (several --cluster: the first whose zone held it), and its context and cloud.
     landed, cloud = result.cluster, result.target.candidate.provider
     kube_context = contexts.get(landed) or landed

@@ -94,7 +94,7 @@ class GroupSettings:
 @dataclass(frozen=True)
 class GroupResult:
     gang: str
-    state: str  # ready or failed
+    state: str  # ready, scheduled (a group at 0 nodes until its Capacity Block starts: `starts_at`) or failed
     cluster: str
     target: Target | None
     group: str | None
@@ -102,10 +102,11 @@ class GroupResult:
     api_calls: int
     message: str
     skipped: tuple[Skipped, ...] = ()
+    starts_at: float | None = None  # scheduled: when the group's nodes come up (epoch seconds)
 
     @property
     def ok(self) -> bool:
-        return self.state == "ready"
+        return self.state in ("ready", "scheduled")
 
 
 @dataclass(frozen=True)
@@ -223,9 +224,13 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                                         capacity_type=target.capacity_type, name=name, nodes=request.nodes)
             budget = Budget(settings.active_timeout_s, settings.call_timeout_s)
             try:
-                _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
+                made = _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
                 _wait_active(backend, row, budget, settings)
-                if join is not None:
+                if made.starts_at is not None:
+                    # Its reservation starts later: the group waits at 0 nodes, scaled by the cloud at the start;
+                    # nothing joins now, so the run ends here rather than blocking until then.
+                    _schedule(backend, made, row, owner, request.nodes, budget, store, settings)
+                elif join is not None:
                     say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE; waiting for its {request.nodes} nodes to be "
                         f"Ready in cluster {cluster.name}")
                     join(NewGroup(cluster.name, backend.provider, what, name, request.nodes, c.zone))
@@ -258,6 +263,17 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                                  f"{note}")
                 raise
             calls += budget.calls
+            if made.starts_at is not None:
+                when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(made.starts_at))
+                message = (f"{what} {name} ACTIVE with 0 nodes in {c.zone} ({target.zone_name}) of cluster "
+                           f"{cluster.name}; its Capacity Block starts at {when}: its {request.nodes} nodes come "
+                           "up then (scheduled scaling)")
+                journal.finish_attempt(store, a.id, "launched", message=message, api_calls=budget.calls)
+                journal.set_gang(store, gang, "ready", attempt=a.id, message=message)  # `status`: scheduled
+                say(message)
+                return GroupResult(gang, "scheduled", cluster.name, target, name,
+                                   tuple(journal.attempts(store, gang)), calls, message, outside,
+                                   starts_at=made.starts_at)
             joined = f", its {request.nodes} nodes Ready" if join is not None else ""
             journal.finish_attempt(store, a.id, "launched", message=f"{what} {name} ACTIVE{joined}",
                                    api_calls=budget.calls)
@@ -312,7 +328,7 @@ def _precheck(precheck: Precheck, c: Candidate, nodes: int, settings: GroupSetti
 
 
 def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord, owner: str, nodes: int,
-            budget: Budget, store: Store, settings: GroupSettings) -> None:
+            budget: Budget, store: Store, settings: GroupSettings) -> Pool:
     try:
         made = call(lambda: backend.create(target, gang=a.gang, seq=a.seq, owner=owner, token=a.token, nodes=nodes,
                                            budget=budget, record=partial(block_journal.record, store, a)),
@@ -327,6 +343,18 @@ def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord
     groups_journal.mark(store, row.id, "created", arn=made.ident, note=made.note)
     if made.note:
         log.info("%s %s: %s", backend.kind, row.name, made.note)
+    return made
+
+
+def _schedule(backend: Backend, made: Pool, row: GroupRecord, owner: str, nodes: int, budget: Budget, store: Store,
+              settings: GroupSettings) -> None:
+    """Set the scaling of a group made at 0 nodes (`Backend.schedule`) and add what was set to its row's note. A
+    failure is the attempt's: the group is deleted (its 0 nodes cost nothing) and the caller fails over or stops."""
+    line = call(lambda: backend.schedule(made, cluster=row.cluster, owner=owner, nodes=nodes, budget=budget),
+                budget, settings.retry, sleep=settings.sleep)
+    current = groups_journal.group(store, row.id) or row
+    groups_journal.mark(store, row.id, "created", note="; ".join(n for n in (current.note, line) if n))
+    log.info("%s %s: %s", backend.kind, row.name, line)
 
 
 def _wait_active(backend: Backend, row: GroupRecord, budget: Budget, settings: GroupSettings) -> None:
