@@ -411,8 +411,10 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
         if dry_run or not targets:
             _show_nodegroup_plan(names, targets, nodegroup_sites.skipped(places), nodes, output, no_headers, dry_run)
             if buying and output.tabular:
-                render.err.print(f"with --buy-capacity-block, geosched would{buying[1:]}; a dry run reads no "
-                                 "offering", markup=False, highlight=False, soft_wrap=True)
+                render.err.print(f"with --buy-capacity-block, geosched would{buying[1:]}", markup=False,
+                                 highlight=False, soft_wrap=True)
+                for line in _block_quotes(places, nodes):
+                    render.err.print(line, markup=False, highlight=False, soft_wrap=True)
             if not targets:
                 render.error(f"no zone of cluster {names} holds {nodes} x {model}:{per_node} under these "
                              "constraints")
@@ -440,6 +442,28 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result
+
+
+def _block_quotes(places: Sequence[Site], nodes: int) -> list[str]:
+    """A dry run's Capacity Block lines: per zone of the plan (the first PLAN_ROWS), the block it would buy, its
+    start and its cost per hour (DescribeCapacityBlockOfferings, read only); one line saying why when the offerings
+    cannot be read (the rights, the network): the plan above stands."""
+    from geosched.providers.base import Budget, ProviderError
+    from geosched.providers.nodegroups import spec
+    from geosched.providers.nodegroups.eks import Eks
+
+    lines: list[str] = []
+    for p in places:
+        if not isinstance(p.backend, Eks):
+            continue
+        targets = [t for t in p.targets if isinstance(t, spec.Target)][:PLAN_ROWS]
+        budget = Budget(60.0, 30.0)
+        try:
+            lines.extend(q.line() for q in p.backend.quote(targets, nodes, budget))
+        except ProviderError as error:
+            lines.append(f"Capacity Block offerings of cluster {p.name} not read: {error.kind}: "
+                         f"{_plain(error.message)}")
+    return lines
 
 
 def _capacity_block(hours: int | None, buy: bool, nodes: int, pricing: PricingMode, provider: list[str],

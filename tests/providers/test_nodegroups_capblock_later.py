@@ -147,16 +147,22 @@ def test_a_scheduling_refused_deletes_the_group_and_buys_no_second_block(
 def test_the_cli_schedules_the_gang_says_when_and_status_and_down_follow(
         tmp_path: Path, cluster: EksCluster, proxy: Ec2FaultProxy, moto: MotoServer) -> None:
     start = day_after_tomorrow_1130()
-    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
+    offering = proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
     home = tmp_path / "home"
     common = ("provision", "--cluster", cluster.name, "--region", REGION, "--gpu", "A100:8", "--nodes", "2",
               "--capacity-block", "24", "--capacity-block-starts-within", "72")
     dry = run_cli(home, *common, "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert "starts within 72 h" in dry.stderr and "0 nodes until its start" in dry.stderr
+    # The offerings are read (not bought): per zone of the plan, the block's start and what it costs per hour.
+    when = time.strftime("%Y-%m-%d 11:30 UTC", time.gmtime(start))
+    assert (f"use1-az1 (us-east-1b): would buy {offering}, starting at {when} ($1,432.80 "
+            "up front for 24 h: $59.70/h for the 2 nodes, $29.85 per node-hour); the node group waits at 0 nodes "
+            "until then") in dry.stderr, dry.stderr
+    assert "use1-az2 (us-east-1c): no Capacity Block of this type and size offered in the next 8 weeks" in dry.stderr
+    assert proxy.capacity_reservations(REGION) == {} and cluster.groups() == {}
     made = run_cli(home, *common, "--buy-capacity-block", "--node-role", NODE_ROLE, "--yes", "--name", "cbl-cli")
     assert made.exit_code == 0, made.output
-    when = time.strftime("%Y-%m-%d 11:30 UTC", time.gmtime(start))
     assert f"starts at {when}" in made.stderr
     shown = run_cli(home, "status", "cbl-cli", "-o", "json")
     assert shown.exit_code == 0, shown.output
@@ -198,3 +204,14 @@ def test_up_on_a_later_block_returns_once_scheduled_and_submits_nothing(
     assert rows == [("train", pytest.approx(start))] * 2
     assert run_cli(home, "down", "cbl-up", "--yes").exit_code == 0
     assert cluster.groups() == {} and actions(moto, journal_owner(home), "cbl-up-1") == {}
+
+
+def test_a_dry_run_whose_offerings_cannot_be_read_says_so_and_shows_the_plan(
+        tmp_path: Path, cluster: EksCluster, proxy: Ec2FaultProxy) -> None:
+    proxy.inject(Ec2Fault.error("UnauthorizedOperation", "You are not authorized to perform this operation.",
+                                http_status=403), action="DescribeCapacityBlockOfferings", times="always")
+    dry = run_cli(tmp_path / "home", "provision", "--cluster", cluster.name, "--region", REGION, "--gpu", "A100:8",
+                  "--nodes", "2", "--capacity-block", "24", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert f"Capacity Block offerings of cluster {cluster.name} not read: auth: " in dry.stderr, dry.stderr
+    assert "use1-az1" in dry.stdout  # the plan itself stands

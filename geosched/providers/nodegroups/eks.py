@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -225,13 +225,7 @@ class Eks:
                                  "the gang, then run `up --name` with its name in that block's zone",
                                  code="CapacityBlockBought")
         now = self._clock()
-        asked = spec.offerings_request(c.instance_type, nodes, block, now)
-        answer = _call(budget, lambda: self._ec2.describe_capacity_block_offerings(**asked))
-        offers = [spec.BlockOffering(str(o["CapacityBlockOfferingId"]), str(o["AvailabilityZone"]),
-                                     str(o["InstanceType"]), int(o["InstanceCount"]),
-                                     int(o["CapacityBlockDurationHours"]), o["StartDate"].timestamp(),
-                                     o["EndDate"].timestamp(), float(o.get("UpfrontFee") or 0))
-                  for o in answer.get("CapacityBlockOfferings") or []]
+        offers = self._offerings(c.instance_type, nodes, block, now, budget)
         chosen = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes,
                                       now + block.start_within_h * 3600.0)
         if chosen is None:
@@ -261,6 +255,36 @@ class Eks:
         held_now = _held(got, chosen, chosen.upfront_usd)
         record(held_now)
         return self._bought, _block_note(got, chosen.upfront_usd), (held_now.start_at, held_now.end_at)
+
+    def _offerings(self, instance_type: str, nodes: int, block: spec.CapacityBlock, now: float,
+                   budget: Budget) -> list[spec.BlockOffering]:
+        """DescribeCapacityBlockOfferings for the gang's type and size over the next 8 weeks (every zone at once)."""
+        asked = spec.offerings_request(instance_type, nodes, block, now)
+        answer = _call(budget, lambda: self._ec2.describe_capacity_block_offerings(**asked))
+        return [spec.BlockOffering(str(o["CapacityBlockOfferingId"]), str(o["AvailabilityZone"]),
+                                   str(o["InstanceType"]), int(o["InstanceCount"]),
+                                   int(o["CapacityBlockDurationHours"]), o["StartDate"].timestamp(),
+                                   o["EndDate"].timestamp(), float(o.get("UpfrontFee") or 0))
+                for o in answer.get("CapacityBlockOfferings") or []]
+
+    def quote(self, targets: Sequence[spec.Target], nodes: int, budget: Budget) -> list[spec.Quote]:
+        """What `create` would buy in each target's zone, read and not bought (a dry run): one
+        DescribeCapacityBlockOfferings per instance type; the zone's offering starting within the window (the same
+        choice as `_block`), else its earliest later one, marked as refused."""
+        block = self.capacity_block
+        if block is None:
+            return []
+        now = self._clock()
+        read: dict[str, list[spec.BlockOffering]] = {}
+        out: list[spec.Quote] = []
+        for t in targets:
+            kind = t.candidate.instance_type
+            if kind not in read:
+                read[kind] = self._offerings(kind, nodes, block, now, budget)
+            within = spec.choose_offering(read[kind], t.zone_name, kind, nodes, now + block.start_within_h * 3600.0)
+            offer = within or spec.choose_offering(read[kind], t.zone_name, kind, nodes)
+            out.append(spec.Quote(t, offer, within is not None, offer is not None and offer.start > now + LATER_THAN_S))
+        return out
 
     def _make_parts(self, parts: spec.Parts, tag_map: Mapping[str, str], budget: Budget) -> tuple[str, int]:
         """The placement group, then the launch template naming it; each found instead when a retried create

@@ -203,6 +203,35 @@ class BlockOffering:
     upfront_usd: float
 
 
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """A dry run's look at a zone's Capacity Blocks: the offering `create` would buy there (`buys`), or the zone's
+    earliest one that starts too late for the window (`buys` False), or none (`offer` None); `later`: it starts
+    more than an hour from now, so the group would wait at 0 nodes until then."""
+
+    target: Target
+    offer: BlockOffering | None
+    buys: bool
+    later: bool
+
+    def line(self) -> str:
+        """One line for the dry run: the zone, the block's start, its fee and what it costs per hour."""
+        where = f"{self.target.candidate.zone} ({self.target.zone_name})"
+        o = self.offer
+        if o is None:
+            return f"{where}: no Capacity Block of this type and size offered in the next 8 weeks"
+        from datetime import UTC, datetime
+
+        start = f"{datetime.fromtimestamp(o.start, UTC):%Y-%m-%d %H:%M} UTC"
+        per_hour = o.upfront_usd / o.hours if o.hours else 0.0
+        cost = (f"${o.upfront_usd:,.2f} up front for {o.hours} h: ${per_hour:,.2f}/h for the {o.count} nodes, "
+                f"${per_hour / max(o.count, 1):,.2f} per node-hour")
+        if not self.buys:
+            return f"{where}: the earliest block starts at {start}, later than --capacity-block-starts-within ({cost})"
+        wait = "; the node group waits at 0 nodes until then" if self.later else ""
+        return f"{where}: would buy {o.offering_id}, starting at {start} ({cost}){wait}"
+
+
 def block_problem(hours: int, nodes: int) -> str | None:
     """Why EC2 sells no Capacity Block of `nodes` instances for `hours`, or None."""
     if nodes not in BLOCK_COUNTS:
