@@ -188,7 +188,7 @@ class Eks:
         if not asgs:
             raise TransientError(f"node group {made.name} ACTIVE but EKS names no Auto Scaling group yet",
                                  code="NoAutoScalingGroup")
-        plan = spec.Schedule("", made.starts_at, made.ends_at, nodes)
+        plan = spec.Schedule(made.starts_at, made.ends_at, nodes)
         for asked in spec.schedule_requests(asgs[0], owner, made.name, plan):
             _call(budget, partial(self._autoscaling.put_scheduled_update_group_action, **asked), mutating=True)
         return (f"0 nodes until {_utc(plan.start)}, then {nodes} (scheduled action on Auto Scaling group "

@@ -158,7 +158,6 @@ class Schedule:
     """A group on a Capacity Block that starts after the group is created: 0 nodes until `start`, `nodes` from
     then, 0 again at `stop` (`STOP_BEFORE_END_S` before the block's `end`). Times are epoch seconds."""
 
-    reservation: str
     start: float
     end: float
     nodes: int
@@ -179,15 +178,17 @@ def action_names(owner: str, group: str) -> tuple[str, str]:
 def schedule_requests(asg: str, owner: str, group: str, s: Schedule) -> list[dict[str, Any]]:
     """boto3 `autoscaling.put_scheduled_update_group_action` for both actions on the group's Auto Scaling group
     (EC2 Auto Scaling API reference, PutScheduledUpdateGroupAction: AutoScalingGroupName, ScheduledActionName,
-    StartTime, MinSize, MaxSize, DesiredCapacity; one-time actions, no Recurrence)."""
+    StartTime, DesiredCapacity; one-time actions, no Recurrence). Only the desired capacity: the group's bounds
+    (min 0, max the gang) are the node group's own `scalingConfig`, which EKS keeps on the Auto Scaling group,
+    and the desired capacity is what EKS lets others set there (cluster-autoscaler sets it the same way)."""
     from datetime import UTC, datetime
 
     up, down = action_names(owner, group)
     return [
         {"AutoScalingGroupName": asg, "ScheduledActionName": up, "StartTime": datetime.fromtimestamp(s.start, UTC),
-         "MinSize": s.nodes, "MaxSize": s.nodes, "DesiredCapacity": s.nodes},
+         "DesiredCapacity": s.nodes},
         {"AutoScalingGroupName": asg, "ScheduledActionName": down, "StartTime": datetime.fromtimestamp(s.stop, UTC),
-         "MinSize": 0, "MaxSize": s.nodes, "DesiredCapacity": 0},
+         "DesiredCapacity": 0},
     ]
 
 
