@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from geosched.providers.config import ProviderSettings
     from geosched.providers.gang import Event, ProvisionResult
     from geosched.providers.nodegroups.backend import Backend, Target
-    from geosched.providers.nodegroups.launch import GroupResult, Join, Precheck
+    from geosched.providers.nodegroups.launch import GroupResult, Join, Precheck, Until
     from geosched.providers.nodegroups.sites import Site
     from geosched.providers.nodegroups.spec import CapacityBlock
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
@@ -377,7 +377,8 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
                          no_headers: bool, verbose: bool = False, show_result: bool = True,
                          join: Join | None = None, capacity_block: int | None = None,
-                         buy_capacity_block: bool = False, starts_within_h: float = 1.0) -> GroupResult | None:
+                         buy_capacity_block: bool = False, starts_within_h: float = 1.0,
+                         until: Until | None = None) -> GroupResult | None:
     """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
     returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own).
     `join` (up): a group counts once its nodes are Ready in the cluster, else the next zone is tried.
@@ -438,7 +439,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
 
         with _provision_log(ctx, gang, verbose, output):
             result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say, join=join,
-                                                       precheck=_quota_precheck(ctx, places, gang))
+                                                       precheck=_quota_precheck(ctx, places, gang), until=until)
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result

@@ -215,3 +215,93 @@ def test_a_dry_run_whose_offerings_cannot_be_read_says_so_and_shows_the_plan(
     assert dry.exit_code == 0, dry.output
     assert f"Capacity Block offerings of cluster {cluster.name} not read: auth: " in dry.stderr, dry.stderr
     assert "use1-az1" in dry.stdout  # the plan itself stands
+
+
+def group_nodes_register(kube: object, group: str, nodes: int) -> None:
+    """What the scale-up at the block's start brings: the group's instances booted and their kubelets registered,
+    Ready, with the label EKS gives a managed node group's nodes (eks.amazonaws.com/nodegroup)."""
+    from tests.kubeemu import node_manifest
+
+    for i in range(nodes):
+        kube.create(node_manifest(  # type: ignore[attr-defined]
+            f"ip-10-40-0-{10 + i}.ec2.internal", region=REGION, zone=ZONES["use1-az1"], instance_type=TYPE,
+            gpu_product="NVIDIA-A100-SXM4-40GB", gpus=8,
+            labels={"eks.amazonaws.com/nodegroup": group}))
+
+
+@pytest.mark.parametrize("nodes_come", [True, False])
+def test_waiting_for_the_block_joins_its_nodes_at_the_start(
+        tmp_path: Path, store: Store, cluster: EksCluster, proxy: Ec2FaultProxy, moto: MotoServer,
+        nodes_come: bool) -> None:
+    """`up --wait-for-block`: the actions are set first; the run then waits until the block's start (`until`, here
+    not sleeping: it registers the group's nodes in the emulated cluster as the scale-up would), then for the nodes
+    to be Ready (the same join as `up`, against the project's Kubernetes API emulator over HTTP). Nodes that never
+    come are the zone's NotJoined: the group is deleted, and no second block is bought."""
+    from geosched.cli.up import _Joiner
+    from geosched.providers.nodegroups.launch import provision_across
+    from geosched.providers.nodegroups.sites import site
+    from tests.kubeemu import MultiCluster
+
+    start = day_after_tomorrow_1130()
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az2"], TYPE, 2, 24, FEE, start=start)
+    (tmp_path / "kube").mkdir()
+    with MultiCluster(1, names=[cluster.name], directory=tmp_path / "kube") as mc:
+        asked: list[tuple[float, int]] = []
+
+        def until(at: float) -> None:
+            asked.append((at, len(actions(moto, journal.owner(store), "cbl-wait-1"))))
+            if nodes_come:
+                group_nodes_register(mc[cluster.name], "cbl-wait-1", 2)
+
+        eks = Eks(REGION, node_role=NODE_ROLE, capacity_block=spec.CapacityBlock(24, 72.0))
+        plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, store)
+        place = site(plan, eks, read_cluster(eks, cluster.name, fast()))
+        result = provision_across(plan, (place,), store, gang="cbl-wait", settings=fast(),
+                                  join=_Joiner({}, mc.kubeconfig, 1.0), until=until)
+    assert asked == [(pytest.approx(start), 2)]  # waited for the block's start, its two actions already set
+    if nodes_come:
+        assert (result.state, result.group) == ("ready", "cbl-wait-1"), result.message
+        assert result.message.endswith("its 2 nodes Ready")
+        assert down(store, "cbl-wait", settings=fast()).errors == ()
+    else:
+        assert not result.ok
+        [first, second] = [a for a in journal.attempts(store, "cbl-wait") if a.outcome != "skipped"][:2]
+        assert (first.outcome, first.error_code) == ("rolled-back", "NodesNotReady")
+        assert second.error_code == "CapacityBlockBought"
+        assert proxy.log.count(method="PurchaseCapacityBlock") == 1
+    assert cluster.groups() == {}
+    assert actions(moto, journal.owner(store), "cbl-wait-1") == {}
+
+
+def test_up_wait_for_block_sleeps_until_the_start_then_joins(tmp_path: Path, cluster: EksCluster,
+                                                             proxy: Ec2FaultProxy, moto: MotoServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flag's wiring: `up --wait-for-block` waits (its sleeper replaced, so no day passes) for the block's start
+    and then joins; here no node comes, so the zone fails as any group whose nodes never joined and nothing is
+    left. Without the flag the same `up` returns at once, scheduled (test above)."""
+    from geosched.cli import up as up_cli
+    from geosched.core.errors import EXIT_BAD_INPUT, EXIT_NO_FIT
+    from tests.kubeemu import MultiCluster
+
+    start = day_after_tomorrow_1130()
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
+    slept: list[float] = []
+    monkeypatch.setattr(up_cli, "sleep_until", slept.append)
+    job = tmp_path / "train.yaml"
+    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    (tmp_path / "kube").mkdir()
+    home = tmp_path / "home"
+    with MultiCluster(1, names=[cluster.name], directory=tmp_path / "kube") as mc:
+        result = run_cli(home, "up", str(job), "--cluster", cluster.name, "--region", REGION, "--node-role",
+                         NODE_ROLE, "--kubeconfig", str(mc.kubeconfig), "--capacity-block", "24",
+                         "--capacity-block-starts-within", "72", "--buy-capacity-block", "--wait-for-block",
+                         "--join-timeout", "1", "--yes", "--name", "cbl-slept")
+    assert result.exit_code == EXIT_NO_FIT, result.output
+    assert slept == [pytest.approx(start)]
+    assert "0 of 2 nodes of node group cbl-slept-1" in result.output, result.output
+    assert cluster.groups() == {} and actions(moto, journal_owner(home), "cbl-slept-1") == {}
+    refused = run_cli(home, "up", str(job), "--cluster", cluster.name, "--region", REGION, "--wait-for-block")
+    assert refused.exit_code == EXIT_BAD_INPUT
+    assert str(refused.exception).startswith("--wait-for-block: waits for the start of the Capacity Block")

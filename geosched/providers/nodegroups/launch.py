@@ -136,6 +136,8 @@ class NewGroup:
 
 # Waits until the group's nodes are Ready in the cluster; raises `NotJoined` when they are not by its deadline.
 Join = Callable[[NewGroup], None]
+# Blocks until the given epoch time (`up --wait-for-block`: a group made ahead of its Capacity Block).
+Until = Callable[[float], None]
 # The account's quota for `nodes` of the candidate, read before anything is created (the machine providers'
 # `check_quota`: AWS Service Quotas' vCPU limit, GCP's regional GPU metric and GPUS_ALL_REGIONS); raises
 # `QuotaError` when the gang would exceed it. A quota it cannot read is not a refusal.
@@ -166,14 +168,16 @@ def provision(plan: Plan, cluster: Any, backend: Backend, store: Store, *, gang:
 
 def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: str,
                      settings: GroupSettings = GroupSettings(), notify: Notify | None = None,
-                     join: Join | None = None, precheck: Precheck | None = None) -> GroupResult:
+                     join: Join | None = None, precheck: Precheck | None = None,
+                     until: Until | None = None) -> GroupResult:
     """Create the gang's node group (pool) in the first zone of the plan that one of the clusters holds: the
     clusters in `sites.ordered` order, each zone by zone, so the next cluster is tried only when every zone of the
     one before refused (sites.py). What a failed attempt created is deleted before the next; the blocks a refusal
     leaves (a zone out of capacity) hold in every cluster, as the zone's capacity is the cloud's, not a cluster's.
     With `join`, a group counts only once its nodes are Ready in the cluster (`NotJoined`: the next zone). With
     `precheck`, a zone whose quota the gang exceeds is refused before any call that creates (`QuotaError`: the
-    region's market, as for machines)."""
+    region's market, as for machines). A group made ahead of its Capacity Block ends the run `scheduled`, unless
+    `until` (and `join`) are given: then `until` blocks until the block's start and the join follows."""
     say = notify or (lambda _line: None)
     request = plan.request
     if journal.gang_record(store, gang) is not None:
@@ -226,10 +230,19 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
             try:
                 made = _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
                 _wait_active(backend, row, budget, settings)
+                waited = False
                 if made.starts_at is not None:
                     # Its reservation starts later: the group waits at 0 nodes, scaled by the cloud at the start;
-                    # nothing joins now, so the run ends here rather than blocking until then.
+                    # nothing joins before, so the run ends here unless the caller waits (`until`).
                     _schedule(backend, made, row, owner, request.nodes, budget, store, settings)
+                    if join is not None and until is not None:
+                        say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE with 0 nodes; waiting until its Capacity Block "
+                            f"starts at {_utc(made.starts_at)}")
+                        until(made.starts_at)
+                        say(f"#{a.seq} {c.zone}: the block started; waiting for the {request.nodes} nodes of {what} "
+                            f"{name} to be Ready in cluster {cluster.name}")
+                        join(NewGroup(cluster.name, backend.provider, what, name, request.nodes, c.zone))
+                        waited = True
                 elif join is not None:
                     say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE; waiting for its {request.nodes} nodes to be "
                         f"Ready in cluster {cluster.name}")
@@ -263,8 +276,8 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                                  f"{note}")
                 raise
             calls += budget.calls
-            if made.starts_at is not None:
-                when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(made.starts_at))
+            if made.starts_at is not None and not waited:
+                when = _utc(made.starts_at)
                 message = (f"{what} {name} ACTIVE with 0 nodes in {c.zone} ({target.zone_name}) of cluster "
                            f"{cluster.name}; its Capacity Block starts at {when}: its {request.nodes} nodes come "
                            "up then (scheduled scaling)")
@@ -325,6 +338,10 @@ def _precheck(precheck: Precheck, c: Candidate, nodes: int, settings: GroupSetti
         log.info("quota of %s %s not read (%s: %s): the create decides", c.provider, c.region, error.kind,
                  error.message)
     return None
+
+
+def _utc(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
 
 
 def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord, owner: str, nodes: int,
