@@ -305,3 +305,18 @@ def test_up_wait_for_block_sleeps_until_the_start_then_joins(tmp_path: Path, clu
     refused = run_cli(home, "up", str(job), "--cluster", cluster.name, "--region", REGION, "--wait-for-block")
     assert refused.exit_code == EXIT_BAD_INPUT
     assert str(refused.exception).startswith("--wait-for-block: waits for the start of the Capacity Block")
+
+
+def test_down_without_the_right_to_read_scheduled_actions_still_deletes_a_blocks_group(
+        store: Store, cluster: EksCluster, proxy: Ec2FaultProxy) -> None:
+    """A group on a block that started within the hour never had actions, and AWS deletes a later block's with its
+    Auto Scaling group: a role without autoscaling:DescribeScheduledActions must not keep `down` from finishing."""
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE)  # starts in five minutes
+    assert run(store, cluster, "cbl-now", within_h=1.0).state == "ready"
+    looked = proxy.inject(Ec2Fault.error("AccessDenied", "User is not authorized to perform: "
+                                         "autoscaling:DescribeScheduledActions", http_status=403),
+                          action="DescribeScheduledActions", times="always")
+    gone = down(store, "cbl-now", settings=fast())
+    assert (gone.state, gone.errors) == ("terminated", ())
+    assert looked.hits == 1 and cluster.groups() == {}
+    assert cluster.ec2.describe_launch_templates()["LaunchTemplates"] == []
