@@ -24,6 +24,7 @@ With `--probe`, between 2 and 3 the links between the group's nodes are measured
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -130,6 +131,11 @@ def up_cmd(
                                              "like the rest.")] = 0,
     capacity_block: providers_cli.CapacityBlockOpt = None,
     buy_capacity_block: providers_cli.BuyCapacityBlockOpt = False,
+    capacity_block_starts_within: providers_cli.BlockStartsWithinOpt = 1.0,
+    wait_for_block: Annotated[bool, typer.Option(
+        "--wait-for-block", help="With a Capacity Block that starts later: keep running until its start (the "
+        "command sleeps; a day, often), then wait for the nodes (--join-timeout) and place the job as usual, "
+        "instead of returning once the node group is scheduled.")] = False,
     karpenter: providers_cli.KarpenterOpt = False,
     out: providers_cli.KarpenterOutOpt = None,
     ami: providers_cli.AmiOpt = "al2023",
@@ -178,6 +184,9 @@ def up_cmd(
     if spare_nodes and (provisioning_class is not None or karpenter):
         raise InputError("--spare-nodes", "", "sizes a managed node group geosched creates: not with --karpenter or "
                          "--provisioning-class")
+    if wait_for_block and capacity_block is None:
+        raise InputError("--wait-for-block", "", "waits for the start of the Capacity Block --capacity-block HOURS "
+                         "buys: use it with that")
     if (capacity_block is not None or buy_capacity_block) and (provisioning_class is not None or karpenter):
         raise InputError("--capacity-block", "", "buys capacity for a managed node group geosched creates: not with "
                          "--karpenter or --provisioning-class")
@@ -224,7 +233,8 @@ def up_cmd(
             cloud_names, region, Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                             spot_risk=DEFAULT_WEIGHTS.spot_risk),
             Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join,
-            capacity_block=capacity_block, buy_capacity_block=buy_capacity_block)
+            capacity_block=capacity_block, buy_capacity_block=buy_capacity_block,
+            starts_within_h=capacity_block_starts_within, until=sleep_until if wait_for_block else None)
     except Exception as exc:
         # Waiting for the nodes could not ask a cluster (nodejoin's API errors, an unreachable server): the
         # attempt's group is deleted already (launch.py); `down` makes sure of the rest of the gang.
@@ -236,6 +246,14 @@ def up_cmd(
     if not result.ok or result.group is None or result.target is None:
         render.error(result.message)
         raise typer.Exit(EXIT_NO_FIT)
+    if result.state == "scheduled":
+        # A Capacity Block that starts later: the group waits at 0 nodes and the cloud scales it at the start. `up`
+        # does not block for a day: the job is placed by `submit` once the nodes are Ready.
+        render.err.print(f"gang {result.gang}: {result.message}; {job.name} is not submitted: run `geosched submit "
+                         f"{job_file} --context {contexts.get(result.cluster) or result.cluster}` once the nodes are "
+                         f"Ready; `geosched down {result.gang}` deletes the node group (the block stays paid)",
+                         markup=False, highlight=False, soft_wrap=True)
+        return
     # The cluster the gang landed in (several --cluster: the first whose zone held it), and its context and cloud.
     landed, cloud = result.cluster, result.target.candidate.provider
     kube_context = contexts.get(landed) or landed
@@ -414,6 +432,13 @@ def _pin(provider: str, target: Target, class_name: str) -> tuple[provreq.Target
     return (provreq.Target(zone=target.zone_name, gpu_label=keys.INSTANCE_TYPE, gpu_value=c.instance_type,
                            class_name=class_name, tolerations=(provreq.EKS_GPU_TAINT,)),
             c.instance_type, f"{target.zone_name} ({c.zone})")
+
+
+def sleep_until(at: float) -> None:
+    """Block until epoch time `at` (wall clock: a Capacity Block starts at a UTC time), in steps of at most a
+    minute so a clock step or a suspended machine is caught up with."""
+    while (left := at - time.time()) > 0:
+        time.sleep(min(left, 60.0))
 
 
 class _Joiner:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from geosched.providers.config import ProviderSettings
     from geosched.providers.gang import Event, ProvisionResult
     from geosched.providers.nodegroups.backend import Backend, Target
-    from geosched.providers.nodegroups.launch import GroupResult, Join, Precheck
+    from geosched.providers.nodegroups.launch import GroupResult, Join, Precheck, Until
     from geosched.providers.nodegroups.sites import Site
     from geosched.providers.nodegroups.spec import CapacityBlock
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
@@ -167,8 +167,15 @@ KarpenterOutOpt = Annotated[Path | None, typer.Option(
 CapacityBlockOpt = Annotated[int | None, typer.Option(
     "--capacity-block", metavar="HOURS", min=24, help="With --cluster (EKS): run the node group on a Capacity Block "
     "for ML of HOURS (whole days up to 14, or whole weeks up to 182 days) bought in the zone chosen: the first zone "
-    "with an offering of the gang's type and size that starts within the hour. Needs --buy-capacity-block: the "
-    "block is paid up front and EC2 cannot cancel it.")]
+    "with an offering of the gang's type and size that starts within the hour (or "
+    "--capacity-block-starts-within). Needs --buy-capacity-block: the block is paid up front and EC2 cannot cancel "
+    "it.")]
+BlockStartsWithinOpt = Annotated[float, typer.Option(
+    "--capacity-block-starts-within", metavar="HOURS", min=0.0, max=8 * 7 * 24, help="With --capacity-block: buy "
+    "a block that starts within HOURS (up to 8 weeks; EC2 sells most from 11:30 UTC on a later day). A block that "
+    "starts more than an hour from now gets its node group at 0 nodes, scaled to the gang at the block's start and "
+    "to 0 forty minutes before its end (scheduled actions on the group's Auto Scaling group); the command returns "
+    "once they are set.")]
 BuyCapacityBlockOpt = Annotated[bool, typer.Option(
     "--buy-capacity-block", help="Consent to buy the Capacity Block --capacity-block asks for (its whole fee, up "
     "front, not refundable; `down` deletes the node group, not the block).")]
@@ -228,6 +235,7 @@ def provision_cmd(
     expire_after: ExpireAfterOpt = DEFAULT_EXPIRE_AFTER,
     capacity_block: CapacityBlockOpt = None,
     buy_capacity_block: BuyCapacityBlockOpt = False,
+    capacity_block_starts_within: BlockStartsWithinOpt = 1.0,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call and decision to stderr "
@@ -276,7 +284,8 @@ def provision_cmd(
         _provision_nodegroup(ctx, cluster, node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
                              Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
                              Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, yes, output,
-                             no_headers, verbose, capacity_block=capacity_block, buy_capacity_block=buy_capacity_block)
+                             no_headers, verbose, capacity_block=capacity_block, buy_capacity_block=buy_capacity_block,
+                             starts_within_h=capacity_block_starts_within)
         return
     settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr)
@@ -368,7 +377,8 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
                          rework: Rework, name: str | None, dry_run: bool, yes: bool, output: Output,
                          no_headers: bool, verbose: bool = False, show_result: bool = True,
                          join: Join | None = None, capacity_block: int | None = None,
-                         buy_capacity_block: bool = False) -> GroupResult | None:
+                         buy_capacity_block: bool = False, starts_within_h: float = 1.0,
+                         until: Until | None = None) -> GroupResult | None:
     """The node group gang (`provision --cluster`, and the first step of `up`): the plan shown on a dry run (None
     returned), else the group created and its result, shown unless `show_result` is off (`up` shows its own).
     `join` (up): a group counts once its nodes are Ready in the cluster, else the next zone is tried.
@@ -386,7 +396,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
 
     if name:
         check_gang_name(name)
-    block = _capacity_block(capacity_block, buy_capacity_block, nodes, pricing, provider, dry_run)
+    block = _capacity_block(capacity_block, buy_capacity_block, nodes, pricing, provider, dry_run, starts_within_h)
     with Store(_home(ctx)) as store:
         plan, places, model, per_node = _nodegroup_sites(
             ctx, store, cluster_names, node_role, gpu, nodes, pricing, provider, regions, weights, rework, dry_run,
@@ -396,12 +406,16 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
         buying = "" if block is None else (
             f"; buy a Capacity Block of {nodes} x {targets[0].candidate.instance_type if targets else model} for "
             f"{block.hours} h in the first of these zones offering one that starts within "
-            f"{block.start_within_h:g} h (its fee up front: EC2 cannot cancel it)")
+            f"{block.start_within_h:g} h (its fee up front: EC2 cannot cancel it)"
+            + ("; a block starting more than an hour from now: the node group at 0 nodes until its start, "
+               "scaled then by scheduled actions" if block.start_within_h > 1 else ""))
         if dry_run or not targets:
             _show_nodegroup_plan(names, targets, nodegroup_sites.skipped(places), nodes, output, no_headers, dry_run)
             if buying and output.tabular:
-                render.err.print(f"with --buy-capacity-block, geosched would{buying[1:]}; a dry run reads no "
-                                 "offering", markup=False, highlight=False, soft_wrap=True)
+                render.err.print(f"with --buy-capacity-block, geosched would{buying[1:]}", markup=False,
+                                 highlight=False, soft_wrap=True)
+                for line in _block_quotes(places, nodes):
+                    render.err.print(line, markup=False, highlight=False, soft_wrap=True)
             if not targets:
                 render.error(f"no zone of cluster {names} holds {nodes} x {model}:{per_node} under these "
                              "constraints")
@@ -425,14 +439,36 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
 
         with _provision_log(ctx, gang, verbose, output):
             result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say, join=join,
-                                                       precheck=_quota_precheck(ctx, places, gang))
+                                                       precheck=_quota_precheck(ctx, places, gang), until=until)
     if show_result:
         _show_nodegroup_result(result, nodes, output, no_headers)
     return result
 
 
+def _block_quotes(places: Sequence[Site], nodes: int) -> list[str]:
+    """A dry run's Capacity Block lines: per zone of the plan (the first PLAN_ROWS), the block it would buy, its
+    start and its cost per hour (DescribeCapacityBlockOfferings, read only); one line saying why when the offerings
+    cannot be read (the rights, the network): the plan above stands."""
+    from geosched.providers.base import Budget, ProviderError
+    from geosched.providers.nodegroups import spec
+    from geosched.providers.nodegroups.eks import Eks
+
+    lines: list[str] = []
+    for p in places:
+        if not isinstance(p.backend, Eks):
+            continue
+        targets = [t for t in p.targets if isinstance(t, spec.Target)][:PLAN_ROWS]
+        budget = Budget(60.0, 30.0)
+        try:
+            lines.extend(q.line() for q in p.backend.quote(targets, nodes, budget))
+        except ProviderError as error:
+            lines.append(f"Capacity Block offerings of cluster {p.name} not read: {error.kind}: "
+                         f"{_plain(error.message)}")
+    return lines
+
+
 def _capacity_block(hours: int | None, buy: bool, nodes: int, pricing: PricingMode, provider: list[str],
-                    dry_run: bool) -> CapacityBlock | None:
+                    dry_run: bool, starts_within_h: float = 1.0) -> CapacityBlock | None:
     """`--capacity-block HOURS` checked before any call: an EKS cluster's on-demand gang of a size and duration
     EC2 sells, and the user's consent to buy (not needed for a dry run, which buys nothing)."""
     from geosched.core.errors import InputError
@@ -457,7 +493,7 @@ def _capacity_block(hours: int | None, buy: bool, nodes: int, pricing: PricingMo
         raise InputError("--buy-capacity-block", "", f"buying a Capacity Block of {nodes} nodes for {hours} h costs "
                          "its whole fee up front and EC2 cannot cancel it: add --buy-capacity-block to consent (or "
                          "--dry-run to see the plan)")
-    return CapacityBlock(hours)
+    return CapacityBlock(hours, starts_within_h)
 
 
 def _quota_precheck(ctx: typer.Context, places: Sequence[Site], gang: str) -> Precheck:
@@ -1031,7 +1067,7 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
             if record is None:
                 raise InputError("GANG", "", f"no gang {gang!r} in {store.path}")
             doc = GangStatusDoc.build(
-                gang=gang, state=record.state, message=record.message,
+                gang=gang, state=_gang_state(store, record), message=record.message,
                 attempts=attempt_docs(journal.attempts(store, gang)),
                 instances=[Instance.build(name=r.name, provider=r.provider, zone=r.zone, provider_id=r.provider_id,
                                           state=r.state, note=_plain(r.note or "") or None)
@@ -1051,8 +1087,8 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
             capacity_blocks = [b.row() for b in doc.capacity_blocks or ()]
 
             def table() -> None:
-                render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message
-                                                              else ""))
+                render.out.print(f"{gang}: {doc.state}" + (f": {_plain(record.message)}" if record.message
+                                                           else ""))
                 attempts_table("attempts", attempts, output is Output.WIDE)
                 if groups:
                     render.table("node groups", groups)
@@ -1069,6 +1105,17 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
     if output.tabular and not no_headers:
         # The Terraform modules' `owner` variable must be this id (see terraform/README.md).
         render.out.print(f"owner id of this store: {owner}")
+
+
+def _gang_state(store: Store, g: journal.GangRecord) -> str:
+    """The gang's state for `status GANG`: the journal's, except a node group gang waiting at 0 nodes for its
+    Capacity Block, which is `scheduled, starts at T` until the block's start."""
+    from geosched.providers.nodegroups import journal as nodegroup_journal
+
+    start = nodegroup_journal.scheduled_start(store, g.gang) if g.state == "ready" else None
+    if start is None:
+        return g.state
+    return f"scheduled, starts at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(start))}"
 
 
 def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
@@ -1088,8 +1135,10 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
     else:
         nodes_up, usd = len(billed), sum(r.usd_per_hour or 0.0 for r in billed)
         open_rows = len([r for r in rows if r.state in ("intent", "terminating")])
-    # A ready gang that lost machines (as the last refresh saw) says so.
-    state = "degraded" if g.state == "ready" and g.request and nodes_up < g.request.nodes else g.state
+    # A ready gang that lost machines (as the last refresh saw) says so; one waiting for its Capacity Block too.
+    scheduled = groups and nodegroup_journal.scheduled_start(store, g.gang) is not None
+    state = ("scheduled" if g.state == "ready" and scheduled else
+             "degraded" if g.state == "ready" and g.request and nodes_up < g.request.nodes else g.state)
     return {"gang": g.gang, "state": state,
             "provider": chosen.provider if chosen else None, "zone": chosen.zone if chosen else None,
             "instance_type": chosen.instance_type if chosen else None,

@@ -245,14 +245,18 @@ def test_a_purchase_whose_answer_was_lost_is_not_bought_again_in_the_next_zone(
 def test_a_report_charges_the_blocks_fee_spread_over_its_hours(store: Store, cluster: EksCluster,
                                                                 proxy: Ec2FaultProxy) -> None:
     """A group on a Capacity Block costs what was paid: the block's upfront fee (journalled with its purchase) over
-    its nodes and hours, not the catalog's on-demand price of its type."""
+    its nodes and hours, not the catalog's on-demand price of its type, from the block's start."""
     from geosched.report.report import report
 
     proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, 1432.80)
     result = run(store, cluster, "cb-fee")
     assert result.ok, result.message
     [row] = groups_journal.groups(store, gang="cb-fee")
-    at = row.created_at + 2 * 3600.0  # two hours of the group's two nodes
+    [block] = blocks.of_gang(store, "cb-fee")
+    # The double's block starts five minutes after the offering is asked for: no node runs before, so the nodes
+    # are charged from the block's start, not from the group's create.
+    assert block.start_at is not None and block.start_at > row.created_at
+    at = block.start_at + 2 * 3600.0  # two hours of the group's two nodes
     doc = json.loads(report(store, "cost", "job", output="json", now=at).text or "{}")
     [line] = [r for r in doc["rows"] if r["job"] == "cb-fee"]
     assert line["priced_from"] == "capacity-block"

@@ -46,12 +46,13 @@ def settings() -> GroupSettings:
                          retry=RetryPolicy(attempts=3, initial_s=0.02, max_s=0.1))
 
 
-def child(home: str, env: dict[str, str], cluster: str, gang: str, block_hours: int | None = None) -> None:
+def child(home: str, env: dict[str, str], cluster: str, gang: str, block_hours: int | None = None,
+          within_h: float = 1.0) -> None:
     """The provisioning process: what `geosched provision --cluster` runs, in a process of its own (with
-    `--capacity-block block_hours --buy-capacity-block` when given)."""
+    `--capacity-block block_hours --capacity-block-starts-within within_h --buy-capacity-block` when given)."""
     os.environ.update(env)
     with Store(Path(home)) as store:
-        block = spec.CapacityBlock(block_hours) if block_hours is not None else None
+        block = spec.CapacityBlock(block_hours, within_h) if block_hours is not None else None
         eks = Eks(REGION, node_role=NODE_ROLE, capacity_block=block)
         plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, store)
         provision(plan, read_cluster(eks, cluster, settings()), eks, store, gang=gang,
@@ -66,10 +67,10 @@ def row_in(home: Path, gang: str, state: str) -> Callable[[], bool]:
 
 
 def kill_when(home: Path, proxy: Ec2FaultProxy, cluster: EksCluster, gang: str, ready: Callable[[], bool],
-              limit_s: float = 60.0, block_hours: int | None = None) -> None:
+              limit_s: float = 60.0, block_hours: int | None = None, within_h: float = 1.0) -> None:
     """Run the provisioning process and SIGKILL it as soon as `ready()` holds."""
     proc: Any = multiprocessing.get_context("spawn").Process(
-        target=child, args=(str(home), aws_env(proxy.url), cluster.name, gang, block_hours))
+        target=child, args=(str(home), aws_env(proxy.url), cluster.name, gang, block_hours, within_h))
     proc.start()
     try:
         deadline = time.monotonic() + limit_s
@@ -228,3 +229,32 @@ def test_killed_while_the_purchase_is_held_names_the_offering(tmp_path: Path, pr
     [line] = result.blocks
     assert offering in line and "may have been bought" in line and "geosched-gang=k-buy" in line, line
     assert_clean(home, cluster, "k-buy", proxy)
+
+
+def test_killed_while_a_later_blocks_scheduled_action_is_held(tmp_path: Path, proxy: Ec2FaultProxy,
+                                                              cluster: EksCluster, moto: MotoServer) -> None:
+    """A Capacity Block that starts in two days: the group is ACTIVE at 0 nodes when the process dies, its first
+    scheduled action held by the server (forwarded to moto after the kill). `down` deletes the group and its
+    template, and the actions by name (AWS deletes them with the group's Auto Scaling group; moto keeps them apart,
+    so deleting them is what is checked); the ledger has no node-hour (no node runs before the block's start)."""
+    import boto3  # type: ignore[import-untyped]
+
+    start = (int(time.time() // 86400) + 2) * 86400 + 11.5 * 3600
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], "p4d.24xlarge", 2, 24, 1432.80, start=start)
+    held = proxy.inject(Ec2Fault.stall(2.0), action="PutScheduledUpdateGroupAction")
+    home = tmp_path / "home"
+    kill_when(home, proxy, cluster, "k-later", lambda: held.hits > 0, block_hours=24, within_h=72.0)
+    assert list(cluster.groups()) == ["k-later-1"]
+    deadline = time.monotonic() + 30.0
+    while proxy.log.count(method="PutScheduledUpdateGroupAction") == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)  # real sleep: the proxy forwards the held action to the real moto server on its own time
+    with Store(home) as store:
+        names = list(spec.action_names(journal.owner(store), "k-later-1"))
+    scaling = boto3.client("autoscaling", region_name=REGION, endpoint_url=moto.url, aws_access_key_id="testing",
+                           aws_secret_access_key="testing")
+    assert len(scaling.describe_scheduled_actions(ScheduledActionNames=names)["ScheduledUpdateGroupActions"]) == 1
+    assert_clean(home, cluster, "k-later", proxy)
+    assert scaling.describe_scheduled_actions(ScheduledActionNames=names)["ScheduledUpdateGroupActions"] == []
+    with Store(home) as store:
+        assert [i.end - i.start for i in ledger_intervals(store) if i.job == "k-later"] == [0.0, 0.0]
+    assert len(proxy.capacity_reservations(REGION)) == 1, "the block stays: EC2 cannot cancel it"

@@ -104,3 +104,24 @@ def test_the_group_names_its_own_template_and_the_template_only_its_placement_gr
     # HibernationOptions or TerminateInstances in a managed node group's template.
     assert data == {"Placement": {"GroupName": "geosched-o1-g-1"},
                     "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"}}
+
+
+def test_a_group_ahead_of_its_block_waits_at_zero_and_is_scaled_by_two_one_time_actions() -> None:
+    """EKS User Guide, capacity-blocks.html: desired 0 until the block is active, scaled to 0 more than 30 minutes
+    before its end; a block shorter than that margin (not sold: blocks last whole days) never stops before it
+    starts."""
+    from datetime import UTC, datetime
+
+    plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, None)
+    target = spec.targets(plan, CLUSTER)[0][0]
+    body = spec.create_request(target, gang="g", seq=1, owner="o1", token="g-1", nodes=2, node_role=NODE_ROLE,
+                               later=True)
+    assert body["scalingConfig"] == {"minSize": 0, "maxSize": 2, "desiredSize": 0}
+    start = datetime(2026, 12, 9, 11, 30, tzinfo=UTC).timestamp()
+    s = spec.Schedule(start, start + 24 * 3600, 2)
+    up, down = spec.schedule_requests("eks-asg", "o1", "g-1", s)
+    assert up == {"AutoScalingGroupName": "eks-asg", "ScheduledActionName": "geosched-o1-g-1-start",
+                  "StartTime": datetime(2026, 12, 9, 11, 30, tzinfo=UTC), "DesiredCapacity": 2}
+    assert down == {"AutoScalingGroupName": "eks-asg", "ScheduledActionName": "geosched-o1-g-1-stop",
+                    "StartTime": datetime(2026, 12, 10, 10, 50, tzinfo=UTC), "DesiredCapacity": 0}
+    assert spec.Schedule(start, start + 600, 2).stop == start

@@ -47,6 +47,10 @@ class Pool:
     nodes: int = 0
     failure: ProviderError | None = None  # for FAILED and DELETE_FAILED
     note: str | None = None  # what the create made beside the pool that the journal should say (a Capacity Block)
+    # A pool made at 0 nodes because its reservation starts later (an EC2 Capacity Block): when its nodes may come
+    # up and when the reservation ends (epoch seconds); `Backend.schedule` sets the scaling once it is ACTIVE.
+    starts_at: float | None = None
+    ends_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,11 @@ class Backend(Protocol):
         """Ask for the pool; `InUse` when one of its name exists, `RefusedRequest` when the request itself is
         refused (every zone would refuse it). Anything bought for it that outlives it (a Capacity Block) is told
         to `record` before the purchase and after its answer."""
+
+    def schedule(self, made: Pool, *, cluster: str, owner: str, nodes: int, budget: Budget) -> str:
+        """Pool `made` (ACTIVE at 0 nodes, `made.starts_at` set) grows to `nodes` at its reservation's start and
+        goes back to 0 before its end; the line the journal keeps. Only a backend whose `create` sets `starts_at`
+        is asked."""
 
     def describe(self, cluster: str, where: str, name: str, budget: Budget) -> Pool | None:
         """The pool, or None once the cloud no longer knows it."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -27,6 +27,7 @@ from geosched.providers import aws
 from geosched.providers.base import (
     GANG_TAG,
     OWNER_TAG,
+    AuthError,
     Budget,
     CapacityError,
     ProviderError,
@@ -53,6 +54,8 @@ PG_IN_USE = "InvalidPlacementGroup.InUse"
 LT_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 LT_GONE = frozenset({"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"})
 IN_USE = "ResourceInUseException"
+# A Capacity Block that starts later than this from the create gets its group at 0 nodes and scheduled scaling.
+LATER_THAN_S = 3600.0
 REQUEST_CODES = frozenset({"InvalidParameterException", "InvalidRequestException", "ClientException"})
 EKS_CODES: dict[str, type[ProviderError]] = {
     "ResourceLimitExceededException": QuotaError,
@@ -86,12 +89,20 @@ class Eks:
                               connect_timeout=min(10.0, call_timeout_s))
         self._eks = self._session.client("eks", region_name=region, config=self._config)
         self._ec2_client: Any = None  # only reading a cluster needs EC2: made then (a client costs ~0.3-1 s)
+        self._autoscaling_client: Any = None  # only a block that starts later needs it
 
     @property
     def _ec2(self) -> Any:
         if self._ec2_client is None:
             self._ec2_client = self._session.client("ec2", region_name=self.region, config=self._config)
         return self._ec2_client
+
+    @property
+    def _autoscaling(self) -> Any:
+        if self._autoscaling_client is None:
+            self._autoscaling_client = self._session.client("autoscaling", region_name=self.region,
+                                                            config=self._config)
+        return self._autoscaling_client
 
     @staticmethod
     def default_region() -> str | None:
@@ -143,28 +154,58 @@ class Eks:
         tag_map = spec.tags(gang, owner, token)
         note = None
         template: tuple[str, int] | None = None
+        dates: tuple[float | None, float | None] = (None, None)
         if target.block is not None:
-            reservation, note = self._block(target, target.block, nodes, tag_map, budget, record or _unrecorded)
+            reservation, note, dates = self._block(target, target.block, nodes, tag_map, budget,
+                                                   record or _unrecorded)
             block_parts = spec.Parts(spec.part_name(owner, name), placement=False)
             template = self._make_template(spec.block_template_request(
                 block_parts, reservation, target.candidate.instance_type, tag_map), block_parts, budget)
         else:
             parts = spec.parts(target.candidate.instance_type, nodes, owner, name)
             template = None if parts is None else self._make_parts(parts, tag_map, budget)
+        # A block that starts more than an hour from now (EC2 sells most from 11:30 UTC on a later day): the group
+        # is made at 0 nodes and scaled at the block's start (`schedule`). One within the hour gets the group at
+        # full size at once, as before: its start passes while EKS creates the group, and EC2 Auto Scaling refuses
+        # a scheduled action in the past (API reference, PutScheduledUpdateGroupAction).
+        start, end = dates
+        later = start is not None and end is not None and start > self._clock() + LATER_THAN_S
         request = spec.create_request(target, gang=gang, seq=seq, owner=owner, token=token, nodes=nodes,
-                                      node_role=self.node_role, launch_template=template)
+                                      node_role=self.node_role, launch_template=template, later=later)
         made = pool(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
-        return made if note is None else replace(made, note=note)
+        made = made if note is None else replace(made, note=note)
+        return replace(made, starts_at=start, ends_at=end) if later else made
+
+    def schedule(self, made: Pool, *, cluster: str, owner: str, nodes: int, budget: Budget) -> str:
+        """The group's Auto Scaling group (DescribeNodegroup resources.autoScalingGroups, which EKS fills once the
+        group is ACTIVE) gets two one-time scheduled actions (`spec.schedule_requests`): `nodes` at the block's
+        start, 0 `spec.STOP_BEFORE_END_S` before its end. Put again on a retry: PutScheduledUpdateGroupAction
+        creates or updates the action of that name. Deleting the group deletes its Auto Scaling group and, with
+        it, the actions; `release` deletes any left by name."""
+        assert made.starts_at is not None and made.ends_at is not None
+        group = _call(budget, lambda: self._eks.describe_nodegroup(clusterName=cluster,
+                                                                   nodegroupName=made.name)["nodegroup"])
+        asgs = [str(a["name"]) for a in (group.get("resources") or {}).get("autoScalingGroups") or [] if a.get("name")]
+        if not asgs:
+            raise TransientError(f"node group {made.name} ACTIVE but EKS names no Auto Scaling group yet",
+                                 code="NoAutoScalingGroup")
+        plan = spec.Schedule(made.starts_at, made.ends_at, nodes)
+        for asked in spec.schedule_requests(asgs[0], owner, made.name, plan):
+            _call(budget, partial(self._autoscaling.put_scheduled_update_group_action, **asked), mutating=True)
+        return (f"0 nodes until {_utc(plan.start)}, then {nodes} (scheduled action on Auto Scaling group "
+                f"{asgs[0]}), 0 again from {_utc(plan.stop)} ({spec.STOP_BEFORE_END_S // 60} min before the block "
+                f"ends at {_utc(plan.end)})")
 
     def _block(self, target: spec.Target, block: spec.CapacityBlock, nodes: int, tag_map: Mapping[str, str],
-               budget: Budget, record: RecordBlock) -> tuple[str, str]:
+               budget: Budget, record: RecordBlock) -> tuple[str, str, tuple[float | None, float | None]]:
         """The Capacity Block the group runs on: one the gang holds already in this zone for this type and size
         (a create retried, a purchase whose answer was lost, an earlier run of the same gang name: found by the
         gang's and owner's tags), else the zone's offering bought now. Its reservation id and the journal's note.
         No offering in the zone is a `CapacityError` before anything is bought: the next zone is tried. A block the
         gang holds elsewhere (or one bought this run, or a purchase of unknown outcome) refuses a second purchase:
         a block is never refunded, so a failover must not buy another. `record` journals the block before the
-        purchase and after its answer (and a held block found), so a crash in between still leaves it named."""
+        purchase and after its answer (and a held block found), so a crash in between still leaves it named.
+        Also the block's start and end (epoch seconds, None when EC2 did not say)."""
         c = target.candidate
         held = _call(budget, lambda: self._ec2.describe_capacity_reservations(Filters=[
             {"Name": f"tag:{GANG_TAG}", "Values": [tag_map[GANG_TAG]]},
@@ -175,8 +216,9 @@ class Eks:
         for r in usable:
             if (r.get("AvailabilityZone"), r.get("InstanceType"), r.get("TotalInstanceCount")) == (
                     target.zone_name, c.instance_type, nodes):
-                record(_held(r, None, None))
-                return str(r["CapacityReservationId"]), _block_note(r, None)
+                found = _held(r, None, None)
+                record(found)
+                return str(r["CapacityReservationId"]), _block_note(r, None), (found.start_at, found.end_at)
         bought = self._bought or next((str(r["CapacityReservationId"]) for r in usable), None)
         if bought is not None:
             raise RefusedRequest(f"Capacity Block {bought} was bought for this gang already (in another zone, or of "
@@ -184,23 +226,15 @@ class Eks:
                                  "the gang, then run `up --name` with its name in that block's zone",
                                  code="CapacityBlockBought")
         now = self._clock()
-        asked = spec.offerings_request(c.instance_type, nodes, block, now)
-        answer = _call(budget, lambda: self._ec2.describe_capacity_block_offerings(**asked))
-        offers = [spec.BlockOffering(str(o["CapacityBlockOfferingId"]), str(o["AvailabilityZone"]),
-                                     str(o["InstanceType"]), int(o["InstanceCount"]),
-                                     int(o["CapacityBlockDurationHours"]), o["StartDate"].timestamp(),
-                                     o["EndDate"].timestamp(), float(o.get("UpfrontFee") or 0))
-                  for o in answer.get("CapacityBlockOfferings") or []]
+        offers = self._offerings(c.instance_type, nodes, block, now, budget)
         chosen = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes,
                                       now + block.start_within_h * 3600.0)
         if chosen is None:
             later = spec.choose_offering(offers, target.zone_name, c.instance_type, nodes)
-            # A block that starts later (EC2 sells most from 11:30 UTC on a later day) is not bought: its nodes
-            # cannot launch before its start, and scaling the group up at the start (the EKS User Guide's
-            # capacity-blocks-mng scheduled actions) is not implemented.
-            starts = (f"; the zone's earliest starts at {datetime.fromtimestamp(later.start, UTC):%Y-%m-%d %H:%M} UTC, "
-                      "later than geosched waits for (scheduled scaling at a block's start is not implemented)"
-                      if later is not None else "")
+            # A block that starts later than the user allowed (EC2 sells most from 11:30 UTC on a later day) is not
+            # bought: the line says when, and how to allow it (the group then waits at 0 nodes until the start).
+            starts = (f"; the zone's earliest starts at {_utc(later.start)}, later than --capacity-block-starts-within "
+                      "allows" if later is not None else "")
             raise CapacityError(f"no Capacity Block of {nodes} x {c.instance_type} for {block.hours} h starting "
                                 f"within {block.start_within_h:g} h is offered in {target.zone_name}{starts} "
                                 "(nothing was bought)", code="NoCapacityBlockOffering")
@@ -219,8 +253,39 @@ class Eks:
             self._bought = f"(offering {chosen.offering_id}, whose purchase's answer was lost)"
             raise
         self._bought = str(got["CapacityReservationId"])
-        record(_held(got, chosen, chosen.upfront_usd))
-        return self._bought, _block_note(got, chosen.upfront_usd)
+        held_now = _held(got, chosen, chosen.upfront_usd)
+        record(held_now)
+        return self._bought, _block_note(got, chosen.upfront_usd), (held_now.start_at, held_now.end_at)
+
+    def _offerings(self, instance_type: str, nodes: int, block: spec.CapacityBlock, now: float,
+                   budget: Budget) -> list[spec.BlockOffering]:
+        """DescribeCapacityBlockOfferings for the gang's type and size over the next 8 weeks (every zone at once)."""
+        asked = spec.offerings_request(instance_type, nodes, block, now)
+        answer = _call(budget, lambda: self._ec2.describe_capacity_block_offerings(**asked))
+        return [spec.BlockOffering(str(o["CapacityBlockOfferingId"]), str(o["AvailabilityZone"]),
+                                   str(o["InstanceType"]), int(o["InstanceCount"]),
+                                   int(o["CapacityBlockDurationHours"]), o["StartDate"].timestamp(),
+                                   o["EndDate"].timestamp(), float(o.get("UpfrontFee") or 0))
+                for o in answer.get("CapacityBlockOfferings") or []]
+
+    def quote(self, targets: Sequence[spec.Target], nodes: int, budget: Budget) -> list[spec.Quote]:
+        """What `create` would buy in each target's zone, read and not bought (a dry run): one
+        DescribeCapacityBlockOfferings per instance type; the zone's offering starting within the window (the same
+        choice as `_block`), else its earliest later one, marked as refused."""
+        block = self.capacity_block
+        if block is None:
+            return []
+        now = self._clock()
+        read: dict[str, list[spec.BlockOffering]] = {}
+        out: list[spec.Quote] = []
+        for t in targets:
+            kind = t.candidate.instance_type
+            if kind not in read:
+                read[kind] = self._offerings(kind, nodes, block, now, budget)
+            within = spec.choose_offering(read[kind], t.zone_name, kind, nodes, now + block.start_within_h * 3600.0)
+            offer = within or spec.choose_offering(read[kind], t.zone_name, kind, nodes)
+            out.append(spec.Quote(t, offer, within is not None, offer is not None and offer.start > now + LATER_THAN_S))
+        return out
 
     def _make_parts(self, parts: spec.Parts, tag_map: Mapping[str, str], budget: Budget) -> tuple[str, int]:
         """The placement group, then the launch template naming it; each found instead when a retried create
@@ -260,12 +325,37 @@ class Eks:
             delete = partial(self._ec2.delete_launch_template, LaunchTemplateId=str(template["LaunchTemplateId"]))
             if _call(budget, partial(_unless, LT_GONE, delete), mutating=True) is not None:
                 out.append(f"launch template {parts.name}")
+        if capacity_type == spec.CAPACITY_BLOCK:
+            out.extend(self._unschedule(owner, name, budget))
         if not parts.placement:
             return out
         gone = _call(budget, lambda: _unless({PG_GONE}, lambda: self._ec2.delete_placement_group(
             GroupName=parts.name), in_use=PG_IN_USE), mutating=True)
         if gone is not None:
             out.append(f"placement group {parts.name}")
+        return out
+
+    def _unschedule(self, owner: str, name: str, budget: Budget) -> list[str]:
+        """The group's scheduled actions (`schedule`), by name, once the group is gone: AWS deletes them with the
+        group's Auto Scaling group, so this finds none there; it deletes what a server keeping them apart from
+        their group would leave (moto does). DescribeScheduledActions takes the names without the group's."""
+        names = list(spec.action_names(owner, name))
+        try:
+            found = _call(budget, lambda: self._autoscaling.describe_scheduled_actions(ScheduledActionNames=names))
+        except AuthError as error:
+            # Without the right to look, nothing is left to fear on AWS (the actions went with the Auto Scaling
+            # group), and a group on a block that started within the hour never had any: `down` goes on.
+            log.info("scheduled actions of %s not looked for (%s): AWS deleted them with its Auto Scaling group",
+                     name, error.message)
+            return []
+        out: list[str] = []
+        for action in found.get("ScheduledUpdateGroupActions") or []:
+            if action.get("ScheduledActionName") not in names:
+                continue
+            _call(budget, partial(self._autoscaling.delete_scheduled_action,
+                                  AutoScalingGroupName=str(action["AutoScalingGroupName"]),
+                                  ScheduledActionName=str(action["ScheduledActionName"])), mutating=True)
+            out.append(f"scheduled action {action['ScheduledActionName']}")
         return out
 
     def describe(self, cluster: str, where: str, name: str, budget: Budget) -> Pool | None:
@@ -332,6 +422,10 @@ def _held(reservation: Mapping[str, Any], offer: spec.BlockOffering | None, upfr
                  offer.offering_id if offer else None, str(reservation["CapacityReservationId"]),
                  start.timestamp() if hasattr(start, "timestamp") else (offer.start if offer else None),
                  end.timestamp() if hasattr(end, "timestamp") else (offer.end if offer else None), upfront_usd)
+
+
+def _utc(at: float) -> str:
+    return f"{datetime.fromtimestamp(at, UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def _unrecorded(block: Block) -> None:

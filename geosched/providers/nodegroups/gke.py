@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from geosched.console import settings as settings_table
 from geosched.console.settings import environ
-from geosched.providers.base import AuthError, Budget, ProviderError, StallError, TransientError
+from geosched.providers.base import AuthError, Budget, ProviderError, StallError, TransientError, UnsupportedError
 from geosched.providers.nodegroups import backend, gkespec
 from geosched.providers.nodegroups.backend import InUse, Pool, RecordBlock, RefusedRequest, Target
 from geosched.providers.nodegroups.gkespec import Cluster
@@ -181,6 +181,10 @@ class Gke:
         except _Missing:
             return []
         return [str(p.name) for p in raw.node_pools]
+
+    def schedule(self, made: Pool, *, cluster: str, owner: str, nodes: int, budget: Budget) -> str:
+        """Never asked: GKE's `create` buys no reservation that starts later (`Pool.starts_at` stays None)."""
+        raise UnsupportedError(f"GKE node pool {made.name}: no scheduled scaling", code="NoSchedule")
 
     def release(self, name: str, *, owner: str, instance_type: str, nodes: int, budget: Budget,
                 capacity_type: str = "") -> list[str]:

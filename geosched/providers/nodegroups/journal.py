@@ -8,7 +8,8 @@ The usage ledger (`geosched.store.usage`) is written in the same transactions, o
 opened when the group is known to exist (`created`, or `deleting` for a group only intended that `down` found in
 the cluster), closed when it is `deleted`. Clouds bill a group's nodes from their instances' launch, which follows
 the create request within seconds, to their termination: each interval starts at the group's intent (just before
-the create call, so cost is over- rather than under-stated) and ends when the cloud no longer knows the group. Idle
+the create call, so cost is over- rather than under-stated; for a group on a Capacity Block, at the later of that
+and the block's start, as no instance runs in a block before it) and ends when the cloud no longer knows the group. Idle
 time is charged: the nodes are the group's whether a job's pods run on them or not. A create refused, or a group
 never found, opens nothing. The rows carry the cluster (a machine's rows have none): `geosched.report` tells
 node-group capacity by it.
@@ -29,6 +30,7 @@ from geosched.providers.journal import AttemptRecord, where
 from geosched.store import usage
 from geosched.store.db import Store
 
+CAPACITY_BLOCK = "CAPACITY_BLOCK"  # spec.CAPACITY_BLOCK (spec imports the cloud catalog; this table does not)
 STATES = ("intent", "created", "deleting", "deleted")
 # Rows that may still stand for a node group in a cluster.
 OPEN_STATES = ("intent", "created", "deleting")
@@ -87,11 +89,38 @@ def _ledger(db: sqlite3.Connection, row: GroupRecord, now: float) -> None:
     """The group's node intervals after its row went to `row.state`: open while it exists (`created`,
     `deleting`), closed once `deleted`. Idempotent: `usage.open_in` finds a node's open interval."""
     if row.state in ("created", "deleting"):
+        start = max(row.created_at, _block_start(db, row) or row.created_at)
         for node in node_usages(db, row):
-            usage.open_in(db, node, row.created_at)
+            usage.open_in(db, node, start)
     elif row.state == "deleted":
         for i in range(row.nodes):
             usage.close_in(db, usage.Kind.NODE, node_name(row, i), usage.Source.PROVIDER, None, now)
+
+
+def _block_start(db: sqlite3.Connection, row: GroupRecord) -> float | None:
+    """When the Capacity Block a group runs on starts (the gang's block of the group's type and size: a gang buys
+    at most one), or None. No node of the group can run before it: EC2 launches none into a block that is not
+    active, so a group made ahead of its block (0 nodes until the start) is charged from the start. The block's
+    fee is paid in full at purchase whatever is used (EC2 User Guide, "Capacity Blocks for ML", pricing and
+    billing): `down` says so for each block; reports spread the fee over the block's node-hours and charge the
+    hours the group held (report/METHODOLOGY.md)."""
+    if row.capacity_type != CAPACITY_BLOCK:
+        return None
+    found = db.execute("SELECT start_at FROM prov_capacity_blocks WHERE gang = ? AND instance_type = ? AND nodes = ? "
+                       "AND start_at IS NOT NULL ORDER BY id LIMIT 1", (row.gang, row.instance_type, row.nodes))
+    got = found.fetchone()
+    return float(got[0]) if got is not None else None
+
+
+def scheduled_start(store: Store, gang: str, now: float | None = None) -> float | None:
+    """When the gang's nodes come up, for a gang whose node group waits at 0 nodes for its Capacity Block (a group
+    standing on a block that has not started yet); None for any other gang, and once the start has passed (the
+    scheduled action has run then; geosched does not look at the nodes)."""
+    at = time.time() if now is None else now
+    with store.transaction() as db:
+        starts = [_block_start(db, r) for r in groups(store, gang=gang, states=("created",))]
+    future = [s for s in starts if s is not None and s > at]
+    return min(future) if future else None
 
 
 def charge_to_job(store: Store, gang: str, job: str) -> int:

@@ -94,7 +94,7 @@ class GroupSettings:
 @dataclass(frozen=True)
 class GroupResult:
     gang: str
-    state: str  # ready or failed
+    state: str  # ready, scheduled (a group at 0 nodes until its Capacity Block starts: `starts_at`) or failed
     cluster: str
     target: Target | None
     group: str | None
@@ -102,10 +102,11 @@ class GroupResult:
     api_calls: int
     message: str
     skipped: tuple[Skipped, ...] = ()
+    starts_at: float | None = None  # scheduled: when the group's nodes come up (epoch seconds)
 
     @property
     def ok(self) -> bool:
-        return self.state == "ready"
+        return self.state in ("ready", "scheduled")
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,8 @@ class NewGroup:
 
 # Waits until the group's nodes are Ready in the cluster; raises `NotJoined` when they are not by its deadline.
 Join = Callable[[NewGroup], None]
+# Blocks until the given epoch time (`up --wait-for-block`: a group made ahead of its Capacity Block).
+Until = Callable[[float], None]
 # The account's quota for `nodes` of the candidate, read before anything is created (the machine providers'
 # `check_quota`: AWS Service Quotas' vCPU limit, GCP's regional GPU metric and GPUS_ALL_REGIONS); raises
 # `QuotaError` when the gang would exceed it. A quota it cannot read is not a refusal.
@@ -165,14 +168,16 @@ def provision(plan: Plan, cluster: Any, backend: Backend, store: Store, *, gang:
 
 def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: str,
                      settings: GroupSettings = GroupSettings(), notify: Notify | None = None,
-                     join: Join | None = None, precheck: Precheck | None = None) -> GroupResult:
+                     join: Join | None = None, precheck: Precheck | None = None,
+                     until: Until | None = None) -> GroupResult:
     """Create the gang's node group (pool) in the first zone of the plan that one of the clusters holds: the
     clusters in `sites.ordered` order, each zone by zone, so the next cluster is tried only when every zone of the
     one before refused (sites.py). What a failed attempt created is deleted before the next; the blocks a refusal
     leaves (a zone out of capacity) hold in every cluster, as the zone's capacity is the cloud's, not a cluster's.
     With `join`, a group counts only once its nodes are Ready in the cluster (`NotJoined`: the next zone). With
     `precheck`, a zone whose quota the gang exceeds is refused before any call that creates (`QuotaError`: the
-    region's market, as for machines)."""
+    region's market, as for machines). A group made ahead of its Capacity Block ends the run `scheduled`, unless
+    `until` (and `join`) are given: then `until` blocks until the block's start and the join follows."""
     say = notify or (lambda _line: None)
     request = plan.request
     if journal.gang_record(store, gang) is not None:
@@ -223,9 +228,22 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                                         capacity_type=target.capacity_type, name=name, nodes=request.nodes)
             budget = Budget(settings.active_timeout_s, settings.call_timeout_s)
             try:
-                _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
+                made = _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
                 _wait_active(backend, row, budget, settings)
-                if join is not None:
+                waited = False
+                if made.starts_at is not None:
+                    # Its reservation starts later: the group waits at 0 nodes, scaled by the cloud at the start;
+                    # nothing joins before, so the run ends here unless the caller waits (`until`).
+                    _schedule(backend, made, row, owner, request.nodes, budget, store, settings)
+                    if join is not None and until is not None:
+                        say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE with 0 nodes; waiting until its Capacity Block "
+                            f"starts at {_utc(made.starts_at)}")
+                        until(made.starts_at)
+                        say(f"#{a.seq} {c.zone}: the block started; waiting for the {request.nodes} nodes of {what} "
+                            f"{name} to be Ready in cluster {cluster.name}")
+                        join(NewGroup(cluster.name, backend.provider, what, name, request.nodes, c.zone))
+                        waited = True
+                elif join is not None:
                     say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE; waiting for its {request.nodes} nodes to be "
                         f"Ready in cluster {cluster.name}")
                     join(NewGroup(cluster.name, backend.provider, what, name, request.nodes, c.zone))
@@ -258,6 +276,17 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                                  f"{note}")
                 raise
             calls += budget.calls
+            if made.starts_at is not None and not waited:
+                when = _utc(made.starts_at)
+                message = (f"{what} {name} ACTIVE with 0 nodes in {c.zone} ({target.zone_name}) of cluster "
+                           f"{cluster.name}; its Capacity Block starts at {when}: its {request.nodes} nodes come "
+                           "up then (scheduled scaling)")
+                journal.finish_attempt(store, a.id, "launched", message=message, api_calls=budget.calls)
+                journal.set_gang(store, gang, "ready", attempt=a.id, message=message)  # `status`: scheduled
+                say(message)
+                return GroupResult(gang, "scheduled", cluster.name, target, name,
+                                   tuple(journal.attempts(store, gang)), calls, message, outside,
+                                   starts_at=made.starts_at)
             joined = f", its {request.nodes} nodes Ready" if join is not None else ""
             journal.finish_attempt(store, a.id, "launched", message=f"{what} {name} ACTIVE{joined}",
                                    api_calls=budget.calls)
@@ -311,8 +340,12 @@ def _precheck(precheck: Precheck, c: Candidate, nodes: int, settings: GroupSetti
     return None
 
 
+def _utc(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
+
+
 def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord, owner: str, nodes: int,
-            budget: Budget, store: Store, settings: GroupSettings) -> None:
+            budget: Budget, store: Store, settings: GroupSettings) -> Pool:
     try:
         made = call(lambda: backend.create(target, gang=a.gang, seq=a.seq, owner=owner, token=a.token, nodes=nodes,
                                            budget=budget, record=partial(block_journal.record, store, a)),
@@ -327,6 +360,18 @@ def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord
     groups_journal.mark(store, row.id, "created", arn=made.ident, note=made.note)
     if made.note:
         log.info("%s %s: %s", backend.kind, row.name, made.note)
+    return made
+
+
+def _schedule(backend: Backend, made: Pool, row: GroupRecord, owner: str, nodes: int, budget: Budget, store: Store,
+              settings: GroupSettings) -> None:
+    """Set the scaling of a group made at 0 nodes (`Backend.schedule`) and add what was set to its row's note. A
+    failure is the attempt's: the group is deleted (its 0 nodes cost nothing) and the caller fails over or stops."""
+    line = call(lambda: backend.schedule(made, cluster=row.cluster, owner=owner, nodes=nodes, budget=budget),
+                budget, settings.retry, sleep=settings.sleep)
+    current = groups_journal.group(store, row.id) or row
+    groups_journal.mark(store, row.id, "created", note="; ".join(n for n in (current.note, line) if n))
+    log.info("%s %s: %s", backend.kind, row.name, line)
 
 
 def _wait_active(backend: Backend, row: GroupRecord, budget: Budget, settings: GroupSettings) -> None:

@@ -131,14 +131,65 @@ BLOCK_MAX_HOURS = 182 * 24
 BLOCK_AHEAD_H = 8 * 7 * 24
 
 
+# A block bought or found that has not started yet (EC2 sells most from 11:30 UTC on a later day): the EKS User
+# Guide, "Create self-managed nodes with Capacity Blocks for ML" (docs.aws.amazon.com/eks/latest/userguide/
+# capacity-blocks.html) says to create the nodes' Auto Scaling group at desired 0 before the reservation is
+# active, and to schedule scaling to zero more than 30 minutes before the block's end so the nodes drain
+# gracefully. The same for a managed node group, which is such a group (DescribeNodegroup
+# resources.autoScalingGroups); its own page ("Create a managed node group with Capacity Blocks for ML",
+# capacity-blocks-mng.html) asks for desired 0 while the group is updated. The scale-in is put this long before the
+# end: 30 minutes plus 10 of slack for the drain to begin.
+STOP_BEFORE_END_S = 40 * 60
+
+
 @dataclass(frozen=True, slots=True)
 class CapacityBlock:
     """What to buy: a Capacity Block for `hours`, starting within `start_within_h` of now (the offering the zone has
-    that starts soonest; the group's nodes come up once it starts). Buying is allowed only with the user's
-    explicit consent (`up --capacity-block H --buy-capacity-block`): it costs its whole fee up front."""
+    that starts soonest). A block that starts later than now gets its group at 0 nodes and scheduled scaling at its
+    start (`Schedule`). Buying is allowed only with the user's explicit consent (`up --capacity-block H
+    --buy-capacity-block`): it costs its whole fee up front."""
 
     hours: int
     start_within_h: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A group on a Capacity Block that starts after the group is created: 0 nodes until `start`, `nodes` from
+    then, 0 again at `stop` (`STOP_BEFORE_END_S` before the block's `end`). Times are epoch seconds."""
+
+    start: float
+    end: float
+    nodes: int
+
+    @property
+    def stop(self) -> float:
+        return max(self.start, self.end - STOP_BEFORE_END_S)
+
+
+def action_names(owner: str, group: str) -> tuple[str, str]:
+    """The two scheduled actions of a group on a later block, named from the store's owner and the group (as its
+    template), so `release` finds them by name once the group is gone: scale-up at the start, scale-in before
+    the end."""
+    base = part_name(owner, group)
+    return f"{base}-start", f"{base}-stop"
+
+
+def schedule_requests(asg: str, owner: str, group: str, s: Schedule) -> list[dict[str, Any]]:
+    """boto3 `autoscaling.put_scheduled_update_group_action` for both actions on the group's Auto Scaling group
+    (EC2 Auto Scaling API reference, PutScheduledUpdateGroupAction: AutoScalingGroupName, ScheduledActionName,
+    StartTime, DesiredCapacity; one-time actions, no Recurrence). Only the desired capacity: the group's bounds
+    (min 0, max the gang) are the node group's own `scalingConfig`, which EKS keeps on the Auto Scaling group,
+    and the desired capacity is what EKS lets others set there (cluster-autoscaler sets it the same way)."""
+    from datetime import UTC, datetime
+
+    up, down = action_names(owner, group)
+    return [
+        {"AutoScalingGroupName": asg, "ScheduledActionName": up, "StartTime": datetime.fromtimestamp(s.start, UTC),
+         "DesiredCapacity": s.nodes},
+        {"AutoScalingGroupName": asg, "ScheduledActionName": down, "StartTime": datetime.fromtimestamp(s.stop, UTC),
+         "DesiredCapacity": 0},
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +202,35 @@ class BlockOffering:
     start: float  # epoch seconds
     end: float
     upfront_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """A dry run's look at a zone's Capacity Blocks: the offering `create` would buy there (`buys`), or the zone's
+    earliest one that starts too late for the window (`buys` False), or none (`offer` None); `later`: it starts
+    more than an hour from now, so the group would wait at 0 nodes until then."""
+
+    target: Target
+    offer: BlockOffering | None
+    buys: bool
+    later: bool
+
+    def line(self) -> str:
+        """One line for the dry run: the zone, the block's start, its fee and what it costs per hour."""
+        where = f"{self.target.candidate.zone} ({self.target.zone_name})"
+        o = self.offer
+        if o is None:
+            return f"{where}: no Capacity Block of this type and size offered in the next 8 weeks"
+        from datetime import UTC, datetime
+
+        start = f"{datetime.fromtimestamp(o.start, UTC):%Y-%m-%d %H:%M} UTC"
+        per_hour = o.upfront_usd / o.hours if o.hours else 0.0
+        cost = (f"${o.upfront_usd:,.2f} up front for {o.hours} h: ${per_hour:,.2f}/h for the {o.count} nodes, "
+                f"${per_hour / max(o.count, 1):,.2f} per node-hour")
+        if not self.buys:
+            return f"{where}: the earliest block starts at {start}, later than --capacity-block-starts-within ({cost})"
+        wait = "; the node group waits at 0 nodes until then" if self.later else ""
+        return f"{where}: would buy {o.offering_id}, starting at {start} ({cost}){wait}"
 
 
 def block_problem(hours: int, nodes: int) -> str | None:
@@ -300,9 +380,11 @@ def labels(gang: str) -> dict[str, str]:
 
 
 def create_request(target: Target, *, gang: str, seq: int, owner: str, token: str, nodes: int,
-                   node_role: str, launch_template: tuple[str, int] | None = None) -> dict[str, Any]:
+                   node_role: str, launch_template: tuple[str, int] | None = None,
+                   later: bool = False) -> dict[str, Any]:
     """The keyword arguments of boto3 `eks.create_nodegroup` for this attempt; `launch_template` (id, version)
-    the group's own template (`Parts`), when it has one."""
+    the group's own template (`Parts`), when it has one; `later`: its Capacity Block has not started, so the group
+    is made at 0 nodes (min 0, desired 0, max the gang) until its scheduled scale-up (`Schedule`)."""
     request: dict[str, Any] = {
         "clusterName": target.cluster,
         "nodegroupName": group_name(gang, seq),
@@ -311,7 +393,8 @@ def create_request(target: Target, *, gang: str, seq: int, owner: str, token: st
         "capacityType": target.capacity_type,
         "amiType": AMI_TYPE,
         # The gang is all-or-nothing: no autoscaling below or above it.
-        "scalingConfig": {"minSize": nodes, "maxSize": nodes, "desiredSize": nodes},
+        "scalingConfig": ({"minSize": 0, "maxSize": nodes, "desiredSize": 0} if later
+                          else {"minSize": nodes, "maxSize": nodes, "desiredSize": nodes}),
         "labels": labels(gang),
         "taints": [dict(GPU_TAINT)],
         "tags": tags(gang, owner, token),
