@@ -2,7 +2,8 @@
 
 For each zone of the plan the cluster holds (best first, as for a node group), in the machine path's journal
 (`prov_gangs`, `prov_attempts`: `geosched status GANG` shows them):
-1. journal an attempt, render the job pinned to the zone (kube/provreq.py) and apply it;
+1. journal an attempt, render the job pinned to the zone (kube/provreq.py) and apply it: only when none of what
+   step 3 would delete exists yet (`provwatch.already_there`), else one line and nothing applied;
 2. watch the gang's request (kube/provwatch.py) until it is Provisioned, ends Failed / CapacityRevoked /
    BookingExpired, or the deadline passes;
 3. Provisioned: the attempt is `launched` and the run ends. Otherwise the job and what was applied for it are
@@ -127,6 +128,18 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
         seen.update(str(r["metadata"]["name"]) for r in found)
         return found
 
+    try:
+        there = provwatch.already_there(kube, manifests, namespace=namespace)
+    except Exception:
+        _nothing_applied(store, a, gang, zone, "the cluster could not be asked")
+        raise
+    if there:
+        # Checked before anything is applied, because a refused zone's objects are deleted (see already_there).
+        message = (f"{kube.name}: {', '.join(there[:4])}{' and more' if len(there) > 4 else ''} already in namespace "
+                   f"{namespace} (an earlier run's or someone else's): what is applied for a zone is deleted when "
+                   "the zone refuses, so only new objects are applied; delete them or rename the job")
+        _nothing_applied(store, a, gang, zone, message)
+        raise provwatch.AlreadyThere(message)
     say(f"#{a.seq} {zone.where}: asking the autoscaler for the gang's {c.instance_type} nodes")
     try:
         applied = apply_manifests(kube, manifests, default_namespace=namespace)
@@ -144,18 +157,25 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
                          f"stays queued there; {how}")
         say(f"interrupted: {where} stays queued in {zone.where}; {how}")
         raise
-    except Exception:
+    except Exception as exc:
         try:
             _withdraw(kube, manifests, seen, namespace, settings)
             note = "withdrawn"
         except Exception:  # the cluster that could not be asked may not take a delete either: the first error says
             note = f"withdrawing it failed too: delete {job['kind']} {job['metadata']['name']} in {namespace}"
-        journal.finish_attempt(store, a.id, "rolled-back", message=f"the cluster could not be asked; {note}")
+        # geosched's own one-line errors say what happened (a request deleted by someone else); others are the API's
+        why = str(exc) if isinstance(exc, GeoschedError) else "the cluster could not be asked"
+        journal.finish_attempt(store, a.id, "rolled-back", message=f"{why}; {note}")
         journal.set_gang(store, gang, "terminated", message=f"asking cluster {zone.cluster} failed in {c.zone}")
         raise
     if state is None or state.failed:
         _withdraw(kube, manifests, seen, namespace, settings)
     return state, applied, manifests
+
+
+def _nothing_applied(store: Store, a: AttemptRecord, gang: str, zone: Zone, why: str) -> None:
+    journal.finish_attempt(store, a.id, "failed", message=f"{why}; nothing applied")
+    journal.set_gang(store, gang, "terminated", message=f"{why}; nothing applied in {zone.where}")
 
 
 def _withdraw(kube: Kube, manifests: Sequence[dict[str, Any]], seen: set[str], namespace: str,

@@ -46,6 +46,14 @@ class WithdrawFailed(GeoschedError):
     """What was applied for one zone's request did not leave the cluster in time (an environment failure)."""
 
 
+class RequestGone(GeoschedError):
+    """The gang's request (without Kueue) or its job (through Kueue) was deleted by someone else while watched."""
+
+
+class AlreadyThere(GeoschedError):
+    """An object geosched would apply for a zone, and delete when the zone refuses, exists before it is applied."""
+
+
 @dataclass(frozen=True, slots=True)
 class RequestState:
     name: str
@@ -94,13 +102,22 @@ def find_requests(kube: Kube, namespace: str, job: Mapping[str, Any], request_na
     """The gang's ProvisioningRequests now: `request_name` (rendered without Kueue), else those owned by the
     Workloads Kueue made for `job` (the applied object)."""
     path = REQUESTS.format(ns=namespace)
+    # Both are applied before the watch starts, so their absence is someone else's delete, not a request not made
+    # yet: waiting would run out the zone's whole deadline (an hour) and then ask the next zone for what was
+    # withdrawn on purpose. `RequestGone`, one line.
     if request_name is not None:
         found = kube.get(f"{path}/{request_name}")
-        return [found] if found is not None else []
+        if found is None:
+            raise RequestGone(f"{kube.name}: ProvisioningRequest {request_name} in namespace {namespace} was "
+                              "deleted while it was watched")
+        return [found]
     resource = kube.resource(str(job["apiVersion"]), str(job["kind"]))
-    live = kube.get(resource.path(namespace, str(job["metadata"]["name"]))) if resource is not None else None
-    if live is None:
+    if resource is None:
         return []
+    live = kube.get(resource.path(namespace, str(job["metadata"]["name"])))
+    if live is None:
+        raise RequestGone(f"{kube.name}: {job['kind']} {job['metadata']['name']} in namespace {namespace} was "
+                          "deleted while its ProvisioningRequest was watched")
     job_uid = {str(live["metadata"].get("uid"))}
     workloads = {str(w["metadata"].get("uid")) for w in kube.list_all(WORKLOADS.format(ns=namespace))[0]
                  if _owned_by(w, job_uid)}
@@ -133,15 +150,7 @@ def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Seque
     its garbage collector deletes them with the Workload) are gone: the next zone's job has the same name, and a
     request left behind would still make nodes. `WithdrawFailed` (one line) past the deadline."""
     paths: list[str] = []
-    for obj in reversed(manifests):
-        if obj["kind"] in QUEUE_KINDS:
-            continue
-        resource = kube.resource(str(obj["apiVersion"]), str(obj["kind"]))
-        if resource is None:
-            continue
-        meta = obj.get("metadata") or {}
-        path = resource.path(str(meta.get("namespace") or namespace) if resource.namespaced else None,
-                             str(meta["name"]))
+    for path in _withdrawn(kube, manifests, namespace):
         paths.append(path)
         try:
             # Background: the Job's pods and Kueue's Workload (and through it Kueue's request) go with it.
@@ -152,7 +161,7 @@ def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Seque
     paths += [f"{REQUESTS.format(ns=namespace)}/{name}" for name in requests]
     start = clock()
     while True:
-        left = [p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in paths if kube.get(p) is not None]
+        left = [_named(p) for p in paths if kube.get(p) is not None]
         if not left:
             return
         waited = clock() - start
@@ -160,3 +169,31 @@ def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Seque
             raise WithdrawFailed(f"{kube.name}: still there {timeout_s:g} s after deleting: {', '.join(left[:3])}"
                                  + (f" and {len(left) - 3} more" if len(left) > 3 else ""))
         sleep(min(poll_s, max(0.0, timeout_s - waited)))
+
+
+def already_there(kube: Kube, manifests: Sequence[Mapping[str, Any]], *, namespace: str) -> list[str]:
+    """The objects `withdraw` would delete that exist before `manifests` are applied (as `jobs/train`): an earlier
+    run's job (running, or queued after an interrupted watch) or someone else's object of the same name. Applied
+    over, a request's old conditions would be read as this zone's answer (its spec is immutable, so the apply leaves
+    it and its status as they were), and a refusal would delete what geosched did not create."""
+    return [_named(p) for p in reversed(_withdrawn(kube, manifests, namespace)) if kube.get(p) is not None]
+
+
+def _withdrawn(kube: Kube, manifests: Sequence[Mapping[str, Any]], namespace: str) -> list[str]:
+    """The API paths of what `withdraw` deletes: every object of `manifests` but Kueue's queue objects, last
+    first."""
+    paths: list[str] = []
+    for obj in reversed(manifests):
+        if obj["kind"] in QUEUE_KINDS:
+            continue
+        resource = kube.resource(str(obj["apiVersion"]), str(obj["kind"]))
+        if resource is None:
+            continue
+        meta = obj.get("metadata") or {}
+        paths.append(resource.path(str(meta.get("namespace") or namespace) if resource.namespaced else None,
+                                   str(meta["name"])))
+    return paths
+
+
+def _named(path: str) -> str:
+    return path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1]

@@ -242,3 +242,73 @@ def test_an_interrupted_watch_leaves_the_gang_queued_and_says_so(cluster: MultiC
     assert said[-1] == ("interrupted: Job train in namespace ml of cluster cluster-a stays queued in us-east-1a "
                         "(use1-az6); delete it, ProvisioningRequest train-geosched-provisioning and its "
                         "PodTemplates to withdraw")
+
+
+def test_a_rerun_over_a_provisioned_gang_applies_nothing_and_leaves_it_running(cluster: MultiCluster, store: Store,
+                                                                              tmp_path: Path) -> None:
+    # attack3 A1: the second run applied over the first one's objects. The request's spec is immutable and the
+    # same in every zone, so it kept its status: the old zone's Provisioned was read as us-east-1a's answer, the run
+    # said "launched" there and re-pinned the job (on a real API server the running Job's template is immutable:
+    # the 422 made the run withdraw, deleting the running job).
+    autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
+    clock = Clock(autoscaler)
+    settings = provfailover.Settings(timeout_s=600, poll_s=5, clock=clock, sleep=clock.sleep)
+    provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g5", request=GANG,
+                              settings=settings)
+    before = left(cluster)
+    with pytest.raises(provwatch.AlreadyThere) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g6", request=GANG,
+                                  settings=settings)
+    assert str(caught.value).startswith("cluster-a: podtemplates/train-geosched-provisioning-0, provisioningrequests/"
+                                        "train-geosched-provisioning, jobs/train, services/train already in "
+                                        "namespace ml")
+    assert "\n" not in str(caught.value) and caught.value.exit_code == 1
+    assert left(cluster) == before
+    job = cluster["cluster-a"].get("batch/v1/jobs", "train", NS)
+    assert job is not None and job["spec"]["template"]["spec"]["nodeSelector"][keys.ZONE] == "us-east-1b"
+    assert [(a.zone, a.outcome) for a in journal.attempts(store, "g6")] == [("use1-az6", "failed")]
+    record = journal.gang_record(store, "g6")
+    assert record is not None and record.state == "terminated" and "nothing applied" in (record.message or "")
+
+
+def test_someone_elses_object_of_the_same_name_is_neither_applied_over_nor_deleted(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # attack3 A1: a Service "train" of another team's; the zone refused, and the withdrawal deleted it.
+    api = cluster["cluster-a"]
+    theirs = api.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "train", "namespace": NS,
+                                                                             "labels": {"team": "search"}},
+                         "spec": {"selector": {"app": "search"}, "ports": [{"port": 8080}]}})
+    clock = Clock(Autoscaler(cluster, dict.fromkeys(("us-east-1a", "us-east-1b", "us-east-1c"), FAILED)))
+    with pytest.raises(provwatch.AlreadyThere, match=r"^cluster-a: services/train already in namespace ml "):
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g7", request=GANG,
+                                  settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                 sleep=clock.sleep))
+    still = api.get("v1/services", "train", NS)
+    assert still is not None and still["metadata"]["uid"] == theirs["metadata"]["uid"]
+    assert still["spec"]["selector"] == {"app": "search"}
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": ["train"]}
+
+
+def test_a_request_deleted_by_someone_else_ends_the_watch_at_the_next_poll(cluster: MultiCluster, store: Store,
+                                                                           tmp_path: Path) -> None:
+    # attack3 A2: the watch read the missing request as "not answered yet", waited out the zone's deadline (3,600
+    # polls of a second here) and then asked the next zone for what had been withdrawn on purpose.
+    api = cluster["cluster-a"]
+
+    def someone_else() -> None:
+        for r in api.list(PROVREQS, NS):
+            api.delete(PROVREQS, r["metadata"]["name"], NS)
+
+    clock = Clock(someone_else)
+    with pytest.raises(provwatch.RequestGone) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g8", request=GANG,
+                                  settings=provfailover.Settings(timeout_s=3600, poll_s=1, clock=clock,
+                                                                 sleep=clock.sleep))
+    assert str(caught.value) == ("cluster-a: ProvisioningRequest train-geosched-provisioning in namespace ml was "
+                                 "deleted while it was watched")
+    assert clock.slept == [1]
+    # What geosched applied beside it is withdrawn; the next zone is not asked.
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
+    [attempt] = journal.attempts(store, "g8")
+    assert (attempt.zone, attempt.outcome) == ("use1-az6", "rolled-back")
+    assert attempt.message == f"{caught.value}; withdrawn"
