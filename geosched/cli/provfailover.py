@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.core.errors import GeoschedError
+from geosched.core.errors import GeoschedError, one_line
 from geosched.kube import provwatch
 from geosched.kube.client import Kube
 from geosched.kube.submit import Applied, apply_manifests
@@ -85,8 +85,12 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
             journal.start_attempt(store, gang, c, "skipped", block.reason)
             continue
         a = journal.start_attempt(store, gang, c)
-        with open_kube(zone) as kube:
-            state, applied, manifests = _ask(store, kube, zone, a, gang, settings, say)
+        try:
+            with open_kube(zone) as kube:
+                state, applied, manifests = _ask(store, kube, zone, a, gang, settings, say)
+        except BaseException as exc:
+            _close(store, gang, a.id, exc)
+            raise
         if state is not None and not state.failed:
             journal.finish_attempt(store, a.id, "launched", message=state.line())
             journal.set_gang(store, gang, "terminated", attempt=a.id, message=f"{state.line()} in {c.zone} of "
@@ -122,6 +126,10 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
     job = next(m for m in manifests if m["kind"] not in provwatch.QUEUE_KINDS
                and m["kind"] not in ("PodTemplate", "ProvisioningRequest"))
     seen: set[str] = set()
+    where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
+    # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.
+    how = ("delete it to withdraw the request" if name is None else
+           f"delete it, ProvisioningRequest {name} and its PodTemplates to withdraw")
 
     def find() -> list[Any]:
         found = provwatch.find_requests(kube, namespace, job, name)
@@ -148,10 +156,6 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
     except KeyboardInterrupt:
         # Stopping the watch is not withdrawing the gang: queued provisioning may take hours, and the request keeps
         # its place in the queue. Said, journalled, and left to the user.
-        where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
-        # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.
-        how = ("delete it to withdraw the request" if name is None else
-               f"delete it, ProvisioningRequest {name} and its PodTemplates to withdraw")
         journal.finish_attempt(store, a.id, "cancelled", message=f"interrupted; {where} stays queued")
         journal.set_gang(store, gang, "terminated", message=f"interrupted while {zone.where} was asked: {where} "
                          f"stays queued there; {how}")
@@ -169,8 +173,36 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
         journal.set_gang(store, gang, "terminated", message=f"asking cluster {zone.cluster} failed in {c.zone}")
         raise
     if state is None or state.failed:
-        _withdraw(kube, manifests, seen, namespace, settings)
+        try:
+            _withdraw(kube, manifests, seen, namespace, settings)
+        except BaseException as exc:
+            # Stopped halfway (Ctrl-C, or the API refusing a delete or keeping an object past the deadline): the
+            # zone's objects may be partly left, and the caller journals only a finished withdrawal.
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            lead = "interrupted while withdrawing it" if interrupted else "withdrawing it failed"
+            answer = state.line() if state is not None else "no outcome of the ProvisioningRequest"
+            journal.finish_attempt(store, a.id, "cancelled" if interrupted else "failed",
+                                   message=f"{answer}; {lead}: {where} may be left; {how}")
+            journal.set_gang(store, gang, "terminated", message=f"{lead} from {zone.where}: {where} may be left; "
+                             f"{how}")
+            if interrupted:  # an error is its own line; an interrupt is said here
+                say(f"interrupted while withdrawing from {zone.where}: {where} may be left; {how}")
+            raise
     return state, applied, manifests
+
+
+def _close(store: Store, gang: str, attempt_id: int, exc: BaseException) -> None:
+    """An attempt a stop left `started` (Ctrl-C or an error where `_ask` journals nothing: connecting, the first
+    reads) is closed, and its gang `terminated`, so the journal never shows a run that is not running."""
+    record = journal.attempt(store, attempt_id)
+    if record is None or record.outcome != "started":
+        return
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    why = "interrupted" if interrupted else f"stopped by an error: {one_line(str(exc)) or type(exc).__name__}"
+    journal.finish_attempt(store, attempt_id, "cancelled" if interrupted else "failed", message=why)
+    gang_now = journal.gang_record(store, gang)
+    if gang_now is not None and gang_now.state == "provisioning":
+        journal.set_gang(store, gang, "terminated", message=f"{why} while zone {record.zone} was asked")
 
 
 def _nothing_applied(store: Store, a: AttemptRecord, gang: str, zone: Zone, why: str) -> None:

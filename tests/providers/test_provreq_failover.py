@@ -312,3 +312,54 @@ def test_a_request_deleted_by_someone_else_ends_the_watch_at_the_next_poll(clust
     [attempt] = journal.attempts(store, "g8")
     assert (attempt.zone, attempt.outcome) == ("use1-az6", "rolled-back")
     assert attempt.message == f"{caught.value}; withdrawn"
+
+
+class Interrupting(Kube):
+    """A connection whose `at`-th request to the API server is where Ctrl-C lands (KeyboardInterrupt raised in
+    place of sending it), counted across every connection of one run."""
+
+    calls = 0
+    at = 0
+
+    def _send(self, *args: Any, **kwargs: Any) -> Any:
+        Interrupting.calls += 1
+        if Interrupting.calls == Interrupting.at:
+            raise KeyboardInterrupt
+        return super()._send(*args, **kwargs)
+
+
+def test_ctrl_c_at_any_request_leaves_the_journal_closed_and_says_what_may_be_left(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # attack3 A3: Ctrl-C while a refused zone was being withdrawn (or before its objects were applied) left the
+    # attempt `started` and the gang `provisioning`, said nothing, and the zone's objects partly deleted.
+    api = cluster["cluster-a"]
+    two = zones(tmp_path)[:2]
+    whole = None
+    step = 0
+    while whole is None:
+        step += 1
+        Interrupting.calls, Interrupting.at = 0, step
+        clock = Clock(Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED}))
+        said: list[str] = []
+        gang = f"c{step}"
+        try:
+            provfailover.queue_across(
+                store, two, open_kube=lambda z: Interrupting.open(z.context, cluster.kubeconfig, name=z.cluster),
+                gang=gang, request=GANG, settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                        sleep=clock.sleep), say=said.append)
+            whole = step - 1  # no request was interrupted: the run's every request has been tried
+        except KeyboardInterrupt:
+            record = journal.gang_record(store, gang)
+            outcomes = [a.outcome for a in journal.attempts(store, gang)]
+            assert record is not None and record.state == "terminated", (step, record)
+            assert "started" not in outcomes and outcomes[-1] == "cancelled", (step, outcomes)
+            objects = left(cluster)
+            if any(objects.values()):  # something of the zone stays: the last line says what to delete
+                assert said and " Job train in namespace ml of cluster cluster-a " in said[-1], (step, said)
+                assert "delete it, ProvisioningRequest train-geosched-provisioning and its PodTemplates" in said[-1]
+            for resource, names in objects.items():
+                for name in names:
+                    api.delete(resource, name, NS)
+    # Applying, watching and withdrawing the first zone, then applying and watching the second: dozens of steps.
+    assert whole > 20
+
