@@ -26,11 +26,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from geosched.core.errors import GeoschedError
 from geosched.kube.backends.kueue import API_VERSION as KUEUE_API
-from geosched.kube.client import Kube, status_of
+from geosched.kube.client import Kube, describe, status_of, with_retries
 
 REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests"
 WORKLOADS = f"/apis/{KUEUE_API}/namespaces/{{ns}}/workloads"
@@ -44,6 +45,10 @@ QUEUE_KINDS = frozenset({"ResourceFlavor", "ProvisioningRequestConfig", "Admissi
 
 class WithdrawFailed(GeoschedError):
     """What was applied for one zone's request did not leave the cluster in time (an environment failure)."""
+
+
+class WatchFailed(GeoschedError):
+    """The API server refused a read of the gang's objects, or kept failing it (an environment failure)."""
 
 
 class RequestGone(GeoschedError):
@@ -106,31 +111,38 @@ def find_requests(kube: Kube, namespace: str, job: Mapping[str, Any], request_na
     # yet: waiting would run out the zone's whole deadline (an hour) and then ask the next zone for what was
     # withdrawn on purpose. `RequestGone`, one line.
     if request_name is not None:
-        found = kube.get(f"{path}/{request_name}")
+        found = _asked(kube, f"reading ProvisioningRequest {request_name} in namespace {namespace}",
+                       lambda: kube.get(f"{path}/{request_name}"), WatchFailed)
         if found is None:
             raise RequestGone(f"{kube.name}: ProvisioningRequest {request_name} in namespace {namespace} was "
                               "deleted while it was watched")
         return [found]
-    resource = kube.resource(str(job["apiVersion"]), str(job["kind"]))
+    what = f"{job['kind']} {job['metadata']['name']} in namespace {namespace}"
+    resource = _asked(kube, f"reading {what}", lambda: kube.resource(str(job["apiVersion"]), str(job["kind"])),
+                      WatchFailed)
     if resource is None:
         return []
-    live = kube.get(resource.path(namespace, str(job["metadata"]["name"])))
+    live = _asked(kube, f"reading {what}", lambda: kube.get(resource.path(namespace, str(job["metadata"]["name"]))),
+                  WatchFailed)
     if live is None:
         raise RequestGone(f"{kube.name}: {job['kind']} {job['metadata']['name']} in namespace {namespace} was "
                           "deleted while its ProvisioningRequest was watched")
     job_uid = {str(live["metadata"].get("uid"))}
-    workloads = {str(w["metadata"].get("uid")) for w in kube.list_all(WORKLOADS.format(ns=namespace))[0]
-                 if _owned_by(w, job_uid)}
+    listed = _asked(kube, f"listing Kueue's Workloads in namespace {namespace}",
+                    lambda: kube.list_all(WORKLOADS.format(ns=namespace))[0], WatchFailed)
+    workloads = {str(w["metadata"].get("uid")) for w in listed if _owned_by(w, job_uid)}
     if not workloads:
         return []
-    return [r for r in kube.list_all(path)[0] if _owned_by(r, workloads)]
+    requests = _asked(kube, f"listing ProvisioningRequests in namespace {namespace}", lambda: kube.list_all(path)[0],
+                      WatchFailed)
+    return [r for r in requests if _owned_by(r, workloads)]
 
 
 def wait_outcome(find: Callable[[], list[Any]], *, timeout_s: float, poll_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> RequestState | None:
     """Poll the gang's requests until they are Provisioned or one ends terminally; None when the deadline passes
-    first. The API's own errors (after the client's retries) propagate."""
+    first. The API's own errors (`find`'s one line, after its retries) propagate."""
     start = clock()
     while True:
         done = outcome([request_state(r) for r in find()])
@@ -152,16 +164,12 @@ def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Seque
     paths: list[str] = []
     for path in _withdrawn(kube, manifests, namespace):
         paths.append(path)
-        try:
-            # Background: the Job's pods and Kueue's Workload (and through it Kueue's request) go with it.
-            kube.request("DELETE", path, query={"propagationPolicy": "Background"})
-        except Exception as exc:
-            if status_of(exc) != 404:
-                raise
+        _asked(kube, f"deleting {_named(path)}", partial(_delete, kube, path), WithdrawFailed)
     paths += [f"{REQUESTS.format(ns=namespace)}/{name}" for name in requests]
     start = clock()
     while True:
-        left = [_named(p) for p in paths if kube.get(p) is not None]
+        left = [_named(p) for p in paths if _asked(kube, f"reading {_named(p)}", partial(kube.get, p),
+                                                   WithdrawFailed) is not None]
         if not left:
             return
         waited = clock() - start
@@ -176,7 +184,8 @@ def already_there(kube: Kube, manifests: Sequence[Mapping[str, Any]], *, namespa
     run's job (running, or queued after an interrupted watch) or someone else's object of the same name. Applied
     over, a request's old conditions would be read as this zone's answer (its spec is immutable, so the apply leaves
     it and its status as they were), and a refusal would delete what geosched did not create."""
-    return [_named(p) for p in reversed(_withdrawn(kube, manifests, namespace)) if kube.get(p) is not None]
+    return [_named(p) for p in reversed(_withdrawn(kube, manifests, namespace))
+            if _asked(kube, f"reading {_named(p)}", partial(kube.get, p), WatchFailed) is not None]
 
 
 def _withdrawn(kube: Kube, manifests: Sequence[Mapping[str, Any]], namespace: str) -> list[str]:
@@ -197,3 +206,28 @@ def _withdrawn(kube: Kube, manifests: Sequence[Mapping[str, Any]], namespace: st
 
 def _named(path: str) -> str:
     return path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1]
+
+
+def _delete(kube: Kube, path: str) -> None:
+    try:
+        # Background: the Job's pods and Kueue's Workload (and through it Kueue's request) go with it.
+        kube.request("DELETE", path, query={"propagationPolicy": "Background"})
+    except Exception as exc:
+        if status_of(exc) != 404:
+            raise
+
+
+T = TypeVar("T")
+
+
+def _asked(kube: Kube, what: str, call: Callable[[], T], failure: type[GeoschedError]) -> T:
+    """One request of the watch or the withdrawal, asked again while it fails transiently (429 after its
+    Retry-After, 5xx, a dropped connection: the client's `with_retries`), since one blip would otherwise end an
+    hour's wait and give up the request's place in the autoscaler's queue; what still fails is `failure`, one line
+    naming the cluster, what was asked and the server's answer (the client's exception is no line of its own)."""
+    try:
+        return with_retries(call)
+    except GeoschedError:
+        raise
+    except Exception as exc:
+        raise failure(f"{kube.name}: {what}: {describe(exc)}") from None

@@ -363,3 +363,48 @@ def test_ctrl_c_at_any_request_leaves_the_journal_closed_and_says_what_may_be_le
     # Applying, watching and withdrawing the first zone, then applying and watching the second: dozens of steps.
     assert whole > 20
 
+
+def test_a_transient_error_of_the_api_server_during_the_watch_is_retried(cluster: MultiCluster, store: Store,
+                                                                        tmp_path: Path) -> None:
+    # attack3 A4: one 500 (or a 429) while polling the request ended the run and withdrew the zone, its place in
+    # the autoscaler's queue lost, with the client's exception raw (a traceback at the command line).
+    api = cluster["cluster-a"]
+    autoscaler = Autoscaler(cluster, {"us-east-1a": PROVISIONED})
+    armed: list[bool] = []
+
+    def answer_after_a_500() -> None:
+        if not armed:  # the first poll found it pending; the next read of it fails once, then it is answered
+            armed.append(True)
+            api.inject(500, method="GET", path=r"/provisioningrequests/train-geosched-provisioning$")
+            return
+        autoscaler()
+
+    clock = Clock(answer_after_a_500)
+    queued = provfailover.queue_across(store, zones(tmp_path)[:1], open_kube=opener(cluster), gang="t1",
+                                       request=GANG, settings=provfailover.Settings(timeout_s=600, poll_s=5,
+                                                                                    clock=clock, sleep=clock.sleep))
+    assert queued.state.condition == "Provisioned"
+    assert api.count("GET", r"/provisioningrequests/train-geosched-provisioning$", faulted=True) == 1
+
+
+def test_a_refusal_of_the_api_server_during_the_watch_is_one_line_and_the_zone_withdrawn(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # attack3 A4: a 403 (RBAC changed under the watch) propagated as the client's ApiException: no one line.
+    api = cluster["cluster-a"]
+    forbidden = ('provisioningrequests.autoscaling.x-k8s.io "train-geosched-provisioning" is forbidden: User "ci" '
+                 'cannot get resource')
+    # Once: not retried (it is no transient error), and the withdrawal after it may read the request again.
+    clock = Clock(lambda: None if api.count(faulted=True) else api.inject(
+        403, method="GET", path=r"/provisioningrequests/", message=forbidden))
+    with pytest.raises(provwatch.WatchFailed) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="t2", request=GANG,
+                                  settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                 sleep=clock.sleep))
+    assert str(caught.value) == ("cluster-a: reading ProvisioningRequest train-geosched-provisioning in namespace "
+                                 'ml: 403 provisioningrequests.autoscaling.x-k8s.io "train-geosched-provisioning" '
+                                 'is forbidden: User "ci" cannot get resource')
+    assert caught.value.exit_code == 1
+    # The job and its companions were withdrawn, the request with them.
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
+    [attempt] = journal.attempts(store, "t2")
+    assert attempt.outcome == "rolled-back" and attempt.message == f"{caught.value}; withdrawn"
