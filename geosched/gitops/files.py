@@ -16,7 +16,7 @@ from pathlib import Path
 
 from geosched.core.errors import InputError
 from geosched.files import writes
-from geosched.files.gate import Kind, read_bytes
+from geosched.files.gate import Kind, read_bytes, read_bytes_at
 from geosched.gitops.index import INDEX
 from geosched.gitops.plan import CLUSTERS_DIR
 from geosched.gitops.tree import GITIGNORE, README
@@ -66,6 +66,18 @@ def read_tree(out_dir: Path) -> OnDisk:
     return OnDisk(owned, frozenset(foreign))
 
 
+def owned_at(rel: str, dir_fd: int, name: str) -> bool:
+    """The tree's file `rel` (`name` in the directory open as `dir_fd`) is geosched's by the rule `read_tree`
+    applies: a regular file, reached without a link, holding a marker. What recovering a journal replaces or
+    removes must be (geosched.files.writes.recover): the journal may be planted, and Flux's
+    `clusters/<name>/flux-system/*.yaml` matches the tree's layout."""
+    try:
+        data = read_bytes_at(dir_fd, name, Kind.INDEX if rel == INDEX else Kind.MANIFEST, rel)
+    except InputError:  # a link, a FIFO, a directory, too large: not a file geosched wrote
+        return False
+    return any(marker in data for marker in MARKERS)
+
+
 def _plain(path: Path, root: Path) -> bool:
     """A regular file reached without a symlink below `root`: the tree holds plain files, and a link could
     lead out of it (a removal would then delete something else; a write is refused by geosched.files.writes)."""
@@ -93,7 +105,8 @@ def compare(files: Mapping[str, str], on_disk: OnDisk) -> Changes:
 def apply(out_dir: Path, files: Mapping[str, str], changes: Changes) -> None:
     if changes.clean:
         return
-    writes.commit(out_dir, {path: files[path] for path in changes.written}, changes.removed, layout=OWNED_PATTERNS)
+    writes.commit(out_dir, {path: files[path] for path in changes.written}, changes.removed, layout=OWNED_PATTERNS,
+                  owned=owned_at)
     prune_empty(out_dir / CLUSTERS_DIR, {(out_dir / p).parent for p in changes.removed})
 
 
