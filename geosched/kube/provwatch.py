@@ -78,9 +78,16 @@ class RequestState:
 def request_state(request: Mapping[str, Any]) -> RequestState:
     """What one ProvisioningRequest (the API's JSON) says: its first terminal condition that is True, else
     Provisioned when that is True, else pending. Pure."""
-    name = str((request.get("metadata") or {}).get("name", "?"))
-    conditions = {str(c.get("type")): c for c in ((request.get("status") or {}).get("conditions") or [])
-                  if isinstance(c, Mapping)}
+    meta, status = request.get("metadata"), request.get("status")
+    name = str(meta.get("name", "?")) if isinstance(meta, Mapping) else "?"
+    listed = status.get("conditions") if isinstance(status, Mapping) else None
+    # The first condition of a type counts, as apimeta.FindStatusCondition reads them (k8s.io/apimachinery
+    # pkg/api/meta/conditions.go), which cluster-autoscaler and Kueue both use: the API server keeps the types
+    # unique (listType=map), but an answer that repeats one must not read otherwise here than there.
+    conditions: dict[str, Mapping[str, Any]] = {}
+    for c in listed if isinstance(listed, list) else []:
+        if isinstance(c, Mapping):
+            conditions.setdefault(str(c.get("type")), c)
     for kind in (*TERMINAL, PROVISIONED):
         found = conditions.get(kind)
         if found is not None and found.get("status") == "True":

@@ -68,6 +68,22 @@ def test_a_request_is_read_by_its_terminal_conditions_first(obj: dict[str, Any],
     assert state.failed == (condition in ("Failed", "CapacityRevoked", "BookingExpired"))
 
 
+@pytest.mark.parametrize(("obj", "condition"), [
+    # attack3 A5: a repeated type was read by its last entry (the autoscaler and Kueue read the first), and a
+    # status or conditions of another JSON type (a server that does not keep the CRD's schema) was a traceback.
+    (request(ACCEPTED, FAILED, cond("Failed", "CapacityIsNotFound", "retrying", "False")), "Failed"),
+    (request(ACCEPTED, cond("Provisioned", "CapacityIsNotFound", "not yet", "False"), PROVISIONED), ""),
+    ({"metadata": {"name": "train-p"}, "status": [FAILED]}, ""),
+    ({"metadata": {"name": "train-p"}, "status": {"conditions": {"type": "Failed", "status": "True"}}}, ""),
+    ({"metadata": "train-p", "status": "Failed"}, ""),
+    # Status is case-sensitive in metav1.Condition ("True", "False", "Unknown"): "true" is no True.
+    (request(cond("Failed", "CapacityIsNotFound", "no", "true")), ""),
+    (request(cond("Failed", "CapacityIsNotFound", "no", "Unknown"), PROVISIONED), "Provisioned"),
+])
+def test_a_request_of_an_odd_shape_reads_as_the_autoscaler_reads_it(obj: dict[str, Any], condition: str) -> None:
+    assert provwatch.request_state(obj).condition == condition
+
+
 def test_the_gang_is_provisioned_only_when_every_request_is_and_fails_with_any() -> None:
     ok, pending, failed = (provwatch.RequestState("a", "Provisioned"), provwatch.RequestState("b", ""),
                            provwatch.RequestState("c", "Failed", "CapacityIsNotFound", "no"))
