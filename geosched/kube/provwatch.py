@@ -11,6 +11,8 @@ written by cluster-autoscaler/provisioningrequest/conditions/conditions.go `AddO
 - `CapacityRevoked` True: the resources it had are no longer valid. Terminal (Provisioned may still read True);
 - `BookingExpired` True: it was Provisioned and the booking lapsed before pods took the nodes (CA books them for
   10 minutes). Terminal: the nodes may be scaled away.
+- `Provisioned` True with reason `PartialCapacityIsFound`: check-capacity with `partialCapacityCheck: bookPartial`
+  booked only what fits. A refusal for a gang, which needs every node.
 Kueue reads the same conditions in its ProvisioningRequest admission check (sigs.k8s.io/kueue v0.17.0
 pkg/controller/admissionchecks/provisioning/controller.go: Failed or CapacityRevoked -> the check Retry (a new
 request, same zone, after its backoff) or Rejected; BookingExpired before admission -> Retry; Provisioned -> Ready).
@@ -38,6 +40,10 @@ WORKLOADS = f"/apis/{KUEUE_API}/namespaces/{{ns}}/workloads"
 # The terminal conditions, in the order they are read: a revoked or expired request may still say Provisioned.
 FAILED, REVOKED, EXPIRED, PROVISIONED = "Failed", "CapacityRevoked", "BookingExpired", "Provisioned"
 TERMINAL = (FAILED, REVOKED, EXPIRED)
+# Provisioned True with this reason is cluster-autoscaler's check-capacity class with `partialCapacityCheck:
+# bookPartial` booking what fits when not every pod does (provisioningrequest/checkcapacity,
+# conditions.PartialCapacityIsFoundReason): a gang needs every node, so for geosched it is the zone refusing.
+PARTIAL = "PartialCapacityIsFound"
 # Kueue's queue objects stay when a zone's request is withdrawn: they name no zone and the next zone uses them.
 QUEUE_KINDS = frozenset({"ResourceFlavor", "ProvisioningRequestConfig", "AdmissionCheck", "ClusterQueue",
                          "LocalQueue"})
@@ -68,7 +74,7 @@ class RequestState:
 
     @property
     def failed(self) -> bool:
-        return self.condition in TERMINAL
+        return self.condition in TERMINAL or self.condition == PARTIAL
 
     def line(self) -> str:
         said = ": ".join(x for x in (self.reason, self.message) if x)
@@ -91,7 +97,9 @@ def request_state(request: Mapping[str, Any]) -> RequestState:
     for kind in (*TERMINAL, PROVISIONED):
         found = conditions.get(kind)
         if found is not None and found.get("status") == "True":
-            return RequestState(name, kind, str(found.get("reason") or ""), str(found.get("message") or "")[:300])
+            reason = str(found.get("reason") or "")
+            return RequestState(name, PARTIAL if kind == PROVISIONED and reason == PARTIAL else kind, reason,
+                                str(found.get("message") or "")[:300])
     return RequestState(name, "")
 
 

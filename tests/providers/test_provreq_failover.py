@@ -60,12 +60,17 @@ def request(*conditions: dict[str, Any]) -> dict[str, Any]:
     # Revoked or expired after it was Provisioned: Provisioned still reads True, and is not the outcome.
     (request(ACCEPTED, PROVISIONED, REVOKED), "CapacityRevoked", "CapacityRevoked"),
     (request(ACCEPTED, PROVISIONED, EXPIRED), "BookingExpired", "CapacityReservationTimeExpired"),
+    # attack3 O1: check-capacity with partialCapacityCheck bookPartial books what fits (cluster-autoscaler
+    # provisioningrequest/checkcapacity: Provisioned True, PartialCapacityIsFound, "Partial capacity is found in the
+    # cluster."); it read as the whole gang provisioned.
+    (request(ACCEPTED, cond("Provisioned", "PartialCapacityIsFound", "Partial capacity is found in the cluster.")),
+     "PartialCapacityIsFound", "PartialCapacityIsFound"),
 ])
 def test_a_request_is_read_by_its_terminal_conditions_first(obj: dict[str, Any], condition: str,
                                                            reason: str) -> None:
     state = provwatch.request_state(obj)
     assert (state.name, state.condition, state.reason) == ("train-p", condition, reason)
-    assert state.failed == (condition in ("Failed", "CapacityRevoked", "BookingExpired"))
+    assert state.failed == (condition in ("Failed", "CapacityRevoked", "BookingExpired", "PartialCapacityIsFound"))
 
 
 @pytest.mark.parametrize(("obj", "condition"), [
