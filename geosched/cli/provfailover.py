@@ -2,7 +2,8 @@
 
 For each zone of the plan the cluster holds (best first, as for a node group), in the machine path's journal
 (`prov_gangs`, `prov_attempts`: `geosched status GANG` shows them):
-1. journal an attempt, render the job pinned to the zone (kube/provreq.py) and apply it;
+1. journal an attempt, render the job pinned to the zone (kube/provreq.py) and apply it: only when none of what
+   step 3 would delete exists yet (`provwatch.already_there`), else one line and nothing applied;
 2. watch the gang's request (kube/provwatch.py) until it is Provisioned, ends Failed / CapacityRevoked /
    BookingExpired, or the deadline passes;
 3. Provisioned: the attempt is `launched` and the run ends. Otherwise the job and what was applied for it are
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geosched.core.errors import GeoschedError
+from geosched.core.errors import GeoschedError, one_line
 from geosched.kube import provwatch
 from geosched.kube.client import Kube
 from geosched.kube.submit import Applied, apply_manifests
@@ -84,8 +85,12 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
             journal.start_attempt(store, gang, c, "skipped", block.reason)
             continue
         a = journal.start_attempt(store, gang, c)
-        with open_kube(zone) as kube:
-            state, applied, manifests = _ask(store, kube, zone, a, gang, settings, say)
+        try:
+            with open_kube(zone) as kube:
+                state, applied, manifests = _ask(store, kube, zone, a, gang, settings, say)
+        except BaseException as exc:
+            _close(store, gang, a.id, exc)
+            raise
         if state is not None and not state.failed:
             journal.finish_attempt(store, a.id, "launched", message=state.line())
             journal.set_gang(store, gang, "terminated", attempt=a.id, message=f"{state.line()} in {c.zone} of "
@@ -121,12 +126,28 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
     job = next(m for m in manifests if m["kind"] not in provwatch.QUEUE_KINDS
                and m["kind"] not in ("PodTemplate", "ProvisioningRequest"))
     seen: set[str] = set()
+    where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
+    # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.
+    how = ("delete it to withdraw the request" if name is None else
+           f"delete it, ProvisioningRequest {name} and its PodTemplates to withdraw")
 
     def find() -> list[Any]:
         found = provwatch.find_requests(kube, namespace, job, name)
         seen.update(str(r["metadata"]["name"]) for r in found)
         return found
 
+    try:
+        there = provwatch.already_there(kube, manifests, namespace=namespace)
+    except Exception:
+        _nothing_applied(store, a, gang, zone, "the cluster could not be asked")
+        raise
+    if there:
+        # Checked before anything is applied, because a refused zone's objects are deleted (see already_there).
+        message = (f"{kube.name}: {', '.join(there[:4])}{' and more' if len(there) > 4 else ''} already in namespace "
+                   f"{namespace} (an earlier run's or someone else's): what is applied for a zone is deleted when "
+                   "the zone refuses, so only new objects are applied; delete them or rename the job")
+        _nothing_applied(store, a, gang, zone, message)
+        raise provwatch.AlreadyThere(message)
     say(f"#{a.seq} {zone.where}: asking the autoscaler for the gang's {c.instance_type} nodes")
     try:
         applied = apply_manifests(kube, manifests, default_namespace=namespace)
@@ -135,27 +156,58 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
     except KeyboardInterrupt:
         # Stopping the watch is not withdrawing the gang: queued provisioning may take hours, and the request keeps
         # its place in the queue. Said, journalled, and left to the user.
-        where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
-        # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.
-        how = ("delete it to withdraw the request" if name is None else
-               f"delete it, ProvisioningRequest {name} and its PodTemplates to withdraw")
         journal.finish_attempt(store, a.id, "cancelled", message=f"interrupted; {where} stays queued")
         journal.set_gang(store, gang, "terminated", message=f"interrupted while {zone.where} was asked: {where} "
                          f"stays queued there; {how}")
         say(f"interrupted: {where} stays queued in {zone.where}; {how}")
         raise
-    except Exception:
+    except Exception as exc:
         try:
             _withdraw(kube, manifests, seen, namespace, settings)
             note = "withdrawn"
         except Exception:  # the cluster that could not be asked may not take a delete either: the first error says
             note = f"withdrawing it failed too: delete {job['kind']} {job['metadata']['name']} in {namespace}"
-        journal.finish_attempt(store, a.id, "rolled-back", message=f"the cluster could not be asked; {note}")
+        # geosched's own one-line errors say what happened (a request deleted by someone else); others are the API's
+        why = str(exc) if isinstance(exc, GeoschedError) else "the cluster could not be asked"
+        journal.finish_attempt(store, a.id, "rolled-back", message=f"{why}; {note}")
         journal.set_gang(store, gang, "terminated", message=f"asking cluster {zone.cluster} failed in {c.zone}")
         raise
     if state is None or state.failed:
-        _withdraw(kube, manifests, seen, namespace, settings)
+        try:
+            _withdraw(kube, manifests, seen, namespace, settings)
+        except BaseException as exc:
+            # Stopped halfway (Ctrl-C, or the API refusing a delete or keeping an object past the deadline): the
+            # zone's objects may be partly left, and the caller journals only a finished withdrawal.
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            lead = "interrupted while withdrawing it" if interrupted else "withdrawing it failed"
+            answer = state.line() if state is not None else "no outcome of the ProvisioningRequest"
+            journal.finish_attempt(store, a.id, "cancelled" if interrupted else "failed",
+                                   message=f"{answer}; {lead}: {where} may be left; {how}")
+            journal.set_gang(store, gang, "terminated", message=f"{lead} from {zone.where}: {where} may be left; "
+                             f"{how}")
+            if interrupted:  # an error is its own line; an interrupt is said here
+                say(f"interrupted while withdrawing from {zone.where}: {where} may be left; {how}")
+            raise
     return state, applied, manifests
+
+
+def _close(store: Store, gang: str, attempt_id: int, exc: BaseException) -> None:
+    """An attempt a stop left `started` (Ctrl-C or an error where `_ask` journals nothing: connecting, the first
+    reads) is closed, and its gang `terminated`, so the journal never shows a run that is not running."""
+    record = journal.attempt(store, attempt_id)
+    if record is None or record.outcome != "started":
+        return
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    why = "interrupted" if interrupted else f"stopped by an error: {one_line(str(exc)) or type(exc).__name__}"
+    journal.finish_attempt(store, attempt_id, "cancelled" if interrupted else "failed", message=why)
+    gang_now = journal.gang_record(store, gang)
+    if gang_now is not None and gang_now.state == "provisioning":
+        journal.set_gang(store, gang, "terminated", message=f"{why} while zone {record.zone} was asked")
+
+
+def _nothing_applied(store: Store, a: AttemptRecord, gang: str, zone: Zone, why: str) -> None:
+    journal.finish_attempt(store, a.id, "failed", message=f"{why}; nothing applied")
+    journal.set_gang(store, gang, "terminated", message=f"{why}; nothing applied in {zone.where}")
 
 
 def _withdraw(kube: Kube, manifests: Sequence[dict[str, Any]], seen: set[str], namespace: str,

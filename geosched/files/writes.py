@@ -36,7 +36,8 @@ path, no `.git`, no temp name) and one of the files the set consists of (its `la
 its target's name, with no separator, in the target's own directory. Anything else is foreign: one line
 (exit 2), and nothing is touched. Even a journal of the right shape only ever makes recovery rename a
 regular temp file over a file of the set in the same directory, or remove a file of the set; every directory
-on the way is opened without following links.
+on the way is opened without following links; and where other tools' files fit the layout too (the GitOps
+tree), the writer's `owned` must say an existing target is its own before it is replaced or removed.
 
 **Readers never write.** A command that only reads a set (`gitops check`, `place --snapshot`, `snapshot
 import`) calls `reading`, never `recover`: under a shared lock (so no writer commits meanwhile) it sees the old
@@ -54,7 +55,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -67,6 +68,8 @@ SHARED = 0o644
 PRIVATE = 0o600
 TMP_PREFIX = ".geosched-tmp."
 JOURNAL = TMP_PREFIX + "journal"
+# Whether the file `name` in the directory open as the int (`rel` below the root) is the writer's own.
+Owned = Callable[[str, int, str], bool]
 IGNORE_PATTERN = TMP_PREFIX + "*"
 # Room for the prefix, a pid and the random part within NAME_MAX (255).
 _NAME_KEEP = 200
@@ -147,12 +150,12 @@ class ForeignJournal(InputError):
 
 
 def commit(root: Path, files: Mapping[str, str | bytes], remove: Iterable[str] = (), *, layout: Sequence[str],
-           mode: int = SHARED) -> None:
+           mode: int = SHARED, owned: Owned | None = None) -> None:
     """Write `files` and remove `remove` (paths relative to `root`, each one of the `layout` patterns of the set:
-    `*` stands for part of one name) as one unit: see the module doc."""
+    `*` stands for part of one name) as one unit: see the module doc. `owned` as for `recover`."""
     _make_root(root)
     with _failing(root), _locked(root, exclusive=True) as rfd:  # _failing: what no step below names more closely
-        _recover(root, rfd, layout)
+        _recover(root, rfd, layout, owned)
         targets = {rel: _relative(root, root / rel) for rel in files}
         for rel in [*files, *remove]:
             _relative(root, root / rel)
@@ -182,15 +185,18 @@ def commit(root: Path, files: Mapping[str, str | bytes], remove: Iterable[str] =
         _finish(root, journal)
 
 
-def recover(root: Path, *, layout: Sequence[str], sweep: Sequence[str] = ()) -> bool:
+def recover(root: Path, *, layout: Sequence[str], sweep: Sequence[str] = (), owned: Owned | None = None) -> bool:
     """For writers only: finish (or undo, if it never reached its commit point) a set of this `layout` a killed
     run left, and remove the temp files of dead processes in `root` and every directory below the
     subdirectories `sweep` names. True if there was a set to finish or undo. A foreign journal raises
-    ForeignJournal."""
+    ForeignJournal. With `owned`, for a set whose layout other tools' files match too (the GitOps tree's
+    `clusters/*/*/*.yaml` holds Flux's `flux-system/`), a journal's entry replaces or removes an existing target
+    only if `owned(rel, dir_fd, name)` says the writer's own file is there: a journal of the right shape may still
+    be planted, and its names are then the planter's choice."""
     if not root.is_dir():
         return False
     with _failing(root), _locked(root, exclusive=True) as rfd:
-        found = _recover(root, rfd, layout)
+        found = _recover(root, rfd, layout, owned)
         _sweep(rfd)
         for below in sweep:
             _sweep_tree(rfd, below)
@@ -311,13 +317,13 @@ def _load_journal(root: Path, rfd: int, layout: Sequence[str]) -> Journal | None
     return parse_journal(data, path, layout)
 
 
-def _recover(root: Path, rfd: int, layout: Sequence[str]) -> bool:
+def _recover(root: Path, rfd: int, layout: Sequence[str], owned: Owned | None) -> bool:
     _sweep(rfd, JOURNAL)  # a journal whose own write was killed
     journal = _load_journal(root, rfd, layout)
     if journal is None:
         return False
     if journal.committed:
-        _finish(root, journal)
+        _finish(root, journal, owned)
     else:
         with _failing(root / JOURNAL):
             _undo(root, journal)
@@ -371,18 +377,19 @@ def _missing(root: Path) -> list[Path]:
     return out
 
 
-def _finish(root: Path, journal: Journal) -> None:
+def _finish(root: Path, journal: Journal, owned: Owned | None = None) -> None:
     """Rename each staged file over its target and make the removals; idempotent (a target already renamed has
     no temp file left). An entry that cannot be finished (its directory is gone or has become a link, its
-    target has become a directory, its temp file is not a regular file) is skipped: a journal that cannot
-    finish would block every later run, and the next render or export writes the set again anyway."""
+    target has become a directory, its temp file is not a regular file, its target exists and `owned` says it is
+    not the writer's) is skipped: a journal that cannot finish would block every later run, and the next render or
+    export writes the set again anyway."""
     for rel, tmp in journal.write:
         with _failing(root / rel), _in_directory(root, rel) as dfd:
             if dfd is None:
                 continue
             name = rel.rsplit("/", 1)[-1]
             kind = _kind(dfd, tmp)
-            if kind != stat.S_IFREG or _kind(dfd, name) == stat.S_IFDIR:
+            if kind != stat.S_IFREG or _kind(dfd, name) == stat.S_IFDIR or _foreign(dfd, name, rel, owned):
                 if kind in (stat.S_IFREG, stat.S_IFLNK):
                     _unlink(dfd, tmp)
                 continue
@@ -390,11 +397,16 @@ def _finish(root: Path, journal: Journal) -> None:
             os.fsync(dfd)
     for rel in journal.remove:
         with _failing(root / rel), _in_directory(root, rel) as dfd:
-            if dfd is not None and _kind(dfd, rel.rsplit("/", 1)[-1]) in (stat.S_IFREG, stat.S_IFLNK):
+            if (dfd is not None and _kind(dfd, rel.rsplit("/", 1)[-1]) in (stat.S_IFREG, stat.S_IFLNK)
+                    and not _foreign(dfd, rel.rsplit("/", 1)[-1], rel, owned)):
                 _unlink(dfd, rel.rsplit("/", 1)[-1])
                 os.fsync(dfd)
     with _failing(root / JOURNAL):
         _drop_journal(root)
+
+
+def _foreign(dfd: int, name: str, rel: str, owned: Owned | None) -> bool:
+    return owned is not None and _kind(dfd, name) is not None and not owned(rel, dfd, name)
 
 
 def _drop_journal(root: Path) -> None:

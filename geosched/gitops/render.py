@@ -113,7 +113,7 @@ def render_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_d
     """Render and write: afterwards `out_dir` holds exactly the rendered tree (in the files geosched owns).
     A render a kill interrupted is finished (or undone) first, so this one starts from a whole tree, and temp
     files of dead renders anywhere in the tree are swept."""
-    writes.recover(out_dir, layout=files.OWNED_PATTERNS, sweep=(CLUSTERS_DIR,))
+    writes.recover(out_dir, layout=files.OWNED_PATTERNS, sweep=(CLUSTERS_DIR,), owned=files.owned_at)
     rendered = render_in_memory(jobs_dir, snapshot_dir, clusters_config, out_dir, config=config, at=at,
                                 rebalance=rebalance, carbon_hourly=carbon_hourly, carbon_basis=carbon_basis)
     files.apply(out_dir, rendered.tree.files, rendered.changes)

@@ -11,6 +11,8 @@ written by cluster-autoscaler/provisioningrequest/conditions/conditions.go `AddO
 - `CapacityRevoked` True: the resources it had are no longer valid. Terminal (Provisioned may still read True);
 - `BookingExpired` True: it was Provisioned and the booking lapsed before pods took the nodes (CA books them for
   10 minutes). Terminal: the nodes may be scaled away.
+- `Provisioned` True with reason `PartialCapacityIsFound`: check-capacity with `partialCapacityCheck: bookPartial`
+  booked only what fits. A refusal for a gang, which needs every node.
 Kueue reads the same conditions in its ProvisioningRequest admission check (sigs.k8s.io/kueue v0.17.0
 pkg/controller/admissionchecks/provisioning/controller.go: Failed or CapacityRevoked -> the check Retry (a new
 request, same zone, after its backoff) or Rejected; BookingExpired before admission -> Retry; Provisioned -> Ready).
@@ -26,17 +28,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from geosched.core.errors import GeoschedError
 from geosched.kube.backends.kueue import API_VERSION as KUEUE_API
-from geosched.kube.client import Kube, status_of
+from geosched.kube.client import Kube, describe, status_of, with_retries
 
 REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests"
 WORKLOADS = f"/apis/{KUEUE_API}/namespaces/{{ns}}/workloads"
 # The terminal conditions, in the order they are read: a revoked or expired request may still say Provisioned.
 FAILED, REVOKED, EXPIRED, PROVISIONED = "Failed", "CapacityRevoked", "BookingExpired", "Provisioned"
 TERMINAL = (FAILED, REVOKED, EXPIRED)
+# Provisioned True with this reason is cluster-autoscaler's check-capacity class with `partialCapacityCheck:
+# bookPartial` booking what fits when not every pod does (provisioningrequest/checkcapacity,
+# conditions.PartialCapacityIsFoundReason): a gang needs every node, so for geosched it is the zone refusing.
+PARTIAL = "PartialCapacityIsFound"
 # Kueue's queue objects stay when a zone's request is withdrawn: they name no zone and the next zone uses them.
 QUEUE_KINDS = frozenset({"ResourceFlavor", "ProvisioningRequestConfig", "AdmissionCheck", "ClusterQueue",
                          "LocalQueue"})
@@ -44,6 +51,18 @@ QUEUE_KINDS = frozenset({"ResourceFlavor", "ProvisioningRequestConfig", "Admissi
 
 class WithdrawFailed(GeoschedError):
     """What was applied for one zone's request did not leave the cluster in time (an environment failure)."""
+
+
+class WatchFailed(GeoschedError):
+    """The API server refused a read of the gang's objects, or kept failing it (an environment failure)."""
+
+
+class RequestGone(GeoschedError):
+    """The gang's request (without Kueue) or its job (through Kueue) was deleted by someone else while watched."""
+
+
+class AlreadyThere(GeoschedError):
+    """An object geosched would apply for a zone, and delete when the zone refuses, exists before it is applied."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +74,7 @@ class RequestState:
 
     @property
     def failed(self) -> bool:
-        return self.condition in TERMINAL
+        return self.condition in TERMINAL or self.condition == PARTIAL
 
     def line(self) -> str:
         said = ": ".join(x for x in (self.reason, self.message) if x)
@@ -65,13 +84,22 @@ class RequestState:
 def request_state(request: Mapping[str, Any]) -> RequestState:
     """What one ProvisioningRequest (the API's JSON) says: its first terminal condition that is True, else
     Provisioned when that is True, else pending. Pure."""
-    name = str((request.get("metadata") or {}).get("name", "?"))
-    conditions = {str(c.get("type")): c for c in ((request.get("status") or {}).get("conditions") or [])
-                  if isinstance(c, Mapping)}
+    meta, status = request.get("metadata"), request.get("status")
+    name = str(meta.get("name", "?")) if isinstance(meta, Mapping) else "?"
+    listed = status.get("conditions") if isinstance(status, Mapping) else None
+    # The first condition of a type counts, as apimeta.FindStatusCondition reads them (k8s.io/apimachinery
+    # pkg/api/meta/conditions.go), which cluster-autoscaler and Kueue both use: the API server keeps the types
+    # unique (listType=map), but an answer that repeats one must not read otherwise here than there.
+    conditions: dict[str, Mapping[str, Any]] = {}
+    for c in listed if isinstance(listed, list) else []:
+        if isinstance(c, Mapping):
+            conditions.setdefault(str(c.get("type")), c)
     for kind in (*TERMINAL, PROVISIONED):
         found = conditions.get(kind)
         if found is not None and found.get("status") == "True":
-            return RequestState(name, kind, str(found.get("reason") or ""), str(found.get("message") or "")[:300])
+            reason = str(found.get("reason") or "")
+            return RequestState(name, PARTIAL if kind == PROVISIONED and reason == PARTIAL else kind, reason,
+                                str(found.get("message") or "")[:300])
     return RequestState(name, "")
 
 
@@ -94,26 +122,42 @@ def find_requests(kube: Kube, namespace: str, job: Mapping[str, Any], request_na
     """The gang's ProvisioningRequests now: `request_name` (rendered without Kueue), else those owned by the
     Workloads Kueue made for `job` (the applied object)."""
     path = REQUESTS.format(ns=namespace)
+    # Both are applied before the watch starts, so their absence is someone else's delete, not a request not made
+    # yet: waiting would run out the zone's whole deadline (an hour) and then ask the next zone for what was
+    # withdrawn on purpose. `RequestGone`, one line.
     if request_name is not None:
-        found = kube.get(f"{path}/{request_name}")
-        return [found] if found is not None else []
-    resource = kube.resource(str(job["apiVersion"]), str(job["kind"]))
-    live = kube.get(resource.path(namespace, str(job["metadata"]["name"]))) if resource is not None else None
-    if live is None:
+        found = _asked(kube, f"reading ProvisioningRequest {request_name} in namespace {namespace}",
+                       lambda: kube.get(f"{path}/{request_name}"), WatchFailed)
+        if found is None:
+            raise RequestGone(f"{kube.name}: ProvisioningRequest {request_name} in namespace {namespace} was "
+                              "deleted while it was watched")
+        return [found]
+    what = f"{job['kind']} {job['metadata']['name']} in namespace {namespace}"
+    resource = _asked(kube, f"reading {what}", lambda: kube.resource(str(job["apiVersion"]), str(job["kind"])),
+                      WatchFailed)
+    if resource is None:
         return []
+    live = _asked(kube, f"reading {what}", lambda: kube.get(resource.path(namespace, str(job["metadata"]["name"]))),
+                  WatchFailed)
+    if live is None:
+        raise RequestGone(f"{kube.name}: {job['kind']} {job['metadata']['name']} in namespace {namespace} was "
+                          "deleted while its ProvisioningRequest was watched")
     job_uid = {str(live["metadata"].get("uid"))}
-    workloads = {str(w["metadata"].get("uid")) for w in kube.list_all(WORKLOADS.format(ns=namespace))[0]
-                 if _owned_by(w, job_uid)}
+    listed = _asked(kube, f"listing Kueue's Workloads in namespace {namespace}",
+                    lambda: kube.list_all(WORKLOADS.format(ns=namespace))[0], WatchFailed)
+    workloads = {str(w["metadata"].get("uid")) for w in listed if _owned_by(w, job_uid)}
     if not workloads:
         return []
-    return [r for r in kube.list_all(path)[0] if _owned_by(r, workloads)]
+    requests = _asked(kube, f"listing ProvisioningRequests in namespace {namespace}", lambda: kube.list_all(path)[0],
+                      WatchFailed)
+    return [r for r in requests if _owned_by(r, workloads)]
 
 
 def wait_outcome(find: Callable[[], list[Any]], *, timeout_s: float, poll_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> RequestState | None:
     """Poll the gang's requests until they are Provisioned or one ends terminally; None when the deadline passes
-    first. The API's own errors (after the client's retries) propagate."""
+    first. The API's own errors (`find`'s one line, after its retries) propagate."""
     start = clock()
     while True:
         done = outcome([request_state(r) for r in find()])
@@ -133,26 +177,14 @@ def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Seque
     its garbage collector deletes them with the Workload) are gone: the next zone's job has the same name, and a
     request left behind would still make nodes. `WithdrawFailed` (one line) past the deadline."""
     paths: list[str] = []
-    for obj in reversed(manifests):
-        if obj["kind"] in QUEUE_KINDS:
-            continue
-        resource = kube.resource(str(obj["apiVersion"]), str(obj["kind"]))
-        if resource is None:
-            continue
-        meta = obj.get("metadata") or {}
-        path = resource.path(str(meta.get("namespace") or namespace) if resource.namespaced else None,
-                             str(meta["name"]))
+    for path in _withdrawn(kube, manifests, namespace):
         paths.append(path)
-        try:
-            # Background: the Job's pods and Kueue's Workload (and through it Kueue's request) go with it.
-            kube.request("DELETE", path, query={"propagationPolicy": "Background"})
-        except Exception as exc:
-            if status_of(exc) != 404:
-                raise
+        _asked(kube, f"deleting {_named(path)}", partial(_delete, kube, path), WithdrawFailed)
     paths += [f"{REQUESTS.format(ns=namespace)}/{name}" for name in requests]
     start = clock()
     while True:
-        left = [p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in paths if kube.get(p) is not None]
+        left = [_named(p) for p in paths if _asked(kube, f"reading {_named(p)}", partial(kube.get, p),
+                                                   WithdrawFailed) is not None]
         if not left:
             return
         waited = clock() - start
@@ -160,3 +192,57 @@ def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Seque
             raise WithdrawFailed(f"{kube.name}: still there {timeout_s:g} s after deleting: {', '.join(left[:3])}"
                                  + (f" and {len(left) - 3} more" if len(left) > 3 else ""))
         sleep(min(poll_s, max(0.0, timeout_s - waited)))
+
+
+def already_there(kube: Kube, manifests: Sequence[Mapping[str, Any]], *, namespace: str) -> list[str]:
+    """The objects `withdraw` would delete that exist before `manifests` are applied (as `jobs/train`): an earlier
+    run's job (running, or queued after an interrupted watch) or someone else's object of the same name. Applied
+    over, a request's old conditions would be read as this zone's answer (its spec is immutable, so the apply leaves
+    it and its status as they were), and a refusal would delete what geosched did not create."""
+    return [_named(p) for p in reversed(_withdrawn(kube, manifests, namespace))
+            if _asked(kube, f"reading {_named(p)}", partial(kube.get, p), WatchFailed) is not None]
+
+
+def _withdrawn(kube: Kube, manifests: Sequence[Mapping[str, Any]], namespace: str) -> list[str]:
+    """The API paths of what `withdraw` deletes: every object of `manifests` but Kueue's queue objects, last
+    first."""
+    paths: list[str] = []
+    for obj in reversed(manifests):
+        if obj["kind"] in QUEUE_KINDS:
+            continue
+        resource = kube.resource(str(obj["apiVersion"]), str(obj["kind"]))
+        if resource is None:
+            continue
+        meta = obj.get("metadata") or {}
+        paths.append(resource.path(str(meta.get("namespace") or namespace) if resource.namespaced else None,
+                                   str(meta["name"])))
+    return paths
+
+
+def _named(path: str) -> str:
+    return path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1]
+
+
+def _delete(kube: Kube, path: str) -> None:
+    try:
+        # Background: the Job's pods and Kueue's Workload (and through it Kueue's request) go with it.
+        kube.request("DELETE", path, query={"propagationPolicy": "Background"})
+    except Exception as exc:
+        if status_of(exc) != 404:
+            raise
+
+
+T = TypeVar("T")
+
+
+def _asked(kube: Kube, what: str, call: Callable[[], T], failure: type[GeoschedError]) -> T:
+    """One request of the watch or the withdrawal, asked again while it fails transiently (429 after its
+    Retry-After, 5xx, a dropped connection: the client's `with_retries`), since one blip would otherwise end an
+    hour's wait and give up the request's place in the autoscaler's queue; what still fails is `failure`, one line
+    naming the cluster, what was asked and the server's answer (the client's exception is no line of its own)."""
+    try:
+        return with_retries(call)
+    except GeoschedError:
+        raise
+    except Exception as exc:
+        raise failure(f"{kube.name}: {what}: {describe(exc)}") from None

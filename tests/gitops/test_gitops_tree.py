@@ -153,7 +153,11 @@ def test_a_comment_or_key_order_change_rewrites_nothing(repo: Path) -> None:
 
 def test_a_damaged_index_costs_only_the_kept_times(repo: Path) -> None:
     render(repo)
-    (repo / INDEX).write_text("# geosched gitops render\n: not yaml [\n")
+    # Damaged as Git leaves it: two branches' renders merged, the conflict markers inside geosched's index (its
+    # first line, the same on both sides, is kept: a file that only names the command is not geosched's).
+    text = (repo / INDEX).read_text().splitlines(keepends=True)
+    (repo / INDEX).write_text("".join([text[0], "<<<<<<< HEAD\n", *text[1:], "=======\n: not yaml [\n",
+                                       ">>>>>>> render-on-branch\n"]))
     written, removed = render(repo, at=LATER)
     assert removed == ()
     assert set(written) == {INDEX, "clusters/east-a/ml/alpha.yaml", "clusters/west/default/beta.yaml",

@@ -60,12 +60,33 @@ def request(*conditions: dict[str, Any]) -> dict[str, Any]:
     # Revoked or expired after it was Provisioned: Provisioned still reads True, and is not the outcome.
     (request(ACCEPTED, PROVISIONED, REVOKED), "CapacityRevoked", "CapacityRevoked"),
     (request(ACCEPTED, PROVISIONED, EXPIRED), "BookingExpired", "CapacityReservationTimeExpired"),
+    # attack3 O1: check-capacity with partialCapacityCheck bookPartial books what fits (cluster-autoscaler
+    # provisioningrequest/checkcapacity: Provisioned True, PartialCapacityIsFound, "Partial capacity is found in the
+    # cluster."); it read as the whole gang provisioned.
+    (request(ACCEPTED, cond("Provisioned", "PartialCapacityIsFound", "Partial capacity is found in the cluster.")),
+     "PartialCapacityIsFound", "PartialCapacityIsFound"),
 ])
 def test_a_request_is_read_by_its_terminal_conditions_first(obj: dict[str, Any], condition: str,
                                                            reason: str) -> None:
     state = provwatch.request_state(obj)
     assert (state.name, state.condition, state.reason) == ("train-p", condition, reason)
-    assert state.failed == (condition in ("Failed", "CapacityRevoked", "BookingExpired"))
+    assert state.failed == (condition in ("Failed", "CapacityRevoked", "BookingExpired", "PartialCapacityIsFound"))
+
+
+@pytest.mark.parametrize(("obj", "condition"), [
+    # attack3 A5: a repeated type was read by its last entry (the autoscaler and Kueue read the first), and a
+    # status or conditions of another JSON type (a server that does not keep the CRD's schema) was a traceback.
+    (request(ACCEPTED, FAILED, cond("Failed", "CapacityIsNotFound", "retrying", "False")), "Failed"),
+    (request(ACCEPTED, cond("Provisioned", "CapacityIsNotFound", "not yet", "False"), PROVISIONED), ""),
+    ({"metadata": {"name": "train-p"}, "status": [FAILED]}, ""),
+    ({"metadata": {"name": "train-p"}, "status": {"conditions": {"type": "Failed", "status": "True"}}}, ""),
+    ({"metadata": "train-p", "status": "Failed"}, ""),
+    # Status is case-sensitive in metav1.Condition ("True", "False", "Unknown"): "true" is no True.
+    (request(cond("Failed", "CapacityIsNotFound", "no", "true")), ""),
+    (request(cond("Failed", "CapacityIsNotFound", "no", "Unknown"), PROVISIONED), "Provisioned"),
+])
+def test_a_request_of_an_odd_shape_reads_as_the_autoscaler_reads_it(obj: dict[str, Any], condition: str) -> None:
+    assert provwatch.request_state(obj).condition == condition
 
 
 def test_the_gang_is_provisioned_only_when_every_request_is_and_fails_with_any() -> None:
@@ -242,3 +263,169 @@ def test_an_interrupted_watch_leaves_the_gang_queued_and_says_so(cluster: MultiC
     assert said[-1] == ("interrupted: Job train in namespace ml of cluster cluster-a stays queued in us-east-1a "
                         "(use1-az6); delete it, ProvisioningRequest train-geosched-provisioning and its "
                         "PodTemplates to withdraw")
+
+
+def test_a_rerun_over_a_provisioned_gang_applies_nothing_and_leaves_it_running(cluster: MultiCluster, store: Store,
+                                                                              tmp_path: Path) -> None:
+    # attack3 A1: the second run applied over the first one's objects. The request's spec is immutable and the
+    # same in every zone, so it kept its status: the old zone's Provisioned was read as us-east-1a's answer, the run
+    # said "launched" there and re-pinned the job (on a real API server the running Job's template is immutable:
+    # the 422 made the run withdraw, deleting the running job).
+    autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
+    clock = Clock(autoscaler)
+    settings = provfailover.Settings(timeout_s=600, poll_s=5, clock=clock, sleep=clock.sleep)
+    provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g5", request=GANG,
+                              settings=settings)
+    before = left(cluster)
+    with pytest.raises(provwatch.AlreadyThere) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g6", request=GANG,
+                                  settings=settings)
+    assert str(caught.value).startswith("cluster-a: podtemplates/train-geosched-provisioning-0, provisioningrequests/"
+                                        "train-geosched-provisioning, jobs/train, services/train already in "
+                                        "namespace ml")
+    assert "\n" not in str(caught.value) and caught.value.exit_code == 1
+    assert left(cluster) == before
+    job = cluster["cluster-a"].get("batch/v1/jobs", "train", NS)
+    assert job is not None and job["spec"]["template"]["spec"]["nodeSelector"][keys.ZONE] == "us-east-1b"
+    assert [(a.zone, a.outcome) for a in journal.attempts(store, "g6")] == [("use1-az6", "failed")]
+    record = journal.gang_record(store, "g6")
+    assert record is not None and record.state == "terminated" and "nothing applied" in (record.message or "")
+
+
+def test_someone_elses_object_of_the_same_name_is_neither_applied_over_nor_deleted(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # attack3 A1: a Service "train" of another team's; the zone refused, and the withdrawal deleted it.
+    api = cluster["cluster-a"]
+    theirs = api.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "train", "namespace": NS,
+                                                                             "labels": {"team": "search"}},
+                         "spec": {"selector": {"app": "search"}, "ports": [{"port": 8080}]}})
+    clock = Clock(Autoscaler(cluster, dict.fromkeys(("us-east-1a", "us-east-1b", "us-east-1c"), FAILED)))
+    with pytest.raises(provwatch.AlreadyThere, match=r"^cluster-a: services/train already in namespace ml "):
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g7", request=GANG,
+                                  settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                 sleep=clock.sleep))
+    still = api.get("v1/services", "train", NS)
+    assert still is not None and still["metadata"]["uid"] == theirs["metadata"]["uid"]
+    assert still["spec"]["selector"] == {"app": "search"}
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": ["train"]}
+
+
+def test_a_request_deleted_by_someone_else_ends_the_watch_at_the_next_poll(cluster: MultiCluster, store: Store,
+                                                                           tmp_path: Path) -> None:
+    # attack3 A2: the watch read the missing request as "not answered yet", waited out the zone's deadline (3,600
+    # polls of a second here) and then asked the next zone for what had been withdrawn on purpose.
+    api = cluster["cluster-a"]
+
+    def someone_else() -> None:
+        for r in api.list(PROVREQS, NS):
+            api.delete(PROVREQS, r["metadata"]["name"], NS)
+
+    clock = Clock(someone_else)
+    with pytest.raises(provwatch.RequestGone) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g8", request=GANG,
+                                  settings=provfailover.Settings(timeout_s=3600, poll_s=1, clock=clock,
+                                                                 sleep=clock.sleep))
+    assert str(caught.value) == ("cluster-a: ProvisioningRequest train-geosched-provisioning in namespace ml was "
+                                 "deleted while it was watched")
+    assert clock.slept == [1]
+    # What geosched applied beside it is withdrawn; the next zone is not asked.
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
+    [attempt] = journal.attempts(store, "g8")
+    assert (attempt.zone, attempt.outcome) == ("use1-az6", "rolled-back")
+    assert attempt.message == f"{caught.value}; withdrawn"
+
+
+class Interrupting(Kube):
+    """A connection whose `at`-th request to the API server is where Ctrl-C lands (KeyboardInterrupt raised in
+    place of sending it), counted across every connection of one run."""
+
+    calls = 0
+    at = 0
+
+    def _send(self, *args: Any, **kwargs: Any) -> Any:
+        Interrupting.calls += 1
+        if Interrupting.calls == Interrupting.at:
+            raise KeyboardInterrupt
+        return super()._send(*args, **kwargs)
+
+
+def test_ctrl_c_at_any_request_leaves_the_journal_closed_and_says_what_may_be_left(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # attack3 A3: Ctrl-C while a refused zone was being withdrawn (or before its objects were applied) left the
+    # attempt `started` and the gang `provisioning`, said nothing, and the zone's objects partly deleted.
+    api = cluster["cluster-a"]
+    two = zones(tmp_path)[:2]
+    whole = None
+    step = 0
+    while whole is None:
+        step += 1
+        Interrupting.calls, Interrupting.at = 0, step
+        clock = Clock(Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED}))
+        said: list[str] = []
+        gang = f"c{step}"
+        try:
+            provfailover.queue_across(
+                store, two, open_kube=lambda z: Interrupting.open(z.context, cluster.kubeconfig, name=z.cluster),
+                gang=gang, request=GANG, settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                        sleep=clock.sleep), say=said.append)
+            whole = step - 1  # no request was interrupted: the run's every request has been tried
+        except KeyboardInterrupt:
+            record = journal.gang_record(store, gang)
+            outcomes = [a.outcome for a in journal.attempts(store, gang)]
+            assert record is not None and record.state == "terminated", (step, record)
+            assert "started" not in outcomes and outcomes[-1] == "cancelled", (step, outcomes)
+            objects = left(cluster)
+            if any(objects.values()):  # something of the zone stays: the last line says what to delete
+                assert said and " Job train in namespace ml of cluster cluster-a " in said[-1], (step, said)
+                assert "delete it, ProvisioningRequest train-geosched-provisioning and its PodTemplates" in said[-1]
+            for resource, names in objects.items():
+                for name in names:
+                    api.delete(resource, name, NS)
+    # Applying, watching and withdrawing the first zone, then applying and watching the second: dozens of steps.
+    assert whole > 20
+
+
+def test_a_transient_error_of_the_api_server_during_the_watch_is_retried(cluster: MultiCluster, store: Store,
+                                                                        tmp_path: Path) -> None:
+    # attack3 A4: one 500 (or a 429) while polling the request ended the run and withdrew the zone, its place in
+    # the autoscaler's queue lost, with the client's exception raw (a traceback at the command line).
+    api = cluster["cluster-a"]
+    autoscaler = Autoscaler(cluster, {"us-east-1a": PROVISIONED})
+    armed: list[bool] = []
+
+    def answer_after_a_500() -> None:
+        if not armed:  # the first poll found it pending; the next read of it fails once, then it is answered
+            armed.append(True)
+            api.inject(500, method="GET", path=r"/provisioningrequests/train-geosched-provisioning$")
+            return
+        autoscaler()
+
+    clock = Clock(answer_after_a_500)
+    queued = provfailover.queue_across(store, zones(tmp_path)[:1], open_kube=opener(cluster), gang="t1",
+                                       request=GANG, settings=provfailover.Settings(timeout_s=600, poll_s=5,
+                                                                                    clock=clock, sleep=clock.sleep))
+    assert queued.state.condition == "Provisioned"
+    assert api.count("GET", r"/provisioningrequests/train-geosched-provisioning$", faulted=True) == 1
+
+
+def test_a_refusal_of_the_api_server_during_the_watch_is_one_line_and_the_zone_withdrawn(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # attack3 A4: a 403 (RBAC changed under the watch) propagated as the client's ApiException: no one line.
+    api = cluster["cluster-a"]
+    forbidden = ('provisioningrequests.autoscaling.x-k8s.io "train-geosched-provisioning" is forbidden: User "ci" '
+                 'cannot get resource')
+    # Once: not retried (it is no transient error), and the withdrawal after it may read the request again.
+    clock = Clock(lambda: None if api.count(faulted=True) else api.inject(
+        403, method="GET", path=r"/provisioningrequests/", message=forbidden))
+    with pytest.raises(provwatch.WatchFailed) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="t2", request=GANG,
+                                  settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                 sleep=clock.sleep))
+    assert str(caught.value) == ("cluster-a: reading ProvisioningRequest train-geosched-provisioning in namespace "
+                                 'ml: 403 provisioningrequests.autoscaling.x-k8s.io "train-geosched-provisioning" '
+                                 'is forbidden: User "ci" cannot get resource')
+    assert caught.value.exit_code == 1
+    # The job and its companions were withdrawn, the request with them.
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
+    [attempt] = journal.attempts(store, "t2")
+    assert attempt.outcome == "rolled-back" and attempt.message == f"{caught.value}; withdrawn"
