@@ -20,6 +20,10 @@
   and a job released at that latest start goes to the queue's front. A job no region can hold at any start of its
   window joins the queue at once, and so does a gang only one region can hold whole (`sole_domain`): it is not
   shifted, and goes to the queue's front (grid/README.md, "A gang only one region holds is not shifted").
+- **Hard promises** (`ShiftTiming.promise`, the engine's `_promises`): a job shifted to a later start holds, until
+  it starts, an EASY reservation at its latest start in the region it was decided for; jobs without a deadline, and
+  flexible ones whose own latest start is later, may not take those GPUs past then (policies/README.md, "Hard
+  promises").
 - **Emissions** (every run with a series): a placement's energy per hour by region (`policies.energy`) times the
   *measured* intensity of every hour it runs, whatever the decision forecast.
 
@@ -88,7 +92,7 @@ class ShiftTiming:
 
     def __init__(self, trace: Sequence[TraceJob], history: GridHistory, origin: float, policy: str,
                  weights: Weights | None, shift: Method | None, deadline_aware: bool = True,
-                 sole_domain_starts_now: bool = True) -> None:
+                 sole_domain_starts_now: bool = True, hard_promises: bool = True) -> None:
         self.trace, self.history, self.origin = trace, history, origin
         self.policy, self.weights, self.shift = policy, weights, shift
         # False: the placement as the policy chose it and jobs without slack passing a flexible job until its latest
@@ -96,6 +100,10 @@ class ShiftTiming:
         self.deadline_aware = deadline_aware
         # False: a gang only one region can hold is shifted like any other (the benchmark's runs without the rule).
         self.sole_domain_starts_now = sole_domain_starts_now
+        # False: promises stay soft (a job without slack, or one released, takes what it finds), as before issue 24's
+        # hard promises (`promise`; the benchmark's runs without them).
+        self.hard_promises = hard_promises
+        self.deferred: dict[int, int] = {}  # job shifted to a later start at least once -> region decided for
         self._sole: dict[int, bool] = {}  # job -> only one region can hold it whole (`sole_domain`)
         self.promised: dict[int, tuple[int, float, float, float]] = {}  # job -> (region, start, end, GPUs)
         self.latest: dict[int, float] = {}  # job -> latest start (trace seconds) on the placement it was decided for
@@ -157,11 +165,33 @@ class ShiftTiming:
             stretched = window.runtime_s * timeshift.slowdown(job, decision.placement)
             self.latest[j] = min(self.latest.get(j, np.inf), window.finish_by - stretched - self.origin
                                  if window.finish_by is not None else np.inf)
-        if not isinstance(decision.placement, Placement) or decision.start <= window.now:
+        if not isinstance(decision.placement, Placement):
             return now
         region = ctx.region_keys.index(decision.placement.regions[0])
+        if j in self.deferred:
+            self.deferred[j] = region  # its promise follows the latest decision (`promise`)
+        if decision.start <= window.now:
+            return now
+        self.deferred[j] = region
         self.promised[j] = (region, decision.start, decision.start + window.runtime_s, float(job.gpus))
         return decision.start - self.origin
+
+    def promise(self, j: int, job: Job) -> tuple[float, int | None] | None:
+        """A hard promise (the engine's `_promises`): a job this run shifted to a later start holds, until it
+        starts, an EASY reservation at its latest start (deadline - predicted run on the placement decided -
+        the guard, `GUARD_SHARE` of its slack: the margin for the queue) in the region it was last decided for.
+        Jobs started now or passing it may take those GPUs only if they end by then or leave enough; at that
+        start it is urgent and goes to the queue's front (`urgent`, `rank`), so it starts then whatever the
+        forecaster chose. Without it, a job whose promised capacity others took when its hour came queued
+        behind them past its deadline (geo, January, share 1.0: seasonal naive's llm-523 and four of the
+        oracle's; grid/README.md). A flexible job not shifted gets its latest start alone (region None): promises
+        of earlier latest starts bind it, later ones do not (earliest deadline first)."""
+        if not self.hard_promises or self.shift is None:
+            return None
+        finish_by = self._finish_by(j, job)
+        if finish_by is None or job.schedule is None:
+            return None
+        return min(finish_by - job.schedule.runtime_s, self.latest.get(j, np.inf)), self.deferred.get(j)
 
     def urgent(self, j: int, job: Job, now: float) -> bool:
         return self.shift is not None and self._window(j, job, now) is None
