@@ -11,6 +11,7 @@ from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 
 if TYPE_CHECKING:
     from geosched.console import settings
+    from geosched.files.decl.settings import SettingRow
 
 app = typer.Typer(no_args_is_help=True, help="The settings: where the config file is, and every value in force.")
 
@@ -27,15 +28,18 @@ def show_cmd(ctx: typer.Context, output: OutputOpt = Output.TABLE, no_headers: N
     """Every setting, its value and where it came from: flag, env, file or default."""
     from geosched.console import render, settings
     from geosched.console.output import emit_document
+    from geosched.files.decl.settings import SettingsDoc
     rows = [_row(ctx, s) for s in settings.SETTINGS]
-    emit_document("Settings", {"config_file": str(settings.config_path()), "settings": rows}, output, lambda: (
+    emit_document(SettingsDoc.build(config_file=str(settings.config_path()), settings=rows), output, lambda: (
         render.table(f"settings (config file: {settings.config_path()})",
-                     [{**r, "value": _text(r["value"], s)} for r, s in zip(rows, settings.SETTINGS, strict=True)])),
+                     [{"key": r.key, "variable": r.variable, "value": _text(r.value, s), "source": r.source}
+                      for r, s in zip(rows, settings.SETTINGS, strict=True)])),
         no_headers=no_headers)
 
 
-def _row(ctx: typer.Context, setting: settings.Setting) -> dict[str, Any]:
+def _row(ctx: typer.Context, setting: settings.Setting) -> SettingRow:
     from geosched.console import redact, settings
+    from geosched.files.decl.settings import SettingRow
     from geosched.store.db import default_home
     value, source = settings.resolve(setting)
     flag = _flag(ctx, setting)
@@ -48,7 +52,7 @@ def _row(ctx: typer.Context, setting: settings.Setting) -> dict[str, Any]:
         # An endpoint may carry credentials (https://user:pass@host, ?access_token=...): never printed (attack
         # report 2026-12-07, finding 11).
         plain = redact.url(plain)
-    return {"key": setting.key, "variable": setting.env, "value": plain, "source": source}
+    return SettingRow.build(key=setting.key, variable=setting.env, value=plain, source=source)
 
 
 def _flag(ctx: typer.Context, setting: settings.Setting) -> Any:

@@ -283,9 +283,12 @@ def place(
     notes = [*(grid.notes if grid is not None else ()), *carbon.notes]
     if job.flexible and history is None:
         notes.append(f"job {job.name} has a schedule but no --carbon-hourly was given: it starts now")
-    doc = render.placement_doc(result)
-    if shift is not None and isinstance(result, Placement):
-        doc["start"] = timeshift.shift_doc(shift, ctx)
+    from geosched.files.decl.placement import NoFitDoc, PlacementDoc
+    start = None if shift is None else timeshift.shift_doc(shift, ctx)
+    if isinstance(result, Placement):
+        doc: PlacementDoc | NoFitDoc = PlacementDoc.of(result, start)
+    else:
+        doc = NoFitDoc.of(result)
 
     def table() -> None:
         if isinstance(result, Placement):
@@ -305,8 +308,7 @@ def place(
         else:
             render.error(result.message)
 
-    emit_document("Placement" if isinstance(result, Placement) else "NoFit", doc, output, table,
-                  no_headers=no_headers)
+    emit_document(doc, output, table, no_headers=no_headers)
     if not isinstance(result, Placement):
         raise typer.Exit(EXIT_NO_FIT)
     if plot is not None:
@@ -316,7 +318,7 @@ def place(
                          markup=False)
     if record:
         with State.store() as store:
-            store.record_placement(result, doc.get("start"))
+            store.record_placement(result, start)
 
 
 def _start_table(shift: timeshift.Shift, ctx: policies.PlacementContext, limit: int) -> None:

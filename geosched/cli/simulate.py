@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from geosched.simulate.engine import SimOptions, simulate
 from geosched.simulate.fleets import geo_fleet
 from geosched.simulate.llm import CLUSTERS, llm_trace
 from geosched.simulate.metrics import PolicyResult
+
+if TYPE_CHECKING:  # pydantic is imported when a document is printed, not by `geosched -h`
+    from geosched.files.decl.simulation import SimulationReportDoc
 from geosched.simulate.shifting import Flexibility, replay
 from geosched.simulate.traces import FORMATS, TraceRead, read_trace
 from geosched.store.sources import Snapshot, resolve
@@ -156,9 +160,9 @@ def run_simulate_command(
     if output is Output.CSV:
         render.rows_csv(report.rows(results), header=not no_headers)
     else:
-        meta = {"trace": read.source, "format": read.format, "fleet": snap.origin, "jobs_read": len(read.jobs),
-                "rows_with_errors": len(read.errors), "rows_skipped": len(read.skipped)}
-        emit_document("SimulationReport", report.document(results, meta), output, lambda: transposed_table(
+        doc = report_doc(results, trace=read.source, format=read.format, fleet=snap.origin, jobs_read=len(read.jobs),
+                         rows_with_errors=len(read.errors), rows_skipped=len(read.skipped))
+        emit_document(doc, output, lambda: transposed_table(
             f"Trace replay: {read.source} ({read.format}, {len(read.jobs)} jobs) on {snap.origin}",
             SIMULATION_RESULTS, report.rows(results), "policy", wide=output is Output.WIDE), no_headers=no_headers)
     if plot is not None:
@@ -168,6 +172,18 @@ def run_simulate_command(
         title = f"{Path(read.source).name} on {snap.origin}"
         _note(f"wrote {simulation_plot(plot, results, title, measured=measured, origin=origin)}")
     return results
+
+
+def report_doc(results: Sequence[PolicyResult], *, trace: str, format: str, fleet: str, jobs_read: int,
+               rows_with_errors: int, rows_skipped: int) -> SimulationReportDoc:
+    """The SimulationReport `-o json|yaml` prints: the replay's inputs, each policy's summary, the jobs each left
+    unplaced (only the policies that left some)."""
+    from geosched.files.decl.simulation import PolicyResultRow, SimulationReportDoc, UnplacedJob
+    return SimulationReportDoc.build(
+        trace=trace, format=format, fleet=fleet, jobs_read=jobs_read, rows_with_errors=rows_with_errors,
+        rows_skipped=rows_skipped, results=[PolicyResultRow.build(**r.summary()) for r in results],
+        unplaced={r.policy: [UnplacedJob.build(id=u.id, line=u.line, reason=u.reason) for u in r.unplaced_jobs]
+                  for r in results if r.unplaced_jobs})
 
 
 def _measured(history: GridHistory, origin: float, span_s: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:

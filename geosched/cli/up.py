@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -49,9 +49,11 @@ from geosched.providers import cli as providers_cli
 
 if TYPE_CHECKING:
     from geosched.core.models import NetworkView, Weights
+    from geosched.kube import provreq
     from geosched.kube.config import ClusterConfig
     from geosched.kube.submit import SubmitOutcome
     from geosched.kube.tolerations import Toleration
+    from geosched.providers.nodegroups.backend import Target
     from geosched.providers.nodegroups.launch import NewGroup
     from geosched.providers.plan import PricingMode
 
@@ -145,6 +147,10 @@ def up_cmd(
         "--without-kueue", help="With --provisioning-class: render the ProvisioningRequest and its PodTemplates "
         "yourself, the job's pods annotated to consume it, for a cluster without Kueue (default: Kueue's admission "
         "check makes the request).")] = False,
+    provisioning_timeout: Annotated[float, typer.Option(
+        callback=finite, min=1.0, help="With --provisioning-class, applied: seconds each zone's ProvisioningRequest "
+        "may take to be Provisioned; a request that fails, loses its capacity or runs out of time is withdrawn and "
+        "the plan's next zone asked.")] = 3600.0,
 ) -> None:
     """Create an EKS managed node group or GKE node pool for JOB in the zone geosched chooses, wait until its nodes
     are Ready, and submit JOB onto exactly those nodes. `geosched down GANG` removes the group afterwards."""
@@ -161,12 +167,14 @@ def up_cmd(
         raise InputError(str(job_file), "gpu", "`up` sizes a node group by the job's GPU model: name it (gpu:)")
     pricing = PricingMode.SPOT if job.pricing is Pricing.SPOT else PricingMode.ON_DEMAND
     contexts = dict(zip(cluster, providers_cli._paired("--context", tuple(context), len(cluster)), strict=True))
-    if provisioning_class is not None or karpenter:
-        # Both hand one cluster's nodes to its own autoscaler: no failover between clusters.
+    if karpenter:
+        # Karpenter's pool is rendered for one cluster's GitOps: no failover between clusters.
         if len(cluster) > 1 or len(cloud_names) > 1 or len(region) > 1:
-            raise InputError("--cluster", "", f"{'--karpenter' if karpenter else '--provisioning-class'} takes one "
-                             "cluster (and one --provider, --region)")
+            raise InputError("--cluster", "", "--karpenter takes one cluster (and one --provider, --region)")
         one, cloud, where = cluster[0], cloud_names[0] if cloud_names else EKS, region[0] if region else None
+    if provisioning_class is not None and (out is not None or dry_run) and len(cluster) > 1:
+        raise InputError("--cluster", "", "--provisioning-class with --out or --dry-run shows one cluster's objects: "
+                         "name one (several fail over only when applied)")
     if spare_nodes and (provisioning_class is not None or karpenter):
         raise InputError("--spare-nodes", "", "sizes a managed node group geosched creates: not with --karpenter or "
                          "--provisioning-class")
@@ -182,9 +190,9 @@ def up_cmd(
         raise InputError("--out", "", "writes what --karpenter or --provisioning-class renders; a node group is "
                          "created, not written")
     if provisioning_class is not None:
-        _queue_provisioning(ctx, job_file, one, cloud, where, contexts[one] or one, kubeconfig, clusters,
+        _queue_provisioning(ctx, job_file, cluster, cloud_names, region, contexts, kubeconfig, clusters,
                             provisioning_class, pricing, dry_run, yes, output, no_headers, out=out,
-                            without_kueue=without_kueue)
+                            without_kueue=without_kueue, gang=name, timeout_s=provisioning_timeout)
         return
     if karpenter:
         # The pool and the job pinned to it, rendered for GitOps: Karpenter, not geosched, brings the nodes.
@@ -248,24 +256,27 @@ def up_cmd(
     from geosched.console.output import emit_document
     from geosched.kube import cli as kube_cli
 
-    emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
+    emit_document(kube_cli.outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
                   no_headers=no_headers)
     # On stderr in every format (stdout stays the SubmitOutcome): without it a JSON run would not learn the gang.
     render.err.print(f"gang {result.gang}: node group {result.group} runs {job.name}; `geosched down {result.gang}` "
                      "deletes it", markup=False, highlight=False, soft_wrap=True)
 
 
-def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provider: str, region: str | None,
-                        context: str, kubeconfig: Path | None, clusters: Path | None, class_name: str,
-                        pricing: PricingMode, dry_run: bool, yes: bool, output: Output, no_headers: bool, *,
-                        out: Path | None = None, without_kueue: bool = False) -> None:
-    """`up --provisioning-class`: the zone the node group (pool) plan ranks first, the job pinned there and
+def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[str], providers: list[str],
+                        regions: list[str], contexts: dict[str, str | None], kubeconfig: Path | None,
+                        clusters: Path | None, class_name: str, pricing: PricingMode, dry_run: bool, yes: bool,
+                        output: Output, no_headers: bool, *, out: Path | None = None, without_kueue: bool = False,
+                        gang: str | None = None, timeout_s: float = 3600.0) -> None:
+    """`up --provisioning-class`: the zones the node group (pool) plan ranks, the job pinned to the first and
     rendered beside Kueue's ProvisioningRequest admission check (kube/provreq.py `render`), or beside a
     ProvisioningRequest of its own (`--without-kueue`: `render_request`), applied to the cluster as `submit`
     applies, written to `out` for GitOps, or shown (--dry-run). The autoscaler then makes the nodes in that zone.
-    Nothing is created in the cloud by geosched, so nothing is journalled for `down`: deleting the job deletes its
-    Workload and, with it, the request Kueue owns (without Kueue, delete the request and its PodTemplates too:
-    a GitOps prune of the file does).
+    Applied, the request is watched and a zone the autoscaler refuses is withdrawn for the next, the clusters
+    (`--cluster` repeated) in the order the node group path tries them (cli/provfailover.py). Nothing is created
+    in the cloud by geosched, so `down` has nothing to delete: deleting the job deletes its Workload and, with it,
+    the request Kueue owns (without Kueue, delete the request and its PodTemplates too: a GitOps prune of the file
+    does).
 
     GKE: the nodes are pinned by zone and `cloud.google.com/gke-accelerator`. EKS (cluster-autoscaler's classes
     only): by the zone's *name* in this account (what `topology.kubernetes.io/zone` holds on EKS nodes, read from
@@ -279,81 +290,130 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster: str, provid
     from geosched.core.models import Weights
     from geosched.kube import cli as kube_cli
     from geosched.kube import provreq
-    from geosched.kube.client import Kube
     from geosched.kube.config import load_cluster_config
     from geosched.kube.jobinput import read_job_file
-    from geosched.kube.submit import SubmitOutcome, apply_manifests
+    from geosched.kube.submit import SubmitOutcome
     from geosched.policies.spotrisk import Rework
-    from geosched.providers.nodegroups import gkespec
     from geosched.store.db import Store
 
-    if provider not in (EKS, GKE):
-        raise InputError("--provider", "", f"expected {EKS} or {GKE}, got {provider[:40]!r}")
-    if class_name not in provreq.CLASSES:
-        raise InputError("--provisioning-class", "", f"{class_name[:80]!r} is not one of {', '.join(provreq.CLASSES)}")
-    if provider == EKS and class_name not in provreq.EKS_CLASSES:
-        raise InputError("--provisioning-class", "", f"{class_name} is GKE's (its Dynamic Workload Scheduler): use "
-                         "it with --provider gcp; on EKS cluster-autoscaler serves "
-                         f"{' and '.join(provreq.EKS_CLASSES)}")
+    clouds_of = providers_cli._paired("--provider", tuple(providers), len(cluster_names))
+    for provider in {c or EKS for c in clouds_of}:
+        if provider not in (EKS, GKE):
+            raise InputError("--provider", "", f"expected {EKS} or {GKE}, got {provider[:40]!r}")
+        if class_name not in provreq.CLASSES:
+            raise InputError("--provisioning-class", "", f"{class_name[:80]!r} is not one of "
+                             f"{', '.join(provreq.CLASSES)}")
+        if provider == EKS and class_name not in provreq.EKS_CLASSES:
+            raise InputError("--provisioning-class", "", f"{class_name} is GKE's (its Dynamic Workload Scheduler): "
+                             f"use it with --provider gcp; on EKS cluster-autoscaler serves "
+                             f"{' and '.join(provreq.EKS_CLASSES)}")
     job = read_job_file(job_file)
     gpu = f"{job.job.gpu}:{job.job.gpus_per_worker}"
     with Store(providers_cli._home(ctx)) as store:
-        _, _, _, targets, skipped, _, _ = providers_cli._nodegroup_targets(
-            ctx, store, cluster, None, gpu, job.job.workers, pricing, [provider], [region] if region else [],
+        plan, places, _, _ = providers_cli._nodegroup_sites(
+            ctx, store, cluster_names, None, gpu, job.job.workers, pricing, [c or EKS for c in clouds_of], regions,
             Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
                     spot_risk=DEFAULT_WEIGHTS.spot_risk), Rework(1.0, 0.25), True)
-    if not targets:
-        reasons = "; ".join(sorted({s.reason for s in skipped})) or "no offering"
-        render.error(f"no zone of cluster {cluster} holds {job.job.workers} x {gpu}: {reasons}")
+    if not any(p.targets for p in places):
+        reasons = "; ".join(sorted({s.reason for p in places for s in p.skipped})) or "no offering"
+        named = ", ".join(cluster_names)
+        render.error(f"no zone of cluster{'s' if len(places) > 1 else ''} {named} holds {job.job.workers} x {gpu}: "
+                     f"{reasons}")
         raise typer.Exit(EXIT_NO_FIT)
-    first = targets[0].candidate
-    if provider == GKE:
-        accelerator = gkespec.accelerator(first.instance_type, first.gpu)
-        assert accelerator is not None, "targets() keeps only zones whose accelerator type is known"
-        target = provreq.Target(zone=first.zone, gpu_label=keys.GKE_ACCELERATOR, gpu_value=accelerator,
-                                class_name=class_name)
-        shape, where = f"{first.instance_type} ({accelerator})", first.zone
-    else:
-        target = provreq.Target(zone=targets[0].zone_name, gpu_label=keys.INSTANCE_TYPE,
-                                gpu_value=first.instance_type, class_name=class_name,
-                                tolerations=(provreq.EKS_GPU_TAINT,))
-        shape, where = first.instance_type, f"{targets[0].zone_name} ({first.zone})"
     configs = load_cluster_config(clusters) if clusters is not None else {}
-    config = configs.get(context) or next((c for c in configs.values() if c.context == context), None)
-    namespace = job.namespace or (config.namespace if config else None) or "default"
-    queue = (config.queue if config else None) or provreq.DEFAULT_NAME
-    if without_kueue:
-        manifests = provreq.render_request(job, target, namespace=namespace)
-        through = f"ProvisioningRequest {manifests[len(job.pod_sets)]['metadata']['name']} ({class_name})"
-    else:
-        manifests = provreq.render(job, target, queue=queue, namespace=namespace)
-        through = f"ProvisioningRequestConfig {target.name} ({class_name})"
-    note = (f"{job.job.workers} x {shape} asked of the autoscaler in {where} through {through}, "
-            f"${first.usd_per_hour:,.2f}/h at the catalog's {pricing.value} price once up"
-            + (" (flex-start capacity is billed at its own rate)" if class_name == provreq.QUEUED_PROVISIONING
-               else ""))
+    through = (f"ProvisioningRequestConfig {provreq.DEFAULT_NAME} ({class_name})" if not without_kueue else
+               f"ProvisioningRequest {{}} ({class_name})")
+
+    def rendered(pin: provreq.Target, namespace: str, queue: str) -> list[dict[str, Any]]:
+        if without_kueue:
+            return provreq.render_request(job, pin, namespace=namespace)
+        return provreq.render(job, pin, queue=queue, namespace=namespace)
+
+    def noted(zone: provfailover.Zone, shape: str) -> str:
+        asked = through.format(next((str(m["metadata"]["name"]) for m in zone.render()
+                                     if m["kind"] == "ProvisioningRequest"), ""))
+        return (f"{job.job.workers} x {shape} asked of the autoscaler in {zone.where} through {asked}, "
+                f"${zone.candidate.usd_per_hour or 0.0:,.2f}/h at the catalog's {pricing.value} price once up"
+                + (" (flex-start capacity is billed at its own rate)" if class_name == provreq.QUEUED_PROVISIONING
+                   else ""))
+
+    from functools import partial
+
+    from geosched.cli import provfailover
+
+    zones: list[provfailover.Zone] = []
+    shapes: list[str] = []
+    for place in places:
+        context = contexts.get(place.name) or place.name
+        config = configs.get(context) or next((c for c in configs.values() if c.context == context), None)
+        namespace = job.namespace or (config.namespace if config else None) or "default"
+        queue = (config.queue if config else None) or provreq.DEFAULT_NAME
+        for t in place.targets:
+            pin, shape, where = _pin(place.backend.provider, t, class_name)
+            zones.append(provfailover.Zone(t.candidate, where if len(places) == 1 else f"{where}, cluster "
+                                           f"{place.name}", partial(rendered, pin, namespace, queue),
+                                           cluster=place.name, context=context, namespace=namespace))
+            shapes.append(shape)
+    first = zones[0]
+    note = noted(first, shapes[0])
     if out is not None and not dry_run:
         import sys
 
+        from geosched.core.errors import escape
         from geosched.files.writes import write_file
         from geosched.kube.render import to_yaml
 
-        write_file(out, to_yaml(manifests))
-        sys.stdout.write(f"wrote {out}\n")
+        write_file(out, to_yaml(first.render()))
+        # The path as given may hold an ESC or a line break: escaped as error lines are (written without rich,
+        # which would strip them).
+        sys.stdout.write(f"wrote {escape(str(out))}\n")
         _say(output)(f"{note}; commit it for your GitOps to apply (geosched created nothing)")
         return
-    outcome = SubmitOutcome(job.name, "dry-run", cluster=cluster, context=context, zones=(first.zone,),
-                            manifests=tuple(manifests), assumptions=(note,))
+    outcome = SubmitOutcome(job.name, "dry-run", cluster=first.cluster, context=first.context,
+                            zones=(first.candidate.zone,), manifests=tuple(first.render()), assumptions=(note,))
     if not dry_run:
+        from geosched.kube.client import Kube
+        from geosched.providers.gang import check_gang_name, new_gang_name
+
+        if gang:
+            check_gang_name(gang)
+        gang = gang or new_gang_name()
         if not yes:
-            typer.confirm(f"Queue {job.name} on cluster {cluster}: {note}?", abort=True)
-        with Kube.open(context, kubeconfig, name=cluster) as kube:
-            applied = apply_manifests(kube, manifests, default_namespace=namespace)
-        outcome = SubmitOutcome(job.name, "applied", cluster=cluster, context=context, zones=(first.zone,),
-                                applied=tuple(applied), assumptions=(note,))
-    emit_document("SubmitOutcome", kube_cli._outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
+            more = f" (then the next of {len(zones) - 1} more zones if it fails)" if len(zones) > 1 else ""
+            typer.confirm(f"Queue {job.name} on cluster {first.cluster}: {note}{more}?", abort=True)
+
+        def open_kube(zone: provfailover.Zone) -> Kube:
+            return Kube.open(zone.context, kubeconfig, name=zone.cluster)
+
+        with Store(providers_cli._home(ctx)) as store:
+            queued = provfailover.queue_across(store, zones, open_kube=open_kube, gang=gang, request=plan.request,
+                                               settings=provfailover.Settings(timeout_s=timeout_s),
+                                               say=_say(output))
+        landed = queued.zone
+        note = noted(landed, shapes[zones.index(landed)])
+        outcome = SubmitOutcome(job.name, "applied", cluster=landed.cluster, context=landed.context,
+                                zones=(landed.candidate.zone,), applied=queued.applied,
+                                assumptions=(note, queued.state.line()))
+    emit_document(kube_cli.outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
                   no_headers=no_headers)
     _say(output)(note)
+
+
+def _pin(provider: str, target: Target, class_name: str) -> tuple[provreq.Target, str, str]:
+    """Where a ProvisioningRequest pins the gang in one zone of the plan: the pin, the nodes' shape and the zone,
+    as the messages say them. GKE: zone and accelerator; EKS: the zone's name and the instance type."""
+    from geosched.kube import provreq
+    from geosched.providers.nodegroups import gkespec
+
+    c = target.candidate
+    if provider == GKE:
+        accelerator = gkespec.accelerator(c.instance_type, c.gpu)
+        assert accelerator is not None, "targets() keeps only zones whose accelerator type is known"
+        return (provreq.Target(zone=c.zone, gpu_label=keys.GKE_ACCELERATOR, gpu_value=accelerator,
+                               class_name=class_name), f"{c.instance_type} ({accelerator})", c.zone)
+    return (provreq.Target(zone=target.zone_name, gpu_label=keys.INSTANCE_TYPE, gpu_value=c.instance_type,
+                           class_name=class_name, tolerations=(provreq.EKS_GPU_TAINT,)),
+            c.instance_type, f"{target.zone_name} ({c.zone})")
 
 
 class _Joiner:

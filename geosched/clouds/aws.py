@@ -43,6 +43,7 @@ SPEC = CloudSpec(
     zone_id_label=ZONE_ID_LABEL,
     zone_id_label_since="EKS before 1.30",
     node_labels=node_labels,
+    spot_labels=((CAPACITY_TYPE_LABEL, "SPOT"),),
     pool_label=NODEGROUP_LABEL,
     provider_id=provider_id,
     kube_service="eks",

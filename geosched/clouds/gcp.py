@@ -29,6 +29,9 @@ MACHINE_FAMILY_LABEL = "cloud.google.com/machine-family"
 # time-sharing or MPS (.../how-to/timesharing-gpus, .../how-to/nvidia-mps-gpus: `gke-gpu-sharing-strategy`).
 GPU_PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"
 GPU_SHARING_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"
+# Spot VMs and the older preemptible VMs (cloud.google.com/kubernetes-engine/docs/concepts/spot-vms,
+# .../concepts/preemptible-vms).
+SPOT_LABELS = (("cloud.google.com/gke-spot", "true"), ("cloud.google.com/gke-preemptible", "true"))
 DAILY_PREEMPTION = 0.15
 
 
@@ -48,6 +51,7 @@ SPEC = CloudSpec(
     title="GCP",
     provider_id_schemes=("gce",),
     node_labels=node_labels,
+    spot_labels=SPOT_LABELS,
     pool_label=NODEPOOL_LABEL,
     provider_id=provider_id,
     kube_service="gke",

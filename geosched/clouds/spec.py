@@ -48,6 +48,9 @@ class CloudSpec:
     zone_id_label_since: str | None = None
     # The cloud's own labels on a GPU node its managed node groups launch (beside the well-known ones).
     node_labels: Callable[[NodeShape], Mapping[str, str]] = no_labels
+    # (label, value) pairs its managed Kubernetes service puts on a node bought on the spot market (read by
+    # geosched.kube.nodeprice to price the node at the spot rate); empty when the cloud sells no spot nodes.
+    spot_labels: tuple[tuple[str, str], ...] = ()
     # The label its managed node groups (node pools) put on every node with the group's name, None without such.
     pool_label: str | None = None
     # The providerID its node controller sets: (zone label, node name, project) -> providerID; None when geosched

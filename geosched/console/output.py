@@ -18,11 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from geosched.files.formats import API_VERSION, Output, document
+
+if TYPE_CHECKING:  # pydantic is not imported by `geosched -h` (tests/test_cli_startup.py)
+    from geosched.files.decl.base import OutputDocument
 
 __all__ = ["KINDS", "NOT_DATA", "Column", "ListKind", "NoHeadersOpt", "Output", "OutputOpt", "ReportOutputOpt",
            "TabularOutputOpt", "columns_table", "document", "emit_document", "emit_list", "envelope", "rfc3339",
@@ -186,13 +189,14 @@ def transposed_table(title: str, columns: Sequence[Column], rows: Sequence[Mappi
                          for c in shown], caption=caption)
 
 
-def emit_document(kind: str, body: Mapping[str, Any], output: Output, table: Callable[[], None], *,
+def emit_document(doc: OutputDocument, output: Output, table: Callable[[], None], *,
                   no_headers: bool = False) -> None:
-    """One document of `kind`: JSON/YAML with apiVersion and kind, else `table()` draws it for people (its
-    tables without headers under --no-headers)."""
+    """One document, as its declaration (geosched.files.decl) serialises it: JSON/YAML with apiVersion and kind,
+    else `table()` draws it for people (its tables without headers under --no-headers). Taking the declared model,
+    not a dict, is what keeps docs/schemas/<kind>.schema.json the shape of what is printed: both come from it."""
     from geosched.console import render
     if output in (Output.JSON, Output.YAML):
-        render.data(document(kind, body), output.value)
+        render.data(document(doc.KIND, doc.dump()), output.value)
     else:
         with render.headers(not no_headers):
             table()

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import ConsoleDimensions
     from rich.text import Text
 
-    from geosched.core.models import NoFit, Placement, Score, Weights
+    from geosched.core.models import Placement, Score, Weights
 
 
 def printable(text: str) -> str:
@@ -260,8 +260,3 @@ def more(count: int, limit: int) -> str | None:
         return None
     return f"{limit} of {count} shown (--limit 0 shows all; -o json lists all)"
 
-
-def placement_doc(p: Placement | NoFit) -> dict[str, Any]:
-    from geosched.core.models import Placement
-    from geosched.files.documents import nofit_to_dict, placement_to_dict
-    return placement_to_dict(p) if isinstance(p, Placement) else nofit_to_dict(p)

@@ -32,6 +32,7 @@ from typing import Any
 
 from geosched.core.errors import InputError
 from geosched.files import gate
+from geosched.files.fields import describe_document
 
 CONFIG_ENV = "GEOSCHED_CONFIG"
 CONFIG_NAME = "config.yaml"
@@ -166,7 +167,8 @@ def _flatten(doc: dict[Any, Any], source: str, prefix: str = "") -> list[tuple[s
             raise InputError(source, key, "a setting's name must be text")
         if key in GROUPS:
             if not isinstance(value, dict):
-                raise InputError(source, key, f"expected a mapping of {key}.* settings, got {value!r}")
+                raise InputError(source, key, f"expected a mapping of {key}.* settings, got "
+                                 f"{describe_document(value)}")
             pairs.extend(_flatten(value, source, key + "."))
         else:
             pairs.append((key, value))

@@ -28,15 +28,21 @@ from geosched.console.settings import BY_KEY
 from geosched.core.errors import InputError
 from geosched.core.models import Weights as CoreWeights
 from geosched.files import gate
+from geosched.files.fields import describe
 from geosched.policies import DEFAULT_POLICY
 
 # The output formats some command offers; `output` is refused in the file only when no command offers it.
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "csv", "md", "html")
 
 
+# A value in an error line is described (geosched.files.fields.describe: its type, a string's first characters),
+# never printed whole: a mapping given where a string goes may hold a key or a password (`gcp: {endpoint:
+# {user: ..., password: ...}}`), and the line goes to a terminal, a CI log, a bug report.
+
+
 def text(value: Any) -> str:
     if not isinstance(value, str | int | float | Path) or isinstance(value, bool) or not str(value).strip():
-        raise ValueError(f"expected a non-empty string, got {value!r}")
+        raise ValueError(f"expected a non-empty string, got {describe(value)}")
     return str(value).strip()
 
 
@@ -48,9 +54,9 @@ def weight(value: Any) -> float:
     try:
         number = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
-        raise ValueError(f"expected a number, got {value!r}") from None
+        raise ValueError(f"expected a number, got {describe(value)}") from None
     if not math.isfinite(number) or number < 0:
-        raise ValueError(f"expected a finite number >= 0, got {value!r}")
+        raise ValueError(f"expected a finite number >= 0, got {describe(value)}")
     return number
 
 
@@ -72,13 +78,14 @@ def flag(value: Any) -> bool:
         return True
     if word in ("no", "false", "0", "off"):
         return False
-    raise ValueError(f"expected yes or no, got {value!r}")
+    raise ValueError(f"expected yes or no, got {describe(value)}")
 
 
 def one_of(choices: tuple[str, ...], value: Any) -> str:
     chosen = text(value)
     if chosen not in choices:
-        raise ValueError(f"expected one of {', '.join(choices)}, got {chosen!r}{did_you_mean(chosen, choices)}")
+        raise ValueError(f"expected one of {', '.join(choices)}, got {describe(chosen)}"
+                         f"{did_you_mean(chosen, choices)}")
     return chosen
 
 
@@ -96,6 +103,16 @@ def cidrs(value: Any) -> tuple[str, ...]:
         return parse_admin_cidrs(joined, "")
     except InputError as exc:
         raise ValueError(exc.reason) from None
+
+
+def user_name(value: Any) -> str:
+    from geosched.providers.config import SSH_USER_RE
+
+    name = text(value)
+    if not SSH_USER_RE.match(name):
+        raise ValueError(f"expected a Linux user name (a-z or _, then up to 31 of a-z, 0-9, _ and -), got "
+                         f"{describe(name)}")
+    return name
 
 
 def limits(value: Any) -> str:
@@ -163,7 +180,8 @@ class Values(BaseSettings):
     inventory: PathValue | None = setting("inventory", "Inventory file of the ssh provider (`--inventory`).")
     ssh_public_key: PathValue | None = setting(
         "ssh.public_key", "SSH public key installed on new machines (`--ssh-key`).")
-    ssh_user: Text = setting("ssh.user", "User created on new machines, and probes log in as.", "geosched")
+    ssh_user: Annotated[str, BeforeValidator(user_name)] = setting(
+        "ssh.user", "User created on new machines, and probes log in as.", "geosched")
     aws_regions: Names | None = setting("aws.regions", "AWS regions geosched looks in (sweep, status, refresh).")
     aws_ami: Text | None = setting("aws.ami", "AMI to launch.")
     aws_key_name: Text | None = setting("aws.key_name", "EC2 key pair to launch with.")

@@ -21,7 +21,6 @@ from geosched.core.models import (
 )
 from geosched.files.decl.base import validate
 from geosched.files.decl.fleet import FleetDoc
-from geosched.files.decl.job import NAME_RE as NAME_RE  # job names: gitops and the job readers check them too
 from geosched.files.decl.job import JobDoc, WeightsDecl
 from geosched.files.decl.network import NetworkDoc
 from geosched.files.decl.placement import NoFitDoc, PlacementDoc, ScoreDecl

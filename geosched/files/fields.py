@@ -5,6 +5,7 @@ line), times (`parse_time`, `utc_instant`) and `dump`. The documents themselves 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,19 @@ from geosched.core.errors import InputError
 # count, price or duration, far below what overflows a C integer or turns a sum into infinity.
 MAX_INTEGER = 2**31 - 1
 MAX_NUMBER = 1e12
+
+# A Kubernetes namespace, and every object name geosched renders from a job's name: an RFC 1123 label, as the API
+# server checks it (apimachinery validation.IsDNS1123Label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters).
+# One check for every reader (place, submit, gitops, the cluster config), so no path accepts a name another
+# refuses. \Z, not $: $ also matches before a final line break, and "ml\n" is no label.
+_DNS1123_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+DNS1123_LABEL_MAX = 63
+DNS1123_LABEL_RULE = ("must be a lowercase RFC 1123 label (a-z, 0-9 and '-', starting and ending with a letter or "
+                      "digit, at most 63 characters)")
+
+
+def is_dns1123_label(value: str) -> bool:
+    return len(value) <= DNS1123_LABEL_MAX and _DNS1123_LABEL_RE.match(value) is not None
 
 
 def dump(data: Any, fmt: str) -> str:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geosched.core.errors import InputError
+from geosched.files.fields import describe
 
 if TYPE_CHECKING:
     import yaml
@@ -127,7 +128,8 @@ def parse_limits(text: str, source: str) -> dict[Kind, int]:
         if name.strip() not in {k.value for k in Kind}:
             raise InputError(source, "", f"unknown kind {name.strip()!r} (known: {', '.join(Kind)})")
         if not value.strip().isdigit() or not 0 < int(value) <= 1 << 20:
-            raise InputError(source, name.strip(), f"expected a whole number of MiB (1..1048576), got {value!r}")
+            raise InputError(source, name.strip(),
+                             f"expected a whole number of MiB (1..1048576), got {describe(value)}")
         out[Kind(name.strip())] = int(value)
     return out
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from geosched.core import catalog
 from geosched.core.errors import InputError
 from geosched.core.models import CarbonSignal, Fleet, NetworkView
-from geosched.files.documents import NAME_RE, fleet_to_dict, job_to_dict, network_to_dict, parse_fleet, parse_network
+from geosched.files.documents import fleet_to_dict, job_to_dict, network_to_dict, parse_fleet, parse_network
+from geosched.files.fields import DNS1123_LABEL_RULE, is_dns1123_label
 from geosched.gitops.config import GitOpsConfig, config_to_dict, load_config
 from geosched.grid.forecast import GridHistory
 from geosched.kube.config import ClusterConfig, cluster_to_dict, load_cluster_config
@@ -116,9 +117,10 @@ def job_files(jobs_dir: Path) -> list[Path]:
 
 def job_spec(job: JobInput, source: str) -> JobSpec:
     namespace = job.namespace
-    if namespace is not None and (not NAME_RE.match(namespace) or len(namespace) > 63):
-        # The namespace becomes a directory name: only a valid Kubernetes namespace may.
-        raise InputError(job.source, "namespace", f"must be a lowercase RFC 1123 label, got {namespace!r}")
+    if namespace is not None and not is_dns1123_label(namespace):
+        # The namespace becomes a directory name: only a valid Kubernetes namespace may. The job readers refuse
+        # such a namespace already (one check for every command); kept here, beside the path it guards.
+        raise InputError(job.source, "namespace", f"{DNS1123_LABEL_RULE}, got {namespace!r}")
     if not job.kind.served and job.job.image is None:
         # Checked here, not when rendering, so a bad spec fails whether or not it fits anywhere.
         raise InputError(job.source, "image", "required to run the job on Kubernetes (the container image)")
@@ -135,5 +137,5 @@ def check_cluster(name: str, cluster: ClusterConfig, source: str) -> None:
         raise InputError(source, f"clusters.{name}", "a cluster name becomes a directory of the tree: use letters, "
                          "digits, '-', '_' and '.' only, not first '-' or '.'")
     namespace = cluster.namespace
-    if namespace is not None and (not NAME_RE.match(namespace) or len(namespace) > 63):
-        raise InputError(source, f"clusters.{name}.namespace", f"must be a lowercase RFC 1123 label, got {namespace!r}")
+    if namespace is not None and not is_dns1123_label(namespace):
+        raise InputError(source, f"clusters.{name}.namespace", f"{DNS1123_LABEL_RULE}, got {namespace!r}")

@@ -35,7 +35,7 @@ from geosched.core.errors import InputError
 from geosched.core.models import HOUR_S, CarbonSignal, Fleet, NetworkView
 from geosched.files.fields import parse_time, utc_instant
 from geosched.files.gate import CsvRows, Kind, read_text
-from geosched.grid.formats import Basis, ZoneSeries, hour_text, merge, parse_grid_file
+from geosched.grid.formats import Basis, ZoneSeries, check_span, hour_text, merge, parse_grid_file
 from geosched.grid.zones import ZoneMap, parse_zone_map, shipped_zone_map
 
 if TYPE_CHECKING:  # numpy-backed: imported where a series is forecast or a placement is built, not by `geosched -h`
@@ -61,8 +61,8 @@ def parse_carbon_csv(text: str, source: str) -> CarbonSignal:
         where = f"line {reader.line_num}"
         row = dict(zip(header, cells, strict=False))
         region = (row.get("region") or "").strip()
-        if ":" not in region:
-            raise InputError(source, where, f"region must be provider:region, got {region!r}")
+        if ":" not in region or not region.isprintable():  # printable: the notes print it
+            raise InputError(source, where, f"region must be provider:region, got {region[:60]!r}")
         text_value = row.get("gco2e_per_kwh")
         try:
             value = float(text_value or "")
@@ -161,6 +161,7 @@ def _by_region(texts: Sequence[str], sources: Sequence[str], basis: Basis, zones
     if not texts:
         return None
     own: list[CarbonSignal] = []
+    own_sources: list[str] = []
     series: list[ZoneSeries] = []
     for text, source in zip(texts, sources, strict=True):
         found = parse_grid_file(text, source, basis)
@@ -168,11 +169,13 @@ def _by_region(texts: Sequence[str], sources: Sequence[str], basis: Basis, zones
             series.extend(found)
         else:  # geosched's own region-keyed CSV: its figures are on whatever basis its author used
             own.append(parse_carbon_csv(text, source))
+            own_sources.append(source)
             notes.append(f"carbon {what}{source}: geosched's region CSV; its basis is as its author made it "
                          f"(the decision takes it as {basis.value})")
     hourly: dict[str, dict[int, float]] = {}
     origin: dict[str, str] = {}
     for zone, s in sorted(merge(series).items()):
+        check_span(s.hours, s.source, zone)  # merged: two files years apart make one long series
         regions = zones.regions_of(zone)
         span = f"{hour_text(s.first)}..{hour_text(s.last)}"
         flags = [f"{s.estimated:,} estimated by the provider"] if s.estimated else []
@@ -191,8 +194,9 @@ def _by_region(texts: Sequence[str], sources: Sequence[str], basis: Basis, zones
                 raise InputError(s.source, zone, f"region {region} is also in zone {origin[region]}'s series")
             origin[region] = zone
             hourly[region] = dict(s.hours)
-    for signal in own:
+    for signal, source in zip(own, own_sources, strict=True):
         for region, hours in signal.hourly.items():
+            check_span(hours, source, region)
             if region in origin:
                 raise InputError(sources[0], region, f"region {region} is also in zone {origin[region]}'s series")
             hourly[region] = dict(hours)
@@ -278,7 +282,10 @@ def grid_history(fleet: Fleet, grid: GridInput | None) -> GridHistory:
         means[key] = (sum(hours.values()) / len(hours) if hours else given if given is not None
                       else region.grid_gco2e_per_kwh)
     forecast = grid.forecast if grid is not None else None
-    ahead = {k: Dense.of(v) for k, v in forecast.hourly.items() if v} if forecast is not None else None
+    # The fleet's regions only, as for the history: each series becomes an array over its span, and a file may
+    # name any number of regions.
+    ahead = ({k: Dense.of(v) for k, v in forecast.hourly.items() if k in fleet.regions and v}
+             if forecast is not None else None)
     return GridHistory(series, means, ahead)
 
 

@@ -42,11 +42,24 @@ from typing import Any
 
 from geosched.core.errors import InputError
 from geosched.core.models import HOUR_S
-from geosched.files.fields import utc_instant
+from geosched.files.fields import MAX_NUMBER, describe, utc_instant
 from geosched.files.gate import CsvRows, parse_json
 
 LBS_PER_MWH_TO_G_PER_KWH = 0.45359237
 MAX_POINTS = 2_000_000  # ~ 228 years of hours, or 19 years of 5-minute points: a bound on memory, not a rule
+# The longest a series may run from its first hour to its last. The forecaster and the time shifting hold a
+# series as one array over that span (grid/forecast.py `Dense`), gaps included: three rows 7,000 years apart
+# made a 500 MB array per region (attack2, 2026-12-07). Far beyond any download: Electricity Maps' hourly data
+# start in 2021, WattTime's history and EIA's hourly grid monitor in the late 2010s.
+MAX_SPAN_YEARS = 20
+MAX_SPAN_H = MAX_SPAN_YEARS * 8784
+
+
+def check_span(hours: Mapping[int, float], source: str, where: str) -> None:
+    """Refuse a series whose first and last hours lie more than MAX_SPAN_YEARS apart (before it is made dense)."""
+    if hours and max(hours) - min(hours) >= MAX_SPAN_H:
+        raise InputError(source, where, f"the series runs from {hour_text(min(hours))} to {hour_text(max(hours))}: "
+                         f"at most {MAX_SPAN_YEARS} years of hours are read (a time far from the rest?)")
 
 
 class Basis(StrEnum):
@@ -155,6 +168,7 @@ def electricity_maps_csv(text: str, source: str, basis: Basis) -> list[ZoneSerie
         zone = cells[zone_at].strip()
         if not zone:
             raise InputError(source, where, "the zone id is empty")
+        _zone(zone, source, where)
         stamp = _em_time(cells[time_at], source, where)
         estimated = estimated_at is not None and cells[estimated_at].strip().lower() == "true"
         points.setdefault(zone, _Points(source)).add(stamp, _value(cells[value_at], source, where), where, estimated)
@@ -260,18 +274,22 @@ def electricity_maps_json(doc: Mapping[str, Any], source: str, basis: Basis) -> 
             raise InputError(source, where, "expected an object")
         zone = entry.get("zone", zone)
         given = entry.get("emissionFactorType", "lifecycle")  # the API's documented default when absent
+        if not isinstance(given, str):
+            raise InputError(source, f"{where}.emissionFactorType", f"expected a string, got {describe(given)}")
         if given != basis.value:
-            raise InputError(source, f"{where}.emissionFactorType", f"the file gives {given!r} figures; "
+            raise InputError(source, f"{where}.emissionFactorType", f"the file gives {given[:40]!r} figures; "
                              f"--carbon-basis is {basis.value} (download it with emissionFactorType={basis.value}, "
                              "or choose that basis)")
         value = entry.get("carbonIntensity")
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise InputError(source, f"{where}.carbonIntensity", f"expected a number or null, got {value!r:.60}")
+        if value is not None and not _number(value):
+            raise InputError(source, f"{where}.carbonIntensity", f"expected a number up to {MAX_NUMBER:g} or null, "
+                             f"got {describe(value)}")
         points.add(_iso(entry.get("datetime"), source, f"{where}.datetime"),
                    _value(None if value is None else str(value), source, f"{where}.carbonIntensity"), where,
                    entry.get("isEstimated") is True)
     if not isinstance(zone, str) or not zone:
         raise InputError(source, "zone", "the document names no zone")
+    _zone(zone, source, "zone")
     if not points.seen:
         raise InputError(source, key, "no entries")
     issued = doc.get("updatedAt") if kind is SeriesKind.FORECAST else None
@@ -285,25 +303,27 @@ def watttime(doc: Mapping[str, Any], source: str, basis: Basis) -> ZoneSeries:
     given = WATTTIME_SIGNALS.get(str(signal))
     if given is None:
         raise InputError(source, "meta.signal_type", f"expected one of {', '.join(WATTTIME_SIGNALS)}, got "
-                         f"{signal!r:.60}")
+                         f"{describe(signal)}")
     if given is not basis:
         raise InputError(source, "meta.signal_type", f"{signal} is a {given.value} rate; --carbon-basis is "
                          f"{basis.value} (choose --carbon-basis {given.value} to use it)")
     units = meta.get("units")
     scale = WATTTIME_UNITS.get(str(units))
     if scale is None:
-        raise InputError(source, "meta.units", f"expected one of {', '.join(WATTTIME_UNITS)}, got {units!r:.60}")
+        raise InputError(source, "meta.units", f"expected one of {', '.join(WATTTIME_UNITS)}, got {describe(units)}")
     region = meta.get("region")
     if not isinstance(region, str) or not region:
         raise InputError(source, "meta.region", "the document names no region")
+    _zone(region, source, "meta.region")
     points = _Points(source)
     for i, entry in enumerate(doc["data"]):
         where = f"data[{i}]"
         if not isinstance(entry, dict):
             raise InputError(source, where, "expected an object")
         value = entry.get("value")
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise InputError(source, f"{where}.value", f"expected a number, got {value!r:.60}")
+        if value is not None and not _number(value):
+            # A JSON integer of 400 digits is an int float() cannot hold: OverflowError, a traceback, before.
+            raise InputError(source, f"{where}.value", f"expected a number up to {MAX_NUMBER:g}, got {describe(value)}")
         scaled = None if value is None else str(float(value) * scale)
         points.add(_iso(entry.get("point_time"), source, f"{where}.point_time"),
                    _value(scaled, source, f"{where}.value"), where)
@@ -315,9 +335,21 @@ def watttime(doc: Mapping[str, Any], source: str, basis: Basis) -> ZoneSeries:
     return points.series(region, basis, kind, issued)
 
 
+def _number(value: Any) -> bool:
+    """A JSON number a float holds (NaN and infinities are refused by `_value`)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) > MAX_NUMBER
+
+
+def _zone(zone: str, source: str, where: str) -> str:
+    """A zone id as the notes print it: one without control characters (an ESC would drive the terminal)."""
+    if not zone.isprintable():
+        raise InputError(source, where, f"the zone id {zone[:40]!r} holds a control character")
+    return zone
+
+
 def _iso(value: Any, source: str, where: str) -> float:
     if not isinstance(value, str):
-        raise InputError(source, where, f"expected an ISO 8601 time, got {value!r:.60}")
+        raise InputError(source, where, f"expected an ISO 8601 time, got {describe(value)}")
     try:
         parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -15,9 +15,9 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -38,6 +38,7 @@ from geosched.grid.formats import Basis
 from geosched.kube.compact import CompactKind
 
 if TYPE_CHECKING:
+    from geosched.files.decl.submit import SubmitOutcomeDoc
     from geosched.kube.cluster_inventory import Unreachable
     from geosched.kube.config import ClusterConfig
     from geosched.kube.scheduler import SchedulerSettings
@@ -166,8 +167,7 @@ def submit_cmd(
                                     clusters=_clusters(clusters), network=load_network(network) if network else None,
                                     options=options, now=decision_time(at))
     _warn(outcome.unreachable, outcome.assumptions)
-    emit_document("SubmitOutcome", _outcome_doc(outcome), output, lambda: _print_outcome(outcome),
-                  no_headers=no_headers)
+    emit_document(outcome_doc(outcome), output, lambda: _print_outcome(outcome), no_headers=no_headers)
     if outcome.status == "no-fit" and outcome.unreachable:
         # Not a no-fit: a cluster that could not be read might hold the job (docs/exit-codes.md: 1).
         render.error(f"no fit on the clusters that answered; {len(outcome.unreachable)} could not be read: "
@@ -199,18 +199,22 @@ def _print_outcome(outcome: SubmitOutcome) -> None:
                        "resource_version": a.resource_version} for a in outcome.applied])
 
 
-def _outcome_doc(outcome: SubmitOutcome) -> dict[str, Any]:
-    from geosched.console import render
-    return {
-        "job": outcome.job, "status": outcome.status, "cluster": outcome.cluster, "context": outcome.context,
-        "zones": list(outcome.zones),
-        "placement": render.placement_doc(outcome.placement) if outcome.placement else None,
-        "nofit": render.placement_doc(outcome.nofit) if outcome.nofit else None,
-        "applied": [asdict(a) for a in outcome.applied],
-        "manifests": list(outcome.manifests) if outcome.status == "dry-run" else [],
-        "unreachable": [asdict(u) for u in outcome.unreachable],
-        "assumptions": list(outcome.assumptions),
-    }
+def outcome_doc(outcome: SubmitOutcome) -> SubmitOutcomeDoc:
+    """What `submit` and `up` print: the outcome, its placement (or why none), what was applied or would be."""
+    from geosched.files.decl import submit as decl
+    from geosched.files.decl.placement import NoFitDoc, PlacementDoc
+    return decl.SubmitOutcomeDoc.build(
+        job=outcome.job, status=outcome.status, cluster=outcome.cluster, context=outcome.context,
+        zones=list(outcome.zones),
+        placement=PlacementDoc.of(outcome.placement) if outcome.placement else None,
+        nofit=NoFitDoc.of(outcome.nofit) if outcome.nofit else None,
+        applied=[decl.Applied.build(api_version=a.api_version, kind=a.kind, name=a.name, namespace=a.namespace,
+                                    action=a.action, resource_version=a.resource_version) for a in outcome.applied],
+        manifests=list(outcome.manifests) if outcome.status == "dry-run" else [],
+        unreachable=[decl.Unreachable.build(cluster=u.cluster, context=u.context, reason=u.reason)
+                     for u in outcome.unreachable],
+        assumptions=list(outcome.assumptions),
+    )
 
 
 @app.command("jobs")

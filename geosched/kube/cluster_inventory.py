@@ -40,7 +40,7 @@ from geosched.core.errors import GeoschedError, InputError
 from geosched.core.models import Fleet, NetworkView, Node, Region, Rejection, Zone, region_key
 from geosched.kube import nodeprice
 from geosched.kube.client import NODES, PODS, Json, Kube, describe, kubeconfig_files, list_contexts
-from geosched.kube.config import ClusterConfig
+from geosched.kube.config import ClusterConfig, check_context
 from geosched.kube.inventory import merge_launched, nodes_from_kube
 from geosched.kube.keys import JOB_LABEL
 from geosched.kube.kubeconfig import KubeconfigError
@@ -98,11 +98,9 @@ def candidates(kubeconfig: Path | None = None, contexts: Sequence[str] = (),
     known, _ = list_contexts(kubeconfig)
     source = kubeconfig_files(kubeconfig)
     if clusters:
+        for cluster in clusters.values():
+            check_context(cluster, "context", known, source)
         refs = [ClusterRef(c.name, c.context) for c in clusters.values()]
-        for ref in refs:
-            if ref.context not in known:
-                raise InputError(source, f"context {ref.context}", f"cluster {ref.name!r} names a context the "
-                                 f"kubeconfig does not have (known: {', '.join(known) or 'none'})")
     else:
         refs = [ClusterRef(c, c) for c in known]
     if contexts:

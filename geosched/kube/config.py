@@ -37,16 +37,17 @@ in its zones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
-from pydantic import BeforeValidator, Field, WithJsonSchema, model_validator
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
 from geosched.core.errors import InputError
 from geosched.files.decl.base import Declared, Refused, SettingsDocument, Text, integer, one_of
+from geosched.files.fields import DNS1123_LABEL_RULE, is_dns1123_label
 from geosched.files.gate import Kind, load_document
 from geosched.kube import podoptions
 from geosched.kube.tolerations import Toleration, to_manifest
@@ -81,6 +82,13 @@ class ClusterConfig:
     volcano_region_tier: int | None = None
     pods: podoptions.PodOptions = podoptions.DEFAULT
     tolerations: tuple[Toleration, ...] = ()
+    source: str = field(default="clusters", compare=False)
+    """The cluster config file it was read from: an error about a setting names that file and the setting's
+    field, not the kubeconfig the setting was checked against. Not part of `cluster_to_dict` (no digest changes)."""
+
+    def setting_path(self, key: str) -> str:
+        """The path of one of its settings in the cluster config file."""
+        return f"clusters.{self.name}.{key}"
 
 
 def _clusters(value: Any) -> Any:
@@ -112,6 +120,15 @@ class ClusterDecl(Declared):
     tolerations: Annotated[Any, WithJsonSchema({"type": "array", "description": "Kubernetes' toleration shape "
                                                 "(geosched/kube/tolerations.py)"})] = None
 
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, namespace: str | None) -> str | None:
+        # As every job reader checks a job's own namespace (geosched.files.fields): a cluster's default namespace
+        # is where its jobs go, and a directory of a GitOps tree.
+        if namespace is not None and not is_dns1123_label(namespace):
+            raise Refused(DNS1123_LABEL_RULE)
+        return namespace
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.backend == Backend.KUEUE.value and self.queue is None:
@@ -130,7 +147,7 @@ class ClusterDecl(Declared):
             karmada=self.karmada, karmada_context=self.karmada_context, pin_hosts=self.pin_hosts,
             namespace=self.namespace, scheduler_name=self.scheduler_name, volcano_zone_tier=self.volcano_zone_tier,
             volcano_region_tier=self.volcano_region_tier, pods=podoptions.parse(self.pods, source, f"{at}.pods"),
-            tolerations=parse_tolerations(self.tolerations, source, f"{at}.tolerations"))
+            tolerations=parse_tolerations(self.tolerations, source, f"{at}.tolerations"), source=source)
 
 
 class ClusterConfigDoc(SettingsDocument):
@@ -153,10 +170,24 @@ def apply_context(cluster: ClusterConfig) -> str:
     PropagationPolicy and propagates the job), the cluster itself otherwise."""
     if cluster.karmada:
         if cluster.karmada_context is None:
-            raise InputError("clusters", f"{cluster.name}.karmada_context",
+            raise InputError(cluster.source, cluster.setting_path("karmada_context"),
                              "required to submit to a Karmada member (the Karmada API server's context)")
         return cluster.karmada_context
     return cluster.context
+
+
+def check_context(cluster: ClusterConfig, key: Literal["context", "karmada_context"], known: Sequence[str],
+                  kubeconfig: str) -> None:
+    """Refuse a context the cluster's settings name that the kubeconfig does not have. The mistake is in the
+    cluster config (a typo, a cluster renamed) as often as in the kubeconfig, and only the cluster config says
+    which setting chose the name: the line names that file and field, and the kubeconfig it was looked up in."""
+    value = cluster.context if key == "context" else cluster.karmada_context
+    if value is None or value in known:
+        return
+    default = " (the default: the cluster's name)" if key == "context" and value == cluster.name else ""
+    raise InputError(cluster.source, cluster.setting_path(key),
+                     f"context {value!r}{default} is not in the kubeconfig {kubeconfig} "
+                     f"(its contexts: {', '.join(known) or 'none'})")
 
 
 def cluster_to_dict(cluster: ClusterConfig) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from geosched.core import catalog, room
 from geosched.core.errors import InputError
 from geosched.core.gpus import model_from_product, other_form_factor
 from geosched.core.models import Job, Schedule
-from geosched.files.documents import NAME_RE, parse_job
-from geosched.files.fields import describe
+from geosched.files.documents import parse_job
+from geosched.files.fields import DNS1123_LABEL_RULE, describe, is_dns1123_label
 from geosched.files.gate import STDIN, Kind, parse_yaml, read_stdin_text, read_text
 from geosched.kube import flex, keys, kinds, podoptions
 from geosched.kube import tolerations as toleration_rules
@@ -177,9 +177,11 @@ def _parse_kube(root: At, kind: JobKind, known: set[str]) -> JobInput:
         raise meta.key("name").error("required (generateName cannot be placed: the name must be known to "
                                      "render the gang's PodGroup and policies)")
     name = meta.key("name").string()
-    if not NAME_RE.match(name) or len(name) > 63:
-        raise meta.key("name").error("must be a lowercase RFC 1123 label (a-z, 0-9, '-', at most 63 characters)")
+    if not is_dns1123_label(name):
+        raise meta.key("name").error(DNS1123_LABEL_RULE)
     namespace = meta.key("namespace").opt_string()
+    if namespace is not None and not is_dns1123_label(namespace):
+        raise meta.key("namespace").error(DNS1123_LABEL_RULE)
     spec = root.key("spec")
     spec.mapping(required=True)
     templates = kind.pod_sets(spec)

@@ -13,10 +13,10 @@ The list price, the first of these that exists:
 3. the catalog's median $/GPU-hour of the node's GPU model (`cluster_inventory.median_gpu_prices`), said in the
    fleet's assumptions.
 
-The market: a node its platform labels spot (`SPOT_LABELS`: GKE Spot and preemptible, EKS managed node groups,
-Karpenter) is billed at the spot rate whatever a job placed on it asked for, so its on-demand price is its spot
-price: an on-demand job placed there is charged what the node costs (its interruption risk is not priced: the job
-did not ask for spot).
+The market: a node its platform labels spot (each cloud's `CloudSpec.spot_labels`: GKE Spot and preemptible, EKS
+managed node groups; and Karpenter's, which is no cloud's) is billed at the spot rate whatever a job placed on it
+asked for, so its on-demand price is its spot price: an on-demand job placed there is charged what the node costs
+(its interruption risk is not priced: the job did not ask for spot).
 """
 
 from __future__ import annotations
@@ -26,15 +26,19 @@ from dataclasses import dataclass, replace
 from functools import cache
 from statistics import median
 
+from geosched import clouds
 from geosched.core import catalog
 from geosched.core.models import Node, Offering, Pricing
 
-# (label, value) pairs that mark a node bought on the spot market: cloud.google.com/kubernetes-engine/docs/concepts/
-# spot-vms (cloud.google.com/gke-spot=true) and .../preemptible-vms (cloud.google.com/gke-preemptible=true);
-# docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html (eks.amazonaws.com/capacityType=SPOT);
-# karpenter.sh/docs/reference/instance-types (karpenter.sh/capacity-type=spot).
-SPOT_LABELS = (("cloud.google.com/gke-spot", "true"), ("cloud.google.com/gke-preemptible", "true"),
-               ("eks.amazonaws.com/capacityType", "SPOT"), ("karpenter.sh/capacity-type", "spot"))
+# The (label, value) pair Karpenter puts on a node it bought on the spot market
+# (karpenter.sh/docs/reference/instance-types). Karpenter runs on more than one cloud, so its label is read here;
+# a cloud's own spot labels are its spec's (geosched.clouds), so a new cloud adds them there, not here.
+KARPENTER_SPOT_LABEL = ("karpenter.sh/capacity-type", "spot")
+
+
+def spot_labels() -> tuple[tuple[str, str], ...]:
+    """Every (label, value) pair that marks a node bought on the spot market: each known cloud's, and Karpenter's."""
+    return (*(pair for spec in clouds.all_specs() for pair in spec.spot_labels), KARPENTER_SPOT_LABEL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,7 @@ class ListPrice:
 
 def market(labels: Mapping[str, str]) -> Pricing:
     """The market a node was bought on, from its platform's labels."""
-    return Pricing.SPOT if any(labels.get(k) == v for k, v in SPOT_LABELS) else Pricing.ON_DEMAND
+    return Pricing.SPOT if any(labels.get(k) == v for k, v in spot_labels()) else Pricing.ON_DEMAND
 
 
 def list_price(provider: str, instance_type: str, region: str, zone: str, gpu: str,

@@ -40,6 +40,7 @@ from decimal import Decimal
 from typing import Any
 
 from geosched.core.errors import InputError
+from geosched.files.fields import describe
 from geosched.kube import affinity, keys, tolerations
 from geosched.kube.backends.kueue import API_VERSION, GROUP
 from geosched.kube.jobinput import JobInput, PodSet
@@ -106,7 +107,7 @@ def render(job: JobInput, target: Target, *, queue: str, namespace: str) -> list
     a nodeSelector already asking for another zone or GPU, or an unknown class."""
     obj, companions, pod_sets, _ = _pinned(job, target, namespace)
     obj.setdefault("metadata", {}).setdefault("labels", {})[keys.KUEUE_QUEUE] = queue
-    quota = gang_request(obj, pod_sets)
+    quota = gang_request(obj, pod_sets, job.source)
     return [*queue_objects(target, queue, namespace, quota), obj, *companions]
 
 
@@ -196,20 +197,42 @@ def queue_objects(target: Target, queue: str, namespace: str,
     return [flavor, config, check, cluster_queue, local_queue]
 
 
-def gang_request(obj: Mapping[str, Any], pod_sets: Sequence[PodSet]) -> dict[str, int | str]:
+# The largest quantity Kubernetes holds (resource.Quantity's int64 of base units): a quota past it is one the API
+# server refuses, and "9e999" became a 1,000-digit quota in the rendered ClusterQueue.
+MAX_QUANTITY = Decimal(2**63 - 1)
+
+
+def gang_request(obj: Mapping[str, Any], pod_sets: Sequence[PodSet], source: str) -> dict[str, int | str]:
     """What the gang's pods request together (a container's limit where it sets no request, as Kueue counts it),
-    GPUs always among them: the ClusterQueue's quota for this gang."""
+    GPUs always among them: the ClusterQueue's quota for this gang. A value that is not a quantity of at least 0
+    and at most MAX_QUANTITY is one line naming the job file and the field (the job readers count GPUs only)."""
     totals: dict[str, Decimal] = {keys.GPU: Decimal(0)}
     for pod_set in pod_sets:
         assert pod_set.path is not None
         spec = at_path(obj, pod_set.path).get("spec") or {}
-        for container in spec.get("containers") or []:
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in pod_set.path).lstrip(".")
+        for index, container in enumerate(spec.get("containers") or []):
             resources = container.get("resources") or {}
+            for kind in ("limits", "requests"):
+                for resource, value in (resources.get(kind) or {}).items():
+                    _quantity(value, source, f"{at}.spec.containers[{index}].resources.{kind}.{resource}")
             wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
             for resource, value in wanted.items():
                 amount = parse_quantity(value)
                 totals[str(resource)] = totals.get(str(resource), Decimal(0)) + amount * pod_set.pods
+    if any(total > MAX_QUANTITY for total in totals.values()):
+        raise InputError(source, "resources", f"the gang's pods ask for more than Kubernetes holds ({MAX_QUANTITY})")
     return {r: int(v) if v == v.to_integral_value() else f"{int(v * 1000)}m" for r, v in totals.items()}
+
+
+def _quantity(value: Any, source: str, where: str) -> None:
+    try:
+        amount = parse_quantity(value)
+    except ValueError:
+        raise InputError(source, where, f"expected a Kubernetes quantity such as 8, 500m or 64Gi, got "
+                         f"{describe(value)}") from None
+    if not 0 <= amount <= MAX_QUANTITY:
+        raise InputError(source, where, f"must be at least 0 and at most {MAX_QUANTITY}")
 
 
 def _job_objects(job: JobInput, namespace: str) -> tuple[dict[str, Any], tuple[dict[str, Any], ...],

@@ -57,11 +57,13 @@ from geosched.kube.client import (
     Kube,
     api_message,
     describe,
+    kubeconfig_files,
+    list_contexts,
     with_retries,
 )
 from geosched.kube.cluster_inventory import ClusterRef, ClustersUnreachable, FleetView, Unreachable
 from geosched.kube.compact import CompactKind
-from geosched.kube.config import Backend, ClusterConfig, apply_context
+from geosched.kube.config import Backend, ClusterConfig, apply_context, check_context
 from geosched.kube.inventory import nodes_from_kube
 from geosched.kube.jobinput import JobInput, parse_job_object, read_job_file
 from geosched.kube.kinds.base import UNKNOWN as UNKNOWN_KIND
@@ -199,6 +201,10 @@ def submit(job_file: Path, *, kubeconfig: Path | None = None, contexts: Sequence
     job = read_job_file(job_file)
     refs = cluster_inventory.candidates(kubeconfig, contexts, clusters)
     configs = {r.name: (clusters or {}).get(r.name) or ClusterConfig(name=r.name, context=r.context) for r in refs}
+    if any(c.karmada_context for c in configs.values()):  # where the job is applied: refused before any reading
+        known, _ = list_contexts(kubeconfig)
+        for config in configs.values():
+            check_context(config, "karmada_context", known, kubeconfig_files(kubeconfig))
     readings, down_clusters = cluster_inventory.read_clusters(refs, kubeconfig)
     if opts.node_labels:
         readings = [cluster_inventory.only_labelled(r, opts.node_labels) for r in readings]
@@ -577,7 +583,6 @@ def _split(value: Any) -> tuple[str, ...]:
 
 # Conditions that end a run (status True); Job and TrainJob say Complete, JobSet Completed, PyTorchJob Succeeded.
 END_CONDITIONS = ("Complete", "Completed", "Succeeded", "Failed")
-# Other controllers' node labels for spot or preemptible capacity (read, never written): GKE, EKS, Karpenter.
 UNKNOWN_GPU = "?"
 
 

@@ -138,10 +138,10 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         """Probe nodes and add the measurements to the store: an inventory file's, or (without --inventory) the
         machines the store knows: kept inventories and provisioned gangs that are up (`--gang` for one)."""
         from geosched.console import render
-        from geosched.console.output import emit_document, rfc3339
+        from geosched.console.output import emit_document
         from geosched.core.errors import InputError
         from geosched.files.inventory import load_inventory
-        from geosched.probes.results import report_to_dict
+        from geosched.probes.results import run_doc
         from geosched.probes.settings import parse_kinds
         if inventory is not None and gang is not None:
             raise InputError("--gang", "", "give either --inventory or --gang, not both")
@@ -183,13 +183,9 @@ def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
         with store_factory() as store, progress.bar:
             outcome = service.run(store, targets, settings, options, known_hosts=known_hosts,
                                   progress=progress, node_scope=node_links, jumps=jumps)
-        report = outcome.report
-        doc = report_to_dict(report)
-        doc["stored"] = {"node_samples": outcome.node_samples, "zone_samples": outcome.zone_samples}
-        doc["slow_nodes"] = [{"node": s.name, "zone": s.zone, "reason": s.reason} for s in outcome.slow]
-        doc["started_at"] = rfc3339(report.started_at)
-        emit_document("ProbeRun", doc, output, lambda: _print_run(outcome), no_headers=no_headers)
-        if report.measured_pairs == 0:
+        doc = run_doc(outcome.report, outcome.node_samples, outcome.zone_samples, outcome.slow)
+        emit_document(doc, output, lambda: _print_run(outcome), no_headers=no_headers)
+        if outcome.report.measured_pairs == 0:
             raise typer.Exit(1)
 
     @app.command("show")

@@ -1,10 +1,15 @@
-"""What one probe run found: measurements per node pair, failures, and what it cost. Plain values."""
+"""What one probe run found: measurements per node pair, failures, and what it cost. Plain values, printed as the
+ProbeRun document (declared in geosched.files.decl.probe)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from geosched.files.decl.probe import ProbeRunDoc
+    from geosched.probes.aggregate import SlowNode
 
 from geosched.probes.failures import Failure
 from geosched.probes.parsers import EchoRun, IperfRun
@@ -46,25 +51,30 @@ class RunReport:
         return len({(r.src, r.dst) for r in self.echoes} | {(r.src, r.dst) for r in self.throughputs})
 
 
-def report_to_dict(report: RunReport) -> dict[str, Any]:
-    """The run as JSON-ready data (`probe run --output json`): every measurement, every failure."""
-    return {
-        "run": report.plan.run,
-        "plan": report.plan.kind.value,
-        "started_at": report.started_at,
-        "wall_s": round(report.wall_s, 3),
-        "phases_s": {k: round(v, 3) for k, v in report.phase_s.items()},
-        "phases_cpu_s": {k: round(v, 3) for k, v in report.phase_cpu_s.items()},
-        "planned": {"echo_pairs": len(report.plan.echo_pairs),
-                    "throughput_pairs": len(report.plan.throughput_pairs)},
-        "connections": dict(sorted(report.connections.items())),
-        "echo": [{"src": r.src, "dst": r.dst, "method": r.echo.method, "sent": r.echo.sent,
-                  "received": r.echo.received, "loss": round(r.echo.loss, 6),
-                  **_echo_times(r.echo)} for r in report.echoes],
-        "throughput": [{"src": r.src, "dst": r.dst, "gbps": round(r.iperf.gbps, 6),
-                        "retransmits": r.iperf.retransmits} for r in report.throughputs],
-        "failures": [{"subject": f.subject, "kind": f.kind.value, "reason": f.reason} for f in report.failures],
-    }
+def run_doc(report: RunReport, node_samples: int, zone_samples: int, slow: Sequence[SlowNode]) -> ProbeRunDoc:
+    """The run as `probe run -o json|yaml` prints it: every measurement, every failure, what was stored."""
+    from geosched.console.output import rfc3339
+    from geosched.files.decl import probe as decl
+    return decl.ProbeRunDoc.build(
+        run=report.plan.run,
+        plan=report.plan.kind.value,
+        started_at=rfc3339(report.started_at),
+        wall_s=round(report.wall_s, 3),
+        phases_s={k: round(v, 3) for k, v in report.phase_s.items()},
+        phases_cpu_s={k: round(v, 3) for k, v in report.phase_cpu_s.items()},
+        planned=decl.Planned.build(echo_pairs=len(report.plan.echo_pairs),
+                                   throughput_pairs=len(report.plan.throughput_pairs)),
+        connections=dict(sorted(report.connections.items())),
+        echo=[decl.Echo.build(src=r.src, dst=r.dst, method=r.echo.method, sent=r.echo.sent,
+                              received=r.echo.received, loss=round(r.echo.loss, 6), **_echo_times(r.echo))
+              for r in report.echoes],
+        throughput=[decl.Throughput.build(src=r.src, dst=r.dst, gbps=round(r.iperf.gbps, 6),
+                                          retransmits=r.iperf.retransmits) for r in report.throughputs],
+        failures=[decl.Failure.build(subject=f.subject, kind=f.kind.value, reason=f.reason)
+                  for f in report.failures],
+        stored=decl.Stored.build(node_samples=node_samples, zone_samples=zone_samples),
+        slow_nodes=[decl.SlowNode.build(node=n.name, zone=n.zone, reason=n.reason) for n in slow],
+    )
 
 
 def _echo_times(echo: EchoRun) -> dict[str, float | None]:

@@ -62,7 +62,7 @@ from geosched.providers.base import (
     admin_sources,
     ondemand_group,
 )
-from geosched.providers.config import AwsSettings
+from geosched.providers.config import SSH_USER_RE, AwsSettings
 from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
 
 NAME = aws_cloud.NAME  # what this cloud offers: geosched.clouds.aws
@@ -118,7 +118,6 @@ STATES = {"pending": InstanceState.PENDING, "running": InstanceState.RUNNING, "s
 # Per-call read timeouts come from the zone budget; rounding down to these keeps the number of cached
 # clients small while never letting a call outlive the deadline.
 TIMEOUT_STEPS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0)
-USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 # How long a Service Quotas limit read is reused: limits change only when someone raises them (a support
 # case, minutes to days), so one read serves every zone attempt of a region within one command run.
 QUOTA_TTL_S = 300.0
@@ -187,7 +186,7 @@ def user_data(spec: LaunchSpec) -> str | None:
     break out of its YAML scalar)."""
     if not spec.ssh_public_key:
         return None
-    if not USER_RE.match(spec.ssh_user):
+    if not SSH_USER_RE.match(spec.ssh_user):  # checked when read; kept here, where it is written into YAML
         raise ValueError(f"invalid SSH user name {spec.ssh_user!r}")
     key = json.dumps(spec.ssh_public_key.strip())
     return ("#cloud-config\nusers:\n  - default\n"

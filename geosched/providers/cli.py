@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from geosched.core.models import Weights
+    from geosched.files.decl.provisioning import Attempt, Offer, OnDemandNetwork
     from geosched.policies.spotrisk import Rework
     from geosched.providers import journal
     from geosched.providers.base import Provider
@@ -747,58 +748,62 @@ def _risk_text(c: Candidate, nodes: int) -> str | None:
     return None if c.risk is None else catalog_view.risk_text(c.risk, nodes)
 
 
-def _candidate_doc(c: Candidate, plan: Plan | None = None) -> dict[str, Any]:
+def _offer(c: Candidate, plan: Plan | None = None) -> Offer:
+    """A candidate as the plan and the result print it; `plan` made with a Terraform network: with its subnet."""
     from geosched.console.output import rfc3339
-    doc: dict[str, Any] = {
+    from geosched.files.decl.provisioning import CoveredOffer, Offer, SpotRisk
+    offer = {
         "provider": c.provider, "region": c.region, "zone": c.zone, "instance_type": c.instance_type, "gpu": c.gpu,
         "gpus_per_node": c.gpus, "pricing": c.pricing.value, "usd_per_hour": c.usd_per_hour,
         "gco2e_per_hour": c.gco2e_per_hour, "score": c.score}
     if c.risk is not None:
-        doc["adjusted_usd_per_hour"] = c.adjusted_usd_per_hour
-        doc["risk"] = {"source": c.risk.source, "detail": c.risk.detail, "known": c.risk.known,
-                       "hazard_per_node_hour": c.risk.hazard_per_hour, "observed_at": rfc3339(c.risk.observed_at),
-                       "age_s": None if c.risk.observed_at is None else round(time.time() - c.risk.observed_at, 1)}
+        offer["adjusted_usd_per_hour"] = c.adjusted_usd_per_hour
+        offer["risk"] = SpotRisk.build(
+            source=c.risk.source, detail=c.risk.detail, known=c.risk.known, hazard_per_node_hour=c.risk.hazard_per_hour,
+            observed_at=rfc3339(c.risk.observed_at),
+            age_s=None if c.risk.observed_at is None else round(time.time() - c.risk.observed_at, 1))
     if plan is not None and plan.coverage is not None:
-        doc["subnet"] = plan.coverage.subnet(c.provider, c.zone)
-    return doc
+        return CoveredOffer.build(**offer, subnet=plan.coverage.subnet(c.provider, c.zone))
+    return Offer.build(**offer)
 
 
-def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[dict[str, Any]]:
+def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[tuple[OnDemandNetwork, str]]:
     """Without a Terraform network: what the first launch per cloud makes sure exists (security group per AWS
-    region, firewall rules per GCP project). Said without any API call, so it cannot tell whether they exist
-    already; they are created only when missing."""
+    region, firewall rules per GCP project), and the line that says so. Said without any API call, so it cannot
+    tell whether they exist already; they are created only when missing."""
     from geosched.clouds import aws as aws_cloud
     from geosched.clouds import gcp as gcp_cloud
+    from geosched.files.decl.provisioning import OnDemandNetwork
     from geosched.providers.base import ondemand_firewalls, ondemand_group, ondemand_summary
     if settings.network is not None:
         return []
-    out: list[dict[str, Any]] = []
+    out = []
     aws, gcp = aws_cloud.NAME, gcp_cloud.NAME
     aws_regions = sorted({c.region for c in plan.candidates if c.provider == aws})
     if aws_regions:
-        out.append({"provider": aws, "regions": aws_regions, "security_group": ondemand_group(owner),
-                    "admin_cidrs": list(settings.aws.admin_cidrs),
-                    "detail": ondemand_summary(aws, owner, settings.aws.admin_cidrs)})
+        out.append((OnDemandNetwork.build(provider=aws, regions=aws_regions, security_group=ondemand_group(owner),
+                                          admin_cidrs=list(settings.aws.admin_cidrs)),
+                    ondemand_summary(aws, owner, settings.aws.admin_cidrs)))
     if any(c.provider == gcp for c in plan.candidates):
-        out.append({"provider": gcp, "firewall_rules": list(ondemand_firewalls(owner)),
-                    "network_tag": ondemand_group(owner), "admin_cidrs": list(settings.gcp.admin_cidrs),
-                    "detail": ondemand_summary(gcp, owner, settings.gcp.admin_cidrs)})
+        out.append((OnDemandNetwork.build(provider=gcp, firewall_rules=list(ondemand_firewalls(owner)),
+                                          network_tag=ondemand_group(owner),
+                                          admin_cidrs=list(settings.gcp.admin_cidrs)),
+                    ondemand_summary(gcp, owner, settings.gcp.admin_cidrs)))
     return out
 
 
 def _show_plan(plan: Plan, output: Output, dry_run: bool, limit: int | None = PLAN_ROWS,
-               ondemand: Sequence[dict[str, Any]] = (), no_headers: bool = False) -> None:
+               ondemand: Sequence[tuple[OnDemandNetwork, str]] = (), no_headers: bool = False) -> None:
     from geosched.console.output import emit_document
-    doc: dict[str, Any] = {"plan": [_candidate_doc(c, plan) for c in plan.candidates],
-                           "skipped": [{**_candidate_doc(s.candidate), "reason": s.reason} for s in plan.skipped]}
-    if ondemand:
-        doc["network"] = [{k: v for k, v in item.items() if k != "detail"} for item in ondemand]
-    emit_document("ProvisionPlan", doc, output, lambda: _plan_table(plan, output, dry_run, limit, ondemand),
-                  no_headers=no_headers)
+    from geosched.files.decl.provisioning import ProvisionPlanDoc, Skipped
+    skipped = [Skipped.build(**_offer(s.candidate).__dict__, reason=s.reason) for s in plan.skipped]
+    doc = ProvisionPlanDoc.build(plan=[_offer(c, plan) for c in plan.candidates], skipped=skipped,
+                                 network=[network for network, _ in ondemand] or None)
+    emit_document(doc, output, lambda: _plan_table(plan, output, dry_run, limit, ondemand), no_headers=no_headers)
 
 
 def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
-                ondemand: Sequence[dict[str, Any]]) -> None:
+                ondemand: Sequence[tuple[OnDemandNetwork, str]]) -> None:
     from geosched.console import render
     rows = _plan_rows(plan, None if output is Output.WIDE else limit)
     more = len(plan.candidates) - len(rows)
@@ -815,9 +820,9 @@ def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
         render.table("skipped", rows_skipped, caption=f"... and {more_skipped} more" if more_skipped > 0 else None)
     for line in _risk_notes(plan):
         render.out.print(line, markup=False)
-    for item in ondemand:
-        regions = f" ({', '.join(item['regions'])})" if item.get("regions") else ""
-        render.out.print(f"network: {item['provider']}{regions}: {item['detail']}", markup=False)
+    for network, detail in ondemand:
+        regions = f" ({', '.join(network.regions)})" if network.regions else ""
+        render.out.print(f"network: {network.provider}{regions}: {detail}", markup=False)
 
 
 def _risk_notes(plan: Plan) -> list[str]:
@@ -837,13 +842,20 @@ def _risk_notes(plan: Plan) -> list[str]:
 
 
 def attempt_rows(attempts: Sequence[journal.AttemptRecord]) -> list[dict[str, Any]]:
-    """The attempt report: what was tried, in which order, and why each failed (also the demo's). The provider's
-    message whole (up to MESSAGE_CHARS): a table wraps it, it is not cut to a progress line's length."""
-    return [{"seq": a.seq, "provider": a.provider, "zone": a.zone, "instance_type": a.instance_type,
-             "market": a.pricing.value, "outcome": a.outcome, "error": a.error_kind, "code": a.error_code,
-             "api_calls": a.api_calls, "retries": a.retries,
-             "seconds": round((a.finished_at or a.started_at) - a.started_at, 2),
-             "why": _plain(a.message or "", MESSAGE_CHARS)} for a in attempts]
+    """The attempt report: what was tried, in which order, and why each failed (also the demo's), as the
+    ProvisionResult and GangStatus documents hold it."""
+    return [a.row() for a in attempt_docs(attempts)]
+
+
+def attempt_docs(attempts: Sequence[journal.AttemptRecord]) -> list[Attempt]:
+    """The attempts as declared; the provider's message whole (up to MESSAGE_CHARS): a table wraps it, it is not cut
+    to a progress line's length."""
+    from geosched.files.decl.provisioning import Attempt
+    return [Attempt.build(seq=a.seq, provider=a.provider, zone=a.zone, instance_type=a.instance_type,
+                          market=a.pricing.value, outcome=a.outcome, error=a.error_kind, code=a.error_code,
+                          api_calls=a.api_calls, retries=a.retries,
+                          seconds=round((a.finished_at or a.started_at) - a.started_at, 2),
+                          why=_plain(a.message or "", MESSAGE_CHARS)) for a in attempts]
 
 
 def attempts_table(title: str, rows: Sequence[dict[str, Any]], wide: bool = False) -> None:
@@ -865,13 +877,14 @@ def _show_result(result: ProvisionResult, output: Output, no_headers: bool = Fal
         render.out.print(f"{result.gang}: {result.state}: {_plain(result.message)} ({result.api_calls} API calls, "
                          f"{result.elapsed_s:.1f} s)")
 
-    emit_document("ProvisionResult", {
-        "gang": result.gang, "state": result.state, "message": result.message, "api_calls": result.api_calls,
-        "elapsed_s": round(result.elapsed_s, 3),
-        "chosen": _candidate_doc(result.candidate) if result.candidate else None,
-        "nodes": [{"name": n.name, "zone": n.zone, "provider_id": n.provider_id, "addresses": list(n.addresses)}
-                  for n in result.nodes],
-        "attempts": attempt_rows(result.attempts)}, output, table, no_headers=no_headers)
+    from geosched.files.decl.provisioning import LaunchedNode, ProvisionResultDoc
+    doc = ProvisionResultDoc.build(
+        gang=result.gang, state=result.state, message=result.message, api_calls=result.api_calls,
+        elapsed_s=round(result.elapsed_s, 3), chosen=_offer(result.candidate) if result.candidate else None,
+        nodes=[LaunchedNode.build(name=n.name, zone=n.zone, provider_id=n.provider_id, addresses=list(n.addresses))
+               for n in result.nodes],
+        attempts=attempt_docs(result.attempts))
+    emit_document(doc, output, table, no_headers=no_headers)
     if not result.ok:
         raise typer.Exit(EXIT_NO_FIT)
 
@@ -1006,6 +1019,8 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
     from geosched.console import kinds, render
     from geosched.console.output import emit_document, emit_list, rfc3339
     from geosched.core.errors import InputError
+    from geosched.files.decl.provisioning import CapacityBlock as BlockDoc
+    from geosched.files.decl.provisioning import GangStatusDoc, Instance, NodeGroup
     from geosched.providers import journal
     from geosched.providers.nodegroups import blocks
     from geosched.providers.nodegroups import journal as nodegroup_journal
@@ -1015,19 +1030,25 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
             record = journal.gang_record(store, gang)
             if record is None:
                 raise InputError("GANG", "", f"no gang {gang!r} in {store.path}")
-            attempts = attempt_rows(journal.attempts(store, gang))
-            machines = [{"name": r.name, "provider": r.provider, "zone": r.zone, "provider_id": r.provider_id,
-                         "state": r.state, "note": _plain(r.note or "") or None}
-                        for r in journal.instances(store, gang=gang)]
-            groups = [{"name": g.name, "cluster": g.cluster, "zone": g.zone, "subnet": g.subnet,
-                       "instance_type": g.instance_type, "capacity_type": g.capacity_type, "nodes": g.nodes,
-                       "state": g.state, "note": _plain(g.note or "") or None}
-                      for g in nodegroup_journal.groups(store, gang=gang)]
-            capacity_blocks = [{"reservation": b.reservation, "offering": b.offering, "zone": b.zone,
-                                "instance_type": b.instance_type, "nodes": b.nodes, "state": b.state,
-                                "start": rfc3339(b.start_at), "end": rfc3339(b.end_at), "upfront_usd": b.upfront_usd,
-                                "note": blocks.describe(b)}
-                               for b in blocks.of_gang(store, gang)]
+            doc = GangStatusDoc.build(
+                gang=gang, state=record.state, message=record.message,
+                attempts=attempt_docs(journal.attempts(store, gang)),
+                instances=[Instance.build(name=r.name, provider=r.provider, zone=r.zone, provider_id=r.provider_id,
+                                          state=r.state, note=_plain(r.note or "") or None)
+                           for r in journal.instances(store, gang=gang)],
+                nodegroups=[NodeGroup.build(name=g.name, cluster=g.cluster, zone=g.zone, subnet=g.subnet,
+                                            instance_type=g.instance_type, capacity_type=g.capacity_type,
+                                            nodes=g.nodes, state=g.state, note=_plain(g.note or "") or None)
+                            for g in nodegroup_journal.groups(store, gang=gang)] or None,
+                capacity_blocks=[BlockDoc.build(reservation=b.reservation, offering=b.offering, zone=b.zone,
+                                                     instance_type=b.instance_type, nodes=b.nodes, state=b.state,
+                                                     start=rfc3339(b.start_at), end=rfc3339(b.end_at),
+                                                     upfront_usd=b.upfront_usd, note=blocks.describe(b))
+                                 for b in blocks.of_gang(store, gang)] or None)
+            attempts = [a.row() for a in doc.attempts]
+            machines = [m.row() for m in doc.instances]
+            groups = [g.row() for g in doc.nodegroups or ()]
+            capacity_blocks = [b.row() for b in doc.capacity_blocks or ()]
 
             def table() -> None:
                 render.out.print(f"{gang}: {record.state}" + (f": {_plain(record.message)}" if record.message
@@ -1040,13 +1061,7 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
                 else:
                     render.table("instances", machines)
 
-            doc: dict[str, Any] = {"gang": gang, "state": record.state, "message": record.message,
-                                   "attempts": attempts, "instances": machines}
-            if groups:
-                doc["nodegroups"] = groups
-            if capacity_blocks:
-                doc["capacity_blocks"] = capacity_blocks
-            emit_document("GangStatus", doc, output, table, no_headers=no_headers)
+            emit_document(doc, output, table, no_headers=no_headers)
             return
         rows = [_gang_row(store, g) for g in journal.gangs(store)]
         owner = journal.owner(store)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,11 @@ AWS_AMI_NAME_PATTERN = "Deep Learning*"
 # Google's Deep Learning VM images: CUDA and NVIDIA driver installed on first boot.
 GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
 DEFAULT_SSH_USER: str = settings.SSH_USER.default
+# The login user geosched creates on the machines it launches: a portable Linux user name (useradd's default
+# NAME_REGEX, at most 32 characters). Checked when the setting is read (geosched.console.settings_model), for
+# every cloud: on GCP it becomes a line `user:key` of the instance's ssh-keys metadata, where a line break in it
+# started a second entry, another user with another key. \Z, not $: $ also matches before a final line break.
+SSH_USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
 # Who may reach port 22 of on-demand networks when nothing is configured: no one. SkyPilot opens it to the
 # world (login is key-only), but nothing here is open to the world unless its user chose so; `provision`

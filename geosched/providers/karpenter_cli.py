@@ -26,7 +26,7 @@ from geosched.console import render
 from geosched.console import settings as settings_table
 from geosched.console.output import Output
 from geosched.console.settings import environ
-from geosched.core.errors import EXIT_NO_FIT, InputError
+from geosched.core.errors import EXIT_NO_FIT, InputError, escape
 from geosched.core.models import Weights
 from geosched.policies.spotrisk import Rework
 from geosched.providers import journal
@@ -124,7 +124,9 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
         from geosched.files.writes import write_file
 
         write_file(out, text)
-        sys.stdout.write(f"wrote {out}\n")
+        # The path as given may hold an ESC or a line break: escaped as error lines are (written without rich,
+        # which would strip them).
+        sys.stdout.write(f"wrote {escape(str(out))}\n")
     render.err.print(f"{summary}; commit it for your GitOps to apply (geosched created nothing: deleting the "
                      "objects deletes the pool, and Karpenter its nodes)", markup=False, highlight=False,
                      soft_wrap=True)

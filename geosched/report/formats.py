@@ -11,22 +11,29 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from geosched.files.decl.reports import CarbonRow, CostRow, EmbodiedCarbonRow
 from geosched.report.aggregate import Group, Grouping, ReportKind
 from geosched.report.baseline import Savings
 
 
 def row(group: Group, by: Grouping, kind: ReportKind, embodied: bool) -> dict[str, Any]:
-    """One machine-readable row; the column set depends on the kind of report."""
-    out: dict[str, Any] = {by.value: group.key, "intervals": group.intervals, "gpu_hours": group.gpu_hours}
+    """One machine-readable row (CSV, Markdown, the tables), as the report document holds it."""
+    return row_doc(group, by, kind, embodied).dump()
+
+
+def row_doc(group: Group, by: Grouping, kind: ReportKind, embodied: bool) -> CostRow | CarbonRow:
+    """One row of a CostReport or CarbonReport; the column set depends on the kind of report."""
+    key = {by.value: group.key}
     if kind is ReportKind.COST:
-        out.update(cost_usd=group.usd, usd_per_gpu_hour=group.usd_per_gpu_hour, priced_from=group.priced_from_label,
-                   unpriced_gpu_hours=group.unpriced_gpu_hours)
-    else:
-        out.update(energy_kwh=group.energy_kwh, gco2e=group.gco2e, gco2e_per_kwh=group.gco2e_per_kwh,
-                   uncounted_kwh=group.uncounted_kwh)
-        if embodied:
-            out["embodied_gco2e"] = group.embodied_gco2e
-    return out
+        return CostRow.build(**key, intervals=group.intervals, gpu_hours=group.gpu_hours, cost_usd=group.usd,
+                             usd_per_gpu_hour=group.usd_per_gpu_hour, priced_from=group.priced_from_label,
+                             unpriced_gpu_hours=group.unpriced_gpu_hours)
+    carbon = {"energy_kwh": group.energy_kwh, "gco2e": group.gco2e, "gco2e_per_kwh": group.gco2e_per_kwh,
+              "uncounted_kwh": group.uncounted_kwh}
+    if embodied:
+        return EmbodiedCarbonRow.build(**key, intervals=group.intervals, gpu_hours=group.gpu_hours, **carbon,
+                                       embodied_gco2e=group.embodied_gco2e)
+    return CarbonRow.build(**key, intervals=group.intervals, gpu_hours=group.gpu_hours, **carbon)
 
 
 def display_row(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,3 +128,4 @@ def to_markdown(title: str, meta: Sequence[str], rows: Sequence[Mapping[str, Any
 def _md_escape(text: str) -> str:
     # Names come from the store (node, job and cluster names): keep them from breaking the table or the markup.
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("*", "\\*").replace("_", "\\_")
+

@@ -19,6 +19,16 @@ from geosched.core.energy import DEFAULT_GPU_UTILISATION, EnergyModel
 from geosched.core.errors import InputError
 from geosched.core.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
 from geosched.core.specs import platforms, spec_index
+from geosched.files.decl.reports import (
+    BaselineJob,
+    Baselines,
+    CarbonReportDoc,
+    CarbonRow,
+    CostReportDoc,
+    CostRow,
+    Saving,
+    Total,
+)
 from geosched.files.documents import Output, document
 from geosched.files.fields import dump
 from geosched.files.writes import write_file
@@ -122,13 +132,15 @@ def _rates(store: Store, used: list[Interval], fleet: Fleet | None, carbon: Carb
 
 def _render(data: ReportData, output: Output, out: Path | None) -> Rendered:
     title = f"{data.kind.value} by {data.by.value}"
-    rows = [formats.row(g, data.by, data.kind, data.embodied) for g in data.rows]
+    declared = [formats.row_doc(g, data.by, data.kind, data.embodied) for g in data.rows]
+    rows = [r.dump() for r in declared]
     if output.tabular:
         return Rendered(title, output, rows, _caption(data), notes=data.notes, data=data)
     if output is Output.CSV:
         text = formats.to_csv(rows)
     elif output in (Output.JSON, Output.YAML):
-        text = dump(document(f"{data.kind.value.capitalize()}Report", _document(data, rows)), output.value)
+        doc = _document(data, declared)
+        text = dump(document(doc.KIND, doc.dump()), output.value)
     elif output is Output.MD:
         text = formats.to_markdown(f"geosched {title}", _meta(data), rows, data.notes)
     else:
@@ -156,34 +168,36 @@ def _caption(data: ReportData) -> str:
     return "; ".join(lines)
 
 
-def _document(data: ReportData, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _document(data: ReportData, rows: list[CostRow | CarbonRow]) -> CostReportDoc | CarbonReportDoc:
     t = data.total
-    return {
-        "report": data.kind.value,
-        "by": data.by.value,
-        "since": iso(data.window.since) if data.window.since is not None else None,
-        "until": iso(data.window.until),
-        "generated_at": iso(data.generated_at),
-        "usage": data.usage.value,
-        "rows": rows,
-        "total": {"intervals": t.intervals, "gpu_hours": t.gpu_hours, "cost_usd": t.usd,
-                  "unpriced_gpu_hours": t.unpriced_gpu_hours, "energy_kwh": t.energy_kwh, "gco2e": t.gco2e,
-                  "uncounted_kwh": t.uncounted_kwh, "embodied_gco2e": t.embodied_gco2e},
-        "priced_from_usd": dict(data.usd_by_source),
-        "baselines": {
-            "snapshot": data.snapshot,
-            "savings": [{"baseline": s.label, "jobs": s.jobs, "baseline_usd": s.baseline_usd,
-                         "recorded_usd": s.reference_usd, "saved_usd": s.usd_saved,
-                         "baseline_gco2e": s.baseline_gco2e, "recorded_gco2e": s.reference_gco2e,
-                         "saved_gco2e": s.gco2e_saved, "run_ratio": s.run_ratio,
-                         "saved_usd_at_equal_run_time": s.usd_saved_at_equal_run_time,
-                         "saved_gco2e_at_equal_run_time": s.gco2e_saved_at_equal_run_time,
-                         "stands_on": stands_on(s, data.snapshot or "-")} for s in data.savings],
-            "jobs": [{"job": o.job, "placement": o.label, "policy": o.policy, "usd": o.usd, "gco2e": o.gco2e,
-                      "zones": list(o.zones), "regions": list(o.regions), "run_ratio": o.run_ratio, "bound": o.bound,
-                      "note": o.note}
-                     for o in data.outcomes],
-        },
-        "notes": list(data.notes),
-        "methodology": "geosched/report/METHODOLOGY.md",
-    }
+    snapshot = data.snapshot or "-"
+    kind = CostReportDoc if data.kind is ReportKind.COST else CarbonReportDoc
+    return kind.build(
+        report=data.kind.value,
+        by=data.by.value,
+        since=iso(data.window.since) if data.window.since is not None else None,
+        until=iso(data.window.until),
+        generated_at=iso(data.generated_at),
+        usage=data.usage.value,
+        rows=rows,
+        total=Total.build(intervals=t.intervals, gpu_hours=t.gpu_hours, cost_usd=t.usd,
+                          unpriced_gpu_hours=t.unpriced_gpu_hours, energy_kwh=t.energy_kwh, gco2e=t.gco2e,
+                          uncounted_kwh=t.uncounted_kwh, embodied_gco2e=t.embodied_gco2e),
+        priced_from_usd=dict(data.usd_by_source),
+        baselines=Baselines.build(
+            snapshot=data.snapshot,
+            savings=[Saving.build(baseline=s.label, jobs=s.jobs, baseline_usd=s.baseline_usd,
+                                  recorded_usd=s.reference_usd, saved_usd=s.usd_saved,
+                                  baseline_gco2e=s.baseline_gco2e, recorded_gco2e=s.reference_gco2e,
+                                  saved_gco2e=s.gco2e_saved, run_ratio=s.run_ratio,
+                                  saved_usd_at_equal_run_time=s.usd_saved_at_equal_run_time,
+                                  saved_gco2e_at_equal_run_time=s.gco2e_saved_at_equal_run_time,
+                                  stands_on=stands_on(s, snapshot)) for s in data.savings],
+            jobs=[BaselineJob.build(job=o.job, placement=o.label, policy=o.policy, usd=o.usd, gco2e=o.gco2e,
+                                    zones=list(o.zones), regions=list(o.regions), run_ratio=o.run_ratio,
+                                    bound=o.bound, note=o.note)
+                  for o in data.outcomes],
+        ),
+        notes=list(data.notes),
+        methodology="geosched/report/METHODOLOGY.md",
+    )

@@ -1,12 +1,12 @@
-"""Simulation results as documents (rows, CSV, JSON). Pure: they return values and text; console printing
-stays in `geosched.console.render`, the picture (`simulate --plot`) is `geosched.plots.simulation`."""
+"""Simulation results as rows and CSV. Pure: they return values and text; console printing stays in
+`geosched.console.render`, the picture (`simulate --plot`) is `geosched.plots.simulation`, the SimulationReport
+document (`-o json|yaml`) is declared in geosched.files.decl.simulation and built by geosched.cli.simulate."""
 
 from __future__ import annotations
 
 import csv
 import io
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from geosched.simulate.metrics import PolicyResult
@@ -27,15 +27,3 @@ def to_csv(results: Sequence[PolicyResult]) -> str:
     writer.writeheader()
     writer.writerows(data)
     return buf.getvalue()
-
-
-def document(results: Sequence[PolicyResult], meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    doc: dict[str, Any] = dict(meta or {})
-    doc["results"] = rows(results)
-    doc["unplaced"] = {r.policy: [{"id": u.id, "line": u.line, "reason": u.reason} for u in r.unplaced_jobs]
-                       for r in results if r.unplaced_jobs}
-    return doc
-
-
-def to_json(results: Sequence[PolicyResult], meta: Mapping[str, Any] | None = None) -> str:
-    return json.dumps(document(results, meta), indent=2) + "\n"

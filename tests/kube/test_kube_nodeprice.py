@@ -9,8 +9,10 @@ from typing import Any
 
 import yaml
 
-from geosched.core.models import Node
-from geosched.kube import keys
+from geosched import clouds
+from geosched.clouds import CloudSpec
+from geosched.core.models import Node, Pricing
+from geosched.kube import keys, nodeprice
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet
 from geosched.kube.tolerations import Toleration
 from tests.kubeapi.real_nodes import eks_node, gke_node
@@ -64,6 +66,24 @@ def test_an_eks_managed_spot_node_group_and_a_gke_spot_node_are_charged_spot() -
     nodes, _ = _fleet(eks, gke)
     prices = {n.provider: (n.price_ondemand, n.price_spot) for n in nodes}
     assert prices == {"aws": (30.326, 30.326), "gcp": (20.19947, 20.19947)}  # each zone's spot price
+
+
+def test_a_clouds_spot_labels_come_from_its_spec_so_a_new_cloud_adds_them_there(monkeypatch: Any) -> None:
+    # Issue 25 item 1: a cloud is one module. The spot labels of every cloud geosched knows are read from the
+    # specs, so a cloud that joins with its own (AKS: `kubernetes.azure.com/scalesetpriority: spot`,
+    # learn.microsoft.com/azure/aks/spot-node-pool) is priced as spot with kube/nodeprice.py untouched.
+    aks_spot = {"kubernetes.azure.com/scalesetpriority": "spot"}
+    assert nodeprice.market(aks_spot) is Pricing.ON_DEMAND
+    for spec in clouds.all_specs():
+        for label, value in spec.spot_labels:
+            assert nodeprice.market({label: value}) is Pricing.SPOT, (spec.name, label)
+            assert nodeprice.market({label: "no"}) is Pricing.ON_DEMAND, (spec.name, label)
+    aks = CloudSpec(name="azure", title="Azure", provider_id_schemes=("azure",),
+                    spot_labels=(("kubernetes.azure.com/scalesetpriority", "spot"),))
+    known = clouds.all_specs()
+    monkeypatch.setattr(clouds, "all_specs", lambda: (*known, aks))
+    assert nodeprice.market(aks_spot) is Pricing.SPOT
+    assert nodeprice.market({"karpenter.sh/capacity-type": "spot"}) is Pricing.SPOT  # Karpenter's, no cloud's
 
 
 def test_an_on_demand_node_keeps_its_zones_prices() -> None:

@@ -80,7 +80,7 @@ def iperf_server() -> Iterator[int]:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
             break
         except OSError:
-            time.sleep(0.05)
+            time.sleep(0.05)  # real sleep: polling a real iperf3 server until it listens
     try:
         yield port
     finally:

@@ -102,6 +102,7 @@ BUILTIN: tuple[ResourceSpec, ...] = (
     _core("configmaps", "ConfigMap", True, short_names=("cm",)),
     _core("secrets", "Secret", True, field_labels=frozenset({"type"})),
     _core("services", "Service", True, subresources=frozenset({"status"}), short_names=("svc",)),
+    _core("podtemplates", "PodTemplate", True),
     _core("events", "Event", True, field_labels=EVENT_FIELDS, create_on_update=True, short_names=("ev",)),
     ResourceSpec("coordination.k8s.io", ("v1",), "leases", "Lease", True, unconditional_update=False,
                  create_on_update=True),
@@ -137,6 +138,9 @@ CUSTOM: tuple[ResourceSpec, ...] = (
     _crd("kueue.x-k8s.io", _KUEUE, "multikueueclusters", "MultiKueueCluster", False, storage="v1beta2"),
     _crd("kueue.x-k8s.io", _KUEUE, "multikueueconfigs", "MultiKueueConfig", False, status=False, storage="v1beta2"),
     _crd("scheduling.x-k8s.io", ("v1alpha1",), "podgroups", "PodGroup", True),
+    # cluster-autoscaler's (kubernetes/autoscaler cluster-autoscaler/apis/provisioningrequest, its CRD in
+    # tests/kube/data/crds): namespaced, conditions in its status subresource.
+    _crd("autoscaling.x-k8s.io", ("v1",), "provisioningrequests", "ProvisioningRequest", True),
     _crd("scheduling.volcano.sh", ("v1beta1",), "podgroups", "PodGroup", True, status=False),
     _crd("batch.volcano.sh", ("v1alpha1",), "jobs", "Job", True),
     _crd("topology.volcano.sh", ("v1alpha1",), "hypernodes", "HyperNode", False),

@@ -13,13 +13,14 @@ from geosched.files.formats import API_VERSION
 from geosched.probes.aggregate import (
     UNKNOWN_THROUGHPUT_GBPS,
     NodeScope,
+    SlowNode,
     node_pair_links,
     slow_nodes,
     to_samples,
 )
 from geosched.probes.parsers import EchoRun, IperfRun
 from geosched.probes.plan import Plan
-from geosched.probes.results import EchoResult, RunReport, ThroughputResult, report_to_dict
+from geosched.probes.results import EchoResult, RunReport, ThroughputResult, run_doc
 from geosched.probes.settings import PlanKind
 from geosched.store.db import Store
 from tests.output_support import valid
@@ -124,15 +125,17 @@ def test_slow_node_flagged_against_its_zone_peers_not_its_neighbours() -> None:
 
 
 def test_report_document() -> None:
-    doc = report_to_dict(RUN)
+    slow = [SlowNode("a2", "a", 3.0, 0.4, 0.0, "slow")]
+    doc = run_doc(RUN, 6, 3, slow).dump()
     # The whole ProbeRun as `probe run -o json` prints it (geosched/probes/cli.py) is valid against the schema its
     # declaration writes (geosched/files/decl/probe.py): the testbed checks a real run, this one runs everywhere.
-    printed = {"apiVersion": API_VERSION, "kind": "ProbeRun", **doc, "started_at": rfc3339(RUN.started_at),
-               "stored": {"node_samples": 6, "zone_samples": 3}, "slow_nodes": [{"node": "a2", "zone": "a",
-                                                                                  "reason": "slow"}]}
+    printed = {"apiVersion": API_VERSION, "kind": "ProbeRun", **doc}
     valid(printed)
     with pytest.raises(AssertionError, match="ProbeRun: echo/0"):
         valid({**printed, "echo": [{**doc["echo"][0], "rtt_ms": 1.0}]})
+    assert doc["started_at"] == rfc3339(RUN.started_at)
+    assert doc["stored"] == {"node_samples": 6, "zone_samples": 3}
+    assert doc["slow_nodes"] == [{"node": "a2", "zone": "a", "reason": "slow"}]
     assert doc["planned"] == {"echo_pairs": 6, "throughput_pairs": 2}
     assert doc["echo"][3] == {"src": "b1", "dst": "b2", "method": "icmp", "sent": 4, "received": 2,
                                    "loss": 0.5, "rtt_p50_ms": 0.3, "rtt_p95_ms": 0.3, "jitter_ms": 0.0}

@@ -34,7 +34,7 @@ from geosched.probes.failures import FailureKind
 from geosched.probes.settings import Kind, PlanKind, ProbeSettings, RttMethod
 from geosched.store.db import Store
 from tests.output_support import valid
-from tests.testbed import Link, SlowBanner, Testbed, Unreachable, WrongHostKey, missing_requirements
+from tests.testbed import Link, SlowBanner, Testbed, Unreachable, WrongHostKey, missing_requirements, rtt_agrees
 
 MISSING = missing_requirements()
 pytestmark = [
@@ -97,24 +97,20 @@ def first(tb: Testbed, inventory: Inventory, workdir: Path) -> FirstRun:
     return FirstRun(outcome, home, wall, logins)
 
 
-def _within(measured: float, expected: float) -> bool:
-    return abs(measured - expected) <= max(0.10 * expected, 1.0)
-
-
 def _zone(name: str) -> str:
     return name.rsplit("-", 1)[0]
 
 
 # --- truth --------------------------------------------------------------------------------------------
 
-def _reprobe_rtt(inventory: Inventory, workdir: Path, src: str, dst: str, attempt: int) -> float:
-    """The pair's RTT p50 measured again by the product, alone (a fresh store, RTT only)."""
+def _reprobe_rtt(inventory: Inventory, workdir: Path, src: str, dst: str, attempt: int) -> tuple[float, ...]:
+    """The pair's round trips measured again by the product, alone (a fresh store, RTT only)."""
     targets = [t for t in inventory.targets if t.name in (src, dst)]
     settings = ProbeSettings(kinds=frozenset({Kind.RTT}), ping_count=10)
     with Store(workdir / f"again-{src}-{dst}-{attempt}") as store:
         outcome = service.run(store, targets, settings, PlanOptions(kind=PlanKind.FULL, run=0), known_hosts=[])
     [echo] = outcome.report.echoes
-    return echo.echo.p50_ms
+    return echo.echo.rtts_ms
 
 
 def test_rtt_of_every_healthy_pair_matches_the_truth(tb: Testbed, first: FirstRun, inventory: Inventory,
@@ -127,14 +123,15 @@ def test_rtt_of_every_healthy_pair_matches_the_truth(tb: Testbed, first: FirstRu
     for r in report.echoes:
         assert r.echo.method == "icmp"
         expected = tb.rtt_ms(_zone(r.src), _zone(r.dst))
-        measured = [r.echo.p50_ms]
+        measured = [r.echo.rtts_ms]
         # A pair out of tolerance is measured again, alone, up to twice: on a loaded 2-core machine (CI runs the Go
-        # build beside the tests) the scheduler can hold a ping's reply for a millisecond or more across the whole
-        # full-mesh run (seen: 1.42 ms on a 0.4 ms link). A probe that measures the wrong thing misses every time.
-        while not _within(measured[-1], expected) and len(measured) < 3:
+        # build beside the tests) the scheduler can hold every reply of a pair for a millisecond or more during the
+        # full-mesh run (seen: p50 1.42 ms on a 0.4 ms link). A probe that measures the wrong thing misses every time.
+        while not rtt_agrees(measured[-1], expected) and len(measured) < 3:
             measured.append(_reprobe_rtt(inventory, workdir, r.src, r.dst, len(measured)))
-        if not _within(measured[-1], expected):
-            wrong.append(f"{r.src}->{r.dst}: {', '.join(f'{m:.2f}' for m in measured)} ms, truth {expected} ms")
+        if not rtt_agrees(measured[-1], expected):
+            wrong.append(f"{r.src}->{r.dst}: floors {', '.join(f'{min(m, default=0):.2f}' for m in measured)} ms, "
+                         f"truth {expected} ms")
     assert not wrong, wrong
 
 
@@ -279,7 +276,8 @@ def test_tcp_rtt_stands_in_where_icmp_is_filtered(tb: Testbed, inventory: Invent
             tb.run(name, ["sysctl", "-q", "-w", "net.ipv4.icmp_echo_ignore_all=0"], check=True)
     [echo] = outcome.report.echoes
     assert echo.echo.method == "tcp" and echo.echo.received == 10
-    assert _within(echo.echo.p50_ms, tb.rtt_ms("eu", "us")), echo.echo.p50_ms
+    assert rtt_agrees(echo.echo.rtts_ms, tb.rtt_ms("eu", "us")), echo.echo.rtts_ms
+    assert echo.echo.p50_ms == pytest.approx(statistics.median(echo.echo.rtts_ms), abs=0.001)
 
 
 def test_forced_tcp_method_matches_ping(tb: Testbed, inventory: Inventory, workdir: Path) -> None:
@@ -289,7 +287,7 @@ def test_forced_tcp_method_matches_ping(tb: Testbed, inventory: Inventory, workd
         outcome = service.run(store, targets, settings, PlanOptions(kind=PlanKind.FULL, run=0), known_hosts=[])
     [echo] = outcome.report.echoes
     assert echo.echo.method == "tcp"
-    assert _within(statistics.median(echo.echo.rtts_ms), tb.rtt_ms("eu", "ap"))
+    assert rtt_agrees(echo.echo.rtts_ms, tb.rtt_ms("eu", "ap")), echo.echo.rtts_ms
 
 
 def test_jump_host_reaches_a_node_through_its_pooled_connection(tb: Testbed, workdir: Path) -> None:

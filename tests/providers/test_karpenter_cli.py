@@ -207,3 +207,16 @@ def test_a_bad_option_is_one_line_on_stderr_in_the_real_process(tmp_path: Path) 
     assert proc.stderr.splitlines() == [
         "error: --expire-after: expected a duration such as 720h or 90m (digits with s, m or h) or Never, "
         "got '30 days'"]
+
+
+def test_out_names_a_path_with_control_characters_escaped(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    # A file name may hold any byte but / and NUL: an OSC sequence in it retitled the terminal on "wrote PATH".
+    job = tmp_path / "train.yaml"
+    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    out = tmp_path / "pool\x1b]0;owned\x07.yaml"
+    result = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter", "--out",
+                 str(out), "--node-role", "arn:aws:iam::123456789012:role/eks/KarpenterNodeRole-ml")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"wrote {tmp_path}/pool\\x1b]0;owned\\x07.yaml\n"
+    assert out.exists()

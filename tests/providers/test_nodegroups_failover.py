@@ -244,3 +244,13 @@ def test_one_cluster_that_does_not_exist_is_one_line_before_anything_is_created(
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     assert str(result.exception) == "--cluster: no EKS cluster 'nope' in region us-east-1"
     assert gke.pools() == {} and eks.groups() == {}
+
+
+def test_up_provisioning_shows_one_cluster_but_applied_fails_over_across_several(home: Path, tmp_path: Path,
+                                                                                 eks: EksCluster) -> None:
+    # A dry run or --out shows one cluster's objects; several clusters are a failover order, only when applied.
+    result = run_root(home, "up", str(job(tmp_path / "train.yaml", 2)), *both(eks), "--provisioning-class",
+                      "best-effort-atomic-scale-up.autoscaling.x-k8s.io", "--dry-run")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert str(result.exception) == ("--cluster: --provisioning-class with --out or --dry-run shows one cluster's "
+                                     "objects: name one (several fail over only when applied)")

@@ -112,3 +112,55 @@ def test_what_eks_cannot_take_is_one_line(home: Path, cluster: EksCluster, tmp_p
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     assert says in str(result.exception) and "\n" not in str(result.exception)
     assert cluster.groups() == {}
+
+
+# A batch/v1 Job as `kubectl create job --dry-run=client -o yaml` writes one, Indexed for a gang, asking for a GPU
+# model by GPU feature discovery's label (NVIDIA k8s-device-plugin gpu-feature-discovery: nvidia.com/gpu.product).
+BATCH_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: train}}
+spec:
+  completions: 2
+  parallelism: 2
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {{nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}
+      containers:
+      - name: main
+        image: ghcr.io/example/train:1
+        resources:
+          limits: {{nvidia.com/gpu: 8, {resource}: {value}}}
+"""
+
+
+@pytest.mark.parametrize(("resource", "value", "says"), [
+    # The ClusterQueue's quota sums every resource: a mapping raised ValueError (a traceback) quoting it.
+    ("cpu", "{token: SUPERSECRETq}", "limits.cpu: expected a Kubernetes quantity such as 8, 500m or 64Gi, got a "
+     "mapping"),
+    # Rendered as a 1,000-digit quota, and a negative one, before.
+    ("memory", '"9e999"', "limits.memory: must be at least 0 and at most 9223372036854775807"),
+    ("memory", '"-5Gi"', "limits.memory: must be at least 0 and at most 9223372036854775807"),
+], ids=["mapping", "huge", "negative"])
+def test_a_resource_that_is_no_quantity_is_one_line(home: Path, cluster: EksCluster, tmp_path: Path, resource: str,
+                                                    value: str, says: str) -> None:
+    path = tmp_path / "train.yaml"
+    path.write_text(BATCH_JOB.format(resource=resource, value=value), encoding="utf-8")
+    result = run(home, "up", str(path), "--cluster", cluster.name, "--region", "us-east-1",
+                 "--provisioning-class", provreq.BEST_EFFORT_ATOMIC, "--dry-run", "-o", "json")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    message = str(result.exception)
+    assert f"{path}: spec.template.spec.containers[0].resources.{says}" in message and "\n" not in message
+    assert "SUPERSECRET" not in message + result.output
+
+
+def test_out_names_a_path_with_control_characters_escaped(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    # A file name may hold any byte but / and NUL: an OSC sequence in it retitled the terminal on "wrote PATH".
+    out = tmp_path / "train\x1b]0;owned\x07.yaml"
+    result = run(home, "up", str(job(tmp_path / "train.yaml")), "--cluster", cluster.name, "--region", "us-east-1",
+                 "--provisioning-class", provreq.CHECK_CAPACITY, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"wrote {tmp_path}/train\\x1b]0;owned\\x07.yaml\n"
+    assert out.exists()

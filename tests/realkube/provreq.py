@@ -22,6 +22,11 @@ Shapes, each from its source:
   observedGeneration; Accepted/"Accepted"/"ProvisioningRequest is accepted by ClusterAutoscaler", then
   Provisioned/"CapacityIsProvisioned"/"Capacity is found in the cluster"), written to the status subresource.
 
+With `fail_zones`, a request whose template selects one of those zones is not provisioned: it is marked Failed
+(reason CapacityIsNotFound, conditions.go `CapacityIsNotFoundReason`; the types.go of the same API: "CA sets
+'Failed=true' with Reason=CapacityIsNotFound" when it will not retry), as the autoscaler does when the zone has
+no capacity for the gang.
+
 A request whose template selects no zone is not provisioned (the error is kept for the test): nodes "anywhere"
 would prove nothing about the zone geosched chose.
 """
@@ -53,6 +58,7 @@ MADE_BY = "realkube.test/provisioning-controller"  # marks the nodes this contro
 # (accelerator, GPUs per pod) -> the GKE machine type that carries them (Compute Engine "GPU machine types").
 MACHINE_FOR = {("nvidia-h100-80gb", 8): "a3-highgpu-8g", ("nvidia-l4", 4): "g2-standard-48"}
 ACCEPTED_MSG = "ProvisioningRequest is accepted by ClusterAutoscaler"
+FAILED_REASON, FAILED_MSG = "CapacityIsNotFound", "Capacity is not found, CA will not retry"
 PROVISIONED_REASON, PROVISIONED_MSG = "CapacityIsProvisioned", "Capacity is found in the cluster"
 
 
@@ -107,8 +113,9 @@ def _eks_nodes(request: Obj, pod_set: Obj, selector: Obj, *, region: str,
     return out
 
 
-def provisioned_status(request: Obj, now: datetime) -> Obj:
-    """The request's status once its nodes exist, as cluster-autoscaler writes it. Pure."""
+def provisioned_status(request: Obj, now: datetime, *, failed: bool = False) -> Obj:
+    """The request's status once its nodes exist (or, `failed`, once the autoscaler gave up on it), as
+    cluster-autoscaler writes it. Pure."""
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     generation = request["metadata"].get("generation", 1)
 
@@ -116,8 +123,9 @@ def provisioned_status(request: Obj, now: datetime) -> Obj:
         return {"type": kind, "status": "True", "observedGeneration": generation, "lastTransitionTime": stamp,
                 "reason": reason, "message": message}
 
-    return {"conditions": [cond("Accepted", "Accepted", ACCEPTED_MSG),
-                           cond("Provisioned", PROVISIONED_REASON, PROVISIONED_MSG)]}
+    last = (cond("Failed", FAILED_REASON, FAILED_MSG) if failed else
+            cond("Provisioned", PROVISIONED_REASON, PROVISIONED_MSG))
+    return {"conditions": [cond("Accepted", "Accepted", ACCEPTED_MSG), last]}
 
 
 class ProvisioningController(Poller):
@@ -125,8 +133,12 @@ class ProvisioningController(Poller):
     the nodes of a request that is gone are deleted, and every node it made is deleted when it stops."""
 
     def __init__(self, plane: Any, context: str, namespace: str, *, project: str = "ml-platform-prod",
-                 region: str = "us-central1", zone_ids: dict[str, str] | None = None, poll_s: float = 0.2) -> None:
+                 region: str = "us-central1", zone_ids: dict[str, str] | None = None, poll_s: float = 0.2,
+                 fail_zones: frozenset[str] = frozenset()) -> None:
         super().__init__(plane, context, "provisioning-controller", poll_s)
+        self.fail_zones = fail_zones
+        self.failed: list[tuple[str, str, str]] = []  # (name, uid, zone) of each request refused
+        self.uids: dict[str, str] = {}  # request name -> the uid of the request of that name handled
         self.namespace, self.project, self.region, self.zone_ids = namespace, project, region, zone_ids
         self.made: dict[str, list[Obj]] = {}  # request name -> the nodes made for it
         self.seen: dict[str, Obj] = {}  # request name -> the request as first seen, with its templates
@@ -143,13 +155,26 @@ class ProvisioningController(Poller):
         requests = kube.list_all(f"{API}/namespaces/{self.namespace}/provisioningrequests")[0]
         names = {r["metadata"]["name"] for r in requests}
         for request in requests:
-            name = request["metadata"]["name"]
-            if name in self.made:
+            name, uid = request["metadata"]["name"], request["metadata"]["uid"]
+            if name in self.made and self.uids.get(name) == uid:
                 continue
+            if name in self.made:  # a new request under a name handled before (geosched's own, zone by zone)
+                for node in self.made.pop(name):
+                    kube.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+            self.uids[name] = uid
             templates = {ps["podTemplateRef"]["name"]: kube.request(
                 "GET", f"/api/v1/namespaces/{self.namespace}/podtemplates/{ps['podTemplateRef']['name']}")
                 for ps in request["spec"]["podSets"]}
             self.seen[name] = {"request": request, "templates": templates}
+            zones = {(t["template"].get("spec") or {}).get("nodeSelector", {}).get(ZONE) for t in templates.values()}
+            refused = sorted(z for z in zones if z in self.fail_zones)
+            if refused:
+                self.made[name] = []
+                self.failed.append((name, uid, refused[0]))
+                kube.request("PATCH", f"{API}/namespaces/{self.namespace}/provisioningrequests/{name}/status",
+                             body={"status": provisioned_status(request, datetime.now(UTC), failed=True)},
+                             content_type="application/merge-patch+json")
+                continue
             try:
                 nodes = request_nodes(request, templates, project=self.project, region=self.region,
                                       zone_ids=self.zone_ids)

@@ -119,8 +119,9 @@ class Kubelet(threading.Thread):
 
     def _sync(self, kube: Kube) -> None:
         found, _ = kube.list_all(f"/api/v1/namespaces/{self.namespace}/pods", label_selector=RUN_LABEL)
-        ips = {str(p["status"]["podIP"]) for p in found
-               if p["metadata"]["labels"][ROLE_LABEL] == PEER and (p.get("status") or {}).get("podIP")}
+        peers = [p for p in found if p["metadata"]["labels"][ROLE_LABEL] == PEER]
+        self._saw_peers(peers)
+        ips = {str(p["status"]["podIP"]) for p in peers if (p.get("status") or {}).get("podIP")}
         for pod in found:
             name = pod["metadata"]["name"]
             if pod["spec"].get("nodeName"):
@@ -128,12 +129,19 @@ class Kubelet(threading.Thread):
             role = pod["metadata"]["labels"][ROLE_LABEL]
             if role == PEER or name in self.logs or (pod.get("status") or {}).get("phase") != "Running":
                 continue
-            command = [self._local(a, ips) for a in pod["spec"]["containers"][0]["command"]]
+            command = self._command(pod, [self._local(a, ips) for a in pod["spec"]["containers"][0]["command"]])
             done = subprocess.run(command, capture_output=True, text=True, timeout=120)
             self.logs[name] = done.stdout
             phase = "Succeeded" if done.returncode == 0 else "Failed"
             kube.request("PATCH", f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
                          body={"status": {"phase": phase}}, content_type="application/merge-patch+json")
+
+    def _saw_peers(self, peers: list[Any]) -> None:
+        """Called with the peer pods at each pass (a subclass picks among their nodes)."""
+
+    def _command(self, pod: Any, command: list[str]) -> list[str]:
+        """The client pod's command as this machine runs it (a subclass rewrites some of its tests)."""
+        return command
 
     def _local(self, arg: str, ips: set[str]) -> str:
         for ip in ips:  # whole addresses only: 10.0.0.1 is not a prefix of 10.0.0.12
@@ -169,7 +177,7 @@ def iperf_port() -> Iterator[int]:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
             break
         except OSError:
-            time.sleep(0.05)
+            time.sleep(0.05)  # real sleep: polling a real iperf3 server until it listens
     try:
         yield port
     finally:
@@ -341,30 +349,17 @@ class SlowNodeKubelet(Kubelet):
         self.pick = pick
         self.slow: str | None = None
 
-    def _sync(self, kube: Kube) -> None:
-        found, _ = kube.list_all(f"/api/v1/namespaces/{self.namespace}/pods", label_selector=RUN_LABEL)
-        peers = [p for p in found if p["metadata"]["labels"][ROLE_LABEL] == PEER]
+    def _saw_peers(self, peers: list[Any]) -> None:
         if self.slow is None and peers:
             self.slow = self.pick(sorted({probe_pods.node_of(p) for p in peers}))
-        ips = {str(p["status"]["podIP"]) for p in peers if (p.get("status") or {}).get("podIP")}
-        for pod in found:
-            name = pod["metadata"]["name"]
-            if pod["spec"].get("nodeName"):
-                self.bound[name] = (probe_pods.node_of(pod), pod["spec"]["nodeName"])
-            role = pod["metadata"]["labels"][ROLE_LABEL]
-            if role == PEER or name in self.logs or (pod.get("status") or {}).get("phase") != "Running":
-                continue
-            command = [self._local(a, ips) for a in pod["spec"]["containers"][0]["command"]]
-            source = probe_pods.node_of(pod)
-            head, tests = command[:4], command[4:]
-            for i in range(0, len(tests), 3):  # (kind, peer node, command line) triples (pods.CLIENT_SCRIPT)
-                if tests[i] == ECHO and self.slow in (source, tests[i + 1]):
-                    tests[i + 2] = shlex.join(["unshare", "-n", "sh", "-c", CONGESTED + tests[i + 2]])
-            done = subprocess.run([*head, *tests], capture_output=True, text=True, timeout=120)
-            self.logs[name] = done.stdout
-            phase = "Succeeded" if done.returncode == 0 else "Failed"
-            kube.request("PATCH", f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
-                         body={"status": {"phase": phase}}, content_type="application/merge-patch+json")
+
+    def _command(self, pod: Any, command: list[str]) -> list[str]:
+        source = probe_pods.node_of(pod)
+        head, tests = command[:4], command[4:]
+        for i in range(0, len(tests), 3):  # (kind, peer node, command line) triples (pods.CLIENT_SCRIPT)
+            if tests[i] == ECHO and self.slow in (source, tests[i + 1]):
+                tests[i + 2] = shlex.join(["unshare", "-n", "sh", "-c", CONGESTED + tests[i + 2]])
+        return [*head, *tests]
 
 
 def test_up_probe_moves_the_gang_off_the_node_whose_links_measure_slow(

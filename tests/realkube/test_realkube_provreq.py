@@ -191,3 +191,74 @@ def test_up_on_eks_for_gitops_brings_the_gangs_nodes_up_in_the_zone_chosen(
                 if kube.get(path) is not None:
                     kube.request("DELETE", path)
     assert controller.errors == []
+
+
+# Two zones of the EKS cluster (moto names use1-az6 us-east-1a and use1-az1 us-east-1b in this account).
+FAILOVER_ZONES = {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1"}
+
+
+@pytest.mark.parametrize("kueue", [True, False], ids=["kueue", "without-kueue"])
+def test_up_withdraws_a_failed_request_and_the_gang_runs_in_the_next_zone(
+        realkube_provreq: Plane, moto: MotoServer, tmp_path: Path, kueue: bool) -> None:
+    """The stand-in autoscaler refuses the plan's first zone (Failed, CapacityIsNotFound) and provisions the next:
+    `up` withdraws the first zone's job (and with it the request, Kueue's or its own), asks the second, and the
+    real kube-scheduler binds the gang there."""
+    plane = realkube_provreq
+    from tests.providers.eks_support import clients
+
+    eks, ec2 = clients(moto.url)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{50 + i}.0/24", AvailabilityZoneId=zone_id)
+               ["Subnet"]["SubnetId"] for i, zone_id in enumerate(FAILOVER_ZONES.values())]
+    cluster = f"ml-failover-{'kueue' if kueue else 'plain'}"
+    eks.create_cluster(name=cluster, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={
+        "subnetIds": subnets})
+    with plane.namespace("provreq-failover", clusters=(GKE,)) as ns, plane.kube(GKE) as kube:
+        config = cluster_config(tmp_path / "clusters.yaml", {GKE: {"namespace": ns, "queue": "team-a"}})
+        job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8)
+        args = ("up", str(job), "--cluster", cluster, "--provider", "aws", "--region", "us-east-1", "--context", GKE,
+                "--kubeconfig", str(plane.kubeconfig), "--clusters", str(config), "--provisioning-class",
+                provreq.BEST_EFFORT_ATOMIC, *(() if kueue else ("--without-kueue",)), "-o", "json")
+        dry = geosched(*args, "--dry-run", env=aws_env(moto.url), home=tmp_path / "home", timeout=300)
+        assert dry.returncode == 0, dry.stderr
+        [first_id] = yaml.safe_load(dry.stdout)["zones"]
+        first = next(n for n, i in FAILOVER_ZONES.items() if i == first_id)
+        second = next(n for n in FAILOVER_ZONES if n != first)
+        try:
+            with ProvisioningController(plane, GKE, ns, region="us-east-1", zone_ids=FAILOVER_ZONES,
+                                        fail_zones=frozenset({first})) as controller:
+                proc = geosched(*args, "--yes", "--name", "failover", env=aws_env(moto.url),
+                                home=tmp_path / "home", timeout=300)
+                assert proc.returncode == 0, proc.stderr
+                outcome = yaml.safe_load(proc.stdout)
+                assert (outcome["status"], outcome["zones"]) == ("applied", [FAILOVER_ZONES[second]])
+                [(refused_name, refused, zone)] = controller.failed
+                assert zone == first
+                bound = wait_all_running(kube, ns, 4, job_pods_selector("train"), timeout=180)
+                # The first zone's request is gone (withdrawn with its job); the one left is the second zone's.
+                [request] = kube.list_all(PROVREQS.format(ns=ns))[0]
+                assert request["metadata"]["uid"] != refused
+                made = sorted(n["metadata"]["name"] for n in controller.made[request["metadata"]["name"]])
+                assert sorted(b.node or "" for b in bound) == made and len(made) == 4
+                assert {(b.zone, b.fleet_zone) for b in bound} == {(second, FAILOVER_ZONES[second])}
+                # Journalled: the refused zone rolled back as a capacity refusal, the second launched.
+                status = geosched("status", "failover", "-o", "json", home=tmp_path / "home", timeout=60)
+                assert status.returncode == 0, status.stderr
+                attempts = yaml.safe_load(status.stdout)["attempts"]
+                assert [(a["zone"], a["outcome"], a["error"], a["code"]) for a in attempts] == [
+                    (first_id, "rolled-back", "capacity", "Failed"), (FAILOVER_ZONES[second], "launched", None, None)]
+                assert attempts[0]["why"].startswith(f"ProvisioningRequest {refused_name} Failed (CapacityIsNotFound")
+                kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
+                             query={"propagationPolicy": "Background"})
+                if not kueue:
+                    kube.request("DELETE", f"{PROVREQS.format(ns=ns)}/{request['metadata']['name']}")
+                wait_until(lambda: not pods(kube, ns, job_pods_selector("train")), 120, what="the job's pods gone")
+                wait_until(lambda: not kube.list_all(PROVREQS.format(ns=ns))[0], 120, what="the request gone")
+                wait_until(lambda: not [m for m in controller.made.values() if m], 60,
+                           what="the request's nodes gone")
+            assert controller.errors == []
+        finally:
+            for plural in CLUSTER_SCOPED:
+                path = f"{KUEUE}/{plural}/{provreq.DEFAULT_NAME}"
+                if kube.get(path) is not None:
+                    kube.request("DELETE", path)

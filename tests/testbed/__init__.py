@@ -7,7 +7,7 @@ See README.md in this directory.  Typical use::
         subprocess.run(host.ssh_argv(["ping", "-c", "1", tb.host("eu-1").address]))
 """
 
-from .model import Fault, Host, Link, SlowBanner, Unreachable, WrongHostKey
+from .model import Fault, Host, Link, SlowBanner, Unreachable, WrongHostKey, rtt_agrees
 from .netns import TestbedError, cleanup_stale, missing_requirements
 from .testbed import Testbed
 
@@ -22,4 +22,5 @@ __all__ = [
     "WrongHostKey",
     "cleanup_stale",
     "missing_requirements",
+    "rtt_agrees",
 ]

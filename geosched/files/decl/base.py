@@ -14,12 +14,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Self, TypeVar, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    model_validator,
+)
 
 from geosched.core.errors import InputError
 from geosched.files.fields import MAX_INTEGER, MAX_NUMBER, describe, describe_document
 from geosched.files.formats import API_VERSION
 
+# The validation context of a document geosched wrote, read back (OutputDocument.read_back): its nulls are kept.
+WRITTEN = "written"
 _set = object.__setattr__  # past pydantic's frozen __setattr__, for `build`
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://geosched.dev/schemas/{kind}.schema.json"
@@ -75,7 +86,7 @@ class Declared(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _known_keys_only(cls, data: Any) -> Any:
+    def _known_keys_only(cls, data: Any, info: ValidationInfo) -> Any:
         if isinstance(data, cls):
             return data
         if not isinstance(data, Mapping):
@@ -94,6 +105,8 @@ class Declared(BaseModel):
         for key, why in cls.MISSING.items():
             if data.get(key) is None:
                 raise Refused(why, key)
+        if info.context and info.context.get(WRITTEN):
+            return data  # a document geosched wrote: null is a value it wrote (unknown), not a key left out
         return {k: v for k, v in data.items() if v is not None} if None in data.values() else data
 
     @classmethod
@@ -122,6 +135,11 @@ class Declared(BaseModel):
         return self.model_dump(mode="python", by_alias=True, exclude_none=not self.WRITE_NULLS)
 
 
+    def row(self) -> dict[str, Any]:
+        """The mapping as a table row: every field, null included (a column stays where a value is unknown)."""
+        return self.model_dump(mode="python", by_alias=True)
+
+
 class Document(Declared):
     """A whole file: `apiVersion` and `kind` first. `kind`, when given, must be this kind's; `apiVersion` is
     written, and read without a check (files written before it existed have none)."""
@@ -136,7 +154,7 @@ class Document(Declared):
     def _header(cls, data: Mapping[Any, Any]) -> None:
         kind = data.get("kind")
         if kind is not None and kind != cls.KIND:
-            raise Refused(f"expected {cls.KIND!r}, got {kind!r}", "kind")
+            raise Refused(f"expected {cls.KIND!r}, got {describe(kind)}", "kind")
 
     @classmethod
     def read(cls, data: Any, source: str, context: Mapping[str, Any] | None = None) -> Self:
@@ -168,13 +186,14 @@ class SettingsDocument(Document):
     def _header(cls, data: Mapping[Any, Any]) -> None:
         version = data.get("apiVersion")
         if version is not None and version != API_VERSION:
-            raise Refused(f"expected {API_VERSION!r}, got {version!r}", "apiVersion")
+            raise Refused(f"expected {API_VERSION!r}, got {describe(version)}", "apiVersion")
         super()._header(data)
 
 
 class OutputDocument(Declared):
     """A document geosched prints (`-o json|yaml`, wrapped in apiVersion and kind by geosched.console.output) and
-    records: declared for its shape and its schema; null where a value is unknown."""
+    records: the command builds it from the core's values and prints what `dump` writes, so its schema is the shape of
+    what was printed; null where a value is unknown. `read_back` reads one again (a consumer's view, and the tests')."""
 
     KIND: ClassVar[str]
     DESCRIPTION: ClassVar[str]
@@ -183,6 +202,12 @@ class OutputDocument(Declared):
     @classmethod
     def schema_document(cls) -> dict[str, Any]:
         return kind_schema(cls, cls.KIND, cls.DESCRIPTION, {}, written=True)
+
+    @classmethod
+    def read_back(cls, body: Any, source: str) -> Self:
+        """A document this kind wrote (its body, without apiVersion and kind), read back strictly: what a
+        consumer of `-o json` gets is what the declaration holds (tests/test_decl_outputs.py round-trips each)."""
+        return validate(cls, body, source, "", {WRITTEN: True})
 
 
 def kind_schema(
@@ -280,7 +305,7 @@ def reason(kind: str, value: Any, ctx: Mapping[str, Any], message: str) -> str:
     if kind == "list_type":
         return f"expected a list, got {describe(value)}"
     if kind == "bool_type":
-        return f"expected true or false, got {value!r}"
+        return f"expected true or false, got {describe(value)}"
     for bound, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if bound in ctx:
             limit = ctx[bound]
@@ -361,7 +386,7 @@ def one_of(choices: Any) -> BeforeValidator:
 
     def check(value: Any) -> Any:
         if not isinstance(value, str) or value not in options:
-            raise Refused(f"expected one of {', '.join(options)}, got {value!r}")
+            raise Refused(f"expected one of {', '.join(options)}, got {describe(value)}")
         return value
 
     return BeforeValidator(check)

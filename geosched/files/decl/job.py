@@ -22,10 +22,7 @@ from geosched.core import catalog, gpus
 from geosched.core.errors import InputError
 from geosched.core.models import CommProfile, Job, Pricing, Schedule, Weights
 from geosched.files.decl.base import Declared, Document, Refused, Strings, Text, integer, number, one_of
-from geosched.files.fields import describe, parse_time
-
-# Job names become Kubernetes object names: RFC 1123 labels.
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+from geosched.files.fields import DNS1123_LABEL_RULE, describe, is_dns1123_label, parse_time
 
 # --- durations and times ------------------------------------------------------------------------------
 
@@ -177,11 +174,13 @@ class JobDoc(Document):
     profile: Profile | None = None
     schedule: ScheduleDecl | None = None
 
-    @field_validator("name")
+    @field_validator("name", "namespace")
     @classmethod
     def _rfc1123(cls, name: str) -> str:
-        if not NAME_RE.match(name) or len(name) > 63:
-            raise Refused("must be a lowercase RFC 1123 name (a-z, 0-9, '-', at most 63 characters)")
+        # Job names become Kubernetes object names, and the namespace a directory of a GitOps tree: both are
+        # checked as the API server (and `gitops render`) checks them, here where every command reads a job.
+        if not is_dns1123_label(name):
+            raise Refused(DNS1123_LABEL_RULE)
         return name
 
     @field_validator("gpu")

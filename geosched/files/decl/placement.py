@@ -1,9 +1,10 @@
 """Placement and NoFit: the decision `geosched place -o json|yaml` prints, the store records and the GitOps tree and
-the rendered manifests carry. Written by geosched, never read from a user: declared for the shape and its schema."""
+the rendered manifests carry. Written by geosched through these models, never read from a user."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -121,6 +122,14 @@ class Start(Declared):
     regions: list[RegionStart]
 
 
+    @classmethod
+    def of(cls, start: Mapping[str, Any]) -> Start:
+        """The block geosched.policies.timeshift.shift_doc writes (plain data: the core imports no pydantic)."""
+        now = start["start_now"]
+        return cls.build(**{**start, "start_now": None if now is None else StartNow.build(**now),
+                            "regions": [RegionStart.build(**r) for r in start["regions"]]})
+
+
 class PlacementDoc(OutputDocument):
     KIND: ClassVar[str] = "Placement"
     DESCRIPTION: ClassVar[str] = (
@@ -142,7 +151,9 @@ class PlacementDoc(OutputDocument):
     start: Start | None = Field(default=None, exclude_if=lambda start: start is None)
 
     @classmethod
-    def of(cls, p: Placement) -> PlacementDoc:
+    def of(cls, p: Placement, start: Mapping[str, Any] | None = None) -> PlacementDoc:
+        """The placement; `start`: a flexible job's (geosched.policies.timeshift.shift_doc)."""
+        more = {} if start is None else {"start": Start.of(start)}
         return cls.build(
             job=p.job.name,
             policy=p.policy,
@@ -158,6 +169,7 @@ class PlacementDoc(OutputDocument):
                 Alternative.build(zones=list(c.zones), cluster=c.cluster, score=ScoreDecl.of(c.score))
                 for c in p.alternatives
             ],
+            **more,  # last: `build` keeps the order given when every field is
         )
 
 

@@ -1,6 +1,5 @@
 """ProbeRun: what `geosched probe run -o json|yaml` prints: every measurement and failure of one run, what was
-stored (geosched.probes.results.report_to_dict, completed by geosched.probes.cli). Declared for the shape and the
-schema."""
+stored (built by geosched.probes.results.run_doc; the command prints what it dumps)."""
 
 from __future__ import annotations
 

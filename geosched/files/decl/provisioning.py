@@ -1,6 +1,6 @@
 """ProvisionPlan, ProvisionResult and GangStatus: what `geosched provision` (its plan, `--dry-run`, and what it
-launched) and `geosched status GANG` print (geosched.providers.cli builds them). Declared for the shape and the
-schema; a key marked optional below is left out, not written as null."""
+launched) and `geosched status GANG` print: geosched.providers.cli builds them from the plan, the result and the
+journal's records and prints what they dump; a key marked optional below is left out, not written as null."""
 
 from __future__ import annotations
 
@@ -37,10 +37,15 @@ class Offer(Declared):
     usd_per_hour: float
     gco2e_per_hour: float | None
     score: float
-    subnet: str | None = _optional("with a Terraform network: the subnet the zone launches into (null: none covers it)")
     adjusted_usd_per_hour: float | None = _optional(
         "spot only: the expected $ per useful hour the ranking charges (geosched/policies/README.md, Spot risk)")
     risk: SpotRisk | None = _optional("spot only: the interruption risk, its source and when it was observed")
+
+
+class CoveredOffer(Offer):
+    """An offer of a plan made with a Terraform network."""
+
+    subnet: str | None = Field(description="the subnet the zone launches into (null: none covers it)")
 
 
 class Skipped(Offer):
@@ -51,18 +56,18 @@ class OnDemandNetwork(Declared):
     """Without a Terraform network: what the first launch per cloud makes sure exists (created when missing)."""
 
     provider: str
-    admin_cidrs: list[str]
     regions: list[str] | None = _optional("AWS: the regions given a security group")
     security_group: str | None = _optional("AWS: the security group's name")
     firewall_rules: list[str] | None = _optional("GCP: the firewall rules' names")
     network_tag: str | None = _optional("GCP: the network tag the rules apply to")
+    admin_cidrs: list[str]
 
 
 class ProvisionPlanDoc(OutputDocument):
     KIND: ClassVar[str] = "ProvisionPlan"
     DESCRIPTION: ClassVar[str] = "The ordered plan of `geosched provision --dry-run` (or when nothing fits)."
 
-    plan: list[Offer]
+    plan: list[CoveredOffer | Offer]  # the first with a Terraform network
     skipped: list[Skipped]
     network: list[OnDemandNetwork] | None = _optional("without a Terraform network: what the launches make sure exists")
 

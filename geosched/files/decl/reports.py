@@ -1,12 +1,13 @@
-"""CostReport and CarbonReport: what `geosched report cost|carbon -o json|yaml` prints (geosched.report.formats builds
-them): rows by the grouping, totals, the prices used, baselines (METHODOLOGY.md). Declared for the shape and the
-schema; the rows' keys are the table's columns too (geosched.console.kinds.report_columns, a test compares them)."""
+"""CostReport and CarbonReport: what `geosched report cost|carbon -o json|yaml` prints: rows by the grouping,
+totals, the prices used, baselines (METHODOLOGY.md). Declared for the shape and the schema, and what writes them
+(geosched.report.formats builds the rows, geosched.report.report the document); the rows' keys are the table's
+columns too (geosched.console.kinds.report_columns, a test compares them)."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from geosched.files.decl.base import Declared, OutputDocument, Time
 
@@ -20,16 +21,23 @@ def _one_group(schema: dict[str, Any]) -> None:
     schema["oneOf"] = [{"required": [g]} for g in GROUPS]
 
 
+def _group() -> Any:
+    # A group key the report is not grouped by is left out (not written empty or null).
+    return Field(default="", exclude_if=lambda key: not key)
+
+
 class _Row(Declared):
     """One group: its key under the report's `by` (exactly one of job, cluster, region, provider, day)"""
 
     model_config = ConfigDict(json_schema_extra=_one_group)
+    WRITE_NULLS: ClassVar[bool] = True  # written alone too: the CSV, Markdown and table rows are these
 
-    job: str = ""
-    cluster: str = ""
-    region: str = ""
-    provider: str = ""
-    day: str = ""
+
+    job: str = _group()
+    cluster: str = _group()
+    region: str = _group()
+    provider: str = _group()
+    day: str = _group()
     intervals: int
     gpu_hours: float
 
@@ -44,13 +52,18 @@ class CostRow(_Row):
 
 
 class CarbonRow(_Row):
-    __doc__ = f"{_Row.__doc__}; embodied_gco2e only with --embodied; grams and seconds as in the keys"
+    __doc__ = f"{_Row.__doc__}; grams and seconds as in the keys"
 
     energy_kwh: float
     gco2e: float
     gco2e_per_kwh: float | None
     uncounted_kwh: float
-    embodied_gco2e: float | None = None
+
+
+class EmbodiedCarbonRow(CarbonRow):
+    __doc__ = f"{_Row.__doc__} (report carbon --embodied); grams and seconds as in the keys"
+
+    embodied_gco2e: float | None
 
 
 class Total(Declared):
@@ -101,11 +114,13 @@ class Baselines(Declared):
 
 
 class _Report(OutputDocument):
+    report: str
     by: str
     since: Time | None
     until: Time
     generated_at: Time
     usage: str
+    rows: list[Any]
     total: Total
     priced_from_usd: dict[str, float]
     baselines: Baselines
@@ -130,4 +145,4 @@ class CarbonReportDoc(_Report):
     )
 
     report: Literal["carbon"]
-    rows: list[CarbonRow]
+    rows: list[EmbodiedCarbonRow | CarbonRow]  # the first with --embodied

@@ -33,7 +33,8 @@ DECLARED: tuple[type[Document], ...] = (
     NetworkDoc,
     SchedulerConfigDoc,
 )
-# What geosched prints, declared for its shape and schema (the output contract tests validate the commands' output).
+# What geosched prints, written through these declarations (geosched.console.output.emit_document takes one; the
+# tests validate each command's output against the schema and read it back through the declaration).
 WRITTEN: tuple[type[OutputDocument], ...] = (
     CarbonReportDoc, CostReportDoc, GangStatusDoc, NoFitDoc, PlacementDoc, ProbeRunDoc, ProvisionPlanDoc,
     ProvisionResultDoc, SettingsDoc, SimulationReportDoc, SubmitOutcomeDoc,

@@ -1,5 +1,5 @@
 """SimulationReport: what `geosched simulate -o json|yaml` prints, one result per policy (seconds), the jobs left
-unplaced by each. Built by geosched.simulate.report.document from `PolicyResult.summary`."""
+unplaced by each. Built by geosched.cli.simulate.report_doc from `PolicyResult.summary`, which prints what it dumps."""
 
 from __future__ import annotations
 

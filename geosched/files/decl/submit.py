@@ -1,13 +1,14 @@
-"""SubmitOutcome: what `geosched submit` and `geosched up` did on the live clusters (geosched.kube.cli builds it).
-Declared for the shape and the schema."""
+"""SubmitOutcome: what `geosched submit` and `geosched up` did on the live clusters (geosched.kube.cli builds it
+from geosched.kube.submit's outcome and prints what it dumps)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, WithJsonSchema
 
 from geosched.files.decl.base import Declared, OutputDocument
+from geosched.files.decl.placement import NoFitDoc, PlacementDoc
 
 
 class Applied(Declared):
@@ -25,21 +26,19 @@ class Unreachable(Declared):
     reason: str
 
 
-class ObjectName(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    name: str
-
-
-class KubeObject(BaseModel):
-    """A Kubernetes object as the API takes it: its own schema is the API's (what is declared here is what every
-    object has)."""
-
-    model_config = ConfigDict(extra="allow", serialize_by_alias=True)
-
-    api_version: str = Field(alias="apiVersion")
-    kind: str
-    metadata: ObjectName
+# A Kubernetes object as the API takes it: its own schema is the API's (what is declared here is what every object
+# has). Written as the renderer made it, key for key (a model would reorder its keys).
+KubeObject = Annotated[dict[str, Any], WithJsonSchema({
+    "type": "object",
+    "additionalProperties": True,
+    "required": ["apiVersion", "kind", "metadata"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object", "additionalProperties": True, "required": ["name"],
+                     "properties": {"name": {"type": "string"}}},
+    },
+})]
 
 
 class SubmitOutcomeDoc(OutputDocument):
@@ -51,8 +50,8 @@ class SubmitOutcomeDoc(OutputDocument):
     cluster: str | None
     context: str | None
     zones: list[str]
-    placement: dict[str, Any] | None = Field(description="the Placement document (docs/schemas/Placement.schema.json)")
-    nofit: dict[str, Any] | None = Field(description="the NoFit document (docs/schemas/NoFit.schema.json)")
+    placement: PlacementDoc | None = Field(description="the Placement document (docs/schemas/Placement.schema.json)")
+    nofit: NoFitDoc | None = Field(description="the NoFit document (docs/schemas/NoFit.schema.json)")
     applied: list[Applied]
     manifests: list[KubeObject] = Field(
         description="the Kubernetes objects a dry run would apply, as the API takes them")

@@ -1,0 +1,166 @@
+"""`up --provisioning-class` applied: the gang's ProvisioningRequest zone by zone, until the autoscaler provisions one.
+
+For each zone of the plan the cluster holds (best first, as for a node group), in the machine path's journal
+(`prov_gangs`, `prov_attempts`: `geosched status GANG` shows them):
+1. journal an attempt, render the job pinned to the zone (kube/provreq.py) and apply it;
+2. watch the gang's request (kube/provwatch.py) until it is Provisioned, ends Failed / CapacityRevoked /
+   BookingExpired, or the deadline passes;
+3. Provisioned: the attempt is `launched` and the run ends. Otherwise the job and what was applied for it are
+   deleted and waited for (Kueue's request goes with the job's Workload; without Kueue the request and its
+   PodTemplates are deleted), the attempt is `rolled-back`, and `failover.blocks_for` says what the refusal rules
+   out, exactly as for a node group: a terminal condition is a `CapacityError` of the zone (remembered for the
+   capacity TTL), the deadline a `StallError` (this run). Then the next zone.
+Kueue would retry a failed request itself, in the same zone (its ProvisioningRequestConfig's retryStrategy);
+geosched withdraws the job instead, because the zone is the choice that failed.
+
+The gang ends `terminated` either way: geosched holds nothing in the cloud (the nodes are the autoscaler's, and
+deleting the job releases them), so `down` has nothing to delete; the attempts stay as the record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from geosched.core.errors import GeoschedError
+from geosched.kube import provwatch
+from geosched.kube.client import Kube
+from geosched.kube.submit import Applied, apply_manifests
+from geosched.providers import journal
+from geosched.providers.base import CapacityError, ProviderError, StallError
+from geosched.providers.failover import blocks_for, first_block
+from geosched.providers.journal import AttemptRecord
+from geosched.providers.plan import Block, Candidate, GangRequest
+from geosched.store.db import Store
+
+
+class NoZoneProvisioned(GeoschedError):
+    """Every zone's request failed or timed out (exit 1); nothing of them is left in the cluster."""
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    candidate: Candidate
+    where: str  # the zone as the messages name it (EKS: its name and ID; several clusters: and the cluster)
+    render: Callable[[], list[dict[str, Any]]]  # the job pinned to this zone, and what goes beside it
+    cluster: str
+    context: str  # the kubeconfig context of `cluster`
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    timeout_s: float = 3600.0  # the autoscaler's own wait per zone (GKE's flex-start can take far longer)
+    withdraw_s: float = 120.0
+    poll_s: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    zone: Zone
+    state: provwatch.RequestState
+    applied: tuple[Applied, ...]
+    manifests: tuple[dict[str, Any], ...]
+
+
+def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zone], Kube], gang: str,
+                 request: GangRequest, settings: Settings = Settings(),
+                 say: Callable[[str], None] = lambda _line: None) -> Queued:
+    """Apply the gang zone by zone (the zones of several clusters one cluster after the other, as `zones` lists
+    them) until one zone's request is Provisioned (see the module's docstring); `open_kube` connects to a zone's
+    cluster. `NoZoneProvisioned` names every zone and why; an API error propagates after the zone's objects are
+    withdrawn."""
+    journal.create_gang(store, gang, journal.owner(store), request)
+    blocks: list[Block] = []
+    failures: list[str] = []
+    for zone in zones:
+        c = zone.candidate
+        block = first_block(blocks, c, request.nodes)
+        if block is not None:
+            journal.start_attempt(store, gang, c, "skipped", block.reason)
+            continue
+        a = journal.start_attempt(store, gang, c)
+        with open_kube(zone) as kube:
+            state, applied, manifests = _ask(store, kube, zone, a, gang, settings, say)
+        if state is not None and not state.failed:
+            journal.finish_attempt(store, a.id, "launched", message=state.line())
+            journal.set_gang(store, gang, "terminated", attempt=a.id, message=f"{state.line()} in {c.zone} of "
+                             f"cluster {zone.cluster}; the nodes are the cluster autoscaler's: deleting the job "
+                             "releases them")
+            say(f"#{a.seq} {zone.where}: {state.line()}")
+            return Queued(zone, state, tuple(applied), tuple(manifests))
+        error: ProviderError = (CapacityError(state.line(), code=state.condition) if state is not None else
+                                StallError(f"no outcome of the ProvisioningRequest after {settings.timeout_s:g} s"))
+        journal.finish_attempt(store, a.id, "rolled-back", error,
+                               message=f"{error.message}; withdrawn from the cluster")
+        new = list(blocks_for(error, c, request.nodes))
+        blocks.extend(new)
+        journal.remember(store, new)
+        failures.append(f"{zone.where}: {error.message}")
+        say(f"#{a.seq} {zone.where}: {error.message}; withdrawn, trying the next zone")
+    named = ", ".join(dict.fromkeys(z.cluster for z in zones))
+    message = (f"no zone of cluster{'s' if ',' in named else ''} {named} provisioned {request.nodes} x "
+               f"{request.gpu}:{request.gpus_per_node}"
+               + (": " + "; ".join(failures) if failures else ": every zone was ruled out") + "; nothing of the job "
+               "or its requests is left in the cluster")
+    journal.set_gang(store, gang, "terminated", message=message)
+    raise NoZoneProvisioned(message)
+
+
+def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, settings: Settings,
+         say: Callable[[str], None]) -> tuple[provwatch.RequestState | None, list[Applied], list[dict[str, Any]]]:
+    """Apply one zone's objects and watch its request: the outcome (None: the deadline), withdrawn from the
+    cluster unless Provisioned."""
+    c, namespace = zone.candidate, zone.namespace
+    manifests = zone.render()
+    name = next((str(m["metadata"]["name"]) for m in manifests if m["kind"] == "ProvisioningRequest"), None)
+    job = next(m for m in manifests if m["kind"] not in provwatch.QUEUE_KINDS
+               and m["kind"] not in ("PodTemplate", "ProvisioningRequest"))
+    seen: set[str] = set()
+
+    def find() -> list[Any]:
+        found = provwatch.find_requests(kube, namespace, job, name)
+        seen.update(str(r["metadata"]["name"]) for r in found)
+        return found
+
+    say(f"#{a.seq} {zone.where}: asking the autoscaler for the gang's {c.instance_type} nodes")
+    try:
+        applied = apply_manifests(kube, manifests, default_namespace=namespace)
+        state = provwatch.wait_outcome(find, timeout_s=settings.timeout_s, poll_s=settings.poll_s,
+                                       clock=settings.clock, sleep=settings.sleep)
+    except KeyboardInterrupt:
+        # Stopping the watch is not withdrawing the gang: queued provisioning may take hours, and the request keeps
+        # its place in the queue. Said, journalled, and left to the user.
+        where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
+        # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.
+        how = ("delete it to withdraw the request" if name is None else
+               f"delete it, ProvisioningRequest {name} and its PodTemplates to withdraw")
+        journal.finish_attempt(store, a.id, "cancelled", message=f"interrupted; {where} stays queued")
+        journal.set_gang(store, gang, "terminated", message=f"interrupted while {zone.where} was asked: {where} "
+                         f"stays queued there; {how}")
+        say(f"interrupted: {where} stays queued in {zone.where}; {how}")
+        raise
+    except Exception:
+        try:
+            _withdraw(kube, manifests, seen, namespace, settings)
+            note = "withdrawn"
+        except Exception:  # the cluster that could not be asked may not take a delete either: the first error says
+            note = f"withdrawing it failed too: delete {job['kind']} {job['metadata']['name']} in {namespace}"
+        journal.finish_attempt(store, a.id, "rolled-back", message=f"the cluster could not be asked; {note}")
+        journal.set_gang(store, gang, "terminated", message=f"asking cluster {zone.cluster} failed in {c.zone}")
+        raise
+    if state is None or state.failed:
+        _withdraw(kube, manifests, seen, namespace, settings)
+    return state, applied, manifests
+
+
+def _withdraw(kube: Kube, manifests: Sequence[dict[str, Any]], seen: set[str], namespace: str,
+              settings: Settings) -> None:
+    # Kueue's requests were seen by name; without Kueue the rendered one is among the manifests already.
+    made = set(seen) - {str(m["metadata"]["name"]) for m in manifests if m["kind"] == "ProvisioningRequest"}
+    provwatch.withdraw(kube, manifests, sorted(made), namespace=namespace, timeout_s=settings.withdraw_s,
+                       poll_s=min(settings.poll_s, 1.0), clock=settings.clock, sleep=settings.sleep)

@@ -1,0 +1,162 @@
+"""Watch a gang's ProvisioningRequest until the autoscaler has made its nodes, refused, or run out of time; and take
+what was applied for it out of the cluster again, so the next zone can be asked.
+
+The conditions, as the autoscaler's API defines them (kubernetes/autoscaler cluster-autoscaler/apis/
+provisioningrequest/autoscaling.x-k8s.io/v1 types.go, `ProvisioningRequestStatus.Conditions`, metav1.Condition;
+written by cluster-autoscaler/provisioningrequest/conditions/conditions.go `AddOrUpdateCondition`):
+- `Provisioned` True: every requested node was created and registered (reason CapacityIsProvisioned, or
+  CapacityIsFound for check-capacity); False while it is still trying;
+- `Failed` True: the nodes cannot be had (its reason and message say why: CapacityIsNotFound with the class's
+  `noRetry`, Expired past `ValidUntilSeconds`, FailedToBookCapacity, ...). Terminal;
+- `CapacityRevoked` True: the resources it had are no longer valid. Terminal (Provisioned may still read True);
+- `BookingExpired` True: it was Provisioned and the booking lapsed before pods took the nodes (CA books them for
+  10 minutes). Terminal: the nodes may be scaled away.
+Kueue reads the same conditions in its ProvisioningRequest admission check (sigs.k8s.io/kueue v0.17.0
+pkg/controller/admissionchecks/provisioning/controller.go: Failed or CapacityRevoked -> the check Retry (a new
+request, same zone, after its backoff) or Rejected; BookingExpired before admission -> Retry; Provisioned -> Ready).
+geosched reads them to move the gang to another zone instead of asking the same one again.
+
+Which requests are the gang's: without Kueue the one rendered beside the job (its name is known); through Kueue
+the ones Kueue made for the job's Workload (Kueue names them `<workload>-<check>-<attempt>` and sets the Workload as
+their controller owner; the Workload's owner is the job), found by those owner references.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from geosched.core.errors import GeoschedError
+from geosched.kube.backends.kueue import API_VERSION as KUEUE_API
+from geosched.kube.client import Kube, status_of
+
+REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests"
+WORKLOADS = f"/apis/{KUEUE_API}/namespaces/{{ns}}/workloads"
+# The terminal conditions, in the order they are read: a revoked or expired request may still say Provisioned.
+FAILED, REVOKED, EXPIRED, PROVISIONED = "Failed", "CapacityRevoked", "BookingExpired", "Provisioned"
+TERMINAL = (FAILED, REVOKED, EXPIRED)
+# Kueue's queue objects stay when a zone's request is withdrawn: they name no zone and the next zone uses them.
+QUEUE_KINDS = frozenset({"ResourceFlavor", "ProvisioningRequestConfig", "AdmissionCheck", "ClusterQueue",
+                         "LocalQueue"})
+
+
+class WithdrawFailed(GeoschedError):
+    """What was applied for one zone's request did not leave the cluster in time (an environment failure)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestState:
+    name: str
+    condition: str  # Provisioned, Failed, CapacityRevoked, BookingExpired, or "" while pending
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.condition in TERMINAL
+
+    def line(self) -> str:
+        said = ": ".join(x for x in (self.reason, self.message) if x)
+        return f"ProvisioningRequest {self.name} {self.condition or 'pending'}" + (f" ({said})" if said else "")
+
+
+def request_state(request: Mapping[str, Any]) -> RequestState:
+    """What one ProvisioningRequest (the API's JSON) says: its first terminal condition that is True, else
+    Provisioned when that is True, else pending. Pure."""
+    name = str((request.get("metadata") or {}).get("name", "?"))
+    conditions = {str(c.get("type")): c for c in ((request.get("status") or {}).get("conditions") or [])
+                  if isinstance(c, Mapping)}
+    for kind in (*TERMINAL, PROVISIONED):
+        found = conditions.get(kind)
+        if found is not None and found.get("status") == "True":
+            return RequestState(name, kind, str(found.get("reason") or ""), str(found.get("message") or "")[:300])
+    return RequestState(name, "")
+
+
+def outcome(states: Sequence[RequestState]) -> RequestState | None:
+    """The gang's outcome from its requests' states: the first failed one, else Provisioned once every request
+    is (at least one existing), else None (still pending). Pure."""
+    failed = next((s for s in states if s.failed), None)
+    if failed is not None:
+        return failed
+    if states and all(s.condition == PROVISIONED for s in states):
+        return states[0]
+    return None
+
+
+def _owned_by(obj: Mapping[str, Any], uids: set[str]) -> bool:
+    return any(str(r.get("uid")) in uids for r in ((obj.get("metadata") or {}).get("ownerReferences") or []))
+
+
+def find_requests(kube: Kube, namespace: str, job: Mapping[str, Any], request_name: str | None) -> list[Any]:
+    """The gang's ProvisioningRequests now: `request_name` (rendered without Kueue), else those owned by the
+    Workloads Kueue made for `job` (the applied object)."""
+    path = REQUESTS.format(ns=namespace)
+    if request_name is not None:
+        found = kube.get(f"{path}/{request_name}")
+        return [found] if found is not None else []
+    resource = kube.resource(str(job["apiVersion"]), str(job["kind"]))
+    live = kube.get(resource.path(namespace, str(job["metadata"]["name"]))) if resource is not None else None
+    if live is None:
+        return []
+    job_uid = {str(live["metadata"].get("uid"))}
+    workloads = {str(w["metadata"].get("uid")) for w in kube.list_all(WORKLOADS.format(ns=namespace))[0]
+                 if _owned_by(w, job_uid)}
+    if not workloads:
+        return []
+    return [r for r in kube.list_all(path)[0] if _owned_by(r, workloads)]
+
+
+def wait_outcome(find: Callable[[], list[Any]], *, timeout_s: float, poll_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> RequestState | None:
+    """Poll the gang's requests until they are Provisioned or one ends terminally; None when the deadline passes
+    first. The API's own errors (after the client's retries) propagate."""
+    start = clock()
+    while True:
+        done = outcome([request_state(r) for r in find()])
+        if done is not None:
+            return done
+        waited = clock() - start
+        if waited >= timeout_s:
+            return None
+        sleep(min(poll_s, max(0.0, timeout_s - waited)))
+
+
+def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Sequence[str], *, namespace: str,
+             timeout_s: float, poll_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> None:
+    """Delete what was applied for one zone but Kueue's queue objects (the job and its companions, without Kueue
+    the PodTemplates and the request), in reverse order, and wait until they and `requests` (the ones Kueue made:
+    its garbage collector deletes them with the Workload) are gone: the next zone's job has the same name, and a
+    request left behind would still make nodes. `WithdrawFailed` (one line) past the deadline."""
+    paths: list[str] = []
+    for obj in reversed(manifests):
+        if obj["kind"] in QUEUE_KINDS:
+            continue
+        resource = kube.resource(str(obj["apiVersion"]), str(obj["kind"]))
+        if resource is None:
+            continue
+        meta = obj.get("metadata") or {}
+        path = resource.path(str(meta.get("namespace") or namespace) if resource.namespaced else None,
+                             str(meta["name"]))
+        paths.append(path)
+        try:
+            # Background: the Job's pods and Kueue's Workload (and through it Kueue's request) go with it.
+            kube.request("DELETE", path, query={"propagationPolicy": "Background"})
+        except Exception as exc:
+            if status_of(exc) != 404:
+                raise
+    paths += [f"{REQUESTS.format(ns=namespace)}/{name}" for name in requests]
+    start = clock()
+    while True:
+        left = [p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in paths if kube.get(p) is not None]
+        if not left:
+            return
+        waited = clock() - start
+        if waited >= timeout_s:
+            raise WithdrawFailed(f"{kube.name}: still there {timeout_s:g} s after deleting: {', '.join(left[:3])}"
+                                 + (f" and {len(left) - 3} more" if len(left) > 3 else ""))
+        sleep(min(poll_s, max(0.0, timeout_s - waited)))

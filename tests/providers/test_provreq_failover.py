@@ -1,0 +1,244 @@
+"""`up --provisioning-class`, applied, when the autoscaler refuses: the request's conditions read (kube/provwatch.py,
+pure), and the zone-by-zone loop (cli/provfailover.py) against the project's API emulator over HTTP on a fake
+clock, with a stand-in autoscaler that answers each request at the loop's next poll from the zone its PodTemplate
+selects: Failed in one zone, Provisioned (or nothing, or CapacityRevoked) in another.
+
+Condition shapes: kubernetes/autoscaler cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1
+types.go (the types Accepted, Provisioned, Failed, CapacityRevoked, BookingExpired) and
+cluster-autoscaler/provisioningrequest/conditions/conditions.go (reasons and messages: CapacityIsNotFound,
+CapacityIsProvisioned "Capacity is found in the cluster", CapacityReservationTimeExpired)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geosched.cli import provfailover
+from geosched.core.models import Pricing
+from geosched.kube import keys, provreq, provwatch
+from geosched.kube.client import Kube
+from geosched.kube.jobinput import read_job_file
+from geosched.providers import journal
+from geosched.providers.plan import Candidate, GangRequest, PricingMode
+from geosched.store.db import Store
+from tests.clock import FakeClock
+from tests.kubeemu import MultiCluster
+
+NS = "ml"
+PROVREQS = "autoscaling.x-k8s.io/v1/provisioningrequests"
+# EKS zones of us-east-1 that offer p5.48xlarge, by name and ID as one account maps them (tests/providers/
+# eks_support.py shapes).
+ZONES = (("us-east-1a", "use1-az6"), ("us-east-1b", "use1-az1"), ("us-east-1c", "use1-az2"))
+
+
+def cond(kind: str, reason: str, message: str, status: str = "True") -> dict[str, Any]:
+    return {"type": kind, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": "2026-12-07T06:00:00Z", "observedGeneration": 1}
+
+
+ACCEPTED = cond("Accepted", "Accepted", "ProvisioningRequest is accepted by ClusterAutoscaler")
+PROVISIONED = cond("Provisioned", "CapacityIsProvisioned", "Capacity is found in the cluster")
+FAILED = cond("Failed", "CapacityIsNotFound", "Capacity is not found, CA will not retry")
+REVOKED = cond("CapacityRevoked", "CapacityRevoked", "capacity of the reservation was reclaimed")
+EXPIRED = cond("BookingExpired", "CapacityReservationTimeExpired", "Capacity reservation time is expired")
+
+
+def request(*conditions: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "train-p"}, "status": {"conditions": list(conditions)}}
+
+
+@pytest.mark.parametrize(("obj", "condition", "reason"), [
+    (request(), "", ""),
+    (request(ACCEPTED), "", ""),
+    (request(ACCEPTED, cond("Provisioned", "CapacityIsNotFound", "not yet", "False")), "", ""),
+    (request(ACCEPTED, PROVISIONED), "Provisioned", "CapacityIsProvisioned"),
+    (request(ACCEPTED, FAILED), "Failed", "CapacityIsNotFound"),
+    # Revoked or expired after it was Provisioned: Provisioned still reads True, and is not the outcome.
+    (request(ACCEPTED, PROVISIONED, REVOKED), "CapacityRevoked", "CapacityRevoked"),
+    (request(ACCEPTED, PROVISIONED, EXPIRED), "BookingExpired", "CapacityReservationTimeExpired"),
+])
+def test_a_request_is_read_by_its_terminal_conditions_first(obj: dict[str, Any], condition: str,
+                                                           reason: str) -> None:
+    state = provwatch.request_state(obj)
+    assert (state.name, state.condition, state.reason) == ("train-p", condition, reason)
+    assert state.failed == (condition in ("Failed", "CapacityRevoked", "BookingExpired"))
+
+
+def test_the_gang_is_provisioned_only_when_every_request_is_and_fails_with_any() -> None:
+    ok, pending, failed = (provwatch.RequestState("a", "Provisioned"), provwatch.RequestState("b", ""),
+                           provwatch.RequestState("c", "Failed", "CapacityIsNotFound", "no"))
+    assert provwatch.outcome([]) is None
+    assert provwatch.outcome([ok, pending]) is None
+    assert provwatch.outcome([ok, ok]) == ok
+    assert provwatch.outcome([ok, pending, failed]) == failed
+    assert failed.line() == "ProvisioningRequest c Failed (CapacityIsNotFound: no)"
+
+
+def candidate(zone_id: str) -> Candidate:
+    # The catalog's p5.48xlarge on-demand price in us-east-1 (geosched/data offerings).
+    return Candidate("aws", "us-east-1", zone_id, "p5.48xlarge", "H100", 8, 192.0, Pricing.ON_DEMAND, 98.32,
+                     2 * 98.32, None)
+
+
+GANG = GangRequest("H100", 8, 2, PricingMode.ON_DEMAND, ("aws",), ("us-east-1",))
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[MultiCluster]:
+    with MultiCluster(2, directory=tmp_path) as mc:
+        mc["cluster-a"].add_namespace(NS)
+        mc["cluster-b"].add_namespace(NS)
+        yield mc
+
+
+def zones(tmp_path: Path, cluster: str = "cluster-a") -> list[provfailover.Zone]:
+    path = tmp_path / "train.yaml"
+    path.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                    "workers: 2\ngpus_per_worker: 8\ngpu: H100\n", encoding="utf-8")
+    job = read_job_file(path)
+    out = []
+    for name, zone_id in ZONES:
+        pin = provreq.Target(zone=name, gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
+                             class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
+        out.append(provfailover.Zone(candidate(zone_id), f"{name} ({zone_id})",
+                                     partial(provreq.render_request, job, pin, namespace=NS), cluster=cluster,
+                                     context=cluster, namespace=NS))
+    return out
+
+
+class Autoscaler:
+    """Answers every unanswered request at the loop's next sleep, by the zone its PodTemplate selects:
+    `answers[zone]` is the condition to set (None: leave it pending). Records what it saw."""
+
+    def __init__(self, cluster: MultiCluster, answers: dict[str, dict[str, Any] | None],
+                 name: str = "cluster-a") -> None:
+        self.api, self.answers = cluster[name], answers
+        self.seen: list[tuple[str, str]] = []  # (request, zone)
+
+    def __call__(self) -> None:
+        for req in self.api.list(PROVREQS, NS):
+            if (req.get("status") or {}).get("conditions"):
+                continue
+            template = self.api.get("v1/podtemplates", req["spec"]["podSets"][0]["podTemplateRef"]["name"], NS)
+            assert template is not None
+            zone = template["template"]["spec"]["nodeSelector"][keys.ZONE]
+            self.seen.append((req["metadata"]["name"], zone))
+            answer = self.answers[zone]
+            if answer is not None:
+                self.api.set_status(PROVREQS, req["metadata"]["name"], {"conditions": [ACCEPTED, answer]}, NS)
+
+
+def opener(cluster: MultiCluster) -> Any:
+    return lambda zone: Kube.open(zone.context, cluster.kubeconfig, name=zone.cluster)
+
+
+class Clock(FakeClock):
+    def __init__(self, on_sleep: Any) -> None:
+        super().__init__()
+        self.on_sleep = on_sleep
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.on_sleep()
+
+
+def left(cluster: MultiCluster, name: str = "cluster-a") -> dict[str, list[str]]:
+    api = cluster[name]
+    return {r: sorted(o["metadata"]["name"] for o in api.list(r, NS))
+            for r in (PROVREQS, "v1/podtemplates", "batch/v1/jobs", "v1/services")}
+
+
+def test_a_failed_zone_is_withdrawn_and_the_next_zone_provisions_the_gang(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
+    clock = Clock(autoscaler)
+    said: list[str] = []
+    queued = provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g1", request=GANG,
+                                       settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                      sleep=clock.sleep), say=said.append)
+    assert queued.zone.candidate.zone == "use1-az1" and queued.state.condition == "Provisioned"
+    # The first zone's request was answered Failed and withdrawn; the second's is the one in the cluster now.
+    assert autoscaler.seen == [("train-geosched-provisioning", "us-east-1a"),
+                               ("train-geosched-provisioning", "us-east-1b")]
+    assert left(cluster) == {PROVREQS: ["train-geosched-provisioning"], "v1/podtemplates":
+                             ["train-geosched-provisioning-0"], "batch/v1/jobs": ["train"], "v1/services": ["train"]}
+    job = cluster["cluster-a"].get("batch/v1/jobs", "train", NS)
+    assert job is not None and job["spec"]["template"]["spec"]["nodeSelector"][keys.ZONE] == "us-east-1b"
+    # Journalled as the node-group path journals: the failed zone rolled back as a capacity refusal, remembered.
+    attempts = journal.attempts(store, "g1")
+    assert [(a.zone, a.outcome, a.error_kind) for a in attempts] == [
+        ("use1-az6", "rolled-back", "capacity"), ("use1-az1", "launched", None)]
+    assert attempts[0].message == ("ProvisioningRequest train-geosched-provisioning Failed "
+                                   "(CapacityIsNotFound: Capacity is not found, CA will not retry); withdrawn from "
+                                   "the cluster")
+    [block] = journal.active_blocks(store)
+    assert (block.zone, block.kind, block.instance_type) == ("use1-az6", "capacity", "p5.48xlarge")
+    record = journal.gang_record(store, "g1")
+    assert record is not None and record.state == "terminated"
+    assert any("us-east-1a (use1-az6): ProvisioningRequest" in line and "trying the next zone" in line
+               for line in said)
+
+
+def test_every_zone_failing_leaves_nothing_and_names_each(cluster: MultiCluster, store: Store,
+                                                          tmp_path: Path) -> None:
+    # A refusal, a request revoked after it was provisioned, and one the autoscaler never answers (the deadline).
+    autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": None, "us-east-1c": REVOKED})
+    clock = Clock(autoscaler)
+    with pytest.raises(provfailover.NoZoneProvisioned) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g2", request=GANG,
+                                  settings=provfailover.Settings(timeout_s=60, poll_s=20, clock=clock,
+                                                                 sleep=clock.sleep))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("no zone of cluster cluster-a provisioned 2 x H100:8: ")
+    for part in ("us-east-1a (use1-az6): ProvisioningRequest train-geosched-provisioning Failed (CapacityIsNotFound",
+                 "us-east-1b (use1-az1): no outcome of the ProvisioningRequest after 60 s",
+                 "us-east-1c (use1-az2): ProvisioningRequest train-geosched-provisioning CapacityRevoked"):
+        assert part in message
+    assert caught.value.exit_code == 1
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
+    assert [(a.zone, a.outcome, a.error_kind) for a in journal.attempts(store, "g2")] == [
+        ("use1-az6", "rolled-back", "capacity"), ("use1-az1", "rolled-back", "stall"),
+        ("use1-az2", "rolled-back", "capacity")]
+    # The deadline is the clock's: three polls of 20 s for the zone that never answers, one for each other zone.
+    assert clock.slept.count(20) == 5
+
+
+def test_when_every_zone_of_one_cluster_refuses_the_next_cluster_is_asked(cluster: MultiCluster, store: Store,
+                                                                         tmp_path: Path) -> None:
+    # cluster-a's autoscaler refuses its two zones; cluster-b's provisions the first of its own.
+    in_a = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": FAILED})
+    in_b = Autoscaler(cluster, {"us-east-1c": PROVISIONED}, "cluster-b")
+    clock = Clock(lambda: (in_a(), in_b()))
+    both = [*zones(tmp_path, "cluster-a")[:2], zones(tmp_path, "cluster-b")[2]]
+    queued = provfailover.queue_across(store, both, open_kube=opener(cluster), gang="g3", request=GANG,
+                                       settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                      sleep=clock.sleep))
+    assert (queued.zone.cluster, queued.zone.candidate.zone) == ("cluster-b", "use1-az2")
+    assert [z for _, z in in_a.seen] == ["us-east-1a", "us-east-1b"] and [z for _, z in in_b.seen] == ["us-east-1c"]
+    assert left(cluster, "cluster-a") == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [],
+                                          "v1/services": []}
+    assert left(cluster, "cluster-b")["batch/v1/jobs"] == ["train"]
+    assert [(a.zone, a.outcome) for a in journal.attempts(store, "g3")] == [
+        ("use1-az6", "rolled-back"), ("use1-az1", "rolled-back"), ("use1-az2", "launched")]
+
+
+def test_an_interrupted_watch_leaves_the_gang_queued_and_says_so(cluster: MultiCluster, store: Store,
+                                                               tmp_path: Path) -> None:
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    clock = Clock(interrupt)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g4", request=GANG,
+                                  settings=provfailover.Settings(clock=clock, sleep=clock.sleep), say=said.append)
+    # The request keeps its place in the queue: nothing withdrawn, the next zone not asked.
+    assert left(cluster)[PROVREQS] == ["train-geosched-provisioning"]
+    assert [(a.zone, a.outcome) for a in journal.attempts(store, "g4")] == [("use1-az6", "cancelled")]
+    assert said[-1] == ("interrupted: Job train in namespace ml of cluster cluster-a stays queued in us-east-1a "
+                        "(use1-az6); delete it, ProvisioningRequest train-geosched-provisioning and its "
+                        "PodTemplates to withdraw")
