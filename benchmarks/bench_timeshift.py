@@ -168,6 +168,8 @@ class Variant:
     sole_rule: bool = True
     # A shifted job holds a reservation at its latest start (`ShiftTiming.promise`); False: promises stay soft.
     hard: bool = True
+    # Admission against the sum of promises (`ShiftTiming.binding`, `timeshift.admitted`); not the default.
+    binding: bool = False
 
 
 VARIANTS = (
@@ -179,6 +181,8 @@ VARIANTS = (
     Variant("soft promises: oracle", Method.ORACLE, DEFAULT_FORECASTER, True, hard=False),
     *(Variant(f"after: {label}", Method.FORECAST, f, True) for label, f in FORECASTERS.items()),
     Variant("after: oracle", Method.ORACLE, DEFAULT_FORECASTER, True),
+    *(Variant(f"binding: {label}", Method.FORECAST, f, True, binding=True) for label, f in FORECASTERS.items()),
+    Variant("binding: oracle", Method.ORACLE, DEFAULT_FORECASTER, True, binding=True),
 )
 
 
@@ -193,7 +197,8 @@ def run(trace: list[TraceJob], ctx: policies.PlacementContext, history: GridHist
                            variant.shift if variant is not None else None,
                            deadline_aware=variant.deadline_aware if variant is not None else True,
                            sole_domain_starts_now=variant.sole_rule if variant is not None else True,
-                           hard_promises=variant.hard if variant is not None else True)
+                           hard_promises=variant.hard if variant is not None else True,
+                           binding=variant.binding if variant is not None else False)
 
     (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0), options=SimOptions(gpu="H100", backfill=True),
                          context_at=context_at, jobs=flexible(trace, flex), timing=timing)

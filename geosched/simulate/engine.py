@@ -80,7 +80,8 @@ class Timing(Protocol):
     deadline. `kgco2e`: what a placement emits over [start, finish). `promise`: a job shifted to a later start and
     not started yet holds a hard promise: its latest start (trace seconds) and the region (index in the context's
     `region_keys`) it was decided for; any other flexible job of a run that shifts: its latest start and None (the
-    order among promises, `_binding`); None for the rest (see `_promises`)."""
+    order among promises, `_binding`); None for the rest (see `_promises`). `started`: job `j` has started (what it
+    was promised is now what it holds)."""
 
     def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
                    running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float: ...
@@ -97,6 +98,8 @@ class Timing(Protocol):
     def kgco2e(self, job: Job, placement: Placement, ctx: PlacementContext, start: float, finish: float) -> float: ...
 
     def promise(self, j: int, job: Job) -> tuple[float, int | None] | None: ...
+
+    def started(self, j: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,6 +513,7 @@ class _Replay:
         kgco2e = placement.score.gco2e_per_hour * hours / 1000.0
         if self.timing is not None:
             kgco2e = self.timing.kgco2e(job, placement, self.ctx, now, now + run)
+            self.timing.started(j)
         deadline = job.schedule.deadline if job.schedule is not None else None
         self.records.append(JobRecord(
             id=trace.id, submit_s=trace.submit_time_s, start_s=now, finish_s=now + run, gpus=job.gpus,
