@@ -197,6 +197,41 @@ def test_a_shifted_job_whose_capacity_was_taken_keeps_its_promise() -> None:
     assert not after.missed and after.finish_s <= after.deadline_s
 
 
+def test_with_admission_against_the_promises_the_oracle_s_llm_967_keeps_its_deadline() -> None:
+    # The benchmark's case (bench_timeshift.py, the shipped geo fleet, January 2023, every job flexible, the oracle;
+    # grid/README.md, "Hard promises, measured"): with hard promises llm-967 (512 GPUs) was decided for a start 0.16 h
+    # before its latest start, the promises of gcp:us-central1 at that hour added up to more than it holds, the
+    # engine dropped its promise, and it started 0.77 h past its latest start. With admission against the sum of
+    # promises (`ShiftTiming(binding=True)`, `timeshift.admitted`) no hour is promised past what its region holds,
+    # and it meets its deadline (the binding run's January: grid/README.md, "Admission against the sum of promises,
+    # measured"; off by default: it costs carbon in other months).
+    f, net = geo_fleet()
+    zone_map = shipped_zone_map()
+    hourly = {region: dict(shipped_series(zone).hours) for zone in shipped_zones()
+              for region in zone_map.regions_of(zone) if region in f.regions}
+    grid = GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE)
+    assert grid.signal is not None
+    ctx = policies.PlacementContext(f, net)
+    start = datetime(2023, 1, 10, tzinfo=UTC)
+    trace = llm_trace(1000, capacity_gpus=sum(n.gpus for n in f.nodes), load=0.5, min_gpus=16, cluster="kalos",
+                      seed=1)
+    history = grid_history(f, grid)
+    records = {}
+    for binding in (False, True):
+        def timing(policy: str, binding: bool = binding) -> ShiftTiming:
+            return ShiftTiming(trace, history, start.timestamp(), policy, Weights(carbon=1.0), Method.ORACLE,
+                               binding=binding)
+
+        (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0),
+                             options=SimOptions(gpu="H100", backfill=True),
+                             context_at=contexts_by_hour(f, net, grid.signal, start),
+                             jobs=flexible(trace, Flexibility(24 * HOUR_S, 1.0)), timing=timing)
+        records[binding] = {r.id: r for r in result.records}
+    before, after = records[False]["llm-967"], records[True]["llm-967"]
+    assert before.gpus == 512 and before.missed  # the case still arises with hard promises alone: the test can fail
+    assert not after.missed and after.finish_s <= after.deadline_s
+
+
 def test_a_gang_only_one_region_holds_is_not_shifted() -> None:
     # The shipped geo fleet: us-east-1 alone holds 1,024 GPUs; every region holds 64. The 1,024-GPU gang is not
     # shifted (released at once, to the queue's front); the 64-GPU one is shifted as before.
