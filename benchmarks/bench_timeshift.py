@@ -67,7 +67,7 @@ from geosched.policies import timeshift
 from geosched.simulate.engine import SimOptions, simulate
 from geosched.simulate.fleets import GEO_US_ZONES, geo_fleet
 from geosched.simulate.llm import llm_trace
-from geosched.simulate.metrics import PolicyResult
+from geosched.simulate.metrics import JobRecord, PolicyResult
 from geosched.simulate.shifting import Flexibility, ShiftTiming, flexible
 from geosched.simulate.traces.model import TraceJob
 
@@ -166,6 +166,10 @@ class Variant:
     deadline_aware: bool
     # A gang only one region holds starts as an inflexible job would (`shifting.sole_domain`); False: shifted.
     sole_rule: bool = True
+    # A shifted job holds a reservation at its latest start (`ShiftTiming.promise`); False: promises stay soft.
+    hard: bool = True
+    # Admission against the sum of promises (`ShiftTiming.binding`, `timeshift.admitted`); not the default.
+    binding: bool = False
 
 
 VARIANTS = (
@@ -173,8 +177,12 @@ VARIANTS = (
     Variant("before: oracle", Method.ORACLE, SEASONAL_NAIVE, False, False),
     *(Variant(f"no sole rule: {label}", Method.FORECAST, f, True, False) for label, f in FORECASTERS.items()),
     Variant("no sole rule: oracle", Method.ORACLE, DEFAULT_FORECASTER, True, False),
+    *(Variant(f"soft promises: {label}", Method.FORECAST, f, True, hard=False) for label, f in FORECASTERS.items()),
+    Variant("soft promises: oracle", Method.ORACLE, DEFAULT_FORECASTER, True, hard=False),
     *(Variant(f"after: {label}", Method.FORECAST, f, True) for label, f in FORECASTERS.items()),
     Variant("after: oracle", Method.ORACLE, DEFAULT_FORECASTER, True),
+    *(Variant(f"binding: {label}", Method.FORECAST, f, True, binding=True) for label, f in FORECASTERS.items()),
+    Variant("binding: oracle", Method.ORACLE, DEFAULT_FORECASTER, True, binding=True),
 )
 
 
@@ -188,7 +196,9 @@ def run(trace: list[TraceJob], ctx: policies.PlacementContext, history: GridHist
         return ShiftTiming(trace, seen, start.timestamp(), policy, Weights(carbon=1.0),
                            variant.shift if variant is not None else None,
                            deadline_aware=variant.deadline_aware if variant is not None else True,
-                           sole_domain_starts_now=variant.sole_rule if variant is not None else True)
+                           sole_domain_starts_now=variant.sole_rule if variant is not None else True,
+                           hard_promises=variant.hard if variant is not None else True,
+                           binding=variant.binding if variant is not None else False)
 
     (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0), options=SimOptions(gpu="H100", backfill=True),
                          context_at=context_at, jobs=flexible(trace, flex), timing=timing)
@@ -212,7 +222,8 @@ def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float],
         flex = Flexibility(24 * HOUR_S, share)
         pooled: list[tuple[PolicyResult, dict[str, PolicyResult]]] = []
         print(f"   flexible share {share:g}, slack 24 h, carbon weight 1; saved against started-now, added misses "
-              "(deadlines started-now met) in brackets:", flush=True)
+              "(deadlines started-now met) in brackets, the inflexible jobs' average JCT against started-now:",
+              flush=True)
         print("   month  now kg  " + "  ".join(f"{v.name[:22]:>22s}" for v in variants) + "   s")
         for month in months:
             start = datetime(2023, month, 10, tzinfo=UTC)
@@ -222,9 +233,16 @@ def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float],
             now = run(trace, ctx, history, start, context_at, flex, None)
             shifted = {v.name: run(trace, ctx, history, start, context_at, flex, v) for v in variants}
             pooled.append((now, shifted))
-            cells = [f"{1 - r.kgco2e / now.kgco2e:6.1%} ({_added_misses(now, r)})" for r in shifted.values()]
+            cells = [f"{1 - r.kgco2e / now.kgco2e:6.1%} ({_added_misses(now, r)}) {_jct(now, r)}"
+                     for r in shifted.values()]
             print(f"   {month:5d} {now.kgco2e:7.0f}  " + "  ".join(f"{c:>22s}" for c in cells) +
                   f"  {time.perf_counter() - t:4.0f}", flush=True)
+            for name, r in shifted.items():
+                for miss in _added(now, r):
+                    print(f"         added miss, {name}: {miss.id} ({miss.gpus} GPUs in {', '.join(miss.regions)}, "
+                          f"submitted {miss.submit_s / HOUR_S:.1f} h, started {miss.start_s / HOUR_S:.1f} h, "
+                          f"ring {miss.slowdown:.2f}x, {(miss.finish_s - (miss.deadline_s or 0)) / HOUR_S:.2f} h "
+                          "late)", flush=True)
         print(f"   bound (each flexible job alone, any region that holds it, the oracle's hours, the guard kept): "
               f"{bound(fleet, history, months, jobs, capacity, share):.1%} of the flexible jobs' own emissions")
         now_kg = sum(r[0].kgco2e for r in pooled)
@@ -235,7 +253,8 @@ def targets(fleet_name: str, months: list[int], jobs: int, shares: list[float],
         for v in variants:
             oracle = saved.get(v.name if v.shift is Method.ORACLE else
                                next((u.name for u in variants if u.shift is Method.ORACLE
-                                     and (u.deadline_aware, u.sole_rule) == (v.deadline_aware, v.sole_rule)), ""),
+                                     and (u.deadline_aware, u.sole_rule, u.hard)
+                                     == (v.deadline_aware, v.sole_rule, v.hard)), ""),
                                0.0)
             inflex = statistics.fmean(r[1][v.name].avg_jct_inflexible_s for r in pooled)
             jct = f"{inflex / inflex_now - 1:+.1%}" if inflex_now > 0 else "n/a (no inflexible job)"
@@ -409,11 +428,21 @@ def _run_means(values: np.ndarray, first: int, starts: np.ndarray, run: float) -
     return result
 
 
-def _added_misses(now: PolicyResult, shifted: PolicyResult) -> int:
-    """Deadlines the shifted run missed that the started-now run met (the others no start could meet: a ring slower
-    than the slack allows, or a gang queueing past it even when started at once)."""
+def _added(now: PolicyResult, shifted: PolicyResult) -> list[JobRecord]:
+    """The jobs whose deadline the shifted run missed and the started-now run met (the others no start could meet:
+    a ring slower than the slack allows, or a gang queueing past it even when started at once)."""
     missed_now = {r.id for r in now.records if r.missed}
-    return sum(1 for r in shifted.records if r.missed and r.id not in missed_now)
+    return [r for r in shifted.records if r.missed and r.id not in missed_now]
+
+
+def _jct(now: PolicyResult, shifted: PolicyResult) -> str:
+    """The inflexible jobs' average JCT against started-now's (- when there is none)."""
+    base = now.avg_jct_inflexible_s
+    return f"{shifted.avg_jct_inflexible_s / base - 1:+.1%}" if base > 0 else "-"
+
+
+def _added_misses(now: PolicyResult, shifted: PolicyResult) -> int:
+    return len(_added(now, shifted))
 
 
 def main() -> None:

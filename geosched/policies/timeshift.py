@@ -110,11 +110,13 @@ class Shift:
 
 def decide(job: Job, ctx: PlacementContext, window: Window, look: Outlook, policy: str = policies.DEFAULT_POLICY,
            weights: Weights | None = None, explain: bool = True, min_saving: float = MIN_SAVING,
-           queue: Queue | None = None) -> Shift:
+           queue: Queue | None = None, admit: bool = False) -> Shift:
     """The start and placement of a flexible job (module docstring). `look`'s rows follow `ctx.region_keys` and
     start at the hour of `window.now`. `queue`: what running jobs will free and when, and what waiting flexible jobs
     were promised, so that a later start can count on GPUs that are busy now (and a crowd of flexible jobs does not
-    choose one green hour that cannot hold them all); without it, every start sees the GPUs free now."""
+    choose one green hour that cannot hold them all); without it, every start sees the GPUs free now. `admit` (with
+    `queue`): admission against the sum of promises (`admitted`), measured and not the default (policies/README.md,
+    "The queue")."""
     starts = window.starts()
     means = run_means(look, starts, window.runtime_s)
     now_means = means[0]
@@ -143,14 +145,17 @@ def decide(job: Job, ctx: PlacementContext, window: Window, look: Outlook, polic
     result = policies.place(job, seen, policy, weights, explain)
     start_idx = 0
     kg = None
-    late = False  # the later start the placement was chosen for would end after `finish_by`: start now instead
+    late = False  # no later start fits (its run past `finish_by`, or an hour already promised): start now instead
     if isinstance(result, Placement):
         energy = _energy(ctx, job, result)
         used = np.flatnonzero(energy)
         start_idx = int(best[used[0]]) if used.size == 1 else int(earliest_minimum((means @ energy)[:, None])[0])
-        if window.finish_by is not None:
-            in_time = _in_time(job, result, window, starts, means @ energy, start_idx,
-                               None if room is None else np.asarray(room[:, used].all(axis=1), dtype=bool))
+        fits = None
+        if queue is not None and room is not None:
+            fits = admitted(job, result, ctx, window, starts, queue, used) if admit else \
+                np.asarray(room[:, used].all(axis=1), dtype=bool)
+        if window.finish_by is not None or (admit and fits is not None):
+            in_time = _in_time(job, result, window, starts, means @ energy, start_idx, fits)
             late, start_idx = start_idx > 0 and in_time == 0, in_time
         kg = float(energy @ means[start_idx]) * window.runtime_s / HOUR_S / 1000.0
     if start_idx == 0 and not explain and not late:
@@ -168,13 +173,30 @@ def decide(job: Job, ctx: PlacementContext, window: Window, look: Outlook, polic
     return Shift(float(starts[start_idx]), result, kg, window, look, starts, means, now_result, now_kg)
 
 
+def admitted(job: Job, placement: Placement, ctx: PlacementContext, window: Window, starts: FloatArray,
+             queue: Queue, used: IntArray) -> npt.NDArray[np.bool_]:
+    """Per start, whether the placement's regions (`used`) still hold the job there once what is already promised
+    is counted: admission against the sum of promises. The run counted is the stretched one (a slow ring holds its
+    GPUs longer than the declared runtime), and a later start must also leave room at the job's latest start, where
+    its own promise (the replay's hard promise, an EASY reservation) will stand if its hour's GPUs are taken. Without
+    it, the hours chosen were checked against the promises only on the declared run, and the promises of one
+    region and hour added up to more than it holds: the replay then dropped the promises it could not keep, and
+    region-sized gangs missed their deadlines (geo, share 1.0: grid/README.md, "Hard promises, measured")."""
+    run = window.runtime_s * slowdown(job, placement)
+    room = np.asarray(queue.room(job, ctx, np.append(starts, window.latest), run)[:, used].all(axis=1), dtype=bool)
+    fits = room[:-1].copy()
+    fits[1:] &= bool(room[-1])
+    return fits
+
+
 def _in_time(job: Job, placement: Placement, window: Window, starts: FloatArray, emitted: FloatArray, start_idx: int,
              room: npt.NDArray[np.bool_] | None) -> int:
-    """The chosen start, or, when the placement's stretched run would end after `window.finish_by`, the best start
-    (the lowest `emitted`, with room when the queue is known) that still ends in time; now when none does."""
-    assert window.finish_by is not None
-    run = window.runtime_s * slowdown(job, placement)
-    allowed = starts + run <= window.finish_by + 1e-6
+    """The chosen start, or, when the placement's stretched run would end after `window.finish_by` or the start
+    is not admitted (`room`: `admitted`, when the queue is known), the best start (the lowest `emitted`) that is
+    both; now when none is."""
+    allowed = np.ones(starts.size, dtype=bool)
+    if window.finish_by is not None:
+        allowed &= starts + window.runtime_s * slowdown(job, placement) <= window.finish_by + 1e-6
     if room is not None:
         allowed &= room
     if allowed[start_idx]:

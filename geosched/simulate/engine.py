@@ -15,6 +15,9 @@ is served:
   it may not delay either (so a 512-GPU gang behind a 1,024-GPU head is not starved by smaller jobs in the
   other pools that hold it). Run times are the trace's durations times the placement's slow-down; reservations are
   computed afresh at every pass, so an estimate that proves wrong only moves them.
+- hard promises (with a time hook that shifts, `Timing.promise`): a job shifted to a later start holds an EASY
+  reservation at its latest start in the region it was decided for, from the decision until it starts; the head and
+  the backfill candidates it binds (`_binding`) start only past it as past any reservation (`_promises`).
 
 Patience (policies/patience.py): each decision is told how long the job has waited for a healthy ring (since the
 first "waiting" answer it got) and its trace duration as its run time, as the backfill is. A "waiting" NoFit is
@@ -74,7 +77,11 @@ class Timing(Protocol):
     `earliest()` is the soonest it could start as the running jobs end (the backfill's shadow time, optimistic).
     `context`: the snapshot the job is placed on at `now` (None: the hour's, as for any job). `in_time`: the placement
     a flexible job starts on, given the policy's (`again` places it anew with other weights): one that ends by its
-    deadline. `kgco2e`: what a placement emits over [start, finish)."""
+    deadline. `kgco2e`: what a placement emits over [start, finish). `promise`: a job shifted to a later start and
+    not started yet holds a hard promise: its latest start (trace seconds) and the region (index in the context's
+    `region_keys`) it was decided for; any other flexible job of a run that shifts: its latest start and None (the
+    order among promises, `_binding`); None for the rest (see `_promises`). `started`: job `j` has started (what it
+    was promised is now what it holds)."""
 
     def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
                    running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float: ...
@@ -89,6 +96,10 @@ class Timing(Protocol):
                 again: Callable[[Weights], Placement | NoFit]) -> Placement: ...
 
     def kgco2e(self, job: Job, placement: Placement, ctx: PlacementContext, start: float, finish: float) -> float: ...
+
+    def promise(self, j: int, job: Job) -> tuple[float, int | None] | None: ...
+
+    def started(self, j: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,12 +225,20 @@ class _Replay:
     def _serve(self, now: float) -> None:
         if self.timing is not None and len(self.queue) > 1:
             self._promote(now)
+        promises = self._promises()
         while self.queue:
             head = self.queue[0]
             placement = self._try(head, now)
+            if placement is not None and promises and (self.running or self.waiting):
+                # (With nothing running and nothing waiting for its hour, no later event could free what a promise
+                # withholds: the head starts.)
+                placement = self._kept(head, placement, now, promises)
+                if placement is None:
+                    break  # it would take a promised region's GPUs past the promise: blocked, the backfill runs
             if placement is not None:
                 self.queue.popleft()
                 self._start(head, placement, now)
+                promises = self._after(head, placement, now, promises)
             elif not self.running and self.refused[head][1] == np.inf:
                 # Nothing runs, so the fleet is as idle as it will ever be: the refusal is final (a gang waiting
                 # for a healthy ring is asked again when its patience runs out).
@@ -228,7 +247,91 @@ class _Replay:
             else:
                 break
         if self.options.backfill and len(self.queue) > 1:
-            self._backfill(now)
+            self._backfill(now, promises)
+
+    def _promises(self) -> list[tuple[int, Reservation]]:
+        """The hard promises of the jobs shifted to a later start and not started (`Timing.promise`), as EASY
+        reservations (policies/reservation.py) at each one's latest start, in the region it was decided for: the
+        running jobs released in order of expected end up to that start, the domain of that region (one pool, as a
+        gang needs) that holds the most of the job's workers then, less the workers of the promises of earlier
+        latest starts still running then. A job may start now past a promise only as past a reservation
+        (`Reservation.admits`): it ends by the promised start or leaves the domain enough for the promised job.
+        A promise the domain no longer holds then (broken by a run longer than predicted) is not kept: its job goes
+        to the queue's front at its latest start (`Timing.urgent`, `rank`) and gets the head's reservation there.
+        Computed afresh at every pass, as the reservations are: none outlives the jobs it was computed from."""
+        if self.timing is None:
+            return []
+        asks = []
+        for j in [j for _, j in self.waiting] + list(self.queue):
+            promised = self.timing.promise(j, self.gangs[j])
+            if promised is not None and promised[1] is not None:
+                asks.append((promised[0], j, promised[1]))
+        if not asks:
+            return []
+        asks.sort()
+        if self.domains is None:
+            self.domains = Domains.of(self.ctx, self.initial)
+        regions = self.domains.ids[1]
+        ordered = sorted(self.running)
+        free = self.free.copy()
+        k = 0
+        out: list[tuple[int, Reservation]] = []
+        earlier: list[tuple[float, int, int]] = []  # (end, region, GPUs) of the promises before
+        for start, j, region in asks:
+            while k < len(ordered) and ordered[k][0] <= start:
+                nodes, gpus = self.held[ordered[k][2]]
+                free[nodes] += gpus
+                k += 1
+            job = self.gangs[j]
+            gpw = job.gpus_per_worker
+            mask = self.ctx.region_of == region
+            if job.gpu is not None:
+                mask &= self.ctx.gpu_of == (self.ctx.gpu_names.index(job.gpu) if job.gpu in self.ctx.gpu_names
+                                            else -1)
+            end = start + self.trace[j].duration_s
+            if mask.any():
+                counts = np.bincount(regions[mask], weights=free[mask] // gpw, minlength=len(self.domains.labels[1]))
+                domain = int(np.argmax(counts))
+                ahead = sum(g for e, r, g in earlier if r == region and e > start) // gpw
+                count = int(counts[domain]) - ahead
+                if count >= job.workers:
+                    out.append((j, Reservation(job.name, start, self.domains.labels[1][domain],
+                                               self.domains.nodes(1, domain), job.workers, gpw, free.copy(), count)))
+            earlier.append((end, region, job.gpus))
+        return out
+
+    def _binding(self, j: int, run: float, promises: list[tuple[int, Reservation]]) -> list[Reservation]:
+        """The promises job `j`, starting now for `run` seconds, must not break: for a flexible job, those of
+        earlier latest starts than its own on this placement (`Timing.promise`'s less what the ring stretches the
+        run beyond its declared time: earliest deadline first, whether it holds a promise or not; a gang only one
+        region holds, first in the queue, is bound by those of earlier latest starts too); every one for a job
+        without a deadline, as EASY's reservations bind every job behind the head."""
+        assert self.timing is not None
+        job = self.gangs[j]
+        own = self.timing.promise(j, job) if job.flexible else None
+        if own is None:
+            return [r for i, r in promises if i != j]
+        latest = own[0] - max(run - self.trace[j].duration_s, 0.0)
+        return [r for i, r in promises if i != j and r.start < latest]
+
+    def _kept(self, j: int, placement: Placement, now: float,
+              promises: list[tuple[int, Reservation]]) -> Placement | None:
+        """The placement, if it breaks no promise job `j` is bound by; else the job placed outside the domains of
+        those promises (None: none there)."""
+        nodes, gpus = self._holds(j, placement)
+        finish = now + self._run_time(j, placement)
+        binding = self._binding(j, finish - now, promises)
+        broken = [r for r in binding if not r.admits(nodes, gpus, finish)]
+        if not broken:
+            return placement
+        return self._outside(j, now, broken)
+
+    def _after(self, j: int, placement: Placement, now: float,
+               promises: list[tuple[int, Reservation]]) -> list[tuple[int, Reservation]]:
+        """The promises once job `j` has started (its own dropped; what it holds at the others' starts counted)."""
+        nodes, gpus = self._holds(j, placement)
+        finish = now + self._run_time(j, placement)
+        return [(i, r.after(nodes, gpus, finish)) for i, r in promises if i != j]
 
     def _promote(self, now: float) -> None:
         """The queue by the time hook's rank (`Timing.rank`), stable within a rank, the urgent ones earliest deadline
@@ -260,10 +363,12 @@ class _Replay:
         s = self.gangs[j].schedule
         return s.deadline if s is not None and s.deadline is not None else np.inf
 
-    def _backfill(self, now: float) -> None:
+    def _backfill(self, now: float, promises: list[tuple[int, Reservation]] | None = None) -> None:
         """EASY backfill with zone-aware reservations (policies/reservation.py): the blocked head, then each blocked
         multi-node gang among the candidates, gets a reservation in a domain no earlier reservation holds; a candidate
-        starts now only if it delays none of them. Computed afresh at every pass, from what runs now."""
+        starts now only if it delays none of them, nor breaks a hard promise it is bound by (`_promises`,
+        `_binding`). Computed afresh at every pass, from what runs now."""
+        promises = promises or []
         head = self.queue.popleft()
         held: list[Reservation] = []
         reserving = self.options.reservations
@@ -276,16 +381,19 @@ class _Replay:
             if placement is not None:
                 nodes, gpus = self._holds(j, placement)
                 finish = now + self._run_time(j, placement)
-                if not all(r.admits(nodes, gpus, finish) for r in held):
+                guards = held + self._binding(j, finish - now, promises) if promises else held
+                if not all(r.admits(nodes, gpus, finish) for r in guards):
                     # Its choice would delay a reservation: asked again on what no reservation holds, as Slurm's
                     # backfill tests a job against the resources outside the reservations.
-                    placement = self._outside(j, now, held)
+                    placement = self._outside(j, now, guards)
                     if placement is not None:
                         nodes, gpus = self._holds(j, placement)
                         finish = now + self._run_time(j, placement)
             if placement is not None:
                 self._start(j, placement, now)
                 held = [r.after(nodes, gpus, finish) for r in held]
+                if promises:
+                    promises = self._after(j, placement, now, promises)
                 continue
             waiting.append(j)
             if reserving and self.gangs[j].workers > 1:
@@ -405,6 +513,7 @@ class _Replay:
         kgco2e = placement.score.gco2e_per_hour * hours / 1000.0
         if self.timing is not None:
             kgco2e = self.timing.kgco2e(job, placement, self.ctx, now, now + run)
+            self.timing.started(j)
         deadline = job.schedule.deadline if job.schedule is not None else None
         self.records.append(JobRecord(
             id=trace.id, submit_s=trace.submit_time_s, start_s=now, finish_s=now + run, gpus=job.gpus,

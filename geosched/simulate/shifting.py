@@ -20,6 +20,11 @@
   and a job released at that latest start goes to the queue's front. A job no region can hold at any start of its
   window joins the queue at once, and so does a gang only one region can hold whole (`sole_domain`): it is not
   shifted, and goes to the queue's front (grid/README.md, "A gang only one region holds is not shifted").
+- **Hard promises** (`ShiftTiming.promise`, the engine's `_promises`): a job shifted to a later start holds, until
+  it starts, an EASY reservation at its latest start in the region it was decided for; jobs without a deadline, and
+  flexible ones whose own latest start is later, may not take those GPUs past then (policies/README.md, "Hard
+  promises"). `binding=True` (measured, not the default): admission against the sum of promises, `_hold` and
+  `timeshift.admitted`.
 - **Emissions** (every run with a series): a placement's energy per hour by region (`policies.energy`) times the
   *measured* intensity of every hour it runs, whatever the decision forecast.
 
@@ -88,7 +93,7 @@ class ShiftTiming:
 
     def __init__(self, trace: Sequence[TraceJob], history: GridHistory, origin: float, policy: str,
                  weights: Weights | None, shift: Method | None, deadline_aware: bool = True,
-                 sole_domain_starts_now: bool = True) -> None:
+                 sole_domain_starts_now: bool = True, hard_promises: bool = True, binding: bool = False) -> None:
         self.trace, self.history, self.origin = trace, history, origin
         self.policy, self.weights, self.shift = policy, weights, shift
         # False: the placement as the policy chose it and jobs without slack passing a flexible job until its latest
@@ -96,14 +101,25 @@ class ShiftTiming:
         self.deadline_aware = deadline_aware
         # False: a gang only one region can hold is shifted like any other (the benchmark's runs without the rule).
         self.sole_domain_starts_now = sole_domain_starts_now
+        # False: promises stay soft (a job without slack, or one released, takes what it finds), as before issue 24's
+        # hard promises (`promise`; the benchmark's runs without them).
+        self.hard_promises = hard_promises
+        # True (with hard promises): admission against the sum of promises (`_hold`, `timeshift.admitted`), measured
+        # and not the default (grid/README.md, "Admission against the sum of promises, measured").
+        self.binding = binding and hard_promises
+        # job shifted to a later start at least once (binding: or sent to the queue by a decision) -> the region
+        # decided for: where its promise stands (`promise`)
+        self.deferred: dict[int, int] = {}
         self._sole: dict[int, bool] = {}  # job -> only one region can hold it whole (`sole_domain`)
-        self.promised: dict[int, tuple[int, float, float, float]] = {}  # job -> (region, start, end, GPUs)
+        # job -> what it holds in the decisions after its own, (region, start, end, GPUs) each (`_hold`): what
+        # `timeshift.Queue` counts.
+        self.promised: dict[int, list[tuple[int, float, float, float]]] = {}
         self.latest: dict[int, float] = {}  # job -> latest start (trace seconds) on the placement it was decided for
 
     def _queue(self, running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> timeshift.Queue:
         ends = [(self.origin + finish, n, g) for finish, nodes, gpus in running
                 for n, g in zip(nodes, gpus, strict=True)]
-        promised = list(self.promised.values())
+        promised = [p for held in self.promised.values() for p in held]
         return timeshift.Queue(
             np.array([e[0] for e in ends], dtype=np.float64), np.array([e[1] for e in ends], dtype=np.int64),
             np.array([e[2] for e in ends], dtype=np.int64), np.array([p[0] for p in promised], dtype=np.int64),
@@ -142,7 +158,7 @@ class ShiftTiming:
 
     def release_at(self, j: int, job: Job, now: float, ctx: PlacementContext,
                    running: Sequence[tuple[float, Sequence[int], Sequence[int]]]) -> float:
-        again = self.promised.pop(j, None) is not None
+        again = self.promised.pop(j, None) is not None  # decided again: its own promise is not in its way
         window = self._window(j, job, now)
         if window is None or self._pinned(j, job, ctx):
             return now
@@ -150,18 +166,69 @@ class ShiftTiming:
                                     self.shift or Method.FORECAST)
         decision = timeshift.decide(job, ctx, window, look, self.policy, self.weights, explain=False,
                                     min_saving=timeshift.RESHIFT_SAVING if again else timeshift.MIN_SAVING,
-                                    queue=self._queue(running))
+                                    queue=self._queue(running), admit=self.binding)
         if isinstance(decision.placement, Placement):
             # Its latest start on the placement it was decided for (a slow ring stretches the run): from then on it
             # is urgent, and it goes to the queue's front (`engine._Replay._promote`).
             stretched = window.runtime_s * timeshift.slowdown(job, decision.placement)
             self.latest[j] = min(self.latest.get(j, np.inf), window.finish_by - stretched - self.origin
                                  if window.finish_by is not None else np.inf)
-        if not isinstance(decision.placement, Placement) or decision.start <= window.now:
+        if not isinstance(decision.placement, Placement):
             return now
         region = ctx.region_keys.index(decision.placement.regions[0])
-        self.promised[j] = (region, decision.start, decision.start + window.runtime_s, float(job.gpus))
+        if j in self.deferred:
+            self.deferred[j] = region  # its promise follows the latest decision (`promise`)
+        if decision.start <= window.now:
+            if self.binding:
+                # Sent to the queue now, it holds a promise there as a shifted job does: else a job refused a later
+                # hour (`timeshift.admitted`) waited in the queue with no reservation, invisible to the decisions
+                # after it, while the shifted jobs' promises bound it.
+                self.deferred[j] = region
+                self._hold(j, job, region, window.now, decision.placement)
+            return now
+        self.deferred[j] = region
+        self._hold(j, job, region, decision.start, decision.placement)
         return decision.start - self.origin
+
+    def _hold(self, j: int, job: Job, region: int, start: float, placement: Placement) -> None:
+        """What a job holds in the decisions after its own: its declared run at the hour chosen, until that hour
+        comes. Binding: until it starts (`started`), its run as the ring decided stretches it, at the hour chosen
+        and at its latest start, where the engine holds its reservation (`promise`); a later job is shifted only to
+        an hour whose promises, so counted, still fit (`timeshift.admitted`); a job released or sent to the queue
+        holds them until it starts: it is waiting for the GPUs it was promised."""
+        run = job.schedule.runtime_s if job.schedule is not None else 0.0
+        if self.binding:
+            run *= timeshift.slowdown(job, placement)
+        held = [(region, start, start + run, float(job.gpus))]
+        latest = self.origin + self.latest.get(j, np.inf)
+        if self.binding and latest < np.inf:
+            if latest < start + run:
+                held = [(region, start, max(latest + run, start + run), float(job.gpus))]
+            else:
+                held.append((region, latest, latest + run, float(job.gpus)))
+        self.promised[j] = held
+
+    def started(self, j: int) -> None:
+        """Job `j` has started: it is a running job now, and holds no promise (`_hold`)."""
+        self.promised.pop(j, None)
+
+    def promise(self, j: int, job: Job) -> tuple[float, int | None] | None:
+        """A hard promise (the engine's `_promises`): a job this run shifted to a later start holds, until it
+        starts, an EASY reservation at its latest start (deadline - predicted run on the placement decided -
+        the guard, `GUARD_SHARE` of its slack: the margin for the queue) in the region it was last decided for.
+        Jobs started now or passing it may take those GPUs only if they end by then or leave enough; at that
+        start it is urgent and goes to the queue's front (`urgent`, `rank`), so it starts then whatever the
+        forecaster chose. Without it, a job whose promised capacity others took when its hour came queued
+        behind them past its deadline (geo, January, share 1.0: seasonal naive's llm-523 and four of the
+        oracle's; grid/README.md). With `binding`, a flexible job sent to the queue now holds one too, in the
+        region decided (`release_at`). A flexible job without one gets its latest start alone (region None):
+        promises of earlier latest starts bind it, later ones do not (earliest deadline first)."""
+        if not self.hard_promises or self.shift is None:
+            return None
+        finish_by = self._finish_by(j, job)
+        if finish_by is None or job.schedule is None:
+            return None
+        return min(finish_by - job.schedule.runtime_s, self.latest.get(j, np.inf)), self.deferred.get(j)
 
     def urgent(self, j: int, job: Job, now: float) -> bool:
         return self.shift is not None and self._window(j, job, now) is None
