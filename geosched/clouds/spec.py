@@ -14,7 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from geosched.core.gpus import GpuPart
+
+# Defined here, at the bottom of the layers, because a cloud's node labels are made from it; the table of parts
+# and the name resolver (geosched.core.gpus) build on it.
+@dataclass(frozen=True, slots=True)
+class GpuPart:
+    """The label values of one catalog GPU model; None where no such label value exists."""
+
+    product: str | None
+    gke_accelerator: str | None
 
 
 @dataclass(frozen=True, slots=True)
