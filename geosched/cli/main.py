@@ -257,6 +257,7 @@ def place(
     from geosched.plots.files import plot_format
     from geosched.policies import timeshift
     from geosched.policies.patience import Waiting
+    from geosched.providers.lifecycle import fleet_nodes
     from geosched.providers.sources import planning_risks
     from geosched.store.sources import resolve
 
@@ -265,7 +266,7 @@ def place(
     risks = None
     if from_store:
         with State.store() as store:
-            snap = resolve(fleet, network, snapshot, store)
+            snap = resolve(fleet, network, snapshot, store, fleet_nodes(store))
             risks = planning_risks(store, {n.provider for n in snap.fleet.nodes})
     else:
         snap = resolve(fleet, network, snapshot)
@@ -501,6 +502,7 @@ def snapshot_export(
     from geosched.core.default_fleet import default_fleet, default_network
     from geosched.core.errors import InputError
     from geosched.kube.config import load_cluster_config
+    from geosched.providers.lifecycle import fleet_nodes
     from geosched.store.db import write_snapshot
     from geosched.store.sources import from_store
     if fmt not in ("yaml", "json"):
@@ -529,7 +531,7 @@ def snapshot_export(
     else:
         with State.store() as store:
             # Measured links only: a re-import must not turn the shipped model into measurements.
-            paths = write_snapshot(directory, from_store(store).fleet, store.network_view(), fmt)
+            paths = write_snapshot(directory, from_store(store, fleet_nodes(store)).fleet, store.network_view(), fmt)
     for path in paths:
         render.out.print(f"wrote {path}")
 
