@@ -27,7 +27,7 @@ class GpuPart:
 
 @dataclass(frozen=True, slots=True)
 class NodeShape:
-    """What a cloud's own node labels are made from (geosched.kube.nodelabels adds the well-known ones)."""
+    """What a cloud's own node labels are made from (geosched.core.nodelabels adds the well-known ones)."""
 
     zone: str  # the fleet's zone (AWS: the zone ID)
     pool: str  # the node group / node pool
