@@ -180,7 +180,7 @@ class State:
 
 
 def _print_version(wanted: bool) -> None:
-    from geosched.cli.entry import installed_version
+    from geosched.cli.version import installed_version
     from geosched.console import render
     if wanted:
         render.out.print(f"geosched {installed_version()}")
