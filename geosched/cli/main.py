@@ -15,6 +15,7 @@ from typer.main import get_command_name
 
 from geosched import policies
 from geosched.cli import config as config_cli
+from geosched.cli.probetargets import store_targets
 from geosched.cli.up import up_cmd
 from geosched.console import catalog_view, settings
 from geosched.console.options import (
@@ -158,7 +159,7 @@ snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet +
 app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(config_cli.app, name="config")
 app.add_typer(gitops_app, name="gitops")
-app.add_typer(probes_cli.make_app(lambda: State.store()), name="probe")
+app.add_typer(probes_cli.make_app(lambda: State.store(), store_targets), name="probe")
 app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
 # Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
 app.registered_commands.extend(kube_cli.app.registered_commands)
