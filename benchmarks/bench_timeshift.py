@@ -48,7 +48,7 @@ from bench_place import synthetic
 
 from geosched import policies
 from geosched.core.models import HOUR_S, CarbonSignal, Fleet, Job, Schedule, Weights
-from geosched.grid.carbon import GridInput, contexts_by_hour, grid_history
+from geosched.grid.carbon import GridInput, grid_history
 from geosched.grid.forecast import (
     DEFAULT_FORECASTER,
     SEASONAL_NAIVE,
@@ -64,7 +64,7 @@ from geosched.grid.formats import Basis
 from geosched.grid.shipped import shipped_series, shipped_zones
 from geosched.grid.zones import shipped_zone_map
 from geosched.policies import timeshift
-from geosched.simulate.engine import SimOptions, simulate
+from geosched.simulate.engine import SimOptions, contexts_by_hour, simulate
 from geosched.simulate.fleets import GEO_US_ZONES, geo_fleet
 from geosched.simulate.llm import llm_trace
 from geosched.simulate.metrics import JobRecord, PolicyResult

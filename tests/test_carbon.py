@@ -113,9 +113,8 @@ def test_place_uses_the_hour_the_job_starts(tmp_path: Path) -> None:
 
 def test_simulate_places_and_counts_each_job_at_the_hour_it_starts(tmp_path: Path) -> None:
     from geosched.core.models import Weights
-    from geosched.grid.carbon import contexts_by_hour
     from geosched.policies import PlacementContext
-    from geosched.simulate.engine import simulate
+    from geosched.simulate.engine import contexts_by_hour, simulate
     from geosched.simulate.traces.model import TraceJob
 
     f = lab_fleet()

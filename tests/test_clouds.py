@@ -9,10 +9,10 @@ from pathlib import Path
 
 from geosched import clouds
 from geosched.clouds import NodeShape
-from geosched.core import netmodel
+from geosched.core import netmodel, nodelabels
 from geosched.core.gpus import part
 from geosched.core.models import Zone
-from geosched.kube import inventory, keys, nodelabels
+from geosched.kube import inventory, keys
 from geosched.policies import spotrisk
 
 ROOT = Path(__file__).parents[1]

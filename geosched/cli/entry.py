@@ -13,6 +13,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from geosched.cli.version import installed_version
+
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
@@ -77,16 +79,6 @@ def output_failed(exc: OSError) -> None:
     except OSError:  # stderr is gone too: the exit code is all that is left
         pass
     sys.exit(1)
-
-
-def installed_version() -> str:
-    """The version of the installed distribution (its metadata), so a wheel and a checkout say the same."""
-    from importlib import metadata  # here: it loads the email package, which only --version needs
-
-    try:
-        return metadata.version("geosched")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
 
 
 def main() -> None:

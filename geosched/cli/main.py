@@ -15,6 +15,7 @@ from typer.main import get_command_name
 
 from geosched import policies
 from geosched.cli import config as config_cli
+from geosched.cli.probetargets import store_targets
 from geosched.cli.up import up_cmd
 from geosched.console import catalog_view, settings
 from geosched.console.options import (
@@ -158,7 +159,7 @@ snapshot_app = typer.Typer(no_args_is_help=True, help="Export and import fleet +
 app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(config_cli.app, name="config")
 app.add_typer(gitops_app, name="gitops")
-app.add_typer(probes_cli.make_app(lambda: State.store()), name="probe")
+app.add_typer(probes_cli.make_app(lambda: State.store(), store_targets), name="probe")
 app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
 # Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
 app.registered_commands.extend(kube_cli.app.registered_commands)
@@ -180,7 +181,7 @@ class State:
 
 
 def _print_version(wanted: bool) -> None:
-    from geosched.cli.entry import installed_version
+    from geosched.cli.version import installed_version
     from geosched.console import render
     if wanted:
         render.out.print(f"geosched {installed_version()}")
@@ -257,6 +258,7 @@ def place(
     from geosched.plots.files import plot_format
     from geosched.policies import timeshift
     from geosched.policies.patience import Waiting
+    from geosched.providers.lifecycle import fleet_nodes
     from geosched.providers.sources import planning_risks
     from geosched.store.sources import resolve
 
@@ -265,7 +267,7 @@ def place(
     risks = None
     if from_store:
         with State.store() as store:
-            snap = resolve(fleet, network, snapshot, store)
+            snap = resolve(fleet, network, snapshot, store, fleet_nodes(store))
             risks = planning_risks(store, {n.provider for n in snap.fleet.nodes})
     else:
         snap = resolve(fleet, network, snapshot)
@@ -505,6 +507,7 @@ def snapshot_export(
     from geosched.core.default_fleet import default_fleet, default_network
     from geosched.core.errors import InputError
     from geosched.kube.config import load_cluster_config
+    from geosched.providers.lifecycle import fleet_nodes
     from geosched.store.db import write_snapshot
     from geosched.store.sources import from_store
     if fmt not in ("yaml", "json"):
@@ -533,7 +536,7 @@ def snapshot_export(
     else:
         with State.store() as store:
             # Measured links only: a re-import must not turn the shipped model into measurements.
-            paths = write_snapshot(directory, from_store(store).fleet, store.network_view(), fmt)
+            paths = write_snapshot(directory, from_store(store, fleet_nodes(store)).fleet, store.network_view(), fmt)
     for path in paths:
         render.out.print(f"wrote {path}")
 

@@ -30,12 +30,12 @@ from geosched.console.options import Workload
 from geosched.console.output import Output, emit_document, transposed_table
 from geosched.core.errors import InputError
 from geosched.core.models import HOUR_S, Fleet, Weights
-from geosched.grid.carbon import contexts_by_hour, decision_time, forecast_notes, grid_history, load_grid, series_start
+from geosched.grid.carbon import decision_time, forecast_notes, grid_history, load_grid, series_start
 from geosched.grid.forecast import GridHistory
 from geosched.grid.formats import Basis
 from geosched.plots.files import plot_format
 from geosched.simulate import report, shipped
-from geosched.simulate.engine import SimOptions, simulate
+from geosched.simulate.engine import SimOptions, contexts_by_hour, simulate
 from geosched.simulate.fleets import geo_fleet
 from geosched.simulate.llm import CLUSTERS, llm_trace
 from geosched.simulate.metrics import PolicyResult

@@ -14,12 +14,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from geosched.core.gpus import GpuPart
+
+# Defined here, at the bottom of the layers, because a cloud's node labels are made from it; the table of parts
+# and the name resolver (geosched.core.gpus) build on it.
+@dataclass(frozen=True, slots=True)
+class GpuPart:
+    """The label values of one catalog GPU model; None where no such label value exists."""
+
+    product: str | None
+    gke_accelerator: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class NodeShape:
-    """What a cloud's own node labels are made from (geosched.kube.nodelabels adds the well-known ones)."""
+    """What a cloud's own node labels are made from (geosched.core.nodelabels adds the well-known ones)."""
 
     zone: str  # the fleet's zone (AWS: the zone ID)
     pool: str  # the node group / node pool

@@ -4,7 +4,7 @@ Deterministic (fixed seed) so that a placement on it is reproducible. Twelve reg
 their real GPU offerings and prices per zone; each region is one Kubernetes cluster (EKS or GKE); some nodes
 are busy; a few have a slow or lossy NIC, which shows in their intra-zone measurements.
 
-Each node carries the labels and providerID a node of that cloud really has (`geosched.kube.nodelabels`): on
+Each node carries the labels and providerID a node of that cloud really has (`geosched.core.nodelabels`): on
 EKS the zone name in `topology.kubernetes.io/zone` and the zone ID in `topology.k8s.aws/zone-id`, GPU feature
 discovery's product names, GKE's accelerator label. The fleet names AWS zones by ID (the catalog's and the
 network's key); which name an ID has differs per AWS account, so the names here are one example account's
@@ -21,7 +21,7 @@ from geosched import clouds
 from geosched.clouds import CloudSpec
 from geosched.core import catalog, netmodel
 from geosched.core.models import Fleet, LinkStats, NetworkView, Node, Offering, Zone, pair_key
-from geosched.kube.nodelabels import cloud_labels, provider_id
+from geosched.core.nodelabels import cloud_labels, provider_id
 
 REGIONS: tuple[tuple[str, str], ...] = (
     ("aws", "us-east-1"),

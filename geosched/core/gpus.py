@@ -21,16 +21,8 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True, slots=True)
-class GpuPart:
-    """The label values of one catalog GPU model; None where no such label value exists."""
-
-    product: str | None
-    gke_accelerator: str | None
-
+from geosched.clouds.spec import GpuPart  # the value type sits with the clouds, whose node labels it makes
 
 PARTS: dict[str, GpuPart] = {
     "A100": GpuPart("NVIDIA-A100-SXM4-40GB", "nvidia-tesla-a100"),

@@ -70,6 +70,16 @@ class SshTarget:
 
 
 @dataclass(frozen=True)
+class ProbeTargets:
+    """What `probe run --store` reaches: the machines to measure and the jump hosts on the way to them. Here with
+    the SSH targets (not with the providers, which find the provisioned ones) because the probes read it too."""
+
+    probe: tuple[SshTarget, ...]
+    jumps: tuple[SshTarget, ...]
+    unpinned: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Inventory:
     targets: tuple[SshTarget, ...]
     fleet: Fleet | None

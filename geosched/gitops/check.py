@@ -1,7 +1,7 @@
 """`check_tree`: is the committed tree what its inputs render to? If not, a unified diff and the reasons.
 And would its pods find nodes? Every pod's node constraints (nodeSelector, required node affinity: geosched's
 pins and the job's own) must admit at least one node of its cluster in the snapshot, matched on the labels
-the nodes carry (`geosched.kube.nodelabels.selectable`); a value no node carries is reported with the values
+the nodes carry (`geosched.core.nodelabels.selectable`); a value no node carries is reported with the values
 they do carry.
 
 Renders in memory over the tree as it is (so decisions that did not change keep their provenance time, and a
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from geosched.core import nodelabels
 from geosched.core.errors import one_line
 from geosched.files import writes
 from geosched.files.gate import parse_yaml
@@ -27,7 +28,7 @@ from geosched.gitops.files import OWNED_PATTERNS
 from geosched.gitops.plan import CLUSTERS_DIR, Placed
 from geosched.gitops.render import Rendered, render_in_memory
 from geosched.grid.formats import Basis
-from geosched.kube import affinity, nodelabels
+from geosched.kube import affinity
 from geosched.policies.stable import Rebalance
 
 

@@ -20,9 +20,10 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from geosched import policies
 from geosched.core.models import Weights
 from geosched.files.decl.base import SettingsDocument, one_of
-from geosched.files.decl.job import Instant, PolicyName, WeightsDecl
+from geosched.files.decl.job import Instant, WeightsDecl
 from geosched.files.gate import Kind, load_document
 from geosched.kube.compact import CompactKind
+from geosched.policies.declared import PolicyName
 
 # The stamp of a decision when no time was given: obviously not a real time, and the same on every host.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

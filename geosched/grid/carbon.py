@@ -25,14 +25,14 @@ ahead instead (`geosched.grid.forecast`, `geosched.policies.timeshift`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from geosched.core.errors import InputError
-from geosched.core.models import HOUR_S, CarbonSignal, Fleet, NetworkView
+from geosched.core.models import HOUR_S, CarbonSignal, Fleet
 from geosched.files.fields import parse_time, utc_instant
 from geosched.files.gate import CsvRows, Kind, read_text
 from geosched.grid.formats import Basis, ZoneSeries, check_span, hour_text, merge, parse_grid_file
@@ -40,7 +40,6 @@ from geosched.grid.zones import ZoneMap, parse_zone_map, shipped_zone_map
 
 if TYPE_CHECKING:  # numpy-backed: imported where a series is forecast or a placement is built, not by `geosched -h`
     from geosched.grid.forecast import Error, GridHistory
-    from geosched.policies import PlacementContext
 
 REQUIRED = ("region", "gco2e_per_kwh")
 
@@ -247,26 +246,6 @@ def series_start(signal: CarbonSignal | None) -> datetime | None:
     """The first measured hour of any region, or None without a series."""
     hours = [h for series in (signal.hourly.values() if signal else ()) for h in series]
     return datetime.fromtimestamp(min(hours) * HOUR_S, UTC) if hours else None
-
-
-def contexts_by_hour(fleet: Fleet, network: NetworkView, signal: CarbonSignal | None, start: datetime,
-                     ) -> Callable[[float], PlacementContext]:
-    """For a replay: the placement context of the hour `start + t` seconds falls in. Contexts are built once per
-    distinct set of intensities (every hour outside the series shares the yearly one)."""
-    from geosched.policies import PlacementContext
-
-    built: dict[tuple[float, ...], PlacementContext] = {}
-    origin = start.timestamp()
-
-    def at(t: float) -> PlacementContext:
-        resolved = decision_signal(fleet, signal, datetime.fromtimestamp(origin + t, UTC)).signal
-        key = tuple(resolved.intensity[k] for k in sorted(resolved.intensity))
-        ctx = built.get(key)
-        if ctx is None:
-            ctx = built[key] = PlacementContext(fleet, network, resolved)
-        return ctx
-
-    return at
 
 
 def grid_history(fleet: Fleet, grid: GridInput | None) -> GridHistory:

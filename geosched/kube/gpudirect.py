@@ -38,8 +38,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from geosched.core import nodelabels
 from geosched.core.models import Node
-from geosched.kube import keys, nodelabels
+from geosched.kube import keys
 
 LIBRARIES_HOST = "/home/kubernetes/bin/nvidia/lib64"
 LIBRARIES_MOUNT = "/usr/local/nvidia/lib64"

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from geosched.clouds import aws as _aws
 from geosched.clouds import gcp as _gcp
+from geosched.core import nodelabels as _labels
 
-# Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints) and NVIDIA's GPU labels.
-REGION = "topology.kubernetes.io/region"
-ZONE = "topology.kubernetes.io/zone"
-HOSTNAME = "kubernetes.io/hostname"
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-OS = "kubernetes.io/os"
-ARCH = "kubernetes.io/arch"
+# Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints) and NVIDIA's GPU labels: those a
+# node carries are defined with the node labels of the pure core (geosched.core.nodelabels), which the embedded
+# fleet is built with, and named here too.
+REGION = _labels.REGION
+ZONE = _labels.ZONE
+HOSTNAME = _labels.HOSTNAME
+INSTANCE_TYPE = _labels.INSTANCE_TYPE
+OS = _labels.OS
+ARCH = _labels.ARCH
 GPU = "nvidia.com/gpu"
 # NVIDIA GPU feature discovery (github.com/NVIDIA/k8s-device-plugin, docs/gpu-feature-discovery).
-GPU_PRODUCT = "nvidia.com/gpu.product"
-GPU_COUNT = "nvidia.com/gpu.count"
-GPU_PRESENT = "nvidia.com/gpu.present"
+GPU_PRODUCT = _labels.GPU_PRODUCT
+GPU_COUNT = _labels.GPU_COUNT
+GPU_PRESENT = _labels.GPU_PRESENT
 # GFD's labels of shared and partitioned GPUs: under MIG's "single" strategy every GPU is cut into slices advertised
 # as nvidia.com/gpu and the product is named `...-MIG-1g.5gb` (docs/gpu-feature-discovery, "MIG 'single'"); and
 # time-slicing or MPS replicas (the GPU operator's "Time-Slicing GPUs in Kubernetes": `gpu.replicas`, the product

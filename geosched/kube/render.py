@@ -37,10 +37,11 @@ from typing import Any
 
 import yaml
 
+from geosched.core import nodelabels
 from geosched.core.errors import InputError
 from geosched.core.models import Node, Placement
 from geosched.files.documents import job_to_dict, placement_to_dict
-from geosched.kube import affinity, gpudirect, gpuidentity, karmada, keys, nodelabels, podoptions, provenance
+from geosched.kube import affinity, gpudirect, gpuidentity, karmada, keys, podoptions, provenance
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.backends import handoff
 from geosched.kube.backends.base import Gang, Handoff

@@ -10,9 +10,7 @@ if __name__ != "geosched.policies":  # executed through the top-level link ./pol
 
     toplinks.alias(__name__)
 
-import functools
-import importlib
-import pkgutil
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from geosched.core.models import Job, NoFit, Placement, Weights
@@ -24,12 +22,13 @@ if TYPE_CHECKING:
 DEFAULT_POLICY = "zone-first"
 
 
-@functools.cache  # once: `place` asks for the registry on every call (a simulation places thousands of times)
 def load_all() -> None:
-    """Import every module of the package, each registering its policies. Done on first use rather than with the
-    package: the policies need numpy, which `geosched -h` and the verbs that never place must not load."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
+    """Import every module of the package, each registering its policies (`base.load_all`, once). Done on first use
+    rather than with the package: the policies need numpy, which `geosched -h` and the verbs that never place must
+    not load."""
+    from geosched.policies.base import load_all as load
+
+    load()
 
 
 def __getattr__(name: str) -> Any:
@@ -73,8 +72,18 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
         return NoFit(job, policy, (absent,))
     result = fn(job_view(ctx, job, weights or Weights(), explain))
     if waiting is not None and isinstance(result, Placement):
-        return patience.check(result, ctx, policy, weights, waiting) or result
+        return patience.check(result, ctx, policy, weights, waiting, placer(policy, weights)) or result
     return result
 
 
-__all__ = ["DEFAULT_POLICY", "PlacementContext", "description", "job_view", "load_all", "names", "place"]
+def placer(policy: str, weights: Weights | None) -> Callable[[Job, PlacementContext], Placement | NoFit]:
+    """`policy` placing a gang on a context, unexplained: what patience (`patience.check`) places the gang with on
+    the idle fleet. Handed to it, as patience is consulted by `place` and so does not import this package."""
+
+    def place_on(job: Job, ctx: PlacementContext) -> Placement | NoFit:
+        return place(job, ctx, policy, weights, explain=False)
+
+    return place_on
+
+
+__all__ = ["DEFAULT_POLICY", "PlacementContext", "description", "job_view", "load_all", "names", "place", "placer"]

@@ -7,7 +7,11 @@ A policy is a pure function `JobView -> Placement | NoFit`, registered under a n
 
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -36,17 +40,22 @@ def register(name: str, description: str) -> Callable[[PolicyFn], PolicyFn]:
     return decorate
 
 
+@functools.cache  # once: `place` asks for the registry on every call (a simulation places thousands of times)
+def load_all() -> None:
+    """Import every module of this package, each registering its policies (`geosched.policies.load_all`). Here, by
+    the registry, which so lists its own folder instead of importing the package back."""
+    package = __name__.rpartition(".")[0]
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{package}.{module.name}")
+
+
 def registry() -> dict[str, PolicyFn]:
     """Every policy by name (the package's modules are imported first, each registering its own)."""
-    from geosched.policies import load_all
-
     load_all()
     return dict(_REGISTRY)
 
 
 def descriptions() -> dict[str, str]:
-    from geosched.policies import load_all
-
     load_all()
     return dict(_DESCRIPTIONS)
 

@@ -10,10 +10,12 @@ The model is linear in GPU utilisation, so each node keeps its kWh per GPU-hour 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from geosched.core import catalog
 from geosched.core import energy as model
@@ -21,7 +23,24 @@ from geosched.core.specs import InstanceSpec, spec_index
 
 if TYPE_CHECKING:
     from geosched.core.models import Fleet
-    from geosched.policies.context import FloatArray, IntArray, PlacementContext
+
+# As in context.py and zonepairs.py: the arrays' element types.
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class NodeEnergies(Protocol):
+    """What the figures below read of a placement context (`context.PlacementContext` has it all): declared here
+    because the context computes its energies with this module, which so imports no context back."""
+
+    @property
+    def kwh_idle(self) -> FloatArray: ...
+    @property
+    def kwh_full(self) -> FloatArray: ...
+    @property
+    def region_of(self) -> IntArray: ...
+    @property
+    def region_keys(self) -> Sequence[str]: ...
 
 
 @cache
@@ -49,13 +68,13 @@ def node_kwh_per_gpu_hour(fleet: Fleet, utilisation: float) -> FloatArray:
     return out
 
 
-def kwh_per_gpu_hour(ctx: PlacementContext, utilisation: float) -> FloatArray:
+def kwh_per_gpu_hour(ctx: NodeEnergies, utilisation: float) -> FloatArray:
     """Each node's energy per GPU-hour at this GPU utilisation, host and PUE included."""
     out: FloatArray = (ctx.kwh_idle + utilisation * (ctx.kwh_full - ctx.kwh_idle)).astype(np.float64)
     return out
 
 
-def kwh_per_hour_by_region(ctx: PlacementContext, utilisation: float, nodes: IntArray, gpus: IntArray) -> FloatArray:
+def kwh_per_hour_by_region(ctx: NodeEnergies, utilisation: float, nodes: IntArray, gpus: IntArray) -> FloatArray:
     """A placement's energy per hour in each region (indexed like `ctx.region_keys`): `gpus[k]` GPUs on `nodes[k]`."""
     per_node = kwh_per_gpu_hour(ctx, utilisation)[nodes] * gpus.astype(np.float64)
     out: FloatArray = np.bincount(ctx.region_of[nodes], weights=per_node,

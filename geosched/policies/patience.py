@@ -44,6 +44,7 @@ cached on the snapshot (its copies with other free GPUs share the cache).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -79,17 +80,23 @@ def patience_s(slowdown: float, runtime_s: float | None) -> float:
     return float(min(AGING * runtime_s * (slowdown - 1.0), MAX_WAIT_S))
 
 
+PlaceOn = Callable[[Job, "PlacementContext"], Placement | NoFit]
+"""The policy placing a gang on a context: `geosched.policies.place`, handed in, as it is the one asking here."""
+
+
 def check(
-    placement: Placement, ctx: PlacementContext, policy: str, weights: Weights | None, waiting: Waiting | None
+    placement: Placement, ctx: PlacementContext, policy: str, weights: Weights | None, waiting: Waiting | None,
+    place_on: PlaceOn,
 ) -> NoFit | None:
-    """A "waiting" NoFit when the rule above refuses `placement` now, else None (start it)."""
+    """A "waiting" NoFit when the rule above refuses `placement` now, else None (start it). `place_on` places the
+    gang the same way on the idle fleet, for the reference step."""
     if waiting is None or policy not in PATIENT or len(placement.assignments) < 2:
         return None
     job = placement.job
     step = placement.score.step_ms
     if step <= SLOWDOWN_LIMIT * job.profile.compute_ms:  # the reference step is at least the compute
         return None
-    reference = reference_step_ms(job, ctx, policy, weights)
+    reference = reference_step_ms(job, ctx, policy, weights, place_on)
     if reference is None or step <= SLOWDOWN_LIMIT * reference:
         return None
     slowdown = step / reference
@@ -114,10 +121,10 @@ def check(
     return NoFit(job, policy, (Rejection("patience", reason),), retry_after_s=limit - waiting.waited_s)
 
 
-def reference_step_ms(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None) -> float | None:
-    """The step of the gang placed by `policy` on the snapshot with every GPU free (None: it fits nowhere even
-    then), cached per gang shape on the snapshot."""
-    from geosched import policies
+def reference_step_ms(job: Job, ctx: PlacementContext, policy: str, weights: Weights | None,
+                      place_on: PlaceOn) -> float | None:
+    """The step of the gang placed by `policy` (`place_on`) on the snapshot with every GPU free (None: it fits
+    nowhere even then), cached per gang shape on the snapshot (`policy` and `weights` are part of the key)."""
 
     key = (
         job.workers,
@@ -137,6 +144,6 @@ def reference_step_ms(job: Job, ctx: PlacementContext, policy: str, weights: Wei
     cache = ctx.reference_steps
     if key not in cache:
         idle = ctx.with_free(ctx.gpus_total.copy())
-        result = policies.place(job, idle, policy, weights, explain=False)
+        result = place_on(job, idle)
         cache[key] = result.score.step_ms if isinstance(result, Placement) else None
     return cache[key]

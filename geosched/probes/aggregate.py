@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from geosched.probes.results import RunReport, SlowNode
+
 if TYPE_CHECKING:
     from geosched.core.models import LinkStats, NetworkView
     from geosched.probes.plan import Pair
-    from geosched.probes.results import RunReport
     from geosched.store.db import Sample
 
 UNKNOWN_THROUGHPUT_GBPS = 1.0
@@ -46,16 +47,6 @@ class _Partial:
     sent: int
     lost: int
     throughput_gbps: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class SlowNode:
-    name: str
-    zone: str
-    rtt_ms: float
-    zone_rtt_ms: float
-    loss: float
-    reason: str
 
 
 def to_samples(report: RunReport, zone_of: Mapping[str, str], taken_at: float, *,

@@ -1,13 +1,14 @@
 """`geosched probe ...`: parse options, call probes.service, print through geosched.console.render.
 
-Register with `app.add_typer(probes.cli.make_app(State.store), name="probe")`: the factory is called
-when a command runs, so the root `--home` option is honoured.
+Register with `app.add_typer(probes.cli.make_app(State.store, store_targets), name="probe")`: the factory is
+called when a command runs, so the root `--home` option is honoured. `store_targets` finds the store's machines
+(`geosched.cli.probetargets`: it reads the providers' journal and the host keys the clouds report); it is handed
+in because the providers are another edge, which the probes do not import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -21,44 +22,10 @@ from geosched.probes.settings import PlanKind, ProbeSettings, RttMethod
 
 # The probing engine (asyncssh) is imported by the verbs that probe, so `geosched -h` does not load it.
 if TYPE_CHECKING:
-    from geosched.files.inventory import SshTarget
+    from geosched.files.inventory import ProbeTargets, SshTarget
     from geosched.probes import service
-    from geosched.providers.lifecycle import ProbeTargets
     from geosched.store.db import Store
 
-
-def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTargets:
-    """The store's machines as probe targets, reached as `provision` set them up (GEOSCHED_SSH_USER). Machines
-    geosched launched get their host keys pinned as their cloud reports them (EC2 console output, GCE guest
-    attributes), so they are verified without trusting the network on first use."""
-    from geosched.console import render, settings
-    from geosched.providers import journal, registry
-    from geosched.providers.config import from_env
-    from geosched.providers.lifecycle import probe_targets, reported_host_keys
-    found = probe_targets(store, gang, settings.lookup(settings.SSH_USER), key)
-    if not found.unpinned:
-        return found
-    rows = {r.name: r.provider for r in journal.instances(store, states=("launched",))}
-    wanted = [n for n in found.unpinned if rows.get(n) in registry.CLOUDS]
-    if not wanted:
-        return found
-    providers = registry.build(sorted({rows[n] for n in wanted}), from_env(settings.environ(), store.home))
-    keys, errors = reported_host_keys(store, providers, wanted)
-    for line in errors:
-        render.err.print(line, markup=False, highlight=False, soft_wrap=True)
-    import asyncssh
-
-    from geosched.probes.hostkeys import KNOWN_HOSTS_NAME, HostKeys
-
-    pinned = HostKeys(store.home / KNOWN_HOSTS_NAME)
-    by_name = {t.name: t for t in found.probe}
-    for name, lines in keys.items():
-        for text in lines:
-            try:
-                pinned.pin(by_name[name], asyncssh.import_public_key(text))
-            except (asyncssh.KeyImportError, ValueError):
-                render.err.print(f"{name}: the cloud reported an unreadable host key", markup=False)
-    return replace(found, unpinned=tuple(n for n in found.unpinned if n not in keys))
 
 DEFAULTS = ProbeSettings()
 
@@ -95,7 +62,11 @@ class RichProgress:
             self.bar.advance(self.task)
 
 
-def make_app(store_factory: Callable[[], Store]) -> typer.Typer:
+StoreTargets = Callable[["Store", str | None, Path | None], "ProbeTargets"]
+"""(store, gang, private key) -> the store's machines as probe targets (`geosched.cli.probetargets.store_targets`)."""
+
+
+def make_app(store_factory: Callable[[], Store], store_targets: StoreTargets) -> typer.Typer:
     from geosched.console.output import Output
     from geosched.probes import exports
     app = typer.Typer(no_args_is_help=True, help="Measure the network between nodes over SSH (ping, iperf3).")

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from geosched.files.decl.probe import ProbeRunDoc
-    from geosched.probes.aggregate import SlowNode
 
 from geosched.probes.failures import Failure
 from geosched.probes.parsers import EchoRun, IperfRun
@@ -28,6 +27,19 @@ class ThroughputResult:
     src: str
     dst: str
     iperf: IperfRun
+
+
+@dataclass(frozen=True, slots=True)
+class SlowNode:
+    """A node much slower than its zone (geosched.probes.aggregate.slow_nodes finds them); a finding of the run,
+    defined with the run's other values so the run's document reads it without importing the aggregation."""
+
+    name: str
+    zone: str
+    rtt_ms: float
+    zone_rtt_ms: float
+    loss: float
+    reason: str
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from geosched.files.fields import dump
 from geosched.files.inventory import Inventory, SshTarget, check_jump_chains
 from geosched.files.writes import PRIVATE, write_file
 from geosched.probes import exports, records
-from geosched.probes.aggregate import NodeScope, SlowNode, node_pair_links, slow_nodes, to_samples
+from geosched.probes.aggregate import NodeScope, node_pair_links, slow_nodes, to_samples
 from geosched.probes.engine import PlanOptions, Progress, run_probes
 from geosched.probes.hostkeys import KNOWN_HOSTS_NAME, HostKeys, default_user_files
-from geosched.probes.results import RunReport
+from geosched.probes.results import RunReport, SlowNode
 from geosched.probes.settings import ProbeSettings
 from geosched.probes.ssh import SshPool
 from geosched.store.db import Store

@@ -21,7 +21,7 @@ from typing import Literal
 
 from geosched.core.models import Node, NodeState, Pricing
 from geosched.core.retry import RetryPolicy
-from geosched.files.inventory import SshTarget, jump_hosts_of, merged_targets
+from geosched.files.inventory import ProbeTargets, SshTarget, jump_hosts_of, merged_targets
 from geosched.providers import journal
 from geosched.providers.base import (
     INVENTORY_PROVIDERS,
@@ -315,15 +315,6 @@ def fleet_nodes(store: Store, gang: str | None = None) -> tuple[Node, ...]:
             price_spot=r.usd_per_hour if r.pricing is Pricing.SPOT else None,
             addresses=r.addresses, labels=labels, state=NodeState.READY, provider_id=r.provider_id))
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class ProbeTargets:
-    """What `probe run --store` reaches: the machines to measure and the jump hosts on the way to them."""
-
-    probe: tuple[SshTarget, ...]
-    jumps: tuple[SshTarget, ...]
-    unpinned: tuple[str, ...]
 
 
 def probe_targets(store: Store, gang: str | None, user: str, key: Path | None) -> ProbeTargets:

@@ -49,12 +49,14 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 import numpy as np
 
 from geosched import policies
-from geosched.core.models import Job, NoFit, Placement, Weights
+from geosched.core.models import CarbonSignal, Fleet, Job, NetworkView, NoFit, Placement, Weights
+from geosched.grid.carbon import decision_signal
 from geosched.policies.context import IntArray, PlacementContext
 from geosched.policies.patience import Waiting
 from geosched.policies.reservation import Domains, Reservation, reserve
@@ -116,6 +118,25 @@ class SimOptions:
     gpu: str | None = None
 
 
+def contexts_by_hour(fleet: Fleet, network: NetworkView, signal: CarbonSignal | None, start: datetime,
+                     ) -> Callable[[float], PlacementContext]:
+    """For a replay: the placement context of the hour `start + t` seconds falls in. Contexts are built once per
+    distinct set of intensities (every hour outside the series shares the yearly one). Here rather than beside
+    `decision_signal` in geosched.grid.carbon: the grid sits below the policies whose context it builds."""
+    built: dict[tuple[float, ...], PlacementContext] = {}
+    origin = start.timestamp()
+
+    def at(t: float) -> PlacementContext:
+        resolved = decision_signal(fleet, signal, datetime.fromtimestamp(origin + t, UTC)).signal
+        key = tuple(resolved.intensity[k] for k in sorted(resolved.intensity))
+        ctx = built.get(key)
+        if ctx is None:
+            ctx = built[key] = PlacementContext(fleet, network, resolved)
+        return ctx
+
+    return at
+
+
 def simulate(trace_jobs: Sequence[TraceJob], ctx: PlacementContext, policy_names: Sequence[str],
              weights: Weights | None = None, *, options: SimOptions = SimOptions(),
              profile_for: ProfileFor | None = None, place_fn: PlaceFn | None = None,
@@ -125,7 +146,7 @@ def simulate(trace_jobs: Sequence[TraceJob], ctx: PlacementContext, policy_names
     """Replay `trace_jobs` once per policy, each from the snapshot's free GPUs. Pure: same inputs, same results.
 
     `context_at(t)`, if given, is the snapshot a decision at trace time `t` is made on (the same fleet and network;
-    the grid intensity of that hour: `geosched.grid.carbon.contexts_by_hour`), so each job is placed, and its emissions
+    the grid intensity of that hour: `contexts_by_hour`), so each job is placed, and its emissions
     counted, at the carbon of the hour it starts.
 
     `jobs` may rewrite the gangs (give some a `schedule`: geosched.simulate.shifting); `timing(name)` is the time

@@ -25,11 +25,13 @@ class Snapshot:
     origin: str
 
 
-def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None, store: Store | None = None) -> Snapshot:
+def resolve(fleet: Path | None, network: Path | None, snapshot: Path | None, store: Store | None = None,
+            provisioned: Sequence[Node] = ()) -> Snapshot:
+    """`provisioned` goes with `store`: see `from_store`."""
     if store is not None:
         if fleet or network or snapshot:
             raise InputError("--store", "", "give either --store or --fleet/--network/--snapshot, not both")
-        return from_store(store)
+        return from_store(store, provisioned)
     if snapshot is not None:
         if fleet or network:
             raise InputError("--snapshot", "", "give either --snapshot or --fleet/--network, not both")
@@ -68,13 +70,13 @@ def fleet_from_document(doc: Any, path: Path) -> Fleet:
     return parse_fleet(doc, str(path))
 
 
-def from_store(store: Store) -> Snapshot:
+def from_store(store: Store, provisioned: Sequence[Node]) -> Snapshot:
     """The store's fleet (an imported snapshot) with the machines geosched provisioned that are up, placed on
-    the store's measured network; zone pairs nobody measured fall back to the shipped inter-region model."""
-    from geosched.providers.lifecycle import fleet_nodes  # an edge: only this source needs the providers' journal
+    the store's measured network; zone pairs nobody measured fall back to the shipped inter-region model.
 
+    The caller reads `provisioned` from the same store (`geosched.providers.lifecycle.fleet_nodes(store)`): the
+    providers journal those machines, and they sit above the store, so the store is handed them, never imports them."""
     base = store.load_fleet()
-    provisioned = fleet_nodes(store)
     if base is None and not provisioned:
         raise InputError(str(store.path), "nodes", "the store holds no fleet and no provisioned machines: "
                          "`geosched snapshot import DIR` or `geosched provision` first")

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from geosched import api, clouds
-from geosched.core import catalog
+from geosched.core import catalog, nodelabels
 from geosched.core.models import Job, NoFit, Placement
-from geosched.kube import keys, nodelabels
+from geosched.kube import keys
 from geosched.kube.cluster_inventory import ClusterReading, build_fleet
 from geosched.kube.inventory import nodes_from_kube, provider_of
 from geosched.providers import registry

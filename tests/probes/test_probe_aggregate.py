@@ -13,14 +13,13 @@ from geosched.files.formats import API_VERSION
 from geosched.probes.aggregate import (
     UNKNOWN_THROUGHPUT_GBPS,
     NodeScope,
-    SlowNode,
     node_pair_links,
     slow_nodes,
     to_samples,
 )
 from geosched.probes.parsers import EchoRun, IperfRun
 from geosched.probes.plan import Plan
-from geosched.probes.results import EchoResult, RunReport, ThroughputResult, run_doc
+from geosched.probes.results import EchoResult, RunReport, SlowNode, ThroughputResult, run_doc
 from geosched.probes.settings import PlanKind
 from geosched.store.db import Store
 from tests.output_support import valid

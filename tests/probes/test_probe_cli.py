@@ -11,6 +11,7 @@ import yaml
 from probe_support import validate_configmap, validate_crd_object
 from typer.testing import CliRunner
 
+from geosched.cli.probetargets import store_targets
 from geosched.core.errors import InputError
 from geosched.core.models import LinkStats
 from geosched.files.inventory import load_inventory
@@ -49,7 +50,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_show_json_records_and_table(setup: tuple[Path, Path], tmp_path: Path) -> None:
     home, inv = setup
-    app = make_app(lambda: Store(home))
+    app = make_app(lambda: Store(home), store_targets)
     result = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--output", "json"])
     assert result.exit_code == 0, result.output
     rows = valid(json.loads(result.stdout))["items"]
@@ -66,7 +67,7 @@ def test_show_json_records_and_table(setup: tuple[Path, Path], tmp_path: Path) -
 
 def test_export_all_three(setup: tuple[Path, Path], tmp_path: Path) -> None:
     home, inv = setup
-    app = make_app(lambda: Store(home))
+    app = make_app(lambda: Store(home), store_targets)
     nt, cm, snap = tmp_path / "nt.yaml", tmp_path / "cm.json", tmp_path / "net.yaml"
     result = CliRunner().invoke(app, ["export", "--inventory", str(inv), "--networktopology", str(nt),
                                       "--configmap", str(cm), "--snapshot", str(snap), "--namespace", "sched"])
@@ -90,7 +91,7 @@ def test_input_errors(setup: tuple[Path, Path], tmp_path: Path, args: list[str],
 
     home, inv = setup
     args = [str(inv) if a == "INV" else str(tmp_path / "out.yaml") if a == "OUT" else a for a in args]
-    result = CliRunner().invoke(make_app(lambda: Store(home)), args)
+    result = CliRunner().invoke(make_app(lambda: Store(home), store_targets), args)
     assert isinstance(result.exception, InputError), result.output
     assert message in str(result.exception)
     assert not (tmp_path / "out.yaml").exists()
@@ -114,8 +115,8 @@ def test_show_heatmap_at_zone_scope_labels_both_axes_and_writes_the_values(setup
                                                                             tmp_path: Path) -> None:
     home, inv = setup
     out = tmp_path / "zones.svg"
-    result = CliRunner().invoke(make_app(lambda: Store(home)), ["show", "--inventory", str(inv), "--scope", "zone",
-                                                                "--heatmap", str(out)])
+    result = CliRunner().invoke(make_app(lambda: Store(home), store_targets),
+                                ["show", "--inventory", str(inv), "--scope", "zone", "--heatmap", str(out)])
     assert result.exit_code == 0, result.output
     root = svg_root(out.read_bytes())
     texts = svg_texts(root)
@@ -129,7 +130,7 @@ def test_show_heatmap_at_zone_scope_labels_both_axes_and_writes_the_values(setup
 def test_show_heatmap_defaults_to_nodes_for_a_few_and_zones_for_many(setup: tuple[Path, Path], tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     home, inv = setup
-    app = make_app(lambda: Store(home))
+    app = make_app(lambda: Store(home), store_targets)
     few = tmp_path / "few.svg"
     assert CliRunner().invoke(app, ["show", "--inventory", str(inv), "--heatmap", str(few)]).exit_code == 0
     texts = svg_texts(svg_root(few.read_bytes()))
@@ -146,7 +147,7 @@ def test_show_heatmap_defaults_to_nodes_for_a_few_and_zones_for_many(setup: tupl
 def test_show_heatmap_png_is_drawn_and_an_unknown_suffix_is_refused(setup: tuple[Path, Path],
                                                                     tmp_path: Path) -> None:
     home, inv = setup
-    app = make_app(lambda: Store(home))
+    app = make_app(lambda: Store(home), store_targets)
     out = tmp_path / "zones.png"
     result = CliRunner().invoke(app, ["show", "--inventory", str(inv), "--scope", "zone", "--heatmap", str(out)])
     assert result.exit_code == 0, result.output

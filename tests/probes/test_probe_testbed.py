@@ -23,6 +23,7 @@ import yaml
 from probe_support import accepted_logins, sshd_log, validate_configmap, validate_crd_object, write_inventory
 from typer.testing import CliRunner
 
+from geosched.cli.probetargets import store_targets
 from geosched.core.models import Job, Placement, pair_key
 from geosched.files.documents import parse_network
 from geosched.files.inventory import Inventory, load_inventory
@@ -340,7 +341,7 @@ def test_probe_run_gang_measures_a_provisioned_gang_from_the_store(tb: Testbed, 
     assert sorted(n["provider_id"] for n in doc["nodes"]) == ["eu-1", "eu-2", "eu-3"]
     inventory.unlink()  # the store is the memory now
 
-    app = make_app(lambda: Store(home))
+    app = make_app(lambda: Store(home), store_targets)
     result = CliRunner().invoke(app, ["run", "--gang", gang, "--plan", "full", "--kinds", "rtt", "--ping-count", "5",
                                       "--known-hosts", str(workdir / "none"), "-o", "json"])
     assert result.exit_code == 0, result.output
@@ -394,7 +395,7 @@ def test_exports_validate(tb: Testbed, inventory: Inventory, first: FirstRun, wo
 def test_cli_run_show_export(tb: Testbed, workdir: Path) -> None:
     home = workdir / "cli-home"
     path = write_inventory(tb, workdir / "cli.yaml", gpus=GPUS)
-    app = make_app(lambda: Store(home))
+    app = make_app(lambda: Store(home), store_targets)
     runner = CliRunner()
     ran = runner.invoke(app, ["run", "--inventory", str(path), "--plan", "sampled", "--kinds", "rtt,loss",
                               "--deadline", "40", "--connect-timeout", "3", "--ping-count", "5", "--output", "json"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from geosched.probes.cli import store_targets
+from geosched.cli.probetargets import store_targets
 from geosched.probes.hostkeys import KNOWN_HOSTS_NAME
 from geosched.providers import journal, lifecycle
 from geosched.providers.aws import AwsProvider, console_host_keys

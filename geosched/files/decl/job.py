@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
-    AfterValidator,
     BeforeValidator,
     PlainSerializer,
     ValidationInfo,
@@ -17,7 +16,6 @@ from pydantic import (
     model_validator,
 )
 
-from geosched import policies
 from geosched.core import catalog, gpus
 from geosched.core.errors import InputError
 from geosched.core.models import CommProfile, Job, Pricing, Schedule, Weights
@@ -243,19 +241,8 @@ class JobDoc(Document):
         }
 
 
-# --- what ranks placements: the policy and the weights ---------------------------------------------------
-
-
-def _known_policy(policy: str) -> str:
-    if policy not in policies.names():
-        raise Refused(f"unknown policy {policy!r} (known: {', '.join(policies.names())})")
-    return policy
-
-
-PolicyName = Annotated[Text, AfterValidator(_known_policy)]
-"""A policy `geosched policies` lists."""
-
-# --- weights --------------------------------------------------------------------------------------------
+# --- what ranks placements: the weights -----------------------------------------------------------------
+# (a settings file's `policy:`, the other half, is geosched.policies.declared.PolicyName: the registry is above.)
 
 _WEIGHTS = Weights()
 

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from kubernetes.client.exceptions import ApiException
 
+from geosched import policies
 from geosched.console import render
 from geosched.core.errors import GeoschedError, InputError
 from geosched.core.models import Job, NetworkView, Placement
@@ -392,8 +393,10 @@ class Dispatcher:
         with all GPUs free. Counted from the Workload's creationTimestamp (an over-statement of the wait, so never
         a longer wait than the rule allows); its runtime is its pod templates' declared one, if any."""
         now = self.wall().timestamp()
-        refusal = patience.check(best, usable, self.settings.policy, self.settings.weights,
-                                 Waiting(now - _created(item, now), job.schedule.runtime_s if job.schedule else None))
+        s = self.settings
+        refusal = patience.check(best, usable, s.policy, s.weights,
+                                 Waiting(now - _created(item, now), job.schedule.runtime_s if job.schedule else None),
+                                 policies.placer(s.policy, s.weights))
         return None if refusal is None else f"{best.cluster}: {refusal.reasons[0].reason}"
 
     def _when(self, item: kueue.Pending, job: Job, usable: PlacementContext) -> tuple[str | None, PlacementContext]:

@@ -28,7 +28,7 @@ from pydantic import field_validator, model_validator
 from geosched import policies
 from geosched.core.models import Weights
 from geosched.files.decl.base import Refused, SettingsDocument, Text, integer, number
-from geosched.files.decl.job import PolicyName, WeightsDecl
+from geosched.files.decl.job import WeightsDecl
 from geosched.files.fields import MAX_INTEGER
 from geosched.files.gate import Kind, load_document
 from geosched.kube.multikueue.kueue import (
@@ -41,6 +41,7 @@ from geosched.kube.multikueue.kueue import (
     MAX_NOMINATED,
 )
 from geosched.kube.scheduler.settings import LeaderElection, LeaderElectionDecl, election
+from geosched.policies.declared import PolicyName
 
 LEASE_NAME = "geosched-multikueue"
 

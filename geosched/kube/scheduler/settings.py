@@ -31,8 +31,9 @@ from pydantic import model_validator
 from geosched import policies
 from geosched.core.models import Weights
 from geosched.files.decl.base import Declared, Refused, SettingsDocument, Strings, Text, integer, number
-from geosched.files.decl.job import PolicyName, WeightsDecl
+from geosched.files.decl.job import WeightsDecl
 from geosched.files.gate import Kind, load_document
+from geosched.policies.declared import PolicyName
 
 DEFAULT_NAMESPACE = "geosched-system"
 

@@ -13,7 +13,8 @@ to; a backend answers in these terms:
   `ProviderError`; `InUse` and `RefusedRequest` say what launch treats specially.
 
 Backends: `eks.Eks` (boto3, EKS managed node groups) and `gke.Gke` (google-cloud-container, GKE node pools).
-`open_backend` imports the one a provider names, so nothing here loads a cloud SDK.
+`launch.open_backend` imports the one a provider names (there, not here: the backends import this module), so
+nothing here loads a cloud SDK.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from geosched.clouds import aws, gcp
 from geosched.core.models import Pricing
 from geosched.providers.base import ATTEMPT_TAG, GANG_TAG, OWNER_TAG, Budget, CapacityError, ProviderError, redact
 from geosched.providers.plan import Candidate, Plan, Skipped
@@ -206,17 +206,3 @@ class InUse(ProviderError):
     """Create: a pool of that name exists already (a retried create, or someone else's)."""
 
     kind = "unsupported"
-
-
-def open_backend(provider: str, region: str) -> Backend:
-    """The backend of `provider` for `region` (EKS: the region; GKE: the cluster's location), with the SDK's
-    standard configuration. Imported here: boto3 and google-cloud-container load only when used."""
-    if provider == aws.NAME:
-        from geosched.providers.nodegroups.eks import Eks
-
-        return Eks(region)
-    if provider == gcp.NAME:
-        from geosched.providers.nodegroups.gke import Gke
-
-        return Gke(region)
-    raise ValueError(f"no node pool backend for provider {provider!r}")

@@ -63,7 +63,6 @@ from geosched.providers.nodegroups.backend import (
     Pool,
     RefusedRequest,
     Target,
-    open_backend,
 )
 from geosched.providers.nodegroups.journal import GroupRecord
 from geosched.providers.nodegroups.sites import Site
@@ -481,6 +480,20 @@ def _delete(store: Store, backend: Backend, row: GroupRecord, owner: str, settin
 
 
 BackendFor = Callable[[str, str], Backend]
+
+
+def open_backend(provider: str, region: str) -> Backend:
+    """The backend of `provider` for `region` (EKS: the region; GKE: the cluster's location), with the SDK's
+    standard configuration. Imported here: boto3 and google-cloud-container load only when used."""
+    if provider == aws.NAME:
+        from geosched.providers.nodegroups.eks import Eks
+
+        return Eks(region)
+    if provider == gcp.NAME:
+        from geosched.providers.nodegroups.gke import Gke
+
+        return Gke(region)
+    raise ValueError(f"no node pool backend for provider {provider!r}")
 
 
 def down(store: Store, gang: str, backend_for: BackendFor = open_backend,

@@ -28,7 +28,19 @@ from geosched import clouds
 from geosched.clouds import NodeShape
 from geosched.core.gpus import part
 from geosched.core.models import Node
-from geosched.kube import keys
+
+# Well-known node labels (kubernetes.io/docs/reference/labels-annotations-taints) and NVIDIA GPU feature discovery's
+# (github.com/NVIDIA/k8s-device-plugin, docs/gpu-feature-discovery). Defined here, in the pure core, because the
+# embedded fleet's nodes carry them; geosched.kube.keys names them for the renderer and the cluster readers.
+REGION = "topology.kubernetes.io/region"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+OS = "kubernetes.io/os"
+ARCH = "kubernetes.io/arch"
+GPU_PRODUCT = "nvidia.com/gpu.product"
+GPU_COUNT = "nvidia.com/gpu.count"
+GPU_PRESENT = "nvidia.com/gpu.present"
 
 
 def cloud_labels(*, provider: str, region: str, zone: str, zone_label: str, instance_type: str, gpu: str,
@@ -40,15 +52,15 @@ def cloud_labels(*, provider: str, region: str, zone: str, zone_label: str, inst
     spec = clouds.get(provider)
     if spec is None:
         raise ValueError(f"no cloud node labels for provider {provider!r}")
-    labels = {keys.HOSTNAME: hostname, keys.OS: "linux", keys.ARCH: "amd64", keys.REGION: region,
-              keys.ZONE: zone_label, keys.INSTANCE_TYPE: instance_type}
+    labels = {HOSTNAME: hostname, OS: "linux", ARCH: "amd64", REGION: region,
+              ZONE: zone_label, INSTANCE_TYPE: instance_type}
     gpu_part = part(gpu)
     labels.update(spec.node_labels(NodeShape(zone=zone, pool=pool, instance_type=instance_type, gpu=gpu_part,
                                              spot=spot)))
     if gpu_part.product is not None:
-        labels[keys.GPU_PRODUCT] = gpu_part.product
-        labels[keys.GPU_COUNT] = str(gpus)
-        labels[keys.GPU_PRESENT] = "true"
+        labels[GPU_PRODUCT] = gpu_part.product
+        labels[GPU_COUNT] = str(gpus)
+        labels[GPU_PRESENT] = "true"
     return labels
 
 
@@ -66,7 +78,7 @@ def selectable(node: Node) -> Mapping[str, str]:
     already states: the hostname (the node name), the region, and the zone: in the cloud's zone-ID label where
     its spec names one (AWS), else in the zone label. The zone label of an AWS node is never filled in: the fleet
     names AWS zones by ID, and the zone name a node carries differs per account."""
-    defaults = {keys.HOSTNAME: node.name, keys.REGION: node.region}
+    defaults = {HOSTNAME: node.name, REGION: node.region}
     spec = clouds.get(node.provider)
-    defaults[spec.zone_id_label if spec is not None and spec.zone_id_label else keys.ZONE] = node.zone
+    defaults[spec.zone_id_label if spec is not None and spec.zone_id_label else ZONE] = node.zone
     return {**defaults, **node.labels}
