@@ -7,16 +7,29 @@ its deadline is started in time; the decision for one job over a 48 h window at 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
 
 from geosched import policies
-from geosched.core.models import HOUR_S, CarbonSignal, Fleet, Job, LinkStats, Node, Placement, Schedule, Weights
+from geosched.core.models import (
+    HOUR_S,
+    CarbonSignal,
+    Fleet,
+    Job,
+    LinkStats,
+    NetworkView,
+    Node,
+    Placement,
+    Schedule,
+    Weights,
+)
 from geosched.grid.carbon import GridInput, grid_history
-from geosched.grid.forecast import SEASONAL_NAIVE, Method
+from geosched.grid.forecast import SEASONAL_NAIVE, Forecaster, Method
 from geosched.grid.formats import Basis
 from geosched.grid.shipped import shipped_series, shipped_zones
 from geosched.grid.zones import shipped_zone_map
@@ -24,11 +37,13 @@ from geosched.policies import timeshift
 from geosched.simulate.engine import SimOptions, contexts_by_hour, simulate
 from geosched.simulate.fleets import GEO_US_ZONES, geo_fleet
 from geosched.simulate.llm import llm_trace
+from geosched.simulate.metrics import JobRecord
 from geosched.simulate.shifting import Flexibility, ShiftTiming, flexible, replay, sole_domain
 from geosched.simulate.traces.model import TraceJob
 from tests.handmade import fleet, network, node
 
 ZONES = ("US-MIDA-PJM", "US-CENT-SWPP", "US-NW-PACW")  # the grids of geo-us's three regions (shipped map)
+JANUARY = datetime(2023, 1, 10, tzinfo=UTC)  # bench_timeshift's January
 
 
 def shipped_grid(f: Fleet) -> GridInput:
@@ -98,30 +113,48 @@ def test_a_stretched_run_starts_early_enough_to_finish_by_its_deadline() -> None
         assert shift.start + 3 * HOUR_S * timeshift.slowdown(job, shift.placement) <= finish_by + 1e-6
 
 
+def geo_grid(f: Fleet) -> GridInput:
+    """Every shipped grid zone's 2023 series on the fleet's regions it powers (the shipped map)."""
+    zone_map = shipped_zone_map()
+    hourly = {region: dict(shipped_series(zone).hours) for zone in shipped_zones()
+              for region in zone_map.regions_of(zone) if region in f.regions}
+    return GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE)
+
+
+def records_by_variant(f: Fleet, net: NetworkView, grid: GridInput, start: datetime, seed: int, share: float,
+                       method: Method, variants: Mapping[bool, Mapping[str, Any]],
+                       forecaster: Forecaster | None = None) -> dict[bool, dict[str, JobRecord]]:
+    """bench_timeshift's replay of 1,000 Kalos-shaped LLM gangs (24 h of slack, `share` of them flexible) from
+    `start`, zone-first with carbon weight 1 under the reservations, once per variant of `ShiftTiming`'s options:
+    each variant's records by job id."""
+    assert grid.signal is not None
+    ctx = policies.PlacementContext(f, net)
+    trace = llm_trace(1000, capacity_gpus=sum(n.gpus for n in f.nodes), load=0.5, min_gpus=16, cluster="kalos",
+                      seed=seed)
+    history = grid_history(f, grid)
+    if forecaster is not None:
+        history = replace(history, forecaster=forecaster)
+    out = {}
+    for key, options in variants.items():
+        def timing(policy: str, options: Mapping[str, Any] = options) -> ShiftTiming:
+            return ShiftTiming(trace, history, start.timestamp(), policy, Weights(carbon=1.0), method, **options)
+
+        (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0),
+                             options=SimOptions(gpu="H100", backfill=True),
+                             context_at=contexts_by_hour(f, net, grid.signal, start),
+                             jobs=flexible(trace, Flexibility(24 * HOUR_S, share)), timing=timing)
+        out[key] = {r.id: r for r in result.records}
+    return out
+
+
 def test_a_placement_chosen_for_carbon_does_not_stretch_a_shifted_run_past_its_deadline() -> None:
     # The benchmark's case (bench_timeshift.py, geo-us, March 2023, every job flexible, the oracle): llm-993, 16 GPUs
     # for 148 h with 24 h of slack, started at once, but on the pair of nodes zone-first chose for carbon its ring
     # stretched the run 1.163x and it ended 0.15 h late, where started-now's 1.145x pair met the deadline. With the
     # placement held to the deadline (`ShiftTiming.in_time`) it takes the fastest ring free then, and meets it.
     f, net = geo_fleet(nodes=600, degraded=0.0, layout=GEO_US_ZONES, slow_pairs=False)
-    grid = shipped_grid(f)
-    assert grid.signal is not None
-    ctx = policies.PlacementContext(f, net)
-    start = datetime(2023, 3, 10, tzinfo=UTC)
-    trace = llm_trace(1000, capacity_gpus=sum(n.gpus for n in f.nodes), load=0.5, min_gpus=16, cluster="kalos",
-                      seed=3)
-    history = grid_history(f, grid)
-    records = {}
-    for in_time in (False, True):
-        def timing(policy: str, in_time: bool = in_time) -> ShiftTiming:
-            return ShiftTiming(trace, history, start.timestamp(), policy, Weights(carbon=1.0), Method.ORACLE,
-                               deadline_aware=in_time)
-
-        (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0),
-                             options=SimOptions(gpu="H100", backfill=True),
-                             context_at=contexts_by_hour(f, net, grid.signal, start),
-                             jobs=flexible(trace, Flexibility(24 * HOUR_S, 1.0)), timing=timing)
-        records[in_time] = {r.id: r for r in result.records}
+    records = records_by_variant(f, net, shipped_grid(f), datetime(2023, 3, 10, tzinfo=UTC), 3, 1.0, Method.ORACLE,
+                                 {False: {"deadline_aware": False}, True: {"deadline_aware": True}})
     before, after = records[False]["llm-993"], records[True]["llm-993"]
     assert before.missed and before.slowdown > 1.16  # the case still arises without the check: the test can fail
     assert not after.missed and after.finish_s <= after.deadline_s
@@ -136,28 +169,10 @@ def test_a_gang_whose_capacity_is_far_off_is_not_passed_until_its_deadline_is_lo
     # of the rank). Ranked first once the soonest it could start comes within a guard of its latest start
     # (`ShiftTiming.rank`), it meets it.
     f, net = geo_fleet()
-    zone_map = shipped_zone_map()
-    hourly = {region: dict(shipped_series(zone).hours) for zone in shipped_zones()
-              for region in zone_map.regions_of(zone) if region in f.regions}
-    grid = GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE)
-    assert grid.signal is not None
-    ctx = policies.PlacementContext(f, net)
-    start = datetime(2023, 1, 10, tzinfo=UTC)
-    trace = llm_trace(1000, capacity_gpus=sum(n.gpus for n in f.nodes), load=0.5, min_gpus=16, cluster="kalos",
-                      seed=1)
-    history = grid_history(f, grid)
-    records = {}
-    for aware in (False, True):
-        def timing(policy: str, aware: bool = aware) -> ShiftTiming:
-            # Soft promises: the test is of the rank (hard promises alone also keep llm-393's deadline here).
-            return ShiftTiming(trace, history, start.timestamp(), policy, Weights(carbon=1.0), Method.FORECAST,
-                               deadline_aware=aware, sole_domain_starts_now=False, hard_promises=False)
-
-        (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0),
-                             options=SimOptions(gpu="H100", backfill=True),
-                             context_at=contexts_by_hour(f, net, grid.signal, start),
-                             jobs=flexible(trace, Flexibility(24 * HOUR_S, 0.5)), timing=timing)
-        records[aware] = {r.id: r for r in result.records}
+    # Soft promises: the test is of the rank (hard promises alone also keep llm-393's deadline here).
+    variants = {aware: {"deadline_aware": aware, "sole_domain_starts_now": False, "hard_promises": False}
+                for aware in (False, True)}
+    records = records_by_variant(f, net, geo_grid(f), JANUARY, 1, 0.5, Method.FORECAST, variants)
     before, after = records[False]["llm-393"], records[True]["llm-393"]
     assert before.gpus == 1024 and before.missed  # the case still arises without the rank: the test can fail
     assert not after.missed
@@ -171,27 +186,8 @@ def test_a_shifted_job_whose_capacity_was_taken_keeps_its_promise() -> None:
     # reservation at its latest start in the region it was decided for, `ShiftTiming.promise`, engine `_promises`)
     # no job bound by it may take that capacity past then, and it meets its deadline.
     f, net = geo_fleet()
-    zone_map = shipped_zone_map()
-    hourly = {region: dict(shipped_series(zone).hours) for zone in shipped_zones()
-              for region in zone_map.regions_of(zone) if region in f.regions}
-    grid = GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE)
-    assert grid.signal is not None
-    ctx = policies.PlacementContext(f, net)
-    start = datetime(2023, 1, 10, tzinfo=UTC)
-    trace = llm_trace(1000, capacity_gpus=sum(n.gpus for n in f.nodes), load=0.5, min_gpus=16, cluster="kalos",
-                      seed=1)
-    history = replace(grid_history(f, grid), forecaster=SEASONAL_NAIVE)
-    records = {}
-    for hard in (False, True):
-        def timing(policy: str, hard: bool = hard) -> ShiftTiming:
-            return ShiftTiming(trace, history, start.timestamp(), policy, Weights(carbon=1.0), Method.FORECAST,
-                               hard_promises=hard)
-
-        (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0),
-                             options=SimOptions(gpu="H100", backfill=True),
-                             context_at=contexts_by_hour(f, net, grid.signal, start),
-                             jobs=flexible(trace, Flexibility(24 * HOUR_S, 1.0)), timing=timing)
-        records[hard] = {r.id: r for r in result.records}
+    records = records_by_variant(f, net, geo_grid(f), JANUARY, 1, 1.0, Method.FORECAST,
+                                 {hard: {"hard_promises": hard} for hard in (False, True)}, forecaster=SEASONAL_NAIVE)
     before, after = records[False]["llm-967"], records[True]["llm-967"]
     assert before.gpus == 512 and before.missed  # the case still arises with soft promises: the test can fail
     assert not after.missed and after.finish_s <= after.deadline_s
@@ -206,31 +202,11 @@ def test_with_admission_against_the_promises_the_oracle_s_llm_967_keeps_its_dead
     # and it meets its deadline (the binding run's January: grid/README.md, "Admission against the sum of promises,
     # measured"; off by default: it costs carbon in other months).
     f, net = geo_fleet()
-    zone_map = shipped_zone_map()
-    hourly = {region: dict(shipped_series(zone).hours) for zone in shipped_zones()
-              for region in zone_map.regions_of(zone) if region in f.regions}
-    grid = GridInput(CarbonSignal({}, hourly), None, Basis.LIFECYCLE)
-    assert grid.signal is not None
-    ctx = policies.PlacementContext(f, net)
-    start = datetime(2023, 1, 10, tzinfo=UTC)
-    trace = llm_trace(1000, capacity_gpus=sum(n.gpus for n in f.nodes), load=0.5, min_gpus=16, cluster="kalos",
-                      seed=1)
-    history = grid_history(f, grid)
-    records = {}
-    for binding in (False, True):
-        def timing(policy: str, binding: bool = binding) -> ShiftTiming:
-            return ShiftTiming(trace, history, start.timestamp(), policy, Weights(carbon=1.0), Method.ORACLE,
-                               binding=binding)
-
-        (result,) = simulate(trace, ctx, ["zone-first"], Weights(carbon=1.0),
-                             options=SimOptions(gpu="H100", backfill=True),
-                             context_at=contexts_by_hour(f, net, grid.signal, start),
-                             jobs=flexible(trace, Flexibility(24 * HOUR_S, 1.0)), timing=timing)
-        records[binding] = {r.id: r for r in result.records}
+    records = records_by_variant(f, net, geo_grid(f), JANUARY, 1, 1.0, Method.ORACLE,
+                                 {binding: {"binding": binding} for binding in (False, True)})
     before, after = records[False]["llm-967"], records[True]["llm-967"]
     assert before.gpus == 512 and before.missed  # the case still arises with hard promises alone: the test can fail
     assert not after.missed and after.finish_s <= after.deadline_s
-
 
 def test_a_gang_only_one_region_holds_is_not_shifted() -> None:
     # The shipped geo fleet: us-east-1 alone holds 1,024 GPUs; every region holds 64. The 1,024-GPU gang is not
