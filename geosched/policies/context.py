@@ -62,6 +62,9 @@ class PlacementContext:
         # rather than once per decision.
         self.group_of: IntArray = self.cluster_of * len(self.gpu_names) + self.gpu_of
         self.cell_of: IntArray = self.group_of * len(self.zone_names) + self.zone_of
+        # The nodes grouped by cell, each cell's in index order: zone-first's one-worker decision takes the
+        # eligible ones from it rather than sorting them by cell on every decision.
+        self.by_cell: IntArray = np.argsort(self.cell_of, kind="stable")
         self.group_count = int(self.group_of.max(initial=-1)) + 1
         self.cell_count = int(self.cell_of.max(initial=-1)) + 1
         self.provider_of = np.array([n.provider for n in nodes], dtype=object)
@@ -90,6 +93,9 @@ class PlacementContext:
         # Zone-pair links, sparse (policies/zonepairs.py): a zones x zones matrix grew with the square of the
         # zone count, 3.2 GB for 10,000 one-node zones.
         self.zone_pairs = ZonePairs(self.zone_names, self.region_of_zone, network.zone_links)
+        # Each job shape's filters that free GPUs do not change (`_Shape`): shared by every copy `with_free` and
+        # `with_grid` make (none of it reads free GPUs or the grid), so a replay computes them once per shape.
+        self.shapes: dict[tuple[object, ...], _Shape] = {}
         # Patience's reference steps (policies/patience.py), per gang shape: shared with the copies `with_free`
         # makes (the idle fleet is the same whatever is free now), not with `with_grid`'s (carbon may move it).
         self.reference_steps: dict[tuple[object, ...], float | None] = {}
@@ -275,19 +281,35 @@ class JobView:
         return out
 
 
-def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = True) -> JobView:
-    """`explain=False` skips what only a person reads (rejections, alternatives): the simulator's fast path."""
-    g = job.gpus_per_worker
-    eligible = np.ones(len(ctx.names), dtype=bool)
+@dataclass(frozen=True)
+class _Shape:
+    """What `job_view` computes for a job shape whatever GPUs are free: the filters other than free GPUs, in their
+    order, and the prices. Built once per shape and context family (`PlacementContext.shapes`): a replay asks
+    again for the same few shapes on every snapshot, and these filters were most of `job_view`'s time."""
+
+    after: tuple[tuple[str, BoolArray], ...]  # the filters after "free GPUs", in the order applied
+    static: BoolArray  # every filter but free GPUs: ready, then `after`
+    held: IntArray | None
+    price: FloatArray
+    price_gpu: FloatArray
+    cost: FloatArray  # `price`, or for a spot job its risk-adjusted price (`price` itself when not spot)
+    cost_gpu: FloatArray
+    counted: BoolArray  # `static` & the prices the median counts (on-demand only; a spot job counts `cost`)
+
+
+def _shape(ctx: PlacementContext, job: Job, weights: Weights) -> _Shape:
+    spot = job.pricing is Pricing.SPOT
+    # Everything below reads: the filters' fields and, for a spot job, what its risk factor reads.
+    key = (job.gpu, job.providers, job.regions, job.zones, job.clusters, job.worker_requests, job.pricing,
+           (job.gpus, Rework.of(job.profile).hours, weights.spot_risk) if spot else None)
+    found = ctx.shapes.get(key)
+    if found is not None:
+        return found
     restrictions: list[tuple[str, BoolArray]] = []
 
     def restrict(mask: BoolArray, reason: str) -> None:
-        nonlocal eligible
         restrictions.append((reason, mask))
-        eligible = eligible & mask
 
-    restrict(ctx.ready, "not ready")
-    restrict(ctx.gpus_free >= g, f"with fewer than {g} free GPUs")
     if job.gpu is not None:
         restrict(ctx.gpu_of == _index(ctx.gpu_names, job.gpu), f"not {job.gpu}")
     if job.providers:
@@ -308,30 +330,48 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
     has_price, price_gpu, price_counted = ctx.priced[job.pricing]
     restrict(has_price, f"without a {job.pricing.value} price")
     cost = price
-    if job.pricing is Pricing.SPOT:
+    if spot:
         # The cost term charges the expected $ per useful hour (spotrisk.factor); a gang on nodes like this one
         # has ceil(GPUs / node GPUs) members, any of which stops it (exact for the usual one-zone, one-type gang).
         members = np.ceil(job.gpus / np.maximum(ctx.gpus_total, 1))
         cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework.of(job.profile).hours, weights.spot_risk)
+    static = ctx.ready
+    for _, mask in restrictions:
+        static = static & mask
+    out = ctx.shapes[key] = _Shape(
+        after=tuple(restrictions), static=static, held=held, price=price, price_gpu=price_gpu, cost=cost,
+        cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0), counted=static & price_counted)
+    return out
 
+
+def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = True) -> JobView:
+    """`explain=False` skips what only a person reads (rejections, alternatives): the simulator's fast path."""
+    g = job.gpus_per_worker
+    shape = _shape(ctx, job, weights)
+    has_room = ctx.gpus_free >= g
+    # The filters in the order `removed` counts them: ready, free GPUs, then the shape's.
+    restrictions = (("not ready", ctx.ready), (f"with fewer than {g} free GPUs", has_room), *shape.after)
+    eligible = shape.static & has_room
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
-    if held is not None:
-        capacity = np.minimum(capacity, held)
+    if shape.held is not None:
+        capacity = np.minimum(capacity, shape.held)
     carbon_gpu, carbon_counted = ctx.carbon_gpu(job.profile.utilisation)
     ideal = ideal_step_ms(ctx, job, eligible, capacity)
+    cost = shape.cost
     return JobView(
         ctx=ctx,
         job=job,
         weights=weights,
         eligible=eligible,
         capacity=capacity,
-        price_gpu=price_gpu,
-        cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0),
+        price_gpu=shape.price_gpu,
+        cost_gpu=shape.cost_gpu,
         carbon_gpu=carbon_gpu,
-        price_ref=_median_ref(cost[eligible]) if cost is not price else _median(price[eligible & price_counted]),
+        price_ref=_median_ref(cost[eligible]) if cost is not shape.price else _median(shape.price[has_room
+                                                                                                 & shape.counted]),
         carbon_ref=_median(carbon_gpu[eligible & carbon_counted]),
         ideal_step_ms=ideal,
-        restrictions=tuple(restrictions),
+        restrictions=restrictions,
         explain=explain,
     )
 

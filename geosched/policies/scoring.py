@@ -21,7 +21,9 @@ The three normalised terms (see `Score`) are weighted and summed:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -122,12 +124,16 @@ def scores_of(view: JobView, rings: Rings, terms: tuple[FloatArray, ...], usd: F
               ks: list[int]) -> list[Score]:
     """The `Score`s of members `ks` of a batch whose `scores` are `terms`."""
     names = view.ctx.names
-    at = np.array(ks, dtype=np.int64)
-    columns = [t[at].tolist() for t in terms] + [x[at].tolist() for x in (
-        rings.comm, usd, gco2e, rings.rtt, rings.loss, rings.tput, rings.a, rings.b)]
+    arrays = (*terms, rings.comm, usd, gco2e, rings.rtt, rings.loss, rings.tput, rings.a, rings.b)
+    rows: Iterable[Sequence[Any]]
+    if len(ks) == 1:  # a replay's one Score per decision: `item` gives what `tolist` does, without the copies
+        rows = [[x.item(ks[0]) for x in arrays]]
+    else:
+        at = np.array(ks, dtype=np.int64)
+        rows = zip(*[x[at].tolist() for x in arrays], strict=True)
     out = []
-    for total, network, cost, carbon, step, comm, u, g, rtt, loss, tput, a, b in zip(*columns, strict=True):
-        hop = None if a < 0 else (names[int(a)], names[int(b)])
+    for total, network, cost, carbon, step, comm, u, g, rtt, loss, tput, a, b in rows:
+        hop = None if a < 0 else (names[a], names[b])
         out.append(Score(total, network, cost, carbon, step, comm, u, g, rtt, loss, tput, hop))
     return out
 
