@@ -74,7 +74,7 @@ class PlacementContext:
         self.price_ondemand = _per_gpu([n.price_ondemand for n in nodes], self.gpus_total)
         self.price_spot = _per_gpu([n.price_spot for n in nodes], self.gpus_total)
         # Per pricing: which nodes have a price, the price with 0 where there is none, and which prices count in
-        # the median a score is normalised by (`_median_ref`): once per snapshot, not once per decision.
+        # the median a score is normalised by (`_counted`): once per snapshot, not once per decision.
         self.priced: dict[Pricing, tuple[BoolArray, FloatArray, BoolArray]] = {
             pricing: (~np.isnan(price), np.nan_to_num(price, nan=0.0), _counted(price))
             for pricing, price in ((Pricing.ON_DEMAND, self.price_ondemand), (Pricing.SPOT, self.price_spot))
@@ -83,6 +83,7 @@ class PlacementContext:
         # Each node's gCO2e per GPU-hour by job utilisation, filled as jobs ask: shared by the contexts
         # `with_free` makes (same grid), a new one for each `with_grid`.
         self._carbon_gpu: dict[float, tuple[FloatArray, BoolArray]] = {}
+        self._carbon_ref: dict[float, tuple[FloatArray, IntArray, FloatArray]] = {}
 
         # kWh per GPU-hour at GPU utilisation 0 and 1, from the one energy model the report charges with
         # (policies/energy.py interpolates a job's utilisation between them).
@@ -195,17 +196,27 @@ class PlacementContext:
         other = copy.copy(self)
         other.grid = np.asarray(per_region, dtype=np.float64)[self.region_of]
         other._carbon_gpu = {}
+        other._carbon_ref = {}
         other.reference_steps = {}
         return other
 
     def carbon_gpu(self, utilisation: float) -> tuple[FloatArray, BoolArray]:
         """Each node's gCO2e per GPU-hour at this GPU utilisation (energy per GPU-hour times the grid), and which
-        values count in the median (`_median_ref`). Do not change the arrays: every decision on this snapshot's
+        values count in the median (`_counted`). Do not change the arrays: every decision on this snapshot's
         grid shares them."""
         out = self._carbon_gpu.get(utilisation)
         if out is None:
             carbon = kwh_per_gpu_hour(self, utilisation) * self.grid
             out = self._carbon_gpu[utilisation] = (carbon, _counted(carbon))
+        return out
+
+    def carbon_ref_order(self, utilisation: float) -> tuple[FloatArray, IntArray, FloatArray]:
+        """`carbon_gpu`, and the nodes whose value counts in the median (`_counted`) by value with those
+        values in that order: a decision's reference is read off the middle of its eligible ones."""
+        out = self._carbon_ref.get(utilisation)
+        if out is None:
+            carbon, counted = self.carbon_gpu(utilisation)
+            out = self._carbon_ref[utilisation] = (carbon, *_by_value(carbon, counted))
         return out
 
     def zone_link_known(self, a: str, b: str) -> bool:
@@ -294,7 +305,11 @@ class _Shape:
     price_gpu: FloatArray
     cost: FloatArray  # `price`, or for a spot job its risk-adjusted price (`price` itself when not spot)
     cost_gpu: FloatArray
-    counted: BoolArray  # `static` & the prices the median counts (on-demand only; a spot job counts `cost`)
+    # The nodes whose price counts in the reference (`_counted`: of `price`, or `cost` for a spot job) and pass
+    # `static`, by that price, and those prices in that order: a decision's reference is the median of the ones
+    # with room, read off the middle instead of partitioning them again.
+    ref_nodes: IntArray
+    ref_values: FloatArray
 
 
 def _shape(ctx: PlacementContext, job: Job, weights: Weights) -> _Shape:
@@ -338,9 +353,11 @@ def _shape(ctx: PlacementContext, job: Job, weights: Weights) -> _Shape:
     static = ctx.ready
     for _, mask in restrictions:
         static = static & mask
+    ref_nodes, ref_values = _by_value(cost, static & (price_counted if cost is price else _counted(cost)))
     out = ctx.shapes[key] = _Shape(
         after=tuple(restrictions), static=static, held=held, price=price, price_gpu=price_gpu, cost=cost,
-        cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0), counted=static & price_counted)
+        cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0), ref_nodes=ref_nodes,
+        ref_values=ref_values)
     return out
 
 
@@ -355,9 +372,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
     if shape.held is not None:
         capacity = np.minimum(capacity, shape.held)
-    carbon_gpu, carbon_counted = ctx.carbon_gpu(job.profile.utilisation)
+    carbon_gpu, carbon_nodes, carbon_values = ctx.carbon_ref_order(job.profile.utilisation)
     ideal = ideal_step_ms(ctx, job, eligible, capacity)
-    cost = shape.cost
     return JobView(
         ctx=ctx,
         job=job,
@@ -367,9 +383,8 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         price_gpu=shape.price_gpu,
         cost_gpu=shape.cost_gpu,
         carbon_gpu=carbon_gpu,
-        price_ref=_median_ref(cost[eligible]) if cost is not shape.price else _median(shape.price[has_room
-                                                                                                 & shape.counted]),
-        carbon_ref=_median(carbon_gpu[eligible & carbon_counted]),
+        price_ref=_median(shape.ref_values[has_room[shape.ref_nodes]]),
+        carbon_ref=_median(carbon_values[eligible[carbon_nodes]]),
         ideal_step_ms=ideal,
         restrictions=restrictions,
         explain=explain,
@@ -419,25 +434,27 @@ def _per_gpu(prices: list[float | None], gpus: IntArray) -> FloatArray:
     return raw / np.maximum(gpus, 1)
 
 
-def _median_ref(values: FloatArray) -> float:
-    """The median of the positive values: what a term is normalised by. A free pool (on-prem machines priced $0,
-    a region declared at 0 gCO2e/kWh) is left out of the reference, not made its median: with it in, the
-    reference went to 0 and any priced candidate's term to billions, swamping every other term (issue 23). A
-    free candidate still scores 0 on the term; when every eligible node is free, the term is 0 for all."""
-    return _median(values[_counted(values)])
-
-
 def _counted(values: FloatArray) -> BoolArray:
-    """The values `_median_ref` counts: finite and positive."""
+    """The values a term's reference (`_median` of the eligible nodes' ones) counts: finite and positive. A free
+    pool (on-prem machines priced $0, a region declared at 0 gCO2e/kWh) is left out of the reference, not made its
+    median: with it in, the reference went to 0 and any priced candidate's term to billions, swamping every other
+    term (issue 23). A free candidate still scores 0 on the term; when every eligible node is free, the term is 0
+    for all."""
     out: BoolArray = np.isfinite(values) & (values > 0)
     return out
 
 
+def _by_value(values: FloatArray, among: BoolArray) -> tuple[IntArray, FloatArray]:
+    """The nodes of `among` by value (lowest first) and their values in that order."""
+    nodes = np.flatnonzero(among)
+    nodes = nodes[np.argsort(values[nodes], kind="stable")]
+    return nodes, values[nodes]
+
+
 def _median(counted: FloatArray) -> float:
-    """`_median_ref` of values already screened by `_counted`."""
+    """What a term is normalised by: the median of values screened by `_counted`, given in ascending order (the
+    middle read off, not partitioned on every decision)."""
     n = counted.size
     if n == 0:
         return 1.0
-    # np.median's generic machinery costs more than the partition itself on every decision.
-    part = np.partition(counted, [(n - 1) // 2, n // 2])
-    return max(float(part[(n - 1) // 2] + part[n // 2]) / 2, 1e-9)
+    return max(float(counted[(n - 1) // 2] + counted[n // 2]) / 2, 1e-9)

@@ -15,7 +15,7 @@ The three normalised terms (see `Score`) are weighted and summed:
     total = w_network * t_step / t_ideal + w_cost * usd_h / (gpus * median usd_gpu_h)
             + w_carbon * gco2e_h / (gpus * median gco2e_gpu_h)
 
-(medians of the eligible nodes' positive values: a free pool cannot make the reference 0; context._median_ref)
+(medians of the eligible nodes' positive values: a free pool cannot make the reference 0; context._counted)
 """
 
 from __future__ import annotations

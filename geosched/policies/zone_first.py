@@ -167,24 +167,30 @@ class _ByCell:
         `values`, then the fewest free GPUs, then the lowest index: two segment minima, the same answer as a
         lexsort on those keys without sorting a float key, which was the costliest call of a one-worker
         decision. A NaN value (0 x an infinite price) keeps the sort, which orders NaN last where a minimum
-        would not."""
-        order, starts, sizes = self.order, self.starts, self.sizes
+        would not. `values` may hold several rows (keys), each answered on its own in one pass: a row of
+        answers each."""
+        starts, sizes = self.starts, self.sizes
         lowest = values if among is None else np.where(among, values, np.inf)
-        least = np.minimum.reduceat(lowest, starts)
+        least = np.minimum.reduceat(lowest, starts, axis=-1)
         if np.isnan(least).any():  # a minimum is NaN wherever its cell holds one
-            elem_cell = np.repeat(np.arange(starts.size), sizes)
-            free = self.tie // self.nodes
-            solo = np.flatnonzero(among) if among is not None else np.arange(order.size)
-            solo = solo[np.lexsort((order[solo], free[solo], values[solo], elem_cell[solo]))]
-            out: IntArray = order[solo[run_starts(elem_cell[solo])]]
-            return out
-        tied = lowest == np.repeat(least, sizes)
+            if values.ndim > 1:
+                return np.stack([self.lowest(row, among) for row in values])
+            return self._sorted(values, among)
+        tied = lowest == np.repeat(least, sizes, axis=-1)
         if among is not None:
             tied &= among
-        best = np.minimum.reduceat(np.where(tied, self.tie, _NO_NODE), starts)
-        if among is None:  # every cell has a node: its minimum is one of them
-            return best % self.nodes
-        out = best[best != _NO_NODE] % self.nodes
+        best = np.minimum.reduceat(np.where(tied, self.tie, _NO_NODE), starts, axis=-1)
+        out: IntArray = best % self.nodes if among is None else best[best != _NO_NODE] % self.nodes
+        return out  # without `among` every cell has a node: its minimum is one of them, nothing to leave out
+
+    def _sorted(self, values: FloatArray, among: BoolArray | None) -> IntArray:
+        """`lowest` of one row by sorting."""
+        order = self.order
+        elem_cell = np.repeat(np.arange(self.starts.size), self.sizes)
+        free = self.tie // self.nodes
+        solo = np.flatnonzero(among) if among is not None else np.arange(order.size)
+        solo = solo[np.lexsort((order[solo], free[solo], values[solo], elem_cell[solo]))]
+        out: IntArray = order[solo[run_starts(elem_cell[solo])]]
         return out
 
 
@@ -202,8 +208,11 @@ def _one_worker(view: JobView) -> Scored:
     network = (job.profile.compute_ms + np.zeros(1)) / view.ideal_step_ms
     cost = w.cost * view.cost_gpu[order]
     carbon = w.carbon * view.carbon_gpu[order]
-    fills = by_cell.lowest(w.network * network + cost / view.price_ref + carbon / view.carbon_ref)
-    solo = by_cell.lowest(cost + carbon)
+    # Both keys as the rows of one array, so both cells' minima take one pass: the score, the additive terms.
+    keys = np.empty((2, order.size))
+    np.add(w.network * network + cost / view.price_ref, carbon / view.carbon_ref, out=keys[0])
+    np.add(cost, carbon, out=keys[1])
+    fills, solo = by_cell.lowest(keys)
     nodes = np.concatenate((fills, solo[solo != fills]))
     ones = np.ones(nodes.size, dtype=np.int64)  # one worker on one node per option; never written to
     return Scored.of(view, nodes, ones, np.arange(nodes.size))
