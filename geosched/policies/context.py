@@ -169,10 +169,10 @@ class PlacementContext:
         (as `NetworkView.link` estimates it)."""
         za, zb = self.zone_of[a], self.zone_of[b]
         sum_rtt = self.sum_rtt95 if p95 else self.sum_rtt
-        zones = self.zone_pairs
-        rtt = np.maximum(zones.get("rtt95" if p95 else "rtt", za, zb), np.maximum(sum_rtt[a], sum_rtt[b]))
-        loss = np.maximum(zones.get("loss", za, zb), np.maximum(self.sum_loss[a], self.sum_loss[b]))
-        tput = np.minimum(zones.get("tput", za, zb), np.minimum(self.sum_tput[a], self.sum_tput[b]))
+        zone_rtt, zone_loss, zone_tput = self.zone_pairs.get_many(("rtt95" if p95 else "rtt", "loss", "tput"), za, zb)
+        rtt = np.maximum(zone_rtt, np.maximum(sum_rtt[a], sum_rtt[b]))
+        loss = np.maximum(zone_loss, np.maximum(self.sum_loss[a], self.sum_loss[b]))
+        tput = np.minimum(zone_tput, np.minimum(self.sum_tput[a], self.sum_tput[b]))
         if self.pair_key.size:
             key = np.minimum(a, b) * len(self.names) + np.maximum(a, b)
             at = np.minimum(np.searchsorted(self.pair_key, key), self.pair_key.size - 1)

@@ -113,8 +113,7 @@ class _Cells:
 
 @register(NAME, "the default: best network, $ and carbon score, in as few zones as the score allows")
 def zone_first(view: JobView) -> Placement | NoFit:
-    cand = view.candidates
-    if cand.size == 0:
+    if not view.eligible.any():
         return no_capacity(view, NAME)
     if view.job.workers == 1 and not view.explain:
         # One worker sits on one node, in one zone: no multi-zone option exists (the search would add only the
@@ -122,6 +121,7 @@ def zone_first(view: JobView) -> Placement | NoFit:
         # its nodes by score: most of a replay's decisions (every gang of up to 8 GPUs) take this path.
         return _choose(view, _one_worker(view), [], None)
     ctx = view.ctx
+    cand = view.candidates
     score = np.full(len(ctx.names), np.inf)
     own = np.full(len(ctx.names), np.inf)
     score[cand], own[cand] = node_scores(view, cand)
