@@ -65,6 +65,7 @@ class PlacementContext:
         # The nodes grouped by cell, each cell's in index order: zone-first's one-worker decision takes the
         # eligible ones from it rather than sorting them by cell on every decision.
         self.by_cell: IntArray = np.argsort(self.cell_of, kind="stable")
+        self.cell_runs: IntArray = np.flatnonzero(np.diff(self.cell_of[self.by_cell], prepend=-1))  # where each starts
         self.group_count = int(self.group_of.max(initial=-1)) + 1
         self.cell_count = int(self.cell_of.max(initial=-1)) + 1
         self.provider_of = np.array([n.provider for n in nodes], dtype=object)

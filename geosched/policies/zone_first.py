@@ -158,9 +158,11 @@ class _ByCell:
     nodes: int
 
     @staticmethod
-    def of(view: JobView, order: IntArray, starts: IntArray) -> _ByCell:
+    def of(view: JobView, order: IntArray, starts: IntArray, sizes: IntArray | None = None) -> _ByCell:
         n = len(view.ctx.names)
-        return _ByCell(order, starts, run_sizes(starts, order.size), view.ctx.gpus_free[order] * n + order, n)
+        if sizes is None:
+            sizes = run_sizes(starts, order.size)
+        return _ByCell(order, starts, sizes, view.ctx.gpus_free[order] * n + order, n)
 
     def lowest(self, values: FloatArray, among: BoolArray | None = None) -> IntArray:
         """Per cell, in cell order, the node of `among` (default: all; both indexed like `order`) of the lowest
@@ -200,9 +202,13 @@ def _one_worker(view: JobView) -> Scored:
     alone is that of the lowest (additive terms, free GPUs, index), unless it is the same node. Scored at once:
     one node per option."""
     ctx, job, w = view.ctx, view.job, view.weights
-    # The candidates grouped by cell, each cell's by index: what a stable argsort by cell gives, without sorting.
-    order = ctx.by_cell[view.eligible[ctx.by_cell]]
-    by_cell = _ByCell.of(view, order, run_starts(ctx.cell_of[order]))
+    # The candidates grouped by cell, each cell's by index: what a stable argsort by cell gives, without sorting;
+    # each cell's run counted on the fleet's cell runs, not found again among the candidates.
+    eligible = view.eligible[ctx.by_cell]
+    order = ctx.by_cell[eligible]
+    sizes = np.add.reduceat(eligible, ctx.cell_runs, dtype=np.int64)
+    sizes = sizes[sizes > 0]
+    by_cell = _ByCell.of(view, order, np.cumsum(sizes) - sizes, sizes)
     # `node_scores` for one worker: no ring (comm_ms is 0 ms), so the network term is the same on every node and
     # no link is looked up. A one-element array keeps numpy's arithmetic (a 0 ms compute gives NaN, not an error).
     network = (job.profile.compute_ms + np.zeros(1)) / view.ideal_step_ms
