@@ -75,8 +75,9 @@ def ring(view: JobView, nodes: IntArray, starts: IntArray) -> Rings:
     if size == starts.size:
         # Every ring is one node (no network step), as for every gang of up to 8 GPUs: the answer the general
         # path below reaches, without its sorting and link look-ups (the bulk of a replay's decisions).
-        return Rings(comm=np.zeros(size), rtt=np.zeros(size), loss=np.zeros(size), tput=np.full(size, math.inf),
-                     a=np.full(size, -1, dtype=np.int64), b=np.full(size, -1, dtype=np.int64))
+        # One array for the equal fields: nothing writes into a batch's rings once made.
+        zero, none = np.zeros(size), np.full(size, -1, dtype=np.int64)
+        return Rings(comm=zero, rtt=zero, loss=zero, tput=np.full(size, math.inf), a=none, b=none)
     rid = run_ids(starts, size)
     # One key per (ring, region, zone) segment, in ring order.
     segment = (rid * len(ctx.region_keys) + ctx.region_of[nodes]) * len(ctx.zone_names) + ctx.zone_of[nodes]

@@ -441,10 +441,10 @@ def _choose(view: JobView, s: Scored, limits: list[Rejection], cells: _Cells | N
     """The winner of the options `s`; with an explanation, every other option and why it lost (`cells`: the
     search's cells, for the ones too small; None only when nothing is explained)."""
     r = rank(view, s.nodes, s.starts, s.total, s.usd)
-    order = r.order.tolist()
-    chosen = order[0]
+    chosen = int(r.order[0])
     if not view.explain:
         return placed(view, NAME, *s.members(chosen), score=s.scores(view, [chosen])[0])
+    order = r.order.tolist()
     every = s.scores(view, order)
     # A gang never leaves its (cluster, GPU) group: its first node names the group and the cluster.
     ctx = view.ctx
