@@ -408,7 +408,8 @@ def workers_held(ctx: PlacementContext, job: Job, restrict: Callable[[BoolArray,
 def ideal_step_ms(ctx: PlacementContext, job: Job, eligible: BoolArray, capacity: IntArray) -> float:
     """Step time on the best link any eligible node or measured pair has (or none at all when one node holds
     the gang)."""
-    if not eligible.any() or capacity.max() >= job.workers:
+    # One worker needs no network whatever the nodes (and fits on any eligible one): said before any array is read.
+    if job.workers <= 1 or not eligible.any() or capacity.max() >= job.workers:
         return job.profile.compute_ms
     p95 = job.profile.latency_sensitive
     rtt = ctx.node_rtt95 if p95 else ctx.node_rtt
