@@ -184,3 +184,60 @@ def test_a_tighter_pool_wins_within_the_capacity_band(price: float, chosen: str)
         assert "keeps 8 free workers (chosen: 1" in why and "tightest pool" in why
         assert p.alternatives[0].score.total * (1 + CAPACITY_TOLERANCE) >= p.score.total > (
             p.alternatives[0].score.total * 1.05)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_cells_lowest_node_is_the_sorts_first_whatever_the_ties_and_nans(seed: int) -> None:
+    """`_ByCell.lowest` (segment minima; several keys in one pass) picks what a lexsort by (cell, value, free GPUs,
+    index) puts first in each cell, with ties on every key and NaN values (0 x an infinite price) among them."""
+    from geosched.policies.zone_first import _ByCell
+
+    rng = np.random.default_rng(seed)
+    nodes = [node(f"n{i}", f"z{i % 5}", gpus=8) for i in range(60)]
+    ctx = ctx_of(nodes).with_free(rng.integers(1, 9, len(nodes)))  # ties on free GPUs too
+    view = job_view(ctx, Job("j", workers=1, gpus_per_worker=1), Weights())
+    order = ctx.by_cell[view.eligible[ctx.by_cell]]
+    cell = ctx.cell_of[order]
+    starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+    by_cell = _ByCell.of(view, order, starts)
+    keys = rng.choice([0.5, 1.0, 1.0, 2.0, np.inf], size=(2, order.size))  # few distinct values: many ties
+    if seed % 2:
+        keys[rng.random(keys.shape) < 0.2] = np.nan
+    among = rng.random(order.size) < 0.6
+
+    def by_sort(values: np.ndarray, within: np.ndarray) -> list[int]:
+        k = np.flatnonzero(within)
+        k = k[np.lexsort((order[k], ctx.gpus_free[order[k]], values[k], cell[k]))]
+        first = np.ones(k.size, dtype=bool)
+        first[1:] = cell[k][1:] != cell[k][:-1]
+        return order[k[first]].tolist()
+
+    everywhere = np.ones(order.size, dtype=bool)
+    assert [r.tolist() for r in by_cell.lowest(keys)] == [by_sort(r, everywhere) for r in keys]
+    for row in keys:
+        assert by_cell.lowest(row).tolist() == by_sort(row, everywhere)
+        assert by_cell.lowest(row, among).tolist() == by_sort(row, among)
+
+
+def test_a_context_that_served_other_job_shapes_filters_and_prices_as_a_fresh_one() -> None:
+    """`job_view` keeps each job shape's filters and references on the context (shared by `with_free`): views of
+    one job on a context that served other shapes, and after free GPUs changed, equal those of a fresh context."""
+    from geosched.core.models import Pricing
+
+    nodes = ([node(f"a{i}", "za", gpu="H100", spot=6.0 + i) for i in range(4)]
+             + [node(f"b{i}", "zb", gpu="A100") for i in range(4)]
+             + [node(f"c{i}", "zc", gpu="H100", region="r2", spot=5.0) for i in range(4)])
+    jobs = [Job("any", 1, 1), Job("h100", 2, 4, gpu="H100"), Job("spot", 1, 8, pricing=Pricing.SPOT),
+            Job("region", 1, 2, regions=("r2",)), Job("spot-h100", 3, 8, gpu="H100", pricing=Pricing.SPOT)]
+    used = ctx_of(nodes)
+    for job in jobs:
+        job_view(used, job, Weights())
+    free = used.gpus_free.copy()
+    free[::3] = 0
+    for seen, same_free in ((used, lambda c: c), (used.with_free(free), lambda c: c.with_free(free))):
+        for job in jobs:
+            a, b = job_view(seen, job, Weights()), job_view(same_free(ctx_of(nodes)), job, Weights())
+            assert (a.price_ref, a.carbon_ref, a.ideal_step_ms) == (b.price_ref, b.carbon_ref, b.ideal_step_ms), job
+            for name in ("eligible", "capacity", "cost_gpu", "removed"):
+                assert np.array_equal(getattr(a, name), getattr(b, name)), (job.name, name)
+            assert a.filters == b.filters

@@ -10,6 +10,7 @@ if __name__ != "geosched.policies":  # executed through the top-level link ./pol
 
     toplinks.alias(__name__)
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -60,19 +61,17 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
     `waiting`: how long the gang has waited (and its predicted run); with it, a patient policy may answer a
     "waiting" NoFit (`NoFit.waiting`) rather than start a multi-node gang on links far slower than a healthy
     ring's (`patience.py`). None (unknown): no patience, the gang starts as it always did."""
-    from geosched.policies import patience, places
-    from geosched.policies.base import registry
-    from geosched.policies.context import job_view
-
+    patience, places, registry, job_view = _placing()
     fn = registry().get(policy)
     if fn is None:
         raise KeyError(f"unknown policy {policy!r}; known: {', '.join(names())}")
     absent = places.unknown(job, ctx.fleet)
     if absent is not None:  # said in one line, not as every zone's filters
         return NoFit(job, policy, (absent,))
-    result = fn(job_view(ctx, job, weights or Weights(), explain))
+    result: Placement | NoFit = fn(job_view(ctx, job, weights or Weights(), explain))
     if waiting is not None and isinstance(result, Placement):
-        return patience.check(result, ctx, policy, weights, waiting, placer(policy, weights)) or result
+        refused: NoFit | None = patience.check(result, ctx, policy, weights, waiting, placer(policy, weights))
+        return refused or result
     return result
 
 
@@ -84,6 +83,17 @@ def placer(policy: str, weights: Weights | None) -> Callable[[Job, PlacementCont
         return place(job, ctx, policy, weights, explain=False)
 
     return place_on
+
+
+@functools.cache
+def _placing() -> tuple[Any, Any, Any, Any]:
+    """What `place` calls, imported on its first call (they need numpy, which the package must not load: see
+    `load_all`) and kept: importing them in `place` itself cost a replay 5 us on every decision."""
+    from geosched.policies import patience, places
+    from geosched.policies.base import registry
+    from geosched.policies.context import job_view
+
+    return patience, places, registry, job_view
 
 
 __all__ = ["DEFAULT_POLICY", "PlacementContext", "description", "job_view", "load_all", "names", "place", "placer"]

@@ -75,13 +75,13 @@ def placed(view: JobView, policy: str, nodes: IntArray, workers: IntArray,
     ctx = view.ctx
     # Plain ints before indexing lists: a replay builds a placement per job.
     zone_ids = ctx.zone_of[nodes].tolist()
-    zone_of = dict(zip(nodes.tolist(), zone_ids, strict=True))
     zones = tuple(sorted({ctx.zone_names[z] for z in zone_ids}))
     regions = tuple(sorted({ctx.region_keys[r] for r in ctx.region_of[nodes].tolist()}))
     clusters = {ctx.cluster_names[c] for c in ctx.cluster_of[nodes].tolist()}
     assignments = tuple(
-        Assignment(node=ctx.names[i], zone=ctx.zone_names[zone_of[i]], workers=int(k))
-        for i, k in sorted(zip(nodes.tolist(), workers.tolist(), strict=True), key=lambda p: ctx.names[p[0]])
+        Assignment(node=ctx.names[i], zone=ctx.zone_names[z], workers=int(k))
+        for i, z, k in sorted(zip(nodes.tolist(), zone_ids, workers.tolist(), strict=True),
+                              key=lambda p: ctx.names[p[0]])
     )
     return Placement(
         job=view.job,

@@ -62,6 +62,10 @@ class PlacementContext:
         # rather than once per decision.
         self.group_of: IntArray = self.cluster_of * len(self.gpu_names) + self.gpu_of
         self.cell_of: IntArray = self.group_of * len(self.zone_names) + self.zone_of
+        # The nodes grouped by cell, each cell's in index order: zone-first's one-worker decision takes the
+        # eligible ones from it rather than sorting them by cell on every decision.
+        self.by_cell: IntArray = np.argsort(self.cell_of, kind="stable")
+        self.cell_runs: IntArray = np.flatnonzero(np.diff(self.cell_of[self.by_cell], prepend=-1))  # where each starts
         self.group_count = int(self.group_of.max(initial=-1)) + 1
         self.cell_count = int(self.cell_of.max(initial=-1)) + 1
         self.provider_of = np.array([n.provider for n in nodes], dtype=object)
@@ -71,7 +75,7 @@ class PlacementContext:
         self.price_ondemand = _per_gpu([n.price_ondemand for n in nodes], self.gpus_total)
         self.price_spot = _per_gpu([n.price_spot for n in nodes], self.gpus_total)
         # Per pricing: which nodes have a price, the price with 0 where there is none, and which prices count in
-        # the median a score is normalised by (`_median_ref`): once per snapshot, not once per decision.
+        # the median a score is normalised by (`_counted`): once per snapshot, not once per decision.
         self.priced: dict[Pricing, tuple[BoolArray, FloatArray, BoolArray]] = {
             pricing: (~np.isnan(price), np.nan_to_num(price, nan=0.0), _counted(price))
             for pricing, price in ((Pricing.ON_DEMAND, self.price_ondemand), (Pricing.SPOT, self.price_spot))
@@ -80,6 +84,7 @@ class PlacementContext:
         # Each node's gCO2e per GPU-hour by job utilisation, filled as jobs ask: shared by the contexts
         # `with_free` makes (same grid), a new one for each `with_grid`.
         self._carbon_gpu: dict[float, tuple[FloatArray, BoolArray]] = {}
+        self._carbon_ref: dict[float, tuple[FloatArray, IntArray, FloatArray]] = {}
 
         # kWh per GPU-hour at GPU utilisation 0 and 1, from the one energy model the report charges with
         # (policies/energy.py interpolates a job's utilisation between them).
@@ -90,6 +95,9 @@ class PlacementContext:
         # Zone-pair links, sparse (policies/zonepairs.py): a zones x zones matrix grew with the square of the
         # zone count, 3.2 GB for 10,000 one-node zones.
         self.zone_pairs = ZonePairs(self.zone_names, self.region_of_zone, network.zone_links)
+        # Each job shape's filters that free GPUs do not change (`_Shape`): shared by every copy `with_free` and
+        # `with_grid` make (none of it reads free GPUs or the grid), so a replay computes them once per shape.
+        self.shapes: dict[tuple[object, ...], _Shape] = {}
         # Patience's reference steps (policies/patience.py), per gang shape: shared with the copies `with_free`
         # makes (the idle fleet is the same whatever is free now), not with `with_grid`'s (carbon may move it).
         self.reference_steps: dict[tuple[object, ...], float | None] = {}
@@ -162,10 +170,10 @@ class PlacementContext:
         (as `NetworkView.link` estimates it)."""
         za, zb = self.zone_of[a], self.zone_of[b]
         sum_rtt = self.sum_rtt95 if p95 else self.sum_rtt
-        zones = self.zone_pairs
-        rtt = np.maximum(zones.get("rtt95" if p95 else "rtt", za, zb), np.maximum(sum_rtt[a], sum_rtt[b]))
-        loss = np.maximum(zones.get("loss", za, zb), np.maximum(self.sum_loss[a], self.sum_loss[b]))
-        tput = np.minimum(zones.get("tput", za, zb), np.minimum(self.sum_tput[a], self.sum_tput[b]))
+        zone_rtt, zone_loss, zone_tput = self.zone_pairs.get_many(("rtt95" if p95 else "rtt", "loss", "tput"), za, zb)
+        rtt = np.maximum(zone_rtt, np.maximum(sum_rtt[a], sum_rtt[b]))
+        loss = np.maximum(zone_loss, np.maximum(self.sum_loss[a], self.sum_loss[b]))
+        tput = np.minimum(zone_tput, np.minimum(self.sum_tput[a], self.sum_tput[b]))
         if self.pair_key.size:
             key = np.minimum(a, b) * len(self.names) + np.maximum(a, b)
             at = np.minimum(np.searchsorted(self.pair_key, key), self.pair_key.size - 1)
@@ -189,17 +197,27 @@ class PlacementContext:
         other = copy.copy(self)
         other.grid = np.asarray(per_region, dtype=np.float64)[self.region_of]
         other._carbon_gpu = {}
+        other._carbon_ref = {}
         other.reference_steps = {}
         return other
 
     def carbon_gpu(self, utilisation: float) -> tuple[FloatArray, BoolArray]:
         """Each node's gCO2e per GPU-hour at this GPU utilisation (energy per GPU-hour times the grid), and which
-        values count in the median (`_median_ref`). Do not change the arrays: every decision on this snapshot's
+        values count in the median (`_counted`). Do not change the arrays: every decision on this snapshot's
         grid shares them."""
         out = self._carbon_gpu.get(utilisation)
         if out is None:
             carbon = kwh_per_gpu_hour(self, utilisation) * self.grid
             out = self._carbon_gpu[utilisation] = (carbon, _counted(carbon))
+        return out
+
+    def carbon_ref_order(self, utilisation: float) -> tuple[FloatArray, IntArray, FloatArray]:
+        """`carbon_gpu`, and the nodes whose value counts in the median (`_counted`) by value with those
+        values in that order: a decision's reference is read off the middle of its eligible ones."""
+        out = self._carbon_ref.get(utilisation)
+        if out is None:
+            carbon, counted = self.carbon_gpu(utilisation)
+            out = self._carbon_ref[utilisation] = (carbon, *_by_value(carbon, counted))
         return out
 
     def zone_link_known(self, a: str, b: str) -> bool:
@@ -275,19 +293,39 @@ class JobView:
         return out
 
 
-def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = True) -> JobView:
-    """`explain=False` skips what only a person reads (rejections, alternatives): the simulator's fast path."""
-    g = job.gpus_per_worker
-    eligible = np.ones(len(ctx.names), dtype=bool)
+@dataclass(frozen=True)
+class _Shape:
+    """What `job_view` computes for a job shape whatever GPUs are free: the filters other than free GPUs, in their
+    order, and the prices. Built once per shape and context family (`PlacementContext.shapes`): a replay asks
+    again for the same few shapes on every snapshot, and these filters were most of `job_view`'s time."""
+
+    after: tuple[tuple[str, BoolArray], ...]  # the filters after "free GPUs", in the order applied
+    static: BoolArray  # every filter but free GPUs: ready, then `after`
+    held: IntArray | None
+    price: FloatArray
+    price_gpu: FloatArray
+    cost: FloatArray  # `price`, or for a spot job its risk-adjusted price (`price` itself when not spot)
+    cost_gpu: FloatArray
+    # The nodes whose price counts in the reference (`_counted`: of `price`, or `cost` for a spot job) and pass
+    # `static`, by that price, and those prices in that order: a decision's reference is the median of the ones
+    # with room, read off the middle instead of partitioning them again.
+    ref_nodes: IntArray
+    ref_values: FloatArray
+
+
+def _shape(ctx: PlacementContext, job: Job, weights: Weights) -> _Shape:
+    spot = job.pricing is Pricing.SPOT
+    # Everything below reads: the filters' fields and, for a spot job, what its risk factor reads.
+    key = (job.gpu, job.providers, job.regions, job.zones, job.clusters, job.worker_requests, job.pricing,
+           (job.gpus, Rework.of(job.profile).hours, weights.spot_risk) if spot else None)
+    found = ctx.shapes.get(key)
+    if found is not None:
+        return found
     restrictions: list[tuple[str, BoolArray]] = []
 
     def restrict(mask: BoolArray, reason: str) -> None:
-        nonlocal eligible
         restrictions.append((reason, mask))
-        eligible = eligible & mask
 
-    restrict(ctx.ready, "not ready")
-    restrict(ctx.gpus_free >= g, f"with fewer than {g} free GPUs")
     if job.gpu is not None:
         restrict(ctx.gpu_of == _index(ctx.gpu_names, job.gpu), f"not {job.gpu}")
     if job.providers:
@@ -308,16 +346,34 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
     has_price, price_gpu, price_counted = ctx.priced[job.pricing]
     restrict(has_price, f"without a {job.pricing.value} price")
     cost = price
-    if job.pricing is Pricing.SPOT:
+    if spot:
         # The cost term charges the expected $ per useful hour (spotrisk.factor); a gang on nodes like this one
         # has ceil(GPUs / node GPUs) members, any of which stops it (exact for the usual one-zone, one-type gang).
         members = np.ceil(job.gpus / np.maximum(ctx.gpus_total, 1))
         cost = price * spotrisk.factor(ctx.spot_hazard, members, Rework.of(job.profile).hours, weights.spot_risk)
+    static = ctx.ready
+    for _, mask in restrictions:
+        static = static & mask
+    ref_nodes, ref_values = _by_value(cost, static & (price_counted if cost is price else _counted(cost)))
+    out = ctx.shapes[key] = _Shape(
+        after=tuple(restrictions), static=static, held=held, price=price, price_gpu=price_gpu, cost=cost,
+        cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0), ref_nodes=ref_nodes,
+        ref_values=ref_values)
+    return out
 
+
+def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = True) -> JobView:
+    """`explain=False` skips what only a person reads (rejections, alternatives): the simulator's fast path."""
+    g = job.gpus_per_worker
+    shape = _shape(ctx, job, weights)
+    has_room = ctx.gpus_free >= g
+    # The filters in the order `removed` counts them: ready, free GPUs, then the shape's.
+    restrictions = (("not ready", ctx.ready), (f"with fewer than {g} free GPUs", has_room), *shape.after)
+    eligible = shape.static & has_room
     capacity = np.where(eligible, ctx.gpus_free // g, 0)
-    if held is not None:
-        capacity = np.minimum(capacity, held)
-    carbon_gpu, carbon_counted = ctx.carbon_gpu(job.profile.utilisation)
+    if shape.held is not None:
+        capacity = np.minimum(capacity, shape.held)
+    carbon_gpu, carbon_nodes, carbon_values = ctx.carbon_ref_order(job.profile.utilisation)
     ideal = ideal_step_ms(ctx, job, eligible, capacity)
     return JobView(
         ctx=ctx,
@@ -325,13 +381,13 @@ def job_view(ctx: PlacementContext, job: Job, weights: Weights, explain: bool = 
         weights=weights,
         eligible=eligible,
         capacity=capacity,
-        price_gpu=price_gpu,
-        cost_gpu=price_gpu if cost is price else np.nan_to_num(cost, nan=0.0),
+        price_gpu=shape.price_gpu,
+        cost_gpu=shape.cost_gpu,
         carbon_gpu=carbon_gpu,
-        price_ref=_median_ref(cost[eligible]) if cost is not price else _median(price[eligible & price_counted]),
-        carbon_ref=_median(carbon_gpu[eligible & carbon_counted]),
+        price_ref=_median(shape.ref_values[has_room[shape.ref_nodes]]),
+        carbon_ref=_median(carbon_values[eligible[carbon_nodes]]),
         ideal_step_ms=ideal,
-        restrictions=tuple(restrictions),
+        restrictions=restrictions,
         explain=explain,
     )
 
@@ -352,7 +408,8 @@ def workers_held(ctx: PlacementContext, job: Job, restrict: Callable[[BoolArray,
 def ideal_step_ms(ctx: PlacementContext, job: Job, eligible: BoolArray, capacity: IntArray) -> float:
     """Step time on the best link any eligible node or measured pair has (or none at all when one node holds
     the gang)."""
-    if not eligible.any() or capacity.max() >= job.workers:
+    # One worker needs no network whatever the nodes (and fits on any eligible one): said before any array is read.
+    if job.workers <= 1 or not eligible.any() or capacity.max() >= job.workers:
         return job.profile.compute_ms
     p95 = job.profile.latency_sensitive
     rtt = ctx.node_rtt95 if p95 else ctx.node_rtt
@@ -379,25 +436,27 @@ def _per_gpu(prices: list[float | None], gpus: IntArray) -> FloatArray:
     return raw / np.maximum(gpus, 1)
 
 
-def _median_ref(values: FloatArray) -> float:
-    """The median of the positive values: what a term is normalised by. A free pool (on-prem machines priced $0,
-    a region declared at 0 gCO2e/kWh) is left out of the reference, not made its median: with it in, the
-    reference went to 0 and any priced candidate's term to billions, swamping every other term (issue 23). A
-    free candidate still scores 0 on the term; when every eligible node is free, the term is 0 for all."""
-    return _median(values[_counted(values)])
-
-
 def _counted(values: FloatArray) -> BoolArray:
-    """The values `_median_ref` counts: finite and positive."""
+    """The values a term's reference (`_median` of the eligible nodes' ones) counts: finite and positive. A free
+    pool (on-prem machines priced $0, a region declared at 0 gCO2e/kWh) is left out of the reference, not made its
+    median: with it in, the reference went to 0 and any priced candidate's term to billions, swamping every other
+    term (issue 23). A free candidate still scores 0 on the term; when every eligible node is free, the term is 0
+    for all."""
     out: BoolArray = np.isfinite(values) & (values > 0)
     return out
 
 
+def _by_value(values: FloatArray, among: BoolArray) -> tuple[IntArray, FloatArray]:
+    """The nodes of `among` by value (lowest first) and their values in that order."""
+    nodes = np.flatnonzero(among)
+    nodes = nodes[np.argsort(values[nodes], kind="stable")]
+    return nodes, values[nodes]
+
+
 def _median(counted: FloatArray) -> float:
-    """`_median_ref` of values already screened by `_counted`."""
+    """What a term is normalised by: the median of values screened by `_counted`, given in ascending order (the
+    middle read off, not partitioned on every decision)."""
     n = counted.size
     if n == 0:
         return 1.0
-    # np.median's generic machinery costs more than the partition itself on every decision.
-    part = np.partition(counted, [(n - 1) // 2, n // 2])
-    return max(float(part[(n - 1) // 2] + part[n // 2]) / 2, 1e-9)
+    return max(float(counted[(n - 1) // 2] + counted[n // 2]) / 2, 1e-9)

@@ -15,13 +15,15 @@ The three normalised terms (see `Score`) are weighted and summed:
     total = w_network * t_step / t_ideal + w_cost * usd_h / (gpus * median usd_gpu_h)
             + w_carbon * gco2e_h / (gpus * median gco2e_gpu_h)
 
-(medians of the eligible nodes' positive values: a free pool cannot make the reference 0; context._median_ref)
+(medians of the eligible nodes' positive values: a free pool cannot make the reference 0; context._counted)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -73,8 +75,9 @@ def ring(view: JobView, nodes: IntArray, starts: IntArray) -> Rings:
     if size == starts.size:
         # Every ring is one node (no network step), as for every gang of up to 8 GPUs: the answer the general
         # path below reaches, without its sorting and link look-ups (the bulk of a replay's decisions).
-        return Rings(comm=np.zeros(size), rtt=np.zeros(size), loss=np.zeros(size), tput=np.full(size, math.inf),
-                     a=np.full(size, -1, dtype=np.int64), b=np.full(size, -1, dtype=np.int64))
+        # One array for the equal fields: nothing writes into a batch's rings once made.
+        zero, none = np.zeros(size), np.full(size, -1, dtype=np.int64)
+        return Rings(comm=zero, rtt=zero, loss=zero, tput=np.full(size, math.inf), a=none, b=none)
     rid = run_ids(starts, size)
     # One key per (ring, region, zone) segment, in ring order.
     segment = (rid * len(ctx.region_keys) + ctx.region_of[nodes]) * len(ctx.zone_names) + ctx.zone_of[nodes]
@@ -122,12 +125,16 @@ def scores_of(view: JobView, rings: Rings, terms: tuple[FloatArray, ...], usd: F
               ks: list[int]) -> list[Score]:
     """The `Score`s of members `ks` of a batch whose `scores` are `terms`."""
     names = view.ctx.names
-    at = np.array(ks, dtype=np.int64)
-    columns = [t[at].tolist() for t in terms] + [x[at].tolist() for x in (
-        rings.comm, usd, gco2e, rings.rtt, rings.loss, rings.tput, rings.a, rings.b)]
+    arrays = (*terms, rings.comm, usd, gco2e, rings.rtt, rings.loss, rings.tput, rings.a, rings.b)
+    rows: Iterable[Sequence[Any]]
+    if len(ks) == 1:  # a replay's one Score per decision: `item` gives what `tolist` does, without the copies
+        rows = [[x.item(ks[0]) for x in arrays]]
+    else:
+        at = np.array(ks, dtype=np.int64)
+        rows = zip(*[x[at].tolist() for x in arrays], strict=True)
     out = []
-    for total, network, cost, carbon, step, comm, u, g, rtt, loss, tput, a, b in zip(*columns, strict=True):
-        hop = None if a < 0 else (names[int(a)], names[int(b)])
+    for total, network, cost, carbon, step, comm, u, g, rtt, loss, tput, a, b in rows:
+        hop = None if a < 0 else (names[a], names[b])
         out.append(Score(total, network, cost, carbon, step, comm, u, g, rtt, loss, tput, hop))
     return out
 

@@ -113,32 +113,29 @@ class _Cells:
 
 @register(NAME, "the default: best network, $ and carbon score, in as few zones as the score allows")
 def zone_first(view: JobView) -> Placement | NoFit:
-    cand = view.candidates
-    if cand.size == 0:
+    if not view.eligible.any():
         return no_capacity(view, NAME)
+    if view.job.workers == 1 and not view.explain:
+        # One worker sits on one node, in one zone: no multi-zone option exists (the search would add only the
+        # notes on limits an explanation shows), and each cell's options are two minima, found without sorting
+        # its nodes by score: most of a replay's decisions (every gang of up to 8 GPUs) take this path.
+        return _choose(view, _one_worker(view), [], None)
     ctx = view.ctx
+    cand = view.candidates
     score = np.full(len(ctx.names), np.inf)
     own = np.full(len(ctx.names), np.inf)
     score[cand], own[cand] = node_scores(view, cand)
     cell = ctx.cell_of
     batch = _Batch()
     limits: list[Rejection] = []
-    if view.job.workers == 1 and not view.explain:
-        # One worker sits on one node, in one zone: no multi-zone option exists (the search would add only the
-        # notes on limits an explanation shows), and each cell's options are two minima, found without sorting
-        # its nodes by score: most of a replay's decisions (every gang of up to 8 GPUs) take this path.
-        order = cand[np.argsort(cell[cand], kind="stable")]
-        cells = _cells(view, order, score, own)
-        _one_worker(view, cells, batch)
-    else:
-        # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
-        order = cand[np.lexsort((cand, ctx.gpus_free[cand], score[cand], cell[cand]))]
-        cells = _cells(view, order, score, own)
-        _single_zone(view, cells, batch)
-        _multi_zone(view, cells, batch, limits)
+    # Ties go to the tighter fit (fewer free GPUs), which keeps whole nodes free for larger gangs.
+    order = cand[np.lexsort((cand, ctx.gpus_free[cand], score[cand], cell[cand]))]
+    cells = _cells(view, order, score, own)
+    _single_zone(view, cells, batch)
+    _multi_zone(view, cells, batch, limits)
     if not batch:
         return no_capacity(view, NAME, limits + _short_cells(view, cells))
-    return _choose(view, cells, batch, limits)
+    return _choose(view, batch.scored(view), limits, cells)
 
 
 def _cells(view: JobView, order: IntArray, score: FloatArray, own: FloatArray) -> _Cells:
@@ -148,18 +145,83 @@ def _cells(view: JobView, order: IntArray, score: FloatArray, own: FloatArray) -
     return _Cells(order, cell[starts], starts, np.add.reduceat(view.capacity[order], starts), score, own)
 
 
-def _one_worker(view: JobView, cells: _Cells, batch: _Batch) -> None:
+@dataclass(frozen=True)
+class _ByCell:
+    """Nodes grouped by cell (`order`, cell k's run starting at `starts[k]`, `sizes[k]` long) and the tie-break of
+    a choice among them: fewer free GPUs, then the lower index, as one integer (`tie`) whose remainder modulo the
+    node count is the node."""
+
+    order: IntArray
+    starts: IntArray
+    sizes: IntArray
+    tie: IntArray
+    nodes: int
+
+    @staticmethod
+    def of(view: JobView, order: IntArray, starts: IntArray, sizes: IntArray | None = None) -> _ByCell:
+        n = len(view.ctx.names)
+        if sizes is None:
+            sizes = run_sizes(starts, order.size)
+        return _ByCell(order, starts, sizes, view.ctx.gpus_free[order] * n + order, n)
+
+    def lowest(self, values: FloatArray, among: BoolArray | None = None) -> IntArray:
+        """Per cell, in cell order, the node of `among` (default: all; both indexed like `order`) of the lowest
+        `values`, then the fewest free GPUs, then the lowest index: two segment minima, the same answer as a
+        lexsort on those keys without sorting a float key, which was the costliest call of a one-worker
+        decision. A NaN value (0 x an infinite price) keeps the sort, which orders NaN last where a minimum
+        would not. `values` may hold several rows (keys), each answered on its own in one pass: a row of
+        answers each."""
+        starts, sizes = self.starts, self.sizes
+        lowest = values if among is None else np.where(among, values, np.inf)
+        least = np.minimum.reduceat(lowest, starts, axis=-1)
+        if np.isnan(least).any():  # a minimum is NaN wherever its cell holds one
+            if values.ndim > 1:
+                return np.stack([self.lowest(row, among) for row in values])
+            return self._sorted(values, among)
+        tied = lowest == np.repeat(least, sizes, axis=-1)
+        if among is not None:
+            tied &= among
+        best = np.minimum.reduceat(np.where(tied, self.tie, _NO_NODE), starts, axis=-1)
+        out: IntArray = best % self.nodes if among is None else best[best != _NO_NODE] % self.nodes
+        return out  # without `among` every cell has a node: its minimum is one of them, nothing to leave out
+
+    def _sorted(self, values: FloatArray, among: BoolArray | None) -> IntArray:
+        """`lowest` of one row by sorting."""
+        order = self.order
+        elem_cell = np.repeat(np.arange(self.starts.size), self.sizes)
+        free = self.tie // self.nodes
+        solo = np.flatnonzero(among) if among is not None else np.arange(order.size)
+        solo = solo[np.lexsort((order[solo], free[solo], values[solo], elem_cell[solo]))]
+        out: IntArray = order[solo[run_starts(elem_cell[solo])]]
+        return out
+
+
+def _one_worker(view: JobView) -> Scored:
     """`_single_zone` for a gang of one worker, whatever the order of each cell's nodes: every eligible node holds
     the worker, so each cell's best fill is its node of the lowest (score, free GPUs, index), and its best node
-    alone is that of the lowest (additive terms, free GPUs, index), unless it is the same node."""
-    order = cells.order
-    fills = _lowest_per_cell(view, cells, cells.score[order])
-    additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
-    solo = _lowest_per_cell(view, cells, additive[order])
-    solo = solo[solo != fills]
-    ones = np.ones(fills.size, dtype=np.int64)  # one worker on one node per option; never written to
-    batch.add_runs(fills, ones, ones)
-    batch.add_runs(solo, ones[: solo.size], ones[: solo.size])
+    alone is that of the lowest (additive terms, free GPUs, index), unless it is the same node. Scored at once:
+    one node per option."""
+    ctx, job, w = view.ctx, view.job, view.weights
+    # The candidates grouped by cell, each cell's by index: what a stable argsort by cell gives, without sorting;
+    # each cell's run counted on the fleet's cell runs, not found again among the candidates.
+    eligible = view.eligible[ctx.by_cell]
+    order = ctx.by_cell[eligible]
+    sizes = np.add.reduceat(eligible, ctx.cell_runs, dtype=np.int64)
+    sizes = sizes[sizes > 0]
+    by_cell = _ByCell.of(view, order, np.cumsum(sizes) - sizes, sizes)
+    # `node_scores` for one worker: no ring (comm_ms is 0 ms), so the network term is the same on every node and
+    # no link is looked up. A one-element array keeps numpy's arithmetic (a 0 ms compute gives NaN, not an error).
+    network = (job.profile.compute_ms + np.zeros(1)) / view.ideal_step_ms
+    cost = w.cost * view.cost_gpu[order]
+    carbon = w.carbon * view.carbon_gpu[order]
+    # Both keys as the rows of one array, so both cells' minima take one pass: the score, the additive terms.
+    keys = np.empty((2, order.size))
+    np.add(w.network * network + cost / view.price_ref, carbon / view.carbon_ref, out=keys[0])
+    np.add(cost, carbon, out=keys[1])
+    fills, solo = by_cell.lowest(keys)
+    nodes = np.concatenate((fills, solo[solo != fills]))
+    ones = np.ones(nodes.size, dtype=np.int64)  # one worker on one node per option; never written to
+    return Scored.of(view, nodes, ones, np.arange(nodes.size))
 
 
 def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
@@ -180,37 +242,12 @@ def _single_zone(view: JobView, cells: _Cells, batch: _Batch) -> None:
     alone = (cap >= job.workers) & fits[elem_cell]
     if alone.any():
         additive = view.weights.cost * view.cost_gpu + view.weights.carbon * view.carbon_gpu
-        solo = _lowest_per_cell(view, cells, additive[order], alone)
+        solo = _ByCell.of(view, order, cells.starts).lowest(additive[order], alone)
         # Leave out a node already taken alone as its cell's best fill (a mask: np.isin cost more than all this).
         filled_alone = np.zeros(len(view.ctx.names), dtype=bool)
         filled_alone[nodes[np.bincount(grp, minlength=fits.size)[grp] == 1]] = True
         solo = solo[~filled_alone[solo]]
         batch.add_runs(solo, np.full(solo.size, job.workers), np.ones(solo.size, dtype=np.int64))
-
-
-def _lowest_per_cell(view: JobView, cells: _Cells, values: FloatArray, among: BoolArray | None = None) -> IntArray:
-    """Per cell, in cell order, the node of `among` (default: all; both indexed like `cells.order`) of the lowest
-    `values`, then the fewest free GPUs, then the lowest index: two segment minima, the same answer as a lexsort
-    on those keys without sorting a float key, which was the costliest call of a one-worker decision. A NaN value
-    (0 x an infinite price) keeps the sort, which orders NaN last where a minimum would not."""
-    order, free, n = cells.order, view.ctx.gpus_free, len(view.ctx.names)
-    sizes = run_sizes(cells.starts, order.size)
-    lowest = values if among is None else np.where(among, values, np.inf)
-    least = np.minimum.reduceat(lowest, cells.starts)
-    if np.isnan(least).any():  # a minimum is NaN wherever its cell holds one
-        elem_cell = np.repeat(np.arange(cells.starts.size), sizes)
-        solo = np.flatnonzero(among) if among is not None else np.arange(order.size)
-        solo = solo[np.lexsort((order[solo], free[order[solo]], values[solo], elem_cell[solo]))]
-        out: IntArray = order[solo[run_starts(elem_cell[solo])]]
-        return out
-    tied = lowest == np.repeat(least, sizes)
-    if among is not None:
-        tied &= among
-    # Free GPUs, then index, as one key whose remainder is the node.
-    none = _NO_NODE
-    best = np.minimum.reduceat(np.where(tied, free[order] * n + order, none), cells.starts)
-    out = best[best != none] % n
-    return out
 
 
 def _multi_zone(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> None:
@@ -388,21 +425,26 @@ def rank(view: JobView, nodes: IntArray, starts: IntArray, total: FloatArray, us
     pool_left: FloatArray = (pool_room[groups[nodes[starts]]] - view.job.workers).astype(np.float64)
     best = float(total.min())
     band = total <= best * (1 + view.weights.zone_tolerance) + 1e-12
-    # Outside the band only the total counts (it orders the alternatives shown).
-    order = np.lexsort((np.arange(total.size), usd, total, left * band, pool_left * band, zones * band,
-                        regions * band, ~band))
+    # Outside the band only the total counts (it orders the alternatives shown). With one node per option every
+    # option spans one zone and one region: those two keys are equal wherever ~band is, and are left out.
+    keys = (np.arange(total.size), usd, total, left * band, pool_left * band)
+    if nodes.size == starts.size:
+        order = np.lexsort((*keys, ~band))
+    else:
+        order = np.lexsort((*keys, zones * band, regions * band, ~band))
     by_objective = int(order[0])
     order = keep_room(order, total, zones, regions, pool_left, usd)
     return Ranking(order, total, zones, regions, left, best, pool_left, int(order[0]) != by_objective)
 
 
-def _choose(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]) -> Placement:
-    s = batch.scored(view)
+def _choose(view: JobView, s: Scored, limits: list[Rejection], cells: _Cells | None) -> Placement:
+    """The winner of the options `s`; with an explanation, every other option and why it lost (`cells`: the
+    search's cells, for the ones too small; None only when nothing is explained)."""
     r = rank(view, s.nodes, s.starts, s.total, s.usd)
-    order = r.order.tolist()
-    chosen = order[0]
+    chosen = int(r.order[0])
     if not view.explain:
         return placed(view, NAME, *s.members(chosen), score=s.scores(view, [chosen])[0])
+    order = r.order.tolist()
     every = s.scores(view, order)
     # A gang never leaves its (cluster, GPU) group: its first node names the group and the cluster.
     ctx = view.ctx
@@ -415,7 +457,7 @@ def _choose(view: JobView, cells: _Cells, batch: _Batch, limits: list[Rejection]
         zones = tuple(sorted({ctx.zone_names[z] for z in zone_lists[k].tolist()}))
         alternatives.append(Candidate(zones, ctx.cluster_names[clusters[k]], score))
         rejected.append(Rejection(f"{'+'.join(zones)} ({ctx.group_labels[groups[k]]})", _why_not(view, r, k, chosen)))
-    rejected += limits + _short_cells(view, cells)
+    rejected += limits + (_short_cells(view, cells) if cells is not None else [])
     rejected += [Rejection(z, r) for z, r in sorted(view.filtered.items())]
     return placed(view, NAME, *s.members(chosen), rejected, alternatives, every[0])
 

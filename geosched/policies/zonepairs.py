@@ -101,32 +101,51 @@ class ZonePairs:
 
     def get(self, measure: str, za: IntArray, zb: IntArray) -> FloatArray:
         """The links of the zone pairs (za[k], zb[k]), one measure."""
+        return self.get_many((measure,), za, zb)[0]
+
+    def get_many(self, measures: tuple[str, ...], za: IntArray, zb: IntArray) -> list[FloatArray]:
+        """`get` of several measures of the same pairs: which rule and which explicit link applies to a pair is
+        found once for all of them (a ring's hops ask for three measures on every multi-node decision)."""
         za, zb = np.asarray(za, dtype=np.int64), np.asarray(zb, dtype=np.int64)
-        model = self._model_values(measure, za, zb)
-        out = np.where(np.isnan(model), UNKNOWN[measure], model)
+        rules = self._model_rules(za, zb)
+        found = at = None
         if self.keys.size:
             key = za * self.z + zb
             at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
             found = self.keys[at] == key
-            out[found] = self.values[measure][at[found]]
-        return out
+            at = at[found]
+        outs = []
+        for measure in measures:
+            model = self._model_values(measure, za.shape, rules)
+            out = np.where(np.isnan(model), UNKNOWN[measure], model)
+            if found is not None:
+                out[found] = self.values[measure][at]
+            outs.append(out)
+        return outs
 
     def diagonal(self, measure: str) -> FloatArray:
         """Each zone's link with itself (its intra-zone link)."""
         every = np.arange(self.z, dtype=np.int64)
         return self.get(measure, every, every)
 
-    def _model_values(self, measure: str, za: IntArray, zb: IntArray) -> FloatArray:
-        """The model's link (NaN where it has none), as `netmodel.zone_link` rules it."""
-        out = np.full(za.shape, np.nan)
+    def _model_rules(self, za: IntArray, zb: IntArray) -> tuple[BoolArray, BoolArray, BoolArray, IntArray, IntArray]:
+        """Which of the model's rules (`netmodel.zone_link`) covers each pair: (across endpoints, same region,
+        same zone) and the endpoints of each side, the same whatever the measure."""
         both = self.modelled[za] & self.modelled[zb]
         same_region = both & (self.model_region[za] == self.model_region[zb])
         ea, eb = self.endpoint[za], self.endpoint[zb]
         cross = both & ~same_region & (ea >= 0) & (eb >= 0) & (ea != eb)
-        if cross.any():
-            out[cross] = self.table[measure][ea[cross], eb[cross]]
+        return cross, same_region, both & (za == zb), ea[cross], eb[cross]
+
+    def _model_values(self, measure: str, shape: tuple[int, ...],
+                      rules: tuple[BoolArray, BoolArray, BoolArray, IntArray, IntArray]) -> FloatArray:
+        """The model's link (NaN where it has none), as `netmodel.zone_link` rules it."""
+        cross, same_region, same_zone, ea, eb = rules
+        out = np.full(shape, np.nan)
+        if ea.size:
+            out[cross] = self.table[measure][ea, eb]
         out[same_region] = _value(netmodel.SAME_REGION, measure)
-        out[both & (za == zb)] = _value(netmodel.SAME_ZONE, measure)
+        out[same_zone] = _value(netmodel.SAME_ZONE, measure)
         return out
 
     # --- the best link over sets of pairs ---------------------------------------------------------------
