@@ -35,6 +35,13 @@ class EksCluster:
         return {n: self.eks.describe_nodegroup(clusterName=self.name, nodegroupName=n)["nodegroup"] for n in names}
 
 
+def launch_templates(cluster: EksCluster, prefix: str) -> dict[str, dict[str, Any]]:
+    """The launch templates moto holds whose name starts with `prefix`, by name: moto's server is the test
+    session's, so a test looks for its own gang's (`spec.part_name(owner, gang + "-")`), never for none at all."""
+    found = cluster.ec2.describe_launch_templates()["LaunchTemplates"]
+    return {t["LaunchTemplateName"]: t for t in found if t["LaunchTemplateName"].startswith(prefix)}
+
+
 def clients(moto_url: str) -> tuple[Any, Any]:
     kw = {"region_name": REGION, "endpoint_url": moto_url, "aws_access_key_id": "testing",
           "aws_secret_access_key": "testing"}

@@ -30,7 +30,7 @@ from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import down, provision, read_cluster
 from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, MotoServer
-from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
+from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, launch_templates, make_cluster, request
 from tests.providers.groups_support import fast
 from tests.providers.prov_support import aws_provider
 from tests.providers.test_up_cli import run as run_cli
@@ -50,11 +50,6 @@ def run(store: Store, cluster: EksCluster, gang: str, hours: int = 24,  # type: 
     plan = plan_gang(request(2), {"aws": aws_provider((REGION,))}, store)
     found = read_cluster(eks, cluster.name, fast())
     return provision(plan, found, eks, store, gang=gang, settings=fast())
-
-
-def templates(cluster: EksCluster, prefix: str) -> dict[str, dict]:  # type: ignore[type-arg]
-    found = cluster.ec2.describe_launch_templates()["LaunchTemplates"]
-    return {t["LaunchTemplateName"]: t for t in found if t["LaunchTemplateName"].startswith(prefix)}
 
 
 def test_the_zone_without_an_offering_is_failed_over_and_the_next_zones_block_is_bought_and_used(
@@ -82,7 +77,7 @@ def test_the_zone_without_an_offering_is_failed_over_and_the_next_zones_block_is
     assert group["capacityType"] == "CAPACITY_BLOCK"
     assert group["subnets"] == [cluster.subnets["use1-az2"]]
     name = spec.part_name(owner, "cb-1-2")
-    template = templates(cluster, name)[name]
+    template = launch_templates(cluster, name)[name]
     assert group["launchTemplate"]["id"] == template["LaunchTemplateId"]
     data = cluster.ec2.describe_launch_template_versions(
         LaunchTemplateId=template["LaunchTemplateId"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
@@ -99,7 +94,7 @@ def test_the_zone_without_an_offering_is_failed_over_and_the_next_zones_block_is
     result_down = down(store, "cb-1", settings=fast())
     assert (result_down.state, result_down.errors) == ("terminated", ())
     assert [n for n in cluster.groups() if n.startswith("cb-1-")] == []
-    assert templates(cluster, spec.part_name(owner, "cb-1-")) == {}
+    assert launch_templates(cluster, spec.part_name(owner, "cb-1-")) == {}
     assert list(proxy.capacity_reservations(REGION)) == [rid]
 
 
@@ -127,7 +122,7 @@ def test_a_block_bought_for_a_failed_group_is_not_bought_again_in_the_next_zone(
     assert proxy.log.count(method="PurchaseCapacityBlock") == 1
     assert len(proxy.capacity_reservations(REGION)) == 1
     assert cluster.groups() == {}  # the failed group was deleted, nothing else was made
-    assert templates(cluster, spec.part_name(journal.owner(store), "cb-once-")) == {}
+    assert launch_templates(cluster, spec.part_name(journal.owner(store), "cb-once-")) == {}
 
 
 @pytest.mark.parametrize(("extra", "says"), [
@@ -191,7 +186,7 @@ def test_a_refused_create_after_the_purchase_leaves_no_template_and_the_block_to
     result = run(store, cluster, "cb-bad")
     assert not result.ok and "InvalidParameterException" in result.message
     assert proxy.log.count(method="CreateLaunchTemplate") == 1  # made before the refusal ...
-    assert templates(cluster, spec.part_name(journal.owner(store), "cb-bad-")) == {}  # ... and deleted after it
+    assert launch_templates(cluster, spec.part_name(journal.owner(store), "cb-bad-")) == {}  # ... and deleted after it
     assert cluster.groups() == {}
     assert len(proxy.capacity_reservations(REGION)) == 1  # bought, tagged with the gang: EC2 cannot cancel it
     assert [r.state for r in groups_journal.groups(store, gang="cb-bad")] == ["deleted"]
@@ -231,7 +226,7 @@ def test_a_purchase_whose_answer_was_lost_is_not_bought_again_in_the_next_zone(
         time.sleep(0.05)  # real sleep: the held purchase lands in the double on its own time
     [(rid, bought)] = proxy.capacity_reservations(REGION).items()
     assert cluster.groups() == {}
-    assert templates(cluster, spec.part_name(journal.owner(store), "cb-lost-")) == {}
+    assert launch_templates(cluster, spec.part_name(journal.owner(store), "cb-lost-")) == {}
     # The journal has the purchase's intent; the block, once found by its tags (no offering id, no fee), completes
     # that row rather than adding one.
     [intent] = blocks.of_gang(store, "cb-lost")

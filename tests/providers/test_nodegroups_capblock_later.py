@@ -28,7 +28,7 @@ from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.launch import down, provision, read_cluster
 from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
-from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
+from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, launch_templates, make_cluster, request
 from tests.providers.groups_support import fast
 from tests.providers.prov_support import aws_provider
 from tests.providers.test_up_cli import run as run_cli
@@ -55,10 +55,8 @@ def day_after_tomorrow_1130() -> float:
 
 
 def templates(cluster: EksCluster, store: Store, gang: str) -> list[str]:
-    """The launch templates left of `gang`'s groups: moto's are the region's, shared by every test of the session."""
-    prefix = spec.part_name(journal.owner(store), gang + "-")
-    return [t["LaunchTemplateName"] for t in cluster.ec2.describe_launch_templates()["LaunchTemplates"]
-            if t["LaunchTemplateName"].startswith(prefix)]
+    """The launch templates left of `gang`'s groups."""
+    return sorted(launch_templates(cluster, spec.part_name(journal.owner(store), gang + "-")))
 
 
 def run(store: Store, cluster: EksCluster, gang: str, within_h: float = 72.0):  # type: ignore[no-untyped-def]

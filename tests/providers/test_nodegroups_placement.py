@@ -13,7 +13,6 @@ CreateNodegroup launchTemplate {id, version}.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -27,7 +26,7 @@ from geosched.providers.nodegroups.launch import GroupSettings, down, provision,
 from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, MotoServer
 from geosched_emulators.eks_extras import capacity_issue
-from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, make_cluster, request
+from tests.providers.eks_support import NODE_ROLE, REGION, ZONES, EksCluster, launch_templates, make_cluster, request
 from tests.providers.groups_support import fast
 from tests.providers.prov_support import aws_provider
 
@@ -51,17 +50,11 @@ def run(store: Store, cluster: EksCluster, gang: str, settings: GroupSettings | 
     return provision(plan, found, eks, store, gang=gang, settings=settings or fast())
 
 
-def templates(cluster: EksCluster, prefix: str) -> dict[str, dict[str, Any]]:
-    """The launch templates moto holds whose name starts with `prefix`, by name."""
-    found = cluster.ec2.describe_launch_templates()["LaunchTemplates"]
-    return {t["LaunchTemplateName"]: t for t in found if t["LaunchTemplateName"].startswith(prefix)}
-
-
 def left(store: Store, cluster: EksCluster, proxy: Ec2FaultProxy, gang: str) -> dict[str, list[str]]:
     """Everything of the gang the cloud still holds: node groups, launch templates, placement groups."""
     prefix = spec.part_name(journal.owner(store), gang + "-")
     return {"groups": sorted(n for n in cluster.groups() if n.startswith(gang + "-")),
-            "templates": sorted(templates(cluster, prefix)),
+            "templates": sorted(launch_templates(cluster, prefix)),
             "placement groups": sorted(n for n in proxy.placement_groups(REGION) if n.startswith(prefix))}
 
 
@@ -74,7 +67,7 @@ def test_the_group_is_created_with_a_template_that_puts_it_in_its_own_cluster_pl
     owner = journal.owner(store)
     name = spec.part_name(owner, "p-pg-1")
     assert proxy.placement_groups(REGION)[name] == "cluster"
-    template = templates(cluster, name)[name]
+    template = launch_templates(cluster, name)[name]
     group = cluster.groups()["p-pg-1"]
     assert group["launchTemplate"]["id"] == template["LaunchTemplateId"]
     assert group["launchTemplate"]["version"] == "1"
@@ -177,5 +170,5 @@ def test_a_template_of_another_store_is_left_alone(store: Store, cluster: EksClu
     made = cluster.ec2.create_launch_template(**spec.launch_template_request(
         spec.Parts(name), spec.tags("p-mine", "o-another-store", a.token)))["LaunchTemplate"]
     assert down(store, "p-mine", settings=fast()).state == "terminated"
-    assert list(templates(cluster, name)) == [name]
+    assert list(launch_templates(cluster, name)) == [name]
     cluster.ec2.delete_launch_template(LaunchTemplateId=made["LaunchTemplateId"])
