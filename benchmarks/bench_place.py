@@ -15,7 +15,9 @@ import argparse
 import math
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +38,11 @@ from geosched.core.models import (
 )
 from geosched.policies import PlacementContext, job_view, place
 from geosched.policies.exact import solve_exact
+
+# The hand-made fleets are the tests' (tests/handmade.py, not in the product wheel): run as `python
+# benchmarks/bench_place.py` from a checkout, the checkout's root is not on the path by itself.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from tests.handmade import LOSSY, SLOW, degrade, fleet, network, node
 
 GPUS = (("H100", 98.3), ("H100", 98.3), ("A100", 32.8), ("L4", 14.0))
