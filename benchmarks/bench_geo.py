@@ -45,7 +45,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,22 +203,18 @@ def _trace(text: str) -> Path:
     return shipped.resolve(text) or Path(text)
 
 
-def _queues(text: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
-    unknown = [n for n in names if n not in QUEUES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown queue {', '.join(unknown) or repr(text)}; "
-                                         f"known: {', '.join(QUEUES)}")
-    return names
+def _names(what: str, known: Mapping[str, object]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: a comma-separated list of `known`'s keys, each once, in the order given."""
 
+    def parse_names(text: str) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown) or repr(text)}; "
+                                             f"known: {', '.join(known)}")
+        return names
 
-def _fleets(text: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
-    unknown = [n for n in names if n not in FLEETS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown fleet {', '.join(unknown) or repr(text)}; "
-                                         f"known: {', '.join(FLEETS)}")
-    return names
+    return parse_names
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -228,9 +224,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--load", type=float, default=0.5)
     parser.add_argument("--no-backfill", dest="backfill", action="store_false", help="the same as --queues strict")
-    parser.add_argument("--queues", type=_queues, default=None,
+    parser.add_argument("--queues", type=_names("queue", QUEUES), default=None,
                         help=f"comma-separated, of {', '.join(QUEUES)} (default: reservations)")
-    parser.add_argument("--fleets", type=_fleets, default=tuple(FLEETS),
+    parser.add_argument("--fleets", type=_names("fleet", FLEETS), default=tuple(FLEETS),
                         help=f"comma-separated, of {', '.join(FLEETS)}")
     parser.add_argument("--nodes", type=int, default=300, help="the geo fleet's node count (300: the shipped shape)")
     parser.add_argument("--trace", type=_trace, default=None, help="a shipped trace's name or a trace file")
