@@ -74,7 +74,7 @@ class Ec2Fault:
     RequestLimitExceeded before raising).
     """
 
-    kind: Literal["error", "stall"]
+    kind: Literal["error", "stall", "lost"]
     code: str = ""
     message: str = ""
     http_status: int = 0
@@ -147,6 +147,14 @@ class Ec2Fault:
             "ec2:{action} action. Encoded authorization failure message: emulated",
             403,
         )
+
+    @classmethod
+    def lost(cls, code: str, message: str, http_status: int = 500) -> Ec2Fault:
+        """Forward the request to moto, which acts on it, then answer this error instead of moto's answer: a
+        server that accepted a create and answered a 5xx or a throttle anyway, so the client retries a request
+        that already took effect (EKS API reference, "Common Errors": ServerException, "These errors are usually
+        caused by a server-side issue"; the SDKs retry it)."""
+        return cls("lost", code, message, http_status)
 
     @classmethod
     def stall(cls, seconds: float) -> Ec2Fault:
@@ -360,29 +368,38 @@ class Ec2FaultProxy(Emulator[Ec2Fault]):
             self._server.sleep(stall[0].seconds)
         taken = self._take(zones, action, "error")
         if taken is not None:
-            fault, hit_zone = taken
-            hit_zone = hit_zone or zone
-            ctx = self._context(params, action, hit_zone)
-            self.log.append(CallRecord(action, hit_zone, fault.http_status, fault.code, True))
-            if _REST_JSON_PATH.match(req.path):
-                # EKS is a REST-JSON API: its errors are JSON with the code in x-amzn-ErrorType (EKS API
-                # reference, "Common Errors"), which botocore reads; EC2's XML would not parse there.
-                body = json.dumps({"message": fault.message.format_map(ctx)}).encode()
-                return HttpResponse(fault.http_status, body, [("Content-Type", "application/json"),
-                                                              ("x-amzn-ErrorType", fault.code)])
-            body = error_xml(fault.code, fault.message.format_map(ctx))
-            return HttpResponse(fault.http_status, body, list(_XML_HEADERS))
+            return self._error(req, params, action, taken[0], taken[1] or zone)
+        lost = self._take(zones, action, "lost")
 
         answered = self.extras.answer(action, params, req)
         if answered is not None:
             code = _error_code(answered.body) if answered.status >= 400 else None
-            self.log.append(CallRecord(action, zone, answered.status, code, injected))
-            return answered
-        response = self.nodegroups.rewrite(req, self.extras.rewrite(action, params, self._forward(req)))
-        self._learn(response)
-        code = _error_code(response.body) if response.status >= 400 else None
-        self.log.append(CallRecord(action, zone, response.status, code, injected))
-        return response
+            if lost is None:
+                self.log.append(CallRecord(action, zone, answered.status, code, injected))
+                return answered
+        else:
+            response = self.nodegroups.rewrite(req, self.extras.rewrite(action, params, self._forward(req)))
+            self._learn(response)
+            code = _error_code(response.body) if response.status >= 400 else None
+            if lost is None:
+                self.log.append(CallRecord(action, zone, response.status, code, injected))
+                return response
+        # The request took effect upstream; its answer is replaced by the error (`Ec2Fault.lost`).
+        return self._error(req, params, action, lost[0], lost[1] or zone)
+
+    def _error(self, req: HttpRequest, params: Mapping[str, str], action: str, fault: Ec2Fault,
+               zone: str | None) -> HttpResponse:
+        """`fault`'s error answer, logged as injected."""
+        ctx = self._context(params, action, zone)
+        self.log.append(CallRecord(action, zone, fault.http_status, fault.code, True))
+        if _REST_JSON_PATH.match(req.path):
+            # EKS is a REST-JSON API: its errors are JSON with the code in x-amzn-ErrorType (EKS API
+            # reference, "Common Errors"), which botocore reads; EC2's XML would not parse there.
+            body = json.dumps({"message": fault.message.format_map(ctx)}).encode()
+            return HttpResponse(fault.http_status, body, [("Content-Type", "application/json"),
+                                                          ("x-amzn-ErrorType", fault.code)])
+        body = error_xml(fault.code, fault.message.format_map(ctx))
+        return HttpResponse(fault.http_status, body, list(_XML_HEADERS))
 
     def _take(self, zones: list[str], action: str, kind: str) -> tuple[Ec2Fault, str | None] | None:
         """First armed fault of `kind` for any of the request's zones, and the
