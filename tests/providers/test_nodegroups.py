@@ -177,6 +177,20 @@ def test_a_server_error_on_the_create_is_retried_in_place(store: Store, cluster:
     assert list(cluster.groups()) == ["g-retry-1"]
 
 
+def test_a_create_eks_accepted_but_answered_500_is_adopted_once(store: Store, cluster: EksCluster,
+                                                               proxy: Ec2FaultProxy) -> None:
+    # The group is made, the answer is a 500 anyway: the retry meets ResourceInUseException (409) for the name and
+    # adopts the group, which carries this attempt's tag; no second group, no failover.
+    create = f"POST /clusters/{cluster.name}/node-groups"
+    proxy.inject(Ec2Fault.lost("ServerException", "internal error"), action=create)
+    result = run(store, cluster, "g-lost")
+    assert (result.state, result.group) == ("ready", "g-lost-1"), result.message
+    assert [r.status for r in proxy.log.snapshot() if r.method == create] == [500, 409]
+    assert list(cluster.groups()) == ["g-lost-1"]
+    assert [(a.zone, a.outcome) for a in journal.attempts(store, "g-lost")] == [("use1-az1", "launched")]
+    assert [r.state for r in groups_journal.groups(store, gang="g-lost")] == ["created"]
+
+
 def test_a_request_eks_rejects_stops_the_run_and_blocks_no_zone(store: Store, cluster: EksCluster,
                                                                 proxy: Ec2FaultProxy) -> None:
     # CreateNodegroup InvalidParameterException (400): "The specified parameter is invalid" (EKS API reference):

@@ -119,6 +119,39 @@ def test_a_later_block_gets_its_group_at_zero_nodes_and_scheduled_scaling_and_do
     assert [r[0] for r in store.db.execute("SELECT ended_at - started_at FROM usage WHERE job = 'cbl-1'")] == [0, 0]
 
 
+def test_a_create_retried_after_eks_accepted_it_adopts_the_group_and_schedules_it(
+        store: Store, cluster: EksCluster, proxy: Ec2FaultProxy, moto: MotoServer) -> None:
+    """CreateNodegroup reaches moto, which makes the group, but the answer is a ServerException (500): the retry
+    in place is answered ResourceInUseException (moto's, as EKS's for a name taken), the group is adopted as this
+    attempt's (its tag) and, standing at 0 nodes ahead of its block, gets its two scheduled actions like a group
+    the first try made. Without them its nodes would never come up."""
+    start = day_after_tomorrow_1130()
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
+    create = f"POST /clusters/{cluster.name}/node-groups"
+    proxy.inject(Ec2Fault.lost("ServerException", "internal error"), action=create)
+    result = run(store, cluster, "cbl-lost")
+    assert (result.state, result.group) == ("scheduled", "cbl-lost-1"), result.message
+    calls = [(r.status, r.injected) for r in proxy.log.snapshot() if r.method == create]
+    assert calls == [(500, True), (409, False)]  # the accepted try, then EKS's "name in use" for the retry
+    assert list(cluster.groups()) == ["cbl-lost-1"]
+    assert cluster.groups()["cbl-lost-1"]["scalingConfig"]["desiredSize"] == 0
+    owner = journal.owner(store)
+    found = actions(moto, owner, "cbl-lost-1")
+    up_name, down_name = spec.action_names(owner, "cbl-lost-1")
+    assert found[up_name]["StartTime"] == datetime.fromtimestamp(start, UTC)
+    assert found[up_name]["DesiredCapacity"] == 2
+    assert found[down_name]["StartTime"] == datetime.fromtimestamp(start + 24 * 3600 - 40 * 60, UTC)
+    [row] = groups_journal.groups(store, gang="cbl-lost")
+    assert row.state == "created" and row.note is not None
+    assert row.note.startswith("capacity block ") and "0 nodes until" in row.note  # the block's note kept
+    assert groups_journal.scheduled_start(store, "cbl-lost") == pytest.approx(start)
+    assert proxy.log.count(method="PurchaseCapacityBlock") == 1  # the retry found the block it bought by its tags
+    gone = down(store, "cbl-lost", settings=fast())
+    assert (gone.state, gone.errors) == ("terminated", ())
+    assert cluster.groups() == {} and actions(moto, owner, "cbl-lost-1") == {}
+    assert templates(cluster, store, "cbl-lost") == []
+
+
 def test_a_later_block_is_refused_unless_its_start_is_allowed(store: Store, cluster: EksCluster,
                                                               proxy: Ec2FaultProxy) -> None:
     start = day_after_tomorrow_1130()

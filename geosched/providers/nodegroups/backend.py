@@ -203,6 +203,13 @@ class NotJoined(CapacityError):
 
 
 class InUse(ProviderError):
-    """Create: a pool of that name exists already (a retried create, or someone else's)."""
+    """Create: a pool of that name exists already (a retried create, or someone else's). `planned` is what this
+    create knew of the pool beyond the cloud's description (its note, and for a pool on a reservation the
+    reservation's start and end): a create retried after the cloud accepted the first try adopts the pool, which
+    needs what the create would have returned (`launch._create`)."""
 
     kind = "unsupported"
+
+    def __init__(self, message: str, *, code: str | None = None, planned: Pool | None = None) -> None:
+        super().__init__(message, code=code)
+        self.planned = planned

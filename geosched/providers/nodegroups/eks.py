@@ -172,7 +172,14 @@ class Eks:
         later = start is not None and end is not None and start > self._clock() + LATER_THAN_S
         request = spec.create_request(target, gang=gang, seq=seq, owner=owner, token=token, nodes=nodes,
                                       node_role=self.node_role, launch_template=template, later=later)
-        made = pool(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
+        try:
+            made = pool(_call(budget, lambda: self._eks.create_nodegroup(**request)["nodegroup"], mutating=True))
+        except InUse as exc:
+            # A retry of a create EKS accepted (a 5xx or a throttle answered after the write): launch adopts the
+            # group if it is this attempt's, and it needs the block's dates to schedule its scaling, as below.
+            if target.block is not None:
+                exc.planned = Pool(name, backend.CREATING, note=note, starts_at=start, ends_at=end)
+            raise
         made = made if note is None else replace(made, note=note)
         return replace(made, starts_at=start, ends_at=end) if later else made
 

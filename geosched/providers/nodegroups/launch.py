@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -355,11 +355,23 @@ def _create(backend: Backend, target: Target, a: AttemptRecord, row: GroupRecord
         if found is None or found.tags.get(ATTEMPT_TAG) != a.token:
             raise UnsupportedError(f"a {backend.kind} named {row.name} exists in cluster {target.cluster} and is "
                                    "not this attempt's", code=exc.code) from None
-        made = found
+        made = _adopted(found, exc.planned)
     groups_journal.mark(store, row.id, "created", arn=made.ident, note=made.note)
     if made.note:
         log.info("%s %s: %s", backend.kind, row.name, made.note)
     return made
+
+
+def _adopted(found: Pool, planned: Pool | None) -> Pool:
+    """The pool a retried create found (`InUse`, this attempt's), with what the create knew of it (`planned`). A
+    pool that stands at 0 nodes on a reservation with dates was made ahead of it (the accepted try's decision,
+    which this retry's clock must not redo): it gets `starts_at`, so its scaling is scheduled as for a pool the
+    create made itself; without it the gang would never come up. Pure."""
+    if planned is None:
+        return found
+    later = found.nodes == 0 and planned.starts_at is not None and planned.ends_at is not None
+    return replace(found, note=planned.note or found.note, starts_at=planned.starts_at if later else None,
+                   ends_at=planned.ends_at if later else None)
 
 
 def _schedule(backend: Backend, made: Pool, row: GroupRecord, owner: str, nodes: int, budget: Budget, store: Store,
