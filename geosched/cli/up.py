@@ -14,6 +14,12 @@ It composes the verbs that exist, it does not redo them:
 3. `submit` (kube/submit.py) on that cluster's context only, its inventory restricted to those nodes
    (`SubmitOptions.node_labels`): the same placement decision as `place` and `submit`, on exactly the new nodes.
 
+Run again with `--name GANG` for a gang this store has (the first `up` on a Capacity Block that starts later ends
+`scheduled`), `up` picks the gang up (providers/nodegroups/resume.py), as `sky launch -c NAME` reuses the cluster
+NAME: it checks the job asks for the gang's shape (GPU model, GPUs per worker, workers plus spares, market; another
+is refused in one line), puts the group's scheduled actions again, waits until the block starts, then for the nodes,
+and places the job as in 3. It creates and buys nothing, so a failure deletes nothing either: `geosched down GANG`.
+
 All or nothing: when no zone's nodes come up in time, a cluster cannot be asked, or the job cannot be placed or
 applied on them, the group is deleted before the command exits (the same teardown as `geosched down GANG`), and the
 error says so. After a success the group stays until `geosched down GANG`.
@@ -27,6 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -53,10 +60,11 @@ if TYPE_CHECKING:
     from geosched.core.models import NetworkView, Weights
     from geosched.kube import provreq
     from geosched.kube.config import ClusterConfig
+    from geosched.kube.jobinput import JobInput
     from geosched.kube.submit import SubmitOutcome
     from geosched.kube.tolerations import Toleration
     from geosched.providers.nodegroups.backend import Target
-    from geosched.providers.nodegroups.launch import NewGroup
+    from geosched.providers.nodegroups.launch import GroupResult, NewGroup
     from geosched.providers.plan import PricingMode
 
 # The label EKS sets on every node of a managed node group (EKS User Guide, "Managed node groups": the nodes carry
@@ -106,7 +114,10 @@ def up_cmd(
                                               "GKE: the cluster's location, required.")] = [],  # noqa: B006
     node_role: Annotated[str | None, typer.Option(help="The IAM role ARN the group's nodes run as (default: "
                                                   f"${providers_cli.ENV_NODE_ROLE}).")] = None,
-    name: Annotated[str | None, typer.Option(help="Gang name (default: generated).")] = None,
+    name: Annotated[str | None, typer.Option(help="Gang name (default: generated). The name of a node group gang "
+                                             "this store made for the same job shape picks it up instead: creates "
+                                             "and buys nothing, waits for its Capacity Block's start and its nodes, "
+                                             "then places JOB (a scheduled gang's second `up`).")] = None,
     join_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds the nodes may take to "
                                                 "join and be Ready once the group is ACTIVE.")] = 900.0,
     probe: Annotated[bool, typer.Option("--probe", help="Once the nodes are Ready, measure the network between them "
@@ -227,6 +238,21 @@ def up_cmd(
         check_gang_name(name)
     gang = name or new_gang_name()  # known before anything is created: a failure below tears it down by name
     join = _Joiner(contexts, kubeconfig, join_timeout)
+    if name and _journalled(ctx, name):
+        # The gang exists: picked up, not made again (`sky launch -c NAME` on a cluster that exists does the same).
+        kept = partial(_kept, name, join)
+        try:
+            resumed, cloud = _resume(ctx, name, job.gpu, job.gpus_per_worker, job.workers + spare_nodes, pricing,
+                                     cluster, join, dry_run, output)
+        except Exception as exc:
+            raise kept(exc) from None
+        if resumed is None or resumed.group is None:
+            return
+        _place(ctx, job_file, job_input, resumed.group, name, cloud, contexts.get(resumed.cluster) or resumed.cluster,
+               join, kubeconfig, clusters, policy,
+               Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), probe, probe_image,
+               probe_timeout, output, no_headers, kept)
+        return
     try:
         result = providers_cli._provision_nodegroup(
             ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers + spare_nodes, pricing,
@@ -248,37 +274,112 @@ def up_cmd(
         raise typer.Exit(EXIT_NO_FIT)
     if result.state == "scheduled":
         # A Capacity Block that starts later: the group waits at 0 nodes and the cloud scales it at the start. `up`
-        # does not block for a day: the job is placed by `submit` once the nodes are Ready.
+        # does not block for a day: the same `up` with --name picks the gang up (`_resume`), or `submit` places the
+        # job once the nodes are Ready.
         render.err.print(f"gang {result.gang}: {result.message}; {job.name} is not submitted: run `geosched submit "
                          f"{job_file} --context {contexts.get(result.cluster) or result.cluster}` once the nodes are "
-                         f"Ready; `geosched down {result.gang}` deletes the node group (the block stays paid)",
+                         f"Ready, or this `up` again with --name {result.gang} (it waits for the start, then places "
+                         f"{job.name}); `geosched down {result.gang}` deletes the node group (the block stays paid)",
                          markup=False, highlight=False, soft_wrap=True)
         return
     # The cluster the gang landed in (several --cluster: the first whose zone held it), and its context and cloud.
     landed, cloud = result.cluster, result.target.candidate.provider
     kube_context = contexts.get(landed) or landed
+    gang_made = result.gang
+
+    def torn_down(exc: Exception) -> Exception:
+        return _up_failed(ctx, gang_made, exc, kube_context)
+
+    _place(ctx, job_file, job_input, result.group, result.gang, cloud, kube_context, join, kubeconfig, clusters,
+           policy, Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), probe, probe_image,
+           probe_timeout, output, no_headers, torn_down)
+
+
+def _place(ctx: typer.Context, job_file: Path, job_input: JobInput, group: str, gang: str, cloud: str,
+           kube_context: str, join: _Joiner, kubeconfig: Path | None, clusters: Path | None, policy: str,
+           weights: Weights, probe: bool, probe_image: str, probe_timeout: float, output: Output, no_headers: bool,
+           failed: Callable[[Exception], Exception]) -> None:
+    """Steps 3 and 4 on a group whose nodes are Ready: the optional probe, then `submit` onto the group's nodes;
+    the outcome shown. `failed` turns an error into the command's (a fresh `up` tears the group down, a re-run keeps
+    it)."""
+    from geosched.console import render
+
+    job = job_input.job
     try:
         network = None
         if probe:
-            network = _probe(ctx, result.group, join.ready.get(result.group, ()), kube_context, kubeconfig, clusters,
+            network = _probe(ctx, group, join.ready.get(group, ()), kube_context, kubeconfig, clusters,
                              job_input.namespace, cloud, probe_image, probe_timeout, _say(output))
-        outcome = _submit(job_file, result.group, kube_context, kubeconfig, clusters, policy,
-                          Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), cloud,
-                          network)
+        outcome = _submit(job_file, group, kube_context, kubeconfig, clusters, policy, weights, cloud, network)
     except Exception as exc:
-        raise _up_failed(ctx, result.gang, exc, kube_context) from None
+        raise failed(exc) from None
     if outcome.status != "applied":
         nofit = outcome.nofit.message if outcome.nofit is not None else outcome.status
-        raise UpFailed(f"{job.name} was not placed on node group {result.group}: {nofit}; "
-                       f"{_teardown(ctx, result.gang)}")
+        raise failed(UpFailed(f"{job.name} was not placed on node group {group}: {nofit}"))
     from geosched.console.output import emit_document
     from geosched.kube import cli as kube_cli
 
     emit_document(kube_cli.outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
                   no_headers=no_headers)
     # On stderr in every format (stdout stays the SubmitOutcome): without it a JSON run would not learn the gang.
-    render.err.print(f"gang {result.gang}: node group {result.group} runs {job.name}; `geosched down {result.gang}` "
+    render.err.print(f"gang {gang}: node group {group} runs {job.name}; `geosched down {gang}` "
                      "deletes it", markup=False, highlight=False, soft_wrap=True)
+
+
+def _kept(gang: str, join: _Joiner, exc: Exception) -> Exception:
+    """The error a re-run (`_resume`) ends with: as `_up_failed`'s, but nothing is deleted: the group is an earlier
+    command's, and may stand on a paid block. Anything else (a bug) unchanged."""
+    from geosched.core.errors import InputError
+    from geosched.kube import cli as kube_cli
+    from geosched.kube.client import describe
+
+    keep = f"gang {gang}'s node group stands: run `up` again, or `geosched down {gang}`"
+    if isinstance(exc, InputError):
+        return exc  # the re-run refused (another request's gang): nothing was asked of any cloud
+    if isinstance(exc, GeoschedError):
+        return UpFailed(f"{exc}; {keep}")
+    if kube_cli._unreachable(exc):
+        return UpFailed(f"cannot reach cluster {join.context}: {describe(exc)}; {keep}")
+    return exc
+
+
+def _resume(ctx: typer.Context, gang: str, gpu: str, gpus_per_node: int, nodes: int, pricing: PricingMode,
+            cluster_names: Sequence[str], join: _Joiner, dry_run: bool,
+            output: Output) -> tuple[GroupResult | None, str]:
+    """`up --name GANG` for a gang this store has (nodegroups/resume.py): refused in one line when it was made for
+    another request; on a dry run, what the re-run would do (None returned); else its group once its nodes are
+    Ready (the wait for a Capacity Block's start included), and its cloud. Creates and buys nothing."""
+    from geosched.console import render
+    from geosched.core.errors import EXIT_NO_FIT, InputError
+    from geosched.providers import journal
+    from geosched.providers.nodegroups import journal as groups_journal
+    from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.nodegroups import resume as resuming
+    from geosched.store.db import Store
+
+    with Store(providers_cli._home(ctx)) as store:
+        record = journal.gang_record(store, gang)
+        assert record is not None
+        asked = resuming.Asked(gpu, gpus_per_node, nodes, pricing.value, tuple(cluster_names))
+        why = resuming.problem(gang, record, groups_journal.groups(store, gang=gang), asked)
+        if why is not None:
+            raise InputError("--name", "", why)
+        row = resuming.standing(store, gang)
+        provider = next(a.provider for a in journal.attempts(store, gang) if a.id == row.attempt)
+        starts = groups_journal.scheduled_start(store, gang)
+        if dry_run:
+            when = f"wait until its Capacity Block starts at {nodegroup_launch._utc(starts)}, then " if starts else ""
+            render.err.print(f"gang {gang} exists: geosched would {when}wait for the {row.nodes} nodes of node group "
+                             f"{row.name} in cluster {row.cluster} and place the job on them (nothing created)",
+                             markup=False, highlight=False, soft_wrap=True)
+            return None, provider
+        backend = nodegroup_launch.open_backend(provider, row.region)
+        with providers_cli._provision_log(ctx, gang, False, output, verb="up"):
+            result = resuming.resume(store, gang, backend, join=join, until=sleep_until, notify=_say(output))
+    if not result.ok:
+        render.error(result.message)
+        raise typer.Exit(EXIT_NO_FIT)
+    return result, provider
 
 
 def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[str], providers: list[str],

@@ -360,3 +360,94 @@ def test_down_without_the_right_to_read_scheduled_actions_still_deletes_a_blocks
     assert (gone.state, gone.errors) == ("terminated", ())
     assert looked.hits == 1 and cluster.groups() == {}
     assert templates(cluster, store, "cbl-now") == []
+
+
+def test_up_again_with_the_gangs_name_waits_for_the_block_and_places_the_job(
+        tmp_path: Path, cluster: EksCluster, proxy: Ec2FaultProxy, moto: MotoServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first `up` ends scheduled; the same `up` with the gang's name picks the gang up (as `sky launch -c NAME`
+    reuses a cluster): it puts the scheduled actions again (here the first run's are gone, as when a process dies
+    between the group's ACTIVE and the put), waits for the block's start (the sleeper replaced: it registers the
+    group's nodes in the project's Kubernetes API emulator, as the scale-up would), joins the nodes and submits
+    the job onto them. It creates and buys nothing; a different request under the name is refused in one line."""
+    from geosched.cli import up as up_cli
+    from geosched.core.errors import EXIT_BAD_INPUT
+    from tests.kubeemu import MultiCluster
+
+    start = day_after_tomorrow_1130()
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
+    job = tmp_path / "train.yaml"
+    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    home = tmp_path / "home"
+    again = ("up", str(job), "--cluster", cluster.name, "--region", REGION, "--name", "cbl-again")
+    first = run_cli(home, *again, "--node-role", NODE_ROLE, "--capacity-block", "24",
+                    "--capacity-block-starts-within", "72", "--buy-capacity-block", "--yes")
+    assert first.exit_code == 0, first.output
+    assert "or this `up` again with --name cbl-again (it waits for the start" in first.stderr
+    owner = journal_owner(home)
+    [asg] = [a["name"] for a in cluster.groups()["cbl-again-1"]["resources"]["autoScalingGroups"]]
+    for name in spec.action_names(owner, "cbl-again-1"):
+        autoscaling(moto).delete_scheduled_action(  # type: ignore[attr-defined]
+            AutoScalingGroupName=asg, ScheduledActionName=name)
+    assert actions(moto, owner, "cbl-again-1") == {}
+    bigger = tmp_path / "bigger.yaml"
+    bigger.write_text(job.read_text(encoding="utf-8").replace("workers: 2", "workers: 3"), encoding="utf-8")
+    refused = run_cli(home, "up", str(bigger), "--cluster", cluster.name, "--region", REGION, "--name", "cbl-again")
+    assert refused.exit_code == EXIT_BAD_INPUT, refused.output
+    assert str(refused.exception) == ("--name: gang cbl-again was made for 2 x A100:8 (on-demand), not 3 x A100:8 "
+                                      "(on-demand): its name is taken; choose another --name")
+    dry = run_cli(home, *again, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    when = time.strftime("%Y-%m-%d 11:30 UTC", time.gmtime(start))
+    assert f"wait until its Capacity Block starts at {when}, then wait for the 2 nodes" in dry.stderr
+    asked = len(proxy.log.snapshot())
+    (tmp_path / "kube").mkdir()
+    with MultiCluster(1, names=[cluster.name], directory=tmp_path / "kube") as mc:
+        slept: list[tuple[float, int]] = []
+
+        def until(at: float) -> None:
+            slept.append((at, len(actions(moto, owner, "cbl-again-1"))))
+            group_nodes_register(mc[cluster.name], "cbl-again-1", 2)
+
+        monkeypatch.setattr(up_cli, "sleep_until", until)
+        placed = run_cli(home, *again, "--kubeconfig", str(mc.kubeconfig), "--join-timeout", "30")
+    assert placed.exit_code == 0, placed.output
+    assert slept == [(pytest.approx(start), 2)]  # the actions were put again before the wait
+    assert "gang cbl-again: node group cbl-again-1 runs train" in placed.stderr
+    made = [r.method for r in proxy.log.snapshot()[asked:]]
+    assert not [m for m in made if m.startswith("POST /clusters/") or m == "PurchaseCapacityBlock"], made
+    assert list(cluster.groups()) == ["cbl-again-1"]
+    assert run_cli(home, "down", "cbl-again", "--yes").exit_code == 0
+    assert cluster.groups() == {} and actions(moto, owner, "cbl-again-1") == {}
+    gone = run_cli(home, *again)
+    assert gone.exit_code == EXIT_BAD_INPUT
+    assert str(gone.exception) == "--name: gang cbl-again is terminated: its name is taken; choose another --name"
+
+
+def test_a_picked_up_gang_whose_nodes_never_come_is_left_standing(store: Store, cluster: EksCluster,
+                                                                  proxy: Ec2FaultProxy, moto: MotoServer) -> None:
+    """The re-run made nothing, so it deletes nothing: nodes that never join after the block's start fail the run
+    and leave the group (and its actions) to `down`."""
+    from geosched.providers.nodegroups.backend import NotJoined
+    from geosched.providers.nodegroups.launch import NewGroup
+    from geosched.providers.nodegroups.resume import resume
+
+    start = day_after_tomorrow_1130()
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
+    assert run(store, cluster, "cbl-nj").state == "scheduled"
+    waited: list[float] = []
+    joined: list[NewGroup] = []
+
+    def never(new: NewGroup) -> None:
+        joined.append(new)
+        raise NotJoined(f"0 of 2 nodes of node group {new.name} (cluster {new.cluster}) Ready after 1 s")
+
+    result = resume(store, "cbl-nj", Eks(REGION), settings=fast(), join=never, until=waited.append)
+    assert waited == [pytest.approx(start)]
+    assert [(n.name, n.nodes, n.zone) for n in joined] == [("cbl-nj-1", 2, "use1-az1")]
+    assert result.state == "failed"
+    assert result.message.endswith("nothing was deleted: `geosched down cbl-nj` deletes the node group")
+    assert list(cluster.groups()) == ["cbl-nj-1"] and len(actions(moto, journal.owner(store), "cbl-nj-1")) == 2
+    assert down(store, "cbl-nj", settings=fast()).errors == ()
+    assert cluster.groups() == {}
