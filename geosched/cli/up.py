@@ -368,7 +368,7 @@ def _resume(ctx: typer.Context, gang: str, gpu: str, gpus_per_node: int, nodes: 
         provider = next(a.provider for a in journal.attempts(store, gang) if a.id == row.attempt)
         starts = groups_journal.scheduled_start(store, gang)
         if dry_run:
-            when = f"wait until its Capacity Block starts at {nodegroup_launch._utc(starts)}, then " if starts else ""
+            when = f"wait until its Capacity Block starts at {nodegroup_launch.utc(starts)}, then " if starts else ""
             render.err.print(f"gang {gang} exists: geosched would {when}wait for the {row.nodes} nodes of node group "
                              f"{row.name} in cluster {row.cluster} and place the job on them (nothing created)",
                              markup=False, highlight=False, soft_wrap=True)

@@ -228,15 +228,15 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
             budget = Budget(settings.active_timeout_s, settings.call_timeout_s)
             try:
                 made = _create(backend, target, a, row, owner, request.nodes, budget, store, settings)
-                _wait_active(backend, row, budget, settings)
+                wait_active(backend, row, budget, settings)
                 waited = False
                 if made.starts_at is not None:
                     # Its reservation starts later: the group waits at 0 nodes, scaled by the cloud at the start;
                     # nothing joins before, so the run ends here unless the caller waits (`until`).
-                    _schedule(backend, made, row, owner, request.nodes, budget, store, settings)
+                    schedule_scaling(backend, made, row, owner, request.nodes, budget, store, settings)
                     if join is not None and until is not None:
                         say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE with 0 nodes; waiting until its Capacity Block "
-                            f"starts at {_utc(made.starts_at)}")
+                            f"starts at {utc(made.starts_at)}")
                         until(made.starts_at)
                         say(f"#{a.seq} {c.zone}: the block started; waiting for the {request.nodes} nodes of {what} "
                             f"{name} to be Ready in cluster {cluster.name}")
@@ -276,7 +276,7 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                 raise
             calls += budget.calls
             if made.starts_at is not None and not waited:
-                when = _utc(made.starts_at)
+                when = utc(made.starts_at)
                 message = (f"{what} {name} ACTIVE with 0 nodes in {c.zone} ({target.zone_name}) of cluster "
                            f"{cluster.name}; its Capacity Block starts at {when}: its {request.nodes} nodes come "
                            "up then (scheduled scaling)")
@@ -339,7 +339,7 @@ def _precheck(precheck: Precheck, c: Candidate, nodes: int, settings: GroupSetti
     return None
 
 
-def _utc(at: float) -> str:
+def utc(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
 
 
@@ -374,8 +374,8 @@ def _adopted(found: Pool, planned: Pool | None) -> Pool:
                    ends_at=planned.ends_at if later else None)
 
 
-def _schedule(backend: Backend, made: Pool, row: GroupRecord, owner: str, nodes: int, budget: Budget, store: Store,
-              settings: GroupSettings) -> None:
+def schedule_scaling(backend: Backend, made: Pool, row: GroupRecord, owner: str, nodes: int, budget: Budget,
+                     store: Store, settings: GroupSettings) -> None:
     """Set the scaling of a group made at 0 nodes (`Backend.schedule`) and add what was set to its row's note. A
     failure is the attempt's: the group is deleted (its 0 nodes cost nothing) and the caller fails over or stops."""
     line = call(lambda: backend.schedule(made, cluster=row.cluster, owner=owner, nodes=nodes, budget=budget),
@@ -385,7 +385,7 @@ def _schedule(backend: Backend, made: Pool, row: GroupRecord, owner: str, nodes:
     log.info("%s %s: %s", backend.kind, row.name, line)
 
 
-def _wait_active(backend: Backend, row: GroupRecord, budget: Budget, settings: GroupSettings) -> None:
+def wait_active(backend: Backend, row: GroupRecord, budget: Budget, settings: GroupSettings) -> None:
     deadline = settings.clock() + settings.active_timeout_s
     while True:
         found = call(lambda: backend.describe(row.cluster, row.subnet, row.name, budget), budget, settings.retry,

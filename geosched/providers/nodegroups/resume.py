@@ -34,9 +34,9 @@ from geosched.providers.nodegroups.launch import (
     NewGroup,
     Notify,
     Until,
-    _schedule,
-    _utc,
-    _wait_active,
+    schedule_scaling,
+    utc,
+    wait_active,
 )
 from geosched.providers.plan import GangRequest
 from geosched.providers.retry import call
@@ -111,15 +111,15 @@ def resume(store: Store, gang: str, backend: Backend, *, settings: GroupSettings
                      sleep=settings.sleep)
         if found is None or not pools.ours(found.tags, record.owner, gang):
             return failed(f"{backend.kind} {row.name} of gang {gang} is no longer in cluster {row.cluster}")
-        _wait_active(backend, row, budget, settings)
+        wait_active(backend, row, budget, settings)
         block = _block(store, gang, row)
         if found.nodes == 0 and block is not None and block[0] > now():
             start, end = block
             # Put again: the first run may have stopped between the group's ACTIVE and its actions.
-            _schedule(backend, replace(found, starts_at=start, ends_at=end), row, record.owner, row.nodes, budget,
-                      store, settings)
+            schedule_scaling(backend, replace(found, starts_at=start, ends_at=end), row, record.owner, row.nodes,
+                             budget, store, settings)
             say(f"{backend.kind} {row.name} waits at 0 nodes for its Capacity Block; waiting until it starts at "
-                f"{_utc(start)}")
+                f"{utc(start)}")
             until(start)
         say(f"waiting for the {row.nodes} nodes of {backend.kind} {row.name} to be Ready in cluster {row.cluster}")
         join(NewGroup(row.cluster, backend.provider, backend.kind, row.name, row.nodes, row.zone))
