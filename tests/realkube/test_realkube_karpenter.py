@@ -93,7 +93,7 @@ def test_the_real_api_server_accepts_both_objects(realkube: Plane, crds: None, p
     p = karpenter.KarpenterPool(**{**{f: getattr(pool("kp-accept", 8, pricing), f)
                                       for f in karpenter.KarpenterPool.__dataclass_fields__}, "ami": ami})
     with realkube.kube(EKS) as kube:
-        for obj in karpenter.manifests(p):
+        for obj in karpenter.manifests([p]):
             stored = dry_run(kube, obj)
             # What the server would store is what geosched wrote (its defaults only added around it).
             assert contained(obj["spec"], stored["spec"]), (obj["spec"], stored["spec"])
