@@ -26,7 +26,7 @@ from geosched.providers.nodegroups import karpenter
 from geosched.providers.nodegroups.spec import Subnet, Target
 from geosched.providers.plan import Candidate
 from geosched_emulators import MotoServer
-from tests.providers.eks_support import one_subnet_cluster
+from tests.providers.eks_support import one_subnet_cluster, subnet_cluster
 from tests.providers.prov_support import aws_env
 from tests.realkube import karpenter as standin
 from tests.realkube.plane import EKS, Plane
@@ -177,6 +177,86 @@ def test_up_karpenter_then_gitops_apply_puts_the_gang_on_exactly_the_pools_nodes
             for name in made:
                 kube.request("DELETE", f"/api/v1/nodes/{name}")
             for obj in reversed(objects[:2]):
+                resource = kube.resource(obj["apiVersion"], obj["kind"])
+                if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
+                    kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
+
+
+# --- failover past the first zone --------------------------------------------------------------------------------
+
+ZONE_ID_B, ZONE_B = "use1-az1", "us-east-1b"  # moto's name for use1-az1 (tests/providers/eks_support.py ZONES)
+SUBNETS = {ZONE: (ZONE_ID, "10.0.32"), ZONE_B: (ZONE_ID_B, "10.0.33")}
+
+
+@pytest.fixture
+def moto_two_zones() -> Iterator[MotoServer]:
+    """The plane's EKS cluster as AWS knows it, over a subnet in each of two zones the catalog offers p5 in."""
+    with MotoServer() as server:
+        server.reset()
+        subnet_cluster(server.url, EKS, [(ZONE_ID, ZONE, "10.0.32.0/24"), (ZONE_ID_B, ZONE_B, "10.0.33.0/24")])
+        yield server
+
+
+def test_a_zone_that_refuses_for_capacity_moves_the_whole_gang_to_the_next_pool(
+        realkube: Plane, crds: None, moto_two_zones: MotoServer, tmp_path: Path) -> None:
+    """`up --karpenter` renders a pool per zone, weighted in plan order; the first-weighted zone refuses every
+    launch for capacity as Karpenter reports it (an InsufficientCapacityError event per NodeClaim, the NodeClaims
+    deleted); Karpenter's next pass launches the next pool, and the real kube-scheduler binds all 4 pods there,
+    none on the plane's free p5 nodes in us-east-1a."""
+    out = tmp_path / "gitops" / "train.yaml"
+    out.parent.mkdir()
+    with realkube.namespace("karpenter-failover", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
+        job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8, extra=f"namespace: {ns}\n")
+        proc = geosched("up", str(job), "--cluster", EKS, "--region", "us-east-1", "--karpenter", "--out", str(out),
+                        "--name", "kp-fail", env=aws_env(moto_two_zones.url), home=tmp_path / "home")
+        assert proc.returncode == 0, proc.stderr
+        objects = [d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d]
+        assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool"] * 2 + ["Service", "Job"]
+        written = [o for o in objects if o["kind"] == "NodePool"]
+        assert [p["spec"]["weight"] for p in written] == [100, 99]
+        zones = [standin.requirement(p, "topology.kubernetes.io/zone") for p in written]
+        assert sorted(zones) == sorted(SUBNETS)  # one pool in each of the cluster's zones
+        first, second = (p["metadata"]["name"] for p in written)
+        result = standin.Provisioned()
+        try:
+            applied = kubectl(realkube, EKS, "apply", "--server-side", "--field-manager", "gitops", "-f", str(out))
+            assert applied.returncode == 0, applied.stderr
+            # Karpenter acts on pending pods: the gang's 4, unbound (no node of either pool exists yet).
+            wait_until(lambda: len([p for p in kube.list_all(f"/api/v1/namespaces/{ns}/pods",
+                                                             label_selector=job_pods_selector("train"))[0]
+                                    if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName")]) == 4,
+                       120, what="the gang's 4 pods pending")
+            stored = [kube.get(f"/apis/karpenter.sh/v1/nodepools/{p['metadata']['name']}") for p in written]
+            assert all(stored)
+            result = standin.provision(kube, [dict(p) for p in stored if p], refuse={zones[0]}, region="us-east-1",
+                                       subnets=SUBNETS)
+            assert result.pool == second and len(result.refused) == 4 and len(result.nodes) == 4
+            # Karpenter's trace of the refusal: one InsufficientCapacityError event per refused NodeClaim, and no
+            # NodeClaim of the refused pool left; the launched ones Launched=True.
+            events = kube.list_all("/api/v1/namespaces/default/events",
+                                   field_selector="involvedObject.kind=NodeClaim,reason=InsufficientCapacityError")[0]
+            assert sorted(e["involvedObject"]["name"] for e in events
+                          if e["involvedObject"]["name"].startswith(f"{first}-")) == sorted(result.refused)
+            assert not kube.list_all(standin.NODECLAIMS, label_selector=f"karpenter.sh/nodepool={first}")[0]
+            launched = kube.list_all(standin.NODECLAIMS, label_selector=f"karpenter.sh/nodepool={second}")[0]
+            assert sorted(c["status"]["nodeName"] for c in launched) == sorted(result.nodes)
+            assert all(c["status"]["conditions"][0]["type"] == "Launched" for c in launched)
+            bound = wait_all_running(kube, ns, 4, job_pods_selector("train"), timeout=180)
+            # The whole gang on the second pool's nodes, in its one zone (the plane's free p5 nodes in us-east-1a
+            # took none).
+            assert sorted(b.node or "" for b in bound) == sorted(result.nodes)
+            assert {(b.zone, b.fleet_zone) for b in bound} == {(zones[1], SUBNETS[zones[1]][0])}
+            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
+                         query={"propagationPolicy": "Background"})
+            wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods",
+                                                 label_selector=job_pods_selector("train"))[0],
+                       120, what="the job's pods gone")
+        finally:
+            for name in result.nodes:
+                kube.request("DELETE", f"/api/v1/nodes/{name}")
+            for name in result.claims:
+                kube.request("DELETE", f"{standin.NODECLAIMS}/{name}")
+            for obj in reversed(objects[:4]):
                 resource = kube.resource(obj["apiVersion"], obj["kind"])
                 if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
                     kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
