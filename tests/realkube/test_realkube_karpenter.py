@@ -22,15 +22,19 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from geosched.core.models import Pricing
 from geosched.kube.client import APPLY_PATCH, Kube
+from geosched.kube.jobinput import parse_job_text
 from geosched.providers.nodegroups import karpenter
+from geosched.providers.nodegroups.karpenter_pin import pinned
 from geosched.providers.nodegroups.spec import Subnet, Target
 from geosched.providers.plan import Candidate
 from geosched_emulators import MotoServer
 from tests.providers.eks_support import one_subnet_cluster, subnet_cluster
 from tests.providers.prov_support import aws_env
 from tests.realkube import karpenter as standin
+from tests.realkube.cluster import apply
 from tests.realkube.plane import EKS, Plane
 from tests.realkube.realkube_support import (
+    Bound,
     compact_job,
     geosched,
     job_pods_selector,
@@ -260,3 +264,67 @@ def test_a_zone_that_refuses_for_capacity_moves_the_whole_gang_to_the_next_pool(
                 resource = kube.resource(obj["apiVersion"], obj["kind"])
                 if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
                     kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
+
+
+def _zone_pools(gang: str) -> tuple[karpenter.KarpenterPool, ...]:
+    targets = [Target(Candidate(provider="aws", region="us-east-1", zone=zone_id, instance_type="p5.48xlarge",
+                                gpu="H100", gpus=8, vcpus=192, pricing=Pricing.ON_DEMAND, node_usd_per_hour=98.32,
+                                usd_per_hour=98.32 * 4, gco2e_per_hour=None),
+                      EKS, Subnet(f"subnet-0{i}a1b2c3d4e5f6071", zone_id, zone))
+               for i, (zone, (zone_id, _)) in enumerate(SUBNETS.items())]
+    return karpenter.pools(targets, 2, gang=gang, owner="o-realkube", nodes=4, gpus_per_node=8,
+                           role="KarpenterNodeRole-eks-us-east-1")
+
+
+def _run_gang(kube: Kube, ns: str, name: str, pools: tuple[karpenter.KarpenterPool, ...], *,
+              hold: bool) -> list[Bound]:
+    """The compact job `name` pinned to `pools` (its gang affinity removed unless `hold`) run to all 4 pods bound;
+    where they were bound. The job is deleted after."""
+    job = parse_job_text(f"name: {name}\nworkers: 4\ngpu: H100\ngpus_per_worker: 8\nimage: ghcr.io/example/train:1\n"
+                         f"namespace: {ns}\n", f"{name}.yaml")
+    objects = pinned(job, pools)
+    if not hold:
+        template = objects[-1]["spec"]["template"]
+        del template["spec"]["affinity"]["podAffinity"]
+        del template["metadata"]["labels"]["geosched.io/gang"]
+    for obj in objects:
+        apply(kube, obj)
+    bound = wait_all_running(kube, ns, 4, job_pods_selector(name), timeout=180)
+    kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}", query={"propagationPolicy": "Background"})
+    wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods", label_selector=job_pods_selector(name))[0],
+               120, what=f"{name}'s pods gone")
+    return bound
+
+
+def test_the_gang_affinity_holds_the_gang_to_one_zone_when_both_pools_have_nodes(realkube: Plane, crds: None) -> None:
+    """The guarantee is kube-scheduler's (InterPodAffinity, self-affinity of the first pod): with 4 free nodes in
+    each of the two pools' zones, the pinned gang binds whole in one zone; the same pods without the gang affinity
+    spread over both (the default scheduler's soft zone spreading for pods a Service selects), so the check can
+    fail."""
+    pools = _zone_pools("kp-onezone")
+    made: list[str] = []
+    with realkube.namespace("karpenter-onezone", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
+        try:
+            for obj in karpenter.manifests(pools):
+                apply(kube, obj)
+            for p in pools:
+                stored = kube.get(f"/apis/karpenter.sh/v1/nodepools/{p.name}")
+                assert stored is not None
+                zone_id, cidr_base = SUBNETS[p.zone_name]
+                for node in standin.launch(stored, region="us-east-1", zone_id=zone_id, cidr_base=cidr_base):
+                    kube.request("POST", "/api/v1/nodes", body=node)
+                    made.append(node["metadata"]["name"])
+            assert len(made) == 8
+            free = _run_gang(kube, ns, "free", pools, hold=False)
+            held = _run_gang(kube, ns, "held", pools, hold=True)
+            assert {b.node for b in free + held} <= set(made)  # only the pools' nodes
+            assert len({b.zone for b in free}) == 2, free
+            assert len({b.zone for b in held}) == 1, held
+        finally:
+            for name in made:
+                kube.request("DELETE", f"/api/v1/nodes/{name}")
+            for p in pools:
+                for obj in reversed(karpenter.manifests([p])):
+                    resource = kube.resource(obj["apiVersion"], obj["kind"])
+                    if resource is not None and kube.get(resource.path(None, p.name)) is not None:
+                        kube.request("DELETE", resource.path(None, p.name))
