@@ -7,9 +7,9 @@ carbon and spot risk; the EKS cluster's subnets say which zones it can hold and 
 account), the first `--zones` zones the cluster holds are chosen, and `nodegroups/karpenter.py` renders the two
 objects for each, the pools weighted in plan order (Karpenter itself fails over to the next when a zone has no
 capacity); with a job (`up`), the job follows, its pods pinned to the pools and held to one zone
-(`nodegroups/karpenter_pin.py`). The YAML stream
-goes to stdout or `--out FILE` (written whole, atomically): commit it, and Argo CD or Flux applies it; Karpenter
-launches the nodes when the pods are pending.
+(`nodegroups/karpenter_pin.py`). The YAML stream goes to stdout or `--out FILE` (written whole, atomically; a
+file there is replaced only when --karpenter wrote it, `check_out`, so FILE may sit in a `gitops render` tree):
+commit it, and Argo CD or Flux applies it; Karpenter launches the nodes when the pods are pending.
 
 geosched creates nothing in the cloud or the cluster here, so nothing is journaled and `down` has nothing to
 delete: removing the file from the repository removes the pool, and Karpenter its nodes. Only the cluster is read
@@ -39,6 +39,31 @@ from geosched.store.db import Store
 
 if TYPE_CHECKING:
     from geosched.kube.jobinput import JobInput
+
+
+# The first line of every file `--karpenter` writes: what makes a file at --out geosched's to replace, as the files
+# of a `gitops render` tree carry a marker (geosched/gitops/files.py `wrote`). The file may sit in such a tree
+# (clusters/<cluster>/<namespace>/, beside the jobs a render wrote): without the marker there, it is nobody's to
+# overwrite, and a render's files (marked by their digest, not this line) are not --karpenter's either; a render
+# in turn leaves this file alone, it carries no digest.
+HEADER = "# Written by `geosched --karpenter`: Karpenter NodePools and EC2NodeClasses, and the job pinned to them.\n"
+
+
+def check_out(out: Path) -> None:
+    """--out may create a file, or replace one --karpenter wrote; anything else there (a hand-written manifest, a
+    `gitops render` job, a link, a directory) is refused, one line, before any call. Read through the gate: the
+    size is checked before a byte is read."""
+    from geosched.files.gate import Kind, read_bytes
+
+    if not out.is_symlink() and not out.exists():
+        return
+    where = escape(str(out))
+    if out.is_symlink() or not out.is_file():
+        raise InputError("--out", "", f"{where} is a link or not a regular file; --karpenter writes a new file or "
+                         "replaces one it wrote")
+    if not read_bytes(out, Kind.MANIFEST).startswith(HEADER.encode("utf-8")):
+        raise InputError("--out", "", f"{where} holds something `geosched --karpenter` did not write (its first "
+                         "line is not geosched's); move it away or choose another path")
 
 
 def role(cluster: str, given: str | None) -> str:
@@ -76,6 +101,8 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
     if problem is not None:
         raise InputError("--expire-after", "", problem)
     node_role_name = role(cluster_name, node_role)
+    if out is not None and not dry_run:
+        check_out(out)
     if name:
         check_gang_name(name)
     region = providers_cli._cluster_region(providers_cli._split(regions))
@@ -115,7 +142,7 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
             render.err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     from geosched.kube.render import to_yaml
 
-    text = to_yaml(manifests)
+    text = HEADER + to_yaml(manifests)
     c = targets[0].candidate
     first = pools[0]
     summary = (f"NodePool {first.name}: {nodes} x {c.instance_type} {first.capacity_type} in {first.zone_name} "

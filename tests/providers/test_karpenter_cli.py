@@ -243,3 +243,56 @@ def test_out_names_a_path_with_control_characters_escaped(home: Path, cluster: E
     assert result.exit_code == 0, result.output
     assert result.stdout == f"wrote {tmp_path}/pool\\x1b]0;owned\\x07.yaml\n"
     assert out.exists()
+
+
+def test_out_in_a_gitops_tree_replaces_only_what_karpenter_wrote(home: Path, cluster: EksCluster,
+                                                                 tmp_path: Path) -> None:
+    """The Karpenter file beside a `gitops render` tree's jobs: a render and its check leave it alone (it carries no
+    digest), and --out replaces only a file --karpenter wrote (its first line): never a render's job, a hand-written
+    file, or what a link points at; each refusal one line, exit 2, the file as it was."""
+    from geosched.files.fields import parse_time
+    from geosched.gitops import check_tree, render_tree
+    from geosched.providers.karpenter_cli import HEADER
+    from tests.gitops.gitops_support import AT, write_inputs
+
+    repo = tmp_path / "repo"
+    write_inputs(repo)
+    at = parse_time(AT, "test", "")
+
+    def render() -> tuple[tuple[str, ...], tuple[str, ...]]:
+        changes = render_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo, at=at).changes
+        return changes.written, changes.removed
+
+    render()
+    job = tmp_path / "train.yaml"
+    job.write_text("name: train\nimage: ghcr.io/example/train:1\nworkers: 2\ngpus_per_worker: 8\ngpu: A100\n",
+                   encoding="utf-8")
+
+    def up(out: Path) -> Any:
+        return run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter", "--out",
+                   str(out), "--name", "kp-tree")
+
+    out = repo / "clusters" / "west" / "default" / "train-karpenter.yaml"
+    assert up(out).exit_code == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith(HEADER)
+    assert render() == ((), ())  # the render writes nothing and removes nothing
+    assert check_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo).up_to_date
+    assert out.read_text(encoding="utf-8") == text
+    assert up(out).exit_code == 0  # its own file: replaced
+
+    render_job = repo / "clusters" / "west" / "default" / "beta.yaml"
+    hand = repo / "clusters" / "west" / "default" / "mine.yaml"
+    hand.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine}\n", encoding="utf-8")
+    link = repo / "clusters" / "west" / "default" / "link.yaml"
+    link.symlink_to(hand)
+    for path, reason in ((render_job, "holds something `geosched --karpenter` did not write"),
+                         (hand, "holds something `geosched --karpenter` did not write"),
+                         (link, "is a link or not a regular file"),
+                         (repo / "clusters", "is a link or not a regular file")):
+        before = path.read_bytes() if path.is_file() else None
+        result = up(path)
+        assert result.exit_code == EXIT_BAD_INPUT, result.output
+        assert str(result.exception).startswith(f"--out: {path} {reason}"), result.exception
+        assert (path.read_bytes() if path.is_file() else None) == before
+    assert check_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo).up_to_date
