@@ -185,8 +185,8 @@ AmiOpt = Annotated[str, typer.Option(
 DEFAULT_KARPENTER_ZONES = 3
 KarpenterZonesOpt = Annotated[int, typer.Option(
     "--zones", min=1, max=100, help="With --karpenter: one NodePool in each of the plan's first ZONES zones the "
-    "cluster holds, weighted in plan order, so Karpenter launches in the next when a zone has no capacity; the "
-    "job's pods are held to one zone (required pod affinity on topology.kubernetes.io/zone).")]
+    "cluster holds, weighted in plan order, so Karpenter launches in the next when a zone has no capacity; with "
+    "up, the job's pods are held to one zone (required pod affinity on topology.kubernetes.io/zone).")]
 ExpireAfterOpt = Annotated[str, typer.Option(
     "--expire-after", help="With --karpenter: the longest a node of the pool lives (a duration such as 720h, or "
     "Never); Karpenter replaces it then, running gang or not.")]
