@@ -328,3 +328,58 @@ def test_the_gang_affinity_holds_the_gang_to_one_zone_when_both_pools_have_nodes
                     resource = kube.resource(obj["apiVersion"], obj["kind"])
                     if resource is not None and kube.get(resource.path(None, p.name)) is not None:
                         kube.request("DELETE", resource.path(None, p.name))
+
+
+def test_a_gang_half_launched_in_one_zone_is_never_finished_in_another(realkube: Plane, crds: None) -> None:
+    """A partial refusal (2 of the first zone's 4 NodeClaims launched, the rest refused): the 2 pods bound there
+    hold the other 2 to that zone. When nodes of the second pool appear, the real kube-scheduler refuses them for
+    the pending pods ("didn't match pod affinity rules") and the gang stays whole in one zone, half pending: the
+    limit README states (the gang waits for its zone; geosched does not withdraw it)."""
+    pools = _zone_pools("kp-partial")
+    made: list[str] = []
+    with realkube.namespace("karpenter-partial", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
+        try:
+            for obj in karpenter.manifests(pools):
+                apply(kube, obj)
+            launched: list[list[dict[str, Any]]] = []
+            for p in pools:
+                stored = kube.get(f"/apis/karpenter.sh/v1/nodepools/{p.name}")
+                assert stored is not None
+                zone_id, cidr_base = SUBNETS[p.zone_name]
+                launched.append(standin.launch(stored, region="us-east-1", zone_id=zone_id, cidr_base=cidr_base))
+            first, second = launched
+            for node in first[:2]:  # the first pool's other 2 NodeClaims refused
+                kube.request("POST", "/api/v1/nodes", body=node)
+                made.append(node["metadata"]["name"])
+            job = parse_job_text("name: half\nworkers: 4\ngpu: H100\ngpus_per_worker: 8\n"
+                                 f"image: ghcr.io/example/train:1\nnamespace: {ns}\n", "half.yaml")
+            for obj in pinned(job, pools):
+                apply(kube, obj)
+            selector = job_pods_selector("half")
+
+            def bound() -> list[dict[str, Any]]:
+                return [p for p in kube.list_all(f"/api/v1/namespaces/{ns}/pods", label_selector=selector)[0]
+                        if p["spec"].get("nodeName")]
+
+            wait_until(lambda: len(bound()) == 2, 180, what="2 pods bound in the first zone")
+            for node in second:
+                kube.request("POST", "/api/v1/nodes", body=node)
+                made.append(node["metadata"]["name"])
+            # The scheduler retries the pending pods on the new nodes and says why it refuses them: only the second
+            # pool's nodes fail on pod affinity (the first's are full, the plane's others fail on node affinity).
+            wait_until(lambda: any("didn't match pod affinity rules" in (e.get("message") or "")
+                                   for e in kube.list_all(f"/api/v1/namespaces/{ns}/events",
+                                                          field_selector="reason=FailedScheduling")[0]),
+                       180, what="a FailedScheduling event naming the pod affinity")
+            on = {p["spec"]["nodeName"] for p in bound()}
+            assert len(on) == 2 and on <= {n["metadata"]["name"] for n in first[:2]}
+        finally:
+            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/half",
+                         query={"propagationPolicy": "Background"})
+            for name in made:
+                kube.request("DELETE", f"/api/v1/nodes/{name}")
+            for p in pools:
+                for obj in reversed(karpenter.manifests([p])):
+                    resource = kube.resource(obj["apiVersion"], obj["kind"])
+                    if resource is not None and kube.get(resource.path(None, p.name)) is not None:
+                        kube.request("DELETE", resource.path(None, p.name))
