@@ -151,6 +151,7 @@ def up_cmd(
     out: providers_cli.KarpenterOutOpt = None,
     ami: providers_cli.AmiOpt = "al2023",
     expire_after: providers_cli.ExpireAfterOpt = providers_cli.DEFAULT_EXPIRE_AFTER,
+    karpenter_zones: providers_cli.KarpenterZonesOpt = providers_cli.DEFAULT_KARPENTER_ZONES,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each cloud call to stderr.")] = False,
@@ -230,7 +231,8 @@ def up_cmd(
                     [where] if where else [], Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost,
                                                         carbon=DEFAULT_WEIGHTS.carbon,
                                                         spot_risk=DEFAULT_WEIGHTS.spot_risk),
-                    Rework(1.0, 0.25), name, dry_run, output, no_headers, out, ami, expire_after, job=job_input)
+                    Rework(1.0, 0.25), name, dry_run, output, no_headers, out, ami, expire_after, karpenter_zones,
+                    job=job_input)
         return
     from geosched.providers.gang import check_gang_name, new_gang_name
 

@@ -182,6 +182,11 @@ BuyCapacityBlockOpt = Annotated[bool, typer.Option(
 AmiOpt = Annotated[str, typer.Option(
     "--ami", help="With --karpenter: the EKS-optimized image family, al2023 or bottlerocket (its NVIDIA variant "
     "for GPU instances).")]
+DEFAULT_KARPENTER_ZONES = 3
+KarpenterZonesOpt = Annotated[int, typer.Option(
+    "--zones", min=1, max=100, help="With --karpenter: one NodePool in each of the plan's first ZONES zones the "
+    "cluster holds, weighted in plan order, so Karpenter launches in the next when a zone has no capacity; with "
+    "up, the job's pods are held to one zone (required pod affinity on topology.kubernetes.io/zone).")]
 ExpireAfterOpt = Annotated[str, typer.Option(
     "--expire-after", help="With --karpenter: the longest a node of the pool lives (a duration such as 720h, or "
     "Never); Karpenter replaces it then, running gang or not.")]
@@ -233,6 +238,7 @@ def provision_cmd(
     out: KarpenterOutOpt = None,
     ami: AmiOpt = "al2023",
     expire_after: ExpireAfterOpt = DEFAULT_EXPIRE_AFTER,
+    karpenter_zones: KarpenterZonesOpt = DEFAULT_KARPENTER_ZONES,
     capacity_block: CapacityBlockOpt = None,
     buy_capacity_block: BuyCapacityBlockOpt = False,
     capacity_block_starts_within: BlockStartsWithinOpt = 1.0,
@@ -274,7 +280,7 @@ def provision_cmd(
         render_pool(ctx, cluster[0], node_role, gpu, nodes, _pricing(spot, on_demand, auto), provider, regions,
                     Weights(network=0.0, cost=cost_weight, carbon=carbon_weight, spot_risk=risk_weight),
                     Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0), name, dry_run, output, no_headers, out,
-                    ami, expire_after)
+                    ami, expire_after, karpenter_zones)
         return
     if cluster:
         if resume_gang:

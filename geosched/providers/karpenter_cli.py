@@ -4,10 +4,12 @@ plans, reads the cluster, renders, writes.
 
 The same plan and cluster read as a managed node group (`provision --cluster`: plan.py ranks the zones by price,
 carbon and spot risk; the EKS cluster's subnets say which zones it can hold and each zone's *name* in this
-account), the first zone the cluster holds is chosen, and `nodegroups/karpenter.py` renders the two objects for it;
-with a job (`up`), the job follows, its pods pinned to the pool (`nodegroups/karpenter_pin.py`). The YAML stream
-goes to stdout or `--out FILE` (written whole, atomically): commit it, and Argo CD or Flux applies it; Karpenter
-launches the nodes when the pods are pending.
+account), the first `--zones` zones the cluster holds are chosen, and `nodegroups/karpenter.py` renders the two
+objects for each, the pools weighted in plan order (Karpenter itself fails over to the next when a zone has no
+capacity); with a job (`up`), the job follows, its pods pinned to the pools and held to one zone
+(`nodegroups/karpenter_pin.py`). The YAML stream goes to stdout or `--out FILE` (written whole, atomically; a
+file there is replaced only when --karpenter wrote it, `check_out`, so FILE may sit in a `gitops render` tree):
+commit it, and Argo CD or Flux applies it; Karpenter launches the nodes when the pods are pending.
 
 geosched creates nothing in the cloud or the cluster here, so nothing is journaled and `down` has nothing to
 delete: removing the file from the repository removes the pool, and Karpenter its nodes. Only the cluster is read
@@ -39,6 +41,31 @@ if TYPE_CHECKING:
     from geosched.kube.jobinput import JobInput
 
 
+# The first line of every file `--karpenter` writes: what makes a file at --out geosched's to replace, as the files
+# of a `gitops render` tree carry a marker (geosched/gitops/files.py `wrote`). The file may sit in such a tree
+# (clusters/<cluster>/<namespace>/, beside the jobs a render wrote): without the marker there, it is nobody's to
+# overwrite, and a render's files (marked by their digest, not this line) are not --karpenter's either; a render
+# in turn leaves this file alone, it carries no digest.
+HEADER = "# Written by `geosched --karpenter`: Karpenter NodePools and EC2NodeClasses, and the job pinned to them.\n"
+
+
+def check_out(out: Path) -> None:
+    """--out may create a file, or replace one --karpenter wrote; anything else there (a hand-written manifest, a
+    `gitops render` job, a link, a directory) is refused, one line, before any call. Read through the gate: the
+    size is checked before a byte is read."""
+    from geosched.files.gate import Kind, read_bytes
+
+    if not out.is_symlink() and not out.exists():
+        return
+    where = escape(str(out))
+    if out.is_symlink() or not out.is_file():
+        raise InputError("--out", "", f"{where} is a link or not a regular file; --karpenter writes a new file or "
+                         "replaces one it wrote")
+    if not read_bytes(out, Kind.MANIFEST).startswith(HEADER.encode("utf-8")):
+        raise InputError("--out", "", f"{where} holds something `geosched --karpenter` did not write (its first "
+                         "line is not geosched's); move it away or choose another path")
+
+
 def role(cluster: str, given: str | None) -> str:
     """The IAM role name of the EC2NodeClass: --node-role (a name or an ARN), else $GEOSCHED_EKS_NODE_ROLE, else
     the name Karpenter's getting-started guide creates, KarpenterNodeRole-<cluster>."""
@@ -55,7 +82,7 @@ def role(cluster: str, given: str | None) -> str:
 def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gpu: str, nodes: int,
                 pricing: PricingMode, provider: list[str], regions: list[str], weights: Weights, rework: Rework,
                 name: str | None, dry_run: bool, output: Output, no_headers: bool, out: Path | None,
-                ami: str, expire_after: str, job: JobInput | None = None) -> None:
+                ami: str, expire_after: str, zones: int = 1, job: JobInput | None = None) -> None:
     """Plan, read the cluster, render the pool (and the pinned job) and write it; the plan alone on a dry run."""
     from geosched.providers import cli as providers_cli  # the shared option checks; cli imports this module lazily
 
@@ -74,6 +101,8 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
     if problem is not None:
         raise InputError("--expire-after", "", problem)
     node_role_name = role(cluster_name, node_role)
+    if out is not None and not dry_run:
+        check_out(out)
     if name:
         check_gang_name(name)
     region = providers_cli._cluster_region(providers_cli._split(regions))
@@ -99,25 +128,29 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
                 raise typer.Exit(EXIT_NO_FIT)
             return
         owner = journal.owner(store)
-    target = targets[0]
     gang = name or new_gang_name()
-    pool = karpenter.pool(target, gang=gang, owner=owner, seq=1, nodes=nodes, gpus_per_node=per_node,
-                          role=node_role_name, ami=family, expire_after=expire_after)
-    manifests = karpenter.manifests(pool)
+    pools = karpenter.pools(targets, zones, gang=gang, owner=owner, nodes=nodes, gpus_per_node=per_node,
+                            role=node_role_name, ami=family, expire_after=expire_after)
+    manifests = karpenter.manifests(pools)
     if job is not None:
         from geosched.providers.nodegroups.karpenter_pin import pinned, unlaunchable
 
-        pinned_job = pinned(job, pool)
+        pinned_job = pinned(job, pools)
         manifests += pinned_job
         # Written anyway (the job's own constraint, as `gitops render` writes a pin no node admits), said first.
-        for line in unlaunchable(pinned_job, job, pool):
+        for line in unlaunchable(pinned_job, job, pools):
             render.err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     from geosched.kube.render import to_yaml
 
-    text = to_yaml(manifests)
-    c = target.candidate
-    summary = (f"NodePool {pool.name}: {nodes} x {c.instance_type} {pool.capacity_type} in {target.zone_name} "
+    text = HEADER + to_yaml(manifests)
+    c = targets[0].candidate
+    first = pools[0]
+    summary = (f"NodePool {first.name}: {nodes} x {c.instance_type} {first.capacity_type} in {first.zone_name} "
                f"({c.zone}, cluster {cluster_name}), ${c.usd_per_hour:,.2f}/h once Karpenter has launched them")
+    if len(pools) > 1:
+        summary += ("; should that zone refuse, Karpenter tries "
+                    + ", ".join(f"{p.name} in {p.zone_name}" for p in pools[1:]) + " in this order, the gang whole "
+                    "in one zone")
     if out is None:
         sys.stdout.write(text)
     else:

@@ -8,6 +8,7 @@ Shapes: EC2 CreateVpc / CreateSubnet (AvailabilityZoneId), EKS CreateCluster (re
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,11 +65,19 @@ def one_subnet_cluster(moto_url: str, name: str, zone_id: str, zone_name: str, c
     """The cluster `name` over one subnet `cidr` (in VPC 10.0.0.0/16) in `zone_id`, which moto must name
     `zone_name`: the realkube suites' EKS cluster as AWS knows it, named like the plane's, each suite with a /24 of
     its own (the kwok Nodes standing in for its machines take their addresses from it)."""
+    subnet_cluster(moto_url, name, [(zone_id, zone_name, cidr)])
+
+
+def subnet_cluster(moto_url: str, name: str, subnets: Sequence[tuple[str, str, str]]) -> None:
+    """`one_subnet_cluster` over several subnets: (zone ID, the name moto must give it, CIDR) each."""
     eks, ec2 = clients(moto_url)
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZoneId=zone_id)["Subnet"]
-    assert subnet["AvailabilityZone"] == zone_name
-    eks.create_cluster(name=name, roleArn=ROLE, resourcesVpcConfig={"subnetIds": [subnet["SubnetId"]]})
+    ids = []
+    for zone_id, zone_name, cidr in subnets:
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZoneId=zone_id)["Subnet"]
+        assert subnet["AvailabilityZone"] == zone_name
+        ids.append(subnet["SubnetId"])
+    eks.create_cluster(name=name, roleArn=ROLE, resourcesVpcConfig={"subnetIds": ids})
 
 
 def request(nodes: int = 2, pricing: PricingMode = PricingMode.ON_DEMAND) -> GangRequest:

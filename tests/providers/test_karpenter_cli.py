@@ -42,23 +42,34 @@ def requirement(np: dict[str, Any], key: str) -> list[str]:
 
 
 @pytest.mark.parametrize("market", ["--on-demand", "--spot"])
-def test_provision_renders_the_pool_in_the_first_zone_the_cluster_holds(home: Path, cluster: EksCluster,
-                                                                         market: str) -> None:
+def test_provision_renders_a_pool_per_zone_the_cluster_holds_weighted_in_plan_order(home: Path, cluster: EksCluster,
+                                                                                     market: str) -> None:
     args = ("provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8", "--nodes", "2",
             "--karpenter", market)
     plan = run(home, *args, "--dry-run", "-o", "json")
     assert plan.exit_code == 0, plan.output
-    first = json.loads(plan.stdout)["items"][0]
+    items = json.loads(plan.stdout)["items"]
+    first = items[0]
+    # The zones of the plan's rows in plan order, each once (a zone may hold several rows).
+    zone_order = list(dict.fromkeys(i["zone_name"] for i in items))
+    assert len(zone_order) == 2  # the cluster's two zones
     result = run(home, *args, "--name", "kp-gang")
     assert result.exit_code == 0, result.output
-    cls, np = docs(result.stdout)
-    for obj in (cls, np):
+    objects = docs(result.stdout)
+    for obj in objects:
         validate_manifest(obj)
-    assert (cls["kind"], np["kind"], np["metadata"]["name"]) == ("EC2NodeClass", "NodePool", "kp-gang-1")
+    assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool"] * 2
+    cls, np = objects[:2]
+    assert [o["metadata"]["name"] for o in objects] == ["kp-gang-1", "kp-gang-1", "kp-gang-2", "kp-gang-2"]
     # The plan's first zone the cluster has a subnet in (never use1-az1: no subnet there), by its name in this
     # account.
     assert first["zone"] != "use1-az1"
     assert requirement(np, "topology.kubernetes.io/zone") == [ZONES[first["zone"]]] == [first["zone_name"]]
+    # Each zone once, in plan order, weighted so Karpenter tries them in that order (higher first).
+    pools = objects[1::2]
+    assert [requirement(p, "topology.kubernetes.io/zone") for p in pools] == [[z] for z in zone_order]
+    assert [p["spec"]["weight"] for p in pools] == [100, 99]
+    assert [p["spec"]["template"]["spec"]["nodeClassRef"]["name"] for p in pools] == ["kp-gang-1", "kp-gang-2"]
     assert requirement(np, "node.kubernetes.io/instance-type") == ["p4d.24xlarge"]
     assert requirement(np, "karpenter.sh/capacity-type") == [market.removeprefix("--")]
     assert np["spec"]["limits"] == {"nvidia.com/gpu": "16"}
@@ -67,7 +78,13 @@ def test_provision_renders_the_pool_in_the_first_zone_the_cluster_holds(home: Pa
     assert cls["spec"]["role"] == f"KarpenterNodeRole-{cluster.name}"
     assert (f"NodePool kp-gang-1: 2 x p4d.24xlarge {market.removeprefix('--')} in {first['zone_name']} "
             f"({first['zone']}, cluster {cluster.name}), ${first['usd_per_hour']:,.2f}/h") in result.stderr
+    assert f"Karpenter tries kp-gang-2 in {zone_order[1]}" in result.stderr
     assert cluster.groups() == {}  # nothing created
+    # --zones 1: the first zone alone, as before failover.
+    one = run(home, *args, "--name", "kp-gang", "--zones", "1")
+    assert one.exit_code == 0, one.output
+    assert [o["metadata"]["name"] for o in docs(one.stdout)] == ["kp-gang-1", "kp-gang-1"]
+    assert docs(one.stdout)[1] == {**np, "spec": {**np["spec"], "weight": 100}}
 
 
 def test_up_writes_the_pool_and_the_job_pinned_to_it(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
@@ -82,17 +99,23 @@ def test_up_writes_the_pool_and_the_job_pinned_to_it(home: Path, cluster: EksClu
     assert result.exit_code == 0, result.output
     assert result.stdout == f"wrote {out}\n"
     objects = docs(out.read_text(encoding="utf-8"))
-    assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool", "Service", "Job"]
+    assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool"] * 2 + ["Service", "Job"]
     for obj in objects:
         validate_manifest(obj)
-    cls, np, _, job_obj = objects
+    cls, np, _, _, _, job_obj = objects
     assert cls["spec"]["amiSelectorTerms"] == [{"alias": "bottlerocket@latest"}]
     assert cls["spec"]["role"] == "KarpenterNodeRole-ml"
     assert np["spec"]["template"]["spec"]["expireAfter"] == "168h"
     pod = job_obj["spec"]["template"]
     [term] = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"]
-    assert {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["kp-up-1"]} in term["matchExpressions"]
+    assert {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["kp-up-1", "kp-up-2"]} \
+        in term["matchExpressions"]
+    # The whole gang in the zone of its first pod, whichever pool launches.
+    assert pod["metadata"]["labels"]["geosched.io/gang"] == "kp-up"
+    assert pod["spec"]["affinity"]["podAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"geosched.io/gang": "kp-up"}},
+         "topologyKey": "topology.kubernetes.io/zone"}]}
     assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
     assert cluster.groups() == {}
 
@@ -109,7 +132,7 @@ def test_up_takes_the_namespace_of_the_cluster_config(home: Path, cluster: EksCl
     assert result.exit_code == 0, result.output
     objects = docs(result.stdout)
     assert [(o["kind"], o["metadata"].get("namespace")) for o in objects] == [
-        ("EC2NodeClass", None), ("NodePool", None), ("Service", "research"), ("Job", "research")]
+        ("EC2NodeClass", None), ("NodePool", None)] * 2 + [("Service", "research"), ("Job", "research")]
 
 
 def test_up_warns_of_a_selector_no_node_of_the_pool_carries(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
@@ -132,7 +155,7 @@ spec:
 """, encoding="utf-8")
     result = run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter")
     assert result.exit_code == 0, result.output
-    assert [o["kind"] for o in docs(result.stdout)] == ["EC2NodeClass", "NodePool", "Job"]
+    assert [o["kind"] for o in docs(result.stdout)] == ["EC2NodeClass", "NodePool"] * 2 + ["Job"]
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1, result.stderr
     assert warnings[0].startswith("warning: Job/train spec.template: team.example.com/pool is not a label the pool's "
@@ -220,3 +243,56 @@ def test_out_names_a_path_with_control_characters_escaped(home: Path, cluster: E
     assert result.exit_code == 0, result.output
     assert result.stdout == f"wrote {tmp_path}/pool\\x1b]0;owned\\x07.yaml\n"
     assert out.exists()
+
+
+def test_out_in_a_gitops_tree_replaces_only_what_karpenter_wrote(home: Path, cluster: EksCluster,
+                                                                 tmp_path: Path) -> None:
+    """The Karpenter file beside a `gitops render` tree's jobs: a render and its check leave it alone (it carries no
+    digest), and --out replaces only a file --karpenter wrote (its first line): never a render's job, a hand-written
+    file, or what a link points at; each refusal one line, exit 2, the file as it was."""
+    from geosched.files.fields import parse_time
+    from geosched.gitops import check_tree, render_tree
+    from geosched.providers.karpenter_cli import HEADER
+    from tests.gitops.gitops_support import AT, write_inputs
+
+    repo = tmp_path / "repo"
+    write_inputs(repo)
+    at = parse_time(AT, "test", "")
+
+    def render() -> tuple[tuple[str, ...], tuple[str, ...]]:
+        changes = render_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo, at=at).changes
+        return changes.written, changes.removed
+
+    render()
+    job = tmp_path / "train.yaml"
+    job.write_text("name: train\nimage: ghcr.io/example/train:1\nworkers: 2\ngpus_per_worker: 8\ngpu: A100\n",
+                   encoding="utf-8")
+
+    def up(out: Path) -> Any:
+        return run(home, "up", str(job), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter", "--out",
+                   str(out), "--name", "kp-tree")
+
+    out = repo / "clusters" / "west" / "default" / "train-karpenter.yaml"
+    assert up(out).exit_code == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith(HEADER)
+    assert render() == ((), ())  # the render writes nothing and removes nothing
+    assert check_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo).up_to_date
+    assert out.read_text(encoding="utf-8") == text
+    assert up(out).exit_code == 0  # its own file: replaced
+
+    render_job = repo / "clusters" / "west" / "default" / "beta.yaml"
+    hand = repo / "clusters" / "west" / "default" / "mine.yaml"
+    hand.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine}\n", encoding="utf-8")
+    link = repo / "clusters" / "west" / "default" / "link.yaml"
+    link.symlink_to(hand)
+    for path, reason in ((render_job, "holds something `geosched --karpenter` did not write"),
+                         (hand, "holds something `geosched --karpenter` did not write"),
+                         (link, "is a link or not a regular file"),
+                         (repo / "clusters", "is a link or not a regular file")):
+        before = path.read_bytes() if path.is_file() else None
+        result = up(path)
+        assert result.exit_code == EXIT_BAD_INPUT, result.output
+        assert str(result.exception).startswith(f"--out: {path} {reason}"), result.exception
+        assert (path.read_bytes() if path.is_file() else None) == before
+    assert check_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo).up_to_date

@@ -22,15 +22,19 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from geosched.core.models import Pricing
 from geosched.kube.client import APPLY_PATCH, Kube
+from geosched.kube.jobinput import parse_job_text
 from geosched.providers.nodegroups import karpenter
+from geosched.providers.nodegroups.karpenter_pin import pinned
 from geosched.providers.nodegroups.spec import Subnet, Target
 from geosched.providers.plan import Candidate
 from geosched_emulators import MotoServer
-from tests.providers.eks_support import one_subnet_cluster
+from tests.providers.eks_support import one_subnet_cluster, subnet_cluster
 from tests.providers.prov_support import aws_env
 from tests.realkube import karpenter as standin
+from tests.realkube.cluster import apply
 from tests.realkube.plane import EKS, Plane
 from tests.realkube.realkube_support import (
+    Bound,
     compact_job,
     geosched,
     job_pods_selector,
@@ -93,7 +97,7 @@ def test_the_real_api_server_accepts_both_objects(realkube: Plane, crds: None, p
     p = karpenter.KarpenterPool(**{**{f: getattr(pool("kp-accept", 8, pricing), f)
                                       for f in karpenter.KarpenterPool.__dataclass_fields__}, "ami": ami})
     with realkube.kube(EKS) as kube:
-        for obj in karpenter.manifests(p):
+        for obj in karpenter.manifests([p]):
             stored = dry_run(kube, obj)
             # What the server would store is what geosched wrote (its defaults only added around it).
             assert contained(obj["spec"], stored["spec"]), (obj["spec"], stored["spec"])
@@ -180,3 +184,202 @@ def test_up_karpenter_then_gitops_apply_puts_the_gang_on_exactly_the_pools_nodes
                 resource = kube.resource(obj["apiVersion"], obj["kind"])
                 if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
                     kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
+
+
+# --- failover past the first zone --------------------------------------------------------------------------------
+
+ZONE_ID_B, ZONE_B = "use1-az1", "us-east-1b"  # moto's name for use1-az1 (tests/providers/eks_support.py ZONES)
+SUBNETS = {ZONE: (ZONE_ID, "10.0.32"), ZONE_B: (ZONE_ID_B, "10.0.33")}
+
+
+@pytest.fixture
+def moto_two_zones() -> Iterator[MotoServer]:
+    """The plane's EKS cluster as AWS knows it, over a subnet in each of two zones the catalog offers p5 in."""
+    with MotoServer() as server:
+        server.reset()
+        subnet_cluster(server.url, EKS, [(ZONE_ID, ZONE, "10.0.32.0/24"), (ZONE_ID_B, ZONE_B, "10.0.33.0/24")])
+        yield server
+
+
+def test_a_zone_that_refuses_for_capacity_moves_the_whole_gang_to_the_next_pool(
+        realkube: Plane, crds: None, moto_two_zones: MotoServer, tmp_path: Path) -> None:
+    """`up --karpenter` renders a pool per zone, weighted in plan order; the first-weighted zone refuses every
+    launch for capacity as Karpenter reports it (an InsufficientCapacityError event per NodeClaim, the NodeClaims
+    deleted); Karpenter's next pass launches the next pool, and the real kube-scheduler binds all 4 pods there,
+    none on the plane's free p5 nodes in us-east-1a."""
+    out = tmp_path / "gitops" / "train.yaml"
+    out.parent.mkdir()
+    with realkube.namespace("karpenter-failover", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
+        job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8, extra=f"namespace: {ns}\n")
+        proc = geosched("up", str(job), "--cluster", EKS, "--region", "us-east-1", "--karpenter", "--out", str(out),
+                        "--name", "kp-fail", env=aws_env(moto_two_zones.url), home=tmp_path / "home")
+        assert proc.returncode == 0, proc.stderr
+        objects = [d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d]
+        assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool"] * 2 + ["Service", "Job"]
+        written = [o for o in objects if o["kind"] == "NodePool"]
+        assert [p["spec"]["weight"] for p in written] == [100, 99]
+        zones = [standin.requirement(p, "topology.kubernetes.io/zone") for p in written]
+        assert sorted(zones) == sorted(SUBNETS)  # one pool in each of the cluster's zones
+        first, second = (p["metadata"]["name"] for p in written)
+        result = standin.Provisioned()
+        try:
+            applied = kubectl(realkube, EKS, "apply", "--server-side", "--field-manager", "gitops", "-f", str(out))
+            assert applied.returncode == 0, applied.stderr
+            # Karpenter acts on pending pods: the gang's 4, unbound (no node of either pool exists yet).
+            wait_until(lambda: len([p for p in kube.list_all(f"/api/v1/namespaces/{ns}/pods",
+                                                             label_selector=job_pods_selector("train"))[0]
+                                    if p["status"].get("phase") == "Pending" and not p["spec"].get("nodeName")]) == 4,
+                       120, what="the gang's 4 pods pending")
+            stored = [kube.get(f"/apis/karpenter.sh/v1/nodepools/{p['metadata']['name']}") for p in written]
+            assert all(stored)
+            result = standin.provision(kube, [dict(p) for p in stored if p], refuse={zones[0]}, region="us-east-1",
+                                       subnets=SUBNETS)
+            assert result.pool == second and len(result.refused) == 4 and len(result.nodes) == 4
+            # Karpenter's trace of the refusal: one InsufficientCapacityError event per refused NodeClaim, and no
+            # NodeClaim of the refused pool left; the launched ones Launched=True.
+            events = kube.list_all("/api/v1/namespaces/default/events",
+                                   field_selector="involvedObject.kind=NodeClaim,reason=InsufficientCapacityError")[0]
+            assert sorted(e["involvedObject"]["name"] for e in events
+                          if e["involvedObject"]["name"].startswith(f"{first}-")) == sorted(result.refused)
+            assert not kube.list_all(standin.NODECLAIMS, label_selector=f"karpenter.sh/nodepool={first}")[0]
+            launched = kube.list_all(standin.NODECLAIMS, label_selector=f"karpenter.sh/nodepool={second}")[0]
+            assert sorted(c["status"]["nodeName"] for c in launched) == sorted(result.nodes)
+            assert all(c["status"]["conditions"][0]["type"] == "Launched" for c in launched)
+            bound = wait_all_running(kube, ns, 4, job_pods_selector("train"), timeout=180)
+            # The whole gang on the second pool's nodes, in its one zone (the plane's free p5 nodes in us-east-1a
+            # took none).
+            assert sorted(b.node or "" for b in bound) == sorted(result.nodes)
+            assert {(b.zone, b.fleet_zone) for b in bound} == {(zones[1], SUBNETS[zones[1]][0])}
+            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
+                         query={"propagationPolicy": "Background"})
+            wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods",
+                                                 label_selector=job_pods_selector("train"))[0],
+                       120, what="the job's pods gone")
+        finally:
+            for name in result.nodes:
+                kube.request("DELETE", f"/api/v1/nodes/{name}")
+            for name in result.claims:
+                kube.request("DELETE", f"{standin.NODECLAIMS}/{name}")
+            for obj in reversed(objects[:4]):
+                resource = kube.resource(obj["apiVersion"], obj["kind"])
+                if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
+                    kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
+
+
+def _zone_pools(gang: str) -> tuple[karpenter.KarpenterPool, ...]:
+    targets = [Target(Candidate(provider="aws", region="us-east-1", zone=zone_id, instance_type="p5.48xlarge",
+                                gpu="H100", gpus=8, vcpus=192, pricing=Pricing.ON_DEMAND, node_usd_per_hour=98.32,
+                                usd_per_hour=98.32 * 4, gco2e_per_hour=None),
+                      EKS, Subnet(f"subnet-0{i}a1b2c3d4e5f6071", zone_id, zone))
+               for i, (zone, (zone_id, _)) in enumerate(SUBNETS.items())]
+    return karpenter.pools(targets, 2, gang=gang, owner="o-realkube", nodes=4, gpus_per_node=8,
+                           role="KarpenterNodeRole-eks-us-east-1")
+
+
+def _run_gang(kube: Kube, ns: str, name: str, pools: tuple[karpenter.KarpenterPool, ...], *,
+              hold: bool) -> list[Bound]:
+    """The compact job `name` pinned to `pools` (its gang affinity removed unless `hold`) run to all 4 pods bound;
+    where they were bound. The job is deleted after."""
+    job = parse_job_text(f"name: {name}\nworkers: 4\ngpu: H100\ngpus_per_worker: 8\nimage: ghcr.io/example/train:1\n"
+                         f"namespace: {ns}\n", f"{name}.yaml")
+    objects = pinned(job, pools)
+    if not hold:
+        template = objects[-1]["spec"]["template"]
+        del template["spec"]["affinity"]["podAffinity"]
+        del template["metadata"]["labels"]["geosched.io/gang"]
+    for obj in objects:
+        apply(kube, obj)
+    bound = wait_all_running(kube, ns, 4, job_pods_selector(name), timeout=180)
+    kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}", query={"propagationPolicy": "Background"})
+    wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods", label_selector=job_pods_selector(name))[0],
+               120, what=f"{name}'s pods gone")
+    return bound
+
+
+def test_the_gang_affinity_holds_the_gang_to_one_zone_when_both_pools_have_nodes(realkube: Plane, crds: None) -> None:
+    """The guarantee is kube-scheduler's (InterPodAffinity, self-affinity of the first pod): with 4 free nodes in
+    each of the two pools' zones, the pinned gang binds whole in one zone; the same pods without the gang affinity
+    spread over both (the default scheduler's soft zone spreading for pods a Service selects), so the check can
+    fail."""
+    pools = _zone_pools("kp-onezone")
+    made: list[str] = []
+    with realkube.namespace("karpenter-onezone", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
+        try:
+            for obj in karpenter.manifests(pools):
+                apply(kube, obj)
+            for p in pools:
+                stored = kube.get(f"/apis/karpenter.sh/v1/nodepools/{p.name}")
+                assert stored is not None
+                zone_id, cidr_base = SUBNETS[p.zone_name]
+                for node in standin.launch(stored, region="us-east-1", zone_id=zone_id, cidr_base=cidr_base):
+                    kube.request("POST", "/api/v1/nodes", body=node)
+                    made.append(node["metadata"]["name"])
+            assert len(made) == 8
+            free = _run_gang(kube, ns, "free", pools, hold=False)
+            held = _run_gang(kube, ns, "held", pools, hold=True)
+            assert {b.node for b in free + held} <= set(made)  # only the pools' nodes
+            assert len({b.zone for b in free}) == 2, free
+            assert len({b.zone for b in held}) == 1, held
+        finally:
+            for name in made:
+                kube.request("DELETE", f"/api/v1/nodes/{name}")
+            for p in pools:
+                for obj in reversed(karpenter.manifests([p])):
+                    resource = kube.resource(obj["apiVersion"], obj["kind"])
+                    if resource is not None and kube.get(resource.path(None, p.name)) is not None:
+                        kube.request("DELETE", resource.path(None, p.name))
+
+
+def test_a_gang_half_launched_in_one_zone_is_never_finished_in_another(realkube: Plane, crds: None) -> None:
+    """A partial refusal (2 of the first zone's 4 NodeClaims launched, the rest refused): the 2 pods bound there
+    hold the other 2 to that zone. When nodes of the second pool appear, the real kube-scheduler refuses them for
+    the pending pods ("didn't match pod affinity rules") and the gang stays whole in one zone, half pending: the
+    limit README states (the gang waits for its zone; geosched does not withdraw it)."""
+    pools = _zone_pools("kp-partial")
+    made: list[str] = []
+    with realkube.namespace("karpenter-partial", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
+        try:
+            for obj in karpenter.manifests(pools):
+                apply(kube, obj)
+            launched: list[list[dict[str, Any]]] = []
+            for p in pools:
+                stored = kube.get(f"/apis/karpenter.sh/v1/nodepools/{p.name}")
+                assert stored is not None
+                zone_id, cidr_base = SUBNETS[p.zone_name]
+                launched.append(standin.launch(stored, region="us-east-1", zone_id=zone_id, cidr_base=cidr_base))
+            first, second = launched
+            for node in first[:2]:  # the first pool's other 2 NodeClaims refused
+                kube.request("POST", "/api/v1/nodes", body=node)
+                made.append(node["metadata"]["name"])
+            job = parse_job_text("name: half\nworkers: 4\ngpu: H100\ngpus_per_worker: 8\n"
+                                 f"image: ghcr.io/example/train:1\nnamespace: {ns}\n", "half.yaml")
+            for obj in pinned(job, pools):
+                apply(kube, obj)
+            selector = job_pods_selector("half")
+
+            def bound() -> list[dict[str, Any]]:
+                return [p for p in kube.list_all(f"/api/v1/namespaces/{ns}/pods", label_selector=selector)[0]
+                        if p["spec"].get("nodeName")]
+
+            wait_until(lambda: len(bound()) == 2, 180, what="2 pods bound in the first zone")
+            for node in second:
+                kube.request("POST", "/api/v1/nodes", body=node)
+                made.append(node["metadata"]["name"])
+            # The scheduler retries the pending pods on the new nodes and says why it refuses them: only the second
+            # pool's nodes fail on pod affinity (the first's are full, the plane's others fail on node affinity).
+            wait_until(lambda: any("didn't match pod affinity rules" in (e.get("message") or "")
+                                   for e in kube.list_all(f"/api/v1/namespaces/{ns}/events",
+                                                          field_selector="reason=FailedScheduling")[0]),
+                       180, what="a FailedScheduling event naming the pod affinity")
+            on = {p["spec"]["nodeName"] for p in bound()}
+            assert len(on) == 2 and on <= {n["metadata"]["name"] for n in first[:2]}
+        finally:
+            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/half",
+                         query={"propagationPolicy": "Background"})
+            for name in made:
+                kube.request("DELETE", f"/api/v1/nodes/{name}")
+            for p in pools:
+                for obj in reversed(karpenter.manifests([p])):
+                    resource = kube.resource(obj["apiVersion"], obj["kind"])
+                    if resource is not None and kube.get(resource.path(None, p.name)) is not None:
+                        kube.request("DELETE", resource.path(None, p.name))

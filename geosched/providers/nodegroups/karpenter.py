@@ -2,7 +2,9 @@
 
 Where Karpenter runs in an EKS cluster, geosched does not create a managed node group: it writes the two objects
 Karpenter reads, pinned to the zone, instance type and capacity type the plan chose, and the user's GitOps applies
-them. Karpenter launches the nodes when the gang's pods (pinned by `karpenter_pin`) are pending.
+them. Karpenter launches the nodes when the gang's pods (pinned by `karpenter_pin`) are pending. With several zones
+(`weighted`), one pair per zone, the pools weighted in plan order: Karpenter's own failover between NodePools moves
+to the next zone when one refuses (insufficient capacity); `karpenter_pin` keeps the gang in one zone.
 
 In: one `spec.Target` (the plan's candidate and the cluster subnet of its zone: the zone *name* Karpenter's nodes
 carry in topology.kubernetes.io/zone comes from there, as the zone ID -> name mapping differs per account), the
@@ -32,7 +34,8 @@ its EC2NodeClass):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -60,6 +63,8 @@ DISCOVERY_TAG = "karpenter.sh/discovery"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 # Karpenter's default node lifetime (NodePool spec.template.spec.expireAfter default in the CRD).
 DEFAULT_EXPIRE_AFTER = "720h"
+# The NodePool CRD's bounds of spec.weight (minimum 1, maximum 100).
+MAX_WEIGHT = 100
 # The NodePool CRD's pattern for expireAfter.
 _DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)\Z")
 # An IAM role name (IAM API reference, CreateRole RoleName: 1-64 of [\w+=,.@-]); an ARN gives its last segment.
@@ -93,6 +98,8 @@ class KarpenterPool:
     role: str
     ami: Ami = Ami.AL2023
     expire_after: str = DEFAULT_EXPIRE_AFTER
+    # NodePool spec.weight (1-100): Karpenter tries pools of a higher weight first (`weighted`).
+    weight: int | None = None
 
 
 def capacity_type(pricing: Pricing) -> str:
@@ -121,6 +128,25 @@ def pool(target: Target, *, gang: str, owner: str, seq: int, nodes: int, gpus_pe
                          zone_name=target.zone_name, zone_id=c.zone, instance_type=c.instance_type, gpu=c.gpu,
                          capacity_type=capacity_type(c.pricing), nodes=nodes, gpus_per_node=gpus_per_node,
                          role=role, ami=ami, expire_after=expire_after)
+
+
+def pools(targets: Sequence[Target], zones: int, *, gang: str, owner: str, nodes: int, gpus_per_node: int,
+          role: str, ami: Ami = Ami.AL2023, expire_after: str = DEFAULT_EXPIRE_AFTER) -> tuple[KarpenterPool, ...]:
+    """The gang's pools for the first `zones` zones of the plan (`spec.targets`, in plan order), one per zone (the
+    zone's first target: two pools in one zone could finish a gang half-launched there with another instance
+    type), weighted so that Karpenter tries them in plan order. Karpenter orders NodePools by spec.weight, highest
+    first, before scheduling pending pods (sigs.k8s.io/karpenter pkg/controllers/provisioning/provisioner.go,
+    `nodepoolutils.OrderByWeight(nodePools)`; pkg/utils/nodepool/nodepool.go `OrderByWeight`), and after an
+    insufficient-capacity launch the AWS provider leaves the refused offering (instance type, zone, capacity type)
+    out for 3 minutes (aws/karpenter-provider-aws pkg/cache/cache.go `UnavailableOfferingsTTL`), so the next
+    pool's zone is the first that can launch. The CRD bounds weight to 1-100, so at most 100 zones."""
+    first_in_zone: dict[str, Target] = {}
+    for t in targets:
+        first_in_zone.setdefault(t.zone_name, t)
+    chosen = list(first_in_zone.values())[:min(zones, MAX_WEIGHT)]
+    return tuple(replace(pool(t, gang=gang, owner=owner, seq=i + 1, nodes=nodes, gpus_per_node=gpus_per_node,
+                              role=role, ami=ami, expire_after=expire_after), weight=MAX_WEIGHT - i)
+                 for i, t in enumerate(chosen))
 
 
 def _labels(p: KarpenterPool) -> dict[str, str]:
@@ -163,6 +189,7 @@ def nodepool(p: KarpenterPool) -> dict[str, Any]:
             # Only empty nodes are consolidated: an underutilized node of a running gang is not replaced (a gang
             # that loses one worker stops). consolidateAfter gives a restarting worker time to come back.
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
+            **({"weight": p.weight} if p.weight is not None else {}),
         },
     }
 
@@ -184,6 +211,6 @@ def ec2nodeclass(p: KarpenterPool) -> dict[str, Any]:
     }
 
 
-def manifests(p: KarpenterPool) -> list[dict[str, Any]]:
-    """In apply order: the class the pool refers to first."""
-    return [ec2nodeclass(p), nodepool(p)]
+def manifests(pools: Sequence[KarpenterPool]) -> list[dict[str, Any]]:
+    """In apply order: each class before the pool that refers to it."""
+    return [obj for p in pools for obj in (ec2nodeclass(p), nodepool(p))]
