@@ -287,6 +287,11 @@ def _run_gang(kube: Kube, ns: str, name: str, pools: tuple[karpenter.KarpenterPo
         template = objects[-1]["spec"]["template"]
         del template["spec"]["affinity"]["podAffinity"]
         del template["metadata"]["labels"]["geosched.io/gang"]
+        # The control must spread for sure, not by the scheduler's soft preference: a hard one-skew zone spread.
+        template["spec"]["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            # The Job controller labels its pods with this (batch/v1, Kubernetes 1.27+).
+            "labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}}}]
     for obj in objects:
         apply(kube, obj)
     bound = wait_all_running(kube, ns, 4, job_pods_selector(name), timeout=180)
@@ -299,8 +304,7 @@ def _run_gang(kube: Kube, ns: str, name: str, pools: tuple[karpenter.KarpenterPo
 def test_the_gang_affinity_holds_the_gang_to_one_zone_when_both_pools_have_nodes(realkube: Plane, crds: None) -> None:
     """The guarantee is kube-scheduler's (InterPodAffinity, self-affinity of the first pod): with 4 free nodes in
     each of the two pools' zones, the pinned gang binds whole in one zone; the same pods without the gang affinity
-    spread over both (the default scheduler's soft zone spreading for pods a Service selects), so the check can
-    fail."""
+    spread over both when a hard zone spread asks them to (the pools' zones both free), so the check can fail."""
     pools = _zone_pools("kp-onezone")
     made: list[str] = []
     with realkube.namespace("karpenter-onezone", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
