@@ -196,6 +196,6 @@ def test_the_declaration_reads_an_environment_mapping_blank_as_unset() -> None:
                              "GEOSCHED_REGIONS": "us-east-1, eu-west-1", "HOME": "/elsewhere"})
     assert (values.weights_cost, values.gcp_public_ips, values.aws_ami, values.regions) == (
         0.4, False, None, ("us-east-1", "eu-west-1"))
-    assert from_variables({}).ssh_user == settings.SSH_USER.default == "geosched"
+    assert from_variables({}).ssh_user == settings.default_of(settings.SSH_USER) == "geosched"
     with pytest.raises(InputError, match=r"^GEOSCHED_GCP_PUBLIC_IPS: expected yes or no, got a string \('maybe'\)$"):
         from_variables({"GEOSCHED_GCP_PUBLIC_IPS": "maybe"})

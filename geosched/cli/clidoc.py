@@ -127,9 +127,9 @@ def settings_md() -> str:
            "variable gives one.", "",
            "| key | variable | default | what |", "|---|---|---|---|"]
     for s in settings.SETTINGS:
-        default = s.shown_default if s.shown_default is not None else s.default
+        default = s.shown_default if s.shown_default is not None else settings.default_of(s)
         out.append(f"| `{s.key}` | `{s.env}` | {_cell(str(default)) if default is not None else '(none)'} | "
-                   f"{_cell(s.help)} |")
+                   f"{_cell(settings.help_of(s))} |")
     out += ["", f"`{settings.CONFIG_ENV}` names the config file itself."]
     return "\n".join(out) + "\n"
 

@@ -1,7 +1,7 @@
 """Every setting's type, default, help and check, declared once as a pydantic-settings model (`Values`): one field per
 setting, named as its config file key with `_` for the dot (`weights.cost` is `weights_cost`), read from its
-environment variable by alias. geosched.console.settings holds the names (key, variable, option) the CLI binds on
-`-h`, which must not import pydantic (tests/test_cli_startup.py); this module is imported when a value is read.
+environment variable by alias. geosched.console.setting_names holds the names (key, variable, option) the CLI binds
+on `-h`, which must not import pydantic (tests/test_cli_startup.py); this module is imported when a value is read.
 
 The checks are the functions below (each raises ValueError with the reason, which becomes the one line naming the file
 or variable and the key); a value from the environment is text, one from the file any YAML type, so each accepts both
@@ -24,7 +24,7 @@ from pydantic import BeforeValidator, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from geosched.console.settings import BY_KEY
+from geosched.console.setting_names import BY_KEY
 from geosched.core.errors import InputError
 from geosched.core.models import Weights as CoreWeights
 from geosched.files import gate

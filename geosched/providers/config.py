@@ -39,7 +39,7 @@ ENV_ADMIN_CIDRS = settings.ADMIN_CIDRS.env
 AWS_AMI_NAME_PATTERN = "Deep Learning*"
 # Google's Deep Learning VM images: CUDA and NVIDIA driver installed on first boot.
 GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
-DEFAULT_SSH_USER: str = settings.SSH_USER.default
+DEFAULT_SSH_USER: str = settings.default_of(settings.SSH_USER)
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
 # Who may reach port 22 of on-demand networks when nothing is configured: no one. SkyPilot opens it to the
 # world (login is key-only), but nothing here is open to the world unless its user chose so; `provision`
