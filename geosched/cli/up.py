@@ -48,6 +48,7 @@ from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 from geosched.core.errors import GeoschedError
 from geosched.kube import keys
 from geosched.providers import cli as providers_cli
+from geosched.providers import cliparts
 
 if TYPE_CHECKING:
     from geosched.core.models import NetworkView, Weights
@@ -327,7 +328,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
                              f"{' and '.join(provreq.EKS_CLASSES)}")
     job = read_job_file(job_file)
     gpu = f"{job.job.gpu}:{job.job.gpus_per_worker}"
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         plan, places, _, _ = providers_cli._nodegroup_sites(
             ctx, store, cluster_names, None, gpu, job.job.workers, pricing, [c or EKS for c in clouds_of], regions,
             Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
@@ -403,7 +404,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
         def open_kube(zone: provfailover.Zone) -> Kube:
             return Kube.open(zone.context, kubeconfig, name=zone.cluster)
 
-        with Store(providers_cli._home(ctx)) as store:
+        with Store(cliparts.state_home(ctx)) as store:
             queued = provfailover.queue_across(store, zones, open_kube=open_kube, gang=gang, request=plan.request,
                                                settings=provfailover.Settings(timeout_s=timeout_s),
                                                say=_say(output))
@@ -485,7 +486,7 @@ def _journalled(ctx: typer.Context, gang: str) -> bool:
     from geosched.providers import journal
     from geosched.store.db import Store
 
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         return journal.gang_record(store, gang) is not None
 
 
@@ -536,7 +537,7 @@ def _probe(ctx: typer.Context, group: str, ready: Sequence[str], context: str, k
     if measured == 0:
         return None
     view, samples = to_view(report, nodes)
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         store.add_samples(samples)
     return view
 
@@ -571,7 +572,7 @@ def _charge_to_job(ctx: typer.Context, gang: str, job: str) -> None:
     from geosched.providers.nodegroups import journal as nodegroup_journal
     from geosched.store.db import Store
 
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         nodegroup_journal.charge_to_job(store, gang, job)
 
 
@@ -580,7 +581,7 @@ def _teardown(ctx: typer.Context, gang: str) -> str:
     from geosched.providers.nodegroups import launch as nodegroup_launch
     from geosched.store.db import Store
 
-    with Store(providers_cli._home(ctx)) as store, providers_cli._provision_log(ctx, gang, False, Output.JSON,
+    with Store(cliparts.state_home(ctx)) as store, providers_cli._provision_log(ctx, gang, False, Output.JSON,
                                                                                 verb="down"):
         down = nodegroup_launch.down(store, gang)
     if down.errors:
