@@ -37,7 +37,6 @@ from geosched.clouds.aws import NAME as EKS
 from geosched.clouds.gcp import NAME as GKE
 from geosched.console.options import (
     DEFAULT_WEIGHTS,
-    JOB_KINDS,
     CostWeightOpt,
     NetworkWeightOpt,
     ZoneToleranceOpt,
@@ -47,6 +46,7 @@ from geosched.console.options import (
 from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 from geosched.core.errors import GeoschedError
 from geosched.kube import keys
+from geosched.kube.kinds import help_names as job_kinds
 from geosched.providers import cli as providers_cli
 from geosched.providers import cliparts
 
@@ -88,7 +88,7 @@ class UpFailed(GeoschedError):
 
 def up_cmd(
     ctx: typer.Context,
-    job_file: Annotated[Path, typer.Argument(metavar="JOB", help=f"Job file: compact geosched Job or a {JOB_KINDS}; "
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help=f"Job file: compact geosched Job or a {job_kinds()}; "
                                              "its workers, gpu and gpus per worker size the node group.")],
     cluster: Annotated[list[str], typer.Option(help="The EKS or GKE cluster to add the node group (pool) to. "
                                                "Repeat to fail over to the next cluster when every zone of one "
