@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from geosched import clouds
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -18,6 +20,13 @@ class Setting:
     option: str | None = None  # the CLI option (its parameter name) whose default this is, on every command
     shown_default: str | None = None  # the default as the docs say it, when it depends on the machine
     many: bool = False  # a list: gives a default only to an option that takes several values
+
+
+def _of_clouds() -> tuple[Setting, ...]:
+    """Each cloud's settings, as its module declares them (geosched.clouds: `CloudSpec.settings`), keyed
+    `<cloud>.<name>`: a cloud's settings live in its module, not here."""
+    return tuple(Setting(f"{spec.name}.{s.name}", s.env, None, s.shown_default)
+                 for spec in clouds.all_specs() for s in spec.settings)
 
 
 S = Setting
@@ -37,24 +46,16 @@ SETTINGS: tuple[Setting, ...] = (
     S("inventory", "GEOSCHED_INVENTORY"),
     S("ssh.public_key", "GEOSCHED_SSH_PUBLIC_KEY", None, "~/.ssh/id_ed25519.pub, id_ecdsa.pub or id_rsa.pub"),
     S("ssh.user", "GEOSCHED_SSH_USER"),
-    S("aws.regions", "GEOSCHED_AWS_REGIONS", None, "every region the account has"),
-    S("aws.ami", "GEOSCHED_AWS_AMI", None, "the newest 'Deep Learning*' AMI"),
-    S("aws.key_name", "GEOSCHED_AWS_KEY_NAME"),
-    S("aws.eks_node_role", "GEOSCHED_EKS_NODE_ROLE"),
-    S("gcp.project", "GEOSCHED_GCP_PROJECT"),
-    S("gcp.endpoint", "GEOSCHED_GCP_ENDPOINT", None, "Google's"),
-    S("gcp.gke_endpoint", "GEOSCHED_GKE_ENDPOINT", None, "Google's"),
-    S("gcp.image", "GEOSCHED_GCP_IMAGE", None, "Deep Learning VM family common-cu124-debian-11-py310"),
-    S("gcp.public_ips", "GEOSCHED_GCP_PUBLIC_IPS"),
+    *_of_clouds(),
     S("input_limits", "GEOSCHED_INPUT_LIMITS", None, "per kind, README"),
 )
 BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
 HOME, OUTPUT, POLICY = BY_KEY["home"], BY_KEY["output"], BY_KEY["policy"]
 ADMIN_CIDRS, TERRAFORM_OUTPUT, INVENTORY = BY_KEY["admin_cidrs"], BY_KEY["terraform_output"], BY_KEY["inventory"]
 SSH_PUBLIC_KEY, SSH_USER = BY_KEY["ssh.public_key"], BY_KEY["ssh.user"]
-AWS_REGIONS, AWS_AMI, AWS_KEY_NAME = BY_KEY["aws.regions"], BY_KEY["aws.ami"], BY_KEY["aws.key_name"]
-EKS_NODE_ROLE = BY_KEY["aws.eks_node_role"]
-GCP_PROJECT, GCP_ENDPOINT, GCP_IMAGE = BY_KEY["gcp.project"], BY_KEY["gcp.endpoint"], BY_KEY["gcp.image"]
-GCP_PUBLIC_IPS = BY_KEY["gcp.public_ips"]
-GKE_ENDPOINT = BY_KEY["gcp.gke_endpoint"]
 INPUT_LIMITS = BY_KEY["input_limits"]
+
+
+def of_cloud(cloud: str, name: str) -> Setting:
+    """The setting `name` a cloud declares (`of_cloud(gcp.NAME, "project")`)."""
+    return BY_KEY[f"{cloud}.{name}"]

@@ -10,7 +10,7 @@ config directory (`platformdirs.user_config_dir("geosched")`, on Linux `~/.confi
     output: json
     weights: {cost: 0.2, zone_tolerance: 0.1}
     admin_cidrs: [203.0.113.0/24]
-    aws: {regions: [us-east-1, us-west-2]}
+    aws: {regions: [us-east-1, us-west-2]}   # a cloud's own settings: declared in its module, geosched/clouds
 
 A setting with an `option` supplies that option's default on every command that has it: `bind` gives the
 option its environment variable (click reads it) and `default_map` gives click the config file's values (its
@@ -31,16 +31,7 @@ from typing import Any
 
 from geosched.console.setting_names import (
     ADMIN_CIDRS,
-    AWS_AMI,
-    AWS_KEY_NAME,
-    AWS_REGIONS,
     BY_KEY,
-    EKS_NODE_ROLE,
-    GCP_ENDPOINT,
-    GCP_IMAGE,
-    GCP_PROJECT,
-    GCP_PUBLIC_IPS,
-    GKE_ENDPOINT,
     HOME,
     INPUT_LIMITS,
     INVENTORY,
@@ -51,6 +42,7 @@ from geosched.console.setting_names import (
     SSH_USER,
     TERRAFORM_OUTPUT,
     Setting,
+    of_cloud,
 )
 from geosched.core.errors import InputError
 from geosched.files import gate
@@ -58,9 +50,8 @@ from geosched.files.fields import describe_document
 
 # The names are declared in geosched.console.setting_names and read here as `settings.HOME` etc., as before the
 # split (that module is apart so that settings_model, which this module imports, need not import this one).
-__all__ = ["ADMIN_CIDRS", "AWS_AMI", "AWS_KEY_NAME", "AWS_REGIONS", "BY_KEY", "EKS_NODE_ROLE", "GCP_ENDPOINT",
-           "GCP_IMAGE", "GCP_PROJECT", "GCP_PUBLIC_IPS", "GKE_ENDPOINT", "HOME", "INPUT_LIMITS", "INVENTORY", "OUTPUT",
-           "POLICY", "SETTINGS", "SSH_PUBLIC_KEY", "SSH_USER", "TERRAFORM_OUTPUT", "Setting"]
+__all__ = ["ADMIN_CIDRS", "BY_KEY", "HOME", "INPUT_LIMITS", "INVENTORY", "OUTPUT", "POLICY", "SETTINGS",
+           "SSH_PUBLIC_KEY", "SSH_USER", "TERRAFORM_OUTPUT", "Setting", "of_cloud"]
 
 CONFIG_ENV = "GEOSCHED_CONFIG"
 CONFIG_NAME = "config.yaml"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from geosched.clouds import aws as aws_cloud
 from geosched.console import settings as settings_table
 from geosched.console.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, RiskWeightOpt, deprecated, finite
 from geosched.console.output import NoHeadersOpt, Output, OutputOpt
@@ -24,6 +25,7 @@ from geosched.providers.cliparts import (
     CLUSTER_NAME_RE,
     DEFAULT_PROVIDERS,
     MESSAGE_CHARS,
+    NODE_ROLE,
     PLAN_ROWS,
     build_providers,
     cluster_cloud,
@@ -320,7 +322,7 @@ def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
 
 # --- provision --cluster: the gang as an EKS managed node group or a GKE node pool ----------------------
 
-ENV_NODE_ROLE = settings_table.EKS_NODE_ROLE.env
+ENV_NODE_ROLE = NODE_ROLE.env
 # `\Z`, not `$`: `$` also matches before a trailing newline, which a pasted ARN carries.
 _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}\Z")
 # A GKE cluster name (projects.locations.clusters create, Cluster.name: lowercase letters, digits and '-', at most
@@ -438,7 +440,7 @@ def _capacity_block(hours: int | None, buy: bool, nodes: int, pricing: PricingMo
             raise InputError("--buy-capacity-block", "", "consents to buy what --capacity-block HOURS asks for: "
                              "name the hours")
         return None
-    if any(p != "aws" for p in split_names(provider)):
+    if any(p != aws_cloud.NAME for p in split_names(provider)):
         raise InputError("--capacity-block", "", "Capacity Blocks are EC2's: use it with EKS clusters "
                          "(--provider aws)")
     if pricing is not PricingMode.ON_DEMAND:
@@ -481,7 +483,6 @@ def _nodegroup_sites(ctx: typer.Context, store: Store, cluster_names: Sequence[s
     """Every named cluster's backend, description and the zones of it the gang's one plan ranks, the clusters in
     the order they are tried (nodegroups/sites.py); the GPU model and GPUs per node. `--provider` and `--region`
     pair with the clusters in order, or give one value for all."""
-    from geosched.clouds import aws as aws_cloud
     from geosched.core.errors import InputError
     from geosched.providers.gang import plan_gang
     from geosched.providers.nodegroups import launch as nodegroup_launch
@@ -554,7 +555,7 @@ def _cluster_backend(cluster_name: str, provider: str | None, region_name: str |
         raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, "
                          "digits, '-' and '_', starting with a letter or digit)")
     region = cluster_region(regions)
-    role = node_role or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
+    role = node_role or settings_table.from_environment(NODE_ROLE, environ())
     if not dry_run:
         if role is None:
             raise InputError("--node-role", "", f"required to create a node group: the IAM role ARN its nodes "
@@ -696,7 +697,6 @@ def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[tuple[
     """Without a Terraform network: what the first launch per cloud makes sure exists (security group per AWS
     region, firewall rules per GCP project), and the line that says so. Said without any API call, so it cannot
     tell whether they exist already; they are created only when missing."""
-    from geosched.clouds import aws as aws_cloud
     from geosched.clouds import gcp as gcp_cloud
     from geosched.files.decl.provisioning import OnDemandNetwork
     from geosched.providers.base import ondemand_firewalls, ondemand_group, ondemand_summary
@@ -1089,7 +1089,6 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
     """Per cloud: is a Terraform network loaded, which regions (and zones) it covers, and does its owner
     agree with this store's (else every launch is refused before the first call)."""
     from geosched import clouds
-    from geosched.clouds import aws as aws_cloud
     from geosched.clouds import gcp as gcp_cloud
     from geosched.core.errors import InputError
     from geosched.providers.base import ondemand_summary

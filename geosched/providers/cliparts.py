@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from geosched.clouds import aws as aws_cloud
+from geosched.console import settings as settings_table
 from geosched.console.output import Output
 from geosched.providers import registry
 
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 
 
 DEFAULT_PROVIDERS = registry.CLOUDS
+# The IAM role of an EKS node group's nodes (`--node-role`'s default), a setting geosched.clouds.aws declares.
+NODE_ROLE = settings_table.of_cloud(aws_cloud.NAME, "eks_node_role")
 
 
 PLAN_ROWS = 15

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from geosched.clouds import aws as aws_cloud
 from geosched.console import render
 from geosched.console import settings as settings_table
 from geosched.console.output import Output
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 def role(cluster: str, given: str | None) -> str:
     """The IAM role name of the EC2NodeClass: --node-role (a name or an ARN), else $GEOSCHED_EKS_NODE_ROLE, else
     the name Karpenter's getting-started guide creates, KarpenterNodeRole-<cluster>."""
-    text = given or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
+    text = given or settings_table.from_environment(cliparts.NODE_ROLE, environ())
     if text is None:
         return f"KarpenterNodeRole-{cluster}"[:64]
     name = karpenter.role_name(text)
@@ -57,7 +58,7 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
                 name: str | None, dry_run: bool, output: Output, no_headers: bool, out: Path | None,
                 ami: str, expire_after: str, job: JobInput | None = None) -> None:
     """Plan, read the cluster, render the pool (and the pinned job) and write it; the plan alone on a dry run."""
-    if cliparts.cluster_cloud(cliparts.split_names(provider)) != "aws":
+    if cliparts.cluster_cloud(cliparts.split_names(provider)) != aws_cloud.NAME:
         raise InputError("--karpenter", "", "a Karpenter EC2NodeClass is for EKS (--provider aws); on GKE use a node "
                          "pool (--provider gcp without --karpenter)")
     if not cliparts.CLUSTER_NAME_RE.match(cluster_name):
@@ -76,13 +77,13 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
         check_gang_name(name)
     region = cliparts.cluster_region(cliparts.split_names(regions))
     model, per_node = cliparts.parse_gpu(gpu)
-    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=("aws",),
+    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=(aws_cloud.NAME,),
                           regions=(region,), weights=weights, rework=rework)
     from geosched.providers.nodegroups import launch as nodegroup_launch
     from geosched.providers.nodegroups.eks import Eks  # boto3: loaded when used (tests/test_cli_startup.py)
 
     backend = Eks(region, node_role=None)
-    providers = cliparts.build_providers(("aws",), cliparts.provider_settings(ctx))
+    providers = cliparts.build_providers((aws_cloud.NAME,), cliparts.provider_settings(ctx))
     if not dry_run:
         providers = cliparts.with_credentials(providers)
     with Store(cliparts.state_home(ctx)) as store:
