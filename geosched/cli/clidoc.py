@@ -105,9 +105,10 @@ def readme_commands(app: typer.Typer | None = None) -> str:
 
 def settings_md() -> str:
     out = ["# Settings", "",
-           "Generated from `geosched/console/settings.py` (the names) and `geosched/console/settings_model.py` (the "
-           "pydantic-settings declaration: types, defaults, help) by `python -m geosched.cli.clidoc` (scripts/docs); "
-           "do not edit by hand.", "",
+           "Generated from `geosched/console/setting_names.py` (the names), `geosched/console/settings_model.py` (the "
+           "pydantic-settings declaration: types, defaults, help) and each cloud's own settings in "
+           "`geosched/clouds/<cloud>.py` (`SETTINGS`) by `python -m geosched.cli.clidoc` (scripts/docs); do not edit "
+           "by hand.", "",
            "A value comes from, first found: the command-line flag, the environment variable, the config file, the "
            "built-in default. `geosched config show` lists every setting with its value and where it came from; "
            "`geosched config path` says where the config file is.", "",
