@@ -31,7 +31,7 @@ DEFAULT_WEIGHTS = Weights()
 
 def load_job(path: str | Path) -> Job:
     """A job file: geosched's compact form (YAML or JSON), or a Kubernetes job object of a kind geosched reads
-    (`geosched.console.options.JOB_KINDS`)."""
+    (`geosched.kube.kinds.help_names()`)."""
     return _load_job(Path(path))
 
 

@@ -62,3 +62,22 @@ def test_the_modules_that_ask_the_registry_get_each_clouds_answer() -> None:
     # The spot default: GCP documents one, the others are UNKNOWN without a signal.
     assert spotrisk.resolve("gcp") == spotrisk.GCP_DEFAULT
     assert spotrisk.resolve("coreweave") == spotrisk.UNKNOWN
+
+
+def test_a_clouds_settings_are_declared_in_its_module_and_nowhere_else() -> None:
+    # The config file's `<cloud>.*` keys, their variables, help and checks come from the cloud's SETTINGS; the
+    # settings table and the pydantic model name no cloud (issue 25 item 1).
+    from geosched.console import settings, settings_model
+
+    declared = {f"{spec.name}.{s.name}": (spec, s) for spec in clouds.all_specs() for s in spec.settings}
+    assert {"aws.regions", "aws.eks_node_role", "gcp.project", "gcp.public_ips"} <= set(declared)
+    assert {k for k in settings.BY_KEY if k.split(".")[0] in clouds.names()} == set(declared)
+    for key, (spec, s) in declared.items():
+        assert settings.of_cloud(spec.name, s.name).env == s.env
+        assert settings_model.field(key).description == s.help
+    envs = [s.env for s in settings.SETTINGS]
+    assert len(envs) == len(set(envs))
+    values = settings_model.from_variables({"GEOSCHED_AWS_REGIONS": "us-east-1,eu-west-1"})
+    assert values.of_cloud("aws")["regions"] == ("us-east-1", "eu-west-1")
+    assert values.of_cloud("gcp")["public_ips"] is True  # a flag's declared default
+    assert values.of_cloud("coreweave") == {}  # a Kubernetes-only cloud has no settings

@@ -11,7 +11,7 @@ from geosched.core import catalog
 from geosched.core.errors import InputError
 from geosched.core.gpus import GpuNameError, resolve
 from geosched.files.documents import parse_job
-from geosched.providers.cli import parse_gpu
+from geosched.providers.cliparts import parse_gpu
 from tests.test_cli import geosched
 
 KNOWN = catalog.gpu_models()

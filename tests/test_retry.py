@@ -61,6 +61,18 @@ def test_full_jitter_stays_within_the_step() -> None:
         assert max(pauses) > high * 0.9  # spread over the whole step, not a fixed pause
 
 
+def test_the_unjittered_schedule_is_the_ceiling_of_the_jittered_one_and_survives_days_of_retries() -> None:
+    # The scheduler mode's reconnects and requeues wait `delay` (no herd to spread): each step the cap backoff draws
+    # under, so the two schedules cannot drift apart.
+    policy = RetryPolicy(initial_s=0.5, max_s=30.0)
+    assert [policy.delay(n) for n in range(1, 10)] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert all(policy.backoff(n, Highest()) == policy.delay(n) for n in range(1, 40))
+    # A gang refused for days has retried past 2 ** 1024 (a float overflow); the wait stays the cap. initial_s 0
+    # (the scheduler's settings allow it) is no wait at all, at any step.
+    assert policy.delay(5000) == 30.0
+    assert RetryPolicy(initial_s=0.0, max_s=60.0).delay(5000) == 0.0
+
+
 def test_the_last_error_is_raised_after_the_attempts() -> None:
     clock = FakeClock()
     errors: list[Exception] = [Throttled() for _ in range(10)]

@@ -133,7 +133,7 @@ def test_the_provider_settings_read_the_config_file_for_unset_variables(monkeypa
                                                                          tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("admin_cidrs: 203.0.113.0/24\nssh: {user: ops}\ngcp: {project: p1}\n")
     monkeypatch.setenv(settings.CONFIG_ENV, str(tmp_path / "config.yaml"))
-    monkeypatch.setenv(settings.GCP_PROJECT.env, "p2")
+    monkeypatch.setenv(settings.of_cloud("gcp", "project").env, "p2")
     s = provider_config.from_env(settings.environ(), tmp_path)
     assert (s.admin_cidrs, s.ssh_user, s.gcp.project) == (("203.0.113.0/24",), "ops", "p2")
 
@@ -168,11 +168,11 @@ def test_every_geosched_variable_the_code_reads_is_in_the_table() -> None:
 
 
 def test_provider_settings_parse_their_variables_through_the_table(tmp_path: Path) -> None:
-    s = provider_config.from_env({settings.AWS_REGIONS.env: " us-east-1, eu-west-1 ",
+    s = provider_config.from_env({settings.of_cloud("aws", "regions").env: " us-east-1, eu-west-1 ",
                                   settings.SSH_USER.env: "ops"}, tmp_path)
     assert (s.aws.regions, s.ssh_user, s.gcp.project) == (("us-east-1", "eu-west-1"), "ops", None)
     with pytest.raises(InputError, match=r"^GEOSCHED_AWS_REGIONS: expected at least one name"):
-        provider_config.from_env({settings.AWS_REGIONS.env: ","}, tmp_path)
+        provider_config.from_env({settings.of_cloud("aws", "regions").env: ","}, tmp_path)
 
 
 def test_the_names_and_the_declaration_agree() -> None:
@@ -194,8 +194,8 @@ def test_the_declaration_reads_an_environment_mapping_blank_as_unset() -> None:
 
     values = from_variables({"GEOSCHED_COST_WEIGHT": "0.4", "GEOSCHED_GCP_PUBLIC_IPS": "no", "GEOSCHED_AWS_AMI": " ",
                              "GEOSCHED_REGIONS": "us-east-1, eu-west-1", "HOME": "/elsewhere"})
-    assert (values.weights_cost, values.gcp_public_ips, values.aws_ami, values.regions) == (
-        0.4, False, None, ("us-east-1", "eu-west-1"))
-    assert from_variables({}).ssh_user == settings.SSH_USER.default == "geosched"
+    assert (values.weights_cost, values.of_cloud("gcp")["public_ips"], values.of_cloud("aws")["ami"],
+            values.regions) == (0.4, False, None, ("us-east-1", "eu-west-1"))
+    assert from_variables({}).ssh_user == settings.default_of(settings.SSH_USER) == "geosched"
     with pytest.raises(InputError, match=r"^GEOSCHED_GCP_PUBLIC_IPS: expected yes or no, got a string \('maybe'\)$"):
         from_variables({"GEOSCHED_GCP_PUBLIC_IPS": "maybe"})

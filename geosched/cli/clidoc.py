@@ -105,9 +105,10 @@ def readme_commands(app: typer.Typer | None = None) -> str:
 
 def settings_md() -> str:
     out = ["# Settings", "",
-           "Generated from `geosched/console/settings.py` (the names) and `geosched/console/settings_model.py` (the "
-           "pydantic-settings declaration: types, defaults, help) by `python -m geosched.cli.clidoc` (scripts/docs); "
-           "do not edit by hand.", "",
+           "Generated from `geosched/console/setting_names.py` (the names), `geosched/console/settings_model.py` (the "
+           "pydantic-settings declaration: types, defaults, help) and each cloud's own settings in "
+           "`geosched/clouds/<cloud>.py` (`SETTINGS`) by `python -m geosched.cli.clidoc` (scripts/docs); do not edit "
+           "by hand.", "",
            "A value comes from, first found: the command-line flag, the environment variable, the config file, the "
            "built-in default. `geosched config show` lists every setting with its value and where it came from; "
            "`geosched config path` says where the config file is.", "",
@@ -127,9 +128,9 @@ def settings_md() -> str:
            "variable gives one.", "",
            "| key | variable | default | what |", "|---|---|---|---|"]
     for s in settings.SETTINGS:
-        default = s.shown_default if s.shown_default is not None else s.default
+        default = s.shown_default if s.shown_default is not None else settings.default_of(s)
         out.append(f"| `{s.key}` | `{s.env}` | {_cell(str(default)) if default is not None else '(none)'} | "
-                   f"{_cell(s.help)} |")
+                   f"{_cell(settings.help_of(s))} |")
     out += ["", f"`{settings.CONFIG_ENV}` names the config file itself."]
     return "\n".join(out) + "\n"
 

@@ -20,7 +20,6 @@ from geosched.cli.up import up_cmd
 from geosched.console import catalog_view, settings
 from geosched.console.options import (
     DEFAULT_WEIGHTS,
-    JOB_KINDS,
     CarbonBasisOpt,
     CarbonForecastOpt,
     CarbonHourlyOpt,
@@ -42,6 +41,7 @@ from geosched.core.models import Candidate
 from geosched.gitops.cli import app as gitops_app
 from geosched.grid.formats import Basis
 from geosched.kube import cli as kube_cli
+from geosched.kube.kinds import help_names as job_kinds
 from geosched.kube.multikueue import cli as multikueue_cli
 from geosched.probes import cli as probes_cli
 from geosched.providers import cli as providers_cli
@@ -209,7 +209,7 @@ StoreOpt = Annotated[bool, typer.Option("--store", help="The store's fleet (impo
 @app.command()
 def place(
     job_file: Annotated[Path, typer.Argument(metavar="JOB", help="Job file: compact geosched Job (YAML/JSON) "
-                                             f"or a {JOB_KINDS}; - reads it from standard input.")],
+                                             f"or a {job_kinds()}; - reads it from standard input.")],
     fleet: FleetOpt = None,
     network: NetworkOpt = None,
     snapshot: SnapshotOpt = None,

@@ -44,7 +44,6 @@ from geosched.clouds.aws import NAME as EKS
 from geosched.clouds.gcp import NAME as GKE
 from geosched.console.options import (
     DEFAULT_WEIGHTS,
-    JOB_KINDS,
     CostWeightOpt,
     NetworkWeightOpt,
     ZoneToleranceOpt,
@@ -54,7 +53,9 @@ from geosched.console.options import (
 from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 from geosched.core.errors import GeoschedError
 from geosched.kube import keys
+from geosched.kube.kinds import help_names as job_kinds
 from geosched.providers import cli as providers_cli
+from geosched.providers import cliparts
 
 if TYPE_CHECKING:
     from geosched.core.models import NetworkView, Weights
@@ -95,7 +96,7 @@ class UpFailed(GeoschedError):
 
 def up_cmd(
     ctx: typer.Context,
-    job_file: Annotated[Path, typer.Argument(metavar="JOB", help=f"Job file: compact geosched Job or a {JOB_KINDS}; "
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help=f"Job file: compact geosched Job or a {job_kinds()}; "
                                              "its workers, gpu and gpus per worker size the node group.")],
     cluster: Annotated[list[str], typer.Option(help="The EKS or GKE cluster to add the node group (pool) to. "
                                                "Repeat to fail over to the next cluster when every zone of one "
@@ -430,7 +431,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
                              f"{' and '.join(provreq.EKS_CLASSES)}")
     job = read_job_file(job_file)
     gpu = f"{job.job.gpu}:{job.job.gpus_per_worker}"
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         plan, places, _, _ = providers_cli._nodegroup_sites(
             ctx, store, cluster_names, None, gpu, job.job.workers, pricing, [c or EKS for c in clouds_of], regions,
             Weights(network=0.0, cost=DEFAULT_WEIGHTS.cost, carbon=DEFAULT_WEIGHTS.carbon,
@@ -506,7 +507,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
         def open_kube(zone: provfailover.Zone) -> Kube:
             return Kube.open(zone.context, kubeconfig, name=zone.cluster)
 
-        with Store(providers_cli._home(ctx)) as store:
+        with Store(cliparts.state_home(ctx)) as store:
             queued = provfailover.queue_across(store, zones, open_kube=open_kube, gang=gang, request=plan.request,
                                                settings=provfailover.Settings(timeout_s=timeout_s),
                                                say=_say(output))
@@ -588,7 +589,7 @@ def _journalled(ctx: typer.Context, gang: str) -> bool:
     from geosched.providers import journal
     from geosched.store.db import Store
 
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         return journal.gang_record(store, gang) is not None
 
 
@@ -639,7 +640,7 @@ def _probe(ctx: typer.Context, group: str, ready: Sequence[str], context: str, k
     if measured == 0:
         return None
     view, samples = to_view(report, nodes)
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         store.add_samples(samples)
     return view
 
@@ -674,7 +675,7 @@ def _charge_to_job(ctx: typer.Context, gang: str, job: str) -> None:
     from geosched.providers.nodegroups import journal as nodegroup_journal
     from geosched.store.db import Store
 
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         nodegroup_journal.charge_to_job(store, gang, job)
 
 
@@ -683,7 +684,7 @@ def _teardown(ctx: typer.Context, gang: str) -> str:
     from geosched.providers.nodegroups import launch as nodegroup_launch
     from geosched.store.db import Store
 
-    with Store(providers_cli._home(ctx)) as store, providers_cli._provision_log(ctx, gang, False, Output.JSON,
+    with Store(cliparts.state_home(ctx)) as store, providers_cli._provision_log(ctx, gang, False, Output.JSON,
                                                                                 verb="down"):
         down = nodegroup_launch.down(store, gang)
     if down.errors:

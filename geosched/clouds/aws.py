@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from geosched.clouds.spec import CloudSpec, NodeShape
+from geosched.clouds.spec import CloudSetting, CloudSpec, NodeShape
 
 NAME = "aws"
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
@@ -36,6 +36,16 @@ def provider_id(zone_label: str, name: str, project: str) -> str:
     return f"aws:///{zone_label}/i-0{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
+# Credentials and endpoints are boto3's own (its chain of AWS_* variables, ~/.aws, instance roles): not settings.
+SETTINGS = (
+    CloudSetting("regions", "GEOSCHED_AWS_REGIONS", "AWS regions geosched looks in (sweep, status, refresh).", "names",
+                 shown_default="every region the account has"),
+    CloudSetting("ami", "GEOSCHED_AWS_AMI", "AMI to launch.", shown_default="the newest 'Deep Learning*' AMI"),
+    CloudSetting("key_name", "GEOSCHED_AWS_KEY_NAME", "EC2 key pair to launch with."),
+    CloudSetting("eks_node_role", "GEOSCHED_EKS_NODE_ROLE", "IAM role ARN the nodes of an EKS node group geosched "
+                 "creates run as (`provision --cluster`, `--node-role`)."),
+)
+
 SPEC = CloudSpec(
     name=NAME,
     title="AWS",
@@ -51,6 +61,7 @@ SPEC = CloudSpec(
     network_endpoint="region",
     ccf_cpu_watts=(0.74, 3.5),
     terraform_module="terraform/modules/aws-gpu-region",
+    settings=SETTINGS,
     sources=(
         "github.com/kubernetes/cloud-provider-aws (providerID, #855 zone-id label)",
         "docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html",

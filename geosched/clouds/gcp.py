@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from geosched.clouds.spec import CloudSpec, NodeShape
+from geosched.clouds.spec import CloudSetting, CloudSpec, NodeShape
 
 NAME = "gcp"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -46,6 +46,21 @@ def provider_id(zone_label: str, name: str, project: str) -> str:
     return f"gce://{project}/{zone_label}/{name}"
 
 
+# Credentials are google.auth's application default credentials: not settings.
+SETTINGS = (
+    CloudSetting("project", "GEOSCHED_GCP_PROJECT", "GCP project."),
+    CloudSetting("endpoint", "GEOSCHED_GCP_ENDPOINT", "Compute Engine API endpoint (an emulator, a private endpoint).",
+                 shown_default="Google's"),
+    CloudSetting("gke_endpoint", "GEOSCHED_GKE_ENDPOINT", "GKE (container) API endpoint for node pools (`provision "
+                 "--cluster --provider gcp`, `up`): an emulator, a private endpoint. An http:// endpoint is called "
+                 "without credentials.", shown_default="Google's"),
+    CloudSetting("image", "GEOSCHED_GCP_IMAGE", "Image to launch.",
+                 shown_default="Deep Learning VM family common-cu124-debian-11-py310"),
+    CloudSetting("public_ips", "GEOSCHED_GCP_PUBLIC_IPS", "Give VMs geosched launches on GCP an external address (no: "
+                 "reach them by internal address, from inside the VPC, a bastion or a VPN). With a Terraform network, "
+                 "the module's `public_ips` decides.", "flag", default=True),
+)
+
 SPEC = CloudSpec(
     name=NAME,
     title="GCP",
@@ -61,6 +76,7 @@ SPEC = CloudSpec(
     spot_daily_preemption=DAILY_PREEMPTION,
     ccf_cpu_watts=(0.68, 4.11),
     terraform_module="terraform/modules/gcp-gpu-region",
+    settings=SETTINGS,
     sources=(
         "github.com/kubernetes/cloud-provider-gcp (providerID)",
         "cloud.google.com/kubernetes-engine/docs/how-to/gpus",

@@ -41,6 +41,20 @@ def no_labels(_: NodeShape) -> Mapping[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class CloudSetting:
+    """One setting of a cloud, declared by its module: `<cloud>.<name>` in the config file, its environment variable,
+    its help. geosched.console.setting_names lists it with the others, geosched.console.settings_model checks it
+    (`check`: a non-empty text, comma-separated names, or yes/no) and docs/settings.md shows it."""
+
+    name: str
+    env: str
+    help: str
+    check: Literal["text", "names", "flag"] = "text"
+    default: bool | None = None  # a flag's default; the others default to unset
+    shown_default: str | None = None  # the default as the docs say it, when it depends on the account or machine
+
+
+@dataclass(frozen=True, slots=True)
 class CloudSpec:
     # The provider name fleets, catalogs, stores and `--provider` use.
     name: str
@@ -80,5 +94,7 @@ class CloudSpec:
     ccf_cpu_watts: tuple[float, float] | None = None
     # geosched's Terraform module for its network (a path in the repository), None when there is none.
     terraform_module: str | None = None
+    # Its settings (`<name>.<setting>` in the config file; docs/settings.md), in the order the docs list them.
+    settings: tuple[CloudSetting, ...] = ()
     # Sources of the shapes above, for the reader.
     sources: tuple[str, ...] = field(default=())

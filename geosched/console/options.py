@@ -13,12 +13,6 @@ import typer
 from geosched.core.models import Weights
 from geosched.grid.formats import Basis
 
-# The Kubernetes job kinds geosched reads, as every command's help names them: the served kinds of the registry
-# (geosched.kube.kinds), one module each. Written out, not read from the registry, because importing it for `-h` costs
-# about 0.15 s (the kinds' readers and geosched.kube.config); tests/kube/test_kube_kinds.py holds the two equal, so a
-# new kind's module fails that test until it is named here, and no help text lists kinds on its own.
-JOB_KINDS = "batch/v1 Job, JobSet, PyTorchJob, TrainJob, LeaderWorkerSet"
-
 # The one default of each weight, on every verb that takes it (geosched/console/settings.py: also from the environment
 # and the config file).
 DEFAULT_WEIGHTS = Weights()

@@ -10,7 +10,7 @@ config directory (`platformdirs.user_config_dir("geosched")`, on Linux `~/.confi
     output: json
     weights: {cost: 0.2, zone_tolerance: 0.1}
     admin_cidrs: [203.0.113.0/24]
-    aws: {regions: [us-east-1, us-west-2]}
+    aws: {regions: [us-east-1, us-west-2]}   # a cloud's own settings: declared in its module, geosched/clouds
 
 A setting with an `option` supplies that option's default on every command that has it: `bind` gives the
 option its environment variable (click reads it) and `default_map` gives click the config file's values (its
@@ -25,78 +25,49 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from geosched.console.setting_names import (
+    ADMIN_CIDRS,
+    BY_KEY,
+    HOME,
+    INPUT_LIMITS,
+    INVENTORY,
+    OUTPUT,
+    POLICY,
+    SETTINGS,
+    SSH_PUBLIC_KEY,
+    SSH_USER,
+    TERRAFORM_OUTPUT,
+    Setting,
+    of_cloud,
+)
 from geosched.core.errors import InputError
 from geosched.files import gate
 from geosched.files.fields import describe_document
+
+# The names are declared in geosched.console.setting_names and read here as `settings.HOME` etc., as before the
+# split (that module is apart so that settings_model, which this module imports, need not import this one).
+__all__ = ["ADMIN_CIDRS", "BY_KEY", "HOME", "INPUT_LIMITS", "INVENTORY", "OUTPUT", "POLICY", "SETTINGS",
+           "SSH_PUBLIC_KEY", "SSH_USER", "TERRAFORM_OUTPUT", "Setting", "of_cloud"]
 
 CONFIG_ENV = "GEOSCHED_CONFIG"
 CONFIG_NAME = "config.yaml"
 
 
-@dataclass(frozen=True)
-class Setting:
-    key: str  # in the config file; a dot is a nesting level (`weights.cost` is `weights: {cost: ...}`)
-    env: str
-    option: str | None = None  # the CLI option (its parameter name) whose default this is, on every command
-    shown_default: str | None = None  # the default as the docs say it, when it depends on the machine
-    many: bool = False  # a list: gives a default only to an option that takes several values
+def default_of(setting: Setting) -> Any:
+    """The setting's built-in default, as geosched.console.settings_model declares it (imports pydantic)."""
+    from geosched.console import settings_model
 
-    @property
-    def default(self) -> Any:
-        from geosched.console import settings_model
-
-        return settings_model.field(self.key).default
-
-    @property
-    def help(self) -> str:
-        from geosched.console import settings_model
-
-        return settings_model.field(self.key).description or ""
+    return settings_model.field(setting.key).default
 
 
-S = Setting
-SETTINGS: tuple[Setting, ...] = (
-    S("home", "GEOSCHED_HOME", "home", "platformdirs.user_data_dir('geosched') (Linux: ~/.local/share/geosched)"),
-    S("output", "GEOSCHED_OUTPUT", "output"),
-    S("policy", "GEOSCHED_POLICY", "policy"),
-    S("weights.network", "GEOSCHED_NETWORK_WEIGHT", "network_weight"),
-    S("weights.cost", "GEOSCHED_COST_WEIGHT", "cost_weight"),
-    S("weights.carbon", "GEOSCHED_CARBON_WEIGHT", "carbon_weight"),
-    S("weights.zone_tolerance", "GEOSCHED_ZONE_TOLERANCE", "zone_tolerance"),
-    S("weights.spot_risk", "GEOSCHED_RISK_WEIGHT", "risk_weight"),
-    S("providers", "GEOSCHED_PROVIDERS", "provider", "aws,gcp", many=True),
-    S("regions", "GEOSCHED_REGIONS", "regions", "all", many=True),
-    S("admin_cidrs", "GEOSCHED_ADMIN_CIDRS"),
-    S("terraform_output", "GEOSCHED_TERRAFORM_OUTPUT"),
-    S("inventory", "GEOSCHED_INVENTORY"),
-    S("ssh.public_key", "GEOSCHED_SSH_PUBLIC_KEY", None, "~/.ssh/id_ed25519.pub, id_ecdsa.pub or id_rsa.pub"),
-    S("ssh.user", "GEOSCHED_SSH_USER"),
-    S("aws.regions", "GEOSCHED_AWS_REGIONS", None, "every region the account has"),
-    S("aws.ami", "GEOSCHED_AWS_AMI", None, "the newest 'Deep Learning*' AMI"),
-    S("aws.key_name", "GEOSCHED_AWS_KEY_NAME"),
-    S("aws.eks_node_role", "GEOSCHED_EKS_NODE_ROLE"),
-    S("gcp.project", "GEOSCHED_GCP_PROJECT"),
-    S("gcp.endpoint", "GEOSCHED_GCP_ENDPOINT", None, "Google's"),
-    S("gcp.gke_endpoint", "GEOSCHED_GKE_ENDPOINT", None, "Google's"),
-    S("gcp.image", "GEOSCHED_GCP_IMAGE", None, "Deep Learning VM family common-cu124-debian-11-py310"),
-    S("gcp.public_ips", "GEOSCHED_GCP_PUBLIC_IPS"),
-    S("input_limits", "GEOSCHED_INPUT_LIMITS", None, "per kind, README"),
-)
-BY_KEY: Mapping[str, Setting] = {s.key: s for s in SETTINGS}
-HOME, OUTPUT, POLICY = BY_KEY["home"], BY_KEY["output"], BY_KEY["policy"]
-ADMIN_CIDRS, TERRAFORM_OUTPUT, INVENTORY = BY_KEY["admin_cidrs"], BY_KEY["terraform_output"], BY_KEY["inventory"]
-SSH_PUBLIC_KEY, SSH_USER = BY_KEY["ssh.public_key"], BY_KEY["ssh.user"]
-AWS_REGIONS, AWS_AMI, AWS_KEY_NAME = BY_KEY["aws.regions"], BY_KEY["aws.ami"], BY_KEY["aws.key_name"]
-EKS_NODE_ROLE = BY_KEY["aws.eks_node_role"]
-GCP_PROJECT, GCP_ENDPOINT, GCP_IMAGE = BY_KEY["gcp.project"], BY_KEY["gcp.endpoint"], BY_KEY["gcp.image"]
-GCP_PUBLIC_IPS = BY_KEY["gcp.public_ips"]
-GKE_ENDPOINT = BY_KEY["gcp.gke_endpoint"]
-INPUT_LIMITS = BY_KEY["input_limits"]
+def help_of(setting: Setting) -> str:
+    from geosched.console import settings_model
+
+    return settings_model.field(setting.key).description or ""
 
 
 # --- the config file ------------------------------------------------------------------------------------------
@@ -190,7 +161,7 @@ def from_environment(setting: Setting, env: Mapping[str, str]) -> Any:
 
 def resolve(setting: Setting, env: Mapping[str, str] | None = None) -> tuple[Any, str]:
     """The value of a setting and where it came from: "env", "file" or "default"."""
-    return given(setting, env) or (setting.default, "default")
+    return given(setting, env) or (default_of(setting), "default")
 
 
 def given(setting: Setting, env: Mapping[str, str] | None = None) -> tuple[Any, str] | None:

@@ -1,7 +1,7 @@
 """Every setting's type, default, help and check, declared once as a pydantic-settings model (`Values`): one field per
 setting, named as its config file key with `_` for the dot (`weights.cost` is `weights_cost`), read from its
-environment variable by alias. geosched.console.settings holds the names (key, variable, option) the CLI binds on
-`-h`, which must not import pydantic (tests/test_cli_startup.py); this module is imported when a value is read.
+environment variable by alias. geosched.console.setting_names holds the names (key, variable, option) the CLI binds
+on `-h`, which must not import pydantic (tests/test_cli_startup.py); this module is imported when a value is read.
 
 The checks are the functions below (each raises ValueError with the reason, which becomes the one line naming the file
 or variable and the key); a value from the environment is text, one from the file any YAML type, so each accepts both
@@ -20,11 +20,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from geosched.console.settings import BY_KEY
+from geosched import clouds
+from geosched.console.setting_names import BY_KEY
 from geosched.core.errors import InputError
 from geosched.core.models import Weights as CoreWeights
 from geosched.files import gate
@@ -143,8 +144,8 @@ def setting(key: str, help: str, default: Any = None) -> Any:
 _W = CoreWeights()
 
 
-class Values(BaseSettings):
-    """The settings as declared; `from_variables` reads them from an environment mapping."""
+class Common(BaseSettings):
+    """The settings of geosched itself as declared, and the checks every setting shares; `Values` adds each cloud's."""
 
     model_config = SettingsConfigDict(extra="forbid", frozen=True, case_sensitive=True, enable_decoding=False,
                                       env_ignore_empty=True, validate_by_name=True, validate_by_alias=True)
@@ -179,23 +180,6 @@ class Values(BaseSettings):
         "ssh.public_key", "SSH public key installed on new machines (`--ssh-key`).")
     ssh_user: Annotated[str, BeforeValidator(user_name)] = setting(
         "ssh.user", "User created on new machines, and probes log in as.", "geosched")
-    aws_regions: Names | None = setting("aws.regions", "AWS regions geosched looks in (sweep, status, refresh).")
-    aws_ami: Text | None = setting("aws.ami", "AMI to launch.")
-    aws_key_name: Text | None = setting("aws.key_name", "EC2 key pair to launch with.")
-    aws_eks_node_role: Text | None = setting(
-        "aws.eks_node_role", "IAM role ARN the nodes of an EKS node group geosched creates run as (`provision "
-        "--cluster`, `--node-role`).")
-    gcp_project: Text | None = setting("gcp.project", "GCP project.")
-    gcp_endpoint: Text | None = setting(
-        "gcp.endpoint", "Compute Engine API endpoint (an emulator, a private endpoint).")
-    gcp_gke_endpoint: Text | None = setting(
-        "gcp.gke_endpoint", "GKE (container) API endpoint for node pools (`provision --cluster --provider gcp`, "
-        "`up`): an emulator, a private endpoint. An http:// endpoint is called without credentials.")
-    gcp_image: Text | None = setting("gcp.image", "Image to launch.")
-    gcp_public_ips: Flag = setting(
-        "gcp.public_ips", "Give VMs geosched launches on GCP an external address (no: reach them by internal "
-        "address, from inside the VPC, a bastion or a VPN). With a Terraform network, the module's `public_ips` "
-        "decides.", True)
     input_limits: Annotated[str, BeforeValidator(limits)] | None = setting(
         "input_limits", "Size limits of input files per kind in MiB, e.g. trace=4096,fleet=512 "
         "(geosched/files/gate.py).")
@@ -208,6 +192,11 @@ class Values(BaseSettings):
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         """The variables of the mapping `from_variables` was given, nothing else (no .env, no secrets directory)."""
         return (init_settings, _Variables(settings_cls))
+
+    def of_cloud(self, cloud: str) -> dict[str, Any]:
+        """A cloud's settings by their names in its module (`regions`, not `aws_regions`)."""
+        prefix = field_name(f"{cloud}.")
+        return {name[len(prefix):]: value for name, value in self if name.startswith(prefix)}
 
 
 # The variables `Values()` reads: none but inside `from_variables` (so `check`, which validates one value through the
@@ -236,11 +225,24 @@ def field_name(key: str) -> str:
     return key.replace(".", "_")
 
 
+# What a cloud's CloudSetting.check names, as a field type (a cloud module declares data, not pydantic types).
+_CHECKS: dict[str, Any] = {"text": Text | None, "names": Names | None, "flag": Flag}
+
+
+def _cloud_fields() -> dict[str, Any]:
+    return {field_name(f"{spec.name}.{s.name}"): (_CHECKS[s.check], setting(f"{spec.name}.{s.name}", s.help, s.default))
+            for spec in clouds.all_specs() for s in spec.settings}
+
+
+# Every setting: geosched's own and, field by field, each cloud's from its module (geosched.clouds).
+Values: type[Common] = create_model("Values", __base__=Common, **_cloud_fields())
+
+
 def field(key: str) -> FieldInfo:
     return Values.model_fields[field_name(key)]
 
 
-def from_variables(env: Mapping[str, str]) -> Values:
+def from_variables(env: Mapping[str, str]) -> Common:
     """Every setting from the variables of `env` (unset or empty: the default); a bad value is one InputError naming
     the variable."""
     with _reading(env):

@@ -1,7 +1,8 @@
 """Retry in place: exponential backoff with full jitter (AWS's "Exponential Backoff and Jitter"), bounded by a
 number of attempts and, if the caller has one, by a deadline; at least as long as the server's Retry-After.
 
-One policy for every edge that retries (the cloud providers, the Kubernetes client, the probes' SSH connects). The
+One policy for every edge that retries (the cloud providers, the Kubernetes client, the probes' SSH connects, the
+scheduler mode's reconnects and gang requeues). The
 edge says which errors are worth another try and what its server asked for; this module only counts, waits and gives
 up. Pure apart from the clock it is handed: `sleep`, `remaining` and `rng` are injectable, so tests run on a fake
 clock (tests/test_retry.py).
@@ -30,10 +31,17 @@ class RetryPolicy:
     max_s: float = 20.0
     max_retry_after_s: float = 60.0
 
+    def delay(self, retry: int) -> float:
+        """The pause before retry `retry` (1 for the first) without jitter: `initial_s` doubling up to `max_s`, the
+        ceiling `backoff` draws under. For a loop that keeps its own schedule and is alone in waiting on it (the
+        scheduler's reconnects and gang requeues), where there is no herd of clients for jitter to spread."""
+        # The exponent is capped so that a loop retrying for days computes no float too large (2.0 ** 1024 raises
+        # OverflowError); any positive initial_s has reached any max_s long before 2 ** 1000.
+        return min(self.max_s, self.initial_s * 2.0 ** min(retry - 1, 1000))
+
     def backoff(self, retry: int, rng: random.Random | None = None) -> float:
         """The jittered pause before retry `retry` (1 for the first)."""
-        high = min(self.max_s, self.initial_s * 2.0 ** (retry - 1))
-        return (rng or _RNG).uniform(0.0, high)
+        return (rng or _RNG).uniform(0.0, self.delay(retry))
 
 
 _RNG = random.Random()

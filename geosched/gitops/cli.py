@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from geosched.console.options import JOB_KINDS, CarbonBasisOpt, CarbonHourlyOpt
+from geosched.console.options import CarbonBasisOpt, CarbonHourlyOpt
 from geosched.grid.formats import Basis
+from geosched.kube.kinds import help_names as job_kinds
 from geosched.policies.stable import DEFAULT_MIN_GAIN
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_comp
                   help="Render placed jobs as a GitOps tree (clusters/<cluster>/<namespace>/<job>.yaml) and check it.")
 
 JobsOpt = Annotated[Path, typer.Option(
-    "--jobs", help=f"Directory of job specs: {JOB_KINDS}, compact geosched Job.")]
+    "--jobs", help=f"Directory of job specs: {job_kinds()}, compact geosched Job.")]
 SnapshotOpt = Annotated[Path, typer.Option("--snapshot", help="Directory with fleet.yaml and network.yaml.")]
 ClustersOpt = Annotated[Path, typer.Option("--clusters", help="Cluster config (ClusterConfig YAML).")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Root of the tree: clusters/ and placements.yaml go here.")]

@@ -24,7 +24,6 @@ import typer
 from geosched import policies
 from geosched.console.options import (
     DEFAULT_WEIGHTS,
-    JOB_KINDS,
     CarbonBasisOpt,
     CarbonHourlyOpt,
     CarbonWeightOpt,
@@ -37,6 +36,7 @@ from geosched.console.options import (
 from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 from geosched.grid.formats import Basis
 from geosched.kube.compact import CompactKind
+from geosched.kube.kinds import help_names as job_kinds
 
 if TYPE_CHECKING:
     from geosched.files.decl.submit import SubmitOutcomeDoc
@@ -114,7 +114,7 @@ def _warn(unreachable: tuple[Unreachable, ...] | list[Unreachable], assumptions:
 
 @app.command("submit")
 def submit_cmd(
-    job_file: Annotated[Path, typer.Argument(metavar="JOB", help=f"Job file: {JOB_KINDS} or compact "
+    job_file: Annotated[Path, typer.Argument(metavar="JOB", help=f"Job file: {job_kinds()} or compact "
                                              "geosched Job.")],
     clusters: ClustersOpt = None,
     kubeconfig: KubeconfigOpt = None,

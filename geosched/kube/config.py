@@ -39,9 +39,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
@@ -50,21 +49,10 @@ from geosched.files.decl.base import Declared, Refused, SettingsDocument, Text, 
 from geosched.files.fields import DNS1123_LABEL_RULE, is_dns1123_label
 from geosched.files.gate import Kind, load_document
 from geosched.kube import podoptions
+from geosched.kube.gang_backends import Backend as Backend
+from geosched.kube.gang_backends import BackendName as BackendName
 from geosched.kube.tolerations import Toleration, to_manifest
 from geosched.kube.tolerations import parse as parse_tolerations
-
-
-class Backend(StrEnum):
-    KUEUE = "kueue"
-    COSCHEDULING = "coscheduling"
-    VOLCANO = "volcano"
-    # Kubernetes' own Workload and PodGroup (scheduling.k8s.io/v1alpha2, 1.36 with GenericWorkload + GangScheduling).
-    WORKLOAD_API = "workload-api"
-    NONE = "none"
-
-
-BackendName = Literal["kueue", "coscheduling", "volcano", "workload-api", "none"]
-assert set(get_args(BackendName)) == {b.value for b in Backend}
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,29 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from geosched.clouds import aws as aws_cloud
 from geosched.console import settings as settings_table
 from geosched.console.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, RiskWeightOpt, deprecated, finite
 from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 from geosched.providers import registry
+from geosched.providers.cliparts import (
+    CLUSTER_NAME_RE,
+    DEFAULT_PROVIDERS,
+    MESSAGE_CHARS,
+    NODE_ROLE,
+    PLAN_ROWS,
+    build_providers,
+    cluster_cloud,
+    cluster_region,
+    parse_gpu,
+    plain,
+    provider_settings,
+    show_nodegroup_plan,
+    split_names,
+    state_home,
+    unmarked,
+    with_credentials,
+)
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -40,23 +59,6 @@ if TYPE_CHECKING:
     from geosched.store.db import Store
 
 app = typer.Typer(no_args_is_help=True, help="Provision GPU gangs on clouds and inventories.")
-
-DEFAULT_PROVIDERS = registry.CLOUDS
-PLAN_ROWS = 15
-
-
-def _home(ctx: typer.Context) -> Path:
-    from geosched.store.db import default_home
-    home = ctx.find_root().params.get("home")
-    return Path(home) if home else default_home()
-
-
-def _settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None,
-              network: Path | None = None, admin_cidr: list[str] | None = None) -> ProviderSettings:
-    from geosched.console.settings import environ
-    from geosched.providers.config import from_env
-    return from_env(environ(), _home(ctx), public_key_path=ssh_key, inventory=inventory, network=network,
-                    admin_cidrs=",".join(admin_cidr) if admin_cidr else None)
 
 
 def _check_admin_cidrs(settings: ProviderSettings, names: tuple[str, ...], allow_wide: bool) -> None:
@@ -106,25 +108,6 @@ def _check_network(settings: ProviderSettings, store: Store, names: tuple[str, .
         check_project(net, settings.gcp.project)
 
 
-def _split(values: list[str]) -> tuple[str, ...]:
-    return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
-
-
-def parse_gpu(text: str) -> tuple[str, int]:
-    from geosched.core import catalog, gpus
-    from geosched.core.errors import InputError
-    model, sep, count = text.partition(":")
-    if not model:
-        raise InputError("--gpu", "", f"expected MODEL:COUNT such as A100:8, got {text!r}")
-    if sep and (not count.isdigit() or int(count) < 1):
-        raise InputError("--gpu", "", f"count after ':' must be a positive integer, got {count!r}")
-    try:
-        resolved = gpus.resolve(model, catalog.gpu_models())
-    except gpus.GpuNameError as exc:
-        raise InputError("--gpu", "", str(exc)) from None
-    return resolved, int(count) if sep else 8
-
-
 def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
     from geosched.core.errors import InputError
     from geosched.providers.plan import PricingMode
@@ -133,25 +116,6 @@ def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
     if len(chosen) > 1:
         raise InputError("--spot/--on-demand/--auto", "", "choose one market")
     return chosen[0] if chosen else PricingMode.ON_DEMAND
-
-
-def _with_credentials(providers: dict[str, Provider]) -> dict[str, Provider]:
-    """The providers that have credentials, checked before any prompt or launch (no API call): the others are
-    left out with a line saying so; none left is exit 4."""
-    from geosched.console import render
-    from geosched.core.errors import CredentialsError
-    missing = {name: next(i.detail for i in p.check() if i.item == "credentials" and not i.ok)
-               for name, p in providers.items() if any(i.item == "credentials" and not i.ok for i in p.check())}
-    for name, why in sorted(missing.items()):
-        render.err.print(f"{name}: no credentials ({why}); left out", markup=False, highlight=False, soft_wrap=True)
-    usable = {name: p for name, p in providers.items() if name not in missing}
-    if not usable:
-        raise CredentialsError(f"no credentials for {', '.join(sorted(missing))}: run `geosched check`")
-    return usable
-
-
-def _providers(names: tuple[str, ...], settings: ProviderSettings) -> dict[str, Provider]:
-    return registry.build(names or DEFAULT_PROVIDERS, settings)
 
 
 # --- provision ---------------------------------------------------------------------------------------
@@ -293,12 +257,12 @@ def provision_cmd(
                              no_headers, verbose, capacity_block=capacity_block, buy_capacity_block=buy_capacity_block,
                              starts_within_h=capacity_block_starts_within)
         return
-    settings = _settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
+    settings = provider_settings(ctx, inventory, ssh_key, one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr)
     psettings = ProvisionSettings(zone_timeout_s=zone_timeout, parallel=parallel,
                                   ssh_public_key=settings.ssh_public_key, ssh_user=settings.ssh_user,
                                   network=settings.network)
-    with Store(_home(ctx)) as store:
+    with Store(state_home(ctx)) as store:
         if resume_gang:
             record = journal.gang_record(store, resume_gang)
             if record is None or record.request is None:
@@ -306,7 +270,7 @@ def provision_cmd(
             with _provision_log(ctx, resume_gang, verbose, output):
                 _check_network(settings, store, record.request.providers or DEFAULT_PROVIDERS)
                 _check_admin_cidrs(settings, record.request.providers or DEFAULT_PROVIDERS, allow_wide_admin_cidr)
-                providers = _providers(record.request.providers or DEFAULT_PROVIDERS, settings)
+                providers = build_providers(record.request.providers or DEFAULT_PROVIDERS, settings)
                 result = _with_progress(output, lambda obs: resume(resume_gang, providers, store, psettings,
                                                                    observer=obs))
                 _show_result(result, output, no_headers)
@@ -314,9 +278,9 @@ def provision_cmd(
         if gpu is None or nodes is None:
             raise InputError("--gpu/--nodes", "", "both are required (or --resume GANG)")
         model, per_node = parse_gpu(gpu)
-        names = _split(provider) or DEFAULT_PROVIDERS
+        names = split_names(provider) or DEFAULT_PROVIDERS
         request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=_pricing(spot, on_demand, auto),
-                              providers=names, regions=_split(regions),
+                              providers=names, regions=split_names(regions),
                               weights=Weights(network=0.0, cost=cost_weight, carbon=carbon_weight,
                                               spot_risk=risk_weight),
                               rework=Rework(checkpoint_minutes / 60.0, restart_minutes / 60.0))
@@ -326,9 +290,9 @@ def provision_cmd(
         with nullcontext() if dry_run else _provision_log(ctx, gang, verbose, output):
             _check_network(settings, store, names)
             _check_admin_cidrs(settings, names, allow_wide_admin_cidr)
-            providers = _providers(names, settings)
+            providers = build_providers(names, settings)
             if not dry_run:
-                providers = _with_credentials(providers)
+                providers = with_credentials(providers)
             plan = plan_gang(request, providers, store, network=settings.network)
             if dry_run or not plan.candidates:
                 _show_plan(plan, output, dry_run, ondemand=_ondemand(plan, settings, journal.owner(store)),
@@ -354,7 +318,7 @@ def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
     on stderr after a table (JSON and YAML runs are read by programs: their stderr stays as it was)."""
     from geosched.console import render
     from geosched.providers.provlog import provision_log
-    with provision_log(_home(ctx), gang, verbose=verbose, verb=verb) as path:
+    with provision_log(state_home(ctx), gang, verbose=verbose, verb=verb) as path:
         try:
             yield
         finally:
@@ -364,13 +328,9 @@ def _provision_log(ctx: typer.Context, gang: str, verbose: bool, output: Output,
 
 # --- provision --cluster: the gang as an EKS managed node group or a GKE node pool ----------------------
 
-ENV_NODE_ROLE = settings_table.EKS_NODE_ROLE.env
+ENV_NODE_ROLE = NODE_ROLE.env
 # `\Z`, not `$`: `$` also matches before a trailing newline, which a pasted ARN carries.
 _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}\Z")
-# An EKS cluster name as CreateCluster allows it (EKS API reference, CreateCluster `name`: 1-100 characters,
-# ^[0-9A-Za-z][A-Za-z0-9\-_]*). Checked before any call: the name goes into the request path
-# (/clusters/{name}), so '' or '../x' reach another resource (a KeyError traceback, an HTML 404 as the error).
-_CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z")
 # A GKE cluster name (projects.locations.clusters create, Cluster.name: lowercase letters, digits and '-', at most
 # 40, starting with a letter, not ending with '-') and a location (a region such as us-central1 or a zone such as
 # us-central1-a): both go into the request path.
@@ -403,7 +363,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
     if name:
         check_gang_name(name)
     block = _capacity_block(capacity_block, buy_capacity_block, nodes, pricing, provider, dry_run, starts_within_h)
-    with Store(_home(ctx)) as store:
+    with Store(state_home(ctx)) as store:
         plan, places, model, per_node = _nodegroup_sites(
             ctx, store, cluster_names, node_role, gpu, nodes, pricing, provider, regions, weights, rework, dry_run,
             capacity_block=block)
@@ -416,7 +376,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
             + ("; a block starting more than an hour from now: the node group at 0 nodes until its start, "
                "scaled then by scheduled actions" if block.start_within_h > 1 else ""))
         if dry_run or not targets:
-            _show_nodegroup_plan(names, targets, nodegroup_sites.skipped(places), nodes, output, no_headers, dry_run)
+            show_nodegroup_plan(names, targets, nodegroup_sites.skipped(places), nodes, output, no_headers, dry_run)
             if buying and output.tabular:
                 render.err.print(f"with --buy-capacity-block, geosched would{buying[1:]}", markup=False,
                                  highlight=False, soft_wrap=True)
@@ -428,7 +388,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
                 raise typer.Exit(EXIT_NO_FIT)
             return None
         if not yes:
-            _show_nodegroup_plan(names, targets[:5], (), nodes, Output.TABLE, False, False)
+            show_nodegroup_plan(names, targets[:5], (), nodes, Output.TABLE, False, False)
             first = targets[0]
             typer.confirm(f"Create a {places[0].backend.kind} of {nodes} x {first.candidate.instance_type} in "
                           f"cluster {first.cluster} (first choice {first.candidate.zone}, "
@@ -441,7 +401,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
             log.info("%s", line)  # the provisioning log's copy; -v prints the log's lines already
             if output.tabular and not verbose:
                 # Whole (to a bound): a zone whose nodes never joined names the nodes and why (backend.NotJoined).
-                render.err.print(_plain(line, MESSAGE_CHARS), markup=False, highlight=False, soft_wrap=True)
+                render.err.print(plain(line, MESSAGE_CHARS), markup=False, highlight=False, soft_wrap=True)
 
         with _provision_log(ctx, gang, verbose, output):
             result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say, join=join,
@@ -469,7 +429,7 @@ def _block_quotes(places: Sequence[Site], nodes: int) -> list[str]:
             lines.extend(q.line() for q in p.backend.quote(targets, nodes, budget))
         except ProviderError as error:
             lines.append(f"Capacity Block offerings of cluster {p.name} not read: {error.kind}: "
-                         f"{_plain(error.message)}")
+                         f"{plain(error.message)}")
     return lines
 
 
@@ -486,7 +446,7 @@ def _capacity_block(hours: int | None, buy: bool, nodes: int, pricing: PricingMo
             raise InputError("--buy-capacity-block", "", "consents to buy what --capacity-block HOURS asks for: "
                              "name the hours")
         return None
-    if any(p != "aws" for p in _split(provider)):
+    if any(p != aws_cloud.NAME for p in split_names(provider)):
         raise InputError("--capacity-block", "", "Capacity Blocks are EC2's: use it with EKS clusters "
                          "(--provider aws)")
     if pricing is not PricingMode.ON_DEMAND:
@@ -506,7 +466,8 @@ def _quota_precheck(ctx: typer.Context, places: Sequence[Site], gang: str) -> Pr
     """launch.quota_precheck over the machine providers of the clusters' clouds."""
     from geosched.providers.nodegroups.launch import quota_precheck
 
-    return quota_precheck(_providers(tuple(dict.fromkeys(p.backend.provider for p in places)), _settings(ctx)), gang)
+    clouds = tuple(dict.fromkeys(p.backend.provider for p in places))
+    return quota_precheck(build_providers(clouds, provider_settings(ctx)), gang)
 
 
 def _nodegroup_targets(ctx: typer.Context, store: Store, cluster_name: str, node_role: str | None, gpu: str,
@@ -528,15 +489,14 @@ def _nodegroup_sites(ctx: typer.Context, store: Store, cluster_names: Sequence[s
     """Every named cluster's backend, description and the zones of it the gang's one plan ranks, the clusters in
     the order they are tried (nodegroups/sites.py); the GPU model and GPUs per node. `--provider` and `--region`
     pair with the clusters in order, or give one value for all."""
-    from geosched.clouds import aws as aws_cloud
     from geosched.core.errors import InputError
     from geosched.providers.gang import plan_gang
     from geosched.providers.nodegroups import launch as nodegroup_launch
     from geosched.providers.nodegroups import sites as nodegroup_sites
     from geosched.providers.plan import GangRequest
 
-    clouds = _paired("--provider", _split(provider), len(cluster_names))
-    locations = _paired("--region", _split(regions), len(cluster_names))
+    clouds = _paired("--provider", split_names(provider), len(cluster_names))
+    locations = _paired("--region", split_names(regions), len(cluster_names))
     if len(set(zip(cluster_names, clouds, locations, strict=True))) < len(cluster_names):
         raise InputError("--cluster", "", "names the same cluster twice")
     backends = [_cluster_backend(n, c, r, node_role, dry_run, capacity_block)
@@ -549,11 +509,11 @@ def _nodegroup_sites(ctx: typer.Context, store: Store, cluster_names: Sequence[s
     names = tuple(dict.fromkeys(b.provider for b, _ in backends))
     request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=names,
                           regions=tuple(dict.fromkeys(r for _, r in backends)), weights=weights, rework=rework)
-    providers = _providers(names, _settings(ctx))
+    providers = build_providers(names, provider_settings(ctx))
     if not dry_run and aws_cloud.NAME in names:
         # GKE's credentials are the backend's own (an http:// emulator endpoint takes none): checked by its first
         # call, reading the cluster, before anything is created.
-        providers = {**providers, **_with_credentials({aws_cloud.NAME: providers[aws_cloud.NAME]})}
+        providers = {**providers, **with_credentials({aws_cloud.NAME: providers[aws_cloud.NAME]})}
     plan = plan_gang(request, providers, store)
     places = [nodegroup_sites.site(plan, b, nodegroup_launch.read_cluster(b, n))
               for (b, _), n in zip(backends, cluster_names, strict=True)]
@@ -587,7 +547,7 @@ def _cluster_backend(cluster_name: str, provider: str | None, region_name: str |
     from geosched.core.errors import InputError
     from geosched.providers.nodegroups import gkespec
 
-    cloud = _cluster_cloud((provider,) if provider else ())
+    cloud = cluster_cloud((provider,) if provider else ())
     regions = (region_name,) if region_name else ()
     if cloud == gcp_cloud.NAME:
         if not _GKE_CLUSTER_RE.match(cluster_name):
@@ -597,11 +557,11 @@ def _cluster_backend(cluster_name: str, provider: str | None, region_name: str |
         from geosched.providers.nodegroups.gke import Gke
 
         return Gke(location), gkespec.region_of(location)
-    if not _CLUSTER_NAME_RE.match(cluster_name):
+    if not CLUSTER_NAME_RE.match(cluster_name):
         raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, "
                          "digits, '-' and '_', starting with a letter or digit)")
-    region = _cluster_region(regions)
-    role = node_role or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
+    region = cluster_region(regions)
+    role = node_role or settings_table.from_environment(NODE_ROLE, environ())
     if not dry_run:
         if role is None:
             raise InputError("--node-role", "", f"required to create a node group: the IAM role ARN its nodes "
@@ -612,19 +572,6 @@ def _cluster_backend(cluster_name: str, provider: str | None, region_name: str |
     from geosched.providers.nodegroups.eks import Eks
 
     return Eks(region, node_role=role, capacity_block=capacity_block), region
-
-
-def _cluster_cloud(names: tuple[str, ...]) -> str:
-    """The cluster's cloud: --provider aws (EKS, the default) or gcp (GKE); one of them."""
-    from geosched.clouds import aws as aws_cloud
-    from geosched.clouds import gcp as gcp_cloud
-    from geosched.core.errors import InputError
-    if not names:
-        return aws_cloud.NAME
-    if len(names) > 1 or names[0] not in (aws_cloud.NAME, gcp_cloud.NAME):
-        raise InputError("--provider", "", "--cluster takes one provider, the cluster's cloud: aws (an EKS node "
-                         "group) or gcp (a GKE node pool)")
-    return names[0]
 
 
 def _cluster_location(regions: tuple[str, ...]) -> str:
@@ -639,46 +586,6 @@ def _cluster_location(regions: tuple[str, ...]) -> str:
     return regions[0]
 
 
-def _cluster_region(regions: tuple[str, ...]) -> str:
-    """A node group lives in its cluster's region: --region names it, else the AWS configuration's region."""
-    from geosched.core.errors import InputError
-    from geosched.providers.terraform import AWS_REGION_RE
-    if len(regions) > 1:
-        raise InputError("--region", "", "--cluster takes one region, the cluster's")
-    if regions:
-        # Checked here: boto3 refuses a malformed region with its own InvalidRegionError, an exit 1.
-        if not AWS_REGION_RE.fullmatch(regions[0]):
-            raise InputError("--region", "", f"{regions[0][:40]!r} is not an AWS region name (such as us-east-1)")
-        return regions[0]
-    from geosched.providers.nodegroups.eks import Eks  # boto3: loaded when used (tests/test_cli_startup.py)
-
-    region = Eks.default_region()
-    if region is None:
-        raise InputError("--region", "", "name the cluster's region (or set AWS_DEFAULT_REGION)")
-    return region
-
-
-def _nodegroup_plan_rows(cluster: str, targets: Sequence[Target], nodes: int) -> list[dict[str, Any]]:
-    return [{"rank": i, "cluster": t.cluster, "region": t.candidate.region, "zone": t.candidate.zone,
-             "zone_name": t.zone_name, "subnet": t.where, "instance_type": t.candidate.instance_type,
-             "nodes": nodes, "capacity_type": t.capacity_type, "usd_per_hour": t.candidate.usd_per_hour,
-             "kgco2e_per_hour": None if t.candidate.gco2e_per_hour is None else t.candidate.gco2e_per_hour / 1000}
-            for i, t in enumerate(targets, start=1)]
-
-
-def _show_nodegroup_plan(cluster: str, targets: Sequence[Target], skipped: Sequence[Skipped], nodes: int,
-                         output: Output, no_headers: bool, dry_run: bool) -> None:
-    from geosched.console import kinds, render
-    from geosched.console.output import emit_list
-    caption = "dry run: the cluster was read; nothing was created" if dry_run else None
-    emit_list(kinds.NODEGROUP_PLAN, _nodegroup_plan_rows(cluster, targets, nodes), output, no_headers=no_headers,
-              caption=caption)
-    if output.tabular:
-        for s in skipped[:PLAN_ROWS]:
-            render.out.print(f"skipped {s.candidate.zone} {s.candidate.instance_type}: {_plain(s.reason)}",
-                             markup=False, highlight=False, soft_wrap=True)
-
-
 def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
                            no_headers: bool) -> None:
     from geosched.console import kinds
@@ -689,7 +596,7 @@ def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
            "zone": t.candidate.zone if t else None, "subnet": t.where if t else None,
            "nodegroup": result.group, "instance_type": t.candidate.instance_type if t else None, "nodes": nodes,
            "capacity_type": t.capacity_type if t else None, "usd_per_hour": t.candidate.usd_per_hour if t else None,
-           "api_calls": result.api_calls, "message": _plain(result.message, MESSAGE_CHARS)}
+           "api_calls": result.api_calls, "message": plain(result.message, MESSAGE_CHARS)}
     if output.tabular:
         attempts_table(f"attempts for {result.gang}", attempt_rows(result.attempts), output is Output.WIDE)
     emit_list(kinds.NODEGROUPS, [row], output, no_headers=no_headers)
@@ -725,7 +632,7 @@ class _ProgressView:
         if event.kind == "plan":
             self.progress.console.print(f"plan: {event.message}")
         elif event.kind == "skip":
-            self.progress.console.print(f"[dim]{render.safe(label)}: skipped: {render.safe(_plain(event.message))}[/]",
+            self.progress.console.print(f"[dim]{render.safe(label)}: skipped: {render.safe(plain(event.message))}[/]",
                                         markup=True)
         elif event.kind == "start" and event.seq is not None:
             self.tasks[event.seq] = self.progress.add_task(f"{render.safe(label)}: launching", total=1)
@@ -734,26 +641,9 @@ class _ProgressView:
             done = event.kind in ("launched", "failed", "cancelled")
             text = {"launched": "[green]launched[/]", "failed": "[red]failed[/]", "cancelled": "cancelled",
                     "retry": "[yellow]retrying[/]"}.get(event.kind, event.kind)
-            message = render.safe(_plain(event.message))
+            message = render.safe(plain(event.message))
             self.progress.update(task, description=f"{render.safe(label)}: {text}: {message}",
                                  completed=1 if done else 0)
-
-
-# A provider's message in a table or document: long enough for any cloud's error text we have seen (GCE's
-# ZONE_RESOURCE_POOL_EXHAUSTED is 170 characters with its zone), short of a page a hostile server could send.
-MESSAGE_CHARS = 1000
-
-
-def _plain(text: str, limit: int = 140) -> str:
-    # Provider messages are untrusted text: never let them be read as rich markup. And a live progress line is not
-    # drawn through render's scrubbing console: a credential a server echoed is scrubbed here. A progress line
-    # keeps 140 characters; tables wrap the message and keep MESSAGE_CHARS.
-    from geosched.console import redact
-    return _unmarked(redact.scrub(text))[:limit]
-
-
-def _unmarked(text: str) -> str:
-    return text.replace("[", "(").replace("]", ")")
 
 
 def _subnet(plan: Plan, c: Candidate) -> str | None:
@@ -813,7 +703,6 @@ def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[tuple[
     """Without a Terraform network: what the first launch per cloud makes sure exists (security group per AWS
     region, firewall rules per GCP project), and the line that says so. Said without any API call, so it cannot
     tell whether they exist already; they are created only when missing."""
-    from geosched.clouds import aws as aws_cloud
     from geosched.clouds import gcp as gcp_cloud
     from geosched.files.decl.provisioning import OnDemandNetwork
     from geosched.providers.base import ondemand_firewalls, ondemand_group, ondemand_summary
@@ -857,7 +746,7 @@ def _plan_table(plan: Plan, output: Output, dry_run: bool, limit: int | None,
     if plan.skipped:
         rows_skipped = [{"provider": s.candidate.provider, "zone": s.candidate.zone,
                          "instance_type": s.candidate.instance_type, "market": s.candidate.pricing.value,
-                         "reason": _plain(s.reason)} for s in plan.skipped[:PLAN_ROWS]]
+                         "reason": plain(s.reason)} for s in plan.skipped[:PLAN_ROWS]]
         more_skipped = len(plan.skipped) - len(rows_skipped)
         render.table("skipped", rows_skipped, caption=f"... and {more_skipped} more" if more_skipped > 0 else None)
     for line in _risk_notes(plan):
@@ -897,7 +786,7 @@ def attempt_docs(attempts: Sequence[journal.AttemptRecord]) -> list[Attempt]:
                           market=a.pricing.value, outcome=a.outcome, error=a.error_kind, code=a.error_code,
                           api_calls=a.api_calls, retries=a.retries,
                           seconds=round((a.finished_at or a.started_at) - a.started_at, 2),
-                          why=_plain(a.message or "", MESSAGE_CHARS)) for a in attempts]
+                          why=plain(a.message or "", MESSAGE_CHARS)) for a in attempts]
 
 
 def attempts_table(title: str, rows: Sequence[dict[str, Any]], wide: bool = False) -> None:
@@ -916,7 +805,7 @@ def _show_result(result: ProvisionResult, output: Output, no_headers: bool = Fal
         render.table("nodes", [{"name": n.name, "zone": n.zone, "instance_type": n.instance_type,
                                 "provider_id": n.provider_id, "addresses": list(n.addresses)}
                                for n in result.nodes])
-        render.out.print(f"{result.gang}: {result.state}: {_plain(result.message)} ({result.api_calls} API calls, "
+        render.out.print(f"{result.gang}: {result.state}: {plain(result.message)} ({result.api_calls} API calls, "
                          f"{result.elapsed_s:.1f} s)")
 
     from geosched.files.decl.provisioning import LaunchedNode, ProvisionResultDoc
@@ -939,7 +828,7 @@ def _lifecycle_providers(ctx: typer.Context, store: Store, gangs: list[str], inv
     from geosched.providers.ssh import SshProvider
     names = {r.provider for g in gangs for r in journal.instances(store, gang=g)}
     names |= {a.provider for g in gangs for a in journal.attempts(store, g) if a.outcome != "skipped"}
-    providers = registry.build(sorted(n for n in names if n in registry.names()), _settings(ctx, inventory))
+    providers = registry.build(sorted(n for n in names if n in registry.names()), provider_settings(ctx, inventory))
     ssh = providers.get("ssh")
     kept = store.inventories()
     # The store kept the inventory the gang was leased from: no need to pass the file again.
@@ -970,7 +859,7 @@ def down_cmd(
     from geosched.store.db import Store
     if (gang is None) == (not all_gangs):
         raise InputError("GANG/--all", "", "name one gang or pass --all")
-    with Store(_home(ctx)) as store:
+    with Store(state_home(ctx)) as store:
         if all_gangs:
             targets = [g.gang for g in journal.gangs(store, journal.LIVE_GANG_STATES)]
         else:
@@ -999,11 +888,11 @@ def down_cmd(
                     for line in groups.blocks:
                         render.err.print(f"{target}: {line}", markup=False, highlight=False, soft_wrap=True)
                     rows.append({"gang": target, "state": groups.state, "terminated": groups.deleted,
-                                 "api_calls": groups.api_calls, "errors": [_plain(e) for e in groups.errors]})
+                                 "api_calls": groups.api_calls, "errors": [plain(e) for e in groups.errors]})
                     continue
                 result = lifecycle.down(store, providers, target)
                 rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
-                             "api_calls": result.api_calls, "errors": [_plain(e) for e in result.errors]})
+                             "api_calls": result.api_calls, "errors": [plain(e) for e in result.errors]})
     emit_list(kinds.GANG_DOWN, rows, output, no_headers=no_headers)
     if any(r["state"] != "terminated" for r in rows):
         raise typer.Exit(1)
@@ -1042,7 +931,7 @@ def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, outpu
     from geosched.console import render
     from geosched.providers import journal, lifecycle
     from geosched.store.db import Store
-    with Store(_home(ctx)) as store:
+    with Store(state_home(ctx)) as store:
         gangs = [gang] if gang else [g.gang for g in journal.gangs(store, journal.LIVE_GANG_STATES)]
         providers = _lifecycle_providers(ctx, store, gangs, inventory)
         health = lifecycle.refresh(store, providers, gangs)
@@ -1067,7 +956,7 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
     from geosched.providers.nodegroups import blocks
     from geosched.providers.nodegroups import journal as nodegroup_journal
     from geosched.store.db import Store
-    with Store(_home(ctx)) as store:
+    with Store(state_home(ctx)) as store:
         if gang is not None:
             record = journal.gang_record(store, gang)
             if record is None:
@@ -1076,11 +965,11 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
                 gang=gang, state=_gang_state(store, record), message=record.message,
                 attempts=attempt_docs(journal.attempts(store, gang)),
                 instances=[Instance.build(name=r.name, provider=r.provider, zone=r.zone, provider_id=r.provider_id,
-                                          state=r.state, note=_plain(r.note or "") or None)
+                                          state=r.state, note=plain(r.note or "") or None)
                            for r in journal.instances(store, gang=gang)],
                 nodegroups=[NodeGroup.build(name=g.name, cluster=g.cluster, zone=g.zone, subnet=g.subnet,
                                             instance_type=g.instance_type, capacity_type=g.capacity_type,
-                                            nodes=g.nodes, state=g.state, note=_plain(g.note or "") or None)
+                                            nodes=g.nodes, state=g.state, note=plain(g.note or "") or None)
                             for g in nodegroup_journal.groups(store, gang=gang)] or None,
                 capacity_blocks=[BlockDoc.build(reservation=b.reservation, offering=b.offering, zone=b.zone,
                                                      instance_type=b.instance_type, nodes=b.nodes, state=b.state,
@@ -1093,7 +982,7 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
             capacity_blocks = [b.row() for b in doc.capacity_blocks or ()]
 
             def table() -> None:
-                render.out.print(f"{gang}: {doc.state}" + (f": {_plain(record.message)}" if record.message
+                render.out.print(f"{gang}: {doc.state}" + (f": {plain(record.message)}" if record.message
                                                            else ""))
                 attempts_table("attempts", attempts, output is Output.WIDE)
                 if groups:
@@ -1171,11 +1060,11 @@ def sweep_cmd(
     from geosched.console.output import emit_list
     from geosched.providers import lifecycle
     from geosched.store.db import Store
-    names = _split(provider) or DEFAULT_PROVIDERS
-    providers = registry.build(names, _settings(ctx, inventory))
-    wanted = _split(regions)
+    names = split_names(provider) or DEFAULT_PROVIDERS
+    providers = registry.build(names, provider_settings(ctx, inventory))
+    wanted = split_names(regions)
     scope = {n: wanted for n in names} if wanted else None
-    with Store(_home(ctx)) as store:
+    with Store(state_home(ctx)) as store:
         found = lifecycle.sweep(store, providers, regions=scope, any_owner=any_owner)
         rows = [{"provider": i.provider, "region": i.region, "zone": i.zone, "id": i.provider_id, "gang": i.gang,
                  "owner": i.owner, "state": i.state.value} for i in found.orphans]
@@ -1206,7 +1095,6 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
     """Per cloud: is a Terraform network loaded, which regions (and zones) it covers, and does its owner
     agree with this store's (else every launch is refused before the first call)."""
     from geosched import clouds
-    from geosched.clouds import aws as aws_cloud
     from geosched.clouds import gcp as gcp_cloud
     from geosched.core.errors import InputError
     from geosched.providers.base import ondemand_summary
@@ -1229,16 +1117,16 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
                  "detail": "no Terraform output loaded (--tf-output or GEOSCHED_TERRAFORM_OUTPUT): launches use the "
                  "default " + ("VPC" if provider == aws_cloud.NAME else "network") + " with "
                  + ondemand_summary(provider, owner, cidrs)},
-                {"provider": provider, "item": "admin ssh", "ok": ok, "detail": _unmarked(ssh)}]
+                {"provider": provider, "item": "admin ssh", "ok": ok, "detail": unmarked(ssh)}]
     regions = net.regions(provider)
     if not regions:
         spec = clouds.get(provider)
         module = spec.terraform_module if spec is not None else None
         hint = f" (geosched's Terraform module for it: {module})" if module else ""
         return [{"provider": provider, "item": "network", "ok": "no",
-                 "detail": _plain(f"{net.source} covers no {provider} region: no {provider} zone can be used{hint}")}]
+                 "detail": plain(f"{net.source} covers no {provider} region: no {provider} zone can be used{hint}")}]
     covered = "; ".join(f"{name} ({', '.join(r.zones)})" for name, r in regions.items())
-    rows = [{"provider": provider, "item": "network", "ok": "yes", "detail": _unmarked(f"{net.source}: {covered}")}]
+    rows = [{"provider": provider, "item": "network", "ok": "yes", "detail": unmarked(f"{net.source}: {covered}")}]
     problems: list[str] = []
     try:
         check_owner(net, owner, (provider,))
@@ -1247,7 +1135,7 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
     except InputError as exc:
         problems.append(f"{exc.field}: {exc.reason}")
     rows.append({"provider": provider, "item": "network owner", "ok": "no" if problems else "yes",
-                 "detail": _unmarked("; ".join(problems)) if problems else f"{owner} (this store's owner id)"})
+                 "detail": unmarked("; ".join(problems)) if problems else f"{owner} (this store's owner id)"})
     return rows
 
 
@@ -1278,13 +1166,13 @@ def check_cmd(
     from geosched.core.extras import extra_for
     from geosched.providers import journal
     from geosched.store.db import Store
-    names = _split(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
-    settings = _settings(ctx, inventory, network=one_of("--tf-output", tf_output, "--network", old_network),
+    names = split_names(provider) or (DEFAULT_PROVIDERS + (("ssh",) if inventory else ()))
+    settings = provider_settings(ctx, inventory, network=one_of("--tf-output", tf_output, "--network", old_network),
                          admin_cidr=admin_cidr)
     unknown = [n for n in names if n not in registry.names()]
     if unknown:
         registry.build(unknown, settings)  # raises the one-line InputError naming the known providers
-    with Store(_home(ctx)) as store:
+    with Store(state_home(ctx)) as store:
         owner = journal.owner(store)
     rows = []
     for name in names:
@@ -1301,7 +1189,7 @@ def check_cmd(
             rows.append({"provider": name, "item": "sdk", "ok": "no", "detail": f"{type(exc).__name__}"})
             continue
         rows.extend({"provider": i.provider, "item": i.item, "ok": "yes" if i.ok else "no",
-                     "detail": _plain(i.detail)} for i in items)
+                     "detail": plain(i.detail)} for i in items)
         if name in registry.CLOUDS:
             rows.extend(_network_rows(name, settings.network, owner, settings))
     rows.append({"provider": "all", "item": "ssh public key", "ok": "yes" if settings.ssh_public_key else "no",
@@ -1330,10 +1218,10 @@ def catalog_refresh(
     from geosched.store.db import Store
     if provider not in registry.CLOUDS:
         raise InputError("--provider", "", f"expected one of {', '.join(registry.CLOUDS)}, got {provider!r}")
-    built = registry.build((provider,), _settings(ctx))
-    with Store(_home(ctx)) as store:
+    built = registry.build((provider,), provider_settings(ctx))
+    with Store(state_home(ctx)) as store:
         try:
-            result = refresh_catalog(built[provider], store, regions=_split(regions))
+            result = refresh_catalog(built[provider], store, regions=split_names(regions))
         except AuthError as exc:
             # Missing or refused credentials are exit 4 (docs/exit-codes.md), said once.
             raise CredentialsError(f"no credentials for {provider} ({exc.message}): run `geosched check`") from None

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from geosched.clouds import aws as aws_cloud
+from geosched.clouds import gcp as gcp_cloud
 from geosched.console import settings
 from geosched.core.errors import InputError
 from geosched.files.access import parse_admin_cidrs
@@ -29,8 +31,8 @@ from geosched.files.gate import Kind, read_bytes
 from geosched.providers.terraform import NetworkConfig, load_terraform_output
 
 # The variables, as geosched.console.settings declares them (with their config file keys, defaults and help).
-ENV_GCP_PROJECT = settings.GCP_PROJECT.env
-ENV_GCP_ENDPOINT = settings.GCP_ENDPOINT.env
+ENV_GCP_PROJECT = settings.of_cloud(gcp_cloud.NAME, "project").env
+ENV_GCP_ENDPOINT = settings.of_cloud(gcp_cloud.NAME, "endpoint").env
 ENV_INVENTORY = settings.INVENTORY.env
 ENV_TERRAFORM_OUTPUT = settings.TERRAFORM_OUTPUT.env
 ENV_ADMIN_CIDRS = settings.ADMIN_CIDRS.env
@@ -39,7 +41,7 @@ ENV_ADMIN_CIDRS = settings.ADMIN_CIDRS.env
 AWS_AMI_NAME_PATTERN = "Deep Learning*"
 # Google's Deep Learning VM images: CUDA and NVIDIA driver installed on first boot.
 GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
-DEFAULT_SSH_USER: str = settings.SSH_USER.default
+DEFAULT_SSH_USER: str = settings.default_of(settings.SSH_USER)
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
 # Who may reach port 22 of on-demand networks when nothing is configured: no one. SkyPilot opens it to the
 # world (login is key-only), but nothing here is open to the world unless its user chose so; `provision`
@@ -120,11 +122,13 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
         cidrs = parse_admin_cidrs(admin_cidrs.strip(), source) if admin_cidrs.strip() else DEFAULT_ADMIN_CIDRS
     else:
         source, cidrs = ENV_ADMIN_CIDRS, values.admin_cidrs or DEFAULT_ADMIN_CIDRS
-    aws = AwsSettings(regions=values.aws_regions or (), ami=values.aws_ami, key_name=values.aws_key_name,
+    # Each cloud's own settings, by the names its module declares them with (geosched.clouds.<cloud>.SETTINGS).
+    of_aws, of_gcp = values.of_cloud(aws_cloud.NAME), values.of_cloud(gcp_cloud.NAME)
+    aws = AwsSettings(regions=of_aws["regions"] or (), ami=of_aws["ami"], key_name=of_aws["key_name"],
                       terraform=net, admin_cidrs=cidrs)
-    gcp = GcpSettings(project=values.gcp_project, endpoint=values.gcp_endpoint,
-                      image=values.gcp_image or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs,
-                      public_ips=values.gcp_public_ips)
+    gcp = GcpSettings(project=of_gcp["project"], endpoint=of_gcp["endpoint"],
+                      image=of_gcp["image"] or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs,
+                      public_ips=of_gcp["public_ips"])
     ssh = SshSettings(inventory=inventory or values.inventory, leases=home / "ssh-leases.json")
     return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh,
                             ssh_public_key=read_public_key(env, public_key_path, values.ssh_public_key),

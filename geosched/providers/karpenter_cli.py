@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from geosched.clouds import aws as aws_cloud
 from geosched.console import render
 from geosched.console import settings as settings_table
 from geosched.console.output import Output
@@ -31,7 +32,7 @@ from geosched.console.settings import environ
 from geosched.core.errors import EXIT_NO_FIT, InputError, escape
 from geosched.core.models import Weights
 from geosched.policies.spotrisk import Rework
-from geosched.providers import journal
+from geosched.providers import cliparts, journal
 from geosched.providers.gang import check_gang_name, new_gang_name, plan_gang
 from geosched.providers.nodegroups import karpenter
 from geosched.providers.plan import GangRequest, PricingMode
@@ -69,7 +70,7 @@ def check_out(out: Path) -> None:
 def role(cluster: str, given: str | None) -> str:
     """The IAM role name of the EC2NodeClass: --node-role (a name or an ARN), else $GEOSCHED_EKS_NODE_ROLE, else
     the name Karpenter's getting-started guide creates, KarpenterNodeRole-<cluster>."""
-    text = given or settings_table.from_environment(settings_table.EKS_NODE_ROLE, environ())
+    text = given or settings_table.from_environment(cliparts.NODE_ROLE, environ())
     if text is None:
         return f"KarpenterNodeRole-{cluster}"[:64]
     name = karpenter.role_name(text)
@@ -84,12 +85,10 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
                 name: str | None, dry_run: bool, output: Output, no_headers: bool, out: Path | None,
                 ami: str, expire_after: str, zones: int = 1, job: JobInput | None = None) -> None:
     """Plan, read the cluster, render the pool (and the pinned job) and write it; the plan alone on a dry run."""
-    from geosched.providers import cli as providers_cli  # the shared option checks; cli imports this module lazily
-
-    if providers_cli._cluster_cloud(providers_cli._split(provider)) != "aws":
+    if cliparts.cluster_cloud(cliparts.split_names(provider)) != aws_cloud.NAME:
         raise InputError("--karpenter", "", "a Karpenter EC2NodeClass is for EKS (--provider aws); on GKE use a node "
                          "pool (--provider gcp without --karpenter)")
-    if not providers_cli._CLUSTER_NAME_RE.match(cluster_name):
+    if not cliparts.CLUSTER_NAME_RE.match(cluster_name):
         raise InputError("--cluster", "", f"{cluster_name[:120]!r} is not an EKS cluster name (1-100 letters, "
                          "digits, '-' and '_', starting with a letter or digit)")
     try:
@@ -105,23 +104,23 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
         check_out(out)
     if name:
         check_gang_name(name)
-    region = providers_cli._cluster_region(providers_cli._split(regions))
-    model, per_node = providers_cli.parse_gpu(gpu)
-    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=("aws",),
+    region = cliparts.cluster_region(cliparts.split_names(regions))
+    model, per_node = cliparts.parse_gpu(gpu)
+    request = GangRequest(gpu=model, gpus_per_node=per_node, nodes=nodes, pricing=pricing, providers=(aws_cloud.NAME,),
                           regions=(region,), weights=weights, rework=rework)
     from geosched.providers.nodegroups import launch as nodegroup_launch
     from geosched.providers.nodegroups.eks import Eks  # boto3: loaded when used (tests/test_cli_startup.py)
 
     backend = Eks(region, node_role=None)
-    providers = providers_cli._providers(("aws",), providers_cli._settings(ctx))
+    providers = cliparts.build_providers((aws_cloud.NAME,), cliparts.provider_settings(ctx))
     if not dry_run:
-        providers = providers_cli._with_credentials(providers)
-    with Store(providers_cli._home(ctx)) as store:
+        providers = cliparts.with_credentials(providers)
+    with Store(cliparts.state_home(ctx)) as store:
         plan = plan_gang(request, providers, store)
         cluster = nodegroup_launch.read_cluster(backend, cluster_name)
         targets, skipped = backend.targets(plan, cluster)
         if dry_run or not targets:
-            providers_cli._show_nodegroup_plan(cluster.name, targets, skipped, nodes, output, no_headers, dry_run)
+            cliparts.show_nodegroup_plan(cluster.name, targets, skipped, nodes, output, no_headers, dry_run)
             if not targets:
                 render.error(f"no zone of cluster {cluster_name} holds {nodes} x {model}:{per_node} under these "
                              "constraints")

@@ -15,6 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from geosched.kube.cli import app
+from tests.clock import FakeClock
 from tests.kubeapi.kubeapi_support import REGIONS, add_gang, add_nodes, nodes_of, wait_until
 from tests.kubeemu import MultiCluster
 from tests.output_support import valid
@@ -211,8 +212,8 @@ def test_an_outage_is_one_backoff_for_every_reflector_bounded_and_said_once_a_st
     delay doubles to 30 s and stays there (the loop keeps trying); the first list that answers ends the outage."""
     from geosched.kube.scheduler.reflector import Outage
 
-    now = [100.0]
-    outage = Outage("context dead", clock=lambda: now[0])
+    clock = FakeClock(100.0)
+    outage = Outage("context dead", clock=clock)
     cause = ConnectionRefusedError(111, "Connection refused")
     waits = []
     with caplog.at_level("WARNING", logger="geosched.kube.scheduler.reflector"):
@@ -220,7 +221,7 @@ def test_an_outage_is_one_backoff_for_every_reflector_bounded_and_said_once_a_st
             step = [outage.failed(cause) for _ in range(5)]  # the five resources, a moment apart
             waits.append(step[0])
             assert all(w == step[0] for w in step)
-            now[0] += step[0]
+            clock.advance(step[0])
         outage.reached()
         outage.reached()
         assert outage.failed(cause) == 0.5  # a new outage starts at the first step again

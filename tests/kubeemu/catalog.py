@@ -7,11 +7,15 @@ scope, the status subresource, which field selectors the kind supports, whether 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import kmock
+import yaml
 
 # Field selectors every kind supports; cluster-scoped kinds do not get metadata.namespace.
 _META_FIELDS = frozenset({"metadata.name"})
@@ -123,12 +127,9 @@ WORKLOAD_API: tuple[ResourceSpec, ...] = (
 
 _KUEUE = ("v1beta1", "v1beta2")
 
-# The custom resources geosched renders or reads; scope and subresources as in the upstream CRDs.
+# The custom resources geosched renders or reads but the job kinds (`job_kinds()`, below: from their CRDs); scope and
+# subresources as in the upstream CRDs.
 CUSTOM: tuple[ResourceSpec, ...] = (
-    _crd("jobset.x-k8s.io", ("v1alpha2",), "jobsets", "JobSet", True),
-    _crd("kubeflow.org", ("v1",), "pytorchjobs", "PyTorchJob", True, scale=True),
-    _crd("trainer.kubeflow.org", ("v1alpha1",), "trainjobs", "TrainJob", True),
-    _crd("leaderworkerset.x-k8s.io", ("v1",), "leaderworkersets", "LeaderWorkerSet", True, scale=True),
     _crd("kueue.x-k8s.io", _KUEUE, "topologies", "Topology", False, status=False, storage="v1beta2"),
     _crd("kueue.x-k8s.io", _KUEUE, "resourceflavors", "ResourceFlavor", False, status=False, storage="v1beta2"),
     _crd("kueue.x-k8s.io", _KUEUE, "localqueues", "LocalQueue", True, storage="v1beta2"),
@@ -172,6 +173,36 @@ def spec_from_crd(crd: Mapping[str, Any]) -> ResourceSpec:
     )
 
 
+# Where the upstream CRDs are: shared/schemas/crds beside the checkout (GEOSCHED_CRD_DIR elsewhere), and the job
+# kinds' CRDs it does not hold in tests/kube/data/crds (as tests/kube/kube_support.py validates manifests with them).
+_TESTS = Path(__file__).resolve().parent.parent
+_CRD_DIRS = (*((Path(os.environ["GEOSCHED_CRD_DIR"]),) if os.environ.get("GEOSCHED_CRD_DIR") else ()),
+             _TESTS.parent.parent / "shared" / "schemas" / "crds", Path("/work/shared/schemas/crds"),
+             _TESTS / "kube" / "data" / "crds")
+
+
+def upstream_crd(group: str, plural: str) -> Mapping[str, Any]:
+    """The upstream CRD `<group>_<plural>.yaml` (controller-gen's file name), from the first directory holding it."""
+    for directory in _CRD_DIRS:
+        path = directory / f"{group}_{plural}.yaml"
+        if path.is_file():
+            crd: Mapping[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+            return crd
+    raise FileNotFoundError(f"no CRD {group}_{plural}.yaml in {', '.join(map(str, _CRD_DIRS))} (set GEOSCHED_CRD_DIR "
+                            "to shared/schemas/crds)")
+
+
+@cache
+def job_kinds() -> tuple[ResourceSpec, ...]:
+    """The resources of geosched's job kinds, one per served kind of its registry (geosched.kube.kinds) that is a
+    custom resource, read from the kind's upstream CRD: a kind added to geosched (a module there and its CRD) is
+    served here with no line of its own. The built-in batch/v1 Job is in BUILTIN."""
+    from geosched.kube import kinds  # the product's registry: this emulator is its test double
+
+    return tuple(spec_from_crd(upstream_crd(kind.group, kind.plural)) for kind in kinds.served()
+                 if "." in kind.group)
+
+
 @dataclass
 class Catalog:
     """Lookup of served resources by (group, version, plural); mutable so CRDs can be added at runtime."""
@@ -181,7 +212,7 @@ class Catalog:
     @classmethod
     def default(cls) -> Catalog:
         catalog = cls()
-        for spec in (*BUILTIN, *CUSTOM):
+        for spec in (*BUILTIN, *CUSTOM, *job_kinds()):
             catalog.add(spec)
         return catalog
 

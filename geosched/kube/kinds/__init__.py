@@ -48,3 +48,10 @@ def by_name(kind: str) -> JobKind | None:
 
 def compact() -> JobKind:
     return next(k for k in registered() if not k.served)
+
+
+def help_names() -> str:
+    """The served kinds as every command's help lists them: `batch/v1 Job, JobSet, ...`. A kind of a built-in API
+    group (no dot in the group: `batch`) is named with its apiVersion, as JobSet and TrainJob are Jobs too; a custom
+    resource by its kind. Cheap enough for `-h`: the kind modules import no pydantic and no client."""
+    return ", ".join(k.label if "." not in k.group else k.kind for k in served())

@@ -27,7 +27,7 @@ from typing import Any
 
 from geosched.kube import tolerations as toleration_rules
 from geosched.kube.affinity import Requirement
-from geosched.kube.config import Backend
+from geosched.kube.gang_backends import Backend
 from geosched.kube.kinds.template import Template
 from geosched.kube.objpath import At
 

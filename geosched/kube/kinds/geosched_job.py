@@ -3,7 +3,7 @@ cluster serves: rendering builds a batch/v1 Job or a JobSet from it (`geosched.k
 
 from __future__ import annotations
 
-from geosched.files.documents import API_VERSION
+from geosched.files.formats import API_VERSION
 from geosched.kube.kinds import template
 from geosched.kube.kinds.base import JobKind
 from geosched.kube.objpath import At

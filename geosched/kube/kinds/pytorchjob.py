@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from geosched.kube.config import Backend
+from geosched.kube.gang_backends import Backend
 from geosched.kube.kinds import template
 from geosched.kube.kinds.base import JobKind, when
 from geosched.kube.objpath import At

@@ -7,8 +7,8 @@ Each cycle (woken by a change in the cache, or when a backoff ends):
    (including the ones this scheduler just bound, assumed);
 2. group pending pods into gangs (`gangs.group`), fetching a batch Job owner's size once when needed;
 3. for each ready gang not in backoff, in priority then FIFO order: `decide`, then `bind_gang`; a gang that does
-   not fit, or whose binding failed and was released, backs off (doubling, capped); a gang that did not fit is
-   tried again early when capacity changes (a pod ended, a node came).
+   not fit, or whose binding failed and was released, backs off (doubling, capped: `requeue.Requeue`); a gang that
+   did not fit is tried again early when capacity changes (a pod ended, a node came).
 
 Only the leader binds, and it checks its lease before every binding; followers keep their caches warm.
 """
@@ -47,6 +47,7 @@ from geosched.kube.scheduler.lease import LeaderElector
 from geosched.kube.scheduler.network import NetworkSource, no_network
 from geosched.kube.scheduler.pods import GangKey, PodInfo, node_labels
 from geosched.kube.scheduler.reflector import Outage, Reflector
+from geosched.kube.scheduler.requeue import Requeue
 from geosched.kube.scheduler.settings import SchedulerSettings
 from geosched.kube.tolerations import node_taints
 from geosched.policies.timeshift import MIN_SAVING, RESHIFT_SAVING
@@ -72,13 +73,6 @@ class Stats:
     lists: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass
-class _Backoff:
-    until: float
-    delay: float
-    capacity_version: int | None  # a gang that did not fit retries early once capacity changes
-
-
 class Scheduler:
     def __init__(self, kube: Kube, settings: SchedulerSettings | None = None, *, network: NetworkSource = no_network,
                  identity: str | None = None, retry: RetryPolicy | None = None, events: bool = True,
@@ -99,7 +93,8 @@ class Scheduler:
         self.elector = (LeaderElector(kube, self.settings.leader_election, self.identity)
                         if self.settings.leader_election.enabled else None)
         self.events = EventSink(kube, self.identity) if events else None
-        self._backoff: dict[GangKey, _Backoff] = {}
+        self.requeue = Requeue(RetryPolicy(initial_s=self.settings.backoff_initial_s,
+                                           max_s=self.settings.backoff_max_s))
         self._owners: dict[str, tuple[int, float]] = {}
         self._reasons: dict[GangKey, str] = {}
         self._view: View | None = None
@@ -181,7 +176,9 @@ class Scheduler:
 
     def _sleep_s(self) -> float:
         now = time.monotonic()
-        soonest = min((b.until for b in self._backoff.values()), default=now + 1.0)
+        soonest = self.requeue.soonest()
+        if soonest is None:
+            soonest = now + 1.0
         return float(min(1.0, max(0.01, soonest - now)))
 
     # ---- one cycle ----
@@ -197,7 +194,7 @@ class Scheduler:
         now = time.monotonic()
         gangs = group(pending, snap.bound, snap.podgroups, self._owner_sizes(pending, now))
         for gang in gangs:
-            if not gang.ready or self._waiting(gang.key, now, snap.capacity_version):
+            if not gang.ready or self.requeue.waiting(gang.key, now, snap.capacity_version):
                 continue
             if not self.leading():
                 return
@@ -275,20 +272,6 @@ class Scheduler:
             sizes[owner.uid] = size
         return sizes
 
-    def _waiting(self, key: GangKey, now: float, capacity_version: int) -> bool:
-        backoff = self._backoff.get(key)
-        if backoff is None:
-            return False
-        if backoff.capacity_version is not None and backoff.capacity_version != capacity_version:
-            return False
-        return now < backoff.until
-
-    def _back_off(self, key: GangKey, capacity_version: int | None) -> None:
-        s = self.settings
-        previous = self._backoff.get(key)
-        delay = min(previous.delay * 2, s.backoff_max_s) if previous is not None else s.backoff_initial_s
-        self._backoff[key] = _Backoff(time.monotonic() + delay, delay, capacity_version)
-
     def _refused(self, refusal: Refusal, capacity_version: int) -> None:
         gang = refusal.gang
         self.stats.refusals += 1
@@ -299,7 +282,7 @@ class Scheduler:
             self.stats.pods_released += len(refusal.release)
             for error in errors:
                 log.warning("release: %s", error)
-        self._back_off(gang.key, capacity_version)
+        self.requeue.failed(gang.key, capacity_version)
         if self._reasons.get(gang.key) != refusal.reason:
             self._reasons[gang.key] = refusal.reason
             log.info("%s: gang %s not placed: %s", self.kube.name, gang.key, refusal.reason)
@@ -312,7 +295,7 @@ class Scheduler:
                            on_bound=lambda b: self.cache.assume(b.pod, b.node))
         self.stats.bind_s += time.perf_counter() - started
         if result.ok:
-            self._backoff.pop(gang.key, None)
+            self.requeue.placed(gang.key)
             self._reasons.pop(gang.key, None)
             self.stats.gangs_bound += 1
             self.stats.pods_bound += len(result.bound)
@@ -333,7 +316,7 @@ class Scheduler:
                     len(result.bound), len(decision.binds), result.error)
         for error in result.release_errors:
             log.warning("release: %s", error)
-        self._back_off(gang.key, None)
+        self.requeue.failed(gang.key, None)
         self._event(gang.pending, "FailedScheduling", f"gang {gang.key}: binding failed ({result.error}); "
                     f"{len(result.released)} bound pod(s) released, retrying the whole gang", warning=True)
         return False

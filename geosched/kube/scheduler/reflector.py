@@ -6,7 +6,8 @@ be told from a drop by what the client sees, and a list is always correct, so th
 one; with `watch_timeout_s` of 300 s it costs one list per resource per five minutes.
 
 A resource the cluster does not serve (a PodGroup CRD that is not installed) is looked for again every
-`absent_retry_s`. Any other failure backs off exponentially (0.5 s doubling to 30 s) and lists again. An API server
+`absent_retry_s`. Any other failure backs off exponentially (0.5 s doubling to 30 s: RECONNECT, on the one retry
+policy of geosched.core.retry) and lists again. An API server
 that cannot be reached at all fails every reflector of the cluster at once: they share one `Outage`, one backoff
 whose every step is said in one line naming the cluster's context and the cause (not once per resource, and not
 urllib3's own retry lines, which `geosched.console.logs` keeps off stderr), and the recovery in one more.
@@ -24,9 +25,15 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from geosched.core.retry import RetryPolicy
 from geosched.kube.client import Json, Kube, describe
 
 log = logging.getLogger(__name__)
+
+# The reconnect schedule: a list that failed, and a cluster's outage, wait 0.5 s doubling to 30 s (without jitter:
+# one scheduler per cluster, and an outage's reflectors are meant to retry together). Only `delay` is used: the loop
+# keeps trying for as long as it runs, so `attempts` does not apply.
+RECONNECT = RetryPolicy(initial_s=0.5, max_s=30.0)
 
 
 class Sink(Protocol):
@@ -54,16 +61,16 @@ class Outage:
     after that starts the next step (and says so), so the reflectors retry together and the log has one line per
     step, however many resources the cluster's reflectors list."""
 
-    def __init__(self, name: str, *, initial_s: float = 0.5, max_s: float = 30.0,
+    def __init__(self, name: str, *, policy: RetryPolicy = RECONNECT,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
-        self.initial_s = initial_s
-        self.max_s = max_s
+        self.policy = policy
         self.clock = clock
         self.delay = 0.0
         self.since: float | None = None  # when the outage began; None while reachable
         self.until = float("-inf")  # when the current step's wait ends
-        self.steps = 0
+        self.steps = 0  # every step, of every outage so far
+        self.retries = 0  # the steps of this outage
         self._lock = threading.Lock()
 
     @classmethod
@@ -76,7 +83,8 @@ class Outage:
         with self._lock:
             now = self.clock()
             if now >= self.until:
-                self.delay = self.initial_s if self.since is None else min(self.delay * 2, self.max_s)
+                self.retries = 1 if self.since is None else self.retries + 1
+                self.delay = self.policy.delay(self.retries)
                 if self.since is None:
                     self.since = now
                 self.until = now + self.delay
@@ -89,7 +97,7 @@ class Outage:
         with self._lock:
             if self.since is not None:
                 log.warning("%s: the API server answers again, after %.0fs", self.name, self.clock() - self.since)
-            self.since, self.delay, self.until = None, 0.0, float("-inf")
+            self.since, self.delay, self.until, self.retries = None, 0.0, float("-inf"), 0
 
 
 class Reflector:
@@ -127,29 +135,32 @@ class Reflector:
                 response.shutdown()
 
     def _run(self) -> None:
-        delay = 0.5
+        failures = 0  # lists that failed in a row (not for want of the server: that is the outage's count)
         while not self.stop.is_set():
             try:
                 self._list_and_watch()
-                delay = 0.5
+                failures = 0
             except ApiException as exc:
                 if exc.status == 404 and self.optional:
                     self.cache.replace(self.kind, [])
                     self.synced.set()
                     self.stop.wait(self.absent_retry_s)
                     continue
-                log.warning("%s %s: %s; listing again in %.1fs", self.kube.name, self.kind, describe(exc), delay)
-                self.stop.wait(delay)
-                delay = min(delay * 2, 30.0)
+                failures += 1
+                self._list_failed(exc, failures)
             except Exception as exc:  # the watch thread must outlive any one failure
                 if self.stop.is_set():
                     return
                 if isinstance(exc, _Unreachable):
                     self.stop.wait(self.outage.failed(exc.cause))
                     continue
-                log.warning("%s %s: %s; listing again in %.1fs", self.kube.name, self.kind, describe(exc), delay)
-                self.stop.wait(delay)
-                delay = min(delay * 2, 30.0)
+                failures += 1
+                self._list_failed(exc, failures)
+
+    def _list_failed(self, exc: BaseException, failures: int) -> None:
+        delay = RECONNECT.delay(failures)
+        log.warning("%s %s: %s; listing again in %.1fs", self.kube.name, self.kind, describe(exc), delay)
+        self.stop.wait(delay)
 
     def _list_and_watch(self) -> None:
         try:

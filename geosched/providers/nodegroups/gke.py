@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from geosched.clouds import gcp as gcp_cloud
 from geosched.console import settings as settings_table
 from geosched.console.settings import environ
 from geosched.providers.base import AuthError, Budget, ProviderError, StallError, TransientError, UnsupportedError
@@ -28,6 +29,9 @@ from geosched.providers.nodegroups.gkespec import Cluster
 from geosched.providers.plan import Plan, Skipped
 
 T = TypeVar("T")
+# The settings geosched.clouds.gcp declares, read here from the environment (with the config file's values).
+PROJECT = settings_table.of_cloud(gcp_cloud.NAME, "project")
+GKE_ENDPOINT = settings_table.of_cloud(gcp_cloud.NAME, "gke_endpoint")
 # google.rpc.Code numbers an operation's error carries (googleapis google/rpc/code.proto).
 RPC_RESOURCE_EXHAUSTED = 8
 # The pool statuses and what `launch` makes of them; RECONCILING right after a create is the create still going.
@@ -48,8 +52,8 @@ class Gke:
                  credentials: Any | None = None) -> None:
         env = environ()
         self.region = region
-        self.endpoint = endpoint or settings_table.from_environment(settings_table.GKE_ENDPOINT, env)
-        self._project = project or settings_table.from_environment(settings_table.GCP_PROJECT, env)
+        self.endpoint = endpoint or settings_table.from_environment(GKE_ENDPOINT, env)
+        self._project = project or settings_table.from_environment(PROJECT, env)
         self._credentials = credentials
         self._client_obj: Any = None
         self._lock = threading.Lock()
@@ -97,7 +101,7 @@ class Gke:
         if not self._project:
             self._creds()
         if not self._project:
-            raise AuthError(f"no GCP project: set {settings_table.GCP_PROJECT.env}", code="NoProject")
+            raise AuthError(f"no GCP project: set {PROJECT.env}", code="NoProject")
         return self._project
 
     def _path(self, cluster: str, location: str) -> str:
