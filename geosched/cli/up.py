@@ -360,7 +360,7 @@ def _resume(ctx: typer.Context, gang: str, gpu: str, gpus_per_node: int, nodes: 
     from geosched.providers.nodegroups import resume as resuming
     from geosched.store.db import Store
 
-    with Store(providers_cli._home(ctx)) as store:
+    with Store(cliparts.state_home(ctx)) as store:
         record = journal.gang_record(store, gang)
         assert record is not None
         asked = resuming.Asked(gpu, gpus_per_node, nodes, pricing.value, tuple(cluster_names))
