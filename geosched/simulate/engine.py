@@ -65,7 +65,7 @@ from geosched.grid.carbon import decision_signal
 from geosched.policies.context import IntArray, PlacementContext
 from geosched.policies.patience import Waiting
 from geosched.policies.reservation import Domains, Reservation, reserve
-from geosched.policies.strictqueue import Behind
+from geosched.policies.strictqueue import QUEUE_AWARE, Behind
 from geosched.simulate.gangs import MAX_GPUS_PER_WORKER, ProfileFor, gavel_profiles, to_job
 from geosched.simulate.gavel import shipped_throughputs
 from geosched.simulate.metrics import JobRecord, PolicyResult, Unplaced, summarise
@@ -503,8 +503,8 @@ class _Replay:
 
     def _behind(self, j: int, now: float) -> Behind | None:
         """What a strict queue (no backfill) holds behind its head `j` (policies/strictqueue.py); None otherwise."""
-        if self.options.backfill or len(self.queue) < 2 or self.queue[0] != j:
-            return None
+        if self.options.backfill or len(self.queue) < 2 or self.queue[0] != j or self.policy not in QUEUE_AWARE:
+            return None  # (a policy that does not read it is not handed it: building it costs a walk of what runs)
         releases = [(finish - now, *self.held[i]) for finish, _, i in self.running]
         queued = [(self.gangs[i], self.trace[i].duration_s)
                   for i in itertools.islice(self.queue, 1, 1 + self.options.backfill_depth)]
