@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.core.errors import GeoschedError, one_line
-from geosched.kube import provwatch
+from geosched.kube import provreq, provwatch
 from geosched.kube.client import Kube
 from geosched.kube.submit import Applied, apply_manifests
 from geosched.providers import journal
@@ -123,8 +123,7 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
     c, namespace = zone.candidate, zone.namespace
     manifests = zone.render()
     name = next((str(m["metadata"]["name"]) for m in manifests if m["kind"] == "ProvisioningRequest"), None)
-    job = next(m for m in manifests if m["kind"] not in provwatch.QUEUE_KINDS
-               and m["kind"] not in ("PodTemplate", "ProvisioningRequest"))
+    job = provreq.job_of(manifests)
     seen: set[str] = set()
     where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
     # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.

@@ -17,7 +17,8 @@ cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest):
 
 What this module renders: the job (any kind geosched reads, or a compact job built as an Indexed Job) with its
 queue label and, on every pod template, `nodeSelector` zone Z and the GPU label, and the tolerations of the taints
-the class's nodes carry; and, cluster-scoped, one ResourceFlavor (the GPU label), the ProvisioningRequestConfig
+the class's nodes carry; before it the job file's other documents, unchanged (a Service, a ConfigMap), as `submit`
+applies them; and, cluster-scoped, one ResourceFlavor (the GPU label), the ProvisioningRequestConfig
 (`managedResources: [nvidia.com/gpu]`: only pod sets asking for GPUs get a request), the AdmissionCheck, a
 ClusterQueue applying that check whose quota is the gang's own request (nodes that do not exist yet have nothing
 to size it from; a cluster owner raises it to queue more gangs) and the LocalQueue. Rendered at Kueue's
@@ -41,7 +42,7 @@ from typing import Any
 
 from geosched.core.errors import InputError
 from geosched.files.fields import describe
-from geosched.kube import affinity, keys, tolerations
+from geosched.kube import affinity, keys, kinds, tolerations
 from geosched.kube.backends.kueue import API_VERSION, GROUP
 from geosched.kube.jobinput import JobInput, PodSet
 from geosched.kube.kinds.template import at_path
@@ -108,7 +109,7 @@ def render(job: JobInput, target: Target, *, queue: str, namespace: str) -> list
     obj, companions, pod_sets, _ = _pinned(job, target, namespace)
     obj.setdefault("metadata", {}).setdefault("labels", {})[keys.KUEUE_QUEUE] = queue
     quota = gang_request(obj, pod_sets, job.source)
-    return [*queue_objects(target, queue, namespace, quota), obj, *companions]
+    return [*queue_objects(target, queue, namespace, quota), *_extras(job), obj, *companions]
 
 
 def render_request(job: JobInput, target: Target, *, namespace: str) -> list[dict[str, Any]]:
@@ -142,7 +143,19 @@ def render_request(job: JobInput, target: Target, *, namespace: str) -> list[dic
     request = {"apiVersion": REQUEST_API_VERSION, "kind": "ProvisioningRequest",
                "metadata": {"name": request_name, "namespace": namespace},
                "spec": {"provisioningClassName": target.class_name, "podSets": request_sets}}
-    return [*pod_templates, request, obj, *companions]
+    return [*pod_templates, request, *_extras(job), obj, *companions]
+
+
+def _extras(job: JobInput) -> list[dict[str, Any]]:
+    """The job file's other documents (a Service the pods are reached by, a ConfigMap they read), unchanged and
+    before the job as `submit` applies them (kube/render.py): left out, the job was applied without them."""
+    return [copy.deepcopy(dict(e)) for e in job.extras]
+
+
+def job_of(manifests: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The job among what `render` or `render_request` made: the one object of a job kind (a job file holds
+    exactly one, kube/jobinput.py; its other documents and the companions are of no job kind)."""
+    return next(m for m in manifests if kinds.lookup(str(m.get("apiVersion")), str(m.get("kind"))) is not None)
 
 
 def _request_name(obj: Mapping[str, Any], target: Target) -> str:

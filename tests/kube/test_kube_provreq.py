@@ -165,3 +165,26 @@ def test_the_request_schema_can_fail(tmp_path: Path, validate: Validate) -> None
     del broken["spec"]["provisioningClassName"]
     with pytest.raises(AssertionError, match="provisioningClassName"):
         validate(broken)
+
+
+@pytest.mark.parametrize(("data", "extra"), [
+    # kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml: the leader's Service after the LeaderWorkerSet.
+    ("leaderworkerset.yaml", "Service"),
+    # The ConfigMap the pods read through envFrom (a missing one: CreateContainerConfigError, pods never start).
+    ("multi-doc.yaml", "ConfigMap"),
+])
+@pytest.mark.parametrize("kueue", [True, False])
+def test_the_job_files_other_documents_are_rendered_before_the_job(
+        data: str, extra: str, kueue: bool, validate: Validate) -> None:
+    # They were dropped: `up --provisioning-class` applied (or wrote for GitOps) the job alone, where `submit` and
+    # `up --karpenter` apply the file's other documents too.
+    job = read_job_file(DATA / data)
+    objs = (provreq.render(job, GKE_C, queue="q", namespace="research") if kueue else
+            provreq.render_request(job, GKE_C, namespace="research"))
+    for obj in objs:
+        validate(obj)
+    kinds = [o["kind"] for o in objs]
+    assert kinds.count(extra) == 1, kinds
+    assert kinds.index(extra) < kinds.index(job.kind.kind)
+    [got] = [o for o in objs if o["kind"] == extra]
+    assert got == job.extras[0]

@@ -26,6 +26,7 @@ from geosched.providers import journal
 from geosched.providers.plan import Candidate, GangRequest, PricingMode
 from geosched.store.db import Store
 from tests.clock import FakeClock
+from tests.kube.kube_support import DATA
 from tests.kubeemu import MultiCluster
 
 NS = "ml"
@@ -202,6 +203,54 @@ def test_a_failed_zone_is_withdrawn_and_the_next_zone_provisions_the_gang(
     assert record is not None and record.state == "terminated"
     assert any("us-east-1a (use1-az6): ProvisioningRequest" in line and "trying the next zone" in line
                for line in said)
+
+
+def multi_doc_zones(tmp_path: Path) -> list[provfailover.Zone]:
+    # tests/kube/data/multi-doc.yaml's shape: the ConfigMap the pods read (envFrom) before the Job, in one file.
+    path = tmp_path / "multi.yaml"
+    path.write_text((DATA / "multi-doc.yaml").read_text(encoding="utf-8").replace("namespace: research",
+                                                                                 f"namespace: {NS}"),
+                    encoding="utf-8")
+    job = read_job_file(path)
+    out = []
+    for name, zone_id in ZONES:
+        pin = provreq.Target(zone=name, gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
+                             class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
+        out.append(provfailover.Zone(candidate(zone_id), f"{name} ({zone_id})",
+                                     partial(provreq.render_request, job, pin, namespace=NS), cluster="cluster-a",
+                                     context="cluster-a", namespace=NS))
+    return out
+
+
+def test_a_job_files_configmap_is_applied_with_the_job_and_withdrawn_with_it(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # It was left out: the pods would have waited for a ConfigMap nobody applied. Applied, it goes and comes back
+    # with the job zone by zone, and the job (not the ConfigMap, the file's first document) is the one watched.
+    autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
+    clock = Clock(autoscaler)
+    said: list[str] = []
+    queued = provfailover.queue_across(store, multi_doc_zones(tmp_path), open_kube=opener(cluster), gang="g9",
+                                       request=GANG, settings=provfailover.Settings(
+                                           timeout_s=600, poll_s=5, clock=clock, sleep=clock.sleep), say=said.append)
+    # The refused zone's ConfigMap was withdrawn (else the next zone's apply is refused: already there).
+    assert queued.zone.candidate.zone == "use1-az1"
+    assert [o["metadata"]["name"] for o in cluster["cluster-a"].list("v1/configmaps", NS)] == ["llm-config"]
+    assert [o["metadata"]["name"] for o in cluster["cluster-a"].list("batch/v1/jobs", NS)] == ["llm-small"]
+
+    def stop() -> None:
+        raise KeyboardInterrupt
+
+    cluster["cluster-a"].delete("batch/v1/jobs", "llm-small", NS)
+    cluster["cluster-a"].delete("v1/configmaps", "llm-config", NS)
+    for kind in (PROVREQS, "v1/podtemplates"):
+        for o in cluster["cluster-a"].list(kind, NS):
+            cluster["cluster-a"].delete(kind, o["metadata"]["name"], NS)
+    clock = Clock(stop)
+    with pytest.raises(KeyboardInterrupt):
+        provfailover.queue_across(store, multi_doc_zones(tmp_path), open_kube=opener(cluster), gang="g10",
+                                  request=GANG, settings=provfailover.Settings(clock=clock, sleep=clock.sleep),
+                                  say=said.append)
+    assert said[-1].startswith("interrupted: Job llm-small in namespace ml of cluster cluster-a stays queued")
 
 
 def test_every_zone_failing_leaves_nothing_and_names_each(cluster: MultiCluster, store: Store,
