@@ -46,7 +46,9 @@ from geosched.kube import affinity, keys, kinds, tolerations
 from geosched.kube.backends.kueue import API_VERSION, GROUP
 from geosched.kube.jobinput import JobInput, PodSet
 from geosched.kube.kinds.template import at_path
+from geosched.kube.objpath import At
 from geosched.kube.quantity import parse_quantity
+from geosched.kube.resources import CPU, PODS, pod_requests
 from geosched.kube.tolerations import Toleration
 
 # Kueue's ProvisioningRequest admission check controller (apis/kueue/v1beta2 `ProvisioningRequestControllerName`).
@@ -216,26 +218,44 @@ MAX_QUANTITY = Decimal(2**63 - 1)
 
 
 def gang_request(obj: Mapping[str, Any], pod_sets: Sequence[PodSet], source: str) -> dict[str, int | str]:
-    """What the gang's pods request together (a container's limit where it sets no request, as Kueue counts it),
-    GPUs always among them: the ClusterQueue's quota for this gang. A value that is not a quantity of at least 0
-    and at most MAX_QUANTITY is one line naming the job file and the field (the job readers count GPUs only)."""
-    totals: dict[str, Decimal] = {keys.GPU: Decimal(0)}
+    """What the gang's pods request together, each pod counted as Kueue counts it for the Workload (kube-scheduler's
+    rule, geosched.kube.resources.pod_requests: its largest init container when more than its app containers and
+    sidecars, a container's limit where it sets no request, its overhead), GPUs always among them: the
+    ClusterQueue's quota for this gang. A value that is not a quantity of at least 0 and at most MAX_QUANTITY is
+    one line naming the job file and the field (the job readers count GPUs only)."""
+    totals: dict[str, int] = {keys.GPU: 0}
     for pod_set in pod_sets:
         assert pod_set.path is not None
         spec = at_path(obj, pod_set.path).get("spec") or {}
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in pod_set.path).lstrip(".")
-        for index, container in enumerate(spec.get("containers") or []):
-            resources = container.get("resources") or {}
-            for kind in ("limits", "requests"):
-                for resource, value in (resources.get(kind) or {}).items():
-                    _quantity(value, source, f"{at}.spec.containers[{index}].resources.{kind}.{resource}")
-            wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-            for resource, value in wanted.items():
-                amount = parse_quantity(value)
-                totals[str(resource)] = totals.get(str(resource), Decimal(0)) + amount * pod_set.pods
-    if any(total > MAX_QUANTITY for total in totals.values()):
+        _check_quantities(spec, source, f"{at}.spec")
+        for resource, amount in pod_requests(At(spec, source)).items():
+            if resource != PODS:  # Kueue counts pods only for a queue that covers them; this one does not
+                totals[resource] = totals.get(resource, 0) + amount * pod_set.pods
+    # pod_requests counts cpu in millicores and the rest in whole units.
+    if any(Decimal(total) / (1000 if r == CPU else 1) > MAX_QUANTITY for r, total in totals.items()):
         raise InputError(source, "resources", f"the gang's pods ask for more than Kubernetes holds ({MAX_QUANTITY})")
-    return {r: int(v) if v == v.to_integral_value() else f"{int(v * 1000)}m" for r, v in totals.items()}
+    return {r: (v // 1000 if v % 1000 == 0 else f"{v}m") if r == CPU else v for r, v in totals.items()}
+
+
+def _check_quantities(spec: Mapping[str, Any], source: str, at: str) -> None:
+    """Every quantity `pod_requests` reads is one (it passes over what is not): else one line naming the field."""
+    for group in ("initContainers", "containers"):
+        containers = spec.get(group) or []
+        for index, container in enumerate(containers if isinstance(containers, list) else []):
+            resources = (container.get("resources") if isinstance(container, Mapping) else None) or {}
+            for kind in ("limits", "requests"):
+                values = (resources.get(kind) if isinstance(resources, Mapping) else None) or {}
+                for resource, value in (values.items() if isinstance(values, Mapping) else ()):
+                    _quantity(value, source, f"{at}.{group}[{index}].resources.{kind}.{resource}")
+    overhead = spec.get("overhead") or {}
+    for resource, value in (overhead.items() if isinstance(overhead, Mapping) else ()):
+        _quantity(value, source, f"{at}.overhead.{resource}")
+    pod_level = (spec.get("resources") or {}) if isinstance(spec.get("resources"), Mapping) else {}
+    for kind in ("limits", "requests"):
+        values = pod_level.get(kind) or {}
+        for resource, value in (values.items() if isinstance(values, Mapping) else ()):
+            _quantity(value, source, f"{at}.resources.{kind}.{resource}")
 
 
 def _quantity(value: Any, source: str, where: str) -> None:
