@@ -1,0 +1,69 @@
+"""The adversarial tester's findings of 2026-12-07, fourth round (/work/lanes/attack4/REPORT.md), each reproduced
+through the command a user runs."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from geosched.core.errors import EXIT_BAD_INPUT
+from tests.inputs.inputs_support import in_process
+
+# --- --out naming something that is not a file ----------------------------------------------------------------
+
+# `--out /dev/null` (discard the output, as a CI step that only checks a command runs does) and `--out /dev/stdout`
+# are how people say "nowhere" and "here" to tools that take a file name. A write is a temp file renamed over its
+# target, so as root (CI containers) `report cost -o csv --out /dev/full` replaced the machine's /dev/full with an
+# empty regular file and said "wrote /dev/full". The tests make their own device, FIFO and links in tmp_path.
+
+
+def _report(tmp_path: Path, out: Path) -> tuple[int | str, str, str]:
+    run = in_process(["report", "cost", "-o", "csv", "--out", out], home=tmp_path / "home")
+    return run.code, run.stdout, run.stderr
+
+
+def test_a_fifo_at_out_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code, stdout, stderr = _report(tmp_path, fifo)
+    assert code == EXIT_BAD_INPUT, (code, stderr)
+    assert stderr == (f"error: {fifo}: a FIFO, not a file: geosched writes a file whole (a temp file renamed over "
+                      "it), which would replace it; name a file\n")
+    assert stdout == "" and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node takes root")
+def test_a_device_at_out_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null's numbers
+    code, _, stderr = _report(tmp_path, null)
+    assert code == EXIT_BAD_INPUT, (code, stderr)
+    assert f"{null}: a device, not a file" in stderr
+    assert stat.S_ISCHR(null.lstat().st_mode) and null.lstat().st_rdev == os.makedev(1, 3)
+
+
+@pytest.mark.parametrize("to", ["/dev/null", "/proc/self/fd/1"], ids=["device", "descriptor"])
+def test_a_link_to_a_device_or_a_descriptor_is_refused_and_left_as_it_is(tmp_path: Path, to: str) -> None:
+    # /dev/stdout is a link to /proc/self/fd/1 (whatever fd 1 is: a pipe, a terminal, or a file when redirected).
+    link = tmp_path / "stdout"
+    link.symlink_to(to)
+    code, _, stderr = _report(tmp_path, link)
+    assert code == EXIT_BAD_INPUT, (code, stderr)
+    assert f"{link}: a link to " in stderr and ", not a file" in stderr
+    assert link.is_symlink() and os.readlink(link) == to
+
+
+def test_a_link_to_a_file_is_still_replaced_and_a_file_written(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.csv"
+    target.write_text("keep me", encoding="utf-8")
+    link = tmp_path / "report.csv"
+    link.symlink_to(target)
+    code, stdout, stderr = _report(tmp_path, link)
+    assert code == 0, stderr
+    assert stdout == f"wrote {link}\n"
+    assert not link.is_symlink() and target.read_text(encoding="utf-8") == "keep me"
+    fresh = tmp_path / "new.csv"
+    assert _report(tmp_path, fresh)[0] == 0 and fresh.is_file()
