@@ -67,3 +67,73 @@ def test_a_link_to_a_file_is_still_replaced_and_a_file_written(tmp_path: Path) -
     assert not link.is_symlink() and target.read_text(encoding="utf-8") == "keep me"
     fresh = tmp_path / "new.csv"
     assert _report(tmp_path, fresh)[0] == 0 and fresh.is_file()
+
+
+# --- a JobSet's replicated job that sets neither completions nor parallelism ----------------------------------
+
+# kubernetes-sigs/jobset site/static/examples/depends-on/depends-on.yaml (commit 08dfbdfd): the initializer and
+# the launcher set neither field, which batch/v1 defaults to 1 and 1 (SetDefaults_Job) after JobSet defaults the
+# completionMode to Indexed; here the workers ask for GPUs, as a training JobSet's do.
+DEPENDS_ON = """\
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: depends-on
+spec:
+  replicatedJobs:
+    - name: initializer
+      template:
+        spec:
+          template:
+            spec:
+              containers:
+                - name: initializer
+                  image: busybox
+                  command: [/bin/sh, -c, "echo 'initializer runs for 10 seconds' && sleep 10"]
+    - name: launcher
+      dependsOn:
+        - name: initializer
+          status: Complete
+      template:
+        spec:
+          template:
+            spec:
+              containers:
+                - name: launcher
+                  image: busybox
+                  command: [/bin/sh, -c, "echo 'launcher runs for 20 seconds' && sleep 20"]
+    - name: worker
+      dependsOn:
+        - name: launcher
+          status: Ready
+      template:
+        spec:
+          parallelism: 4
+          completions: 4
+          template:
+            spec:
+              containers:
+                - name: worker
+                  image: busybox
+                  command: [/bin/sh, -c, "echo 'worker runs for 20 seconds' && sleep 20"]
+                  resources:
+                    limits:
+                      nvidia.com/gpu: 8
+"""
+
+
+def test_a_replicated_job_without_completions_or_parallelism_is_one_pod(tmp_path: Path) -> None:
+    # It was refused: "completions: required with completionMode: Indexed", of a file the API server takes.
+    from geosched.kube.jobinput import read_job_file
+
+    path = tmp_path / "depends-on.yaml"
+    path.write_text(DEPENDS_ON, encoding="utf-8")
+    job = read_job_file(path)
+    assert [p.pods for p in job.pod_sets] == [1, 1, 4]
+    assert (job.job.workers, job.job.gpus_per_worker) == (4, 8)
+    # Parallelism without completions is still refused: the API server refuses it for an Indexed Job.
+    path.write_text(DEPENDS_ON.replace("          parallelism: 4\n          completions: 4\n",
+                                       "          parallelism: 4\n"), encoding="utf-8")
+    from geosched.core.errors import InputError
+    with pytest.raises(InputError, match=r"replicatedJobs\[2\].template.spec.completions: required"):
+        read_job_file(path)
