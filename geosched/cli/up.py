@@ -370,7 +370,8 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
             pin, shape, where = _pin(place.backend.provider, t, class_name)
             zones.append(provfailover.Zone(t.candidate, where if len(places) == 1 else f"{where}, cluster "
                                            f"{place.name}", partial(rendered, pin, namespace, queue),
-                                           cluster=place.name, context=context, namespace=namespace))
+                                           cluster=place.name, context=context, namespace=namespace,
+                                           kept=provreq.kept(job)))
             shapes.append(shape)
     first = zones[0]
     note = noted(first, shapes[0])

@@ -18,10 +18,10 @@ cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest):
 What this module renders: the job (any kind geosched reads, or a compact job built as an Indexed Job) with its
 queue label and, on every pod template, `nodeSelector` zone Z and the GPU label, and the tolerations of the taints
 the class's nodes carry; before it the job file's other documents, unchanged (a Service, a ConfigMap), as `submit`
-applies them; and, cluster-scoped, one ResourceFlavor (the GPU label), the ProvisioningRequestConfig
-(`managedResources: [nvidia.com/gpu]`: only pod sets asking for GPUs get a request), the AdmissionCheck, a
-ClusterQueue applying that check whose quota is the gang's own request (nodes that do not exist yet have nothing
-to size it from; a cluster owner raises it to queue more gangs) and the LocalQueue. Rendered at Kueue's
+applies them (`kept`: never withdrawn); and, cluster-scoped, one ResourceFlavor (the GPU label), the
+ProvisioningRequestConfig (`managedResources: [nvidia.com/gpu]`: only pod sets asking for GPUs get a request), the
+AdmissionCheck, a ClusterQueue applying that check whose quota is the gang's own request (nodes that do not exist
+yet have nothing to size it from; a cluster owner raises it to queue more gangs) and the LocalQueue. Rendered at Kueue's
 v1beta2 (its storage version since v0.16; v0.17.0 serves v1beta1 and v1beta2 of ProvisioningRequestConfig,
 config/components/crd/bases/kueue.x-k8s.io_provisioningrequestconfigs.yaml).
 
@@ -152,6 +152,19 @@ def _extras(job: JobInput) -> list[dict[str, Any]]:
     """The job file's other documents (a Service the pods are reached by, a ConfigMap they read), unchanged and
     before the job as `submit` applies them (kube/render.py): left out, the job was applied without them."""
     return [copy.deepcopy(dict(e)) for e in job.extras]
+
+
+def kept(job: JobInput) -> frozenset[tuple[str, str, str]]:
+    """The job file's other documents as `identity` names them: applied with the job, as `submit` applies them,
+    but never withdrawn with a refused zone nor required to be new (cli/provfailover.py). They pin nothing to the
+    zone, and they may be the user's already (a Namespace, a shared ConfigMap): deleting one would delete what
+    geosched did not create."""
+    return frozenset(identity(e) for e in job.extras)
+
+
+def identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(apiVersion, kind, name) of a manifest."""
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str((obj.get("metadata") or {}).get("name")))
 
 
 def job_of(manifests: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
