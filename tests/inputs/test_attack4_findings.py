@@ -137,3 +137,20 @@ def test_a_replicated_job_without_completions_or_parallelism_is_one_pod(tmp_path
     from geosched.core.errors import InputError
     with pytest.raises(InputError, match=r"replicatedJobs\[2\].template.spec.completions: required"):
         read_job_file(path)
+
+
+# --- a gang name taken already ---------------------------------------------------------------------------------
+
+def test_every_path_that_creates_a_gang_refuses_a_name_taken_already(tmp_path: Path) -> None:
+    # `up --provisioning-class --name G` forgot the check the node-group and machine paths made: the insert's
+    # IntegrityError was a traceback (tests/providers/test_provreq_failover.py runs that path). The check is now the
+    # insert's own, for every path.
+    from geosched.core.errors import InputError
+    from geosched.providers import journal
+    from geosched.store.db import Store
+
+    with Store(tmp_path / "home") as store:
+        first = journal.create_gang(store, "g1", journal.owner(store), None)
+        with pytest.raises(InputError, match=r"^--name: gang 'g1' exists already in "):
+            journal.create_gang(store, "g1", journal.owner(store), None)
+        assert journal.gang_record(store, "g1") == first

@@ -499,3 +499,18 @@ def test_a_refusal_of_the_api_server_during_the_watch_is_one_line_and_the_zone_w
     assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
     [attempt] = journal.attempts(store, "t2")
     assert attempt.outcome == "rolled-back" and attempt.message == f"{caught.value}; withdrawn"
+
+
+def test_a_gang_name_taken_already_is_one_line_and_leaves_that_gang_as_it_was(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # `up --provisioning-class --name G` with G a gang of this store (a node group's, still running): the insert's
+    # IntegrityError was a traceback. The node-group and machine paths said it in one line already.
+    from geosched.core.errors import EXIT_BAD_INPUT, InputError
+
+    before = journal.create_gang(store, "g12", journal.owner(store), GANG)
+    with pytest.raises(InputError) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g12", request=GANG)
+    assert str(caught.value) == f"--name: gang 'g12' exists already in {store.path}"
+    assert caught.value.exit_code == EXIT_BAD_INPUT
+    assert journal.gang_record(store, "g12") == before and journal.attempts(store, "g12") == []
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}

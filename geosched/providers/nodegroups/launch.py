@@ -179,8 +179,6 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
     `until` (and `join`) are given: then `until` blocks until the block's start and the join follows."""
     say = notify or (lambda _line: None)
     request = plan.request
-    if journal.gang_record(store, gang) is not None:
-        raise InputError("--name", "", f"gang {gang!r} exists already in {store.path}")
     for place in places:
         too_big = place.backend.size_problem(request.nodes)
         if too_big is not None:  # library callers too: nothing is journalled for a gang no group can hold
