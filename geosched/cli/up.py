@@ -235,6 +235,8 @@ def up_cmd(
             Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join,
             capacity_block=capacity_block, buy_capacity_block=buy_capacity_block,
             starts_within_h=capacity_block_starts_within, until=sleep_until if wait_for_block else None)
+    except KeyboardInterrupt:
+        raise _interrupted(ctx, gang) from None
     except Exception as exc:
         # Waiting for the nodes could not ask a cluster (nodejoin's API errors, an unreachable server): the
         # attempt's group is deleted already (launch.py); `down` makes sure of the rest of the gang.
@@ -265,6 +267,8 @@ def up_cmd(
         outcome = _submit(job_file, result.group, kube_context, kubeconfig, clusters, policy,
                           Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), cloud,
                           network)
+    except KeyboardInterrupt:
+        raise _interrupted(ctx, result.gang) from None
     except Exception as exc:
         raise _up_failed(ctx, result.gang, exc, kube_context) from None
     if outcome.status != "applied":
@@ -480,6 +484,18 @@ def _up_failed(ctx: typer.Context, gang: str, exc: Exception, context: str | Non
 
         return UpFailed(f"cannot reach cluster {context}: {describe(exc)}; {_teardown(ctx, gang)}")
     return UpFailed(f"{exc}; {_teardown(ctx, gang)}")
+
+
+def _interrupted(ctx: typer.Context, gang: str) -> BaseException:
+    """Ctrl-C once the gang exists: all or nothing still holds, the process being alive to keep it (a group
+    ACTIVE and billed was left, the gang `provisioning` for ever, and click said only "Aborted"). A second Ctrl-C
+    during the deletion leaves what is left to `geosched down GANG`, which the journal makes whole."""
+    if not _journalled(ctx, gang):
+        return KeyboardInterrupt()
+    from geosched.console import render
+    render.err.print(f"interrupted: deleting gang {gang}'s node group (Ctrl-C again leaves it to `geosched down "
+                     f"{gang}`)", markup=False, highlight=False, soft_wrap=True)
+    return UpFailed(f"interrupted; {_teardown(ctx, gang)}")
 
 
 def _journalled(ctx: typer.Context, gang: str) -> bool:
