@@ -154,3 +154,30 @@ def test_every_path_that_creates_a_gang_refuses_a_name_taken_already(tmp_path: P
         with pytest.raises(InputError, match=r"^--name: gang 'g1' exists already in "):
             journal.create_gang(store, "g1", journal.owner(store), None)
         assert journal.gang_record(store, "g1") == first
+
+
+# --- a cluster config's queue that no Kubernetes object can be named ---------------------------------------------
+
+@pytest.mark.parametrize(("field", "old", "new"), [
+    # The queue's display name where its object's name goes: rendered as the kueue.x-k8s.io/queue-name label's
+    # value, which the API server refuses ("Team A" is no label value), after `gitops check` passed in CI.
+    ("queue", "queue: team-a", "queue: Team A"),
+    ("queue", "queue: team-a", "queue: " + "q" * 64),  # a label value holds at most 63 characters
+    ("scheduler_name", "namespace: ml\n", "namespace: ml\n    scheduler_name: My Scheduler\n"),
+], ids=["display-name", "too-long", "scheduler"])
+def test_a_queue_or_scheduler_name_no_object_can_have_is_refused_when_the_cluster_config_is_read(
+        tmp_path: Path, field: str, old: str, new: str) -> None:
+    import shutil
+
+    from tests.inputs.inputs_support import ROOT
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "gitops", repo)
+    clusters = repo / "clusters.yaml"
+    clusters.write_text(clusters.read_text(encoding="utf-8").replace(old, new, 1), encoding="utf-8")
+    before = {p: p.read_bytes() for p in (repo / "clusters").rglob("*.yaml")}
+    run = in_process(["gitops", "render", "--jobs", repo / "jobs", "--snapshot", repo / "snapshot", "--clusters",
+                      clusters, "--out", repo], home=tmp_path / "home")
+    assert run.code == EXIT_BAD_INPUT, (run.code, run.stdout, run.stderr)
+    assert run.one_line_error and f"{clusters}: clusters.eks-us-east-1.{field}: " in run.stderr, run.stderr
+    assert {p: p.read_bytes() for p in (repo / "clusters").rglob("*.yaml")} == before
