@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.core.errors import GeoschedError, one_line
-from geosched.kube import provwatch
+from geosched.kube import provreq, provwatch
 from geosched.kube.client import Kube
 from geosched.kube.submit import Applied, apply_manifests
 from geosched.providers import journal
@@ -49,6 +49,8 @@ class Zone:
     cluster: str
     context: str  # the kubeconfig context of `cluster`
     namespace: str
+    # Of the rendered objects, the job file's other documents (provreq.kept): applied, never withdrawn.
+    kept: frozenset[tuple[str, str, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +113,7 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
     message = (f"no zone of cluster{'s' if ',' in named else ''} {named} provisioned {request.nodes} x "
                f"{request.gpu}:{request.gpus_per_node}"
                + (": " + "; ".join(failures) if failures else ": every zone was ruled out") + "; nothing of the job "
-               "or its requests is left in the cluster")
+               "or its requests is left in the cluster" + _kept_note(zones))
     journal.set_gang(store, gang, "terminated", message=message)
     raise NoZoneProvisioned(message)
 
@@ -122,9 +124,10 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
     cluster unless Provisioned."""
     c, namespace = zone.candidate, zone.namespace
     manifests = zone.render()
+    # What a refusal withdraws, and so what must be new before it is applied: all but the file's other documents.
+    ours = [m for m in manifests if provreq.identity(m) not in zone.kept]
     name = next((str(m["metadata"]["name"]) for m in manifests if m["kind"] == "ProvisioningRequest"), None)
-    job = next(m for m in manifests if m["kind"] not in provwatch.QUEUE_KINDS
-               and m["kind"] not in ("PodTemplate", "ProvisioningRequest"))
+    job = provreq.job_of(manifests)
     seen: set[str] = set()
     where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
     # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.
@@ -137,7 +140,7 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
         return found
 
     try:
-        there = provwatch.already_there(kube, manifests, namespace=namespace)
+        there = provwatch.already_there(kube, ours, namespace=namespace)
     except Exception:
         _nothing_applied(store, a, gang, zone, "the cluster could not be asked")
         raise
@@ -163,7 +166,7 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
         raise
     except Exception as exc:
         try:
-            _withdraw(kube, manifests, seen, namespace, settings)
+            _withdraw(kube, ours, seen, namespace, settings)
             note = "withdrawn"
         except Exception:  # the cluster that could not be asked may not take a delete either: the first error says
             note = f"withdrawing it failed too: delete {job['kind']} {job['metadata']['name']} in {namespace}"
@@ -174,7 +177,7 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
         raise
     if state is None or state.failed:
         try:
-            _withdraw(kube, manifests, seen, namespace, settings)
+            _withdraw(kube, ours, seen, namespace, settings)
         except BaseException as exc:
             # Stopped halfway (Ctrl-C, or the API refusing a delete or keeping an object past the deadline): the
             # zone's objects may be partly left, and the caller journals only a finished withdrawal.
@@ -189,6 +192,14 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
                 say(f"interrupted while withdrawing from {zone.where}: {where} may be left; {how}")
             raise
     return state, applied, manifests
+
+
+def _kept_note(zones: Sequence[Zone]) -> str:
+    kept = sorted({k for z in zones for k in z.kept}, key=lambda k: (k[1], k[2]))
+    if not kept:
+        return ""
+    named = ", ".join(f"{kind} {name}" for _, kind, name in kept[:4]) + (" and more" if len(kept) > 4 else "")
+    return f" (the job file's other documents stay applied: {named})"
 
 
 def _close(store: Store, gang: str, attempt_id: int, exc: BaseException) -> None:

@@ -254,7 +254,7 @@ def up_cmd(
         _place(ctx, job_file, job_input, resumed.group, name, cloud, contexts.get(resumed.cluster) or resumed.cluster,
                join, kubeconfig, clusters, policy,
                Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), probe, probe_image,
-               probe_timeout, output, no_headers, kept)
+               probe_timeout, output, no_headers, kept, lambda: kept(UpFailed("interrupted")))
         return
     try:
         result = providers_cli._provision_nodegroup(
@@ -264,6 +264,8 @@ def up_cmd(
             Rework(1.0, 0.25), gang, dry_run, yes, output, no_headers, verbose, show_result=False, join=join,
             capacity_block=capacity_block, buy_capacity_block=buy_capacity_block,
             starts_within_h=capacity_block_starts_within, until=sleep_until if wait_for_block else None)
+    except KeyboardInterrupt:
+        raise _interrupted(ctx, gang) from None
     except Exception as exc:
         # Waiting for the nodes could not ask a cluster (nodejoin's API errors, an unreachable server): the
         # attempt's group is deleted already (launch.py); `down` makes sure of the rest of the gang.
@@ -295,16 +297,16 @@ def up_cmd(
 
     _place(ctx, job_file, job_input, result.group, result.gang, cloud, kube_context, join, kubeconfig, clusters,
            policy, Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), probe, probe_image,
-           probe_timeout, output, no_headers, torn_down)
+           probe_timeout, output, no_headers, torn_down, partial(_interrupted, ctx, gang_made))
 
 
 def _place(ctx: typer.Context, job_file: Path, job_input: JobInput, group: str, gang: str, cloud: str,
            kube_context: str, join: _Joiner, kubeconfig: Path | None, clusters: Path | None, policy: str,
            weights: Weights, probe: bool, probe_image: str, probe_timeout: float, output: Output, no_headers: bool,
-           failed: Callable[[Exception], Exception]) -> None:
+           failed: Callable[[Exception], Exception], interrupted: Callable[[], BaseException]) -> None:
     """Steps 3 and 4 on a group whose nodes are Ready: the optional probe, then `submit` onto the group's nodes;
-    the outcome shown. `failed` turns an error into the command's (a fresh `up` tears the group down, a re-run keeps
-    it)."""
+    the outcome shown. `failed` turns an error into the command's and `interrupted` a Ctrl-C (a fresh `up` tears
+    the group down, a re-run keeps it)."""
     from geosched.console import render
 
     job = job_input.job
@@ -314,6 +316,8 @@ def _place(ctx: typer.Context, job_file: Path, job_input: JobInput, group: str, 
             network = _probe(ctx, group, join.ready.get(group, ()), kube_context, kubeconfig, clusters,
                              job_input.namespace, cloud, probe_image, probe_timeout, _say(output))
         outcome = _submit(job_file, group, kube_context, kubeconfig, clusters, policy, weights, cloud, network)
+    except KeyboardInterrupt:
+        raise interrupted() from None
     except Exception as exc:
         raise failed(exc) from None
     if outcome.status != "applied":
@@ -474,7 +478,8 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
             pin, shape, where = _pin(place.backend.provider, t, class_name)
             zones.append(provfailover.Zone(t.candidate, where if len(places) == 1 else f"{where}, cluster "
                                            f"{place.name}", partial(rendered, pin, namespace, queue),
-                                           cluster=place.name, context=context, namespace=namespace))
+                                           cluster=place.name, context=context, namespace=namespace,
+                                           kept=provreq.kept(job)))
             shapes.append(shape)
     first = zones[0]
     note = noted(first, shapes[0])
@@ -583,6 +588,18 @@ def _up_failed(ctx: typer.Context, gang: str, exc: Exception, context: str | Non
 
         return UpFailed(f"cannot reach cluster {context}: {describe(exc)}; {_teardown(ctx, gang)}")
     return UpFailed(f"{exc}; {_teardown(ctx, gang)}")
+
+
+def _interrupted(ctx: typer.Context, gang: str) -> BaseException:
+    """Ctrl-C once the gang exists: all or nothing still holds, the process being alive to keep it (a group
+    ACTIVE and billed was left, the gang `provisioning` for ever, and click said only "Aborted"). A second Ctrl-C
+    during the deletion leaves what is left to `geosched down GANG`, which the journal makes whole."""
+    if not _journalled(ctx, gang):
+        return KeyboardInterrupt()
+    from geosched.console import render
+    render.err.print(f"interrupted: deleting gang {gang}'s node group (Ctrl-C again leaves it to `geosched down "
+                     f"{gang}`)", markup=False, highlight=False, soft_wrap=True)
+    return UpFailed(f"interrupted; {_teardown(ctx, gang)}")
 
 
 def _journalled(ctx: typer.Context, gang: str) -> bool:

@@ -31,6 +31,21 @@ def is_dns1123_label(value: str) -> bool:
     return len(value) <= DNS1123_LABEL_MAX and _DNS1123_LABEL_RE.match(value) is not None
 
 
+# An object name of most kinds (a LocalQueue, a Volcano Queue, a scheduler's name): an RFC 1123 subdomain
+# (apimachinery IsDNS1123Subdomain, at most 253 characters), cut to `max_length` where the name is also a label's
+# value (kueue.x-k8s.io/queue-name: at most 63).
+_DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+
+
+def dns1123_subdomain_rule(max_length: int = 253) -> str:
+    return (f"must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or "
+            f"digit, at most {max_length} characters)")
+
+
+def is_dns1123_subdomain(value: str, max_length: int = 253) -> bool:
+    return len(value) <= max_length and _DNS1123_SUBDOMAIN_RE.match(value) is not None
+
+
 def dump(data: Any, fmt: str) -> str:
     if fmt == "json":
         # Never NaN or Infinity: they are not JSON, and a consumer's parser would reject the whole document.

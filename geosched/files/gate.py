@@ -202,7 +202,7 @@ def _from_fd(fd: int, source: str, kind: Kind, *, read: bool) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(source, "", f"not a regular file ({_file_type(info.st_mode)}): give a {kind.value} file")
+            raise InputError(source, "", f"not a regular file ({file_type(info.st_mode)}): give a {kind.value} file")
         limit = limit_bytes(kind)
         # The size first: a sparse or huge file is refused before a byte of it is in memory.
         if info.st_size > limit:
@@ -266,7 +266,8 @@ def _read_up_to(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _file_type(mode: int) -> str:
+def file_type(mode: int) -> str:
+    """What a file that is not a regular one is, as the one lines say it."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
                        (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
         if test(mode):

@@ -4,6 +4,9 @@
   with O_NOFOLLOW (openat), so a symlinked directory inside the tree is refused rather than followed out of it,
   and nothing can swap one in between a check and the write. The file itself is replaced by rename, which
   replaces a link at its name and never writes through it. The root is the caller's choice and may be a link.
+- **Only files are replaced.** A name that holds a device, a FIFO or a socket, or a link to one or to a file
+  descriptor (`--out /dev/null`, `--out /dev/stdout`), is refused (`InputError`, exit 2) and left as it is: the
+  rename would replace it, and as root `--out /dev/full` replaced the machine's /dev/full with a file.
 - **Temp files beside their target**, named `.geosched-tmp.<name>.<pid>.<8 hex>` (`temp_name`): one .gitignore
   pattern (`IGNORE_PATTERN`, also matching the journal below) keeps them out of `git add -A`. Removed on every
   exit path a process lives through; those of a killed process (its pid is gone) are swept by the next write
@@ -62,7 +65,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from geosched.core.errors import InputError, OutputError
-from geosched.files.gate import Kind, parse_json, read_bytes_at
+from geosched.files.gate import Kind, file_type, parse_json, read_bytes_at
 
 SHARED = 0o644
 PRIVATE = 0o600
@@ -93,6 +96,7 @@ def write_file(path: Path, data: str | bytes, *, root: Path | None = None, mode:
     try:
         with _failing(path), _directory(root, parts[:-1], create=True, made=made) as dfd:
             name = parts[-1]
+            _only_a_file(dfd, name, path)
             _sweep(dfd, name)
             tmp = _stage(dfd, name, _bytes(data), mode)
             try:
@@ -109,6 +113,34 @@ def write_file(path: Path, data: str | bytes, *, root: Path | None = None, mode:
             with suppress(OSError):
                 directory.rmdir()
         raise
+
+
+def _only_a_file(dfd: int, name: str, path: Path) -> None:
+    """Refuse a `name` the rename would replace that is not a file (see the module's docstring). A directory is
+    left to the rename's own error (exit 1, as before); a dangling link is replaced like a link to a file."""
+    try:
+        here = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    what: str | None = None
+    if stat.S_ISLNK(here.st_mode):
+        target = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), os.readlink(name, dir_fd=dfd)))
+        # /dev/stdout and /dev/fd/N lead to /proc/<pid>/fd/N, a magic link to whatever the descriptor is (a pipe, a
+        # terminal, or a file fd 1 was redirected to): never a file of the user's to replace.
+        if target.startswith(("/proc/", "/dev/fd/")):
+            what = "a link to a file descriptor"
+        else:
+            try:
+                there = os.stat(name, dir_fd=dfd)
+            except OSError:
+                return
+            if not (stat.S_ISREG(there.st_mode) or stat.S_ISDIR(there.st_mode)):
+                what = f"a link to {file_type(there.st_mode)}"
+    elif not (stat.S_ISREG(here.st_mode) or stat.S_ISDIR(here.st_mode)):
+        what = file_type(here.st_mode)
+    if what is not None:
+        raise InputError(str(path), "", f"{what}, not a file: geosched writes a file whole (a temp file renamed "
+                         "over it), which would replace it; name a file")
 
 
 def temp_name(name: str) -> str:

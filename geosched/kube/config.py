@@ -26,6 +26,10 @@ clusters:
         effect: NoSchedule
 ```
 
+`namespace` is an RFC 1123 label, `queue` an RFC 1123 subdomain of at most 63 characters (an object's name and,
+with Kueue, every job's `kueue.x-k8s.io/queue-name` label value) and `scheduler_name` a subdomain, checked when the
+file is read: a display name there rendered manifests the API server refuses.
+
 Volcano's HyperNode tiers are a cluster's own numbering, counted from the nodes up: tier 1 is the HyperNodes
 whose members are nodes, which with switch discovery (UFM, RoCE, hand-written HyperNodes) is a leaf switch, far
 smaller than a zone. Only the cluster knows which tier, if any, is a zone: with Volcano's label discovery over
@@ -46,7 +50,13 @@ from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, mo
 
 from geosched.core.errors import InputError
 from geosched.files.decl.base import Declared, Refused, SettingsDocument, Text, integer, one_of
-from geosched.files.fields import DNS1123_LABEL_RULE, is_dns1123_label
+from geosched.files.fields import (
+    DNS1123_LABEL_MAX,
+    DNS1123_LABEL_RULE,
+    dns1123_subdomain_rule,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+)
 from geosched.files.gate import Kind, load_document
 from geosched.kube import podoptions
 from geosched.kube.gang_backends import Backend as Backend
@@ -107,6 +117,23 @@ class ClusterDecl(Declared):
     pods: Annotated[Any, WithJsonSchema({"type": "object", "description": "geosched/kube/podoptions.py"})] = None
     tolerations: Annotated[Any, WithJsonSchema({"type": "array", "description": "Kubernetes' toleration shape "
                                                 "(geosched/kube/tolerations.py)"})] = None
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, queue: str | None) -> str | None:
+        # The LocalQueue's (Volcano: the Queue's) object name, and with Kueue the value of every job's
+        # kueue.x-k8s.io/queue-name label: a display name ("Team A") rendered a tree the API server refuses.
+        if queue is not None and not is_dns1123_subdomain(queue, DNS1123_LABEL_MAX):
+            raise Refused(dns1123_subdomain_rule(DNS1123_LABEL_MAX))
+        return queue
+
+    @field_validator("scheduler_name")
+    @classmethod
+    def _scheduler_name(cls, name: str | None) -> str | None:
+        # A pod's spec.schedulerName, which the API server checks as a subdomain.
+        if name is not None and not is_dns1123_subdomain(name):
+            raise Refused(dns1123_subdomain_rule())
+        return name
 
     @field_validator("namespace")
     @classmethod

@@ -17,10 +17,11 @@ cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest):
 
 What this module renders: the job (any kind geosched reads, or a compact job built as an Indexed Job) with its
 queue label and, on every pod template, `nodeSelector` zone Z and the GPU label, and the tolerations of the taints
-the class's nodes carry; and, cluster-scoped, one ResourceFlavor (the GPU label), the ProvisioningRequestConfig
-(`managedResources: [nvidia.com/gpu]`: only pod sets asking for GPUs get a request), the AdmissionCheck, a
-ClusterQueue applying that check whose quota is the gang's own request (nodes that do not exist yet have nothing
-to size it from; a cluster owner raises it to queue more gangs) and the LocalQueue. Rendered at Kueue's
+the class's nodes carry; before it the job file's other documents, unchanged (a Service, a ConfigMap), as `submit`
+applies them (`kept`: never withdrawn); and, cluster-scoped, one ResourceFlavor (the GPU label), the
+ProvisioningRequestConfig (`managedResources: [nvidia.com/gpu]`: only pod sets asking for GPUs get a request), the
+AdmissionCheck, a ClusterQueue applying that check whose quota is the gang's own request (nodes that do not exist
+yet have nothing to size it from; a cluster owner raises it to queue more gangs) and the LocalQueue. Rendered at Kueue's
 v1beta2 (its storage version since v0.16; v0.17.0 serves v1beta1 and v1beta2 of ProvisioningRequestConfig,
 config/components/crd/bases/kueue.x-k8s.io_provisioningrequestconfigs.yaml).
 
@@ -41,11 +42,13 @@ from typing import Any
 
 from geosched.core.errors import InputError
 from geosched.files.fields import describe
-from geosched.kube import affinity, keys, tolerations
+from geosched.kube import affinity, keys, kinds, tolerations
 from geosched.kube.backends.kueue import API_VERSION, GROUP
 from geosched.kube.jobinput import JobInput, PodSet
 from geosched.kube.kinds.template import at_path
+from geosched.kube.objpath import At
 from geosched.kube.quantity import parse_quantity
+from geosched.kube.resources import CPU, PODS, pod_requests
 from geosched.kube.tolerations import Toleration
 
 # Kueue's ProvisioningRequest admission check controller (apis/kueue/v1beta2 `ProvisioningRequestControllerName`).
@@ -108,7 +111,7 @@ def render(job: JobInput, target: Target, *, queue: str, namespace: str) -> list
     obj, companions, pod_sets, _ = _pinned(job, target, namespace)
     obj.setdefault("metadata", {}).setdefault("labels", {})[keys.KUEUE_QUEUE] = queue
     quota = gang_request(obj, pod_sets, job.source)
-    return [*queue_objects(target, queue, namespace, quota), obj, *companions]
+    return [*queue_objects(target, queue, namespace, quota), *_extras(job), obj, *companions]
 
 
 def render_request(job: JobInput, target: Target, *, namespace: str) -> list[dict[str, Any]]:
@@ -142,7 +145,32 @@ def render_request(job: JobInput, target: Target, *, namespace: str) -> list[dic
     request = {"apiVersion": REQUEST_API_VERSION, "kind": "ProvisioningRequest",
                "metadata": {"name": request_name, "namespace": namespace},
                "spec": {"provisioningClassName": target.class_name, "podSets": request_sets}}
-    return [*pod_templates, request, obj, *companions]
+    return [*pod_templates, request, *_extras(job), obj, *companions]
+
+
+def _extras(job: JobInput) -> list[dict[str, Any]]:
+    """The job file's other documents (a Service the pods are reached by, a ConfigMap they read), unchanged and
+    before the job as `submit` applies them (kube/render.py): left out, the job was applied without them."""
+    return [copy.deepcopy(dict(e)) for e in job.extras]
+
+
+def kept(job: JobInput) -> frozenset[tuple[str, str, str]]:
+    """The job file's other documents as `identity` names them: applied with the job, as `submit` applies them,
+    but never withdrawn with a refused zone nor required to be new (cli/provfailover.py). They pin nothing to the
+    zone, and they may be the user's already (a Namespace, a shared ConfigMap): deleting one would delete what
+    geosched did not create."""
+    return frozenset(identity(e) for e in job.extras)
+
+
+def identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(apiVersion, kind, name) of a manifest."""
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str((obj.get("metadata") or {}).get("name")))
+
+
+def job_of(manifests: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The job among what `render` or `render_request` made: the one object of a job kind (a job file holds
+    exactly one, kube/jobinput.py; its other documents and the companions are of no job kind)."""
+    return next(m for m in manifests if kinds.lookup(str(m.get("apiVersion")), str(m.get("kind"))) is not None)
 
 
 def _request_name(obj: Mapping[str, Any], target: Target) -> str:
@@ -203,26 +231,44 @@ MAX_QUANTITY = Decimal(2**63 - 1)
 
 
 def gang_request(obj: Mapping[str, Any], pod_sets: Sequence[PodSet], source: str) -> dict[str, int | str]:
-    """What the gang's pods request together (a container's limit where it sets no request, as Kueue counts it),
-    GPUs always among them: the ClusterQueue's quota for this gang. A value that is not a quantity of at least 0
-    and at most MAX_QUANTITY is one line naming the job file and the field (the job readers count GPUs only)."""
-    totals: dict[str, Decimal] = {keys.GPU: Decimal(0)}
+    """What the gang's pods request together, each pod counted as Kueue counts it for the Workload (kube-scheduler's
+    rule, geosched.kube.resources.pod_requests: its largest init container when more than its app containers and
+    sidecars, a container's limit where it sets no request, its overhead), GPUs always among them: the
+    ClusterQueue's quota for this gang. A value that is not a quantity of at least 0 and at most MAX_QUANTITY is
+    one line naming the job file and the field (the job readers count GPUs only)."""
+    totals: dict[str, int] = {keys.GPU: 0}
     for pod_set in pod_sets:
         assert pod_set.path is not None
         spec = at_path(obj, pod_set.path).get("spec") or {}
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in pod_set.path).lstrip(".")
-        for index, container in enumerate(spec.get("containers") or []):
-            resources = container.get("resources") or {}
-            for kind in ("limits", "requests"):
-                for resource, value in (resources.get(kind) or {}).items():
-                    _quantity(value, source, f"{at}.spec.containers[{index}].resources.{kind}.{resource}")
-            wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-            for resource, value in wanted.items():
-                amount = parse_quantity(value)
-                totals[str(resource)] = totals.get(str(resource), Decimal(0)) + amount * pod_set.pods
-    if any(total > MAX_QUANTITY for total in totals.values()):
+        _check_quantities(spec, source, f"{at}.spec")
+        for resource, amount in pod_requests(At(spec, source)).items():
+            if resource != PODS:  # Kueue counts pods only for a queue that covers them; this one does not
+                totals[resource] = totals.get(resource, 0) + amount * pod_set.pods
+    # pod_requests counts cpu in millicores and the rest in whole units.
+    if any(Decimal(total) / (1000 if r == CPU else 1) > MAX_QUANTITY for r, total in totals.items()):
         raise InputError(source, "resources", f"the gang's pods ask for more than Kubernetes holds ({MAX_QUANTITY})")
-    return {r: int(v) if v == v.to_integral_value() else f"{int(v * 1000)}m" for r, v in totals.items()}
+    return {r: (v // 1000 if v % 1000 == 0 else f"{v}m") if r == CPU else v for r, v in totals.items()}
+
+
+def _check_quantities(spec: Mapping[str, Any], source: str, at: str) -> None:
+    """Every quantity `pod_requests` reads is one (it passes over what is not): else one line naming the field."""
+    for group in ("initContainers", "containers"):
+        containers = spec.get(group) or []
+        for index, container in enumerate(containers if isinstance(containers, list) else []):
+            resources = (container.get("resources") if isinstance(container, Mapping) else None) or {}
+            for kind in ("limits", "requests"):
+                values = (resources.get(kind) if isinstance(resources, Mapping) else None) or {}
+                for resource, value in (values.items() if isinstance(values, Mapping) else ()):
+                    _quantity(value, source, f"{at}.{group}[{index}].resources.{kind}.{resource}")
+    overhead = spec.get("overhead") or {}
+    for resource, value in (overhead.items() if isinstance(overhead, Mapping) else ()):
+        _quantity(value, source, f"{at}.overhead.{resource}")
+    pod_level = (spec.get("resources") or {}) if isinstance(spec.get("resources"), Mapping) else {}
+    for kind in ("limits", "requests"):
+        values = pod_level.get(kind) or {}
+        for resource, value in (values.items() if isinstance(values, Mapping) else ()):
+            _quantity(value, source, f"{at}.resources.{kind}.{resource}")
 
 
 def _quantity(value: Any, source: str, where: str) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from geosched.core.errors import InputError
 from geosched.core.models import Pricing
 from geosched.providers.base import INVENTORY_PROVIDERS, Instance, InstanceState, ProviderError, attempt_token
 from geosched.providers.plan import Block, Candidate, GangRequest
@@ -106,11 +107,16 @@ def owner(store: Store) -> str:
 # --- gangs ------------------------------------------------------------------------------------------
 
 def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | None) -> GangRecord:
+    """A new gang; a name the store has already (`--name`) is one line, exit 2, and that gang is left as it was.
+    Checked here, by the insert itself, so no path (machines, node groups, provisioning requests) can forget it."""
     now = time.time()
     doc = json.dumps(request.to_dict() if request else {}, sort_keys=True)
-    with store.transaction() as db:
-        db.execute("INSERT INTO prov_gangs (gang, owner, request, state, created_at, updated_at) "
-                   "VALUES (?, ?, ?, 'provisioning', ?, ?)", (gang, owner_id, doc, now, now))
+    try:
+        with store.transaction() as db:
+            db.execute("INSERT INTO prov_gangs (gang, owner, request, state, created_at, updated_at) "
+                       "VALUES (?, ?, ?, 'provisioning', ?, ?)", (gang, owner_id, doc, now, now))
+    except sqlite3.IntegrityError:
+        raise InputError("--name", "", f"gang {gang!r} exists already in {store.path}") from None
     record = gang_record(store, gang)
     assert record is not None
     return record

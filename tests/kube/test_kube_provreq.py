@@ -165,3 +165,74 @@ def test_the_request_schema_can_fail(tmp_path: Path, validate: Validate) -> None
     del broken["spec"]["provisioningClassName"]
     with pytest.raises(AssertionError, match="provisioningClassName"):
         validate(broken)
+
+
+@pytest.mark.parametrize(("data", "extra"), [
+    # kubernetes-sigs/lws docs/examples/vllm/GPU/lws.yaml: the leader's Service after the LeaderWorkerSet.
+    ("leaderworkerset.yaml", "Service"),
+    # The ConfigMap the pods read through envFrom (a missing one: CreateContainerConfigError, pods never start).
+    ("multi-doc.yaml", "ConfigMap"),
+])
+@pytest.mark.parametrize("kueue", [True, False])
+def test_the_job_files_other_documents_are_rendered_before_the_job(
+        data: str, extra: str, kueue: bool, validate: Validate) -> None:
+    # They were dropped: `up --provisioning-class` applied (or wrote for GitOps) the job alone, where `submit` and
+    # `up --karpenter` apply the file's other documents too.
+    job = read_job_file(DATA / data)
+    objs = (provreq.render(job, GKE_C, queue="q", namespace="research") if kueue else
+            provreq.render_request(job, GKE_C, namespace="research"))
+    for obj in objs:
+        validate(obj)
+    kinds = [o["kind"] for o in objs]
+    assert kinds.count(extra) == 1, kinds
+    assert kinds.index(extra) < kinds.index(job.kind.kind)
+    [got] = [o for o in objs if o["kind"] == extra]
+    assert got == job.extras[0]
+
+
+# A Job whose pods fetch the model first (an init container bigger than the trainer, as a download is) and ship
+# logs beside the trainer (a sidecar: an init container with restartPolicy Always, the shape of the Kubernetes
+# docs' "Sidecar containers" Job example, kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/), on a
+# RuntimeClass with a pod overhead (kubernetes.io/docs/concepts/scheduling-eviction/pod-overhead/).
+INIT_AND_SIDECAR = """\
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      overhead: {cpu: 250m, memory: 120Mi}
+      initContainers:
+        - name: fetch-model
+          image: amazon/aws-cli:2.15.0
+          resources: {requests: {cpu: "32", memory: 64Gi}}
+        - name: logshipper
+          image: alpine:latest
+          restartPolicy: Always
+          resources: {requests: {cpu: "1", memory: 1Gi}}
+      containers:
+        - name: trainer
+          image: ghcr.io/example/train:1
+          resources:
+            requests: {cpu: "8", memory: 32Gi}
+            limits: {nvidia.com/gpu: 8}
+"""
+
+
+def test_the_queues_quota_is_what_kueue_counts_for_the_pods_init_and_sidecar_containers_included(
+        tmp_path: Path) -> None:
+    # Kueue counts a pod as kube-scheduler does (its largest init container if more than its app containers and
+    # sidecars together, plus its overhead): a quota of the app containers alone (8 cpu, 32Gi a pod) is less than
+    # the Workload asks, so Kueue never admits it and no ProvisioningRequest is ever made.
+    path = tmp_path / "train.yaml"
+    path.write_text(INIT_AND_SIDECAR, encoding="utf-8")
+    objs = provreq.render(read_job_file(path), GKE_C, queue="q", namespace="ml")
+    [group] = by_kind(objs)["ClusterQueue"]["spec"]["resourceGroups"]
+    quota = {r["name"]: r["nominalQuota"] for r in group["flavors"][0]["resources"]}
+    # A pod: cpu max(8 + 1, 32) + 0.25, memory max(32Gi + 1Gi, 64Gi) + 120Mi; two pods.
+    assert quota == {"cpu": "64500m", "memory": 2 * (64 * 2**30 + 120 * 2**20), "nvidia.com/gpu": 16}
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]

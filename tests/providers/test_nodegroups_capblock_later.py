@@ -346,6 +346,42 @@ def test_up_wait_for_block_sleeps_until_the_start_then_joins(tmp_path: Path, clu
     assert str(refused.exception).startswith("--wait-for-block: waits for the start of the Capacity Block")
 
 
+def test_ctrl_c_while_waiting_for_the_block_leaves_the_group_scheduled_and_says_so(
+        tmp_path: Path, cluster: EksCluster, proxy: Ec2FaultProxy, moto: MotoServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during `--wait-for-block` stops the wait, not the gang: the group stays on its paid block, scheduled,
+    as `up` without the wait leaves it. It ended in click's "Aborted" before, the attempt `started` and the gang
+    `provisioning` for ever; deleting the group instead would make a re-run buy a second block."""
+    from geosched.cli import up as up_cli
+
+    start = day_after_tomorrow_1130()
+    proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
+
+    def interrupted(at: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(up_cli, "sleep_until", interrupted)
+    job = tmp_path / "train.yaml"
+    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    home = tmp_path / "home"
+    result = run_cli(home, "up", str(job), "--cluster", cluster.name, "--region", REGION, "--node-role", NODE_ROLE,
+                     "--kubeconfig", str(tmp_path / "unused"), "--capacity-block", "24",
+                     "--capacity-block-starts-within", "72", "--buy-capacity-block", "--wait-for-block", "--yes",
+                     "--name", "cbl-stop")
+    assert result.exit_code == 0, result.output
+    assert "interrupted while waiting: node group cbl-stop-1 stays scheduled on its Capacity Block" in result.output
+    assert "train is not submitted" in result.output and "geosched down cbl-stop" in result.output
+    assert list(cluster.groups()) == ["cbl-stop-1"]
+    assert len(actions(moto, journal_owner(home), "cbl-stop-1")) == 2
+    assert proxy.log.count(method="PurchaseCapacityBlock") == 1
+    with Store(home) as store:
+        assert journal.gang_record(store, "cbl-stop").state == "ready"  # type: ignore[union-attr]
+        assert [a.outcome for a in journal.attempts(store, "cbl-stop") if a.outcome != "skipped"] == ["launched"]
+        assert down(store, "cbl-stop", settings=fast()).errors == ()
+    assert cluster.groups() == {}
+
+
 def test_down_without_the_right_to_read_scheduled_actions_still_deletes_a_blocks_group(
         store: Store, cluster: EksCluster, proxy: Ec2FaultProxy) -> None:
     """A group on a block that started within the hour never had actions, and AWS deletes a later block's with its

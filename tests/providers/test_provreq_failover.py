@@ -26,6 +26,7 @@ from geosched.providers import journal
 from geosched.providers.plan import Candidate, GangRequest, PricingMode
 from geosched.store.db import Store
 from tests.clock import FakeClock
+from tests.kube.kube_support import DATA
 from tests.kubeemu import MultiCluster
 
 NS = "ml"
@@ -202,6 +203,75 @@ def test_a_failed_zone_is_withdrawn_and_the_next_zone_provisions_the_gang(
     assert record is not None and record.state == "terminated"
     assert any("us-east-1a (use1-az6): ProvisioningRequest" in line and "trying the next zone" in line
                for line in said)
+
+
+def multi_doc_zones(tmp_path: Path, autoscaler_zones: tuple[tuple[str, str], ...] = ZONES) -> list[provfailover.Zone]:
+    # tests/kube/data/multi-doc.yaml's shape: the ConfigMap the pods read (envFrom) before the Job, in one file.
+    path = tmp_path / "multi.yaml"
+    path.write_text((DATA / "multi-doc.yaml").read_text(encoding="utf-8").replace("namespace: research",
+                                                                                 f"namespace: {NS}"),
+                    encoding="utf-8")
+    job = read_job_file(path)
+    out = []
+    for name, zone_id in autoscaler_zones:
+        pin = provreq.Target(zone=name, gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
+                             class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
+        out.append(provfailover.Zone(candidate(zone_id), f"{name} ({zone_id})",
+                                     partial(provreq.render_request, job, pin, namespace=NS), cluster="cluster-a",
+                                     context="cluster-a", namespace=NS, kept=provreq.kept(job)))
+    return out
+
+
+def configmaps(cluster: MultiCluster) -> list[str]:
+    return [o["metadata"]["name"] for o in cluster["cluster-a"].list("v1/configmaps", NS)]
+
+
+def test_a_job_files_configmap_is_applied_with_the_job_and_never_withdrawn(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # It was left out: the pods would have waited for a ConfigMap nobody applied. It is the user's document, not
+    # the zone's: it stays when a zone refuses (the next zone applies it again, unchanged), and one that exists
+    # already (an earlier run's, or shared) is applied over, as `submit` does, not refused as the job would be.
+    cluster["cluster-a"].create({"apiVersion": "v1", "kind": "ConfigMap",
+                                 "metadata": {"name": "llm-config", "namespace": NS}, "data": {"lr": "0.1"}})
+    autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
+    clock = Clock(autoscaler)
+    said: list[str] = []
+    queued = provfailover.queue_across(store, multi_doc_zones(tmp_path), open_kube=opener(cluster), gang="g9",
+                                       request=GANG, settings=provfailover.Settings(
+                                           timeout_s=600, poll_s=5, clock=clock, sleep=clock.sleep), say=said.append)
+    assert queued.zone.candidate.zone == "use1-az1"
+    assert configmaps(cluster) == ["llm-config"]
+    got = cluster["cluster-a"].get("v1/configmaps", "llm-config", NS)
+    assert got is not None and got["data"] == {"lr": "0.0003"}
+    assert [o["metadata"]["name"] for o in cluster["cluster-a"].list("batch/v1/jobs", NS)] == ["llm-small"]
+
+
+def test_every_zone_refusing_leaves_the_job_files_other_documents_and_says_so(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": FAILED, "us-east-1c": FAILED})
+    clock = Clock(autoscaler)
+    with pytest.raises(provfailover.NoZoneProvisioned) as caught:
+        provfailover.queue_across(store, multi_doc_zones(tmp_path), open_kube=opener(cluster), gang="g10",
+                                  request=GANG, settings=provfailover.Settings(timeout_s=60, poll_s=20, clock=clock,
+                                                                               sleep=clock.sleep))
+    assert str(caught.value).endswith("nothing of the job or its requests is left in the cluster (the job file's "
+                                      "other documents stay applied: ConfigMap llm-config)")
+    assert configmaps(cluster) == ["llm-config"]
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
+
+
+def test_an_interrupted_watch_names_the_job_not_the_file_s_first_document(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    def stop() -> None:
+        raise KeyboardInterrupt
+
+    clock = Clock(stop)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        provfailover.queue_across(store, multi_doc_zones(tmp_path), open_kube=opener(cluster), gang="g11",
+                                  request=GANG, settings=provfailover.Settings(clock=clock, sleep=clock.sleep),
+                                  say=said.append)
+    assert said[-1].startswith("interrupted: Job llm-small in namespace ml of cluster cluster-a stays queued")
 
 
 def test_every_zone_failing_leaves_nothing_and_names_each(cluster: MultiCluster, store: Store,
@@ -429,3 +499,18 @@ def test_a_refusal_of_the_api_server_during_the_watch_is_one_line_and_the_zone_w
     assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
     [attempt] = journal.attempts(store, "t2")
     assert attempt.outcome == "rolled-back" and attempt.message == f"{caught.value}; withdrawn"
+
+
+def test_a_gang_name_taken_already_is_one_line_and_leaves_that_gang_as_it_was(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # `up --provisioning-class --name G` with G a gang of this store (a node group's, still running): the insert's
+    # IntegrityError was a traceback. The node-group and machine paths said it in one line already.
+    from geosched.core.errors import EXIT_BAD_INPUT, InputError
+
+    before = journal.create_gang(store, "g12", journal.owner(store), GANG)
+    with pytest.raises(InputError) as caught:
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g12", request=GANG)
+    assert str(caught.value) == f"--name: gang 'g12' exists already in {store.path}"
+    assert caught.value.exit_code == EXIT_BAD_INPUT
+    assert journal.gang_record(store, "g12") == before and journal.attempts(store, "g12") == []
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}

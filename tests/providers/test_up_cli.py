@@ -162,6 +162,31 @@ current-context: {cluster.name}
         assert journal.active_blocks(store) == []
 
 
+def test_ctrl_c_while_the_nodes_are_awaited_deletes_the_group_and_says_so(
+        home: Path, tmp_path: Path, cluster: EksCluster, kube: MultiCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ctrl-C is not a crash: the process lives on to keep `up`'s all or nothing. It ended in click's bare "Aborted"
+    # before, the group ACTIVE and billed, the attempt `started` and the gang `provisioning` for ever.
+    from geosched.cli import up as up_cli
+
+    def interrupted(self: object, new: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(up_cli._Joiner, "__call__", interrupted)
+    result = run(home, "up", str(job(tmp_path / "train.yaml", 2)), "--cluster", cluster.name, "--region",
+                 "us-east-1", "--kubeconfig", str(kube.kubeconfig), "--node-role", NODE_ROLE, "--name", "intr",
+                 "--yes", "-o", "json")
+    assert result.exit_code == EXIT_FAILED, result.output
+    message = str(result.exception)
+    assert message == "interrupted; gang intr's node group was deleted", message
+    assert cluster.groups() == {}
+    with Store(home) as store:
+        assert journal.gang_record(store, "intr").state == "terminated"  # type: ignore[union-attr]
+        tried = [a for a in journal.attempts(store, "intr") if a.outcome != "skipped"]
+        [attempt] = tried
+        assert (attempt.outcome, attempt.message) == (
+            "cancelled", f"interrupted while node group intr-{attempt.seq} was made or its nodes awaited")
+
+
 def test_up_submits_pinned_to_the_placed_hosts_and_tolerating_the_groups_taint() -> None:
     # Found on the real control plane: with only zone and GPU model required, kube-scheduler put two of the gang's
     # pods on the cluster's older p5 nodes in the same zone, and the other six stayed Pending (by all signs on the

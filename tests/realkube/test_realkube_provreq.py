@@ -193,6 +193,75 @@ def test_up_on_eks_for_gitops_brings_the_gangs_nodes_up_in_the_zone_chosen(
     assert controller.errors == []
 
 
+# A batch Job as people write one: a model-download init container asking for more CPU than the trainer (Kueue counts
+# the pod's largest init container when it is more: the quota geosched renders must too, or the Workload is never
+# admitted), and the ConfigMap the trainer reads, in the same file (kept with the job: attack4 findings B1, B2).
+INIT_JOB = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: train-config
+data:
+  lr: "0.0003"
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+spec:
+  completionMode: Indexed
+  completions: 4
+  parallelism: 4
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+      initContainers:
+        - name: fetch-model
+          image: amazon/aws-cli:2.15.0
+          resources: {requests: {cpu: "4"}}
+      containers:
+        - name: trainer
+          image: ghcr.io/example/train:1
+          resources: {requests: {cpu: "1"}, limits: {nvidia.com/gpu: 8}}
+          envFrom:
+            - configMapRef: {name: train-config}
+"""
+
+
+def test_kueue_admits_a_gang_whose_init_containers_ask_for_more_than_its_trainers(
+        realkube_provreq: Plane, moto: MotoServer, tmp_path: Path) -> None:
+    plane = realkube_provreq
+    out = tmp_path / "gitops" / "train.yaml"
+    out.parent.mkdir()
+    with plane.namespace("provreq-init", clusters=(GKE,)) as ns, plane.kube(GKE) as kube, \
+            ProvisioningController(plane, GKE, ns, region="us-east-1", zone_ids={EKS_ZONE: EKS_ZONE_ID}):
+        config = cluster_config(tmp_path / "clusters.yaml", {GKE: {"namespace": ns, "queue": "team-a"}})
+        job = tmp_path / "train.yaml"
+        job.write_text(INIT_JOB, encoding="utf-8")
+        proc = geosched("up", str(job), "--cluster", EKS_NAME, "--provider", "aws", "--region", "us-east-1",
+                        "--context", GKE, "--clusters", str(config), "--provisioning-class",
+                        provreq.BEST_EFFORT_ATOMIC, "--out", str(out), env=aws_env(moto.url),
+                        home=tmp_path / "home", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        try:
+            applied = kubectl(plane, GKE, "apply", "--server-side", "--field-manager", "gitops", "-n", ns, "-f",
+                              str(out))
+            assert applied.returncode == 0, applied.stderr
+            assert kube.get(f"/api/v1/namespaces/{ns}/configmaps/train-config") is not None
+            # Admitted by the real Kueue (quota 16 cpu for 4 pods of max(1, 4) cpu; it was 4), so it made the request.
+            wait_until(lambda: kube.list_all(PROVREQS.format(ns=ns))[0], 120, what="the ProvisioningRequest")
+            wait_all_running(kube, ns, 4, job_pods_selector("train"), timeout=180)
+            [workload] = kube.list_all(f"{KUEUE}/namespaces/{ns}/workloads")[0]
+            assert condition(workload, "Admitted")
+        finally:
+            kubectl(plane, GKE, "delete", "--wait=false", "-n", ns, "-f", str(out))
+            for plural in CLUSTER_SCOPED:
+                path = f"{KUEUE}/{plural}/{provreq.DEFAULT_NAME}"
+                if kube.get(path) is not None:
+                    kube.request("DELETE", path)
+
+
 # Two zones of the EKS cluster (moto names use1-az6 us-east-1a and use1-az1 us-east-1b in this account).
 FAILOVER_ZONES = {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1"}
 

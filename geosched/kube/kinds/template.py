@@ -81,7 +81,9 @@ def indexed_pods(spec: At, *, default_mode: str = "NonIndexed") -> int:
     if completions.present and completions.integer(minimum=1) != parallelism:
         raise completions.error(f"a gang runs all its workers at once: completions ({completions.value}) must "
                                 f"equal parallelism ({parallelism})")
-    if mode == "Indexed" and not completions.present:
+    # Neither field set is a one-pod Job: batch/v1 defaults both to 1 (SetDefaults_Job) before the Indexed rule
+    # is checked, as in JobSet's own examples (a launcher, an initializer). Parallelism alone is refused there.
+    if mode == "Indexed" and not completions.present and spec.key("parallelism").present:
         raise completions.error("required with completionMode: Indexed")
     return parallelism
 

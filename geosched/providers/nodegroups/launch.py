@@ -179,8 +179,6 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
     `until` (and `join`) are given: then `until` blocks until the block's start and the join follows."""
     say = notify or (lambda _line: None)
     request = plan.request
-    if journal.gang_record(store, gang) is not None:
-        raise InputError("--name", "", f"gang {gang!r} exists already in {store.path}")
     for place in places:
         too_big = place.backend.size_problem(request.nodes)
         if too_big is not None:  # library callers too: nothing is journalled for a gang no group can hold
@@ -237,11 +235,18 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                     if join is not None and until is not None:
                         say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE with 0 nodes; waiting until its Capacity Block "
                             f"starts at {utc(made.starts_at)}")
-                        until(made.starts_at)
-                        say(f"#{a.seq} {c.zone}: the block started; waiting for the {request.nodes} nodes of {what} "
-                            f"{name} to be Ready in cluster {cluster.name}")
-                        join(NewGroup(cluster.name, backend.provider, what, name, request.nodes, c.zone))
-                        waited = True
+                        try:
+                            until(made.starts_at)
+                            say(f"#{a.seq} {c.zone}: the block started; waiting for the {request.nodes} nodes of "
+                                f"{what} {name} to be Ready in cluster {cluster.name}")
+                            join(NewGroup(cluster.name, backend.provider, what, name, request.nodes, c.zone))
+                            waited = True
+                        except KeyboardInterrupt:
+                            # Ctrl-C stops the wait, not the gang: the group stays scheduled on the block, paid and
+                            # never refunded, as a run without the wait leaves it (deleted, a re-run would buy a
+                            # second block, as a new gang's tags find none).
+                            say(f"#{a.seq} {c.zone}: interrupted while waiting: {what} {name} stays scheduled on its "
+                                "Capacity Block")
                 elif join is not None:
                     say(f"#{a.seq} {c.zone}: {what} {name} ACTIVE; waiting for its {request.nodes} nodes to be "
                         f"Ready in cluster {cluster.name}")
@@ -264,6 +269,12 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
                 blocks.extend(new)
                 journal.remember(store, new)
                 continue
+            except KeyboardInterrupt:
+                # Closed, not left `started`: the run is over. The group stays for the caller (`up` deletes it, all
+                # or nothing) or for `down`; its row says it exists.
+                journal.finish_attempt(store, a.id, "cancelled", message=f"interrupted while {what} {name} was made "
+                                       "or its nodes awaited", api_calls=budget.calls)
+                raise
             except Exception as exc:
                 # The join could not ask the cluster (unreachable, refused): not the zone's fault, so no failover;
                 # what this attempt made is deleted before the caller hears of it.
