@@ -21,8 +21,9 @@ from google.auth.credentials import AnonymousCredentials
 
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import Budget, Provider
-from geosched.providers.config import AwsSettings, GcpSettings
 from geosched.providers.gcp import GcpProvider
+from geosched.providers.launchsettings.aws import AwsSettings
+from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.plan import Candidate
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from geosched_emulators.gce import DEFAULT_MACHINE_TYPES, only_in, with_zones

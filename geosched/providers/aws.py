@@ -63,7 +63,7 @@ from geosched.providers.base import (
     admin_sources,
     ondemand_group,
 )
-from geosched.providers.config import AwsSettings
+from geosched.providers.launchsettings.aws import AwsSettings
 from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
 
 NAME = aws_cloud.NAME  # what this cloud offers: geosched.clouds.aws

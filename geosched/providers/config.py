@@ -21,14 +21,22 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import TypeVar
 
-from geosched.clouds import aws as aws_cloud
 from geosched.clouds import gcp as gcp_cloud
 from geosched.console import settings
 from geosched.core.errors import InputError
 from geosched.files.access import parse_admin_cidrs
 from geosched.files.gate import Kind, read_bytes
+from geosched.providers import launchsettings
+from geosched.providers.launchsettings import aws as aws_launch
+from geosched.providers.launchsettings import gcp as gcp_launch
+from geosched.providers.launchsettings.aws import AwsSettings
+from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.terraform import NetworkConfig, load_terraform_output
+
+_Launch = TypeVar("_Launch")
 
 # The variables, as geosched.console.settings declares them (with their config file keys, defaults and help).
 ENV_GCP_PROJECT = settings.of_cloud(gcp_cloud.NAME, "project").env
@@ -37,10 +45,6 @@ ENV_INVENTORY = settings.INVENTORY.env
 ENV_TERRAFORM_OUTPUT = settings.TERRAFORM_OUTPUT.env
 ENV_ADMIN_CIDRS = settings.ADMIN_CIDRS.env
 
-# Deep Learning AMIs (NVIDIA driver, CUDA, PyTorch) as Amazon publishes them; the newest match wins.
-AWS_AMI_NAME_PATTERN = "Deep Learning*"
-# Google's Deep Learning VM images: CUDA and NVIDIA driver installed on first boot.
-GCP_DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11-py310"
 DEFAULT_SSH_USER: str = settings.default_of(settings.SSH_USER)
 DEFAULT_PUBLIC_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_ecdsa.pub", "~/.ssh/id_rsa.pub")
 # Who may reach port 22 of on-demand networks when nothing is configured: no one. SkyPilot opens it to the
@@ -58,35 +62,6 @@ ADMIN_CIDRS_HOWTO = (f"set {ENV_ADMIN_CIDRS} to the networks you administer from
 
 
 @dataclass(frozen=True, slots=True)
-class AwsSettings:
-    regions: tuple[str, ...] = ()
-    ami: str | None = None
-    key_name: str | None = None
-    ami_name_pattern: str = AWS_AMI_NAME_PATTERN
-    connect_timeout_s: float = 10.0
-    # Subnets, security group, key pair, placement groups and launch tags per region (None: default VPC).
-    terraform: NetworkConfig | None = None
-    # Sources of SSH (tcp 22) in the on-demand security group (only without a Terraform network).
-    admin_cidrs: tuple[str, ...] = DEFAULT_ADMIN_CIDRS
-
-
-@dataclass(frozen=True, slots=True)
-class GcpSettings:
-    project: str | None = None
-    endpoint: str | None = None
-    image: str = GCP_DEFAULT_IMAGE
-    network: str = "global/networks/default"
-    disk_gb: int = 200
-    # Network, subnetwork, firewall tag, placement policy, service account and labels per region (None: the
-    # default network above).
-    terraform: NetworkConfig | None = None
-    # Source ranges of the on-demand SSH firewall rule (only without a Terraform network).
-    admin_cidrs: tuple[str, ...] = DEFAULT_ADMIN_CIDRS
-    # An external address per VM (only without a Terraform network: there the module's public_ips decides).
-    public_ips: bool = True
-
-
-@dataclass(frozen=True, slots=True)
 class SshSettings:
     inventory: Path | None = None
     leases: Path | None = None
@@ -94,8 +69,8 @@ class SshSettings:
 
 @dataclass(frozen=True)
 class ProviderSettings:
-    aws: AwsSettings = field(default_factory=AwsSettings)
-    gcp: GcpSettings = field(default_factory=GcpSettings)
+    # Each cloud's launch settings by its name (geosched.providers.launchsettings: one module per cloud).
+    clouds: Mapping[str, object] = field(default_factory=launchsettings.defaults)
     ssh: SshSettings = field(default_factory=SshSettings)
     ssh_public_key: str | None = None
     ssh_user: str = DEFAULT_SSH_USER
@@ -103,6 +78,25 @@ class ProviderSettings:
     admin_cidrs: tuple[str, ...] = DEFAULT_ADMIN_CIDRS
     # Where the admin CIDRs came from: "--admin-cidr", GEOSCHED_ADMIN_CIDRS, or "" when none is configured.
     admin_cidrs_from: str = ""
+
+    def of_cloud(self, name: str, kind: type[_Launch]) -> _Launch:
+        """The launch settings of cloud `name`, of the type its launchsettings module defines (its defaults when
+        this object was made without them)."""
+        value = self.clouds.get(name)
+        if value is None:
+            return kind()
+        if not isinstance(value, kind):
+            raise TypeError(f"the launch settings of {name!r} are {type(value).__name__}, not {kind.__name__}")
+        return value
+
+    # Typed access for the two clouds geosched launches on; a new cloud's provider asks `of_cloud`.
+    @property
+    def aws(self) -> AwsSettings:
+        return self.of_cloud(aws_launch.NAME, AwsSettings)
+
+    @property
+    def gcp(self) -> GcpSettings:
+        return self.of_cloud(gcp_launch.NAME, GcpSettings)
 
 
 def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None = None,
@@ -122,15 +116,11 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
         cidrs = parse_admin_cidrs(admin_cidrs.strip(), source) if admin_cidrs.strip() else DEFAULT_ADMIN_CIDRS
     else:
         source, cidrs = ENV_ADMIN_CIDRS, values.admin_cidrs or DEFAULT_ADMIN_CIDRS
-    # Each cloud's own settings, by the names its module declares them with (geosched.clouds.<cloud>.SETTINGS).
-    of_aws, of_gcp = values.of_cloud(aws_cloud.NAME), values.of_cloud(gcp_cloud.NAME)
-    aws = AwsSettings(regions=of_aws["regions"] or (), ami=of_aws["ami"], key_name=of_aws["key_name"],
-                      terraform=net, admin_cidrs=cidrs)
-    gcp = GcpSettings(project=of_gcp["project"], endpoint=of_gcp["endpoint"],
-                      image=of_gcp["image"] or GCP_DEFAULT_IMAGE, terraform=net, admin_cidrs=cidrs,
-                      public_ips=of_gcp["public_ips"])
+    # Each cloud's own settings, by the names its module declares them with (geosched.clouds.<cloud>.SETTINGS), into
+    # its launch settings (geosched.providers.launchsettings.<cloud>).
+    launch = launchsettings.build(values.of_cloud, net, cidrs)
     ssh = SshSettings(inventory=inventory or values.inventory, leases=home / "ssh-leases.json")
-    return ProviderSettings(aws=aws, gcp=gcp, ssh=ssh,
+    return ProviderSettings(clouds=MappingProxyType(launch), ssh=ssh,
                             ssh_public_key=read_public_key(env, public_key_path, values.ssh_public_key),
                             ssh_user=values.ssh_user, network=net, admin_cidrs=cidrs,
                             admin_cidrs_from=source if cidrs else "")

@@ -55,8 +55,9 @@ from geosched.providers.base import (
     ondemand_firewalls,
     ondemand_group,
 )
-from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT, GcpSettings
+from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT
 from geosched.providers.gcp_prices import Rates, machine_price, rates
+from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.terraform import GcpRegionNetwork
 
 NAME = gcp_cloud.NAME  # what this cloud offers: geosched.clouds.gcp

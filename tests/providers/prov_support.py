@@ -16,9 +16,10 @@ from google.auth.credentials import AnonymousCredentials
 from geosched.core.retry import RetryPolicy
 from geosched.providers.aws import AwsProvider
 from geosched.providers.base import Budget
-from geosched.providers.config import AwsSettings, GcpSettings
 from geosched.providers.gang import ProvisionSettings
 from geosched.providers.gcp import GcpProvider
+from geosched.providers.launchsettings.aws import AwsSettings
+from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.lifecycle import LifecycleSettings
 
 PROJECT = "geosched-test"

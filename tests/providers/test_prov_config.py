@@ -8,7 +8,7 @@ import pytest
 
 from geosched.core.errors import InputError
 from geosched.core.models import Pricing
-from geosched.providers import aws, gcp, registry
+from geosched.providers import aws, gcp, launchsettings, registry
 from geosched.providers.base import (
     AuthError,
     CapacityError,
@@ -18,7 +18,9 @@ from geosched.providers.base import (
     TransientError,
     UnsupportedError,
 )
-from geosched.providers.config import from_env, read_public_key
+from geosched.providers.config import ProviderSettings, from_env, read_public_key
+from geosched.providers.launchsettings.aws import AwsSettings
+from geosched.providers.launchsettings.gcp import GcpSettings
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me"
 
@@ -43,6 +45,20 @@ def test_settings_come_from_the_environment(tmp_path: Path) -> None:
     assert (s.gcp.project, s.gcp.endpoint) == ("p1", "http://127.0.0.1:1")
     assert s.ssh.inventory == tmp_path / "inv.yaml" and s.ssh.leases == tmp_path / "home" / "ssh-leases.json"
     assert (s.ssh_public_key, s.ssh_user) == (KEY, "ml")
+
+
+def test_launch_settings_are_kept_by_cloud_name(tmp_path: Path) -> None:
+    """Every cloud geosched launches on has launch settings in geosched.providers.launchsettings, found by listing
+    it, and ProviderSettings holds them by the cloud's name (config.py names no cloud's settings type to build them)."""
+    assert set(registry.CLOUDS) <= set(launchsettings.registry())
+    s = from_env({"GEOSCHED_AWS_AMI": "ami-0abc", "GEOSCHED_GCP_IMAGE": "projects/p/global/images/i"}, tmp_path)
+    assert set(s.clouds) == set(launchsettings.registry())
+    assert s.clouds["aws"] is s.aws and s.of_cloud("aws", AwsSettings).ami == "ami-0abc"
+    assert s.clouds["gcp"] is s.gcp and s.gcp.image == "projects/p/global/images/i"
+    # Made without them (tests, the demo): each cloud's defaults, as the fields' default factories gave before.
+    assert (ProviderSettings().aws, ProviderSettings(clouds={}).gcp) == (AwsSettings(), GcpSettings())
+    with pytest.raises(TypeError, match="launch settings of 'aws' are GcpSettings, not AwsSettings"):
+        _ = ProviderSettings(clouds={"aws": GcpSettings()}).aws
 
 
 def test_a_private_key_is_never_taken_for_a_public_one(tmp_path: Path) -> None:

@@ -24,8 +24,8 @@ from geosched.providers.base import (
     TransientError,
     UnsupportedError,
 )
-from geosched.providers.config import GcpSettings
 from geosched.providers.gcp import GcpProvider
+from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import ADMIN_CIDR, moto_client
 

@@ -24,9 +24,11 @@ from geosched.providers import aws as aws_module
 from geosched.providers import gcp as gcp_module
 from geosched.providers import journal, lifecycle
 from geosched.providers.base import AuthError, Budget, LaunchSpec, Provider, UnsupportedError
-from geosched.providers.config import ENV_TERRAFORM_OUTPUT, AwsSettings, GcpSettings, from_env
+from geosched.providers.config import ENV_TERRAFORM_OUTPUT, from_env
 from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
+from geosched.providers.launchsettings.aws import AwsSettings
+from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.terraform import NetworkConfig, load_terraform_output, parse_terraform_output
 from geosched.store.db import Store

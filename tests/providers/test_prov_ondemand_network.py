@@ -30,13 +30,13 @@ from geosched.providers.config import (
     ADMIN_CIDRS_HOWTO,
     ENV_ADMIN_CIDRS,
     ENV_TERRAFORM_OUTPUT,
-    AwsSettings,
-    GcpSettings,
     from_env,
     wide_admin_cidrs,
 )
 from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
+from geosched.providers.launchsettings.aws import AwsSettings
+from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.providers.terraform import parse_terraform_output
 from geosched.store.db import Store
