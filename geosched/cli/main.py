@@ -160,7 +160,8 @@ app.add_typer(snapshot_app, name="snapshot")
 app.add_typer(config_cli.app, name="config")
 app.add_typer(gitops_app, name="gitops")
 app.add_typer(probes_cli.make_app(lambda: State.store(), store_targets), name="probe")
-app.add_typer(report_cli.make_app(lambda: State.store()), name="report")
+# `report` only reads: it works on a store it cannot write (a read-only mount).
+app.add_typer(report_cli.make_app(lambda: State.store(reader=True)), name="report")
 # Kubernetes hand-off lives at the top (`geosched submit`, `jobs`, `scheduler run`), like kubectl's verbs.
 app.registered_commands.extend(kube_cli.app.registered_commands)
 app.add_typer(kube_cli.scheduler_app, name="scheduler")
@@ -175,9 +176,9 @@ class State:
     home: Path | None = None
 
     @classmethod
-    def store(cls) -> Store:
+    def store(cls, *, reader: bool = False) -> Store:
         from geosched.store.db import Store
-        return Store(cls.home)
+        return Store(cls.home, reader=reader)
 
 
 def _print_version(wanted: bool) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import sys
 import warnings
@@ -101,16 +99,11 @@ def scrub_warnings() -> None:
 
 
 def rows_csv(rows: Sequence[dict[str, Any]], header: bool = True) -> None:
-    """Rows as CSV, the keys of the first row as columns; a list value is one comma-separated cell."""
+    """Rows as CSV (geosched.files.csvtext: the one writer, safe to open in a spreadsheet), the keys of the first
+    row as columns; a list value is one comma-separated cell."""
     from geosched.console import redact
-    if not rows:
-        return
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    if header:
-        writer.writeheader()
-    writer.writerows({k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()} for row in rows)
-    sys.stdout.write(redact.scrub(buf.getvalue()))
+    from geosched.files.csvtext import to_csv
+    sys.stdout.write(redact.scrub(to_csv(rows, header=header)))
 
 
 _HEADERS: ContextVar[bool] = ContextVar("headers", default=True)

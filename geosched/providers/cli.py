@@ -859,6 +859,12 @@ def down_cmd(
     from geosched.store.db import Store
     if (gang is None) == (not all_gangs):
         raise InputError("GANG/--all", "", "name one gang or pass --all")
+    if gang is not None:
+        # A gang the store does not know is the user's mistake (exit 2), said even where the store cannot be
+        # written (a read-only mount): looked up by a reader before the read-write open the teardown needs.
+        with Store(state_home(ctx), reader=True) as store:
+            if journal.gang_record(store, gang) is None:
+                raise InputError("GANG", "", f"no gang {gang!r} in {store.path}")
     with Store(state_home(ctx)) as store:
         if all_gangs:
             targets = [g.gang for g in journal.gangs(store, journal.LIVE_GANG_STATES)]
@@ -956,7 +962,7 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
     from geosched.providers.nodegroups import blocks
     from geosched.providers.nodegroups import journal as nodegroup_journal
     from geosched.store.db import Store
-    with Store(state_home(ctx)) as store:
+    with Store(state_home(ctx), reader=True) as store:
         if gang is not None:
             record = journal.gang_record(store, gang)
             if record is None:
@@ -995,9 +1001,10 @@ def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_header
             emit_document(doc, output, table, no_headers=no_headers)
             return
         rows = [_gang_row(store, g) for g in journal.gangs(store)]
-        owner = journal.owner(store)
+        # A read-only store cannot be given an owner id; one with no id has launched nothing that carries it.
+        owner = journal.existing_owner(store) if store.read_only else journal.owner(store)
     emit_list(kinds.GANGS, rows, output, no_headers=no_headers)
-    if output.tabular and not no_headers:
+    if output.tabular and not no_headers and owner is not None:
         # The Terraform modules' `owner` variable must be this id (see terraform/README.md).
         render.out.print(f"owner id of this store: {owner}")
 

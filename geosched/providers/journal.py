@@ -96,12 +96,18 @@ class InstanceRecord:
 
 def owner(store: Store) -> str:
     """This store's owner id, tagged on every instance so `sweep` can tell ours from another store's."""
-    row = store.db.execute("SELECT value FROM prov_meta WHERE key = 'owner'").fetchone()
-    if row:
-        return str(row[0])
+    found = existing_owner(store)
+    if found is not None:
+        return found
     with store.transaction() as db:
         db.execute("INSERT OR IGNORE INTO prov_meta (key, value) VALUES ('owner', ?)", (f"o{secrets.token_hex(5)}",))
     return str(store.db.execute("SELECT value FROM prov_meta WHERE key = 'owner'").fetchone()[0])
+
+
+def existing_owner(store: Store) -> str | None:
+    """The owner id if the store has one yet (a reader on a read-only store cannot make one)."""
+    row = store.db.execute("SELECT value FROM prov_meta WHERE key = 'owner'").fetchone()
+    return str(row[0]) if row else None
 
 
 # --- gangs ------------------------------------------------------------------------------------------

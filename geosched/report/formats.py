@@ -1,12 +1,11 @@
-"""Report rows as CSV, JSON and Markdown text. Pure: text out, nothing written.
+"""Report rows as JSON and Markdown text (CSV: geosched.files.csvtext, the one CSV writer). Pure: text out,
+nothing written.
 
 CSV and JSON keep full precision and grams; the table and Markdown are for people (kgCO2e, rounded).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -84,16 +83,6 @@ def recorded_caption(savings: Sequence[Savings]) -> str | None:
         return None
     s = savings[0]
     return f"{s.jobs} jobs; recorded ${s.reference_usd:,.2f}, {s.reference_gco2e / 1000:,.1f} kgCO2e"
-
-
-def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
-    if not rows:
-        return ""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
 
 
 def to_json(doc: Mapping[str, Any]) -> str:

@@ -19,6 +19,7 @@ from geosched.core.energy import DEFAULT_GPU_UTILISATION, EnergyModel
 from geosched.core.errors import InputError
 from geosched.core.models import CarbonSignal, Fleet, NetworkView, Offering, Pricing
 from geosched.core.specs import platforms, spec_index
+from geosched.files.csvtext import to_csv
 from geosched.files.decl.reports import (
     BaselineJob,
     Baselines,
@@ -137,7 +138,7 @@ def _render(data: ReportData, output: Output, out: Path | None) -> Rendered:
     if output.tabular:
         return Rendered(title, output, rows, _caption(data), notes=data.notes, data=data)
     if output is Output.CSV:
-        text = formats.to_csv(rows)
+        text = to_csv(rows)
     elif output in (Output.JSON, Output.YAML):
         doc = _document(data, declared)
         text = dump(document(doc.KIND, doc.dump()), output.value)

@@ -4,11 +4,10 @@ document (`-o json|yaml`) is declared in geosched.files.decl.simulation and buil
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 from typing import Any
 
+from geosched.files import csvtext
 from geosched.simulate.metrics import PolicyResult
 
 OUTPUTS = ("table", "wide", "json", "yaml", "csv")
@@ -19,11 +18,4 @@ def rows(results: Sequence[PolicyResult]) -> list[dict[str, Any]]:
 
 
 def to_csv(results: Sequence[PolicyResult]) -> str:
-    data = rows(results)
-    if not data:
-        return ""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(data[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(data)
-    return buf.getvalue()
+    return csvtext.to_csv(rows(results))

@@ -325,6 +325,11 @@ _ENVIRONMENT_CODES = {3: "SQLITE_PERM", 8: "SQLITE_READONLY", 10: "SQLITE_IOERR"
                       13: "SQLITE_FULL", 14: "SQLITE_CANTOPEN", 26: "SQLITE_NOTADB"}
 
 
+# Why opening the store read-write failed when a reader may still open it read-only: a read-only file system, no
+# write permission on the home or the database.
+_CANNOT_WRITE = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
 class _Connection(sqlite3.Connection):
     """A connection whose statements fail, when the environment is at fault, as one line naming the store
     (exit 1): every transaction rolls back, so the store keeps what it held."""
@@ -350,7 +355,15 @@ class _Connection(sqlite3.Connection):
 
 
 class Store:
-    def __init__(self, home: Path | None = None) -> None:
+    db: sqlite3.Connection
+    read_only: bool
+    """Opened `mode=ro` or `immutable=1`: a reader on a store it cannot write (see __init__)."""
+
+    def __init__(self, home: Path | None = None, *, reader: bool = False) -> None:
+        """The store at `home`, opened read-write (made when missing, migrated to this geosched's schema). A
+        `reader` (a command that only reads: `status`, `report`) whose home cannot be written (a read-only mount,
+        no write permission) opens an existing, current store read-only instead of failing; a write through it is
+        then one line saying it cannot write, exit 1."""
         self.home = home or default_home()
         self.path = self.home / DB_NAME
         try:
@@ -366,15 +379,21 @@ class Store:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise OutputError(str(self.path), LINK_REFUSED) from None
+            if reader and exc.errno in _CANNOT_WRITE and self.path.is_file():
+                self._refuse_links()
+                self.db = self._read_only(exc.strerror or str(exc))
+                self.read_only = True
+                return
             where = Path(exc.filename) if exc.filename else self.path
             if exc.errno == errno.EEXIST:
                 # mkdir says only "File exists" when the home, or a folder on its way, is something else.
                 raise OutputError(str(where), _not_a_directory(where)) from None
             raise OutputError(str(where), exc.strerror or str(exc)) from None
         self._narrow_modes(home_too=made)
+        self.read_only = False
         db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, factory=_Connection)
         db.path = str(self.path)
-        self.db: sqlite3.Connection = db
+        self.db = db
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA foreign_keys=ON")
@@ -385,6 +404,31 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+    def _read_only(self, cause: str) -> sqlite3.Connection:
+        """The database opened read-only (`mode=ro`, https://sqlite.org/uri.html). A WAL database needs its -shm
+        file to exist or be creatable even to read (https://sqlite.org/wal.html, "Read-Only Databases"), which a
+        read-only mount cannot give: there, with no -wal file left to replay, the file cannot change while mounted,
+        so it is opened `immutable=1`. `cause` is why the read-write open failed, said when this fails too."""
+        wal = self.home / f"{DB_NAME}-wal"
+        frozen = bool(os.statvfs(self.home).f_flag & os.ST_RDONLY) and not (wal.exists() and wal.stat().st_size)
+        for query in ("mode=ro", *(("immutable=1",) if frozen else ())):
+            db = sqlite3.connect(f"{self.path.as_uri()}?{query}", uri=True, isolation_level=None, timeout=30.0,
+                                 factory=_Connection)
+            db.path = str(self.path)
+            try:
+                # The open is lazy: the first statement is where SQLite finds the -shm file missing.
+                current = int(db.execute("PRAGMA user_version").fetchone()[0])
+                db.execute("PRAGMA foreign_keys=ON")
+            except OutputError:
+                db.close()
+                continue
+            if current != len(MIGRATIONS):
+                db.close()
+                raise OutputError(str(self.path), f"{cause} (and the store is at schema version {current}, "
+                                  f"this geosched reads {len(MIGRATIONS)}: bringing it up to date takes a write)")
+            return db
+        raise OutputError(str(self.path), cause)
 
     def _refuse_links(self) -> None:
         """SQLite follows a link where the database, its -wal or its -shm file should be, and the narrowing
