@@ -65,6 +65,14 @@ def run(store: Store, cluster: EksCluster, gang: str, within_h: float = 72.0):  
     return provision(plan, read_cluster(eks, cluster.name, fast()), eks, store, gang=gang, settings=fast())
 
 
+def train_job(tmp_path: Path) -> Path:
+    """The 2 x 8 A100 job every CLI test here brings up."""
+    job = tmp_path / "train.yaml"
+    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
+                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    return job
+
+
 def actions(moto: MotoServer, owner: str, group: str) -> dict[str, dict]:  # type: ignore[type-arg]
     names = list(spec.action_names(owner, group))
     found = autoscaling(moto).describe_scheduled_actions(ScheduledActionNames=names)  # type: ignore[attr-defined]
@@ -224,9 +232,7 @@ def test_up_on_a_later_block_returns_once_scheduled_and_submits_nothing(
     actions set, says when the nodes come up and how to place the job then; no cluster is asked (none is given)."""
     start = day_after_tomorrow_1130()
     proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
-    job = tmp_path / "train.yaml"
-    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
-                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    job = train_job(tmp_path)
     home = tmp_path / "home"
     result = run_cli(home, "up", str(job), "--cluster", cluster.name, "--region", REGION, "--node-role", NODE_ROLE,
                      "--capacity-block", "24", "--capacity-block-starts-within", "72", "--buy-capacity-block",
@@ -327,9 +333,7 @@ def test_up_wait_for_block_sleeps_until_the_start_then_joins(tmp_path: Path, clu
     proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
     slept: list[float] = []
     monkeypatch.setattr(up_cli, "sleep_until", slept.append)
-    job = tmp_path / "train.yaml"
-    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
-                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    job = train_job(tmp_path)
     (tmp_path / "kube").mkdir()
     home = tmp_path / "home"
     with MultiCluster(1, names=[cluster.name], directory=tmp_path / "kube") as mc:
@@ -361,9 +365,7 @@ def test_ctrl_c_while_waiting_for_the_block_leaves_the_group_scheduled_and_says_
         raise KeyboardInterrupt
 
     monkeypatch.setattr(up_cli, "sleep_until", interrupted)
-    job = tmp_path / "train.yaml"
-    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
-                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    job = train_job(tmp_path)
     home = tmp_path / "home"
     result = run_cli(home, "up", str(job), "--cluster", cluster.name, "--region", REGION, "--node-role", NODE_ROLE,
                      "--kubeconfig", str(tmp_path / "unused"), "--capacity-block", "24",
@@ -412,9 +414,7 @@ def test_up_again_with_the_gangs_name_waits_for_the_block_and_places_the_job(
 
     start = day_after_tomorrow_1130()
     proxy.add_capacity_block_offering(REGION, ZONES["use1-az1"], TYPE, 2, 24, FEE, start=start)
-    job = tmp_path / "train.yaml"
-    job.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
-                   "workers: 2\ngpus_per_worker: 8\ngpu: A100\n", encoding="utf-8")
+    job = train_job(tmp_path)
     home = tmp_path / "home"
     again = ("up", str(job), "--cluster", cluster.name, "--region", REGION, "--name", "cbl-again")
     first = run_cli(home, *again, "--node-role", NODE_ROLE, "--capacity-block", "24",

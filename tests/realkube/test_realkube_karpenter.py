@@ -143,18 +143,24 @@ def moto() -> Iterator[MotoServer]:
         yield server
 
 
+def _up_karpenter(tmp_path: Path, ns: str, gang: str, moto_url: str) -> tuple[Path, list[dict[str, Any]]]:
+    """`geosched up train.yaml --karpenter --out gitops/train.yaml` (4 x 8 GPUs in `ns`) on moto's EKS: the file
+    and the objects it holds, in order."""
+    out = tmp_path / "gitops" / "train.yaml"
+    out.parent.mkdir()
+    job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8, extra=f"namespace: {ns}\n")
+    proc = geosched("up", str(job), "--cluster", EKS, "--region", "us-east-1", "--karpenter", "--out", str(out),
+                    "--name", gang, env=aws_env(moto_url), home=tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr
+    return out, [d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d]
+
+
 def test_up_karpenter_then_gitops_apply_puts_the_gang_on_exactly_the_pools_nodes(
         realkube: Plane, crds: None, moto: MotoServer, tmp_path: Path) -> None:
     """The user's flow: `geosched up JOB --karpenter --out FILE`, the file applied as GitOps applies it (kubectl
     apply --server-side), Karpenter (the stand-in) launching the pool's nodes, the real kube-scheduler binding."""
-    out = tmp_path / "gitops" / "train.yaml"
-    out.parent.mkdir()
     with realkube.namespace("karpenter-gang", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
-        job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8, extra=f"namespace: {ns}\n")
-        proc = geosched("up", str(job), "--cluster", EKS, "--region", "us-east-1", "--karpenter", "--out", str(out),
-                        "--name", "kp-gang", env=aws_env(moto.url), home=tmp_path / "home")
-        assert proc.returncode == 0, proc.stderr
-        objects = [d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d]
+        out, objects = _up_karpenter(tmp_path, ns, "kp-gang", moto.url)
         assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool", "Service", "Job"]
         made: list[str] = []
         try:
@@ -207,14 +213,8 @@ def test_a_zone_that_refuses_for_capacity_moves_the_whole_gang_to_the_next_pool(
     launch for capacity as Karpenter reports it (an InsufficientCapacityError event per NodeClaim, the NodeClaims
     deleted); Karpenter's next pass launches the next pool, and the real kube-scheduler binds all 4 pods there,
     none on the plane's free p5 nodes in us-east-1a."""
-    out = tmp_path / "gitops" / "train.yaml"
-    out.parent.mkdir()
     with realkube.namespace("karpenter-failover", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
-        job = compact_job(tmp_path / "train.yaml", "train", workers=4, gpus=8, extra=f"namespace: {ns}\n")
-        proc = geosched("up", str(job), "--cluster", EKS, "--region", "us-east-1", "--karpenter", "--out", str(out),
-                        "--name", "kp-fail", env=aws_env(moto_two_zones.url), home=tmp_path / "home")
-        assert proc.returncode == 0, proc.stderr
-        objects = [d for d in yaml.safe_load_all(out.read_text(encoding="utf-8")) if d]
+        out, objects = _up_karpenter(tmp_path, ns, "kp-fail", moto_two_zones.url)
         assert [o["kind"] for o in objects] == ["EC2NodeClass", "NodePool"] * 2 + ["Service", "Job"]
         written = [o for o in objects if o["kind"] == "NodePool"]
         assert [p["spec"]["weight"] for p in written] == [100, 99]
