@@ -276,6 +276,17 @@ def _zone_pools(gang: str) -> tuple[karpenter.KarpenterPool, ...]:
                            role="KarpenterNodeRole-eks-us-east-1")
 
 
+def _remove(kube: Kube, nodes: list[str], pools: tuple[karpenter.KarpenterPool, ...]) -> None:
+    """What a test made: its kwok nodes, then each pool's NodePool and EC2NodeClass that still exist."""
+    for name in nodes:
+        kube.request("DELETE", f"/api/v1/nodes/{name}")
+    for p in pools:
+        for obj in reversed(karpenter.manifests([p])):
+            resource = kube.resource(obj["apiVersion"], obj["kind"])
+            if resource is not None and kube.get(resource.path(None, p.name)) is not None:
+                kube.request("DELETE", resource.path(None, p.name))
+
+
 def _run_gang(kube: Kube, ns: str, name: str, pools: tuple[karpenter.KarpenterPool, ...], *,
               hold: bool) -> list[Bound]:
     """The compact job `name` pinned to `pools` (its gang affinity removed unless `hold`) run to all 4 pods bound;
@@ -325,13 +336,7 @@ def test_the_gang_affinity_holds_the_gang_to_one_zone_when_both_pools_have_nodes
             assert len({b.zone for b in free}) == 2, free
             assert len({b.zone for b in held}) == 1, held
         finally:
-            for name in made:
-                kube.request("DELETE", f"/api/v1/nodes/{name}")
-            for p in pools:
-                for obj in reversed(karpenter.manifests([p])):
-                    resource = kube.resource(obj["apiVersion"], obj["kind"])
-                    if resource is not None and kube.get(resource.path(None, p.name)) is not None:
-                        kube.request("DELETE", resource.path(None, p.name))
+            _remove(kube, made, pools)
 
 
 def test_a_gang_half_launched_in_one_zone_is_never_finished_in_another(realkube: Plane, crds: None) -> None:
@@ -380,10 +385,4 @@ def test_a_gang_half_launched_in_one_zone_is_never_finished_in_another(realkube:
         finally:
             kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/half",
                          query={"propagationPolicy": "Background"})
-            for name in made:
-                kube.request("DELETE", f"/api/v1/nodes/{name}")
-            for p in pools:
-                for obj in reversed(karpenter.manifests([p])):
-                    resource = kube.resource(obj["apiVersion"], obj["kind"])
-                    if resource is not None and kube.get(resource.path(None, p.name)) is not None:
-                        kube.request("DELETE", resource.path(None, p.name))
+            _remove(kube, made, pools)
