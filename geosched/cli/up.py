@@ -246,7 +246,7 @@ def up_cmd(
         kept = partial(_kept, name, join)
         try:
             resumed, cloud = _resume(ctx, name, job.gpu, job.gpus_per_worker, job.workers + spare_nodes, pricing,
-                                     cluster, join, dry_run, output)
+                                     cluster, join, dry_run, output, verbose)
         except Exception as exc:
             raise kept(exc) from None
         if resumed is None or resumed.group is None:
@@ -351,8 +351,8 @@ def _kept(gang: str, join: _Joiner, exc: Exception) -> Exception:
 
 
 def _resume(ctx: typer.Context, gang: str, gpu: str, gpus_per_node: int, nodes: int, pricing: PricingMode,
-            cluster_names: Sequence[str], join: _Joiner, dry_run: bool,
-            output: Output) -> tuple[GroupResult | None, str]:
+            cluster_names: Sequence[str], join: _Joiner, dry_run: bool, output: Output,
+            verbose: bool) -> tuple[GroupResult | None, str]:
     """`up --name GANG` for a gang this store has (nodegroups/resume.py): refused in one line when it was made for
     another request; on a dry run, what the re-run would do (None returned); else its group once its nodes are
     Ready (the wait for a Capacity Block's start included), and its cloud. Creates and buys nothing."""
@@ -381,7 +381,7 @@ def _resume(ctx: typer.Context, gang: str, gpu: str, gpus_per_node: int, nodes: 
                              markup=False, highlight=False, soft_wrap=True)
             return None, provider
         backend = nodegroup_launch.open_backend(provider, row.region)
-        with providers_cli._provision_log(ctx, gang, False, output, verb="up"):
+        with providers_cli._provision_log(ctx, gang, verbose, output, verb="up"):
             result = resuming.resume(store, gang, backend, join=join, until=sleep_until, notify=_say(output))
     if not result.ok:
         render.error(result.message)

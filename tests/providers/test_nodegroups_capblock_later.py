@@ -447,8 +447,9 @@ def test_up_again_with_the_gangs_name_waits_for_the_block_and_places_the_job(
             group_nodes_register(mc[cluster.name], "cbl-again-1", 2)
 
         monkeypatch.setattr(up_cli, "sleep_until", until)
-        placed = run_cli(home, *again, "--kubeconfig", str(mc.kubeconfig), "--join-timeout", "30")
+        placed = run_cli(home, *again, "--kubeconfig", str(mc.kubeconfig), "--join-timeout", "30", "-v")
     assert placed.exit_code == 0, placed.output
+    assert "(scheduled action on Auto Scaling group" in placed.stderr  # -v shows what the pick-up did too
     assert slept == [(pytest.approx(start), 2)]  # the actions were put again before the wait
     assert "gang cbl-again: node group cbl-again-1 runs train" in placed.stderr
     made = [r.method for r in proxy.log.snapshot()[asked:]]
