@@ -21,14 +21,14 @@ deleting the job releases them), so `down` has nothing to delete; the attempts s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from geosched.core.errors import GeoschedError, one_line
 from geosched.kube import provreq, provwatch
-from geosched.kube.client import Kube
-from geosched.kube.submit import Applied, apply_manifests
+from geosched.kube.client import KUBE_RETRY, Kube, with_retries
+from geosched.kube.submit import Applied, apply_object
 from geosched.providers import journal
 from geosched.providers.base import CapacityError, ProviderError, StallError
 from geosched.providers.failover import blocks_for, first_block
@@ -153,7 +153,7 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
         raise provwatch.AlreadyThere(message)
     say(f"#{a.seq} {zone.where}: asking the autoscaler for the gang's {c.instance_type} nodes")
     try:
-        applied = apply_manifests(kube, manifests, default_namespace=namespace)
+        applied = _apply(kube, manifests, namespace)
         state = provwatch.wait_outcome(find, timeout_s=settings.timeout_s, poll_s=settings.poll_s,
                                        clock=settings.clock, sleep=settings.sleep)
     except KeyboardInterrupt:
@@ -192,6 +192,35 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
                 say(f"interrupted while withdrawing from {zone.where}: {where} may be left; {how}")
             raise
     return state, applied, manifests
+
+
+def _apply(kube: Kube, manifests: Sequence[dict[str, Any]], namespace: str) -> list[Applied]:
+    """Server-side apply each manifest in order, the ClusterQueue as `provreq.raised_queue` says: left as it is
+    while its quota holds the gang's (reported `unchanged`), raised taking the quota fields over (`force`: they may
+    be the cluster owner's, and a lower value is never applied)."""
+    applied: list[Applied] = []
+    for m in manifests:
+        force = False
+        if m["kind"] == "ClusterQueue":
+            live = _live(kube, m)
+            raised = provreq.raised_queue(m, live)
+            if raised is None:
+                assert live is not None
+                applied.append(Applied(str(m["apiVersion"]), "ClusterQueue", str(m["metadata"]["name"]), None,
+                                       "unchanged", str(live["metadata"].get("resourceVersion", ""))))
+                continue
+            m, force = raised, live is not None
+        applied.append(apply_object(kube, m, default_namespace=namespace, retry=KUBE_RETRY, force=force))
+    return applied
+
+
+def _live(kube: Kube, obj: Mapping[str, Any]) -> Any:
+    """`obj` (cluster-scoped) as the cluster holds it now, None if it does not (nor its kind: apply then says so)."""
+    resource = with_retries(lambda: kube.resource(str(obj["apiVersion"]), str(obj["kind"])), KUBE_RETRY)
+    if resource is None:
+        return None
+    path = resource.path(None, str(obj["metadata"]["name"]))
+    return with_retries(lambda: kube.get(path), KUBE_RETRY)
 
 
 def _kept_note(zones: Sequence[Zone]) -> str:

@@ -447,17 +447,20 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
                      f"{reasons}")
         raise typer.Exit(EXIT_NO_FIT)
     configs = load_cluster_config(clusters) if clusters is not None else {}
-    through = (f"ProvisioningRequestConfig {provreq.DEFAULT_NAME} ({class_name})" if not without_kueue else
+    through = (f"ProvisioningRequestConfig {{}} ({class_name})" if not without_kueue else
                f"ProvisioningRequest {{}} ({class_name})")
 
-    def rendered(pin: provreq.Target, namespace: str, queue: str) -> list[dict[str, Any]]:
+    def rendered(pin: provreq.Target, namespace: str) -> list[dict[str, Any]]:
         if without_kueue:
             return provreq.render_request(job, pin, namespace=namespace)
-        return provreq.render(job, pin, queue=queue, namespace=namespace)
+        # geosched's own LocalQueue, named as its ClusterQueue (provreq.queue_name), not the cluster's configured
+        # `queue`: that one is the team's, bound to the team's ClusterQueue (Kueue's LocalQueue spec.clusterQueue
+        # is immutable), and one LocalQueue for gangs of two GPUs would be bound to one of their queues only.
+        return provreq.render(job, pin, queue=None, namespace=namespace)
 
     def noted(zone: provfailover.Zone, shape: str) -> str:
-        asked = through.format(next((str(m["metadata"]["name"]) for m in zone.render()
-                                     if m["kind"] == "ProvisioningRequest"), ""))
+        kind = "ProvisioningRequestConfig" if not without_kueue else "ProvisioningRequest"
+        asked = through.format(next((str(m["metadata"]["name"]) for m in zone.render() if m["kind"] == kind), ""))
         return (f"{job.job.workers} x {shape} asked of the autoscaler in {zone.where} through {asked}, "
                 f"${zone.candidate.usd_per_hour or 0.0:,.2f}/h at the catalog's {pricing.value} price once up"
                 + (" (flex-start capacity is billed at its own rate)" if class_name == provreq.QUEUED_PROVISIONING
@@ -473,11 +476,10 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
         context = contexts.get(place.name) or place.name
         config = configs.get(context) or next((c for c in configs.values() if c.context == context), None)
         namespace = job.namespace or (config.namespace if config else None) or "default"
-        queue = (config.queue if config else None) or provreq.DEFAULT_NAME
         for t in place.targets:
             pin, shape, where = _pin(place.backend.provider, t, class_name)
             zones.append(provfailover.Zone(t.candidate, where if len(places) == 1 else f"{where}, cluster "
-                                           f"{place.name}", partial(rendered, pin, namespace, queue),
+                                           f"{place.name}", partial(rendered, pin, namespace),
                                            cluster=place.name, context=context, namespace=namespace,
                                            kept=provreq.kept(job)))
             shapes.append(shape)

@@ -21,7 +21,8 @@ the class's nodes carry; before it the job file's other documents, unchanged (a 
 applies them (`kept`: never withdrawn); and, cluster-scoped, one ResourceFlavor (the GPU label), the
 ProvisioningRequestConfig (`managedResources: [nvidia.com/gpu]`: only pod sets asking for GPUs get a request), the
 AdmissionCheck, a ClusterQueue applying that check whose quota is the gang's own request (nodes that do not exist
-yet have nothing to size it from; a cluster owner raises it to queue more gangs) and the LocalQueue. Rendered at Kueue's
+yet have nothing to size it from; a cluster owner raises it to queue more gangs, and a live one is never lowered:
+`raised_queue`) and the LocalQueue, all named per (class, GPU, namespace) by `queue_name`. Rendered at Kueue's
 v1beta2 (its storage version since v0.16; v0.17.0 serves v1beta1 and v1beta2 of ProvisioningRequestConfig,
 config/components/crd/bases/kueue.x-k8s.io_provisioningrequestconfigs.yaml).
 
@@ -34,6 +35,7 @@ they exist: the zone's name and `node.kubernetes.io/instance-type` (geosched/cli
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -104,11 +106,13 @@ class Target:
         return CLASS_TOLERATIONS[self.class_name] if self.tolerations is None else self.tolerations
 
 
-def render(job: JobInput, target: Target, *, queue: str, namespace: str) -> list[dict[str, Any]]:
+def render(job: JobInput, target: Target, *, queue: str | None, namespace: str) -> list[dict[str, Any]]:
     """The Kueue objects (flavor, config, check, ClusterQueue, LocalQueue) and the job pinned to `target.zone`,
-    ready to apply in that order. Refuses (InputError) a job that cannot be pinned: no pod template (a TrainJob),
-    a nodeSelector already asking for another zone or GPU, or an unknown class."""
+    ready to apply in that order; the LocalQueue is `queue`, None: named as the ClusterQueue (`queue_name`).
+    Refuses (InputError) a job that cannot be pinned: no pod template (a TrainJob), a nodeSelector already asking
+    for another zone or GPU, or an unknown class."""
     obj, companions, pod_sets, _ = _pinned(job, target, namespace)
+    queue = queue or queue_name(target, namespace)
     obj.setdefault("metadata", {}).setdefault("labels", {})[keys.KUEUE_QUEUE] = queue
     quota = gang_request(obj, pod_sets, job.source)
     return [*queue_objects(target, queue, namespace, quota), *_extras(job), obj, *companions]
@@ -204,8 +208,9 @@ def _pinned(job: JobInput, target: Target, namespace: str) -> tuple[dict[str, An
 
 def queue_objects(target: Target, queue: str, namespace: str,
                   quota: Mapping[str, int | str]) -> list[dict[str, Any]]:
-    """The cluster-scoped Kueue objects that send the gang through a ProvisioningRequest, and its LocalQueue."""
-    name = target.name
+    """The cluster-scoped Kueue objects that send the gang through a ProvisioningRequest, all named
+    `queue_name(target, namespace)`, and its LocalQueue."""
+    name = queue_name(target, namespace)
     flavor = {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name},
               "spec": {"nodeLabels": {target.gpu_label: target.gpu_value}}}
     config = {"apiVersion": API_VERSION, "kind": "ProvisioningRequestConfig", "metadata": {"name": name},
@@ -223,6 +228,68 @@ def queue_objects(target: Target, queue: str, namespace: str,
     local_queue = {"apiVersion": API_VERSION, "kind": "LocalQueue",
                    "metadata": {"name": queue, "namespace": namespace}, "spec": {"clusterQueue": name}}
     return [flavor, config, check, cluster_queue, local_queue]
+
+
+def queue_name(target: Target, namespace: str) -> str:
+    """The name of the cluster-scoped Kueue objects of gangs of one (class, GPU label and value, namespace):
+    `<target.name>-<GPU value>-<digest of the four>`, at most 63 characters.
+
+    One name for every gang was one set of objects: the second `up` rewrote the first gang's flavor (its GPU), its
+    ClusterQueue's namespaceSelector and quota, and the first gang, not admitted yet, waited for ever (issue 26).
+    Gangs that agree on all four share the objects (each renders them identical) and queue in Kueue's order on one
+    quota (`raised_queue`); those that differ in any never meet. The zone is left out: it is pinned in the job's
+    nodeSelector, not in the flavor, so one queue serves every zone. The digest keeps two GPU values that read
+    alike once cut or lower-cased apart; the value is there for the person reading `kubectl get clusterqueues`."""
+    key = "\0".join((target.class_name, target.gpu_label, target.gpu_value, namespace))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    readable = re.sub(r"[^a-z0-9]+", "-", target.gpu_value.lower()).strip("-")
+    return f"{f'{target.name}-{readable}'[:63 - 11].rstrip('-')}-{digest}"
+
+
+def raised_queue(rendered: Mapping[str, Any], live: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ClusterQueue to apply for a gang, given the one in the cluster (None: there is none): `rendered` where
+    there is none; None (apply nothing) where the live quota of the gang's flavor already holds the gang's; else
+    `rendered` whose resourceGroups are the live ones with each resource of the gang's flavor raised to the gang's,
+    other flavors, groups and larger quotas kept.
+
+    Never lowered: the quota may be another gang's (a larger one of the same queue) or the cluster owner's, who
+    raises it to run more gangs at once; applied over, it fell back to this gang's. Left alone while it suffices:
+    Kueue v0.17.0's ClusterQueue CRD makes `resourceGroups` an atomic list, so an owner's `kubectl` edit owns all of
+    it, and an apply of other values under geosched's field manager was a conflict that failed the next `up`. A
+    quota below the gang's would leave it never admitted, with no error, so it is raised (the caller takes the
+    field over with `force`)."""
+    if live is None:
+        return copy.deepcopy(dict(rendered))
+    [rendered_group] = rendered["spec"]["resourceGroups"]
+    [flavor] = rendered_group["flavors"]
+    wanted = {str(r["name"]): r["nominalQuota"] for r in flavor["resources"]}
+    groups = copy.deepcopy(list((live.get("spec") or {}).get("resourceGroups") or []))
+    group = next((g for g in groups if any(f.get("name") == flavor["name"] for f in g.get("flavors") or [])), None)
+    if group is None:  # the owner took the flavor out: the gang's group goes back in beside the others
+        group = {"coveredResources": [], "flavors": [{"name": flavor["name"], "resources": []}]}
+        groups.append(group)
+    elsewhere = {str(r) for g in groups if g is not group for r in g.get("coveredResources") or []}
+    mine = next(f for f in group["flavors"] if f.get("name") == flavor["name"])
+    have = {str(r["name"]): r for r in mine.get("resources") or []}
+    changed = False
+    for resource, quota in wanted.items():
+        if resource in elsewhere:  # Kueue counts a resource in one group only: the owner's choice stands
+            continue
+        if resource not in have:
+            # Kueue requires every flavor of a group to list each covered resource: the others get none of it.
+            group["coveredResources"] = [*group.get("coveredResources", []), resource]
+            for other in group["flavors"]:
+                other.setdefault("resources", []).append(
+                    {"name": resource, "nominalQuota": quota if other is mine else 0})
+            changed = True
+        elif parse_quantity(have[resource].get("nominalQuota", 0)) < parse_quantity(quota):
+            have[resource]["nominalQuota"] = quota
+            changed = True
+    if not changed:
+        return None
+    raised = copy.deepcopy(dict(rendered))
+    raised["spec"]["resourceGroups"] = groups
+    return raised
 
 
 # The largest quantity Kubernetes holds (resource.Quantity's int64 of base units): a quota past it is one the API

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +41,22 @@ def test_an_8_node_gang_renders_the_check_its_queue_and_the_job_pinned_to_the_zo
     for obj in objs:
         validate(obj)
     k = by_kind(objs)
+    # Named for the gangs of this class, GPU and namespace (provreq.queue_name), every cluster-scoped one alike.
+    name = "geosched-provisioning-nvidia-h100-80gb-16f1fe20de"
+    assert {o["metadata"]["name"] for o in objs if o["kind"] not in ("Job", "Service", "LocalQueue")} == {name}
     assert k["ProvisioningRequestConfig"]["spec"] == {"provisioningClassName": "queued-provisioning.gke.io",
                                                       "managedResources": ["nvidia.com/gpu"]}
     assert k["AdmissionCheck"]["spec"] == {
         "controllerName": "kueue.x-k8s.io/provisioning-request",
-        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
-                       "name": "geosched-provisioning"}}
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": name}}
     queue = k["ClusterQueue"]["spec"]
-    assert queue["admissionChecksStrategy"] == {"admissionChecks": [{"name": "geosched-provisioning"}]}
+    assert queue["admissionChecksStrategy"] == {"admissionChecks": [{"name": name}]}
     [group] = queue["resourceGroups"]
     [flavor] = group["flavors"]
     assert flavor["name"] == k["ResourceFlavor"]["metadata"]["name"]
     assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]}["nvidia.com/gpu"] == 64
     assert k["ResourceFlavor"]["spec"] == {"nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}}
-    assert k["LocalQueue"]["spec"] == {"clusterQueue": "geosched-provisioning"}
+    assert k["LocalQueue"]["spec"] == {"clusterQueue": name}
     job = k["Job"]
     assert job["metadata"]["labels"][keys.KUEUE_QUEUE] == "team-a"
     pod = job["spec"]["template"]["spec"]
@@ -236,3 +239,79 @@ def test_the_queues_quota_is_what_kueue_counts_for_the_pods_init_and_sidecar_con
     # A pod: cpu max(8 + 1, 32) + 0.25, memory max(32Gi + 1Gi, 64Gi) + 120Mi; two pods.
     assert quota == {"cpu": "64500m", "memory": 2 * (64 * 2**30 + 120 * 2**20), "nvidia.com/gpu": 16}
     assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+
+
+def test_gangs_of_another_class_gpu_or_namespace_get_their_own_queue_objects_within_63_characters(
+        tmp_path: Path) -> None:
+    job = read_job_file(compact(tmp_path))
+
+    def names(target: provreq.Target, namespace: str = "ml") -> set[str]:
+        objs = provreq.render(job, target, queue=None, namespace=namespace)
+        return {o["metadata"]["name"] for o in objs if o["kind"] not in ("Job", "Service")}
+
+    [mine] = names(GKE_C)
+    # The zone is the job's nodeSelector, not the queue's: another zone's gang of the same GPU shares the queue.
+    assert names(replace(GKE_C, zone="us-central1-a")) == {mine}
+    others = [names(GKE_C, "research"), names(replace(GKE_C, gpu_value="nvidia-a100-80gb")),
+              names(replace(GKE_C, class_name=provreq.BEST_EFFORT_ATOMIC)),
+              # GPU values that read alike once lower-cased and cut are told apart by the digest.
+              names(replace(GKE_C, gpu_value="NVIDIA-H100-80GB")),
+              names(replace(GKE_C, gpu_label="nvidia.com/gpu.product"))]
+    assert all(len(n) == 1 and mine not in n for n in others) and len(set().union(*others)) == len(others)
+    [long] = names(replace(GKE_C, name="a" * 63, gpu_value="x" * 200))
+    assert len(long) == 63 and long.startswith("a" * 52 + "-")
+
+
+QUEUE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"},
+         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ml"}},
+                  "resourceGroups": [{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+                      {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "64500m"},
+                                                  {"name": "nvidia.com/gpu", "nominalQuota": 16}]}]}],
+                  "admissionChecksStrategy": {"admissionChecks": [{"name": "q"}]}}}
+
+
+def live_with(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    live = copy.deepcopy(QUEUE)
+    live["spec"]["resourceGroups"] = groups
+    return live
+
+
+def test_a_live_queue_holding_the_gang_is_left_alone_and_one_below_it_raised_never_lowered() -> None:
+    assert provreq.raised_queue(QUEUE, None) == QUEUE
+    # Larger everywhere (a quantity in another unit: 65 cpu > 64500m): nothing to apply.
+    assert provreq.raised_queue(QUEUE, live_with([{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "65"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": 64}]}]}])) is None
+    # Below in one resource: that one raised, the larger one and the owner's other flavor kept.
+    other = {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": 8}, {"name": "nvidia.com/gpu",
+                                                                                 "nominalQuota": 4}]}
+    raised = provreq.raised_queue(QUEUE, live_with([{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": 100},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": 8}]}, other]}]))
+    assert raised is not None and raised["spec"]["resourceGroups"] == [
+        {"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+            {"name": "f", "resources": [{"name": "cpu", "nominalQuota": 100},
+                                        {"name": "nvidia.com/gpu", "nominalQuota": 16}]}, other]}]
+    assert raised["spec"]["namespaceSelector"] == QUEUE["spec"]["namespaceSelector"]
+    # A resource the owner's group does not cover is added to it, the other flavors given none of it; one another
+    # group covers stays the owner's (Kueue counts a resource in one group only).
+    raised = provreq.raised_queue(QUEUE, live_with([
+        {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "f", "resources": [
+            {"name": "nvidia.com/gpu", "nominalQuota": 16}]}, {"name": "spot", "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": 4}]}]}]))
+    assert raised is not None and raised["spec"]["resourceGroups"] == [
+        {"coveredResources": ["nvidia.com/gpu", "cpu"], "flavors": [
+            {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16},
+                                        {"name": "cpu", "nominalQuota": "64500m"}]},
+            {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 4},
+                                           {"name": "cpu", "nominalQuota": 0}]}]}]
+    cpu_group = {"coveredResources": ["cpu"], "flavors": [{"name": "cpus", "resources": [
+        {"name": "cpu", "nominalQuota": 1}]}]}
+    assert provreq.raised_queue(QUEUE, live_with([
+        {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "f", "resources": [
+            {"name": "nvidia.com/gpu", "nominalQuota": 16}]}]}, cpu_group])) is None
+    # The owner took the gang's flavor out: it goes back in, in a group of its own beside theirs.
+    raised = provreq.raised_queue(QUEUE, live_with([cpu_group]))
+    assert raised is not None and raised["spec"]["resourceGroups"] == [cpu_group, {
+        "coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "f", "resources": [
+            {"name": "nvidia.com/gpu", "nominalQuota": 16}]}]}]

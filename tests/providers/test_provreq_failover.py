@@ -10,12 +10,14 @@ CapacityIsProvisioned "Capacity is found in the cluster", CapacityReservationTim
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from geosched.cli import provfailover
 from geosched.core.models import Pricing
@@ -514,3 +516,109 @@ def test_a_gang_name_taken_already_is_one_line_and_leaves_that_gang_as_it_was(
     assert caught.value.exit_code == EXIT_BAD_INPUT
     assert journal.gang_record(store, "g12") == before and journal.attempts(store, "g12") == []
     assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
+
+
+# Two gangs through Kueue on one cluster (issue 26). The emulator runs no Kueue, so no request is ever made and each
+# run ends at its deadline, its job withdrawn: what is asserted is what each run left of Kueue's queue objects,
+# which no refusal withdraws. p4d.24xlarge (A100) in us-east-1's use1-az1: geosched/data/aws_gpu_vms.csv.
+A100_GANG = GangRequest("A100", 8, 1, PricingMode.ON_DEMAND, ("aws",), ("us-east-1",))
+CQS, FLAVORS, LQS = "kueue.x-k8s.io/v1beta2/clusterqueues", "kueue.x-k8s.io/v1beta2/resourceflavors", \
+    "kueue.x-k8s.io/v1beta2/localqueues"
+CONFIG_CRD = "kueue.x-k8s.io_provisioningrequestconfigs"
+
+
+def kueue_zone(tmp_path: Path, job: str, *, instance_type: str = "p5.48xlarge", gpu: str = "H100",
+               workers: int = 2, namespace: str = NS) -> provfailover.Zone:
+    path = tmp_path / f"{job}.yaml"
+    path.write_text(f"apiVersion: geosched.io/v1alpha1\nkind: Job\nname: {job}\nimage: ghcr.io/example/train:1\n"
+                    f"workers: {workers}\ngpus_per_worker: 8\ngpu: {gpu}\n", encoding="utf-8")
+    pin = provreq.Target(zone="us-east-1b", gpu_label=keys.INSTANCE_TYPE, gpu_value=instance_type,
+                         class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
+    c = candidate("use1-az1") if gpu == "H100" else Candidate(
+        "aws", "us-east-1", "use1-az1", instance_type, gpu, 8, 96.0, Pricing.ON_DEMAND, 32.7726, 32.7726, None)
+    return provfailover.Zone(c, "us-east-1b (use1-az1)",
+                             partial(provreq.render, read_job_file(path), pin, queue=None, namespace=namespace),
+                             cluster="cluster-a", context="cluster-a", namespace=namespace)
+
+
+def run_kueue(cluster: MultiCluster, store: Store, zone: provfailover.Zone, gang: str,
+              request: GangRequest = GANG) -> None:
+    clock = FakeClock()
+    with pytest.raises(provfailover.NoZoneProvisioned):
+        provfailover.queue_across(store, [zone], open_kube=opener(cluster), gang=gang, request=request,
+                                  settings=provfailover.Settings(timeout_s=30, poll_s=10, clock=clock,
+                                                                 sleep=clock.sleep))
+
+
+def with_kueue(cluster: MultiCluster) -> Any:
+    # Kueue v0.17.0's own CRD (tests/kube/data/crds): the emulator's catalog has Kueue's other kinds.
+    api = cluster["cluster-a"]
+    api.register_crd(yaml.safe_load((DATA / "crds" / f"{CONFIG_CRD}.yaml").read_text(encoding="utf-8")))
+    return api
+
+
+def quotas(queue: dict[str, Any]) -> dict[str, Any]:
+    [group] = queue["spec"]["resourceGroups"]
+    [flavor] = group["flavors"]
+    return {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+
+
+def test_two_gangs_of_other_gpus_or_namespaces_on_one_cluster_never_share_a_queue(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    # One set of queue objects for every gang: the second `up` rewrote the first's flavor (its GPU), its queue's
+    # namespace and quota, and the first gang, not admitted yet, waited for ever.
+    api = with_kueue(cluster)
+    api.add_namespace("research")
+    h100 = kueue_zone(tmp_path, "train")
+    a100 = kueue_zone(tmp_path, "finetune", instance_type="p4d.24xlarge", gpu="A100", workers=1)
+    other_ns = kueue_zone(tmp_path, "eval", namespace="research")
+    for zone, gang in ((h100, "g1"), (a100, "g2"), (other_ns, "g3")):
+        run_kueue(cluster, store, zone, gang, A100_GANG if zone is a100 else GANG)
+    flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"] for f in api.list(FLAVORS)}
+    queues = {q["metadata"]["name"]: q for q in api.list(CQS)}
+    assert len(flavors) == len(queues) == 3
+    seen = set()
+    for zone in (h100, a100, other_ns):
+        rendered = {m["kind"]: m for m in zone.render()}
+        local = rendered["LocalQueue"]
+        live_local = api.get(LQS, local["metadata"]["name"], zone.namespace)
+        assert live_local is not None
+        name = live_local["spec"]["clusterQueue"]
+        seen.add(name)
+        queue = queues[name]
+        assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": zone.namespace}}
+        [group] = queue["spec"]["resourceGroups"]
+        [flavor] = group["flavors"]
+        instance_type = zone.candidate.instance_type
+        assert flavors[flavor["name"]] == {keys.INSTANCE_TYPE: instance_type}
+        assert quotas(queue)["nvidia.com/gpu"] == (8 if instance_type == "p4d.24xlarge" else 16)
+        assert rendered["Job"]["metadata"]["labels"][keys.KUEUE_QUEUE] == local["metadata"]["name"]
+    assert len(seen) == 3
+
+
+def test_a_quota_another_gang_or_the_owner_set_is_never_lowered_and_raised_only_for_a_larger_gang(
+        cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
+    api = with_kueue(cluster)
+    run_kueue(cluster, store, kueue_zone(tmp_path, "train"), "g1")
+    [queue] = api.list(CQS)
+    assert quotas(queue)["nvidia.com/gpu"] == 16
+    # The cluster owner raises the GPU quota to queue more gangs, with `kubectl apply --server-side` (field manager
+    # "kubectl"): the ClusterQueue's resourceGroups is an atomic list (Kueue v0.17.0's CRD), now the owner's.
+    # The owner also caps the CPU the queue's gangs take (a resource the compact job's pods do not request).
+    owned = copy.deepcopy(queue)
+    [group] = owned["spec"]["resourceGroups"]
+    group["coveredResources"] = ["cpu", "nvidia.com/gpu"]
+    group["flavors"][0]["resources"] = [{"name": "cpu", "nominalQuota": "1k"}, {"name": "nvidia.com/gpu",
+                                                                               "nominalQuota": 64}]
+    api.apply({"apiVersion": owned["apiVersion"], "kind": "ClusterQueue", "metadata": {"name": queue["metadata"]
+               ["name"]}, "spec": {"resourceGroups": owned["spec"]["resourceGroups"]}}, field_manager="kubectl")
+    # A smaller gang of the same shape: applied over, the quota fell to 8 (or the apply failed on the owner's field).
+    run_kueue(cluster, store, kueue_zone(tmp_path, "small", workers=1), "g2", A100_GANG)
+    [queue] = api.list(CQS)
+    assert quotas(queue)["nvidia.com/gpu"] == 64
+    # A gang larger than the quota would never be admitted: the quota is raised to it, the owner's cpu cap kept.
+    run_kueue(cluster, store, kueue_zone(tmp_path, "large", workers=10), "g3")
+    [queue] = api.list(CQS)
+    assert quotas(queue) == {"cpu": "1k", "nvidia.com/gpu": 80}
+    assert queue["spec"]["resourceGroups"][0]["coveredResources"] == ["cpu", "nvidia.com/gpu"]
+    assert queue["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NS}}

@@ -34,6 +34,7 @@ would prove nothing about the zone geosched chose.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -63,16 +64,18 @@ PROVISIONED_REASON, PROVISIONED_MSG = "CapacityIsProvisioned", "Capacity is foun
 
 
 def request_nodes(request: Obj, templates: dict[str, Obj], *, project: str, region: str,
-                  zone_ids: dict[str, str] | None = None) -> list[Obj]:
+                  zone_ids: dict[str, str] | None = None, taken: Collection[str] = ()) -> list[Obj]:
     """The Nodes a request's pod sets come up as. Pure; ValueError when a template selects no zone or no GPU. A
-    template selecting a zone and an instance type (and no GKE accelerator) comes up as EKS nodes (`_eks_nodes`)."""
+    template selecting a zone and an instance type (and no GKE accelerator) comes up as EKS nodes (`_eks_nodes`),
+    named by addresses no node of `taken` (the names of the nodes up already) has."""
     out = []
     for pod_set in request["spec"]["podSets"]:
         template = templates[pod_set["podTemplateRef"]["name"]]["template"]
         spec = template.get("spec") or {}
         selector = spec.get("nodeSelector") or {}
         if selector.get(ZONE) and selector.get(INSTANCE_TYPE) and not selector.get(ACCELERATOR):
-            out += _eks_nodes(request, pod_set, selector, region=region, zone_ids=zone_ids or {})
+            out += _eks_nodes(request, pod_set, selector, region=region, zone_ids=zone_ids or {},
+                              taken={*taken, *(n["metadata"]["name"] for n in out)})
             continue
         if not selector.get(ZONE) or not selector.get(ACCELERATOR):
             raise ValueError(f"{request['metadata']['name']}: the pod template selects no {ZONE} and "
@@ -96,18 +99,23 @@ def request_nodes(request: Obj, templates: dict[str, Obj], *, project: str, regi
 
 
 def _eks_nodes(request: Obj, pod_set: Obj, selector: Obj, *, region: str,
-               zone_ids: dict[str, str]) -> list[Obj]:
+               zone_ids: dict[str, str], taken: Collection[str]) -> list[Obj]:
     """A pod set's nodes as cluster-autoscaler brings them up on EKS: nodes of the managed node group it scales
     (eks.amazonaws.com/nodegroup `ca-gpu-<hash>`), shaped as EKS registers them (tests/kubeapi/real_nodes.py
     `eks_node`: zone name and zone ID, instance type, providerID), with GPU feature discovery's labels."""
     instance_type, zone = selector[INSTANCE_TYPE], selector[ZONE]
     digest = hashlib.sha256(f"{request['metadata']['uid']}/{pod_set['podTemplateRef']['name']}".encode()).hexdigest()
-    out = []
+    out: list[Obj] = []
+    # EKS names a node by its private address: two requests' nodes up at once (two gangs) take different ones.
+    free = iter(range(10, 255))
     for i in range(int(pod_set["count"])):
-        node = eks_node(f"10.0.40.{10 + i}", region=region, zone=zone, zone_id=zone_ids[zone],
-                        instance_type=instance_type, product=PRODUCT_FOR[instance_type],
-                        instance_id=f"i-0{digest[:8]}{i:08x}", nodegroup=f"ca-gpu-{digest[:8]}",
-                        gpus=MACHINES[instance_type][4])
+        while True:
+            node = eks_node(f"10.0.40.{next(free)}", region=region, zone=zone, zone_id=zone_ids[zone],
+                            instance_type=instance_type, product=PRODUCT_FOR[instance_type],
+                            instance_id=f"i-0{digest[:8]}{i:08x}", nodegroup=f"ca-gpu-{digest[:8]}",
+                            gpus=MACHINES[instance_type][4])
+            if node["metadata"]["name"] not in taken:
+                break
         node["metadata"]["annotations"] = {MADE_BY: request["metadata"]["name"]}
         out.append(kwok(node, [EKS_GPU_TAINT]))
     return out
@@ -177,7 +185,8 @@ class ProvisioningController(Poller):
                 continue
             try:
                 nodes = request_nodes(request, templates, project=self.project, region=self.region,
-                                      zone_ids=self.zone_ids)
+                                      zone_ids=self.zone_ids,
+                                      taken={n["metadata"]["name"] for made in self.made.values() for n in made})
             except (ValueError, KeyError) as exc:
                 if repr(exc) not in self.errors:
                     self.errors.append(repr(exc))

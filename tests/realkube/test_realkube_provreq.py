@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -53,6 +54,15 @@ PROVREQS = "/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests"
 CLUSTER_SCOPED = ("resourceflavors", "provisioningrequestconfigs", "admissionchecks", "clusterqueues")
 
 
+def delete_queue_objects(kube: Any) -> None:
+    """The cluster-scoped Kueue objects geosched made (provreq.queue_name: one set per class, GPU and namespace),
+    left by no test to the next."""
+    for plural in CLUSTER_SCOPED:
+        for obj in kube.list_all(f"{KUEUE}/{plural}")[0]:
+            if obj["metadata"]["name"].startswith(f"{provreq.DEFAULT_NAME}-"):
+                kube.request("DELETE", f"{KUEUE}/{plural}/{obj['metadata']['name']}")
+
+
 @pytest.fixture(scope="module")
 def gke() -> Iterator[GkeDouble]:
     with GkeDouble() as double:
@@ -69,6 +79,8 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
         config = cluster_config(tmp_path / "clusters.yaml", {GKE: {"namespace": ns, "backend": "kueue",
                                                                    "queue": "team-a"}})
         job = compact_job(tmp_path / "train.yaml", "train", workers=8, gpus=8)
+        check_name = provreq.queue_name(provreq.Target(zone=ZONE, gpu_label=keys.GKE_ACCELERATOR,
+                                                       gpu_value="nvidia-h100-80gb"), ns)
         try:
             proc = geosched("up", str(job), "--cluster", GKE, "--provider", "gcp", "--region", ZONE,
                             "--provisioning-class", provreq.QUEUED_PROVISIONING, "--kubeconfig",
@@ -79,7 +91,7 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
             outcome = yaml.safe_load(proc.stdout)
             assert (outcome["status"], outcome["cluster"], outcome["zones"]) == ("applied", GKE, [ZONE])
             assert gke.pools() == {}  # no node pool: the autoscaler makes the nodes
-            wait_until(lambda: condition(kube.get(f"{KUEUE}/admissionchecks/{provreq.DEFAULT_NAME}") or {},
+            wait_until(lambda: condition(kube.get(f"{KUEUE}/admissionchecks/{check_name}") or {},
                                          "Active"), 60, what="the AdmissionCheck Active")
             # Kueue made the request from the job's pod template: the zone geosched chose is in it.
             [request] = wait_until(lambda: kube.list_all(PROVREQS.format(ns=ns))[0], 120,
@@ -105,7 +117,7 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
             [workload] = kube.list_all(f"{KUEUE}/namespaces/{ns}/workloads")[0]
             assert condition(workload, "Admitted")
             [check] = workload["status"]["admissionChecks"]
-            assert (check["name"], check["state"]) == (provreq.DEFAULT_NAME, "Ready")
+            assert (check["name"], check["state"]) == (check_name, "Ready")
             for pod in pods(kube, ns, job_pods_selector("train")):
                 assert pod["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] == name
             # Deleting the job deletes its Workload, the request Kueue owns with it, and so the request's nodes.
@@ -115,10 +127,7 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
             wait_until(lambda: not kube.list_all(PROVREQS.format(ns=ns))[0], 120, what="the request gone")
             wait_until(lambda: not controller.made, 60, what="the request's nodes gone")
         finally:
-            for plural in CLUSTER_SCOPED:
-                path = f"{KUEUE}/{plural}/{provreq.DEFAULT_NAME}"
-                if kube.get(path) is not None:
-                    kube.request("DELETE", path)
+            delete_queue_objects(kube)
     assert controller.errors == []
 
 
@@ -186,10 +195,7 @@ def test_up_on_eks_for_gitops_brings_the_gangs_nodes_up_in_the_zone_chosen(
             wait_until(lambda: not kube.list_all(PROVREQS.format(ns=ns))[0], 120, what="the request gone")
             wait_until(lambda: not controller.made, 60, what="the request's nodes gone")
         finally:
-            for plural in CLUSTER_SCOPED:
-                path = f"{KUEUE}/{plural}/{provreq.DEFAULT_NAME}"
-                if kube.get(path) is not None:
-                    kube.request("DELETE", path)
+            delete_queue_objects(kube)
     assert controller.errors == []
 
 
@@ -256,10 +262,7 @@ def test_kueue_admits_a_gang_whose_init_containers_ask_for_more_than_its_trainer
             assert condition(workload, "Admitted")
         finally:
             kubectl(plane, GKE, "delete", "--wait=false", "-n", ns, "-f", str(out))
-            for plural in CLUSTER_SCOPED:
-                path = f"{KUEUE}/{plural}/{provreq.DEFAULT_NAME}"
-                if kube.get(path) is not None:
-                    kube.request("DELETE", path)
+            delete_queue_objects(kube)
 
 
 # Two zones of the EKS cluster (moto names use1-az6 us-east-1a and use1-az1 us-east-1b in this account).
@@ -327,7 +330,62 @@ def test_up_withdraws_a_failed_request_and_the_gang_runs_in_the_next_zone(
                            what="the request's nodes gone")
             assert controller.errors == []
         finally:
-            for plural in CLUSTER_SCOPED:
-                path = f"{KUEUE}/{plural}/{provreq.DEFAULT_NAME}"
-                if kube.get(path) is not None:
-                    kube.request("DELETE", path)
+            delete_queue_objects(kube)
+
+
+def test_two_gangs_of_two_gpu_models_on_one_cluster_are_both_admitted_and_both_requests_made(
+        realkube_provreq: Plane, moto: MotoServer, tmp_path: Path) -> None:
+    """Issue 26: one set of queue objects for every gang made the second `up` (A100) rewrite the first gang's flavor
+    and quota; the first, already admitted, held the queue's whole quota and the second waited past its deadline.
+    Per (class, GPU, namespace) each gang has its own queue: both are admitted by the real Kueue, each request asks
+    for its own instance type, and the pods of both run on the nodes brought up for them."""
+    plane = realkube_provreq
+    with plane.namespace("provreq-two", clusters=(GKE,)) as ns, plane.kube(GKE) as kube, \
+            ProvisioningController(plane, GKE, ns, region="us-east-1", zone_ids={EKS_ZONE: EKS_ZONE_ID}) as controller:
+        config = cluster_config(tmp_path / "clusters.yaml", {GKE: {"namespace": ns, "queue": "team-a"}})
+        gangs = {"train": ("H100", "p5.48xlarge"), "finetune": ("A100", "p4d.24xlarge")}
+        try:
+            for name, (gpu, _) in gangs.items():
+                job = compact_job(tmp_path / f"{name}.yaml", name, workers=2, gpus=8, gpu=gpu)
+                proc = geosched("up", str(job), "--cluster", EKS_NAME, "--provider", "aws", "--region", "us-east-1",
+                                "--context", GKE, "--kubeconfig", str(plane.kubeconfig), "--clusters", str(config),
+                                "--provisioning-class", provreq.BEST_EFFORT_ATOMIC, "--provisioning-timeout", "150",
+                                "--yes", "--name", name, "-o", "json", env=aws_env(moto.url),
+                                home=tmp_path / "home", timeout=300)
+                assert proc.returncode == 0, proc.stderr
+                assert yaml.safe_load(proc.stdout)["zones"] == [EKS_ZONE_ID]
+            requests = kube.list_all(PROVREQS.format(ns=ns))[0]
+            assert len(requests) == 2
+            asked = {}
+            for request in requests:
+                [template] = controller.seen[request["metadata"]["name"]]["templates"].values()
+                selector = template["template"]["spec"]["nodeSelector"]
+                assert selector[keys.ZONE] == EKS_ZONE
+                asked[selector[keys.INSTANCE_TYPE]] = request
+            assert sorted(asked) == sorted(t for _, t in gangs.values())
+            workloads = kube.list_all(f"{KUEUE}/namespaces/{ns}/workloads")[0]
+            assert len(workloads) == 2 and all(condition(w, "Admitted") for w in workloads)
+            for name, (_, instance_type) in gangs.items():
+                bound = wait_all_running(kube, ns, 2, job_pods_selector(name), timeout=180)
+                made = sorted(n["metadata"]["name"] for n in controller.made[asked[instance_type]["metadata"]["name"]])
+                assert sorted(b.node or "" for b in bound) == made and len(made) == 2
+            # Two queues, each its own flavor (the GPU) and its namespace; the team's LocalQueue never made.
+            ours = f"{provreq.DEFAULT_NAME}-"
+            queues = [q for q in kube.list_all(f"{KUEUE}/clusterqueues")[0] if q["metadata"]["name"].startswith(ours)]
+            flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"][keys.INSTANCE_TYPE]
+                       for f in kube.list_all(f"{KUEUE}/resourceflavors")[0] if f["metadata"]["name"].startswith(ours)}
+            assert sorted(flavors.values()) == sorted(t for _, t in gangs.values()) and len(queues) == 2
+            for queue in queues:
+                [group] = queue["spec"]["resourceGroups"]
+                [flavor] = group["flavors"]
+                assert flavor["name"] in flavors
+                assert queue["spec"]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": ns}
+            assert kube.get(f"{KUEUE}/namespaces/{ns}/localqueues/team-a") is None
+            for name in gangs:
+                kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}",
+                             query={"propagationPolicy": "Background"})
+            wait_until(lambda: not kube.list_all(PROVREQS.format(ns=ns))[0], 120, what="the requests gone")
+            wait_until(lambda: not [m for m in controller.made.values() if m], 60, what="the requests' nodes gone")
+        finally:
+            delete_queue_objects(kube)
+    assert controller.errors == []
