@@ -23,7 +23,7 @@ from geosched.cli import provfailover
 from geosched.core.models import Pricing
 from geosched.kube import keys, provreq, provwatch
 from geosched.kube.client import Kube
-from geosched.kube.jobinput import read_job_file
+from geosched.kube.jobinput import JobInput, read_job_file
 from geosched.providers import journal
 from geosched.providers.plan import Candidate, GangRequest, PricingMode
 from geosched.store.db import Store
@@ -123,14 +123,21 @@ def zones(tmp_path: Path, cluster: str = "cluster-a") -> list[provfailover.Zone]
     path = tmp_path / "train.yaml"
     path.write_text("apiVersion: geosched.io/v1alpha1\nkind: Job\nname: train\nimage: ghcr.io/example/train:1\n"
                     "workers: 2\ngpus_per_worker: 8\ngpu: H100\n", encoding="utf-8")
-    job = read_job_file(path)
+    return _failover_zones(read_job_file(path), ZONES, cluster, kept=False)
+
+
+def _failover_zones(job: JobInput, autoscaler_zones: tuple[tuple[str, str], ...], cluster: str, *,
+                    kept: bool) -> list[provfailover.Zone]:
+    """One failover step per (zone, zone ID): the job's ProvisioningRequest pinned there on p5.48xlarge (EKS's GPU
+    taint tolerated); `kept`: the job file's other documents ride along, as `up` does."""
     out = []
-    for name, zone_id in ZONES:
+    for name, zone_id in autoscaler_zones:
         pin = provreq.Target(zone=name, gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
                              class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
         out.append(provfailover.Zone(candidate(zone_id), f"{name} ({zone_id})",
                                      partial(provreq.render_request, job, pin, namespace=NS), cluster=cluster,
-                                     context=cluster, namespace=NS))
+                                     context=cluster, namespace=NS,
+                                     kept=provreq.kept(job) if kept else frozenset()))
     return out
 
 
@@ -213,15 +220,7 @@ def multi_doc_zones(tmp_path: Path, autoscaler_zones: tuple[tuple[str, str], ...
     path.write_text((DATA / "multi-doc.yaml").read_text(encoding="utf-8").replace("namespace: research",
                                                                                  f"namespace: {NS}"),
                     encoding="utf-8")
-    job = read_job_file(path)
-    out = []
-    for name, zone_id in autoscaler_zones:
-        pin = provreq.Target(zone=name, gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
-                             class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
-        out.append(provfailover.Zone(candidate(zone_id), f"{name} ({zone_id})",
-                                     partial(provreq.render_request, job, pin, namespace=NS), cluster="cluster-a",
-                                     context="cluster-a", namespace=NS, kept=provreq.kept(job)))
-    return out
+    return _failover_zones(read_job_file(path), autoscaler_zones, "cluster-a", kept=True)
 
 
 def configmaps(cluster: MultiCluster) -> list[str]:

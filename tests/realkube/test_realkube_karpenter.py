@@ -12,7 +12,7 @@ The plane's EKS cluster has its p5 (H100) nodes in us-east-1a, zone ID use1-az6 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,18 +178,11 @@ def test_up_karpenter_then_gitops_apply_puts_the_gang_on_exactly_the_pools_nodes
             assert sorted(b.node or "" for b in bound) == sorted(made)
             assert {(b.zone, b.fleet_zone, b.accelerator) for b in bound} == {
                 (ZONE, ZONE_ID, "NVIDIA-H100-80GB-HBM3")}
-            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
-                         query={"propagationPolicy": "Background"})
-            wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods",
-                                                 label_selector=job_pods_selector("train"))[0],
-                       120, what="the job's pods gone")
+            _delete_job(kube, ns, "train")
         finally:
             for name in made:
                 kube.request("DELETE", f"/api/v1/nodes/{name}")
-            for obj in reversed(objects[:2]):
-                resource = kube.resource(obj["apiVersion"], obj["kind"])
-                if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
-                    kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
+            _delete_objects(kube, reversed(objects[:2]))
 
 
 # --- failover past the first zone --------------------------------------------------------------------------------
@@ -250,20 +243,13 @@ def test_a_zone_that_refuses_for_capacity_moves_the_whole_gang_to_the_next_pool(
             # took none).
             assert sorted(b.node or "" for b in bound) == sorted(result.nodes)
             assert {(b.zone, b.fleet_zone) for b in bound} == {(zones[1], SUBNETS[zones[1]][0])}
-            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
-                         query={"propagationPolicy": "Background"})
-            wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods",
-                                                 label_selector=job_pods_selector("train"))[0],
-                       120, what="the job's pods gone")
+            _delete_job(kube, ns, "train")
         finally:
             for name in result.nodes:
                 kube.request("DELETE", f"/api/v1/nodes/{name}")
             for name in result.claims:
                 kube.request("DELETE", f"{standin.NODECLAIMS}/{name}")
-            for obj in reversed(objects[:4]):
-                resource = kube.resource(obj["apiVersion"], obj["kind"])
-                if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
-                    kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
+            _delete_objects(kube, reversed(objects[:4]))
 
 
 def _zone_pools(gang: str) -> tuple[karpenter.KarpenterPool, ...]:
@@ -281,10 +267,22 @@ def _remove(kube: Kube, nodes: list[str], pools: tuple[karpenter.KarpenterPool, 
     for name in nodes:
         kube.request("DELETE", f"/api/v1/nodes/{name}")
     for p in pools:
-        for obj in reversed(karpenter.manifests([p])):
-            resource = kube.resource(obj["apiVersion"], obj["kind"])
-            if resource is not None and kube.get(resource.path(None, p.name)) is not None:
-                kube.request("DELETE", resource.path(None, p.name))
+        _delete_objects(kube, reversed(karpenter.manifests([p])))
+
+
+def _delete_objects(kube: Kube, objects: Iterable[dict[str, Any]]) -> None:
+    """Each cluster-scoped object (a NodePool, an EC2NodeClass) that still exists, in the order given."""
+    for obj in objects:
+        resource = kube.resource(obj["apiVersion"], obj["kind"])
+        if resource is not None and kube.get(resource.path(None, obj["metadata"]["name"])) is not None:
+            kube.request("DELETE", resource.path(None, obj["metadata"]["name"]))
+
+
+def _delete_job(kube: Kube, ns: str, name: str) -> None:
+    """The Job `name` deleted with its pods, waited until the last pod is gone (the next test's nodes are free)."""
+    kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}", query={"propagationPolicy": "Background"})
+    wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods", label_selector=job_pods_selector(name))[0],
+               120, what=f"{name}'s pods gone")
 
 
 def _run_gang(kube: Kube, ns: str, name: str, pools: tuple[karpenter.KarpenterPool, ...], *,
@@ -306,9 +304,7 @@ def _run_gang(kube: Kube, ns: str, name: str, pools: tuple[karpenter.KarpenterPo
     for obj in objects:
         apply(kube, obj)
     bound = wait_all_running(kube, ns, 4, job_pods_selector(name), timeout=180)
-    kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}", query={"propagationPolicy": "Background"})
-    wait_until(lambda: not kube.list_all(f"/api/v1/namespaces/{ns}/pods", label_selector=job_pods_selector(name))[0],
-               120, what=f"{name}'s pods gone")
+    _delete_job(kube, ns, name)
     return bound
 
 
