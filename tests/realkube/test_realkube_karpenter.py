@@ -285,6 +285,19 @@ def _delete_job(kube: Kube, ns: str, name: str) -> None:
                120, what=f"{name}'s pods gone")
 
 
+def _launch_pools(kube: Kube, pools: tuple[karpenter.KarpenterPool, ...]) -> list[list[dict[str, Any]]]:
+    """The pools applied; per pool, the Node objects the stand-in would launch for it (not yet created)."""
+    for obj in karpenter.manifests(pools):
+        apply(kube, obj)
+    launched = []
+    for p in pools:
+        stored = kube.get(f"/apis/karpenter.sh/v1/nodepools/{p.name}")
+        assert stored is not None
+        zone_id, cidr_base = SUBNETS[p.zone_name]
+        launched.append(standin.launch(stored, region="us-east-1", zone_id=zone_id, cidr_base=cidr_base))
+    return launched
+
+
 def _run_gang(kube: Kube, ns: str, name: str, pools: tuple[karpenter.KarpenterPool, ...], *,
               hold: bool) -> list[Bound]:
     """The compact job `name` pinned to `pools` (its gang affinity removed unless `hold`) run to all 4 pods bound;
@@ -316,15 +329,9 @@ def test_the_gang_affinity_holds_the_gang_to_one_zone_when_both_pools_have_nodes
     made: list[str] = []
     with realkube.namespace("karpenter-onezone", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
         try:
-            for obj in karpenter.manifests(pools):
-                apply(kube, obj)
-            for p in pools:
-                stored = kube.get(f"/apis/karpenter.sh/v1/nodepools/{p.name}")
-                assert stored is not None
-                zone_id, cidr_base = SUBNETS[p.zone_name]
-                for node in standin.launch(stored, region="us-east-1", zone_id=zone_id, cidr_base=cidr_base):
-                    kube.request("POST", "/api/v1/nodes", body=node)
-                    made.append(node["metadata"]["name"])
+            for node in [n for launched in _launch_pools(kube, pools) for n in launched]:
+                kube.request("POST", "/api/v1/nodes", body=node)
+                made.append(node["metadata"]["name"])
             assert len(made) == 8
             free = _run_gang(kube, ns, "free", pools, hold=False)
             held = _run_gang(kube, ns, "held", pools, hold=True)
@@ -344,15 +351,7 @@ def test_a_gang_half_launched_in_one_zone_is_never_finished_in_another(realkube:
     made: list[str] = []
     with realkube.namespace("karpenter-partial", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
         try:
-            for obj in karpenter.manifests(pools):
-                apply(kube, obj)
-            launched: list[list[dict[str, Any]]] = []
-            for p in pools:
-                stored = kube.get(f"/apis/karpenter.sh/v1/nodepools/{p.name}")
-                assert stored is not None
-                zone_id, cidr_base = SUBNETS[p.zone_name]
-                launched.append(standin.launch(stored, region="us-east-1", zone_id=zone_id, cidr_base=cidr_base))
-            first, second = launched
+            first, second = _launch_pools(kube, pools)
             for node in first[:2]:  # the first pool's other 2 NodeClaims refused
                 kube.request("POST", "/api/v1/nodes", body=node)
                 made.append(node["metadata"]["name"])
