@@ -322,3 +322,28 @@ def test_a_gang_past_its_deadline_is_bound_and_told_so(clusters: MultiCluster, c
     assert {e["involvedObject"]["name"] for e in missed} == set(pods)
     assert all(e["type"] == "Warning" and "cannot finish by its deadline 2000-01-01T00:00Z: it starts now"
                in e["message"] for e in missed)
+
+
+def test_a_refused_gang_that_is_deleted_leaves_the_loop_idle(clusters: MultiCluster,
+                                                            cluster: EmulatedCluster) -> None:
+    """A gang refused once and then deleted (the job cancelled: the commonest end of a gang that does not fit) kept
+    its requeue wait, whose end was soon in the past: the loop slept until the "soonest" wait, at least 10 ms, so it
+    ran ~30 cycles a second for as long as the scheduler lived (attack5), against one a second idle. Compared with
+    the idle rate measured in the same run, not a fixed number."""
+
+    def rate() -> float:
+        before, at = running.stats.cycles, time.monotonic()
+        time.sleep(2.0)  # real sleep: the cycle rate is what is measured, over real time
+        return (running.stats.cycles - before) / (time.monotonic() - at)
+
+    with scheduler(clusters) as running:
+        wait_until(lambda: running.stats.cycles >= 2, what="a few cycles")
+        idle = rate()
+        big = add_gang(cluster, "toobig", 20)  # 160 GPUs on a cluster of 96
+        wait_until(lambda: running.stats.refusals >= 1, what="the gang refused")
+        for name in big:
+            cluster.delete("v1/pods", name, "default")
+        cluster.delete("scheduling.x-k8s.io/v1alpha1/podgroups", "toobig", "default")
+        time.sleep(1.5)  # real sleep: past the refused gang's wait (backoff_max_s 1 s), when the spinning began
+        after = rate()
+    assert after <= 3 * idle + 1.0, (idle, after)

@@ -193,6 +193,12 @@ class Scheduler:
         pending = [p for p in snap.pending if not wanted or p.namespace in wanted]
         now = time.monotonic()
         gangs = group(pending, snap.bound, snap.podgroups, self._owner_sizes(pending, now))
+        # What is kept per gang lives only while the gang is pending: deleted gangs' entries were kept for ever.
+        live = {g.key for g in gangs}
+        self.requeue.keep(live)
+        for kept in (self._reasons, self._starts):
+            for key in [k for k in kept if k not in live]:
+                del kept[key]
         for gang in gangs:
             if not gang.ready or self.requeue.waiting(gang.key, now, snap.capacity_version):
                 continue
