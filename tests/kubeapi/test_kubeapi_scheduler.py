@@ -347,3 +347,26 @@ def test_a_refused_gang_that_is_deleted_leaves_the_loop_idle(clusters: MultiClus
         time.sleep(1.5)  # real sleep: past the refused gang's wait (backoff_max_s 1 s), when the spinning began
         after = rate()
     assert after <= 3 * idle + 1.0, (idle, after)
+
+
+def test_a_watch_that_keeps_answering_an_error_is_listed_again_on_the_backoff(clusters: MultiCluster,
+                                                                              cluster: EmulatedCluster) -> None:
+    """Every watch answered with an in-stream ERROR event: an API server whose watch cache is behind the list's
+    resourceVersion does this (kubernetes/kubernetes#91073, "Too large resource version", an HA control plane
+    behind a load balancer), as does one whose history is always compacted past it. The reflector listed again at
+    once, with no wait, each time: a whole-cluster pod LIST in a tight loop, against a server already in trouble
+    (attack5; client-go's reflector waits on its backoff manager between lists, 800 ms doubling to 30 s). Here the
+    emulator's history is held past every list's resourceVersion, and the lists in two seconds are counted: the
+    RECONNECT backoff (0.5 s doubling) allows each of the five reflectors a few, not hundreds."""
+    with scheduler(clusters) as running:
+        wait_until(lambda: all(r.synced.is_set() for r in running.scheduler.reflectors), what="synced")
+        # Every watch from a list's resourceVersion is now older than the floor: 410 in the stream, then closed.
+        cluster.call(lambda: setattr(cluster.store, "compacted_rv", cluster.store.rv + 10_000))
+        cluster.drop_watches()
+        before = sum(r.lists for r in running.scheduler.reflectors)
+        time.sleep(2.0)  # real sleep: how often the reflectors list again is what is counted, over real time
+        relists = sum(r.lists for r in running.scheduler.reflectors) - before
+        cluster.call(lambda: setattr(cluster.store, "compacted_rv", cluster.store.rv))
+        bound = add_gang(cluster, "after-errors", 2)
+        wait_until(lambda: all_bound(cluster, bound), what="the gang bound once the watches work again")
+    assert relists <= 5 * 4, relists
