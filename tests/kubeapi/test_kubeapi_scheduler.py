@@ -370,3 +370,26 @@ def test_a_watch_that_keeps_answering_an_error_is_listed_again_on_the_backoff(cl
         bound = add_gang(cluster, "after-errors", 2)
         wait_until(lambda: all_bound(cluster, bound), what="the gang bound once the watches work again")
     assert relists <= 5 * 4, relists
+
+
+def test_what_the_scheduler_keeps_of_a_deleted_jobs_gang_is_forgotten(clusters: MultiCluster,
+                                                                      cluster: EmulatedCluster,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size of each pending pod's owning Job is cached for OWNER_TTL_S, by the owner's UID; the entries were never
+    dropped, so a scheduler that ran for months held one for every Job it ever saw pending (attack5). The cache's
+    lifetime is shortened here so the test need not wait 30 s; the rule under test is the dropping."""
+    from geosched.kube.scheduler import loop
+
+    monkeypatch.setattr(loop, "OWNER_TTL_S", 0.3)
+    owner = batch_job(cluster, "toolarge", 20)  # 20 x 8 GPUs on a cluster of 96: refused, its pods stay pending
+    for i in range(20):
+        cluster.create(owned_pod(f"toolarge-{i}", owner, i))
+    with scheduler(clusters) as running:
+        wait_until(lambda: running.stats.refusals >= 1, what="the gang refused")
+        assert owner["metadata"]["uid"] in running.scheduler._owners
+        for i in range(20):
+            cluster.delete("v1/pods", f"toolarge-{i}", "default")
+        cluster.delete("batch/v1/jobs", "toolarge", "default")
+        cluster.add_pod("wake", scheduler_name="geosched", gpus=1)  # a change: the loop runs a cycle at once
+        wait_until(lambda: not running.scheduler._owners and not running.scheduler.requeue._waits,
+                   what="the deleted Job's entries dropped")
