@@ -389,6 +389,16 @@ def _resume(ctx: typer.Context, gang: str, gpu: str, gpus_per_node: int, nodes: 
     return result, provider
 
 
+# The first line of the file `up --provisioning-class --out` writes: what makes a file at --out geosched's to
+# replace (`cliparts.check_rendered_out`), as --karpenter's file carries its own (providers/karpenter_cli.py). The
+# same --out replaced whatever was there, the job file itself (`up train.yaml ... --out train.yaml`) or a
+# hand-written manifest beside it in the GitOps tree (attack5). Neither marker is taken for the other's: the two
+# commands render different objects for one path only by mistake.
+PROVISIONING_WRITER = "geosched up --provisioning-class"
+PROVISIONING_HEADER = (f"# Written by `{PROVISIONING_WRITER}`: the job pinned to the zone geosched chose, and what "
+                       "asks the autoscaler for its nodes.\n")
+
+
 def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[str], providers: list[str],
                         regions: list[str], contexts: dict[str, str | None], kubeconfig: Path | None,
                         clusters: Path | None, class_name: str, pricing: PricingMode, dry_run: bool, yes: bool,
@@ -433,6 +443,8 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
             raise InputError("--provisioning-class", "", f"{class_name} is GKE's (its Dynamic Workload Scheduler): "
                              f"use it with --provider gcp; on EKS cluster-autoscaler serves "
                              f"{' and '.join(provreq.EKS_CLASSES)}")
+    if out is not None and not dry_run:
+        cliparts.check_rendered_out(out, PROVISIONING_HEADER, PROVISIONING_WRITER)
     job = read_job_file(job_file)
     gpu = f"{job.job.gpu}:{job.job.gpus_per_worker}"
     with Store(cliparts.state_home(ctx)) as store:
@@ -492,7 +504,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
         from geosched.files.writes import write_file
         from geosched.kube.render import to_yaml
 
-        write_file(out, to_yaml(first.render()))
+        write_file(out, PROVISIONING_HEADER + to_yaml(first.render()))
         # The path as given may hold an ESC or a line break: escaped as error lines are (written without rich,
         # which would strip them).
         sys.stdout.write(f"wrote {escape(str(out))}\n")

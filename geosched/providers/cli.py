@@ -127,7 +127,7 @@ KarpenterOpt = Annotated[bool, typer.Option(
     "zone chosen, instead of creating a managed node group; nothing is created.")]
 KarpenterOutOpt = Annotated[Path | None, typer.Option(
     "--out", help="With --karpenter (default: stdout), or up's --provisioning-class (default: applied): write the "
-    "YAML to this file for your GitOps.")]
+    "YAML to this file for your GitOps: a new file, or one it wrote there before (anything else is refused).")]
 CapacityBlockOpt = Annotated[int | None, typer.Option(
     "--capacity-block", metavar="HOURS", min=24, help="With --cluster (EKS): run the node group on a Capacity Block "
     "for ML of HOURS (whole days up to 14, or whole weeks up to 182 days) bought in the zone chosen: the first zone "

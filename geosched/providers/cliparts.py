@@ -93,6 +93,26 @@ def build_providers(names: tuple[str, ...], settings: ProviderSettings) -> dict[
 CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}\Z")
 
 
+def check_rendered_out(out: Path, header: str, writer: str) -> None:
+    """The one rule of `up`'s and `provision`'s `--out` (what --karpenter or --provisioning-class renders for
+    GitOps): create a file, or replace one that begins with `header`, the first line `writer` writes; anything else
+    there (the job file itself, a hand-written manifest, a `gitops render` job, a link, a directory) is refused,
+    one line, before any call. The file sits in a GitOps tree beside files that are not geosched's to overwrite.
+    Read through the gate: the size is checked before a byte is read."""
+    from geosched.core.errors import InputError, escape
+    from geosched.files.gate import Kind, read_bytes
+
+    if not out.is_symlink() and not out.exists():
+        return
+    where = escape(str(out))
+    if out.is_symlink() or not out.is_file():
+        raise InputError("--out", "", f"{where} is a link or not a regular file; {writer} writes a new file or "
+                         "replaces one it wrote")
+    if not read_bytes(out, Kind.MANIFEST).startswith(header.encode("utf-8")):
+        raise InputError("--out", "", f"{where} holds something `{writer}` did not write (its first line is not "
+                         "geosched's); move it away or choose another path")
+
+
 def cluster_cloud(names: tuple[str, ...]) -> str:
     """The cluster's cloud: --provider aws (EKS, the default) or gcp (GKE); one of them."""
     from geosched.clouds import aws as aws_cloud

@@ -4,8 +4,12 @@ Google prices an accelerator-optimized machine by its parts (cloud.google.com/co
 /compute/vm-instance-pricing): vCPUs at the family's core rate, memory at its RAM rate (per GiB-hour) and the
 GPUs at the GPU's rate, each a SKU of service Compute Engine (6F81-5844-456A) whose description names the part
 and the region group, e.g. "A2 Instance Core running in Americas", "A2 Instance Ram running in Americas",
-"Nvidia Tesla A100 GPU running in Americas"; spot rates are the same descriptions prefixed "Spot Preemptible"
-with usageType Preemptible. A SKU applies in the regions of its `serviceRegions`.
+"Nvidia Tesla A100 GPU running in Americas"; spot rates have usageType Preemptible and descriptions of two forms: a
+machine's cores and memory prefixed "Spot Preemptible" ("Spot Preemptible A2 Instance Core running in Americas"), a
+GPU with "attached to Spot Preemptible VMs" after its name ("Nvidia Tesla A100 GPU attached to Spot Preemptible VMs
+running in Americas", SKU 39D4-516A-0317; Google's Cloud Billing client documents "Nvidia Tesla K80 GPU attached to
+Spot Preemptible VMs running in Warsaw"). Read as the first form only, no GPU had a spot rate and every machine's spot
+price stayed the shipped one (attack5). A SKU applies in the regions of its `serviceRegions`.
 
     machine $/h = vCPUs x core $/h + memory GiB x RAM $/GiB-h + GPUs x GPU $/h
 
@@ -25,7 +29,7 @@ from geosched.core.models import Pricing
 GPU_PARTS = {"A100": "Nvidia Tesla A100 GPU", "A100-80GB": "Nvidia A100 80GB GPU", "H100": "Nvidia H100 80GB GPU",
              "H200": "Nvidia H200 141GB GPU", "L4": "Nvidia L4 GPU", "T4": "Nvidia Tesla T4 GPU",
              "V100": "Nvidia Tesla V100 GPU"}
-_DESCRIPTION_RE = re.compile(r"^(?P<spot>Spot Preemptible )?(?P<part>.+?) running in ")
+_DESCRIPTION_RE = re.compile(r"^(?:Spot Preemptible )?(?P<part>.+?)(?: attached to Spot Preemptible VMs)? running in ")
 _USAGE = {"OnDemand": Pricing.ON_DEMAND, "Preemptible": Pricing.SPOT}
 
 # (region, pricing, part) -> USD per unit (hour, or GiB-hour for RAM)

@@ -51,20 +51,8 @@ HEADER = "# Written by `geosched --karpenter`: Karpenter NodePools and EC2NodeCl
 
 
 def check_out(out: Path) -> None:
-    """--out may create a file, or replace one --karpenter wrote; anything else there (a hand-written manifest, a
-    `gitops render` job, a link, a directory) is refused, one line, before any call. Read through the gate: the
-    size is checked before a byte is read."""
-    from geosched.files.gate import Kind, read_bytes
-
-    if not out.is_symlink() and not out.exists():
-        return
-    where = escape(str(out))
-    if out.is_symlink() or not out.is_file():
-        raise InputError("--out", "", f"{where} is a link or not a regular file; --karpenter writes a new file or "
-                         "replaces one it wrote")
-    if not read_bytes(out, Kind.MANIFEST).startswith(HEADER.encode("utf-8")):
-        raise InputError("--out", "", f"{where} holds something `geosched --karpenter` did not write (its first "
-                         "line is not geosched's); move it away or choose another path")
+    """--out may create a file, or replace one --karpenter wrote (`cliparts.check_rendered_out`)."""
+    cliparts.check_rendered_out(out, HEADER, "geosched --karpenter")
 
 
 def role(cluster: str, given: str | None) -> str:

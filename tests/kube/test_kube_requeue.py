@@ -55,3 +55,19 @@ def test_the_loop_sleeps_until_the_first_wait_ends() -> None:
     assert queue.soonest() == clock() + 1.0
     queue.placed(EVAL)
     assert queue.soonest() == clock() + 2.0
+
+
+def test_an_ended_wait_wakes_nothing_and_a_gang_pending_no_more_is_forgotten() -> None:
+    # attack5: a gang refused, then deleted, left a wait ending in the past, and the loop spun on it for ever.
+    clock = FakeClock()
+    queue = requeue(clock)
+    queue.failed(TRAIN, 1)  # 1 s
+    queue.failed(EVAL, 1)
+    queue.failed(EVAL, 1)  # 2 s
+    clock.advance(1.5)
+    assert queue.soonest() == clock() + 0.5  # TRAIN's wait has ended: EVAL's is the one to wake for
+    clock.advance(1.0)
+    assert queue.soonest() is None
+    queue.keep([EVAL])  # TRAIN deleted
+    assert queue.failed(TRAIN, 1) == 1.0  # back again: a new gang, its schedule from the start
+    assert queue.failed(EVAL, 1) == 4.0  # EVAL still pending all along: its schedule goes on

@@ -322,3 +322,74 @@ def test_a_gang_past_its_deadline_is_bound_and_told_so(clusters: MultiCluster, c
     assert {e["involvedObject"]["name"] for e in missed} == set(pods)
     assert all(e["type"] == "Warning" and "cannot finish by its deadline 2000-01-01T00:00Z: it starts now"
                in e["message"] for e in missed)
+
+
+def test_a_refused_gang_that_is_deleted_leaves_the_loop_idle(clusters: MultiCluster,
+                                                            cluster: EmulatedCluster) -> None:
+    """A gang refused once and then deleted (the job cancelled: the commonest end of a gang that does not fit) kept
+    its requeue wait, whose end was soon in the past: the loop slept until the "soonest" wait, at least 10 ms, so it
+    ran ~30 cycles a second for as long as the scheduler lived (attack5), against one a second idle. Compared with
+    the idle rate measured in the same run, not a fixed number."""
+
+    def rate() -> float:
+        before, at = running.stats.cycles, time.monotonic()
+        time.sleep(2.0)  # real sleep: the cycle rate is what is measured, over real time
+        return (running.stats.cycles - before) / (time.monotonic() - at)
+
+    with scheduler(clusters) as running:
+        wait_until(lambda: running.stats.cycles >= 2, what="a few cycles")
+        idle = rate()
+        big = add_gang(cluster, "toobig", 20)  # 160 GPUs on a cluster of 96
+        wait_until(lambda: running.stats.refusals >= 1, what="the gang refused")
+        for name in big:
+            cluster.delete("v1/pods", name, "default")
+        cluster.delete("scheduling.x-k8s.io/v1alpha1/podgroups", "toobig", "default")
+        time.sleep(1.5)  # real sleep: past the refused gang's wait (backoff_max_s 1 s), when the spinning began
+        after = rate()
+    assert after <= 3 * idle + 1.0, (idle, after)
+
+
+def test_a_watch_that_keeps_answering_an_error_is_listed_again_on_the_backoff(clusters: MultiCluster,
+                                                                              cluster: EmulatedCluster) -> None:
+    """Every watch answered with an in-stream ERROR event: an API server whose watch cache is behind the list's
+    resourceVersion does this (kubernetes/kubernetes#91073, "Too large resource version", an HA control plane
+    behind a load balancer), as does one whose history is always compacted past it. The reflector listed again at
+    once, with no wait, each time: a whole-cluster pod LIST in a tight loop, against a server already in trouble
+    (attack5; client-go's reflector waits on its backoff manager between lists, 800 ms doubling to 30 s). Here the
+    emulator's history is held past every list's resourceVersion, and the lists in two seconds are counted: the
+    RECONNECT backoff (0.5 s doubling) allows each of the five reflectors a few, not hundreds."""
+    with scheduler(clusters) as running:
+        wait_until(lambda: all(r.synced.is_set() for r in running.scheduler.reflectors), what="synced")
+        # Every watch from a list's resourceVersion is now older than the floor: 410 in the stream, then closed.
+        cluster.call(lambda: setattr(cluster.store, "compacted_rv", cluster.store.rv + 10_000))
+        cluster.drop_watches()
+        before = sum(r.lists for r in running.scheduler.reflectors)
+        time.sleep(2.0)  # real sleep: how often the reflectors list again is what is counted, over real time
+        relists = sum(r.lists for r in running.scheduler.reflectors) - before
+        cluster.call(lambda: setattr(cluster.store, "compacted_rv", cluster.store.rv))
+        bound = add_gang(cluster, "after-errors", 2)
+        wait_until(lambda: all_bound(cluster, bound), what="the gang bound once the watches work again")
+    assert relists <= 5 * 4, relists
+
+
+def test_what_the_scheduler_keeps_of_a_deleted_jobs_gang_is_forgotten(clusters: MultiCluster,
+                                                                      cluster: EmulatedCluster,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size of each pending pod's owning Job is cached for OWNER_TTL_S, by the owner's UID; the entries were never
+    dropped, so a scheduler that ran for months held one for every Job it ever saw pending (attack5). The cache's
+    lifetime is shortened here so the test need not wait 30 s; the rule under test is the dropping."""
+    from geosched.kube.scheduler import loop
+
+    monkeypatch.setattr(loop, "OWNER_TTL_S", 0.3)
+    owner = batch_job(cluster, "toolarge", 20)  # 20 x 8 GPUs on a cluster of 96: refused, its pods stay pending
+    for i in range(20):
+        cluster.create(owned_pod(f"toolarge-{i}", owner, i))
+    with scheduler(clusters) as running:
+        wait_until(lambda: running.stats.refusals >= 1, what="the gang refused")
+        assert owner["metadata"]["uid"] in running.scheduler._owners
+        for i in range(20):
+            cluster.delete("v1/pods", f"toolarge-{i}", "default")
+        cluster.delete("batch/v1/jobs", "toolarge", "default")
+        cluster.add_pod("wake", scheduler_name="geosched", gpus=1)  # a change: the loop runs a cycle at once
+        wait_until(lambda: not running.scheduler._owners and not running.scheduler.requeue._waits,
+                   what="the deleted Job's entries dropped")

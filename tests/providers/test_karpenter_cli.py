@@ -296,3 +296,54 @@ def test_out_in_a_gitops_tree_replaces_only_what_karpenter_wrote(home: Path, clu
         assert str(result.exception).startswith(f"--out: {path} {reason}"), result.exception
         assert (path.read_bytes() if path.is_file() else None) == before
     assert check_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo).up_to_date
+
+
+def test_a_job_exported_with_the_renders_digest_does_not_make_the_file_the_renders(
+        home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    """A Job exported from a cluster a `gitops render` tree deployed (`kubectl get job train -o yaml`, trimmed)
+    carries the render's digest annotation; taken as `up`'s input, the pinned copy in the Karpenter file kept it,
+    and the render took the file for one of its own: the next render removed it (its NodePools pruned from Git,
+    Karpenter removing the nodes under the running job) (attack5)."""
+    from geosched.files.fields import parse_time
+    from geosched.gitops import render_tree
+    from geosched.kube.provenance import DIGEST
+    from tests.gitops.gitops_support import AT, write_inputs
+
+    repo = tmp_path / "repo"
+    write_inputs(repo)
+    at = parse_time(AT, "test", "")
+
+    def render() -> tuple[tuple[str, ...], tuple[str, ...]]:
+        changes = render_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo, at=at).changes
+        return changes.written, changes.removed
+
+    render()
+    exported = tmp_path / "train.yaml"
+    exported.write_text(f"""apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  namespace: default
+  annotations:
+    {DIGEST}: {"0975e113" * 8}
+spec:
+  completions: 2
+  parallelism: 2
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {{nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}
+      containers:
+      - name: main
+        image: ghcr.io/example/train:1
+        resources:
+          limits: {{nvidia.com/gpu: 8}}
+""", encoding="utf-8")
+    out = repo / "clusters" / "west" / "default" / "train-karpenter.yaml"
+    result = run(home, "up", str(exported), "--cluster", cluster.name, "--region", "us-east-1", "--karpenter",
+                 "--out", str(out), "--name", "kp-train")
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert render() == ((), ())
+    assert out.read_text(encoding="utf-8") == text

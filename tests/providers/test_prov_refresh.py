@@ -68,7 +68,13 @@ SKUS = [
     Sku("Nvidia Tesla A100 GPU running in Americas", "GPU", "OnDemand", AMERICAS, 2.5),
     Sku("Spot Preemptible A2 Instance Core running in Americas", "CPU", "Preemptible", AMERICAS, 0.0095),
     Sku("Spot Preemptible A2 Instance Ram running in Americas", "RAM", "Preemptible", AMERICAS, 0.0013, "GiBy.h"),
-    Sku("Spot Preemptible Nvidia Tesla A100 GPU running in Americas", "GPU", "Preemptible", AMERICAS, 1.1),
+    # A spot GPU is "<GPU> attached to Spot Preemptible VMs running in <place>", not "Spot Preemptible <GPU> ...":
+    # Google's own Cloud Billing client documents "Nvidia Tesla K80 GPU attached to Spot Preemptible VMs running in
+    # Warsaw" as a SKU (googleapis google-api-nodejs-client, cloudbilling v1beta), and the A100's is SKU 39D4-516A-0317
+    # "Nvidia Tesla A100 GPU attached to Spot Preemptible VMs running in Americas". Written the other way, every GCP
+    # machine's spot price was left at the shipped one (attack5).
+    Sku("Nvidia Tesla A100 GPU attached to Spot Preemptible VMs running in Americas", "GPU", "Preemptible", AMERICAS,
+        1.1),
     Sku("Commitment v1: A2 Cpu in Americas for 1 Year", "CPU", "Commit1Yr", AMERICAS, 0.02),
 ]
 

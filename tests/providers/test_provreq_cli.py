@@ -164,3 +164,38 @@ def test_out_names_a_path_with_control_characters_escaped(home: Path, cluster: E
     assert result.exit_code == 0, result.output
     assert result.stdout == f"wrote {tmp_path}/train\\x1b]0;owned\\x07.yaml\n"
     assert out.exists()
+
+
+def test_out_replaces_only_a_file_it_wrote(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    """`--out` is the option `--karpenter` shares, where it replaces only its own file: here it replaced whatever
+    was at the path (attack5). `up train.yaml --provisioning-class ... --out train.yaml`, the job file itself, was
+    overwritten by the rendered objects, and so was a hand-written manifest or a job `gitops render` wrote beside
+    it in the GitOps tree. Now its own file (its first line) is replaced and anything else refused, one line,
+    before any call, the file as it was."""
+    job_file = job(tmp_path / "train.yaml")
+    hand = tmp_path / "gitops" / "quota.yaml"
+    hand.parent.mkdir()
+    hand.write_text("apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: team}\nspec: {hard: {pods: '10'}}\n",
+                    encoding="utf-8")
+    link = tmp_path / "gitops" / "link.yaml"
+    link.symlink_to(hand)
+
+    def up(out: Path) -> Any:
+        return run(home, "up", str(job_file), "--cluster", cluster.name, "--region", "us-east-1",
+                   "--provisioning-class", provreq.CHECK_CAPACITY, "--out", str(out))
+
+    for path, reason in ((job_file, "holds something `geosched up --provisioning-class` did not write"),
+                         (hand, "holds something `geosched up --provisioning-class` did not write"),
+                         (link, "is a link or not a regular file")):
+        before = path.read_bytes()
+        result = up(path)
+        assert result.exit_code == EXIT_BAD_INPUT, result.output
+        assert str(result.exception).startswith(f"--out: {path} {reason}"), result.exception
+        assert "\n" not in str(result.exception)
+        assert path.read_bytes() == before and link.is_symlink()
+    mine = tmp_path / "gitops" / "train.yaml"
+    assert up(mine).exit_code == 0
+    text = mine.read_text(encoding="utf-8")
+    assert up(mine).exit_code == 0  # its own file: replaced
+    assert mine.read_text(encoding="utf-8") == text
+    assert [d["kind"] for d in docs(text)][-2:] == ["Job", "Service"]

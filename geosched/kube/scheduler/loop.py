@@ -193,6 +193,12 @@ class Scheduler:
         pending = [p for p in snap.pending if not wanted or p.namespace in wanted]
         now = time.monotonic()
         gangs = group(pending, snap.bound, snap.podgroups, self._owner_sizes(pending, now))
+        # What is kept per gang lives only while the gang is pending: deleted gangs' entries were kept for ever.
+        live = {g.key for g in gangs}
+        self.requeue.keep(live)
+        for kept in (self._reasons, self._starts):
+            for key in [k for k in kept if k not in live]:
+                del kept[key]
         for gang in gangs:
             if not gang.ready or self.requeue.waiting(gang.key, now, snap.capacity_version):
                 continue
@@ -248,6 +254,10 @@ class Scheduler:
         (`JobKind.owned_pods_gang`: a batch Job's min(parallelism, completions)), fetched once per OWNER_TTL_S;
         other kinds count the pods that exist."""
         sizes: dict[str, int] = {}
+        # An entry past its lifetime is fetched again if its owner still has pods pending; dropped here, the cache
+        # holds only owners seen in the last OWNER_TTL_S, not every Job since the scheduler started (attack5).
+        for uid in [u for u, (_, at) in self._owners.items() if now - at >= OWNER_TTL_S]:
+            del self._owners[uid]
         for pod in pending:
             owner = pod.owner
             if owner is None or pod.gang.source != "owner" or owner.uid in sizes:

@@ -16,6 +16,7 @@ urllib3's own retry lines, which `geosched.console.logs` keeps off stderr), and 
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import threading
 import time
@@ -47,6 +48,15 @@ class Sink(Protocol):
 def unreachable(exc: BaseException) -> bool:
     """No answer from the API server at all (refused, reset, timed out, TLS, DNS), as opposed to an answer."""
     return isinstance(exc, urllib3.exceptions.HTTPError | OSError) and not isinstance(exc, ApiException)
+
+
+class _Ended(enum.Enum):
+    """How a watch ended: at its timeout or the stop (listed again at once), by an ERROR event after it had
+    delivered changes (routine: history compacted), or by one before any (a server that may answer every watch so)."""
+
+    QUIETLY = "quietly"
+    ERROR_AFTER_EVENTS = "error after events"
+    ERROR_FIRST = "error first"
 
 
 class _Unreachable(Exception):
@@ -138,8 +148,15 @@ class Reflector:
         failures = 0  # lists that failed in a row (not for want of the server: that is the outage's count)
         while not self.stop.is_set():
             try:
-                self._list_and_watch()
-                failures = 0
+                ended = self._list_and_watch()
+                failures = 0 if ended is not _Ended.ERROR_FIRST else failures + 1
+                if ended is not _Ended.QUIETLY:
+                    # A watch ended by an ERROR event (410 Expired, 504 "Too large resource version") is listed again
+                    # after RECONNECT's wait, as client-go's reflector waits on its backoff manager: at once, an
+                    # API server answering every watch so (a watch cache behind the list's resourceVersion,
+                    # kubernetes/kubernetes#91073) had every reflector LIST in a tight loop (attack5). A routine
+                    # 410 after events waits the first step only (0.5 s).
+                    self.stop.wait(RECONNECT.delay(max(1, failures)))
             except ApiException as exc:
                 if exc.status == 404 and self.optional:
                     self.cache.replace(self.kind, [])
@@ -162,7 +179,7 @@ class Reflector:
         log.warning("%s %s: %s; listing again in %.1fs", self.kube.name, self.kind, describe(exc), delay)
         self.stop.wait(delay)
 
-    def _list_and_watch(self) -> None:
+    def _list_and_watch(self) -> _Ended:
         try:
             items, version = self.kube.list_all(self.path, label_selector=self.label_selector,
                                                 field_selector=self.field_selector)
@@ -175,19 +192,22 @@ class Reflector:
         self.outage.reached()
         self.cache.replace(self.kind, items)
         self.synced.set()
+        seen = False
         for event in self.kube.watch(self.path, resource_version=version, label_selector=self.label_selector,
                                      field_selector=self.field_selector, timeout_s=self.watch_timeout_s,
                                      on_open=self._opened):
             if self.stop.is_set():
-                return
+                return _Ended.QUIETLY
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 # 410 Expired (the resourceVersion was compacted) or another server error: list again.
                 log.info("%s %s: watch error %s; listing again", self.kube.name, self.kind, obj.get("code"))
-                return
+                return _Ended.ERROR_AFTER_EVENTS if seen else _Ended.ERROR_FIRST
             if kind in ("ADDED", "MODIFIED", "DELETED"):
+                seen = True
                 self.cache.apply(self.kind, str(kind), obj)
         self._response = None
+        return _Ended.QUIETLY
 
     def _opened(self, response: Any) -> None:
         self._response = response
