@@ -13,8 +13,9 @@ entries (`Expected key name in f/{'user': {'token': ...}}`). So geosched reads e
   (a string, a bool, a list of strings). Errors name the file and the field path (`users[1].user.token`) and
   never a value: a value may be a credential.
 - `credentials`: every secret the file holds (tokens, passwords, key and certificate data, auth-provider
-  config, exec env values), registered with `geosched.console.redact` so that no error, warning, log line or JSON
-  output can carry one, whatever library produced the text.
+  config, exec env values but the few that only select a configuration: PLAIN_EXEC_ENV), registered with
+  `geosched.console.redact` so that no error, warning, log line or JSON output can carry one, whatever library
+  produced the text.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ SECRET_USER_FIELDS = ("token", "password", "client-key-data", "client-certificat
 # GetAuthInfoFileReferences; an exec command only when it is a path, not a name looked up on the PATH).
 CLUSTER_PATHS = ("certificate-authority",)
 USER_PATHS = ("client-certificate", "client-key", "tokenFile")
+# Exec-plugin env names that only select a configuration and never hold a secret: what `aws eks
+# update-kubeconfig --profile P` writes (AWS_PROFILE, EKS User Guide "create-kubeconfig") and the selectors of the
+# AWS CLI and gcloud (AWS CLI "Environment variables to configure the AWS CLI", gcloud "Properties"). Their
+# values are names users also give clusters and namespaces: redacting them mangled those names in every output
+# (`<redacted>` for a namespace called like the profile) and hid the profile from "The config profile (P) could
+# not be found". Every other env value stays a secret: unknown names are redacted.
+PLAIN_EXEC_ENV = frozenset({
+    "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE", "AWS_STS_REGIONAL_ENDPOINTS", "AWS_DEFAULT_OUTPUT",
+    "CLOUDSDK_CONFIG", "CLOUDSDK_CORE_PROJECT", "CLOUDSDK_ACTIVE_CONFIG_NAME", "CLOUDSDK_COMPUTE_REGION",
+    "CLOUDSDK_COMPUTE_ZONE", "USE_GKE_GCLOUD_AUTH_PLUGIN", "KUBECONFIG"})
 
 
 # Each file field and the field that holds its content inline, which the client reads instead (its FileOrData
@@ -130,7 +142,8 @@ def credentials(document: Any) -> set[str]:
             found.update(v for v in provider["config"].values() if isinstance(v, str))
         plugin = user.get("exec")
         if isinstance(plugin, Mapping) and isinstance(plugin.get("env"), list):
-            found.update(v for e in plugin["env"] if isinstance(e, Mapping) and isinstance(v := e.get("value"), str))
+            found.update(v for e in plugin["env"] if isinstance(e, Mapping) and isinstance(v := e.get("value"), str)
+                         and e.get("name") not in PLAIN_EXEC_ENV)
     for entry in _entries(document, "clusters"):
         cluster = entry.get("cluster")
         if isinstance(cluster, Mapping) and isinstance(v := cluster.get("certificate-authority-data"), str):

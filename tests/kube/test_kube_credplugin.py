@@ -75,10 +75,31 @@ def test_a_failing_plugin_gives_its_exit_code_and_first_stderr_line(tmp_path: Pa
     run = _run(tmp_path, _bin(tmp_path, aws=AWS_NO_PROFILE), "jobs", "--kubeconfig", str(EKS))
     assert run.returncode == 1
     line = _one_line(run)
-    # The profile is the plugin's env value, which geosched treats as a credential and never prints.
+    # The profile (the plugin's AWS_PROFILE) is a name, not a secret: the user needs it to fix the config.
     assert (f"{EKS}: context eks-us-east-1: user {EKS_USER}: credential plugin `aws` failed (exit 255): "
-            "The config profile (<redacted>) could not be found") in line, line
-    assert "ml-platform" not in run.stderr
+            "The config profile (ml-platform) could not be found") in line, line
+
+
+def test_env_values_that_select_a_config_are_shown_and_every_other_env_value_is_redacted(tmp_path: Path) -> None:
+    """`aws eks update-kubeconfig --profile gpu-east` for the cluster gpu-east writes AWS_PROFILE=gpu-east: the
+    cluster's name must print as itself; a secret a colleague put in the plugin's env (a key, a session token, a
+    name geosched does not know) is never printed."""
+    text = EKS.read_text(encoding="utf-8").replace(
+        "        value: ml-platform\n",
+        "        value: gpu-east\n      - name: AWS_SECRET_ACCESS_KEY\n"
+        "        value: wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLE\n"
+        "      - name: MY_TEAM_TOKEN\n        value: s3cr3t-team-token-0042\n")
+    assert "gpu-east\n      - name: AWS_SECRET" in text
+    config = tmp_path / "eks.yaml"
+    config.write_text(text, encoding="utf-8")
+    failing = ('printf "\\nThe config profile (gpu-east) could not be found '
+               'wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLE s3cr3t-team-token-0042\\n" >&2; exit 255')
+    run = _run(tmp_path, _bin(tmp_path, aws=failing), "jobs", "--kubeconfig", str(config))
+    assert run.returncode == 1
+    line = _one_line(run)
+    assert "cluster/gpu-east: credential plugin `aws` failed (exit 255): The config profile (gpu-east)" in line, line
+    assert "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLE" not in run.stderr + run.stdout
+    assert "s3cr3t-team-token-0042" not in run.stderr + run.stdout
 
 
 def test_a_failing_gke_plugin_gives_its_first_line_only(tmp_path: Path) -> None:
