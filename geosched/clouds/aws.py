@@ -61,6 +61,9 @@ SPEC = CloudSpec(
     network_endpoint="region",
     ccf_cpu_watts=(0.74, 3.5),
     terraform_module="terraform/modules/aws-gpu-region",
+    extra="aws",
+    sdk_modules=("boto3", "botocore"),
+    extra_purpose="EC2 and EKS provisioning, AWS prices (boto3)",
     settings=SETTINGS,
     sources=(
         "github.com/kubernetes/cloud-provider-aws (providerID, #855 zone-id label)",

@@ -94,6 +94,12 @@ class CloudSpec:
     ccf_cpu_watts: tuple[float, float] | None = None
     # geosched's Terraform module for its network (a path in the repository), None when there is none.
     terraform_module: str | None = None
+    # The pip extra (pyproject.toml [project.optional-dependencies]) that brings its SDK, the top-level modules that
+    # extra provides (a command that needs an absent one ends with one line naming the extra: geosched.core.extras)
+    # and what the extra is for, as `geosched check` and the README say it. None/empty: geosched needs no SDK for it.
+    extra: str | None = None
+    sdk_modules: tuple[str, ...] = ()
+    extra_purpose: str = ""
     # Its settings (`<name>.<setting>` in the config file; docs/settings.md), in the order the docs list them.
     settings: tuple[CloudSetting, ...] = ()
     # Sources of the shapes above, for the reader.
