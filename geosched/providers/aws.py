@@ -43,7 +43,6 @@ from geosched.providers.base import (
     INDEX_TAG,
     NAME_TAG,
     OWNER_TAG,
-    SSH_PORT,
     AuthError,
     Budget,
     CapacityError,
@@ -61,8 +60,8 @@ from geosched.providers.base import (
     TransientError,
     UnsupportedError,
     admin_sources,
-    ondemand_group,
 )
+from geosched.providers.launchsettings import SSH_PORT, ondemand_group
 from geosched.providers.launchsettings.aws import AwsSettings
 from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
 
@@ -970,3 +969,7 @@ def _region_price(instance_type: str, region: str) -> float | None:
     prices = [o.price_ondemand for o in catalog.offerings()
               if o.provider == NAME and o.instance_type == instance_type and o.region == region and o.price_ondemand]
     return min(prices) if prices else None
+
+
+# The provider geosched.providers.registry builds for this cloud, from its launch settings (AwsSettings).
+PROVIDER = AwsProvider

@@ -35,7 +35,6 @@ from geosched.providers.base import (
     GANG_TAG,
     INDEX_TAG,
     OWNER_TAG,
-    SSH_PORT,
     AuthError,
     Budget,
     CapacityError,
@@ -52,11 +51,10 @@ from geosched.providers.base import (
     TransientError,
     UnsupportedError,
     admin_sources,
-    ondemand_firewalls,
-    ondemand_group,
 )
 from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT
 from geosched.providers.gcp_prices import Rates, machine_price, rates
+from geosched.providers.launchsettings import SSH_PORT, ondemand_firewalls, ondemand_group
 from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.terraform import GcpRegionNetwork
 
@@ -820,3 +818,7 @@ class GcpProvider:
         except ProviderError as exc:
             items.append(CheckItem(NAME, "api", False, f"{exc.kind}: {exc}"))
         return tuple(items)
+
+
+# The provider geosched.providers.registry builds for this cloud, from its launch settings (GcpSettings).
+PROVIDER = GcpProvider
