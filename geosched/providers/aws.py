@@ -62,8 +62,8 @@ from geosched.providers.base import (
     admin_sources,
 )
 from geosched.providers.launchsettings import SSH_PORT, ondemand_group
-from geosched.providers.launchsettings.aws import AwsSettings
-from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
+from geosched.providers.launchsettings.aws import AwsRegionNetwork, AwsSettings, region_network
+from geosched.providers.terraform import OWNER_KEY
 
 NAME = aws_cloud.NAME  # what this cloud offers: geosched.clouds.aws
 T = TypeVar("T")
@@ -756,7 +756,7 @@ class AwsProvider:
         config = self.settings.terraform
         if config is None:
             return None
-        net = config.aws.get(region)
+        net = region_network(config, region)
         if net is None or net.subnet_for(zone) is None:
             raise UnsupportedError(f"zone {zone}: no subnet in the Terraform output {config.source}",
                                    code="NoSubnet", region_wide=net is None)

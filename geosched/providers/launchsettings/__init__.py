@@ -14,6 +14,9 @@ It also says what its cloud's launches need from the network, so no other module
 - `ondemand(settings, owner, regions)` (settings: its own, of `TYPE`): what the first such launch makes sure
   exists, as the plan's document and the line `--dry-run` says; `ondemand_summary(owner, admin_cidrs)`: that
   line alone, for `check`;
+- `NETWORK`: how its section of the Terraform output (`value.<name>`) is read (a `terraform.CloudNetwork`: its
+  region objects' fields and checks, its `RegionNetwork` type), None when geosched has no Terraform module for
+  its network (the output then has no section for it);
 - `check_network(network, settings)` (likewise): its own checks of a Terraform network before any API call,
   beside the owner check every cloud gets (geosched.providers.terraform.check_owner).
 """
@@ -28,7 +31,11 @@ from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from geosched.providers import terraform
+
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from geosched.files.decl.provisioning import OnDemandNetwork
     from geosched.providers.terraform import NetworkConfig
 
@@ -70,13 +77,14 @@ class LaunchSettings:
     ondemand: Callable[[Any, str, Sequence[str]], tuple[OnDemandNetwork, str]]
     ondemand_summary: Callable[[str, Sequence[str]], str]
     check_network: Callable[[NetworkConfig, Any], None]
+    network: terraform.CloudNetwork | None
 
 
 def _entry(module: ModuleType) -> LaunchSettings:
     return LaunchSettings(name=module.NAME, type=module.TYPE, build=module.build,
                           default_network=module.DEFAULT_NETWORK, ondemand=module.ondemand,
                           ondemand_summary=module.ondemand_summary,
-                          check_network=module.check_network)
+                          check_network=module.check_network, network=module.NETWORK)
 
 
 @cache
@@ -104,3 +112,21 @@ def build(of_cloud: Callable[[str], Mapping[str, Any]], network: NetworkConfig |
 def get(name: str) -> LaunchSettings | None:
     """The launch settings of cloud `name`; None for a provider geosched launches nothing on by a cloud's API."""
     return registry().get(name)
+
+
+def networks() -> tuple[terraform.CloudNetwork, ...]:
+    """How each cloud's section of the Terraform output is read, in the listing's order (the output's)."""
+    return tuple(entry.network for entry in registry().values() if entry.network is not None)
+
+
+# geosched.providers.terraform's readers with every cloud's section: what `--tf-output` reads.
+def load_terraform_output(path: Path, output: str = terraform.OUTPUT_NAME) -> NetworkConfig:
+    return terraform.load_terraform_output(path, networks(), output)
+
+
+def read_terraform_output(text: str, source: str = "<stdin>", output: str = terraform.OUTPUT_NAME) -> NetworkConfig:
+    return terraform.read_terraform_output(text, networks(), source, output)
+
+
+def parse_terraform_output(data: Any, source: str, output: str = terraform.OUTPUT_NAME) -> NetworkConfig:
+    return terraform.parse_terraform_output(data, networks(), source, output)
