@@ -52,6 +52,8 @@ SPEC = CloudSpec(
     provider_id_schemes=("aws",),
     zone_id_label=ZONE_ID_LABEL,
     zone_id_label_since="EKS before 1.30",
+    # An availability zone name: region, then a letter (us-east-1a, us-gov-west-1b, ap-northeast-1c).
+    zone_name_pattern=r"^(?P<region>[a-z]{2}(?:-gov)?-[a-z]+-[0-9]+)[a-z]$",
     node_labels=node_labels,
     spot_labels=((CAPACITY_TYPE_LABEL, "SPOT"),),
     pool_label=NODEGROUP_LABEL,

@@ -68,6 +68,9 @@ class CloudSpec:
     zone_id_label: str | None = None
     # Which nodes lack that label (said when a node names its zone without it): "EKS before 1.30".
     zone_id_label_since: str | None = None
+    # With a zone-ID label: the pattern of the zone *names* users type (AWS: us-east-1a), whose group `region` is
+    # the region (geosched.policies.places says which zone IDs such a name may be).
+    zone_name_pattern: str | None = None
     # The cloud's own labels on a GPU node its managed node groups launch (beside the well-known ones).
     node_labels: Callable[[NodeShape], Mapping[str, str]] = no_labels
     # (label, value) pairs its managed Kubernetes service puts on a node bought on the spot market (read by
