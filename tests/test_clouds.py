@@ -60,7 +60,9 @@ def test_the_modules_that_ask_the_registry_get_each_clouds_answer() -> None:
     assert netmodel.endpoint(Zone("use1-az1", "aws", "us-east-1")) == "aws:us-east-1"
     assert netmodel.endpoint(Zone("RNO2A", "coreweave", "RNO2")) is None
     # The spot default: GCP documents one, the others are UNKNOWN without a signal.
-    assert spotrisk.resolve("gcp") == spotrisk.GCP_DEFAULT
+    gcp_spec = clouds.get("gcp")
+    assert gcp_spec is not None and spotrisk.resolve("gcp") == spotrisk.documented_default(gcp_spec)
+    assert spotrisk.resolve("gcp").known
     assert spotrisk.resolve("coreweave") == spotrisk.UNKNOWN
 
 

@@ -45,7 +45,7 @@ def test_no_signal_is_never_zero_risk() -> None:
     assert unknown.source == spotrisk.SOURCE_UNKNOWN and not unknown.known
     assert unknown.hazard_per_hour == spotrisk.hazard_from_score(1)
     gcp = spotrisk.resolve("gcp")
-    assert gcp.source == spotrisk.SOURCE_GCP_DEFAULT and gcp.known
+    assert gcp.source == f"gcp:{spotrisk.DOCUMENTED_DEFAULT}" and gcp.known
     assert 1 - math.exp(-gcp.hazard_per_hour * 24) == pytest.approx(0.15)
     score = spotrisk.from_score(8, 1.0)
     vol = spotrisk.from_volatility(spotrisk.Volatility(0.5, 3, 4), 1.0)

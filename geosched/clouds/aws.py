@@ -52,6 +52,8 @@ SPEC = CloudSpec(
     provider_id_schemes=("aws",),
     zone_id_label=ZONE_ID_LABEL,
     zone_id_label_since="EKS before 1.30",
+    # An availability zone name: region, then a letter (us-east-1a, us-gov-west-1b, ap-northeast-1c).
+    zone_name_pattern=r"^(?P<region>[a-z]{2}(?:-gov)?-[a-z]+-[0-9]+)[a-z]$",
     node_labels=node_labels,
     spot_labels=((CAPACITY_TYPE_LABEL, "SPOT"),),
     pool_label=NODEGROUP_LABEL,
@@ -61,6 +63,9 @@ SPEC = CloudSpec(
     network_endpoint="region",
     ccf_cpu_watts=(0.74, 3.5),
     terraform_module="terraform/modules/aws-gpu-region",
+    extra="aws",
+    sdk_modules=("boto3", "botocore"),
+    extra_purpose="EC2 and EKS provisioning, AWS prices (boto3)",
     settings=SETTINGS,
     sources=(
         "github.com/kubernetes/cloud-provider-aws (providerID, #855 zone-id label)",

@@ -76,6 +76,12 @@ SPEC = CloudSpec(
     spot_daily_preemption=DAILY_PREEMPTION,
     ccf_cpu_watts=(0.68, 4.11),
     terraform_module="terraform/modules/gcp-gpu-region",
+    extra="gcp",
+    # `google` is a namespace shared by google-cloud-compute, google-auth, google-api-core and protobuf: all of the
+    # extra; `requests` is the Compute Engine REST transport's own errors (geosched.providers.gcp).
+    sdk_modules=("google", "requests"),
+    extra_purpose=("Compute Engine provisioning, GKE node pools, GCP prices (google-cloud-compute, "
+                   "google-cloud-container)"),
     settings=SETTINGS,
     sources=(
         "github.com/kubernetes/cloud-provider-gcp (providerID)",

@@ -68,6 +68,9 @@ class CloudSpec:
     zone_id_label: str | None = None
     # Which nodes lack that label (said when a node names its zone without it): "EKS before 1.30".
     zone_id_label_since: str | None = None
+    # With a zone-ID label: the pattern of the zone *names* users type (AWS: us-east-1a), whose group `region` is
+    # the region (geosched.policies.places says which zone IDs such a name may be).
+    zone_name_pattern: str | None = None
     # The cloud's own labels on a GPU node its managed node groups launch (beside the well-known ones).
     node_labels: Callable[[NodeShape], Mapping[str, str]] = no_labels
     # (label, value) pairs its managed Kubernetes service puts on a node bought on the spot market (read by
@@ -94,6 +97,12 @@ class CloudSpec:
     ccf_cpu_watts: tuple[float, float] | None = None
     # geosched's Terraform module for its network (a path in the repository), None when there is none.
     terraform_module: str | None = None
+    # The pip extra (pyproject.toml [project.optional-dependencies]) that brings its SDK, the top-level modules that
+    # extra provides (a command that needs an absent one ends with one line naming the extra: geosched.core.extras)
+    # and what the extra is for, as `geosched check` and the README say it. None/empty: geosched needs no SDK for it.
+    extra: str | None = None
+    sdk_modules: tuple[str, ...] = ()
+    extra_purpose: str = ""
     # Its settings (`<name>.<setting>` in the config file; docs/settings.md), in the order the docs list them.
     settings: tuple[CloudSetting, ...] = ()
     # Sources of the shapes above, for the reader.

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from geosched import clouds
-from geosched.clouds import aws
 from geosched.core.models import CommProfile, GpuPower, Region
 from geosched.core.specs import InstanceSpec
 
@@ -47,8 +46,9 @@ CCF_CPU: Mapping[str, CpuCoefficients] = {
     s.name: CpuCoefficients(*s.ccf_cpu_watts) for s in clouds.all_specs() if s.ccf_cpu_watts is not None
 }
 # A provider CCF does not cover (an SSH inventory, on-premises, a cloud CCF has no constants for) is counted with
-# the AWS averages, the set CCF derives from the most processor types.
-CCF_CPU_DEFAULT = CCF_CPU[aws.NAME]
+# the AWS averages, the set CCF derives from the most processor types (MIN_WATTS_AVG / MAX_WATTS_AVG of
+# AwsFootprintEstimationConstants.ts, as geosched.clouds.aws states them): named here, so a new cloud is no edit.
+CCF_CPU_DEFAULT = CpuCoefficients(0.74, 3.5)
 # AVG_CPU_UTILIZATION_2020 = 50: CCF's fallback when a provider reports no CPU utilisation, which it never does
 # for the nodes geosched records.
 CCF_CPU_UTILISATION = 0.5

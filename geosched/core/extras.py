@@ -10,15 +10,13 @@ pyproject.toml: every module an extra's table entry names comes from a distribut
 
 from __future__ import annotations
 
+from geosched import clouds
 from geosched.core.errors import MissingExtra
 
 # Top-level import name -> the extra whose distributions provide it (pyproject.toml [project.optional-dependencies]).
-# `google` is a namespace shared by google-cloud-compute, google-auth, google-api-core and protobuf: all gcp.
+# A cloud's SDK extra is on its spec (geosched.clouds: `extra`, `sdk_modules`), so a new cloud names it there.
 EXTRA_OF_MODULE: dict[str, str] = {
-    "boto3": "aws",
-    "botocore": "aws",
-    "google": "gcp",
-    "requests": "gcp",  # the Compute Engine REST transport's own errors (geosched.providers.gcp)
+    **{module: spec.extra for spec in clouds.all_specs() if spec.extra for module in spec.sdk_modules},
     "kubernetes": "kubernetes",
     "urllib3": "kubernetes",  # the kubernetes client's transport (geosched.kube.client: timeouts, retries)
     "asyncssh": "probes",
@@ -28,8 +26,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
 
 # What each extra is for, as `geosched check` and the README say it.
 PURPOSE: dict[str, str] = {
-    "aws": "EC2 and EKS provisioning, AWS prices (boto3)",
-    "gcp": "Compute Engine provisioning, GKE node pools, GCP prices (google-cloud-compute, google-cloud-container)",
+    **{spec.extra: spec.extra_purpose for spec in clouds.all_specs() if spec.extra},
     "kubernetes": "submit, jobs, scheduler mode, MultiKueue dispatcher, snapshot export --from-clusters",
     "probes": "probe run over SSH (asyncssh)",
     "plots": "charts: --plot files, HTML report charts, probe heatmaps (matplotlib)",

@@ -14,15 +14,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from geosched.clouds import aws as aws_cloud
+from geosched import clouds
+from geosched.clouds import CloudSpec
 from geosched.core import catalog
 from geosched.core.models import Fleet, Job, Rejection
 
-# The same label keys as geosched.kube.keys (the core may not import kube/).
+# The same label key as geosched.kube.keys (the core may not import kube/), and each cloud's zone-ID label.
 ZONE_LABEL = "topology.kubernetes.io/zone"
-AWS_ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
-# An AWS availability zone name: region, then a letter (us-east-1a, us-gov-west-1b, ap-northeast-1c).
-AWS_ZONE_NAME = re.compile(r"^(?P<region>[a-z]{2}(?:-gov)?-[a-z]+-[0-9]+)[a-z]$")
+ZONE_LABELS = (ZONE_LABEL, *(s.zone_id_label for s in clouds.all_specs() if s.zone_id_label))
+# The clouds keyed by zone ID whose zone names users type (AWS), with the pattern of such a name.
+ZONE_NAMES = tuple((s, re.compile(s.zone_name_pattern)) for s in clouds.all_specs()
+                   if s.zone_id_label and s.zone_name_pattern)
 SHOWN = 12
 
 
@@ -35,7 +37,7 @@ def zone_keys(fleet: Fleet, zones: Iterable[str]) -> frozenset[str]:
         return frozenset(wanted)
     out = wanted & set(fleet.zones)
     for node in fleet.nodes:
-        if any(node.labels.get(key) in named for key in (ZONE_LABEL, AWS_ZONE_ID_LABEL)):
+        if any(node.labels.get(key) in named for key in ZONE_LABELS):
             out.add(node.zone)
     return frozenset(out)
 
@@ -59,14 +61,23 @@ def _region_of(fleet: Fleet, region: str) -> bool:
 
 def _zone_reason(fleet: Fleet, zone: str, count: int) -> str:
     what = f"zone {zone}" + (f" (and the {count - 1} other zone(s) the job names)" if count > 1 else "")
-    aws = AWS_ZONE_NAME.match(zone)
-    if aws is None:
+    named = _zone_name(zone)
+    if named is None:
         zones = sorted(fleet.zones)
         shown = ", ".join(zones[:SHOWN]) + (", ..." if len(zones) > SHOWN else "")
         return f"{what} is not a zone of this fleet (zones: {shown or 'none'})"
-    region = aws.group("region")
-    ids = sorted({z.name for z in fleet.zones.values() if z.provider == aws_cloud.NAME and z.region == region}
-                 or {z.name for z in catalog.zones().values() if z.provider == aws_cloud.NAME and z.region == region})
-    where = f"IDs in {region}: {', '.join(ids)}" if ids else f"{region} is not an AWS region geosched knows"
-    return (f"{what}: AWS zones are keyed by zone ID, and no node of this fleet says which ID this zone name is in "
-            f"your account ({where}; nodes read from your clusters carry both)")
+    spec, region = named
+    ids = sorted({z.name for z in fleet.zones.values() if z.provider == spec.name and z.region == region}
+                 or {z.name for z in catalog.zones().values() if z.provider == spec.name and z.region == region})
+    where = f"IDs in {region}: {', '.join(ids)}" if ids else f"{region} is not an {spec.title} region geosched knows"
+    return (f"{what}: {spec.title} zones are keyed by zone ID, and no node of this fleet says which ID this zone name "
+            f"is in your account ({where}; nodes read from your clusters carry both)")
+
+
+def _zone_name(zone: str) -> tuple[CloudSpec, str] | None:
+    """The cloud keyed by zone ID whose zone name `zone` looks like, and the region it names."""
+    for spec, pattern in ZONE_NAMES:
+        match = pattern.match(zone)
+        if match is not None:
+            return spec, match.group("region")
+    return None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from geosched import clouds
-from geosched.clouds import CloudSpec, gcp
+from geosched.clouds import CloudSpec
 from geosched.core.models import CommProfile
 
 if TYPE_CHECKING:  # numpy is imported where it computes: the catalog and provision verbs read this module's rules
@@ -38,8 +38,7 @@ HOURS_PER_MONTH = 730.0
 HAZARD_BEST = -math.log(1.0 - 0.05) / HOURS_PER_MONTH  # score 10: ~7.0e-5 per node-hour
 HAZARD_WORST = -math.log(1.0 - 0.50) / 24.0  # score 1: ~2.9e-2 per node-hour
 # A cloud that publishes no interruption signal may document a daily preemption rate (its spec's
-# `spot_daily_preemption`; GCP's, and why it is an assumption, in geosched.clouds.gcp).
-GCP_DAILY_PREEMPTION = gcp.DAILY_PREEMPTION
+# `spot_daily_preemption`; GCP's, and why it is an assumption, in geosched.clouds.gcp): `documented_default`.
 # Volatility: a spot price whose coefficient of variation over the window reaches this is scored 1, a flat one
 # 10, linearly between (our assumption: since 2017 AWS moves spot prices gradually with long-term supply and
 # demand, so a moving price means moving spare capacity; a weak signal, used only without a placement score).
@@ -50,8 +49,7 @@ Num = TypeVar("Num", float, "npt.NDArray[np.float64]")
 
 SOURCE_SCORE = "aws:spot-placement-score"
 SOURCE_VOLATILITY = "aws:spot-price-volatility"
-DOCUMENTED_DEFAULT = "documented-default"
-SOURCE_GCP_DEFAULT = f"{gcp.NAME}:{DOCUMENTED_DEFAULT}"
+DOCUMENTED_DEFAULT = "documented-default"  # a cloud's documented default is the source `<cloud>:documented-default`
 SOURCE_UNKNOWN = "unknown"
 
 
@@ -149,7 +147,6 @@ def documented_default(spec: CloudSpec) -> SpotRisk | None:
 
 
 UNKNOWN = SpotRisk(HAZARD_WORST, SOURCE_UNKNOWN, "no signal: priced at the worst score (1/10)")
-GCP_DEFAULT = documented_default(gcp.SPEC) or UNKNOWN  # GCP's spec documents a rate: never UNKNOWN
 
 
 def gang_interruption_per_hour(risk: SpotRisk, nodes: int) -> float:

@@ -43,7 +43,6 @@ from geosched.providers.base import (
     INDEX_TAG,
     NAME_TAG,
     OWNER_TAG,
-    SSH_PORT,
     AuthError,
     Budget,
     CapacityError,
@@ -61,10 +60,10 @@ from geosched.providers.base import (
     TransientError,
     UnsupportedError,
     admin_sources,
-    ondemand_group,
 )
-from geosched.providers.launchsettings.aws import AwsSettings
-from geosched.providers.terraform import OWNER_KEY, AwsRegionNetwork
+from geosched.providers.launchsettings import SSH_PORT, ondemand_group
+from geosched.providers.launchsettings.aws import AwsRegionNetwork, AwsSettings, region_network
+from geosched.providers.terraform import OWNER_KEY
 
 NAME = aws_cloud.NAME  # what this cloud offers: geosched.clouds.aws
 T = TypeVar("T")
@@ -757,7 +756,7 @@ class AwsProvider:
         config = self.settings.terraform
         if config is None:
             return None
-        net = config.aws.get(region)
+        net = region_network(config, region)
         if net is None or net.subnet_for(zone) is None:
             raise UnsupportedError(f"zone {zone}: no subnet in the Terraform output {config.source}",
                                    code="NoSubnet", region_wide=net is None)
@@ -970,3 +969,7 @@ def _region_price(instance_type: str, region: str) -> float | None:
     prices = [o.price_ondemand for o in catalog.offerings()
               if o.provider == NAME and o.instance_type == instance_type and o.region == region and o.price_ondemand]
     return min(prices) if prices else None
+
+
+# The provider geosched.providers.registry builds for this cloud, from its launch settings (AwsSettings).
+PROVIDER = AwsProvider

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
-from geosched.clouds import aws as aws_cloud
 from geosched.core.errors import GeoschedError
 from geosched.core.models import Offering, Pricing, Region
 from geosched.files.inventory import Inventory
@@ -23,17 +22,12 @@ from geosched.providers.config import ADMIN_CIDRS_HOWTO
 
 # Tags (AWS) / labels (GCP) / lease fields (SSH) that tie a machine to the store. Lower case with dashes so
 # the same keys are valid GCP label keys.
-TAG_PREFIX = "geosched-"
 GANG_TAG = "geosched-gang"
 OWNER_TAG = "geosched-owner"
 ATTEMPT_TAG = "geosched-attempt"
 INDEX_TAG = "geosched-index"
 NAME_TAG = "Name"
 
-# Without a Terraform network, geosched creates on demand one security group per AWS region (in the default
-# VPC) and two firewall rules per GCP project (on the default network), all named after the store's owner id:
-# shared by every gang of the store, free, and never deleted by `down` or `sweep` (they are reused).
-SSH_PORT = 22
 # Providers that lease machines an inventory declares: the inventory, not the provider, says where each one is.
 INVENTORY_PROVIDERS = frozenset({"ssh"})
 
@@ -58,16 +52,6 @@ class ReportsHostKeys(Protocol):
         ...
 
 
-def ondemand_group(owner: str) -> str:
-    """The AWS security group name and the GCP network tag of a store's machines."""
-    return f"{TAG_PREFIX}{owner}"
-
-
-def ondemand_firewalls(owner: str) -> tuple[str, str]:
-    """The GCP firewall rules: SSH from the admin CIDRs, and everything between the store's machines."""
-    return f"{TAG_PREFIX}{owner}-ssh", f"{TAG_PREFIX}{owner}-internal"
-
-
 def admin_sources(admin_cidrs: Sequence[str]) -> Sequence[str]:
     """The sources of the on-demand SSH rule, checked before any call: never none (a GCE rule without sources
     admits 0.0.0.0/0, and an AWS group would lose its SSH rule)."""
@@ -75,17 +59,6 @@ def admin_sources(admin_cidrs: Sequence[str]) -> Sequence[str]:
         raise UnsupportedError(f"no admin CIDR for the on-demand SSH rule: {ADMIN_CIDRS_HOWTO}", code="NoAdminCidr",
                                region_wide=True)
     return admin_cidrs
-
-
-def ondemand_summary(provider: str, owner: str, admin_cidrs: Sequence[str]) -> str:
-    """What a launch without a Terraform network ensures exists first (for `--dry-run` and `check`)."""
-    cidrs = ", ".join(admin_cidrs) or "nowhere (no admin CIDR set: provision refuses)"
-    if provider == aws_cloud.NAME:
-        return (f"security group {ondemand_group(owner)} in each region's default VPC (created if missing): "
-                f"tcp {SSH_PORT} from {cidrs}, all traffic from the group itself")
-    ssh, internal = ondemand_firewalls(owner)
-    return (f"firewall rules {ssh} (tcp {SSH_PORT} from {cidrs}) and {internal} (all traffic between machines "
-            f"tagged {ondemand_group(owner)}) on the default network (created if missing)")
 
 
 # Names end up in GCP instance names and label values: [a-z][-a-z0-9]*, at most 63 characters.

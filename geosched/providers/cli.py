@@ -95,17 +95,17 @@ AllowWideOption = Annotated[bool, typer.Option(
 
 
 def _check_network(settings: ProviderSettings, store: Store, names: tuple[str, ...]) -> None:
-    """Refuse, before any API call, a network whose owner is not this store's or whose GCP project is not
-    the configured one (exit 2)."""
-    from geosched.clouds import gcp as gcp_cloud
-    from geosched.providers import journal
-    from geosched.providers.terraform import check_owner, check_project
+    """Refuse, before any API call, a network whose owner is not this store's or that fails its cloud's own checks
+    (GCP: the project is not the configured one) (exit 2)."""
+    from geosched.providers import journal, launchsettings
+    from geosched.providers.terraform import check_owner
     net = settings.network
     if net is None:
         return
     check_owner(net, journal.owner(store), [n for n in names if n in registry.CLOUDS])
-    if gcp_cloud.NAME in names:
-        check_project(net, settings.gcp.project)
+    for name, entry in launchsettings.registry().items():
+        if name in names:
+            entry.check_network(net, settings.of_cloud(name, entry.type))
 
 
 def _pricing(spot: bool, on_demand: bool, auto: bool) -> PricingMode:
@@ -703,23 +703,15 @@ def _ondemand(plan: Plan, settings: ProviderSettings, owner: str) -> list[tuple[
     """Without a Terraform network: what the first launch per cloud makes sure exists (security group per AWS
     region, firewall rules per GCP project), and the line that says so. Said without any API call, so it cannot
     tell whether they exist already; they are created only when missing."""
-    from geosched.clouds import gcp as gcp_cloud
-    from geosched.files.decl.provisioning import OnDemandNetwork
-    from geosched.providers.base import ondemand_firewalls, ondemand_group, ondemand_summary
+    from geosched.providers import launchsettings
     if settings.network is not None:
         return []
+    # Each cloud's own (geosched.providers.launchsettings), in its order there.
     out = []
-    aws, gcp = aws_cloud.NAME, gcp_cloud.NAME
-    aws_regions = sorted({c.region for c in plan.candidates if c.provider == aws})
-    if aws_regions:
-        out.append((OnDemandNetwork.build(provider=aws, regions=aws_regions, security_group=ondemand_group(owner),
-                                          admin_cidrs=list(settings.aws.admin_cidrs)),
-                    ondemand_summary(aws, owner, settings.aws.admin_cidrs)))
-    if any(c.provider == gcp for c in plan.candidates):
-        out.append((OnDemandNetwork.build(provider=gcp, firewall_rules=list(ondemand_firewalls(owner)),
-                                          network_tag=ondemand_group(owner),
-                                          admin_cidrs=list(settings.gcp.admin_cidrs)),
-                    ondemand_summary(gcp, owner, settings.gcp.admin_cidrs)))
+    for name, entry in launchsettings.registry().items():
+        regions = sorted({c.region for c in plan.candidates if c.provider == name})
+        if regions:
+            out.append(entry.ondemand(settings.of_cloud(name, entry.type), owner, regions))
     return out
 
 
@@ -1102,11 +1094,11 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
     """Per cloud: is a Terraform network loaded, which regions (and zones) it covers, and does its owner
     agree with this store's (else every launch is refused before the first call)."""
     from geosched import clouds
-    from geosched.clouds import gcp as gcp_cloud
     from geosched.core.errors import InputError
-    from geosched.providers.base import ondemand_summary
+    from geosched.providers import launchsettings
     from geosched.providers.config import ADMIN_CIDRS_HOWTO, exposure, is_world, wide_admin_cidrs
-    from geosched.providers.terraform import check_owner, check_project
+    from geosched.providers.terraform import check_owner
+    launch = launchsettings.registry()[provider]
     if net is None:
         cidrs = settings.admin_cidrs
         # Not configured, or open to the world: a warning (provision refuses the first, the second was chosen).
@@ -1122,8 +1114,7 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
             ok, ssh = "yes", f"SSH (tcp 22) from {', '.join(cidrs)} ({settings.admin_cidrs_from})"
         return [{"provider": provider, "item": "network", "ok": "yes",
                  "detail": "no Terraform output loaded (--tf-output or GEOSCHED_TERRAFORM_OUTPUT): launches use the "
-                 "default " + ("VPC" if provider == aws_cloud.NAME else "network") + " with "
-                 + ondemand_summary(provider, owner, cidrs)},
+                 f"default {launch.default_network} with " + launch.ondemand_summary(owner, cidrs)},
                 {"provider": provider, "item": "admin ssh", "ok": ok, "detail": unmarked(ssh)}]
     regions = net.regions(provider)
     if not regions:
@@ -1137,8 +1128,7 @@ def _network_rows(provider: str, net: NetworkConfig | None, owner: str,
     problems: list[str] = []
     try:
         check_owner(net, owner, (provider,))
-        if provider == gcp_cloud.NAME:
-            check_project(net, settings.gcp.project)
+        launch.check_network(net, settings.of_cloud(provider, launch.type))
     except InputError as exc:
         problems.append(f"{exc.field}: {exc.reason}")
     rows.append({"provider": provider, "item": "network owner", "ok": "no" if problems else "yes",

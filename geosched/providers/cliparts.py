@@ -129,7 +129,7 @@ def cluster_cloud(names: tuple[str, ...]) -> str:
 def cluster_region(regions: tuple[str, ...]) -> str:
     """A node group lives in its cluster's region: --region names it, else the AWS configuration's region."""
     from geosched.core.errors import InputError
-    from geosched.providers.terraform import AWS_REGION_RE
+    from geosched.providers.launchsettings.aws import AWS_REGION_RE
     if len(regions) > 1:
         raise InputError("--region", "", "--cluster takes one region, the cluster's")
     if regions:

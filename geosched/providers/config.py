@@ -34,7 +34,7 @@ from geosched.providers.launchsettings import aws as aws_launch
 from geosched.providers.launchsettings import gcp as gcp_launch
 from geosched.providers.launchsettings.aws import AwsSettings
 from geosched.providers.launchsettings.gcp import GcpSettings
-from geosched.providers.terraform import NetworkConfig, load_terraform_output
+from geosched.providers.terraform import NetworkConfig
 
 _Launch = TypeVar("_Launch")
 
@@ -110,7 +110,7 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
 
     values = from_variables(env)
     net_path = network or values.terraform_output
-    net = load_terraform_output(net_path) if net_path is not None else None
+    net = launchsettings.load_terraform_output(net_path) if net_path is not None else None
     if admin_cidrs is not None:
         source = "--admin-cidr"
         cidrs = parse_admin_cidrs(admin_cidrs.strip(), source) if admin_cidrs.strip() else DEFAULT_ADMIN_CIDRS

@@ -35,7 +35,6 @@ from geosched.providers.base import (
     GANG_TAG,
     INDEX_TAG,
     OWNER_TAG,
-    SSH_PORT,
     AuthError,
     Budget,
     CapacityError,
@@ -52,13 +51,11 @@ from geosched.providers.base import (
     TransientError,
     UnsupportedError,
     admin_sources,
-    ondemand_firewalls,
-    ondemand_group,
 )
 from geosched.providers.config import ENV_GCP_ENDPOINT, ENV_GCP_PROJECT
 from geosched.providers.gcp_prices import Rates, machine_price, rates
-from geosched.providers.launchsettings.gcp import GcpSettings
-from geosched.providers.terraform import GcpRegionNetwork
+from geosched.providers.launchsettings import SSH_PORT, ondemand_firewalls, ondemand_group
+from geosched.providers.launchsettings.gcp import GcpRegionNetwork, GcpSettings, region_network
 
 NAME = gcp_cloud.NAME  # what this cloud offers: geosched.clouds.gcp
 T = TypeVar("T")
@@ -581,7 +578,7 @@ class GcpProvider:
         config = self.settings.terraform
         if config is None:
             return None
-        net = config.gcp.get(region)
+        net = region_network(config, region)
         if net is None or net.subnet_for(zone) is None:
             raise UnsupportedError(f"zone {zone}: no subnet in the Terraform output {config.source}",
                                    code="NoSubnet", region_wide=net is None)
@@ -820,3 +817,7 @@ class GcpProvider:
         except ProviderError as exc:
             items.append(CheckItem(NAME, "api", False, f"{exc.kind}: {exc}"))
         return tuple(items)
+
+
+# The provider geosched.providers.registry builds for this cloud, from its launch settings (GcpSettings).
+PROVIDER = GcpProvider

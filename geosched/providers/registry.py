@@ -1,5 +1,7 @@
-"""The provider table: a name to a factory. A new provider is one module plus one line here; what its cloud
-offers (zones, labels, prices, ...) is its spec in `geosched.clouds`.
+"""The provider table: a name to a factory. A cloud geosched launches on has launch settings
+(geosched.providers.launchsettings, found by listing) and a provider module of the same name here whose `PROVIDER`
+is built from them, so a new cloud names no line in this file; what its cloud offers (zones, labels, prices, ...)
+is its spec in `geosched.clouds`. The SSH inventory, no cloud, is the one line here.
 
 Factories import their SDK lazily, so `geosched` without boto3 or google-cloud-compute still runs for the
 providers that are installed.
@@ -7,28 +9,28 @@ providers that are installed.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from geosched import clouds
-from geosched.clouds import aws, gcp
 from geosched.core.errors import InputError
+from geosched.providers import launchsettings
 
 if TYPE_CHECKING:  # annotations only: `geosched -h` reads DEFAULT_PROVIDERS without loading the providers' base
     from geosched.providers.base import Provider
     from geosched.providers.config import ProviderSettings
 
 
-def _aws(settings: ProviderSettings) -> Provider:
-    from geosched.providers.aws import AwsProvider
+def _cloud(name: str, kind: type[object]) -> Callable[[ProviderSettings], Provider]:
+    """The factory of cloud `name`: geosched.providers.<name>.PROVIDER from the cloud's launch settings. Imported by
+    name when called (not at import: the module imports its SDK, and `geosched -h` must not)."""
+    def build(settings: ProviderSettings) -> Provider:
+        module = importlib.import_module(f"{__package__}.{name}")
+        provider: Provider = module.PROVIDER(settings.of_cloud(name, kind))
+        return provider
 
-    return AwsProvider(settings.aws)
-
-
-def _gcp(settings: ProviderSettings) -> Provider:
-    from geosched.providers.gcp import GcpProvider
-
-    return GcpProvider(settings.gcp)
+    return build
 
 
 def _ssh(settings: ProviderSettings) -> Provider:
@@ -38,8 +40,7 @@ def _ssh(settings: ProviderSettings) -> Provider:
 
 
 FACTORIES: Mapping[str, Callable[[ProviderSettings], Provider]] = {
-    aws.NAME: _aws,
-    gcp.NAME: _gcp,
+    **{name: _cloud(name, entry.type) for name, entry in launchsettings.registry().items()},
     "ssh": _ssh,
 }
 # The clouds geosched launches machines on: those with a spec and a factory (a Kubernetes-only cloud has a spec

@@ -115,7 +115,9 @@ def test_gcp_operation_codes(code: str, status: int, kind: type) -> None:
     assert type(gcp.classify_operation(code, "m", status)) is kind
 
 
-def test_registry_knows_three_providers_and_refuses_others() -> None:
-    assert registry.names() == ("aws", "gcp", "ssh")
+def test_registry_knows_each_launching_cloud_and_ssh_and_refuses_others() -> None:
+    # Each cloud with launch settings, by listing (a new cloud adds its modules, not a line here), then ssh.
+    assert registry.names() == (*launchsettings.registry(), "ssh")
+    assert {"aws", "gcp"} <= set(registry.CLOUDS)
     with pytest.raises(InputError, match="unknown provider 'azure'"):
         registry.build(["azure"], from_env({}, Path("/tmp/x")))

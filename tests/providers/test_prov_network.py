@@ -27,10 +27,11 @@ from geosched.providers.base import AuthError, Budget, LaunchSpec, Provider, Uns
 from geosched.providers.config import ENV_TERRAFORM_OUTPUT, from_env
 from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
+from geosched.providers.launchsettings import load_terraform_output, parse_terraform_output
 from geosched.providers.launchsettings.aws import AwsSettings
 from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.plan import GangRequest, PricingMode
-from geosched.providers.terraform import NetworkConfig, load_terraform_output, parse_terraform_output
+from geosched.providers.terraform import NetworkConfig
 from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
 from geosched_emulators.faultproxy import Ec2Fault
@@ -347,7 +348,7 @@ def aws_config(owner: str = "o1") -> Any:
 
 
 def test_run_params_use_the_network_and_keep_our_tags() -> None:
-    net = aws_config().aws["us-east-1"]
+    net = aws_config().regions("aws")["us-east-1"]
     params = aws_module.run_params(spec(), "ami-1", "us-east-1b", "my-own-key", net)
     assert params["SubnetId"] == "subnet-0123456789abcdef0"
     assert params["SecurityGroupIds"] == ["sg-0123456789abcdef0"]
@@ -388,7 +389,7 @@ def test_instance_body_without_a_network_is_unchanged() -> None:
     assert body.network_interfaces[0].network == "global/networks/default"
     assert not body.network_interfaces[0].subnetwork and not body.tags.items and not body.service_accounts
     config = parse_terraform_output(output_json("o1", gcp={"us-central1": gcp_region("o1", policy=False)}), "n.json")
-    with_net = gcp_module.instance_body(gspec, 0, GcpSettings(), config.gcp["us-central1"])
+    with_net = gcp_module.instance_body(gspec, 0, GcpSettings(), config.regions("gcp")["us-central1"])
     assert not with_net.resource_policies  # no placement policy in the output: none in the request
     assert dict(with_net.labels)["geosched-index"] == "0" and dict(with_net.labels)["team"] == "ml"
 

@@ -35,10 +35,10 @@ from geosched.providers.config import (
 )
 from geosched.providers.gang import provision
 from geosched.providers.gcp import GcpProvider
+from geosched.providers.launchsettings import parse_terraform_output
 from geosched.providers.launchsettings.aws import AwsSettings
 from geosched.providers.launchsettings.gcp import GcpSettings
 from geosched.providers.plan import GangRequest, PricingMode
-from geosched.providers.terraform import parse_terraform_output
 from geosched.store.db import Store
 from geosched_emulators import Ec2Fault, Ec2FaultProxy, FaultRule, GceDouble, GceFault, MotoServer
 from tests.providers.prov_support import (

@@ -120,7 +120,7 @@ def test_dry_run_without_credentials_uses_the_stored_signals_and_names_their_sou
     gcp_spot = [c for c in doc["plan"] if c["provider"] == "gcp" and c["pricing"] == "spot"]
     assert aws_spot and all(c["risk"]["source"] == "unknown" and c["adjusted_usd_per_hour"] > c["usd_per_hour"]
                             for c in aws_spot)
-    assert gcp_spot and all(c["risk"]["source"] == spotrisk.SOURCE_GCP_DEFAULT for c in gcp_spot)
+    assert gcp_spot and all(c["risk"]["source"] == "gcp:documented-default" for c in gcp_spot)
 
     spot_market(proxy, time.time())
     assert run(home, "catalog", "refresh", "--provider", "aws", "--regions", "us-east-1").exit_code == 0

@@ -19,15 +19,10 @@ import hcl2
 import pytest
 
 from geosched.core.errors import InputError
-from geosched.providers.terraform import (
-    OUTPUT_NAME,
-    AwsRegionNetwork,
-    GcpRegionNetwork,
-    NetworkConfig,
-    load_terraform_output,
-    parse_terraform_output,
-    read_terraform_output,
-)
+from geosched.providers.launchsettings import load_terraform_output, parse_terraform_output, read_terraform_output
+from geosched.providers.launchsettings.aws import AwsRegionNetwork
+from geosched.providers.launchsettings.gcp import GcpRegionNetwork
+from geosched.providers.terraform import OUTPUT_NAME, NetworkConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TERRAFORM = ROOT / "terraform"
@@ -460,11 +455,12 @@ def test_recorded_geosched_value_has_the_keys_the_example_output_builds() -> Non
 
 
 def test_reader_field_names_match_the_example_output() -> None:
-    from geosched.providers import terraform
+    from geosched.providers import launchsettings, terraform
+    from geosched.providers.launchsettings import aws, gcp
 
     (value_expr,) = [body["value"] for name, body in declared(EXAMPLE, "output").items() if name == OUTPUT_NAME]
-    assert sorted(value_expr) == sorted(terraform.TOP_FIELDS)
-    for provider, fields in (("aws", terraform.AWS_FIELDS), ("gcp", terraform.GCP_FIELDS)):
+    assert sorted(value_expr) == sorted(["schema_version", *(c.name for c in launchsettings.networks())])
+    for provider, fields in (("aws", aws.AWS_FIELDS), ("gcp", gcp.GCP_FIELDS)):
         for region in value_expr[provider].values():
             assert sorted(region) == sorted(fields), provider
     assert value_expr["schema_version"] == terraform.SCHEMA_VERSION
@@ -479,9 +475,9 @@ def test_reader_accepts_the_recorded_output() -> None:
     assert isinstance(config, NetworkConfig)
     assert config.source == str(FIXTURE)
     assert not config.sensitive
-    assert list(config.aws) == ["us-east-1", "us-west-2"]
-    assert list(config.gcp) == ["europe-west4", "us-central1"]
-    east = config.aws["us-east-1"]
+    assert list(config.regions("aws")) == ["us-east-1", "us-west-2"]
+    assert list(config.regions("gcp")) == ["europe-west4", "us-central1"]
+    east = config.regions("aws")["us-east-1"]
     assert isinstance(east, AwsRegionNetwork)
     assert east.zones == ("use1-az1", "use1-az2", "use1-az4", "use1-az6")
     assert east.subnet_for("use1-az4") == "subnet-0c33d44e55f660771"
@@ -490,7 +486,7 @@ def test_reader_accepts_the_recorded_output() -> None:
     assert east.security_group_id == "sg-0c2f4e6a8b0d1f357"
     assert east.key_name == "geosched-us-east-1"
     assert dict(east.launch_tags) == {"geosched-owner": "geosched"}
-    central = config.gcp["us-central1"]
+    central = config.regions("gcp")["us-central1"]
     assert isinstance(central, GcpRegionNetwork)
     assert central.zones == ("us-central1-a", "us-central1-b", "us-central1-c")
     assert central.subnet_for("us-central1-b") == central.subnetwork
@@ -498,10 +494,10 @@ def test_reader_accepts_the_recorded_output() -> None:
     assert central.firewall_tag == "geosched-node"
     assert central.placement_policy is not None and central.placement_policy.endswith("/geosched-us-central1-compact")
     assert central.service_account_email == "geosched-nodes@geosched-demo.iam.gserviceaccount.com"
-    assert config.for_zone("aws", "usw2-az3") is config.aws["us-west-2"]
-    assert config.for_zone("gcp", "europe-west4-b") is config.gcp["europe-west4"]
+    assert config.for_zone("aws", "usw2-az3") is config.regions("aws")["us-west-2"]
+    assert config.for_zone("gcp", "europe-west4-b") is config.regions("gcp")["europe-west4"]
     assert config.for_zone("gcp", "use1-az1") is None
-    assert config.region("aws", "us-west-2") is config.aws["us-west-2"]
+    assert config.region("aws", "us-west-2") is config.regions("aws")["us-west-2"]
     assert config.region("onprem", "zurich") is None
     assert len(config.zones()) == 13
 
@@ -509,11 +505,11 @@ def test_reader_accepts_the_recorded_output() -> None:
 def test_network_config_is_immutable() -> None:
     config = load_terraform_output(FIXTURE)
     with pytest.raises(AttributeError):
-        config.aws["us-east-1"].vpc_id = "vpc-0"  # type: ignore[misc]
+        config.regions("aws")["us-east-1"].vpc_id = "vpc-0"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        config.aws["us-east-1"].subnet_ids["use1-az9"] = "subnet-0"  # type: ignore[index]
+        config.regions("aws")["us-east-1"].subnet_ids["use1-az9"] = "subnet-0"  # type: ignore[index]
     with pytest.raises(TypeError):
-        config.gcp["x"] = config.gcp["us-central1"]  # type: ignore[index]
+        config.regions("gcp")["x"] = config.regions("gcp")["us-central1"]  # type: ignore[index]
 
 
 def test_reader_takes_stdin_text_and_utf16_files(tmp_path: Path) -> None:
@@ -522,7 +518,7 @@ def test_reader_takes_stdin_text_and_utf16_files(tmp_path: Path) -> None:
     # PowerShell's `>` writes UTF-16 with a byte-order mark.
     utf16 = tmp_path / "out.json"
     utf16.write_bytes(codecs.BOM_UTF16_LE + text.encode("utf-16-le"))
-    assert load_terraform_output(utf16).aws == load_terraform_output(FIXTURE).aws
+    assert load_terraform_output(utf16).regions("aws") == load_terraform_output(FIXTURE).regions("aws")
 
 
 def test_null_placement_policy_and_empty_placement_groups_are_fine() -> None:
@@ -531,8 +527,8 @@ def test_null_placement_policy_and_empty_placement_groups_are_fine() -> None:
     value["gcp"]["us-central1"]["placement_policy"] = None
     value["aws"]["us-east-1"]["placement_group_names"] = {}
     config = parse_terraform_output(data, "out.json")
-    assert config.gcp["us-central1"].placement_policy is None
-    assert config.aws["us-east-1"].placement_group_for("use1-az1") is None
+    assert config.regions("gcp")["us-central1"].placement_policy is None
+    assert config.regions("aws")["us-east-1"].placement_group_for("use1-az1") is None
 
 
 def test_gcp_public_ips_is_read_and_defaults_to_on_when_an_older_module_printed_none() -> None:
@@ -540,11 +536,11 @@ def test_gcp_public_ips_is_read_and_defaults_to_on_when_an_older_module_printed_
     of the module before the choice existed has no such key: its VMs always had an address, so absent means on."""
     data = fixture()
     value = data[OUTPUT_NAME]["value"]
-    assert parse_terraform_output(data, "out.json").gcp["us-central1"].public_ips is True
+    assert parse_terraform_output(data, "out.json").regions("gcp")["us-central1"].public_ips is True
     value["gcp"]["us-central1"]["public_ips"] = False
-    assert parse_terraform_output(data, "out.json").gcp["us-central1"].public_ips is False
+    assert parse_terraform_output(data, "out.json").regions("gcp")["us-central1"].public_ips is False
     del value["gcp"]["us-central1"]["public_ips"]
-    assert parse_terraform_output(data, "out.json").gcp["us-central1"].public_ips is True
+    assert parse_terraform_output(data, "out.json").regions("gcp")["us-central1"].public_ips is True
     for bad in ("no", None, 0):
         value["gcp"]["us-central1"]["public_ips"] = bad
         with pytest.raises(InputError) as caught:
@@ -569,7 +565,7 @@ def test_a_region_key_with_a_trailing_newline_is_refused(where: str) -> None:
 def test_one_provider_alone_is_fine() -> None:
     data = fixture()
     data[OUTPUT_NAME]["value"]["gcp"] = {}
-    assert list(parse_terraform_output(data, "out.json").aws) == ["us-east-1", "us-west-2"]
+    assert list(parse_terraform_output(data, "out.json").regions("aws")) == ["us-east-1", "us-west-2"]
 
 
 V = f"{OUTPUT_NAME}.value"
@@ -721,7 +717,7 @@ def test_missing_and_unreadable_files(tmp_path: Path) -> None:
 def test_another_output_name_can_be_read() -> None:
     data = fixture()
     data["gpu_network"] = data.pop(OUTPUT_NAME)
-    assert parse_terraform_output(data, "out.json", output="gpu_network").aws
+    assert parse_terraform_output(data, "out.json", output="gpu_network").regions("aws")
     with pytest.raises(InputError, match="aws_iam_policy_arns, gcp_geosched_role, gpu_network"):
         parse_terraform_output(data, "out.json")
 

@@ -12,7 +12,7 @@ from report_support import T0, H, used
 from geosched import policies
 from geosched.core import catalog
 from geosched.core.default_fleet import default_fleet, default_network
-from geosched.core.energy import CCF_CPU, EnergyModel, energy
+from geosched.core.energy import CCF_CPU, CCF_CPU_DEFAULT, EnergyModel, energy
 from geosched.core.errors import InputError
 from geosched.core.models import CarbonSignal, Placement
 from geosched.core.specs import InstanceSpec, family
@@ -59,6 +59,9 @@ def test_the_inputs_are_the_shipped_figures() -> None:
     assert (region.pue, region.grid_gco2e_per_kwh) == (1.11, 412.72)
     assert (offer.gpus, offer.vcpus, offer.memory_gib) == (1, 12, 85)
     assert (CCF_CPU["gcp"].min_watts, CCF_CPU["gcp"].max_watts) == (0.68, 4.11)
+    # The default for providers CCF does not cover is named in geosched.core.energy (no cloud import): still CCF's
+    # AWS averages, the coefficients the AWS spec states.
+    assert CCF_CPU["aws"] == CCF_CPU_DEFAULT and (CCF_CPU_DEFAULT.min_watts, CCF_CPU_DEFAULT.max_watts) == (0.74, 3.5)
 
 
 def test_a_known_gpu_in_a_known_region_emits_exactly(store: Store) -> None:
