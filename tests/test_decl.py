@@ -49,6 +49,12 @@ SHIPPED = {
     # The settings the deploy/ manifests mount, as their ConfigMaps hold them.
     "SchedulerConfig": [ROOT / "deploy" / "scheduler" / "configmap.yaml"],
     "DispatcherConfig": [ROOT / "deploy" / "multikueue" / "configmap.yaml"],
+    # The example repository's index and one written by main at dc5fe64, before the index was declared (a fresh
+    # render of the example's inputs: tests/data/compat/README.md).
+    "PlacementIndex": [
+        ROOT / "examples" / "gitops" / "placements.yaml",
+        ROOT / "tests" / "data" / "compat" / "placements-dc5fe64.yaml",
+    ],
 }
 
 

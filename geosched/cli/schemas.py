@@ -1,6 +1,6 @@
 """Every JSON Schema in docs/schemas, as written (`python -m geosched.cli.schemas docs/schemas`; the tests compare the
 committed files): the list kinds' (geosched.console.kinds) and every declared document's (geosched.files.decl, and
-the settings declared beside their package: GitOps, clusters, scheduler, dispatcher).
+the settings declared beside their package: GitOps, clusters, scheduler, dispatcher; the GitOps tree's index).
 
 Here, in the CLI layer, because gathering them imports every package that declares one, the edges among them: in
 geosched.files.decl it made the input layer import gitops and kube (four declared exceptions to the layering, issue
@@ -26,6 +26,7 @@ from geosched.files.decl.settings import SettingsDoc
 from geosched.files.decl.simulation import SimulationReportDoc
 from geosched.files.decl.submit import SubmitOutcomeDoc
 from geosched.gitops.config import GitOpsConfigDoc
+from geosched.gitops.index import PlacementIndexDoc
 from geosched.kube.config import ClusterConfigDoc
 from geosched.kube.multikueue.settings import DispatcherConfigDoc
 from geosched.kube.scheduler.settings import SchedulerConfigDoc
@@ -39,6 +40,7 @@ DECLARED: tuple[type[Document], ...] = (
     InventoryDoc,
     JobDoc,
     NetworkDoc,
+    PlacementIndexDoc,
     SchedulerConfigDoc,
 )
 # What geosched prints, written through these declarations (geosched.console.output.emit_document takes one; the
