@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic import Field
 
-from geosched.cli.schemas import DECLARED, WRITTEN, schema_files
+from geosched.cli.schemas import DECLARED, RECORDS, WRITTEN, schema_files
 from geosched.core.errors import InputError
 from geosched.files.decl.base import Declared, Refused, field_path, integer, number, one_line
 
@@ -67,7 +67,7 @@ def load(path: Path) -> Any:
     return doc
 
 
-@pytest.mark.parametrize("kind", [d.KIND for d in (*DECLARED, *WRITTEN)])
+@pytest.mark.parametrize("kind", [d.KIND for d in (*DECLARED, *WRITTEN, *RECORDS)])
 def test_the_committed_schema_is_the_declarations(kind: str) -> None:
     name = f"{kind}.schema.json"
     assert (SCHEMAS / name).read_text(encoding="utf-8") == schema_files()[name], (

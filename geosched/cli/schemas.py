@@ -1,6 +1,7 @@
 """Every JSON Schema in docs/schemas, as written (`python -m geosched.cli.schemas docs/schemas`; the tests compare the
 committed files): the list kinds' (geosched.console.kinds) and every declared document's (geosched.files.decl, and
-the settings declared beside their package: GitOps, clusters, scheduler, dispatcher; the GitOps tree's index).
+the settings declared beside their package: GitOps, clusters, scheduler, dispatcher; the GitOps tree's index, and the
+gang request the provisioning journal keeps).
 
 Here, in the CLI layer, because gathering them imports every package that declares one, the edges among them: in
 geosched.files.decl it made the input layer import gitops and kube (four declared exceptions to the layering, issue
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from geosched.console.output import KINDS
-from geosched.files.decl.base import Document, OutputDocument
+from geosched.files.decl.base import Document, OutputDocument, Record
 from geosched.files.decl.fleet import FleetDoc
 from geosched.files.decl.inventory import InventoryDoc
 from geosched.files.decl.job import JobDoc
@@ -30,6 +31,7 @@ from geosched.gitops.index import PlacementIndexDoc
 from geosched.kube.config import ClusterConfigDoc
 from geosched.kube.multikueue.settings import DispatcherConfigDoc
 from geosched.kube.scheduler.settings import SchedulerConfigDoc
+from geosched.providers.journal import GangRequestRecord
 
 # Declared beside their package where one owns them (the GitOps, cluster, scheduler and dispatcher settings).
 DECLARED: tuple[type[Document], ...] = (
@@ -49,11 +51,14 @@ WRITTEN: tuple[type[OutputDocument], ...] = (
     CarbonReportDoc, CostReportDoc, GangStatusDoc, NoFitDoc, PlacementDoc, ProbeRunDoc, ProvisionPlanDoc,
     ProvisionResultDoc, SettingsDoc, SimulationReportDoc, SubmitOutcomeDoc,
 )
+# What geosched keeps for itself in its store, as JSON: declared and generated all the same (read strictly).
+RECORDS: tuple[type[Record], ...] = (GangRequestRecord,)
 
 
 def document_schemas() -> dict[str, str]:
     """<Kind>.schema.json of every declared document."""
     schemas = [(d.KIND, d.schema_document()) for d in DECLARED] + [(d.KIND, d.schema_document()) for d in WRITTEN]
+    schemas += [(d.KIND, d.schema_document()) for d in RECORDS]
     return {f"{kind}.schema.json": json.dumps(schema, indent=2) + "\n" for kind, schema in schemas}
 
 
