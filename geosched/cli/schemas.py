@@ -1,5 +1,5 @@
 """Every JSON Schema in docs/schemas, as written (`python -m geosched.cli.schemas docs/schemas`; the tests compare the
-committed files): the list kinds' (geosched.console.kinds) and every declared document's (geosched.files.decl, and
+committed files): the list kinds' (geosched.console.lists) and every declared document's (geosched.files.decl, and
 the settings declared beside their package: GitOps, clusters, scheduler, dispatcher; the GitOps tree's index, and the
 gang request the provisioning journal keeps).
 
@@ -64,7 +64,7 @@ def document_schemas() -> dict[str, str]:
 
 def schema_files() -> dict[str, str]:
     """docs/schemas/<Kind>List.schema.json of every list kind and <Kind>.schema.json of every declared document."""
-    from geosched.console import kinds  # noqa: F401  (registers the list kinds in KINDS)
+    from geosched.console import lists as kinds  # noqa: F401  (registers the list kinds in KINDS)
 
     return {**{f"{kind}.schema.json": json.dumps(spec.schema(), indent=2) + "\n" for kind, spec in KINDS.items()},
             **document_schemas()}
