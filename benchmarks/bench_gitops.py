@@ -115,7 +115,7 @@ def phases(root: Path, out: Path) -> str:
     t0 = time.perf_counter()
     inputs = load_inputs(root / "jobs", root / "snapshot", root / "clusters.yaml")
     on_disk = tree_files.read_tree(out)
-    previous = parse_index(on_disk.owned.get(INDEX, b"").decode())
+    previous, _ = parse_index(on_disk.owned.get(INDEX, b"").decode())
     t1 = time.perf_counter()
     outcomes = plan(inputs, previous.before())
     t2 = time.perf_counter()

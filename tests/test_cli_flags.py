@@ -97,8 +97,8 @@ def test_a_usage_error_is_one_line_naming_the_option(tmp_path: Path, args: tuple
 
 def float_settings() -> list[tuple[str, str]]:
     """Every setting that gives a float option its default: (variable, option)."""
-    from geosched.console import settings_model
-    from geosched.console.settings import BY_KEY
+    from geosched.settings import BY_KEY
+    from geosched.settings import model as settings_model
 
     return [(s.env, "--" + s.option.replace("_", "-")) for key, s in BY_KEY.items()
             if s.option is not None and settings_model.field(key).annotation is float]

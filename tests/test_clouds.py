@@ -69,7 +69,8 @@ def test_the_modules_that_ask_the_registry_get_each_clouds_answer() -> None:
 def test_a_clouds_settings_are_declared_in_its_module_and_nowhere_else() -> None:
     # The config file's `<cloud>.*` keys, their variables, help and checks come from the cloud's SETTINGS; the
     # settings table and the pydantic model name no cloud (issue 25 item 1).
-    from geosched.console import settings, settings_model
+    from geosched import settings
+    from geosched.settings import model as settings_model
 
     declared = {f"{spec.name}.{s.name}": (spec, s) for spec in clouds.all_specs() for s in spec.settings}
     assert {"aws.regions", "aws.eks_node_role", "gcp.project", "gcp.public_ips"} <= set(declared)

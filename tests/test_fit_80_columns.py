@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from geosched.cli import clidoc
 from geosched.cli.main import app
-from geosched.console import kinds
+from geosched.console import lists as kinds
 from geosched.simulate import shipped
 from tests.test_cli import JOBS
 

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from geosched.cli.main import app
 from geosched.cli.schemas import schema_files
-from geosched.console import kinds, render
+from geosched.console import lists as kinds
+from geosched.console import render
 from geosched.console.output import KINDS, NOT_DATA
 from tests.output_support import SCHEMAS, valid
 
@@ -73,7 +74,7 @@ def test_the_committed_list_schemas_are_the_ones_the_kinds_write() -> None:
 
 
 def test_no_schema_is_written_by_hand() -> None:
-    """Every file in docs/schemas is generated: the list kinds' from geosched/console/kinds.py, the documents' from
+    """Every file in docs/schemas is generated: the list kinds' from geosched/console/lists.py, the documents' from
     their declarations in geosched/files/decl (issue 25 item 6)."""
     assert {p.name for p in SCHEMAS.iterdir()} == set(schema_files())
     assert {f"{d}.schema.json" for d in kinds.DOCUMENTS} <= set(schema_files())

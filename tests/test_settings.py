@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from geosched.console import settings
+from geosched import settings
 from geosched.core.errors import InputError
 from geosched.files import gate
 from geosched.providers import config as provider_config
@@ -159,7 +159,7 @@ def test_every_geosched_variable_the_code_reads_is_in_the_table() -> None:
     rendered = {"GEOSCHED_WORKERS", "GEOSCHED_GPUS_PER_WORKER", "GEOSCHED_COORDINATOR"}
     for source in (ROOT / "geosched").rglob("*.py"):
         for name in re.findall(r"\bGEOSCHED_[A-Z_]+\b", source.read_text(encoding="utf-8")):
-            assert name in declared | rendered, f"{source}: {name} is not in geosched/console/settings.py"
+            assert name in declared | rendered, f"{source}: {name} is not in geosched/settings/__init__.py"
     for source in (ROOT / "geosched").rglob("*.py"):
         if source.name != "settings.py":
             text = source.read_text(encoding="utf-8")
@@ -176,9 +176,9 @@ def test_provider_settings_parse_their_variables_through_the_table(tmp_path: Pat
 
 
 def test_the_names_and_the_declaration_agree() -> None:
-    """The names (geosched/console/settings.py, bound on `-h` without pydantic) and the declaration (settings_model,
+    """The names (geosched/settings/__init__.py, bound on `-h` without pydantic) and the declaration (settings_model,
     pydantic-settings) hold the same settings: one field per key, read from the key's variable."""
-    from geosched.console import settings_model
+    from geosched.settings import model as settings_model
 
     fields = settings_model.Values.model_fields
     assert set(fields) == {settings_model.field_name(s.key) for s in settings.SETTINGS}
@@ -190,7 +190,7 @@ def test_the_names_and_the_declaration_agree() -> None:
 
 
 def test_the_declaration_reads_an_environment_mapping_blank_as_unset() -> None:
-    from geosched.console.settings_model import from_variables
+    from geosched.settings.model import from_variables
 
     values = from_variables({"GEOSCHED_COST_WEIGHT": "0.4", "GEOSCHED_GCP_PUBLIC_IPS": "no", "GEOSCHED_AWS_AMI": " ",
                              "GEOSCHED_REGIONS": "us-east-1, eu-west-1", "HOME": "/elsewhere"})

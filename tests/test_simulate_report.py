@@ -11,7 +11,7 @@ import pytest
 
 from geosched.cli.simulate import report_doc, run_simulate_command
 from geosched.console import render
-from geosched.console.kinds import SIMULATION_RESULTS
+from geosched.console.lists import SIMULATION_RESULTS
 from geosched.core.errors import InputError
 from geosched.policies import PlacementContext
 from geosched.simulate import PolicyResult, TraceJob, simulate

@@ -3,6 +3,7 @@ and the rule for a missing signal."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from datetime import UTC, datetime
@@ -161,16 +162,18 @@ def test_place_from_the_store_charges_the_stored_risk_and_explains_it(tmp_path: 
 
 
 def test_a_journalled_request_resumes_with_its_risk_weighting() -> None:
+    from geosched.providers.journal import read_request, request_json
     from geosched.providers.plan import GangRequest, PricingMode
 
     request = GangRequest("A100", 8, 2, PricingMode.AUTO, weights=Weights(network=0.0, cost=1.0, spot_risk=0.0),
                           rework=Rework(2.0, 0.5))
-    again = GangRequest.from_dict(request.to_dict())
-    assert again.weights.spot_risk == 0.0 and again.rework == Rework(2.0, 0.5)
+    again = read_request(request_json(request), "store", "g")
+    assert again is not None and again.weights.spot_risk == 0.0 and again.rework == Rework(2.0, 0.5)
     # A gang journalled before risk weighting existed resumes with the defaults.
-    old = {k: v for k, v in request.to_dict().items() if k != "rework"}
+    old = {k: v for k, v in json.loads(request_json(request)).items() if k != "rework"}
     old["weights"] = {"cost": 1.0, "carbon": 0.0}
-    legacy = GangRequest.from_dict(old)
+    legacy = read_request(json.dumps(old), "store", "g")
+    assert legacy is not None
     assert legacy.weights.spot_risk == 1.0 and legacy.rework == Rework()
 
 

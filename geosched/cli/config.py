@@ -1,4 +1,4 @@
-"""`geosched config show | path`: every setting (geosched/console/settings.py), its value and where it came from."""
+"""`geosched config show | path`: every setting (geosched/settings/__init__.py), its value and where it came from."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 
 if TYPE_CHECKING:
-    from geosched.console import settings
+    from geosched import settings
     from geosched.files.decl.settings import SettingRow
 
 app = typer.Typer(no_args_is_help=True, help="The settings: where the config file is, and every value in force.")
@@ -19,14 +19,16 @@ app = typer.Typer(no_args_is_help=True, help="The settings: where the config fil
 @app.command("path")
 def path_cmd() -> None:
     """Print where the config file is read from ($GEOSCHED_CONFIG, else the user config directory)."""
-    from geosched.console import render, settings
+    from geosched import settings
+    from geosched.console import render
     render.out.print(str(settings.config_path()), markup=False, soft_wrap=True)
 
 
 @app.command("show")
 def show_cmd(ctx: typer.Context, output: OutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """Every setting, its value and where it came from: flag, env, file or default."""
-    from geosched.console import render, settings
+    from geosched import settings
+    from geosched.console import render
     from geosched.console.output import emit_document
     from geosched.files.decl.settings import SettingsDoc
     rows = [_row(ctx, s) for s in settings.SETTINGS]
@@ -38,7 +40,8 @@ def show_cmd(ctx: typer.Context, output: OutputOpt = Output.TABLE, no_headers: N
 
 
 def _row(ctx: typer.Context, setting: settings.Setting) -> SettingRow:
-    from geosched.console import redact, settings
+    from geosched import settings
+    from geosched.console import redact
     from geosched.files.decl.settings import SettingRow
     from geosched.store.db import default_home
     value, source = settings.resolve(setting)

@@ -13,11 +13,11 @@ import typer
 from typer.core import TyperGroup
 from typer.main import get_command_name
 
-from geosched import policies
+from geosched import policies, settings
 from geosched.cli import config as config_cli
 from geosched.cli.probetargets import store_targets
 from geosched.cli.up import up_cmd
-from geosched.console import catalog_view, settings
+from geosched.console import catalog_view
 from geosched.console.options import (
     DEFAULT_WEIGHTS,
     CarbonBasisOpt,
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 
 class RootGroup(TyperGroup):
-    """The root command, with the settings (geosched/console/settings.py) wired into click: each option a setting
+    """The root command, with the settings (geosched/settings/__init__.py) wired into click: each option a setting
     supplies reads its environment variable, and the config file is the context's `default_map`, so a value comes from
     the flag, else the variable, else the file, else the built-in default."""
 
@@ -363,8 +363,9 @@ def _spot_notes(ctx: policies.PlacementContext, placed: Placement) -> list[str]:
 def _candidates(p: Placement, wide: bool, limit: int) -> None:
     """`--explain` (and `-o wide`, with every column): the first `limit` candidates, chosen first, and the
     rejections, drawn from the document's own keys."""
-    from geosched.console import kinds, render
+    from geosched.console import lists as kinds
     from geosched.console import output as contract
+    from geosched.console import render
     from geosched.files.documents import score_to_dict
     chosen: list[Placement | Candidate] = [p, *p.alternatives]
     rows = [{"zones": list(c.zones), "cluster": c.cluster, **score_to_dict(c.score),
@@ -408,7 +409,7 @@ def catalog_cmd(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """GPU offerings per zone with on-demand and spot prices and carbon per hour."""
-    from geosched.console import kinds
+    from geosched.console import lists as kinds
     from geosched.console.output import emit_list, rfc3339
     from geosched.core import catalog, gpus
     from geosched.core.errors import InputError
@@ -463,7 +464,7 @@ def _known_offerings() -> tuple[list[Offering], catalog_view.Observed, dict[tupl
 @app.command(name="gpus")
 def gpus_cmd(output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """GPU models geosched knows, with the names other tools give them (any of which a job file or --gpu takes)."""
-    from geosched.console import kinds
+    from geosched.console import lists as kinds
     from geosched.console.output import emit_list
     from geosched.core import catalog, gpus
     offered: dict[str, set[str]] = {}
@@ -478,7 +479,7 @@ def gpus_cmd(output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt =
 @app.command(name="policies")
 def policies_cmd(output: OutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """List the placement policies."""
-    from geosched.console import kinds
+    from geosched.console import lists as kinds
     from geosched.console.output import emit_list
     emit_list(kinds.POLICIES, [{"name": name, "default": name == policies.DEFAULT_POLICY,
                                 "description": policies.description(name)} for name in policies.names()],
@@ -555,7 +556,7 @@ def snapshot_import(directory: Annotated[Path, typer.Argument(help="Directory wi
 def placements(job: Annotated[str | None, typer.Option(help="Only this job.")] = None,
                output: TabularOutputOpt = Output.TABLE, no_headers: NoHeadersOpt = False) -> None:
     """Placements recorded in the store."""
-    from geosched.console import kinds
+    from geosched.console import lists as kinds
     from geosched.console.output import emit_list, rfc3339
     with State.store() as store:
         rows = store.placements(job)

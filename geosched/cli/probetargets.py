@@ -18,7 +18,8 @@ def store_targets(store: Store, gang: str | None, key: Path | None) -> ProbeTarg
     """The store's machines as probe targets, reached as `provision` set them up (GEOSCHED_SSH_USER). Machines
     geosched launched get their host keys pinned as their cloud reports them (EC2 console output, GCE guest
     attributes), so they are verified without trusting the network on first use."""
-    from geosched.console import render, settings
+    from geosched import settings
+    from geosched.console import render
     from geosched.providers import journal, registry
     from geosched.providers.config import from_env
     from geosched.providers.lifecycle import probe_targets, reported_host_keys

@@ -1,6 +1,7 @@
 """Every JSON Schema in docs/schemas, as written (`python -m geosched.cli.schemas docs/schemas`; the tests compare the
-committed files): the list kinds' (geosched.console.kinds) and every declared document's (geosched.files.decl, and
-the settings declared beside their package: GitOps, clusters, scheduler, dispatcher).
+committed files): the list kinds' (geosched.console.lists) and every declared document's (geosched.files.decl, and
+the settings declared beside their package: GitOps, clusters, scheduler, dispatcher; the GitOps tree's index, and the
+gang request the provisioning journal keeps).
 
 Here, in the CLI layer, because gathering them imports every package that declares one, the edges among them: in
 geosched.files.decl it made the input layer import gitops and kube (four declared exceptions to the layering, issue
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from geosched.console.output import KINDS
-from geosched.files.decl.base import Document, OutputDocument
+from geosched.files.decl.base import Document, OutputDocument, Record
 from geosched.files.decl.fleet import FleetDoc
 from geosched.files.decl.inventory import InventoryDoc
 from geosched.files.decl.job import JobDoc
@@ -26,9 +27,11 @@ from geosched.files.decl.settings import SettingsDoc
 from geosched.files.decl.simulation import SimulationReportDoc
 from geosched.files.decl.submit import SubmitOutcomeDoc
 from geosched.gitops.config import GitOpsConfigDoc
+from geosched.gitops.index import PlacementIndexDoc
 from geosched.kube.config import ClusterConfigDoc
 from geosched.kube.multikueue.settings import DispatcherConfigDoc
 from geosched.kube.scheduler.settings import SchedulerConfigDoc
+from geosched.providers.journal import GangRequestRecord
 
 # Declared beside their package where one owns them (the GitOps, cluster, scheduler and dispatcher settings).
 DECLARED: tuple[type[Document], ...] = (
@@ -39,6 +42,7 @@ DECLARED: tuple[type[Document], ...] = (
     InventoryDoc,
     JobDoc,
     NetworkDoc,
+    PlacementIndexDoc,
     SchedulerConfigDoc,
 )
 # What geosched prints, written through these declarations (geosched.console.output.emit_document takes one; the
@@ -47,17 +51,20 @@ WRITTEN: tuple[type[OutputDocument], ...] = (
     CarbonReportDoc, CostReportDoc, GangStatusDoc, NoFitDoc, PlacementDoc, ProbeRunDoc, ProvisionPlanDoc,
     ProvisionResultDoc, SettingsDoc, SimulationReportDoc, SubmitOutcomeDoc,
 )
+# What geosched keeps for itself in its store, as JSON: declared and generated all the same (read strictly).
+RECORDS: tuple[type[Record], ...] = (GangRequestRecord,)
 
 
 def document_schemas() -> dict[str, str]:
     """<Kind>.schema.json of every declared document."""
     schemas = [(d.KIND, d.schema_document()) for d in DECLARED] + [(d.KIND, d.schema_document()) for d in WRITTEN]
+    schemas += [(d.KIND, d.schema_document()) for d in RECORDS]
     return {f"{kind}.schema.json": json.dumps(schema, indent=2) + "\n" for kind, schema in schemas}
 
 
 def schema_files() -> dict[str, str]:
     """docs/schemas/<Kind>List.schema.json of every list kind and <Kind>.schema.json of every declared document."""
-    from geosched.console import kinds  # noqa: F401  (registers the list kinds in KINDS)
+    from geosched.console import lists as kinds  # noqa: F401  (registers the list kinds in KINDS)
 
     return {**{f"{kind}.schema.json": json.dumps(spec.schema(), indent=2) + "\n" for kind, spec in KINDS.items()},
             **document_schemas()}

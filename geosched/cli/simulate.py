@@ -25,7 +25,7 @@ import numpy as np
 
 from geosched import policies
 from geosched.console import render
-from geosched.console.kinds import SIMULATION_RESULTS
+from geosched.console.lists import SIMULATION_RESULTS
 from geosched.console.options import Workload
 from geosched.console.output import Output, emit_document, transposed_table
 from geosched.core.errors import InputError

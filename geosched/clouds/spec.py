@@ -43,7 +43,7 @@ def no_labels(_: NodeShape) -> Mapping[str, str]:
 @dataclass(frozen=True, slots=True)
 class CloudSetting:
     """One setting of a cloud, declared by its module: `<cloud>.<name>` in the config file, its environment variable,
-    its help. geosched.console.setting_names lists it with the others, geosched.console.settings_model checks it
+    its help. geosched.settings.names lists it with the others, geosched.settings.model checks it
     (`check`: a non-empty text, comma-separated names, or yes/no) and docs/settings.md shows it."""
 
     name: str

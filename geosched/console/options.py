@@ -13,7 +13,7 @@ import typer
 from geosched.core.models import Weights
 from geosched.grid.formats import Basis
 
-# The one default of each weight, on every verb that takes it (geosched/console/settings.py: also from the environment
+# The one default of each weight, on every verb that takes it (geosched/settings/__init__.py: also from the environment
 # and the config file).
 DEFAULT_WEIGHTS = Weights()
 
@@ -35,7 +35,7 @@ class Workload:
 def option_name(ctx: Any, param: Any) -> str:
     """The option as an error names it, with where its value came from when that was not the command line:
     `--cost-weight (from $GEOSCHED_COST_WEIGHT)`."""
-    from geosched.console import settings
+    from geosched import settings
     name = max(param.opts, key=len) if param.opts else str(param.name)
     source = ctx.get_parameter_source(param.name) if ctx is not None and param.name else None
     if source is not None and source.name == "ENVIRONMENT" and isinstance(param.envvar, str):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from geosched import policies
 from geosched.console import render
-from geosched.console.kinds import SIMULATION_RESULTS
+from geosched.console.lists import SIMULATION_RESULTS
 from geosched.console.output import transposed_table
 from geosched.core.models import Fleet, Job, NetworkView, Placement, Weights
 from geosched.files.documents import job_to_dict, parse_job

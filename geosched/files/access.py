@@ -1,5 +1,5 @@
 """Who may reach the machines geosched launches, as the user writes it: the login user's name and the networks
-SSH is opened to. Pure checks of a setting's text, read by the settings (geosched.console.settings_model, when a
+SSH is opened to. Pure checks of a setting's text, read by the settings (geosched.settings.model, when a
 value is read) and by the providers that write them into a cloud (geosched.providers.config, aws): one definition
 below both, so the settings need not reach into an edge for them."""
 
@@ -12,7 +12,7 @@ import re
 from geosched.core.errors import InputError
 
 # The login user geosched creates on the machines it launches: a portable Linux user name (useradd's default
-# NAME_REGEX, at most 32 characters). Checked when the setting is read (geosched.console.settings_model), for
+# NAME_REGEX, at most 32 characters). Checked when the setting is read (geosched.settings.model), for
 # every cloud: on GCP it becomes a line `user:key` of the instance's ssh-keys metadata, where a line break in it
 # started a second entry, another user with another key. \Z, not $: $ also matches before a final line break.
 SSH_USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")

@@ -104,7 +104,7 @@ def _limits_from_environment(env: Mapping[str, str] | None) -> str:
 
 
 # Where the `kind=MiB,...` text comes from. The gate is part of the pure core (the trace readers use it), so it
-# never imports the settings: geosched.console.settings registers its own lookup here when imported (every CLI run
+# never imports the settings: geosched.settings registers its own lookup here when imported (every CLI run
 # does), which adds the config file's `input_limits` to the variable. A library caller gets the variable alone.
 _limits_text: Callable[[Mapping[str, str] | None], str] = _limits_from_environment
 

@@ -78,6 +78,8 @@ def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_di
     why = reasons(rendered)
     if interrupted:
         why.insert(0, f"a render was interrupted ({writes.JOURNAL} is left): render again to finish it")
+    if rendered.previous_fault is not None:
+        why.insert(0, f"{rendered.previous_fault}: the index cannot be read, so every job is placed afresh")
     return CheckResult(changes.written, changes.removed, tuple(why), unified_diff(rendered), unmatched)
 
 
@@ -107,19 +109,18 @@ def unmatched_pins(rendered: Rendered) -> list[str]:
 
 
 def reasons(rendered: Rendered) -> list[str]:
-    placed = rendered.tree.index.get("placed", {})
-    decisions = {key: str(entry["decision_sha256"]) for key, entry in placed.items()}
-    inputs = rendered.tree.index.get("inputs", {})
+    index = rendered.tree.index
+    decisions = {key: entry.decision_sha256 for key, entry in index.placed.items()}
     outcomes = rendered.tree.outcomes
     assert all(o.spec.key in decisions for o in outcomes if isinstance(o, Placed))
-    lines = explain(rendered.previous, inputs, outcomes, decisions)
+    lines = explain(rendered.previous, index.inputs, outcomes, decisions)
     # A file whose decision did not change but whose bytes did: nothing in the inputs explains it.
     before = rendered.previous.entries
-    for key, entry in placed.items():
+    for key, entry in index.placed.items():
         old = before.get(key)
-        if entry["file"] in rendered.changes.written and old is not None and old.file == entry["file"] \
+        if entry.file in rendered.changes.written and old is not None and old.file == entry.file \
                 and old.decision_sha256 == decisions[key]:
-            lines.append(f"{key}: {entry['file']} differs from what its unchanged decision renders to (edited by "
+            lines.append(f"{key}: {entry.file} differs from what its unchanged decision renders to (edited by "
                          "hand, or rendered by another geosched version)")
     return lines
 

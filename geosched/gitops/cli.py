@@ -87,6 +87,9 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
         result = render_tree(jobs, snapshot, clusters, out, config=config, at=_at(at),
                              rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly,
                              carbon_basis=carbon_basis)
+    if result.previous_fault is not None:  # said: the jobs it placed may move
+        sys.stderr.write(f"warning: {result.previous_fault}: the index cannot be read, so every job is placed "
+                         "afresh\n")
     if explain:
         for note in result.carbon_notes:
             sys.stdout.write(one_line(note) + "\n")

@@ -40,6 +40,8 @@ class Rendered:
     previous: Index
     changes: files.Changes
     carbon_notes: tuple[str, ...] = ()
+    # Why the previous index was read as absent (every job placed afresh), when it was there but could not be read.
+    previous_fault: InputError | None = None
 
     @property
     def unplaced(self) -> tuple[Unplaced, ...]:
@@ -64,7 +66,7 @@ def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, 
         paths = [carbon_hourly] if isinstance(carbon_hourly, Path) else list(carbon_hourly or ())
         grid = load_grid(paths, carbon_basis) if paths else None
     existing = on_disk.owned
-    previous = parse_index(existing.get(INDEX, b"").decode("utf-8", errors="replace"))
+    previous, fault = parse_index(existing.get(INDEX, b"").decode("utf-8", errors="replace"))
     when = at or inputs.config.at or EPOCH
     notes: tuple[str, ...] = ()
     if grid is not None:
@@ -77,7 +79,7 @@ def render_in_memory(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, 
     tree = build_tree(inputs, outcomes, previous, when)
     if GITIGNORE in on_disk.foreign:  # the repository's own: it should carry writes.IGNORE_PATTERN itself
         tree = replace(tree, files={k: v for k, v in tree.files.items() if k != GITIGNORE})
-    return Rendered(tree, inputs, existing, previous, files.compare(tree.files, on_disk), notes)
+    return Rendered(tree, inputs, existing, previous, files.compare(tree.files, on_disk), notes, fault)
 
 
 def held_jobs(previous: Index, existing: Mapping[str, bytes]) -> dict[str, tuple[float, float]]:

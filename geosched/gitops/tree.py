@@ -26,7 +26,7 @@ from typing import Any
 
 from geosched.core.errors import InputError
 from geosched.files.writes import IGNORE_PATTERN
-from geosched.gitops.index import INDEX, Index, Stamp, index_doc, index_text
+from geosched.gitops.index import INDEX, Index, PlacementIndexDoc, Stamp, index_doc, index_text
 from geosched.gitops.load import TreeInputs
 from geosched.gitops.plan import CLUSTERS_DIR, Outcome, Placed
 from geosched.kube import flex
@@ -44,7 +44,7 @@ RECREATE = ("Force=true", "Replace=true")
 class Tree:
     files: Mapping[str, str]
     outcomes: tuple[Outcome, ...]
-    index: Mapping[str, Any]
+    index: PlacementIndexDoc
 
 
 def build_tree(inputs: TreeInputs, outcomes: Sequence[Outcome], previous: Index, at: datetime) -> Tree:

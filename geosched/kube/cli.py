@@ -225,7 +225,8 @@ def jobs_cmd(ctx: typer.Context, clusters: ClustersOpt = None, kubeconfig: Kubec
                  "--record", help="Also write each job's start and end (from its status) into the usage ledger "
                  "that `geosched report` prices (a read-only command otherwise).")] = False) -> None:
     """Jobs geosched placed, on every cluster, with their zones and state."""
-    from geosched.console import kinds, render
+    from geosched.console import lists as kinds
+    from geosched.console import render
     from geosched.console.output import emit_list, rfc3339
     from geosched.core.errors import EXIT_FAILED
     from geosched.kube import cluster_inventory

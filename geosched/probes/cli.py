@@ -171,7 +171,8 @@ def make_app(store_factory: Callable[[], Store], store_targets: StoreTargets) ->
                                                      "zone pairs (median RTT, worst loss) or node pairs.")] = None,
     ) -> None:
         """The aggregated network view in the store: medians, p95, loss, throughput, age, samples."""
-        from geosched.console import kinds, render
+        from geosched.console import lists as kinds
+        from geosched.console import render
         from geosched.console.output import emit_list
         from geosched.core.errors import InputError
         from geosched.files.inventory import load_inventory

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from geosched import settings as settings_table
 from geosched.clouds import aws as aws_cloud
-from geosched.console import settings as settings_table
 from geosched.console.options import DEFAULT_WEIGHTS, CarbonWeightOpt, CostWeightOpt, RiskWeightOpt, deprecated, finite
 from geosched.console.output import NoHeadersOpt, Output, OutputOpt
 from geosched.providers import registry
@@ -543,9 +543,9 @@ def _cluster_backend(cluster_name: str, provider: str | None, region_name: str |
                      dry_run: bool, capacity_block: CapacityBlock | None = None) -> tuple[Backend, str]:
     """One cluster's backend, its cloud and location checked before any call, and the region the plan looks in."""
     from geosched.clouds import gcp as gcp_cloud
-    from geosched.console.settings import environ
     from geosched.core.errors import InputError
     from geosched.providers.nodegroups import gkespec
+    from geosched.settings import environ
 
     cloud = cluster_cloud((provider,) if provider else ())
     regions = (region_name,) if region_name else ()
@@ -588,7 +588,7 @@ def _cluster_location(regions: tuple[str, ...]) -> str:
 
 def _show_nodegroup_result(result: GroupResult, nodes: int, output: Output,
                            no_headers: bool) -> None:
-    from geosched.console import kinds
+    from geosched.console import lists as kinds
     from geosched.console.output import emit_list
     from geosched.core.errors import EXIT_NO_FIT
     t = result.target
@@ -783,7 +783,7 @@ def attempt_docs(attempts: Sequence[journal.AttemptRecord]) -> list[Attempt]:
 
 def attempts_table(title: str, rows: Sequence[dict[str, Any]], wide: bool = False) -> None:
     """`attempt_rows` for people: the essential columns (`kinds.ATTEMPTS`), all of them with `wide`."""
-    from geosched.console import kinds
+    from geosched.console import lists as kinds
     from geosched.console import output as contract
     contract.columns_table(title, kinds.ATTEMPTS, rows, wide=wide)
 
@@ -843,7 +843,8 @@ def down_cmd(
     gang, delete the node groups geosched created (by journal and tags) and nothing else.
 
     Each call and each instance or node group deleted is logged to HOME/logs/down-GANG-TIME.log."""
-    from geosched.console import kinds, render
+    from geosched.console import lists as kinds
+    from geosched.console import render
     from geosched.console.output import emit_list
     from geosched.core.errors import InputError
     from geosched.providers import journal, lifecycle
@@ -945,7 +946,8 @@ def _refresh(ctx: typer.Context, gang: str | None, inventory: Path | None, outpu
 
 
 def _show_status(ctx: typer.Context, gang: str | None, output: Output, no_headers: bool) -> None:
-    from geosched.console import kinds, render
+    from geosched.console import lists as kinds
+    from geosched.console import render
     from geosched.console.output import emit_document, emit_list, rfc3339
     from geosched.core.errors import InputError
     from geosched.files.decl.provisioning import CapacityBlock as BlockDoc
@@ -1055,7 +1057,8 @@ def sweep_cmd(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Find instances tagged geosched-* that the store has no record of, and offer to terminate them."""
-    from geosched.console import kinds, render
+    from geosched.console import lists as kinds
+    from geosched.console import render
     from geosched.console.output import emit_list
     from geosched.providers import lifecycle
     from geosched.store.db import Store
@@ -1157,7 +1160,7 @@ def check_cmd(
 ) -> None:
     """Verify credentials and settings per provider and say what is missing (no secret is printed); exit 1 if
     anything is, warnings (`warn`) do not fail."""
-    from geosched.console import kinds
+    from geosched.console import lists as kinds
     from geosched.console.options import one_of
     from geosched.console.output import emit_list
     from geosched.core.extras import extra_for

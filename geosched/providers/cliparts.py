@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from geosched import settings as settings_table
 from geosched.clouds import aws as aws_cloud
-from geosched.console import settings as settings_table
 from geosched.console.output import Output
 from geosched.providers import registry
 
@@ -43,8 +43,8 @@ def state_home(ctx: typer.Context) -> Path:
 
 def provider_settings(ctx: typer.Context, inventory: Path | None = None, ssh_key: Path | None = None,
               network: Path | None = None, admin_cidr: list[str] | None = None) -> ProviderSettings:
-    from geosched.console.settings import environ
     from geosched.providers.config import from_env
+    from geosched.settings import environ
     return from_env(environ(), state_home(ctx), public_key_path=ssh_key, inventory=inventory, network=network,
                     admin_cidrs=",".join(admin_cidr) if admin_cidr else None)
 
@@ -155,7 +155,8 @@ def nodegroup_plan_rows(cluster: str, targets: Sequence[Target], nodes: int) -> 
 
 def show_nodegroup_plan(cluster: str, targets: Sequence[Target], skipped: Sequence[Skipped], nodes: int,
                          output: Output, no_headers: bool, dry_run: bool) -> None:
-    from geosched.console import kinds, render
+    from geosched.console import lists as kinds
+    from geosched.console import render
     from geosched.console.output import emit_list
     caption = "dry run: the cluster was read; nothing was created" if dry_run else None
     emit_list(kinds.NODEGROUP_PLAN, nodegroup_plan_rows(cluster, targets, nodes), output, no_headers=no_headers,

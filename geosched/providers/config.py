@@ -1,5 +1,5 @@
 """Provider settings from the environment. Pure: the environment is passed in as a mapping (the CLI passes
-`geosched.console.settings.environ()`: the process environment, with the config file's values for the unset variables).
+`geosched.settings.environ()`: the process environment, with the config file's values for the unset variables).
 
 Credentials and API endpoints are never settings of geosched:
 - AWS: boto3's standard chain (AWS_* environment variables, ~/.aws files, instance roles; AWS_ENDPOINT_URL
@@ -24,8 +24,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
+from geosched import settings
 from geosched.clouds import gcp as gcp_cloud
-from geosched.console import settings
 from geosched.core.errors import InputError
 from geosched.files.access import parse_admin_cidrs
 from geosched.files.gate import Kind, read_bytes
@@ -38,7 +38,7 @@ from geosched.providers.terraform import NetworkConfig
 
 _Launch = TypeVar("_Launch")
 
-# The variables, as geosched.console.settings declares them (with their config file keys, defaults and help).
+# The variables, as geosched.settings declares them (with their config file keys, defaults and help).
 ENV_GCP_PROJECT = settings.of_cloud(gcp_cloud.NAME, "project").env
 ENV_GCP_ENDPOINT = settings.of_cloud(gcp_cloud.NAME, "endpoint").env
 ENV_INVENTORY = settings.INVENTORY.env
@@ -106,7 +106,7 @@ def from_env(env: Mapping[str, str], home: Path, *, public_key_path: Path | None
     leases file. The SSH public key is read from `public_key_path`, GEOSCHED_SSH_PUBLIC_KEY or the usual
     ~/.ssh/*.pub, first found; the network from `network` or GEOSCHED_TERRAFORM_OUTPUT (a bad file is an
     InputError naming it); the admin CIDRs from `admin_cidrs` (`--admin-cidr`) or GEOSCHED_ADMIN_CIDRS."""
-    from geosched.console.settings_model import from_variables
+    from geosched.settings.model import from_variables
 
     values = from_variables(env)
     net_path = network or values.terraform_output

@@ -18,12 +18,16 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, get_args
+
+from pydantic import Field
 
 from geosched.core.errors import InputError
-from geosched.core.models import Pricing
+from geosched.core.models import Pricing, Weights
+from geosched.files.decl.base import Declared, Record, Text, integer, number, one_of
+from geosched.policies.spotrisk import Rework
 from geosched.providers.base import INVENTORY_PROVIDERS, Instance, InstanceState, ProviderError, attempt_token
-from geosched.providers.plan import Block, Candidate, GangRequest
+from geosched.providers.plan import DEFAULT_WEIGHTS, Block, Candidate, GangRequest, PricingMode
 from geosched.store import usage
 from geosched.store.db import Store, inventory_site
 
@@ -92,6 +96,87 @@ class InstanceRecord:
     updated_at: float
 
 
+# --- a gang's request, as journalled ---------------------------------------------------------------
+
+PricingName = Literal["on-demand", "spot", "auto"]
+assert set(get_args(PricingName)) == {m.value for m in PricingMode}
+
+
+class RequestWeights(Declared):
+    """The plan's cost, carbon and spot-risk weights (its network weight is always 0: plan.py says why). A key
+    left out, in a gang journalled before it existed, is its default."""
+
+    cost: float = number(0.0, default=DEFAULT_WEIGHTS.cost)
+    carbon: float = number(0.0, default=DEFAULT_WEIGHTS.carbon)
+    spot_risk: float = number(0.0, default=DEFAULT_WEIGHTS.spot_risk)
+
+
+class RequestRework(Declared):
+    checkpoint_interval_h: float = number(0.0, default=Rework().checkpoint_interval_h)
+    restart_h: float = number(0.0, default=Rework().restart_h)
+
+
+class GangRequestRecord(Record):
+    """A gang's request in prov_gangs.request (JSON, keys sorted): what `resume` provisions again after a crash."""
+
+    KIND: ClassVar[str] = "GangRequest"
+    DESCRIPTION: ClassVar[str] = (
+        "A gang's request as the provisioning journal keeps it (the store's prov_gangs.request, JSON with sorted "
+        "keys; written by `geosched provision` and `up`, read back by `resume`, `status` and the reports). Keys a "
+        "gang journalled before they existed (weights, rework) read as their defaults."
+    )
+
+    gpu: Text
+    gpus_per_node: int = integer(1)
+    nodes: int = integer(1)
+    pricing: Annotated[PricingName, one_of(PricingName)] = "on-demand"
+    providers: list[str] = Field(default_factory=list)
+    regions: list[str] = Field(default_factory=list)
+    zones: list[str] = Field(default_factory=list)
+    instance_types: list[str] = Field(default_factory=list)
+    weights: RequestWeights | None = None
+    rework: RequestRework | None = None
+
+    @classmethod
+    def of(cls, r: GangRequest) -> GangRequestRecord:
+        return cls.build(
+            gpu=r.gpu, gpus_per_node=r.gpus_per_node, nodes=r.nodes, pricing=r.pricing.value,
+            providers=list(r.providers), regions=list(r.regions), zones=list(r.zones),
+            instance_types=list(r.instance_types),
+            weights=RequestWeights.build(cost=r.weights.cost, carbon=r.weights.carbon, spot_risk=r.weights.spot_risk),
+            rework=RequestRework.build(checkpoint_interval_h=r.rework.checkpoint_interval_h,
+                                       restart_h=r.rework.restart_h),
+        )
+
+    def request(self) -> GangRequest:
+        w = self.weights or RequestWeights()
+        rework = self.rework or RequestRework()
+        return GangRequest(
+            gpu=self.gpu, gpus_per_node=self.gpus_per_node, nodes=self.nodes, pricing=PricingMode(self.pricing),
+            providers=tuple(self.providers), regions=tuple(self.regions), zones=tuple(self.zones),
+            instance_types=tuple(self.instance_types),
+            # float(): a weight journalled as a whole number stays a float in the plan's arithmetic, as before.
+            weights=Weights(network=0.0, cost=float(w.cost), carbon=float(w.carbon), spot_risk=float(w.spot_risk)),
+            rework=Rework(float(rework.checkpoint_interval_h), float(rework.restart_h)),
+        )
+
+
+def request_json(request: GangRequest | None) -> str:
+    """The prov_gangs.request column: the request's record as JSON with sorted keys ("{}" for a gang without one)."""
+    return json.dumps(GangRequestRecord.of(request).dump() if request else {}, sort_keys=True)
+
+
+def read_request(text: str | None, source: str, gang: str) -> GangRequest | None:
+    """A journalled request, strictly: a row that is not one is an InputError naming the store, the gang's field
+    and the reason (`prov_gangs[g1].request.nodes: required`), never a traceback."""
+    where = f"prov_gangs[{gang}].request"
+    try:
+        doc = json.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        raise InputError(source, where, f"not JSON: {exc.msg} (character {exc.pos})") from None
+    return GangRequestRecord.read(doc, source, where).request() if doc else None
+
+
 # --- owner ------------------------------------------------------------------------------------------
 
 def owner(store: Store) -> str:
@@ -116,7 +201,7 @@ def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | N
     """A new gang; a name the store has already (`--name`) is one line, exit 2, and that gang is left as it was.
     Checked here, by the insert itself, so no path (machines, node groups, provisioning requests) can forget it."""
     now = time.time()
-    doc = json.dumps(request.to_dict() if request else {}, sort_keys=True)
+    doc = request_json(request)
     try:
         with store.transaction() as db:
             db.execute("INSERT INTO prov_gangs (gang, owner, request, state, created_at, updated_at) "
@@ -131,7 +216,7 @@ def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | N
 def gang_record(store: Store, gang: str) -> GangRecord | None:
     row = store.db.execute("SELECT gang, owner, request, state, attempt, message, created_at, updated_at "
                            "FROM prov_gangs WHERE gang = ?", (gang,)).fetchone()
-    return _gang(row) if row else None
+    return _gang(row, str(store.path)) if row else None
 
 
 def gangs(store: Store, states: Sequence[str] = ()) -> list[GangRecord]:
@@ -140,7 +225,7 @@ def gangs(store: Store, states: Sequence[str] = ()) -> list[GangRecord]:
     if states:
         query += f" WHERE state IN ({', '.join('?' * len(states))})"
         args = tuple(states)
-    return [_gang(r) for r in store.db.execute(query + " ORDER BY created_at, gang", args)]
+    return [_gang(r, str(store.path)) for r in store.db.execute(query + " ORDER BY created_at, gang", args)]
 
 
 def set_gang(store: Store, gang: str, state: str, *, attempt: int | None = None, message: str | None = None) -> None:
@@ -149,9 +234,8 @@ def set_gang(store: Store, gang: str, state: str, *, attempt: int | None = None,
                    "WHERE gang = ?", (state, attempt, message, time.time(), gang))
 
 
-def _gang(row: sqlite3.Row | tuple[Any, ...]) -> GangRecord:
-    doc = json.loads(row[2]) if row[2] else {}
-    return GangRecord(gang=row[0], owner=row[1], request=GangRequest.from_dict(doc) if doc else None, state=row[3],
+def _gang(row: sqlite3.Row | tuple[Any, ...], source: str) -> GangRecord:
+    return GangRecord(gang=row[0], owner=row[1], request=read_request(row[2], source, row[0]), state=row[3],
                       attempt=row[4], message=row[5], created_at=row[6], updated_at=row[7])
 
 

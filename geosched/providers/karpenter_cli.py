@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from geosched import settings as settings_table
 from geosched.clouds import aws as aws_cloud
 from geosched.console import render
-from geosched.console import settings as settings_table
 from geosched.console.output import Output
-from geosched.console.settings import environ
 from geosched.core.errors import EXIT_NO_FIT, InputError, escape
 from geosched.core.models import Weights
 from geosched.policies.spotrisk import Rework
@@ -36,6 +35,7 @@ from geosched.providers import cliparts, journal
 from geosched.providers.gang import check_gang_name, new_gang_name, plan_gang
 from geosched.providers.nodegroups import karpenter
 from geosched.providers.plan import GangRequest, PricingMode
+from geosched.settings import environ
 from geosched.store.db import Store
 
 if TYPE_CHECKING:

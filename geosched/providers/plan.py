@@ -25,7 +25,6 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
 
 from geosched.core.models import GpuPower, Offering, Pricing, Region, Weights, region_key
 from geosched.policies import spotrisk
@@ -64,32 +63,6 @@ class GangRequest:
     weights: Weights = DEFAULT_WEIGHTS
     # What an interruption of a spot gang costs (how much it weighs: `weights.spot_risk`, 0 = price alone).
     rework: Rework = field(default_factory=Rework)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
-                "pricing": self.pricing.value, "providers": list(self.providers), "regions": list(self.regions),
-                "zones": list(self.zones), "instance_types": list(self.instance_types),
-                "weights": {"cost": self.weights.cost, "carbon": self.weights.carbon,
-                            "spot_risk": self.weights.spot_risk},
-                "rework": {"checkpoint_interval_h": self.rework.checkpoint_interval_h,
-                           "restart_h": self.rework.restart_h}}
-
-    @staticmethod
-    def from_dict(doc: Mapping[str, Any]) -> GangRequest:
-        w = doc.get("weights") or {}
-        # A gang journalled before risk weighting resumes with the defaults.
-        r = doc.get("rework") or {}
-        return GangRequest(
-            gpu=str(doc["gpu"]), gpus_per_node=int(doc["gpus_per_node"]), nodes=int(doc["nodes"]),
-            pricing=PricingMode(doc.get("pricing", PricingMode.ON_DEMAND.value)),
-            providers=tuple(doc.get("providers", ())), regions=tuple(doc.get("regions", ())),
-            zones=tuple(doc.get("zones", ())), instance_types=tuple(doc.get("instance_types", ())),
-            weights=Weights(network=0.0, cost=float(w.get("cost", DEFAULT_WEIGHTS.cost)),
-                            carbon=float(w.get("carbon", DEFAULT_WEIGHTS.carbon)),
-                            spot_risk=float(w.get("spot_risk", DEFAULT_WEIGHTS.spot_risk))),
-            rework=Rework(float(r.get("checkpoint_interval_h", Rework().checkpoint_interval_h)),
-                          float(r.get("restart_h", Rework().restart_h))),
-        )
 
 
 @dataclass(frozen=True, slots=True)

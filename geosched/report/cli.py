@@ -96,7 +96,7 @@ def _signal(path: Path | None) -> CarbonSignal | None:
 
 def _show(result: Rendered) -> None:
     from geosched.console import render
-    from geosched.console.kinds import report_columns
+    from geosched.console.lists import report_columns
     from geosched.console.output import columns_table
     if result.path is not None:
         render.out.print(f"wrote {result.path}", markup=False)

@@ -22,7 +22,7 @@ from typing import Any
 
 import platformdirs
 
-from geosched.console import settings
+from geosched import settings
 from geosched.core.errors import OutputError
 from geosched.core.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 from geosched.files import writes

@@ -33,6 +33,7 @@ from geosched.providers import journal, lifecycle
 from geosched.providers.base import Provider
 from geosched.providers.failover import Ttls
 from geosched.providers.gang import ProvisionSettings, provision, resume
+from geosched.providers.journal import read_request, request_json
 from geosched.providers.lifecycle import LifecycleSettings
 from geosched.providers.plan import GangRequest, PricingMode
 from geosched.store.db import Store
@@ -126,7 +127,8 @@ def providers_for(names: tuple[str, ...], env: dict[str, str]) -> dict[str, Prov
 def child(home: str, env: dict[str, str], plan_doc: dict[str, Any]) -> None:
     """The provisioning process under test (runs in a forked child; may be SIGKILLed anywhere)."""
     os.environ.update(env)
-    request = GangRequest.from_dict(plan_doc["request"])
+    request = read_request(plan_doc["request"], "plan", plan_doc["gang"])
+    assert request is not None
     with Store(Path(home)) as store:
         result = provision(request, providers_for(request.providers, env), store, settings(), gang=plan_doc["gang"])
     Path(home, "result.json").write_text(json.dumps({"ok": result.ok, "calls": result.api_calls}))
@@ -200,7 +202,7 @@ def run_one(emu: Emulators, plan: RunPlan, workdir: Path, mp: Any) -> RunOutcome
     emu.proxy.log.clear()
     emu.gce.log.clear()
     env = emu.env()
-    proc = mp.Process(target=child, args=(str(home), env, {"gang": plan.gang, "request": request.to_dict()}))
+    proc = mp.Process(target=child, args=(str(home), env, {"gang": plan.gang, "request": request_json(request)}))
     child_started = time.monotonic()
     killed = run_killable(proc, plan.kill_after_s, 60.0)
     child_seconds = time.monotonic() - child_started

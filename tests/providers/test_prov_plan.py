@@ -19,6 +19,7 @@ from geosched.providers.base import (
     redact,
 )
 from geosched.providers.failover import Ttls, blocks_for, retry_in_place
+from geosched.providers.journal import read_request, request_json
 from geosched.providers.plan import Block, GangRequest, PricingMode, build_plan
 from geosched.providers.retry import call
 from tests.clock import FakeClock
@@ -71,7 +72,7 @@ def test_blocks_skip_candidates_and_say_why() -> None:
 def test_request_round_trips_through_its_document() -> None:
     request = GangRequest("H100", 8, 16, PricingMode.AUTO, ("aws",), ("us-east-1",), (), ("p5.48xlarge",),
                           Weights(0.0, 0.5, 2.0))
-    assert GangRequest.from_dict(request.to_dict()) == request
+    assert read_request(request_json(request), "store", "g") == request
 
 
 CANDIDATE = build_plan(GangRequest("A100", 8, 2), [offer("z-a", 10.0)], catalog.regions(),

@@ -16,7 +16,7 @@ from report_support import T0, H, price, used
 from typer.testing import CliRunner
 
 from geosched.console import render
-from geosched.console.kinds import report_columns
+from geosched.console.lists import report_columns
 from geosched.core.errors import GeoschedError, InputError
 from geosched.report.cli import make_app
 from geosched.report.report import report

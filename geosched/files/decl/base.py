@@ -210,6 +210,32 @@ class OutputDocument(Declared):
         return validate(cls, body, source, "", {WRITTEN: True})
 
 
+class Record(Declared):
+    """A record geosched keeps for itself as JSON in its store (a gang's journalled request), not a file: no
+    apiVersion or kind. Declared like a document all the same, so what is written and read back is one model, its
+    schema is generated (docs/schemas), and a damaged row is one line naming where it is, the field and why."""
+
+    KIND: ClassVar[str]
+    DESCRIPTION: ClassVar[str]
+
+    @classmethod
+    def read(cls, data: Any, source: str, path: str = "") -> Self:
+        return validate(cls, data, source, path)
+
+    @classmethod
+    def schema_document(cls) -> dict[str, Any]:
+        body = _untitled(cls.model_json_schema(by_alias=True, mode="validation"))
+        body.pop("title", None)
+        body.pop("description", None)
+        return {
+            "$schema": SCHEMA_DIALECT,
+            "$id": SCHEMA_ID.format(kind=cls.KIND),
+            "title": cls.KIND,
+            "description": cls.DESCRIPTION,
+            **body,
+        }
+
+
 def kind_schema(
     model: type[BaseModel], kind: str, description: str, extra: Mapping[str, Any], *, written: bool
 ) -> dict[str, Any]:

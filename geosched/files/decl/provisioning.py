@@ -73,7 +73,7 @@ class ProvisionPlanDoc(OutputDocument):
 
 
 class Attempt(Declared):
-    """One launch attempt: what was tried and why it failed (the columns of geosched.console.kinds.ATTEMPTS)."""
+    """One launch attempt: what was tried and why it failed (the columns of geosched.console.lists.ATTEMPTS)."""
 
     seq: int
     provider: str

@@ -1,7 +1,7 @@
 """CostReport and CarbonReport: what `geosched report cost|carbon -o json|yaml` prints: rows by the grouping,
 totals, the prices used, baselines (METHODOLOGY.md). Declared for the shape and the schema, and what writes them
 (geosched.report.formats builds the rows, geosched.report.report the document); the rows' keys are the table's
-columns too (geosched.console.kinds.report_columns, a test compares them)."""
+columns too (geosched.console.lists.report_columns, a test compares them)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Settings: what `geosched config show -o json|yaml` prints (every setting, its value and where it came from). The
-settings themselves are declared in geosched.console.settings_model; this is the printed document's shape."""
+settings themselves are declared in geosched.settings.model; this is the printed document's shape."""
 
 from __future__ import annotations
 

@@ -19,14 +19,14 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from geosched import settings as settings_table
 from geosched.clouds import gcp as gcp_cloud
-from geosched.console import settings as settings_table
-from geosched.console.settings import environ
 from geosched.providers.base import AuthError, Budget, ProviderError, StallError, TransientError, UnsupportedError
 from geosched.providers.nodegroups import backend, gkespec
 from geosched.providers.nodegroups.backend import InUse, Pool, RecordBlock, RefusedRequest, Target
 from geosched.providers.nodegroups.gkespec import Cluster
 from geosched.providers.plan import Plan, Skipped
+from geosched.settings import environ
 
 T = TypeVar("T")
 # The settings geosched.clouds.gcp declares, read here from the environment (with the config file's values).

@@ -1,6 +1,6 @@
 """Every setting's type, default, help and check, declared once as a pydantic-settings model (`Values`): one field per
 setting, named as its config file key with `_` for the dot (`weights.cost` is `weights_cost`), read from its
-environment variable by alias. geosched.console.setting_names holds the names (key, variable, option) the CLI binds
+environment variable by alias. geosched.settings.names holds the names (key, variable, option) the CLI binds
 on `-h`, which must not import pydantic (tests/test_cli_startup.py); this module is imported when a value is read.
 
 The checks are the functions below (each raises ValueError with the reason, which becomes the one line naming the file
@@ -25,13 +25,13 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from geosched import clouds
-from geosched.console.setting_names import BY_KEY
 from geosched.core.errors import InputError
 from geosched.core.models import Weights as CoreWeights
 from geosched.files import gate
 from geosched.files.access import SSH_USER_RE, parse_admin_cidrs
 from geosched.files.fields import describe
 from geosched.policies import DEFAULT_POLICY
+from geosched.settings.names import BY_KEY
 
 # The output formats some command offers; `output` is refused in the file only when no command offers it.
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "csv", "md", "html")
@@ -136,7 +136,7 @@ Flag = Annotated[bool, BeforeValidator(flag)]
 
 
 def setting(key: str, help: str, default: Any = None) -> Any:
-    """The field of the setting `key`: its variable as geosched.console.settings names it (the alias pydantic-settings
+    """The field of the setting `key`: its variable as geosched.settings names it (the alias pydantic-settings
     reads), its help (docs/settings.md, the schema) and its default."""
     return Field(default, validation_alias=BY_KEY[key].env, description=help)
 

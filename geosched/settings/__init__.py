@@ -1,5 +1,5 @@
 """Every setting of geosched by name: its key in the config file, its environment variable and the CLI option it
-gives a default to. Its type, default, help and check are declared once in geosched.console.settings_model (a
+gives a default to. Its type, default, help and check are declared once in geosched.settings.model (a
 pydantic-settings model, imported when a value is first read: `geosched -h` binds the names without pydantic);
 docs/settings.md is generated from both by `python -m geosched.cli.clidoc`.
 
@@ -29,7 +29,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from geosched.console.setting_names import (
+from geosched.core.errors import InputError
+from geosched.files import gate
+from geosched.files.fields import describe_document
+from geosched.settings.names import (
     ADMIN_CIDRS,
     BY_KEY,
     HOME,
@@ -44,11 +47,8 @@ from geosched.console.setting_names import (
     Setting,
     of_cloud,
 )
-from geosched.core.errors import InputError
-from geosched.files import gate
-from geosched.files.fields import describe_document
 
-# The names are declared in geosched.console.setting_names and read here as `settings.HOME` etc., as before the
+# The names are declared in geosched.settings.names and read here as `settings.HOME` etc., as before the
 # split (that module is apart so that settings_model, which this module imports, need not import this one).
 __all__ = ["ADMIN_CIDRS", "BY_KEY", "HOME", "INPUT_LIMITS", "INVENTORY", "OUTPUT", "POLICY", "SETTINGS",
            "SSH_PUBLIC_KEY", "SSH_USER", "TERRAFORM_OUTPUT", "Setting", "of_cloud"]
@@ -58,14 +58,14 @@ CONFIG_NAME = "config.yaml"
 
 
 def default_of(setting: Setting) -> Any:
-    """The setting's built-in default, as geosched.console.settings_model declares it (imports pydantic)."""
-    from geosched.console import settings_model
+    """The setting's built-in default, as geosched.settings.model declares it (imports pydantic)."""
+    from geosched.settings import model as settings_model
 
     return settings_model.field(setting.key).default
 
 
 def help_of(setting: Setting) -> str:
-    from geosched.console import settings_model
+    from geosched.settings import model as settings_model
 
     return settings_model.field(setting.key).description or ""
 
@@ -116,7 +116,7 @@ def parse_file(content: str, source: str) -> dict[str, Any]:
         return {}
     if not isinstance(doc, dict):
         raise InputError(source, "", f"expected a mapping of settings, got {type(doc).__name__}")
-    from geosched.console.settings_model import check, did_you_mean
+    from geosched.settings.model import check, did_you_mean
 
     out: dict[str, Any] = {}
     for key, value in _flatten(doc, source):
@@ -154,7 +154,7 @@ def from_environment(setting: Setting, env: Mapping[str, str]) -> Any:
     raw = env.get(setting.env, "")
     if not raw.strip():
         return None
-    from geosched.console.settings_model import check
+    from geosched.settings.model import check
 
     return check(setting.key, raw, setting.env, "")
 

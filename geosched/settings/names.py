@@ -1,7 +1,7 @@
 """Every setting of geosched by name: its key in the config file, its environment variable and the CLI option it
-gives a default to. Data only, without pydantic: `geosched -h` binds these names (geosched.console.settings.bind)
+gives a default to. Data only, without pydantic: `geosched -h` binds these names (geosched.settings.bind)
 and imports no declaration. The type, default, help and check of each are declared in
-geosched.console.settings_model, which reads its variable names from here; geosched.console.settings reads a
+geosched.settings.model, which reads its variable names from here; geosched.settings reads a
 value through both. Kept apart from both so neither imports the other's importer (no module cycle).
 """
 
