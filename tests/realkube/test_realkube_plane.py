@@ -54,7 +54,8 @@ def test_the_nodes_are_ready_with_the_labels_and_taints_they_were_registered_wit
 
 
 def test_a_job_runs_on_kwok_nodes_placed_by_kube_scheduler_and_goes_with_its_namespace(realkube: Plane) -> None:
-    with realkube.namespace("plane-smoke", clusters=(EKS,)) as ns, realkube.kube(EKS) as kube:
+    # pods_first=False: the pods are left for the real namespace controller to delete (the test's last line).
+    with realkube.namespace("plane-smoke", clusters=(EKS,), pods_first=False) as ns, realkube.kube(EKS) as kube:
         kube.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body={
             "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "smoke"},
             "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {
