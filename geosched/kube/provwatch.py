@@ -126,29 +126,29 @@ def find_requests(kube: Kube, namespace: str, job: Mapping[str, Any], request_na
     # yet: waiting would run out the zone's whole deadline (an hour) and then ask the next zone for what was
     # withdrawn on purpose. `RequestGone`, one line.
     if request_name is not None:
-        found = _asked(kube, f"reading ProvisioningRequest {request_name} in namespace {namespace}",
+        found = asked(kube, f"reading ProvisioningRequest {request_name} in namespace {namespace}",
                        lambda: kube.get(f"{path}/{request_name}"), WatchFailed)
         if found is None:
             raise RequestGone(f"{kube.name}: ProvisioningRequest {request_name} in namespace {namespace} was "
                               "deleted while it was watched")
         return [found]
     what = f"{job['kind']} {job['metadata']['name']} in namespace {namespace}"
-    resource = _asked(kube, f"reading {what}", lambda: kube.resource(str(job["apiVersion"]), str(job["kind"])),
+    resource = asked(kube, f"reading {what}", lambda: kube.resource(str(job["apiVersion"]), str(job["kind"])),
                       WatchFailed)
     if resource is None:
         return []
-    live = _asked(kube, f"reading {what}", lambda: kube.get(resource.path(namespace, str(job["metadata"]["name"]))),
+    live = asked(kube, f"reading {what}", lambda: kube.get(resource.path(namespace, str(job["metadata"]["name"]))),
                   WatchFailed)
     if live is None:
         raise RequestGone(f"{kube.name}: {job['kind']} {job['metadata']['name']} in namespace {namespace} was "
                           "deleted while its ProvisioningRequest was watched")
     job_uid = {str(live["metadata"].get("uid"))}
-    listed = _asked(kube, f"listing Kueue's Workloads in namespace {namespace}",
+    listed = asked(kube, f"listing Kueue's Workloads in namespace {namespace}",
                     lambda: kube.list_all(WORKLOADS.format(ns=namespace))[0], WatchFailed)
     workloads = {str(w["metadata"].get("uid")) for w in listed if _owned_by(w, job_uid)}
     if not workloads:
         return []
-    requests = _asked(kube, f"listing ProvisioningRequests in namespace {namespace}", lambda: kube.list_all(path)[0],
+    requests = asked(kube, f"listing ProvisioningRequests in namespace {namespace}", lambda: kube.list_all(path)[0],
                       WatchFailed)
     return [r for r in requests if _owned_by(r, workloads)]
 
@@ -179,11 +179,11 @@ def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Seque
     paths: list[str] = []
     for path in _withdrawn(kube, manifests, namespace):
         paths.append(path)
-        _asked(kube, f"deleting {_named(path)}", partial(_delete, kube, path), WithdrawFailed)
+        asked(kube, f"deleting {_named(path)}", partial(_delete, kube, path), WithdrawFailed)
     paths += [f"{REQUESTS.format(ns=namespace)}/{name}" for name in requests]
     start = clock()
     while True:
-        left = [_named(p) for p in paths if _asked(kube, f"reading {_named(p)}", partial(kube.get, p),
+        left = [_named(p) for p in paths if asked(kube, f"reading {_named(p)}", partial(kube.get, p),
                                                    WithdrawFailed) is not None]
         if not left:
             return
@@ -200,7 +200,7 @@ def already_there(kube: Kube, manifests: Sequence[Mapping[str, Any]], *, namespa
     over, a request's old conditions would be read as this zone's answer (its spec is immutable, so the apply leaves
     it and its status as they were), and a refusal would delete what geosched did not create."""
     return [_named(p) for p in reversed(_withdrawn(kube, manifests, namespace))
-            if _asked(kube, f"reading {_named(p)}", partial(kube.get, p), WatchFailed) is not None]
+            if asked(kube, f"reading {_named(p)}", partial(kube.get, p), WatchFailed) is not None]
 
 
 def _withdrawn(kube: Kube, manifests: Sequence[Mapping[str, Any]], namespace: str) -> list[str]:
@@ -235,7 +235,7 @@ def _delete(kube: Kube, path: str) -> None:
 T = TypeVar("T")
 
 
-def _asked(kube: Kube, what: str, call: Callable[[], T], failure: type[GeoschedError]) -> T:
+def asked(kube: Kube, what: str, call: Callable[[], T], failure: type[GeoschedError]) -> T:
     """One request of the watch or the withdrawal, asked again while it fails transiently (429 after its
     Retry-After, 5xx, a dropped connection: the client's `with_retries`), since one blip would otherwise end an
     hour's wait and give up the request's place in the autoscaler's queue; what still fails is `failure`, one line

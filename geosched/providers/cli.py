@@ -848,13 +848,14 @@ def down_cmd(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Terminate every machine of a gang, including what a crashed or stalled launch left behind; for a node group
-    gang, delete the node groups geosched created (by journal and tags) and nothing else.
+    gang, delete the node groups geosched created (by journal and tags) and nothing else; for a gang `up
+    --provisioning-class` queued, delete its job (and request) and wait until the autoscaler's nodes are gone.
 
     Each call and each instance or node group deleted is logged to HOME/logs/down-GANG-TIME.log."""
     from geosched.console import kinds, render
     from geosched.console.output import emit_list
     from geosched.core.errors import InputError
-    from geosched.providers import journal, lifecycle
+    from geosched.providers import journal, lifecycle, provreqs
     from geosched.providers.nodegroups import journal as nodegroup_journal
     from geosched.store.db import Store
     if (gang is None) == (not all_gangs):
@@ -885,6 +886,15 @@ def down_cmd(
         with _provision_log(ctx, gang or "all", False, output, verb="down"):
             providers = _lifecycle_providers(ctx, store, targets, inventory)
             for target in targets:
+                if provreqs.is_request_gang(store, target):
+                    # Queued through a ProvisioningRequest (`up --provisioning-class`): the job is deleted and the
+                    # nodes the autoscaler made for it are charged until seen gone. Imported here: the kube client.
+                    from geosched.providers import provreqdown
+
+                    taken = provreqdown.take_down(store, target)
+                    rows.append({"gang": target, "state": taken.state, "terminated": taken.closed,
+                                 "api_calls": 0, "errors": [plain(e) for e in taken.errors]})
+                    continue
                 if nodegroup_journal.is_nodegroup_gang(store, target):
                     # A node group gang: its groups are deleted (`terminated` counts groups). Imported here: the
                     # EKS client needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
