@@ -214,9 +214,13 @@ def _record(store: Store, zone: Zone, a: AttemptRecord, manifests: Sequence[dict
     objects = [provreqs.ObjectRef(str(m["apiVersion"]), str(m["kind"]), str(m["metadata"]["name"]),
                                   str((m.get("metadata") or {}).get("namespace") or zone.namespace))
                for m in manifests if provreq.identity(m) not in zone.kept and m["kind"] not in provwatch.QUEUE_KINDS]
+    # Kueue's queue objects: cluster-scoped but the LocalQueue, which is in the job's namespace.
+    queue = [provreqs.ObjectRef(str(m["apiVersion"]), str(m["kind"]), str(m["metadata"]["name"]),
+                                zone.namespace if m["kind"] == "LocalQueue" else None)
+             for m in manifests if m["kind"] in provwatch.QUEUE_KINDS]
     return provreqs.record(store, a.gang, a.id, cluster=zone.cluster, context=zone.context,
                            kubeconfig=zone.kubeconfig, namespace=zone.namespace, objects=objects,
-                           requests=sorted(seen))
+                           requests=sorted(seen), queue=queue)
 
 
 def _charge(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, row: provreqs.RequestRecord,

@@ -892,6 +892,8 @@ def down_cmd(
                     from geosched.providers import provreqdown
 
                     taken = provreqdown.take_down(store, target)
+                    for line in taken.queue:
+                        render.err.print(f"{target}: {line}", markup=False, highlight=False, soft_wrap=True)
                     rows.append({"gang": target, "state": taken.state, "terminated": taken.closed,
                                  "api_calls": 0, "errors": [plain(e) for e in taken.errors]})
                     continue

@@ -39,6 +39,7 @@ class Down:
     deleted: int  # objects geosched applied that were deleted (or found gone)
     closed: int  # ledger rows of nodes closed
     errors: tuple[str, ...]
+    queue: tuple[str, ...] = ()  # what was done with the gang's Kueue queue objects, a line each
 
 
 def connect(row: provreqs.RequestRecord) -> Kube:
@@ -57,6 +58,7 @@ def take_down(store: Store, gang: str, open_kube: Callable[[provreqs.RequestReco
     journal.set_gang(store, gang, "terminating")
     deleted = closed = 0
     errors: list[str] = []
+    queue: list[str] = []
     for row in provreqs.requests_of(store, gang):
         if row.state == "deleted":
             continue
@@ -66,6 +68,7 @@ def take_down(store: Store, gang: str, open_kube: Callable[[provreqs.RequestReco
                                    namespace=row.namespace, timeout_s=settings.withdraw_s,
                                    poll_s=min(settings.poll_s, 1.0), clock=settings.clock, sleep=settings.sleep)
                 deleted += len(row.objects)
+                queue += _remove_queue(store, kube, row)
                 closed += _wait_gone(store, kube, row, settings)
         except Exception as exc:
             why = (str(exc) if isinstance(exc, GeoschedError) else
@@ -84,7 +87,31 @@ def take_down(store: Store, gang: str, open_kube: Callable[[provreqs.RequestReco
     state = "terminating" if errors else "terminated"
     journal.set_gang(store, gang, state, message="; ".join(errors) if errors else
                      f"the job and its requests deleted; {closed} node(s) the autoscaler made seen gone")
-    return Down(state, deleted, closed, tuple(errors))
+    return Down(state, deleted, closed, tuple(errors), tuple(queue))
+
+
+def _remove_queue(store: Store, kube: Kube, row: provreqs.RequestRecord) -> list[str]:
+    """Remove the Kueue queue objects geosched applied for the gang (`provwatch.remove_queue`: only objects geosched
+    alone made and kept, only while no Workload queues on them) unless another gang of this store, not taken down,
+    went through them; and the pre-stop-34 `geosched-provisioning` objects of the gang's namespace on the same
+    terms. What was done, a line each (nothing where there was nothing)."""
+    lines: list[str] = []
+    if row.queue:
+        others = provreqs.queue_in_use(store, row)
+        if others:
+            lines.append(f"Kueue's queue objects of {row.cluster} kept: gang {others[0]} uses them")
+        else:
+            lines += _said(row.cluster, provwatch.remove_queue(
+                kube, [(o.api_version, o.kind, o.name, o.namespace) for o in row.queue]))
+    lines += _said(row.cluster, provwatch.remove_queue(kube, provwatch.legacy_queue(row.namespace)))
+    return lines
+
+
+def _said(cluster: str, outcome: tuple[list[str], str | None]) -> list[str]:
+    removed, kept = outcome
+    if removed:
+        return [f"removed from {cluster} (geosched made them, no gang queues on them): {', '.join(removed)}"]
+    return [f"{cluster}: {kept}"] if kept else []
 
 
 def _wait_gone(store: Store, kube: Kube, row: provreqs.RequestRecord, settings: DownSettings) -> int:

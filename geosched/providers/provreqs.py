@@ -38,8 +38,8 @@ from typing import Any
 from geosched.store import usage
 from geosched.store.db import Store
 
-_COLUMNS = ("id, gang, attempt, cluster, context, kubeconfig, namespace, objects, requests, nodes, state, created_at, "
-            "updated_at")
+_COLUMNS = ("id, gang, attempt, cluster, context, kubeconfig, namespace, objects, requests, nodes, queue, state, "
+            "created_at, updated_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,23 +77,24 @@ class RequestRecord:
     objects: tuple[ObjectRef, ...]
     requests: tuple[str, ...]
     nodes: tuple[ChargedNode, ...]
+    queue: tuple[ObjectRef, ...]  # Kueue's objects applied for the gang (none without Kueue)
     state: str
     created_at: float
     updated_at: float
 
 
 def record(store: Store, gang: str, attempt: int, *, cluster: str, context: str, kubeconfig: str | None,
-           namespace: str, objects: Sequence[ObjectRef], requests: Sequence[str]) -> RequestRecord:
+           namespace: str, objects: Sequence[ObjectRef], requests: Sequence[str],
+           queue: Sequence[ObjectRef] = ()) -> RequestRecord:
     """Journal a gang's Provisioned request, before its nodes are looked for (a crash then leaves `down` what to
     delete)."""
     now = time.time()
     with store.transaction() as db:
         cur = db.execute(
             "INSERT INTO prov_requests (gang, attempt, cluster, context, kubeconfig, namespace, objects, requests, "
-            "state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'provisioned', ?, ?)",
-            (gang, attempt, cluster, context, kubeconfig, namespace,
-             json.dumps([[o.api_version, o.kind, o.name, o.namespace] for o in objects]), json.dumps(list(requests)),
-             now, now))
+            "queue, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioned', ?, ?)",
+            (gang, attempt, cluster, context, kubeconfig, namespace, _refs(objects), json.dumps(list(requests)),
+             _refs(queue), now, now))
         row_id = int(cur.lastrowid or 0)
     found = request(store, row_id)
     assert found is not None
@@ -150,6 +151,15 @@ def requests_of(store: Store, gang: str) -> list[RequestRecord]:
                                                  (gang,))]
 
 
+def queue_in_use(store: Store, row: RequestRecord) -> list[str]:
+    """The other gangs of this store, not taken down, whose request went through one of `row`'s queue objects (same
+    cluster, kind and name)."""
+    mine = {(o.kind, o.name) for o in row.queue}
+    return sorted({r.gang for r in map(_record, store.db.execute(
+        f"SELECT {_COLUMNS} FROM prov_requests WHERE state = 'provisioned' AND gang != ? AND cluster = ?",
+        (row.gang, row.cluster))) if mine & {(o.kind, o.name) for o in r.queue}})
+
+
 def is_request_gang(store: Store, gang: str) -> bool:
     return store.db.execute("SELECT 1 FROM prov_requests WHERE gang = ? LIMIT 1", (gang,)).fetchone() is not None
 
@@ -157,8 +167,15 @@ def is_request_gang(store: Store, gang: str) -> bool:
 def _record(row: tuple[Any, ...]) -> RequestRecord:
     return RequestRecord(
         id=row[0], gang=row[1], attempt=row[2], cluster=row[3], context=row[4], kubeconfig=row[5], namespace=row[6],
-        objects=tuple(ObjectRef(str(a), str(k), str(n), None if ns is None else str(ns))
-                      for a, k, n, ns in json.loads(row[7])),
+        objects=_objects(row[7]),
         requests=tuple(str(r) for r in json.loads(row[8])),
         nodes=tuple(ChargedNode(str(n), str(u)) for n, u in json.loads(row[9])),
-        state=row[10], created_at=row[11], updated_at=row[12])
+        queue=_objects(row[10]), state=row[11], created_at=row[12], updated_at=row[13])
+
+
+def _refs(objects: Sequence[ObjectRef]) -> str:
+    return json.dumps([[o.api_version, o.kind, o.name, o.namespace] for o in objects])
+
+
+def _objects(text: str) -> tuple[ObjectRef, ...]:
+    return tuple(ObjectRef(str(a), str(k), str(n), None if ns is None else str(ns)) for a, k, n, ns in json.loads(text))

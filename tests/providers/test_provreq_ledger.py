@@ -22,20 +22,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from geosched.cli import provfailover
 from geosched.core import catalog
 from geosched.core.models import Pricing
-from geosched.kube import keys, provnodes, provreq
-from geosched.kube.client import Kube
+from geosched.kube import keys, provnodes, provreq, provwatch
+from geosched.kube.client import KUBE_RETRY, Kube
 from geosched.kube.jobinput import read_job_file
 from geosched.kube.kinds.base import when
+from geosched.kube.submit import apply_object
 from geosched.providers import journal, provreqdown, provreqs
 from geosched.providers.plan import Candidate, GangRequest, PricingMode
 from geosched.report.ledger import ledger_intervals
 from geosched.report.report import report
 from geosched.store.db import Store
 from tests.clock import FakeClock
+from tests.kube.kube_support import DATA
 from tests.kubeemu import MultiCluster
 from tests.kubeemu.cluster import node_manifest
 
@@ -47,6 +50,9 @@ PROVISIONED = {"type": "Provisioned", "status": "True", "reason": "CapacityIsPro
                "observedGeneration": 1}
 GANG = GangRequest("H100", 8, 2, PricingMode.ON_DEMAND, ("aws",), ("us-east-1",))
 HOUR_S = 3600.0
+# The catalog's p5.48xlarge on-demand offering in us-east-1.
+CANDIDATE = Candidate("aws", "us-east-1", ZONE_ID, "p5.48xlarge", "H100", 8, 192.0, Pricing.ON_DEMAND, 98.32,
+                      2 * 98.32, None)
 
 
 @pytest.fixture
@@ -63,10 +69,7 @@ def zone(tmp_path: Path) -> provfailover.Zone:
     job = read_job_file(path)
     pin = provreq.Target(zone=ZONE, gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
                          class_name=provreq.BEST_EFFORT_ATOMIC, tolerations=(provreq.EKS_GPU_TAINT,))
-    # The catalog's p5.48xlarge on-demand offering in us-east-1.
-    candidate = Candidate("aws", "us-east-1", ZONE_ID, "p5.48xlarge", "H100", 8, 192.0, Pricing.ON_DEMAND, 98.32,
-                          2 * 98.32, None)
-    return provfailover.Zone(candidate, f"{ZONE} ({ZONE_ID})", partial(provreq.render_request, job, pin, namespace=NS),
+    return provfailover.Zone(CANDIDATE, f"{ZONE} ({ZONE_ID})", partial(provreq.render_request, job, pin, namespace=NS),
                              cluster="cluster-a", context="cluster-a", namespace=NS)
 
 
@@ -238,3 +241,152 @@ def test_a_node_is_charged_at_its_own_machine_market_and_gpus() -> None:
         "a3-megagpu-8g", 4, Pricing.ON_DEMAND)
     assert provnodes.node_usage({"metadata": {"name": "n"}}, job="t", provider="gcp", region="r", zone="z",
                                 cluster="c", gpu="H100", gpus=8, instance_type="x") is None
+
+
+# --- Kueue's queue objects at `down` (issue 26: they stayed after the last gang, and the single
+# `geosched-provisioning` set from before stop 34 was never removed) ---------------------------------------------
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+QUEUE_KINDS = {"ResourceFlavor": "resourceflavors", "ProvisioningRequestConfig": "provisioningrequestconfigs",
+               "AdmissionCheck": "admissionchecks", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}
+PIN = provreq.Target(zone=ZONE, gpu_label=keys.INSTANCE_TYPE, gpu_value="p5.48xlarge",
+                     class_name=provreq.BEST_EFFORT_ATOMIC)
+
+
+def with_kueue(cluster: MultiCluster) -> Any:
+    # Kueue v0.17.0's ProvisioningRequestConfig CRD (tests/kube/data/crds): the emulator's catalog has the others.
+    api = cluster["cluster-a"]
+    api.register_crd(yaml.safe_load((DATA / "crds" / "kueue.x-k8s.io_provisioningrequestconfigs.yaml").read_text(
+        encoding="utf-8")))
+    return api
+
+
+def applied_queue(cluster: MultiCluster, name: str | None = None) -> list[dict[str, Any]]:
+    """The gang's queue objects applied as `up` applies them (server-side apply, geosched's field manager); `name`:
+    under that one name instead (the pre-stop-34 set)."""
+    objects = provreq.queue_objects(PIN, provreq.queue_name(PIN, NS), NS, {"nvidia.com/gpu": 16})
+    if name is not None:
+        for o in objects:
+            o["metadata"]["name"] = name
+        objects[3]["spec"]["resourceGroups"][0]["flavors"][0]["name"] = name
+        objects[3]["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["name"] = name
+        objects[2]["spec"]["parameters"]["name"] = name
+        objects[4]["spec"]["clusterQueue"] = name
+    with Kube.open("cluster-a", cluster.kubeconfig) as kube:
+        for o in objects:
+            apply_object(kube, o, default_namespace=NS, retry=KUBE_RETRY)
+    return objects
+
+
+def queued(store: Store, gang: str, objects: list[dict[str, Any]]) -> provreqs.RequestRecord:
+    """A gang's journal as `up` leaves it once its request is Provisioned (no node charged: none bound)."""
+    journal.create_gang(store, gang, journal.owner(store), GANG)
+    a = journal.start_attempt(store, gang, CANDIDATE)
+    journal.finish_attempt(store, a.id, "launched")
+    journal.set_gang(store, gang, "ready", attempt=a.id)
+    return provreqs.record(store, gang, a.id, cluster="cluster-a", context="cluster-a", kubeconfig=None,
+                           namespace=NS, objects=(), requests=(), queue=[provreqs.ObjectRef(
+                               o["apiVersion"], o["kind"], o["metadata"]["name"],
+                               NS if o["kind"] == "LocalQueue" else None) for o in objects])
+
+
+def left_queue(api: Any) -> list[str]:
+    return sorted(f"{kind} {o['metadata']['name']}" for kind, plural in QUEUE_KINDS.items()
+                  for o in api.list(f"{KUEUE}/{plural}", NS if kind == "LocalQueue" else None))
+
+
+def down(store: Store, cluster: MultiCluster, gang: str) -> provreqdown.Down:
+    clock = FakeClock()
+    return provreqdown.take_down(store, gang, lambda row: Kube.open(row.context, cluster.kubeconfig,
+                                                                    name=row.cluster),
+                                 settings=provreqdown.DownSettings(release_s=10, clock=clock, sleep=clock.sleep))
+
+
+def test_down_of_the_last_gang_removes_the_queue_objects_geosched_made_and_says_so(
+        cluster: MultiCluster, store: Store) -> None:
+    api = with_kueue(cluster)
+    objects = applied_queue(cluster)
+    queued(store, "g1", objects)
+    queued(store, "g2", objects)
+    # g2 still uses them: kept, and said.
+    first = down(store, cluster, "g1")
+    assert first.state == "terminated"
+    assert first.queue == ("Kueue's queue objects of cluster-a kept: gang g2 uses them",)
+    assert len(left_queue(api)) == 5
+    last = down(store, cluster, "g2")
+    name = provreq.queue_name(PIN, NS)
+    assert last.queue == (f"removed from cluster-a (geosched made them, no gang queues on them): LocalQueue {name}, "
+                          f"ClusterQueue {name}, AdmissionCheck {name}, ProvisioningRequestConfig {name}, "
+                          f"ResourceFlavor {name}",)
+    assert left_queue(api) == []
+
+
+def test_a_queue_the_owner_changed_or_a_workload_still_uses_is_kept(cluster: MultiCluster, store: Store) -> None:
+    api = with_kueue(cluster)
+    objects = applied_queue(cluster)
+    name = provreq.queue_name(PIN, NS)
+    # Another store's gang (or any Workload) queued on the LocalQueue: kept.
+    api.create({"apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": "job-eval-1a2b3", "namespace": NS},
+                "spec": {"queueName": name, "podSets": [{"name": "main", "count": 1, "template": {
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}]}})
+    queued(store, "g1", objects)
+    assert down(store, cluster, "g1").queue == (
+        f"cluster-a: Workload job-eval-1a2b3 in namespace {NS} queues on LocalQueue {name}, ClusterQueue {name}, "
+        f"AdmissionCheck {name}, ProvisioningRequestConfig {name}, ResourceFlavor {name}: kept",)
+    api.delete(f"{KUEUE}/workloads", "job-eval-1a2b3", NS)
+    # The cluster owner raised the quota with kubectl: the set is the owner's queue now, never deleted.
+    api.apply({"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name},
+               "spec": {"resourceGroups": objects[3]["spec"]["resourceGroups"]}}, field_manager="kubectl")
+    queued(store, "g2", objects)
+    [line] = down(store, cluster, "g2").queue
+    assert line.startswith(f"cluster-a: ClusterQueue {name} was made or changed by kubectl: kept, with ")
+    assert len(left_queue(api)) == 5
+
+
+def test_the_single_queue_of_before_stop_34_is_removed_when_geosched_made_it_and_no_gang_uses_it(
+        cluster: MultiCluster, store: Store) -> None:
+    api = with_kueue(cluster)
+    applied_queue(cluster, provreq.DEFAULT_NAME)
+    queued(store, "g1", [])  # a gang without Kueue (--without-kueue) in the same namespace
+    [line] = down(store, cluster, "g1").queue
+    assert line.startswith("removed from cluster-a (geosched made them, no gang queues on them): LocalQueue "
+                           "geosched-provisioning, ClusterQueue geosched-provisioning")
+    assert left_queue(api) == []
+    # One the owner made under that name is not geosched's.
+    api.apply({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": provreq.DEFAULT_NAME},
+               "spec": {}}, field_manager="kubectl")
+    queued(store, "g2", [])
+    assert down(store, cluster, "g2").queue == (
+        "cluster-a: ResourceFlavor geosched-provisioning was made or changed by kubectl: kept, with ResourceFlavor "
+        "geosched-provisioning, as the owner's queue",)
+    assert left_queue(api) == ["ResourceFlavor geosched-provisioning"]
+
+
+def entry(manager: str, fields: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+    # metav1.ManagedFieldsEntry as the API server writes it (FieldsV1: {"f:spec": {"f:replicas": {}}}).
+    out = {"manager": manager, "operation": "Apply" if manager == "geosched" else "Update", "apiVersion": KUEUE,
+           "time": "2026-12-07T06:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields}
+    if subresource:
+        out["subresource"] = subresource
+    return out
+
+
+SPEC = {"f:spec": {"f:nodeLabels": {}}}
+FINALIZER = {"f:metadata": {"f:finalizers": {".": {}, 'v:"kueue.x-k8s.io/resource-in-use"': {}}}}
+
+
+@pytest.mark.parametrize(("entries", "ours"), [
+    ([entry("geosched", SPEC)], True),
+    # Kueue's controllers: the status, and the finalizer it holds an object in use by.
+    ([entry("geosched", SPEC), entry("kueue", {"f:status": {"f:conditions": {}}}, "status"),
+      entry("kueue", FINALIZER)], True),
+    # An owner's edit (kubectl edit, apply, patch): the object is the owner's too.
+    ([entry("geosched", SPEC), entry("kubectl-edit", {"f:spec": {"f:nodeLabels": {"f:team": {}}}})], False),
+    ([entry("kubectl", SPEC)], False),
+    # A finalizer and a label in one write is more than a controller's hold.
+    ([entry("geosched", SPEC), entry("kueue", {"f:metadata": {"f:finalizers": {}, "f:labels": {}}})], False),
+    ([], False),  # a server that keeps no managedFields: not known to be geosched's
+])
+def test_a_queue_object_is_geosched_s_only_when_no_one_but_controllers_wrote_it_besides(
+        entries: list[dict[str, Any]], ours: bool) -> None:
+    assert provwatch.owned({"metadata": {"name": "q", "managedFields": entries}}) is ours

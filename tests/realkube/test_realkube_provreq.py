@@ -138,6 +138,8 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
                 assert i.start == when(meta["creationTimestamp"]) and i.nodegroup
             # `down` deletes the job, so its Workload, the request Kueue owns with it, and so the request's nodes;
             # it closes each node's row once it sees the node gone.
+            managed = {p: (kube.get(f"{KUEUE}/{p}/{check_name}") or {}).get("metadata", {}).get("managedFields")
+                       for p in CLUSTER_SCOPED}
             down = geosched("down", "dws", "--yes", "-o", "json", home=tmp_path / "home", timeout=300)
             assert down.returncode == 0, down.stderr
             [gang] = yaml.safe_load(down.stdout)["items"]
@@ -145,6 +147,14 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
             assert not pods(kube, ns, job_pods_selector("train"))
             assert not kube.list_all(PROVREQS.format(ns=ns))[0]
             wait_until(lambda: not controller.made, 60, what="the request's nodes gone")
+            # The last gang through them gone, the Kueue objects geosched made for it go too (Kueue's finalizers
+            # let the ClusterQueue and its flavor go once nothing is admitted on them), and `down` says so.
+            assert f"removed from {GKE} (geosched made them, no gang queues on them): LocalQueue {check_name}, " \
+                   f"ClusterQueue {check_name}" in " ".join(down.stderr.split()), managed
+            for plural in CLUSTER_SCOPED:
+                wait_until(lambda p=plural: kube.get(f"{KUEUE}/{p}/{check_name}") is None, 60,
+                           what=f"{plural} {check_name} gone")
+            assert kube.get(f"{KUEUE}/namespaces/{ns}/localqueues/{check_name}") is None
             with Store(tmp_path / "home") as store:
                 closed = ledger_intervals(store)
             assert len(closed) == 8 and all(i.end is not None and i.end >= i.start for i in closed)
