@@ -1034,7 +1034,7 @@ def _gang_state(store: Store, g: journal.GangRecord) -> str:
 
 def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
     from geosched.console.output import rfc3339
-    from geosched.providers import journal, lifecycle
+    from geosched.providers import journal, lifecycle, provreqs
     from geosched.providers.nodegroups import journal as nodegroup_journal
     rows = journal.instances(store, gang=g.gang)
     chosen = journal.attempt(store, g.attempt) if g.attempt else None
@@ -1046,6 +1046,12 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
         nodes_up = sum(r.nodes for r in up)
         usd = sum(a.usd_per_hour or 0.0 for a in journal.attempts(store, g.gang) if a.id in {r.attempt for r in up})
         open_rows = len([r for r in groups if r.state in ("intent", "deleting")])
+    elif provreqs.is_request_gang(store, g.gang):
+        # Queued through a ProvisioningRequest: its nodes are those the autoscaler made, charged until seen gone.
+        charged = [n for r in provreqs.requests_of(store, g.gang) for n in provreqs.open_nodes(store, r)]
+        nodes_up = len(charged)
+        usd = (chosen.usd_per_hour or 0.0) * nodes_up / g.request.nodes if chosen and g.request else 0.0
+        open_rows = len([r for r in provreqs.requests_of(store, g.gang) if r.state != "deleted"])
     else:
         nodes_up, usd = len(billed), sum(r.usd_per_hour or 0.0 for r in billed)
         open_rows = len([r for r in rows if r.state in ("intent", "terminating")])

@@ -41,6 +41,7 @@ from tests.clock import FakeClock
 from tests.kube.kube_support import DATA
 from tests.kubeemu import MultiCluster
 from tests.kubeemu.cluster import node_manifest
+from tests.providers.test_prov_cli import run
 
 NS = "ml"
 PROVREQS = "autoscaling.x-k8s.io/v1/provisioningrequests"
@@ -153,6 +154,10 @@ def test_the_nodes_the_autoscaler_made_are_charged_from_their_registration_until
     assert [i.pricing for i in rows] == [Pricing.ON_DEMAND, Pricing.SPOT]
     assert said[-1] == (f"#1 {ZONE} ({ZONE_ID}): 2 node(s) the autoscaler made for the gang charged from their "
                         "registration until `geosched down g1` sees them gone")
+    # `status` counts them as the gang's nodes up (it said `degraded`, 0 up: it counted machines only).
+    status = run(tmp_path / "home", "status", "-o", "json")
+    [shown] = json.loads(status.output)["items"]
+    assert (shown["gang"], shown["state"], shown["nodes_up"], shown["nodes"]) == ("g1", "ready", 2, 2)
 
     # A report two hours on charges both nodes for the two hours, nothing having run on them (idle is charged).
     at = min(i.start for i in rows) + 2 * HOUR_S
