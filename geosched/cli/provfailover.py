@@ -14,8 +14,12 @@ For each zone of the plan the cluster holds (best first, as for a node group), i
 Kueue would retry a failed request itself, in the same zone (its ProvisioningRequestConfig's retryStrategy);
 geosched withdraws the job instead, because the zone is the choice that failed.
 
-The gang ends `terminated` either way: geosched holds nothing in the cloud (the nodes are the autoscaler's, and
-deleting the job releases them), so `down` has nothing to delete; the attempts stay as the record.
+Provisioned, the gang is `ready` and holds the nodes the autoscaler made for it: `up` waits until the request's
+pods are bound, and charges the nodes they run on that came up for the request in the usage ledger
+(providers/provreqs.py, kube/provnodes.py), idle time included, as a node group's are. `geosched down GANG`
+(providers/provreqdown.py) deletes the job (and, without Kueue, the request and its PodTemplates), waits until the
+autoscaler has removed those nodes and closes their rows as it sees each gone. A gang no zone provisioned ends
+`terminated`; the attempts stay as the record.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.core.errors import GeoschedError, one_line
-from geosched.kube import provreq, provwatch
+from geosched.kube import kinds, provnodes, provreq, provwatch
 from geosched.kube.client import KUBE_RETRY, Kube, with_retries
+from geosched.kube.kinds.base import when
 from geosched.kube.submit import Applied, apply_object
-from geosched.providers import journal
+from geosched.providers import journal, provreqs
 from geosched.providers.base import CapacityError, ProviderError, StallError
 from geosched.providers.failover import blocks_for, first_block
 from geosched.providers.journal import AttemptRecord
@@ -51,12 +56,16 @@ class Zone:
     namespace: str
     # Of the rendered objects, the job file's other documents (provreq.kept): applied, never withdrawn.
     kept: frozenset[tuple[str, str, str]] = frozenset()
+    kubeconfig: str | None = None  # the file `context` is in (None: the default), kept for `down`
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     timeout_s: float = 3600.0  # the autoscaler's own wait per zone (GKE's flex-start can take far longer)
     withdraw_s: float = 120.0
+    # How long the Provisioned request's pods may take to be bound before their nodes are charged: cluster-autoscaler
+    # books the request's nodes for 10 minutes (its FAQ, "ProvisioningRequest"), after which they may be scaled away.
+    bind_s: float = 600.0
     poll_s: float = 5.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
@@ -89,17 +98,20 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
         a = journal.start_attempt(store, gang, c)
         try:
             with open_kube(zone) as kube:
-                state, applied, manifests = _ask(store, kube, zone, a, gang, settings, say)
+                state, applied, manifests, seen = _ask(store, kube, zone, a, gang, settings, say)
+                if state is not None and not state.failed:
+                    journal.finish_attempt(store, a.id, "launched", message=state.line())
+                    journal.set_gang(store, gang, "ready", attempt=a.id, message=f"{state.line()} in {c.zone} of "
+                                     f"cluster {zone.cluster}; `geosched down {gang}` deletes the job (the "
+                                     "autoscaler then removes its nodes) and ends the nodes' charge once they are "
+                                     "gone")
+                    say(f"#{a.seq} {zone.where}: {state.line()}")
+                    row = _record(store, zone, a, manifests, seen)
+                    _charge(store, kube, zone, a, row, request, settings, say)
+                    return Queued(zone, state, tuple(applied), tuple(manifests))
         except BaseException as exc:
             _close(store, gang, a.id, exc)
             raise
-        if state is not None and not state.failed:
-            journal.finish_attempt(store, a.id, "launched", message=state.line())
-            journal.set_gang(store, gang, "terminated", attempt=a.id, message=f"{state.line()} in {c.zone} of "
-                             f"cluster {zone.cluster}; the nodes are the cluster autoscaler's: deleting the job "
-                             "releases them")
-            say(f"#{a.seq} {zone.where}: {state.line()}")
-            return Queued(zone, state, tuple(applied), tuple(manifests))
         error: ProviderError = (CapacityError(state.line(), code=state.condition) if state is not None else
                                 StallError(f"no outcome of the ProvisioningRequest after {settings.timeout_s:g} s"))
         journal.finish_attempt(store, a.id, "rolled-back", error,
@@ -119,9 +131,10 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
 
 
 def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, settings: Settings,
-         say: Callable[[str], None]) -> tuple[provwatch.RequestState | None, list[Applied], list[dict[str, Any]]]:
-    """Apply one zone's objects and watch its request: the outcome (None: the deadline), withdrawn from the
-    cluster unless Provisioned."""
+         say: Callable[[str], None]) -> tuple[provwatch.RequestState | None, list[Applied], list[dict[str, Any]],
+                                              set[str]]:
+    """Apply one zone's objects and watch its request: the outcome (None: the deadline), what was applied, the
+    manifests and the names of the requests seen; withdrawn from the cluster unless Provisioned."""
     c, namespace = zone.candidate, zone.namespace
     manifests = zone.render()
     # What a refusal withdraws, and so what must be new before it is applied: all but the file's other documents.
@@ -191,7 +204,65 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
             if interrupted:  # an error is its own line; an interrupt is said here
                 say(f"interrupted while withdrawing from {zone.where}: {where} may be left; {how}")
             raise
-    return state, applied, manifests
+    return state, applied, manifests, seen
+
+
+def _record(store: Store, zone: Zone, a: AttemptRecord, manifests: Sequence[dict[str, Any]],
+            seen: set[str]) -> provreqs.RequestRecord:
+    """Journal what was applied for the Provisioned zone (what `down` deletes: as a refusal withdraws it, the job
+    file's other documents and Kueue's queue objects left out) and its requests."""
+    objects = [provreqs.ObjectRef(str(m["apiVersion"]), str(m["kind"]), str(m["metadata"]["name"]),
+                                  str((m.get("metadata") or {}).get("namespace") or zone.namespace))
+               for m in manifests if provreq.identity(m) not in zone.kept and m["kind"] not in provwatch.QUEUE_KINDS]
+    # Kueue's queue objects: cluster-scoped but the LocalQueue, which is in the job's namespace.
+    queue = [provreqs.ObjectRef(str(m["apiVersion"]), str(m["kind"]), str(m["metadata"]["name"]),
+                                zone.namespace if m["kind"] == "LocalQueue" else None)
+             for m in manifests if m["kind"] in provwatch.QUEUE_KINDS]
+    return provreqs.record(store, a.gang, a.id, cluster=zone.cluster, context=zone.context,
+                           kubeconfig=zone.kubeconfig, namespace=zone.namespace, objects=objects,
+                           requests=sorted(seen), queue=queue)
+
+
+def _charge(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, row: provreqs.RequestRecord,
+            request: GangRequest, settings: Settings, say: Callable[[str], None]) -> int:
+    """Open a ledger row for each node the autoscaler made for the request (kube/provnodes.py says which), once the
+    request's pods are bound or `settings.bind_s` has passed; how many. The job is applied and admitted by now, so a
+    cluster that cannot be read here fails nothing: it is said, and those nodes go uncharged."""
+    job = next((o.name for o in row.objects if kinds.lookup(o.api_version, o.kind) is not None), row.gang)
+    try:
+        asked = provnodes.requests_now(kube, zone.namespace, row.requests)
+        # The request's own creation, on the API server's clock as the nodes' are; else when the zone was asked.
+        created = [t for t in (when((r.get("metadata") or {}).get("creationTimestamp")) for r in asked)
+                   if t is not None]
+        since = min(created) if created else a.started_at
+        expected = provnodes.expected_pods(asked) or request.nodes
+        bound = provnodes.wait_bound(kube, zone.namespace, row.requests, expected, timeout_s=settings.bind_s,
+                                     poll_s=settings.poll_s, clock=settings.clock, sleep=settings.sleep)
+        nodes = provnodes.nodes_now(kube, bound.nodes)
+    except KeyboardInterrupt:
+        say(f"interrupted while the gang's nodes were looked for: they are not charged in the usage ledger; the "
+            f"gang is up in {zone.where}, `geosched down {a.gang}` deletes its job")
+        raise
+    except Exception as exc:
+        why = str(exc) if isinstance(exc, GeoschedError) else type(exc).__name__
+        say(f"#{a.seq} {zone.where}: the gang's nodes could not be read ({one_line(why)}): they are not charged in "
+            "the usage ledger")
+        return 0
+    charged = [u for n in nodes.values() if n is not None and provnodes.made_for(n, since)
+               for u in [provnodes.node_usage(n, job=job, provider=a.provider, region=a.region, zone=a.zone,
+                                              cluster=zone.cluster, gpu=request.gpu, gpus=request.gpus_per_node,
+                                              instance_type=a.instance_type)] if u is not None]
+    provreqs.charge(store, row.id, charged)
+    older = sum(1 for n in nodes.values() if n is not None and not provnodes.made_for(n, since))
+    line = (f"#{a.seq} {zone.where}: {len(charged)} node(s) the autoscaler made for the gang charged from their "
+            f"registration until `geosched down {a.gang}` sees them gone")
+    if older:
+        line += f"; {older} node(s) there before the request not charged (not made for it)"
+    if bound.bound < bound.expected:
+        line += (f"; {bound.expected - bound.bound} of {bound.expected} pods not bound after {settings.bind_s:g} s: "
+                 "the nodes they may take are not charged")
+    say(line)
+    return len(charged)
 
 
 def _apply(kube: Kube, manifests: Sequence[dict[str, Any]], namespace: str) -> list[Applied]:
@@ -256,3 +327,4 @@ def _withdraw(kube: Kube, manifests: Sequence[dict[str, Any]], seen: set[str], n
     made = set(seen) - {str(m["metadata"]["name"]) for m in manifests if m["kind"] == "ProvisioningRequest"}
     provwatch.withdraw(kube, manifests, sorted(made), namespace=namespace, timeout_s=settings.withdraw_s,
                        poll_s=min(settings.poll_s, 1.0), clock=settings.clock, sleep=settings.sleep)
+

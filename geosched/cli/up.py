@@ -410,9 +410,10 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
     applies, written to `out` for GitOps, or shown (--dry-run). The autoscaler then makes the nodes in that zone.
     Applied, the request is watched and a zone the autoscaler refuses is withdrawn for the next, the clusters
     (`--cluster` repeated) in the order the node group path tries them (cli/provfailover.py). Nothing is created
-    in the cloud by geosched, so `down` has nothing to delete: deleting the job deletes its Workload and, with it,
-    the request Kueue owns (without Kueue, delete the request and its PodTemplates too: a GitOps prune of the file
-    does).
+    in the cloud by geosched; applied, the nodes the autoscaler made for the gang are charged in the usage ledger
+    until `geosched down GANG` has deleted the job (its Workload and, with it, the request Kueue owns; without Kueue
+    the request and its PodTemplates too) and seen them gone (cli/provfailover.py `take_down`). Written with --out,
+    the file is your GitOps': a prune of it deletes them, and geosched charges nothing.
 
     GKE: the nodes are pinned by zone and `cloud.google.com/gke-accelerator`. EKS (cluster-autoscaler's classes
     only): by the zone's *name* in this account (what `topology.kubernetes.io/zone` holds on EKS nodes, read from
@@ -493,7 +494,8 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
             zones.append(provfailover.Zone(t.candidate, where if len(places) == 1 else f"{where}, cluster "
                                            f"{place.name}", partial(rendered, pin, namespace),
                                            cluster=place.name, context=context, namespace=namespace,
-                                           kept=provreq.kept(job)))
+                                           kept=provreq.kept(job),
+                                           kubeconfig=None if kubeconfig is None else str(kubeconfig.resolve())))
             shapes.append(shape)
     first = zones[0]
     note = noted(first, shapes[0])

@@ -32,8 +32,9 @@ from functools import partial
 from typing import Any, TypeVar
 
 from geosched.core.errors import GeoschedError
+from geosched.kube import provreq
 from geosched.kube.backends.kueue import API_VERSION as KUEUE_API
-from geosched.kube.client import Kube, describe, status_of, with_retries
+from geosched.kube.client import FIELD_MANAGER, Kube, describe, status_of, with_retries
 
 REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests"
 WORKLOADS = f"/apis/{KUEUE_API}/namespaces/{{ns}}/workloads"
@@ -126,29 +127,29 @@ def find_requests(kube: Kube, namespace: str, job: Mapping[str, Any], request_na
     # yet: waiting would run out the zone's whole deadline (an hour) and then ask the next zone for what was
     # withdrawn on purpose. `RequestGone`, one line.
     if request_name is not None:
-        found = _asked(kube, f"reading ProvisioningRequest {request_name} in namespace {namespace}",
+        found = asked(kube, f"reading ProvisioningRequest {request_name} in namespace {namespace}",
                        lambda: kube.get(f"{path}/{request_name}"), WatchFailed)
         if found is None:
             raise RequestGone(f"{kube.name}: ProvisioningRequest {request_name} in namespace {namespace} was "
                               "deleted while it was watched")
         return [found]
     what = f"{job['kind']} {job['metadata']['name']} in namespace {namespace}"
-    resource = _asked(kube, f"reading {what}", lambda: kube.resource(str(job["apiVersion"]), str(job["kind"])),
+    resource = asked(kube, f"reading {what}", lambda: kube.resource(str(job["apiVersion"]), str(job["kind"])),
                       WatchFailed)
     if resource is None:
         return []
-    live = _asked(kube, f"reading {what}", lambda: kube.get(resource.path(namespace, str(job["metadata"]["name"]))),
+    live = asked(kube, f"reading {what}", lambda: kube.get(resource.path(namespace, str(job["metadata"]["name"]))),
                   WatchFailed)
     if live is None:
         raise RequestGone(f"{kube.name}: {job['kind']} {job['metadata']['name']} in namespace {namespace} was "
                           "deleted while its ProvisioningRequest was watched")
     job_uid = {str(live["metadata"].get("uid"))}
-    listed = _asked(kube, f"listing Kueue's Workloads in namespace {namespace}",
+    listed = asked(kube, f"listing Kueue's Workloads in namespace {namespace}",
                     lambda: kube.list_all(WORKLOADS.format(ns=namespace))[0], WatchFailed)
     workloads = {str(w["metadata"].get("uid")) for w in listed if _owned_by(w, job_uid)}
     if not workloads:
         return []
-    requests = _asked(kube, f"listing ProvisioningRequests in namespace {namespace}", lambda: kube.list_all(path)[0],
+    requests = asked(kube, f"listing ProvisioningRequests in namespace {namespace}", lambda: kube.list_all(path)[0],
                       WatchFailed)
     return [r for r in requests if _owned_by(r, workloads)]
 
@@ -179,11 +180,11 @@ def withdraw(kube: Kube, manifests: Sequence[Mapping[str, Any]], requests: Seque
     paths: list[str] = []
     for path in _withdrawn(kube, manifests, namespace):
         paths.append(path)
-        _asked(kube, f"deleting {_named(path)}", partial(_delete, kube, path), WithdrawFailed)
+        asked(kube, f"deleting {_named(path)}", partial(_delete, kube, path), WithdrawFailed)
     paths += [f"{REQUESTS.format(ns=namespace)}/{name}" for name in requests]
     start = clock()
     while True:
-        left = [_named(p) for p in paths if _asked(kube, f"reading {_named(p)}", partial(kube.get, p),
+        left = [_named(p) for p in paths if asked(kube, f"reading {_named(p)}", partial(kube.get, p),
                                                    WithdrawFailed) is not None]
         if not left:
             return
@@ -200,7 +201,7 @@ def already_there(kube: Kube, manifests: Sequence[Mapping[str, Any]], *, namespa
     over, a request's old conditions would be read as this zone's answer (its spec is immutable, so the apply leaves
     it and its status as they were), and a refusal would delete what geosched did not create."""
     return [_named(p) for p in reversed(_withdrawn(kube, manifests, namespace))
-            if _asked(kube, f"reading {_named(p)}", partial(kube.get, p), WatchFailed) is not None]
+            if asked(kube, f"reading {_named(p)}", partial(kube.get, p), WatchFailed) is not None]
 
 
 def _withdrawn(kube: Kube, manifests: Sequence[Mapping[str, Any]], namespace: str) -> list[str]:
@@ -235,7 +236,7 @@ def _delete(kube: Kube, path: str) -> None:
 T = TypeVar("T")
 
 
-def _asked(kube: Kube, what: str, call: Callable[[], T], failure: type[GeoschedError]) -> T:
+def asked(kube: Kube, what: str, call: Callable[[], T], failure: type[GeoschedError]) -> T:
     """One request of the watch or the withdrawal, asked again while it fails transiently (429 after its
     Retry-After, 5xx, a dropped connection: the client's `with_retries`), since one blip would otherwise end an
     hour's wait and give up the request's place in the autoscaler's queue; what still fails is `failure`, one line
@@ -246,3 +247,80 @@ def _asked(kube: Kube, what: str, call: Callable[[], T], failure: type[GeoschedE
         raise
     except Exception as exc:
         raise failure(f"{kube.name}: {what}: {describe(exc)}") from None
+
+
+# Kueue's queue objects of a gang, the order they are removed in: users before what they use (a LocalQueue names its
+# ClusterQueue, which names its flavor and check; the check names its config).
+QUEUE_ORDER = ("LocalQueue", "ClusterQueue", "AdmissionCheck", "ProvisioningRequestConfig", "ResourceFlavor")
+# Before stop 34 every gang's queue objects had this one name (the LocalQueue in the gang's namespace).
+LEGACY_QUEUE = provreq.DEFAULT_NAME
+
+
+def owned(obj: Mapping[str, Any]) -> bool:
+    """Whether geosched alone made and keeps `obj`: every managedFields entry is geosched's field manager's, but a
+    controller's (`_controllers`: its status, its finalizers).
+    A cluster owner's `kubectl create`, `edit`, `apply` or `patch` adds an entry of its own manager, and then the
+    object is the owner's too: geosched never deletes it. An object without managedFields (a server that keeps
+    none) is not known to be geosched's."""
+    entries = [e for e in (obj.get("metadata") or {}).get("managedFields") or [] if isinstance(e, Mapping)]
+    return any(e.get("manager") == FIELD_MANAGER for e in entries) and all(
+        e.get("manager") == FIELD_MANAGER or _controllers(e) for e in entries)
+
+
+def _controllers(entry: Mapping[str, Any]) -> bool:
+    """A managedFields entry a controller writes, not an owner's edit: the status subresource, or nothing but
+    finalizers (Kueue v0.17.0 adds `kueue.x-k8s.io/resource-in-use` to the ClusterQueues, flavors and admission
+    checks it uses, as manager `kueue`, seen on the real control plane)."""
+    if entry.get("subresource"):
+        return True
+    fields = entry.get("fieldsV1")
+    if not isinstance(fields, Mapping) or set(fields) != {"f:metadata"}:
+        return False
+    meta = fields.get("f:metadata")
+    return isinstance(meta, Mapping) and set(meta) <= {"f:finalizers"}
+
+
+def legacy_queue(namespace: str) -> list[tuple[str, str, str, str | None]]:
+    """The pre-stop-34 queue objects a gang of `namespace` used: (apiVersion, kind, name, namespace)."""
+    return [(KUEUE_API, kind, LEGACY_QUEUE, namespace if kind == "LocalQueue" else None) for kind in QUEUE_ORDER]
+
+
+def remove_queue(kube: Kube, refs: Sequence[tuple[str, str, str, str | None]]) -> tuple[list[str], str | None]:
+    """Delete one set of a gang's queue objects (`refs`: (apiVersion, kind, name, namespace)), all or none: what
+    was deleted, or why nothing was. Kept when any of them is not geosched's alone (`owned`: the owner changed or
+    made it, so the set is the owner's queue now, and deleting its flavor or check would break it), or when a
+    Workload in the LocalQueue's namespace still queues on it (another gang, maybe of another store). Objects
+    already gone are passed over. Kueue's finalizers hold a ClusterQueue or flavor still in use until it is not."""
+    found: list[tuple[str, Any]] = []
+    for api_version, kind, name, namespace in sorted(refs, key=lambda r: QUEUE_ORDER.index(r[1])):
+        resource = asked(kube, f"reading {kind} {name}", partial(kube.resource, api_version, kind), WatchFailed)
+        if resource is None:
+            continue
+        path = resource.path(namespace if resource.namespaced else None, name)
+        obj = asked(kube, f"reading {kind} {name}", partial(kube.get, path), WatchFailed)
+        if obj is not None:
+            found.append((path, obj))
+    if not found:
+        return [], None
+    named = [f"{o['kind']} {o['metadata']['name']}" for _, o in found]
+    theirs = next((o for _, o in found if not owned(o)), None)
+    if theirs is not None:
+        managers = sorted({str(e.get("manager")) for e in theirs["metadata"].get("managedFields") or []
+                           if isinstance(e, Mapping) and not e.get("subresource")} - {FIELD_MANAGER})
+        who = f"{theirs['kind']} {theirs['metadata']['name']}"
+        return [], (f"{who} was made or changed by {', '.join(managers) or 'another manager'}: kept, with "
+                    f"{', '.join(named)}, as the owner's queue")
+    local = next((o for _, o in found if o["kind"] == "LocalQueue"), None)
+    if local is not None:
+        namespace = str(local["metadata"].get("namespace"))
+        workloads = asked(kube, f"listing Kueue's Workloads in namespace {namespace}",
+                          lambda: kube.list_all(WORKLOADS.format(ns=namespace))[0], WatchFailed)
+        # One being deleted (the gang's own, its job just deleted: Kueue holds it by a finalizer) uses nothing.
+        using = [str(w["metadata"]["name"]) for w in workloads
+                 if (w.get("spec") or {}).get("queueName") == local["metadata"]["name"]
+                 and not w["metadata"].get("deletionTimestamp")]
+        if using:
+            return [], f"Workload {using[0]} in namespace {namespace} queues on {', '.join(named)}: kept"
+    for path, _ in found:
+        asked(kube, f"deleting {_named(path)}", partial(_delete, kube, path), WithdrawFailed)
+    return named, None

@@ -840,14 +840,15 @@ def down_cmd(
     no_headers: NoHeadersOpt = False,
 ) -> None:
     """Terminate every machine of a gang, including what a crashed or stalled launch left behind; for a node group
-    gang, delete the node groups geosched created (by journal and tags) and nothing else.
+    gang, delete the node groups geosched created (by journal and tags) and nothing else; for a gang `up
+    --provisioning-class` queued, delete its job (and request) and wait until the autoscaler's nodes are gone.
 
     Each call and each instance or node group deleted is logged to HOME/logs/down-GANG-TIME.log."""
     from geosched.console import lists as kinds
     from geosched.console import render
     from geosched.console.output import emit_list
     from geosched.core.errors import InputError
-    from geosched.providers import journal, lifecycle
+    from geosched.providers import journal, lifecycle, provreqs
     from geosched.providers.nodegroups import journal as nodegroup_journal
     from geosched.store.db import Store
     if (gang is None) == (not all_gangs):
@@ -878,6 +879,17 @@ def down_cmd(
         with _provision_log(ctx, gang or "all", False, output, verb="down"):
             providers = _lifecycle_providers(ctx, store, targets, inventory)
             for target in targets:
+                if provreqs.is_request_gang(store, target):
+                    # Queued through a ProvisioningRequest (`up --provisioning-class`): the job is deleted and the
+                    # nodes the autoscaler made for it are charged until seen gone. Imported here: the kube client.
+                    from geosched.providers import provreqdown
+
+                    taken = provreqdown.take_down(store, target)
+                    for line in taken.queue:
+                        render.err.print(f"{target}: {line}", markup=False, highlight=False, soft_wrap=True)
+                    rows.append({"gang": target, "state": taken.state, "terminated": taken.closed,
+                                 "api_calls": 0, "errors": [plain(e) for e in taken.errors]})
+                    continue
                 if nodegroup_journal.is_nodegroup_gang(store, target):
                     # A node group gang: its groups are deleted (`terminated` counts groups). Imported here: the
                     # EKS client needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
@@ -1016,7 +1028,7 @@ def _gang_state(store: Store, g: journal.GangRecord) -> str:
 
 def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
     from geosched.console.output import rfc3339
-    from geosched.providers import journal, lifecycle
+    from geosched.providers import journal, lifecycle, provreqs
     from geosched.providers.nodegroups import journal as nodegroup_journal
     rows = journal.instances(store, gang=g.gang)
     chosen = journal.attempt(store, g.attempt) if g.attempt else None
@@ -1028,6 +1040,12 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
         nodes_up = sum(r.nodes for r in up)
         usd = sum(a.usd_per_hour or 0.0 for a in journal.attempts(store, g.gang) if a.id in {r.attempt for r in up})
         open_rows = len([r for r in groups if r.state in ("intent", "deleting")])
+    elif provreqs.is_request_gang(store, g.gang):
+        # Queued through a ProvisioningRequest: its nodes are those the autoscaler made, charged until seen gone.
+        charged = [n for r in provreqs.requests_of(store, g.gang) for n in provreqs.open_nodes(store, r)]
+        nodes_up = len(charged)
+        usd = (chosen.usd_per_hour or 0.0) * nodes_up / g.request.nodes if chosen and g.request else 0.0
+        open_rows = len([r for r in provreqs.requests_of(store, g.gang) if r.state != "deleted"])
     else:
         nodes_up, usd = len(billed), sum(r.usd_per_hour or 0.0 for r in billed)
         open_rows = len([r for r in rows if r.state in ("intent", "terminating")])

@@ -14,9 +14,11 @@ from geosched.report.records import Interval, Line, Origin, Usage
 from geosched.report.window import Window
 
 # Said wherever the report is read (its notes; the table's caption), since it is not what a job used.
-NODEGROUP_NOTE = ("{n} node group(s) or node pool(s) geosched created (provision --cluster, up) are node-group "
-                  "capacity, charged whole from the create request to the deletion by `down`, idle time included: "
-                  "before the job's pods run and after it ends, the nodes are the group's, not free")
+NODEGROUP_NOTE = ("{n} node group(s), node pool(s) or ProvisioningRequest gang(s) geosched created (provision "
+                  "--cluster, up) are node-group capacity, charged whole until `down` sees it deleted, idle time "
+                  "included: a group from its create request, the nodes an autoscaler made for a ProvisioningRequest "
+                  "from their registration (late by their boot); before the job's pods run and after it ends, the "
+                  "nodes are the gang's, not free")
 
 
 @dataclass(frozen=True)

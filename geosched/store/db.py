@@ -288,6 +288,30 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX prov_capacity_blocks_gang ON prov_capacity_blocks (gang);
     """,
+    # The ProvisioningRequest a gang's job was queued through (`up --provisioning-class`,
+    # geosched.providers.provreqs): written when its request is Provisioned, so `down` knows the cluster, the
+    # objects geosched applied for the gang (`objects`, JSON), Kueue's queue objects it applied (`queue`: removed by
+    # the `down` of the last gang using them) and the nodes the autoscaler made for it, whose ledger rows it closes
+    # once they are gone.
+    """
+    CREATE TABLE prov_requests (
+        id INTEGER PRIMARY KEY,
+        gang TEXT NOT NULL REFERENCES prov_gangs (gang),
+        attempt INTEGER NOT NULL REFERENCES prov_attempts (id),
+        cluster TEXT NOT NULL,
+        context TEXT NOT NULL,
+        kubeconfig TEXT,
+        namespace TEXT NOT NULL,
+        objects TEXT NOT NULL,
+        requests TEXT NOT NULL,
+        nodes TEXT NOT NULL DEFAULT '[]',
+        queue TEXT NOT NULL DEFAULT '[]',
+        state TEXT NOT NULL CHECK (state IN ('provisioned', 'deleted')),
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX prov_requests_gang ON prov_requests (gang);
+    """,
 )
 
 

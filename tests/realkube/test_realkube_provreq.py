@@ -29,6 +29,9 @@ import pytest
 import yaml
 
 from geosched.kube import keys, provreq
+from geosched.kube.kinds.base import when
+from geosched.report.ledger import ledger_intervals
+from geosched.store.db import Store
 from geosched_emulators import MotoServer
 from geosched_emulators.gke import GkeDouble
 from tests.providers.eks_support import one_subnet_cluster
@@ -85,7 +88,8 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
             proc = geosched("up", str(job), "--cluster", GKE, "--provider", "gcp", "--region", ZONE,
                             "--provisioning-class", provreq.QUEUED_PROVISIONING, "--kubeconfig",
                             str(plane.kubeconfig), "--clusters", str(config), "--yes", "-o", "json",
-                            env={"GEOSCHED_GKE_ENDPOINT": gke.endpoint, "GEOSCHED_GCP_PROJECT": PROJECT},
+                            "--name", "dws", env={"GEOSCHED_GKE_ENDPOINT": gke.endpoint,
+                                                  "GEOSCHED_GCP_PROJECT": PROJECT},
                             home=tmp_path / "home", timeout=300)
             assert proc.returncode == 0, proc.stderr
             outcome = yaml.safe_load(proc.stdout)
@@ -120,12 +124,44 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
             assert (check["name"], check["state"]) == (check_name, "Ready")
             for pod in pods(kube, ns, job_pods_selector("train")):
                 assert pod["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] == name
-            # Deleting the job deletes its Workload, the request Kueue owns with it, and so the request's nodes.
-            kube.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/train",
-                         query={"propagationPolicy": "Background"})
-            wait_until(lambda: not pods(kube, ns, job_pods_selector("train")), 120, what="the job's pods gone")
-            wait_until(lambda: not kube.list_all(PROVREQS.format(ns=ns))[0], 120, what="the request gone")
+            # The nodes the request brought up are charged in the usage ledger from their registration, as the
+            # job's, found through the pods bound to them (providers/provreqs.py).
+            with Store(tmp_path / "home") as store:
+                rows = sorted(ledger_intervals(store), key=lambda i: i.name)
+            live = {n["metadata"]["name"]: n for n in new}
+            assert [i.name for i in rows] == made
+            for i in rows:
+                meta = live[i.name]["metadata"]
+                assert (i.kind, i.provider, i.region, i.zone, i.cluster, i.instance_type, i.gpu, i.gpus, i.job, i.ref,
+                        i.end) == ("node", "gcp", "us-central1", ZONE, GKE, "a3-highgpu-8g", "H100", 8, "train",
+                                   meta["uid"], None)
+                assert i.start == when(meta["creationTimestamp"]) and i.nodegroup
+            # `down` deletes the job, so its Workload, the request Kueue owns with it, and so the request's nodes;
+            # it closes each node's row once it sees the node gone.
+            managed = {p: (kube.get(f"{KUEUE}/{p}/{check_name}") or {}).get("metadata", {}).get("managedFields")
+                       for p in CLUSTER_SCOPED}
+            down = geosched("down", "dws", "--yes", "-o", "json", home=tmp_path / "home", timeout=300)
+            assert down.returncode == 0, down.stderr
+            [gang] = yaml.safe_load(down.stdout)["items"]
+            assert (gang["state"], gang["terminated"]) == ("terminated", 8)
+            assert not pods(kube, ns, job_pods_selector("train"))
+            assert not kube.list_all(PROVREQS.format(ns=ns))[0]
             wait_until(lambda: not controller.made, 60, what="the request's nodes gone")
+            # The last gang through them gone, the Kueue objects geosched made for it go too (Kueue's finalizers
+            # let the ClusterQueue and its flavor go once nothing is admitted on them), and `down` says so.
+            assert f"removed from {GKE} (geosched made them, no gang queues on them): LocalQueue {check_name}, " \
+                   f"ClusterQueue {check_name}" in " ".join(down.stderr.split()), managed
+            for plural in CLUSTER_SCOPED:
+                wait_until(lambda p=plural: kube.get(f"{KUEUE}/{p}/{check_name}") is None, 60,
+                           what=f"{plural} {check_name} gone")
+            assert kube.get(f"{KUEUE}/namespaces/{ns}/localqueues/{check_name}") is None
+            with Store(tmp_path / "home") as store:
+                closed = ledger_intervals(store)
+            assert len(closed) == 8 and all(i.end is not None and i.end >= i.start for i in closed)
+            report = geosched("report", "cost", "-o", "json", home=tmp_path / "home")
+            assert report.returncode == 0, report.stderr
+            assert any("ProvisioningRequest" in n and "idle time included" in n
+                       for n in yaml.safe_load(report.stdout)["notes"])
         finally:
             delete_queue_objects(kube)
     assert controller.errors == []
