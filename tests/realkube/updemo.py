@@ -37,6 +37,7 @@ from tests.providers.prov_support import aws_env
 from tests.realkube import binaries
 from tests.realkube.nodegroups import NODEGROUP, NODEPOOL, NodegroupController, NodepoolController
 from tests.realkube.plane import EKS, GKE, SPECS, Plane
+from tests.realkube.procs import StartError
 from tests.realkube.realkube_support import (
     Bound,
     cluster_config,
@@ -271,21 +272,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bins = binaries.find()
     except binaries.Missing as exc:
-        print(f"up-demo: the control plane is not built (scripts/realkube build): {exc}", file=sys.stderr)
+        # One line: the first of what scripts/realkube says is missing (the rest lists every binary).
+        print(f"up-demo: the control plane is not built ({str(exc).splitlines()[0]}); scripts/realkube build builds "
+              "it (Go 1.26 on PATH)", file=sys.stderr)
         return 1
     workdir = Path(tempfile.mkdtemp(prefix="geosched-up-demo-"))
     start = time.monotonic()
     say("== starting the real control plane (the EKS- and GKE-shaped clusters), moto, the GKE double ==")
-    plane = Plane.start(bins, tuple(s for s in SPECS if s.name in (EKS, GKE)))
+    plane: Plane | None = None
     try:
+        plane = Plane.start(bins, tuple(s for s in SPECS if s.name in (EKS, GKE)))
         say(f"  control plane started in {time.monotonic() - start:.0f} s")
         left = demo(plane, workdir, say)
-    except DemoFailed as exc:
+    # A step that did not do what it should, a wait that ran out, a part of the plane that did not start: one line
+    # (the steps above it are printed), exit 1.
+    except (DemoFailed, TimeoutError, StartError) as exc:
         print(f"up-demo: {exc}", file=sys.stderr)
         return 1
     finally:
-        plane.stop()
-        shutil.rmtree(plane.directory, ignore_errors=True)
+        if plane is not None:
+            plane.stop()
+            shutil.rmtree(plane.directory, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
     say(f"\n== done in {time.monotonic() - start:.0f} s ==")
     if any(left.values()):
