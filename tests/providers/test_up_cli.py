@@ -2,7 +2,7 @@
 cap, the failover when the nodes never join and the teardown when the cluster cannot be asked (moto's EKS with
 real boto3 behind the fault proxy; the cluster is the project's API emulator over HTTP, tests/kubeemu, where no
 kubelet ever registers). The whole path
-with nodes that join and pods the real scheduler binds: tests/realkube/test_realkube_up.py."""
+with nodes that join and pods the real scheduler binds: tests/realkube/test_realkube_up_demo.py."""
 
 from __future__ import annotations
 

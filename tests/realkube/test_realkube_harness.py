@@ -79,3 +79,14 @@ def test_kwok_pods_start_at_once_unless_they_ask_for_a_delay(tmp_path: Path) -> 
         "durationMilliseconds": 0, "jitterDurationMilliseconds": 0,
         "durationFrom": {"expressionFrom": '.metadata.annotations["pod-ready.stage.kwok.x-k8s.io/delay"]'}}
     assert out["node-heartbeat.yaml"]["spec"]["delay"] == {"durationMilliseconds": 600000}
+
+
+def test_the_up_demo_without_the_control_plane_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """scripts/up-demo's flow (tests/realkube/updemo.py) on a machine where the plane is not built: one line naming
+    what is missing and how to build it, exit 1 (an environment failure), no traceback, nothing started."""
+    proc = run(sys.executable, "-m", "tests.realkube.updemo", cache=tmp_path, ci=False)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("up-demo: the control plane is not built (") and "kube-apiserver" in line, line
+    assert line.endswith("scripts/realkube build builds it (Go 1.26 on PATH)"), line
