@@ -310,6 +310,7 @@ def _place(ctx: typer.Context, job_file: Path, job_input: JobInput, group: str, 
     from geosched.console import render
 
     job = job_input.job
+    what = join.kinds.get(group, "node group")  # a picked-up gang's group was not joined here: EKS's word
     try:
         network = None
         if probe:
@@ -322,14 +323,14 @@ def _place(ctx: typer.Context, job_file: Path, job_input: JobInput, group: str, 
         raise failed(exc) from None
     if outcome.status != "applied":
         nofit = outcome.nofit.message if outcome.nofit is not None else outcome.status
-        raise failed(UpFailed(f"{job.name} was not placed on node group {group}: {nofit}"))
+        raise failed(UpFailed(f"{job.name} was not placed on {what} {group}: {nofit}"))
     from geosched.console.output import emit_document
     from geosched.kube import cli as kube_cli
 
     emit_document(kube_cli.outcome_doc(outcome), output, lambda: kube_cli._print_outcome(outcome),
                   no_headers=no_headers)
     # On stderr in every format (stdout stays the SubmitOutcome): without it a JSON run would not learn the gang.
-    render.err.print(f"gang {gang}: node group {group} runs {job.name}; `geosched down {gang}` "
+    render.err.print(f"gang {gang}: {what} {group} runs {job.name}; `geosched down {gang}` "
                      "deletes it", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -575,6 +576,7 @@ class _Joiner:
         self.contexts, self.kubeconfig, self.timeout_s = contexts, kubeconfig, timeout_s
         self.context: str | None = None
         self.ready: dict[str, tuple[str, ...]] = {}  # group -> its Ready nodes
+        self.kinds: dict[str, str] = {}  # group -> what its cloud calls it ("node group", "node pool")
 
     def __call__(self, new: NewGroup) -> None:
         from geosched.kube.client import Kube
@@ -582,6 +584,7 @@ class _Joiner:
         from geosched.providers.nodegroups.backend import NotJoined
 
         self.context = self.contexts.get(new.cluster) or new.cluster
+        self.kinds[new.name] = new.kind
         with Kube.open(self.context, self.kubeconfig) as kube:
             try:
                 self.ready[new.name] = wait_ready(kube, {GROUP_LABELS[new.provider]: new.name}, new.nodes,

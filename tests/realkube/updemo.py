@@ -113,6 +113,7 @@ class Flow:
     group: str = ""
     nodes: list[str] = field(default_factory=list)
     bound: list[Bound] = field(default_factory=list)
+    kind: str = "node group"  # what the cloud calls the group, as `up` says it
 
     @property
     def home(self) -> Path:
@@ -127,6 +128,8 @@ class Flow:
         check(proc.returncode == 0, f"geosched up into {self.context} exited {proc.returncode}")
         self.outcome = yaml.safe_load(proc.stdout)
         check(self.outcome.get("status") == "applied", f"geosched up into {self.context}: {self.outcome}")
+        check(f"gang {self.gang}: {self.kind} " in proc.stderr, f"geosched up into {self.context} did not say which "
+              f"{self.kind} runs the job")
         return proc
 
     def running(self, group: str) -> list[Bound]:
@@ -177,7 +180,7 @@ def eks_group(moto: MotoServer) -> list[str]:
 
 def gke_flow(plane: Plane, gke: GkeDouble, namespace: str, workdir: Path, say: Say, gang: str = "up-gke") -> Flow:
     return Flow(plane, GKE, namespace, workdir, say, gang, gke_env(gke), ("--provider", "gcp", "--region",
-                                                                          GKE_LOCATION), NODEPOOL)
+                                                                          GKE_LOCATION), NODEPOOL, kind="node pool")
 
 
 def gke_pool(gke: GkeDouble) -> list[str]:
