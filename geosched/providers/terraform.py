@@ -256,7 +256,10 @@ class Reader:
         return out
 
     def config(self, value: Any, path: str, clouds: Sequence[CloudNetwork]) -> NetworkConfig:
-        top = self.obj(value, path, _top_fields(clouds))
+        # A cloud's section may be absent: that cloud has no regions. An output made by Terraform modules older
+        # than a cloud geosched has learnt (or a root module that uses some clouds only) still reads; `no regions`
+        # below still refuses an output that has none at all.
+        top = self.obj(value, path, _top_fields(clouds), optional=tuple(cloud.name for cloud in clouds))
         version = top["schema_version"]
         if isinstance(version, bool) or not isinstance(version, int):
             raise self.fail(f"{path}.schema_version", f"expected an integer, got {self.show(version)}")
@@ -266,7 +269,8 @@ class Reader:
                             f"{SCHEMA_VERSION}): update geosched or the Terraform modules so they match")
         parsed: dict[str, Mapping[str, RegionNetwork]] = {}
         for cloud in clouds:
-            entries = self.region_entries(top[cloud.name], f"{path}.{cloud.name}", cloud.region_re, cloud.region_what)
+            section = {} if cloud.name not in value else top[cloud.name]
+            entries = self.region_entries(section, f"{path}.{cloud.name}", cloud.region_re, cloud.region_what)
             parsed[cloud.name] = MappingProxyType({key: cloud.read_region(self, key, at, item)
                                                    for key, at, item in entries})
         if not any(parsed.values()):

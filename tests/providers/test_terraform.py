@@ -18,6 +18,7 @@ from typing import Any
 import hcl2
 import pytest
 
+from geosched import clouds
 from geosched.core.errors import InputError
 from geosched.providers.launchsettings import load_terraform_output, parse_terraform_output, read_terraform_output
 from geosched.providers.launchsettings.aws import AwsRegionNetwork
@@ -132,7 +133,9 @@ def module_calls(directory: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_the_tree_has_the_expected_modules() -> None:
-    assert [p.name for p in MODULE_DIRS] == ["aws-gpu-region", "gcp-gpu-region"]
+    # One module per cloud that declares one (a cloud is one module plus its Terraform module, issue 25).
+    declared = sorted(spec.terraform_module for spec in clouds.all_specs() if spec.terraform_module)
+    assert [str(p.relative_to(ROOT)) for p in MODULE_DIRS] == declared
     assert [p.name for p in ROOT_DIRS] == ["multi-region"]
     assert len(TF_FILES) == 4 * len(TF_DIRS)
 
@@ -531,6 +534,15 @@ def test_null_placement_policy_and_empty_placement_groups_are_fine() -> None:
     assert config.regions("aws")["us-east-1"].placement_group_for("use1-az1") is None
 
 
+def test_a_cloud_without_its_section_has_no_regions() -> None:
+    """An output of modules older than a cloud geosched has learnt (or of a root module using one cloud) lacks that
+    cloud's section: it reads, with no region of that cloud, instead of failing every existing output file."""
+    data = fixture()
+    del data[OUTPUT_NAME]["value"]["gcp"]
+    config = parse_terraform_output(data, "out.json")
+    assert not config.regions("gcp") and "us-east-1" in config.regions("aws")
+
+
 def test_gcp_public_ips_is_read_and_defaults_to_on_when_an_older_module_printed_none() -> None:
     """Issue 19 item 9: a GCP launch without an external address is the module's `public_ips = false`. An output
     of the module before the choice existed has no such key: its VMs always had an address, so absent means on."""
@@ -654,7 +666,9 @@ BAD_VALUES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      f"{CENTRAL}.launch_labels: missing the geosched-owner label geosched lists its VMs by"),
     ("gcp-region-bad", setter(*v("gcp", "us-central-1"), value={}),
      f"{V}.gcp.us-central-1: expected a GCP region name such as us-central1, got the key 'us-central-1'"),
-    ("gcp-missing", setter(*v("gcp"), delete=True), f"{V}.gcp: required"),
+    ("gcp-null", setter(*v("gcp"), value=None), f"{V}.gcp: required"),
+    ("all-missing", lambda d: [d[OUTPUT_NAME]["value"].pop(c) for c in ("aws", "gcp")],
+     f"{V}: no regions: both aws and gcp are empty"),
     ("aws-list", setter(*v("aws"), value=[]),
      f"{V}.aws: expected an object of region name to region settings, got a list"),
     ("no-regions", lambda d: d[OUTPUT_NAME]["value"].update(aws={}, gcp={}),
