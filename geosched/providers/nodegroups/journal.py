@@ -17,7 +17,6 @@ node-group capacity by it.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from typing import Any
 
 from geosched.core import catalog
 from geosched.core.models import Pricing
-from geosched.providers.journal import AttemptRecord, where
+from geosched.providers.journal import AttemptRecord, read_request, where
 from geosched.store import usage
 from geosched.store.db import Store
 
@@ -147,15 +146,18 @@ def node_usages(db: sqlite3.Connection, row: GroupRecord) -> list[usage.Usage]:
                        "ON g.gang = a.gang WHERE a.id = ?", (row.attempt,)).fetchone()
     if found is None:
         return []
-    provider, pricing, request = found
-    asked = json.loads(request or "{}")
-    gpu = str(asked.get("gpu") or "")
+    provider, pricing, text = found
+    # The journalled request's one reader (its declaration): a damaged row is one line naming the store, not a
+    # KeyError here.
+    source = next((str(r[2]) for r in db.execute("PRAGMA database_list") if r[1] == "main"), "the store")
+    asked = read_request(text, source, row.gang)
+    gpu = asked.gpu if asked else ""
     # The catalog's spelling of the model, which the report's power and spec tables are keyed by.
     gpu = next((m for m in catalog.gpu_models() if m.lower() == gpu.lower()), gpu)
     ident = row.arn or f"{row.cluster}/{row.name}"
     return [usage.Usage(kind=usage.Kind.NODE, name=node_name(row, i), job=row.gang, provider=provider,
                         region=row.region, zone=row.zone, cluster=row.cluster, instance_type=row.instance_type,
-                        gpu=gpu, gpus=int(asked.get("gpus_per_node") or 0), pricing=Pricing(pricing),
+                        gpu=gpu, gpus=asked.gpus_per_node if asked else 0, pricing=Pricing(pricing),
                         source=usage.Source.PROVIDER, ref=f"{ident}#{i}") for i in range(row.nodes)]
 
 
