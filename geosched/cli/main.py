@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperGroup
 from typer.main import get_command_name
 
-from geosched import policies, settings
+from geosched import clouds, policies, settings
 from geosched.cli import config as config_cli
 from geosched.cli.probetargets import store_targets
 from geosched.cli.up import up_cmd
@@ -401,7 +401,8 @@ def catalog_cmd(
     context: typer.Context,
     gpu: Annotated[str | None, typer.Option(help="GPU model, optionally with a count: A100 or A100:8.")] = None,
     min_gpus: Annotated[int | None, typer.Option(min=1, help="At least this many GPUs per instance.")] = None,
-    provider: Annotated[str | None, typer.Option(help="aws or gcp.")] = None,
+    provider: Annotated[str | None, typer.Option(help="A cloud of the catalog: "
+                                                      f"{', '.join(clouds.names())}.")] = None,
     region: Annotated[str | None, typer.Option(help="Region name, e.g. us-east-1.")] = None,
     sort: Annotated[str, typer.Option(help=f"One of {', '.join(catalog_view.SORT_KEYS)}.")] = "price",
     limit: Annotated[int, typer.Option(min=0, help="Rows in the table (0: all).")] = 40,

@@ -27,9 +27,11 @@ from geosched.providers.cliparts import (
     MESSAGE_CHARS,
     NODE_ROLE,
     PLAN_ROWS,
+    PROVIDERS_TEXT,
     build_providers,
     cluster_cloud,
     cluster_region,
+    either,
     parse_gpu,
     plain,
     provider_settings,
@@ -161,8 +163,8 @@ def provision_cmd(
     ctx: typer.Context,
     gpu: Annotated[str | None, typer.Option(help="GPU model and GPUs per node, e.g. A100:8.")] = None,
     nodes: Annotated[int | None, typer.Option(min=1, help="Nodes in the gang (all in one zone).")] = None,
-    provider: Annotated[list[str], typer.Option(help="aws, gcp or ssh; repeat or comma-separate "
-                                                "(default: aws,gcp).")] = [],  # noqa: B006
+    provider: Annotated[list[str], typer.Option(help=f"{either((*DEFAULT_PROVIDERS, 'ssh'))}; repeat "
+                                                f"or comma-separate (default: {PROVIDERS_TEXT}).")] = [],  # noqa: B006
     regions: Annotated[list[str], typer.Option("--regions", "--region", help="Only these regions "
                                                "(comma-separated or repeated).")] = [],  # noqa: B006
     spot: Annotated[bool, typer.Option("--spot", help="Spot/preemptible capacity only.")] = False,
@@ -1066,7 +1068,7 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
 @app.command(name="sweep")
 def sweep_cmd(
     ctx: typer.Context,
-    provider: Annotated[list[str], typer.Option(help="Providers to look in (default: aws,gcp).")] = [],  # noqa: B006
+    provider: Annotated[list[str], typer.Option(help=f"Providers to look in (default: {PROVIDERS_TEXT}).")] = [],  # noqa: B006
     regions: Annotated[list[str], typer.Option("--regions", "--region", help="Only these regions.")] = [],  # noqa: B006
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Terminate what is found without asking.")] = False,
     any_owner: Annotated[bool, typer.Option("--any-owner", help="Also instances another store launched.")] = False,
@@ -1167,8 +1169,8 @@ def _confirm(question: str) -> bool:
 @app.command(name="check")
 def check_cmd(
     ctx: typer.Context,
-    provider: Annotated[list[str], typer.Option(help="Providers to check (default: aws,gcp, and ssh with "
-                                                "--inventory).")] = [],  # noqa: B006
+    provider: Annotated[list[str], typer.Option(help=f"Providers to check (default: {PROVIDERS_TEXT}, and "
+                                                "ssh with --inventory).")] = [],  # noqa: B006
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
     tf_output: TfOutputOption = None,
     old_network: OldNetworkOption = None,
@@ -1224,7 +1226,7 @@ def check_cmd(
 
 def catalog_refresh(
     ctx: typer.Context,
-    provider: Annotated[str, typer.Option(help="aws or gcp.")],
+    provider: Annotated[str, typer.Option(help=f"{either(registry.CLOUDS)}.")],
     regions: Annotated[list[str], typer.Option("--regions", "--region", help="Only these regions.")] = [],  # noqa: B006
 ) -> None:
     """Refresh offerings and prices from a provider's API into the store (the shipped catalog stays the

@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 
 
 DEFAULT_PROVIDERS = registry.CLOUDS
+
+
+def either(names: Sequence[str]) -> str:
+    """`a, b or c`: a help text's choice among names the registry lists (a cloud added is named with no edit)."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+# Help texts of the commands that take clouds, from the registry.
+PROVIDERS_TEXT = ",".join(DEFAULT_PROVIDERS)
 # The IAM role of an EKS node group's nodes (`--node-role`'s default), a setting geosched.clouds.aws declares.
 NODE_ROLE = settings_table.of_cloud(aws_cloud.NAME, "eks_node_role")
 
