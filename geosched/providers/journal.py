@@ -112,11 +112,15 @@ def existing_owner(store: Store) -> str | None:
 
 # --- gangs ------------------------------------------------------------------------------------------
 
-def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | None) -> GangRecord:
+def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | None, *,
+                node_groups: bool = False) -> GangRecord:
     """A new gang; a name the store has already (`--name`) is one line, exit 2, and that gang is left as it was.
-    Checked here, by the insert itself, so no path (machines, node groups, provisioning requests) can forget it."""
+    Checked here, by the insert itself, so no path (machines, node groups, provisioning requests) can forget it.
+    `node_groups`: the gang is made of node groups (pools), said in its own row (`nodegroups.journal.
+    is_nodegroup_gang`), as a process killed before its first group's row leaves nothing else to tell it by."""
     now = time.time()
-    doc = json.dumps(request.to_dict() if request else {}, sort_keys=True)
+    doc = json.dumps({**(request.to_dict() if request else {}), **({"node_groups": True} if node_groups else {})},
+                     sort_keys=True)
     try:
         with store.transaction() as db:
             db.execute("INSERT INTO prov_gangs (gang, owner, request, state, created_at, updated_at) "
