@@ -136,10 +136,15 @@ class GangRequestRecord(Record):
     instance_types: list[str] = Field(default_factory=list)
     weights: RequestWeights | None = None
     rework: RequestRework | None = None
+    # The gang is made of node groups (pools): said in its own row, written with the gang, for a process killed
+    # before its first group's row (nodegroups.journal.is_nodegroup_gang). Absent (None) for every other gang, so
+    # their rows stay as before.
+    node_groups: bool | None = None
 
     @classmethod
-    def of(cls, r: GangRequest) -> GangRequestRecord:
+    def of(cls, r: GangRequest, *, node_groups: bool = False) -> GangRequestRecord:
         return cls.build(
+            node_groups=True if node_groups else None,
             gpu=r.gpu, gpus_per_node=r.gpus_per_node, nodes=r.nodes, pricing=r.pricing.value,
             providers=list(r.providers), regions=list(r.regions), zones=list(r.zones),
             instance_types=list(r.instance_types),
@@ -161,9 +166,10 @@ class GangRequestRecord(Record):
         )
 
 
-def request_json(request: GangRequest | None) -> str:
+def request_json(request: GangRequest | None, *, node_groups: bool = False) -> str:
     """The prov_gangs.request column: the request's record as JSON with sorted keys ("{}" for a gang without one)."""
-    return json.dumps(GangRequestRecord.of(request).dump() if request else {}, sort_keys=True)
+    return json.dumps(GangRequestRecord.of(request, node_groups=node_groups).dump() if request else {},
+                      sort_keys=True)
 
 
 def read_request(text: str | None, source: str, gang: str) -> GangRequest | None:
@@ -197,11 +203,14 @@ def existing_owner(store: Store) -> str | None:
 
 # --- gangs ------------------------------------------------------------------------------------------
 
-def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | None) -> GangRecord:
+def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | None, *,
+                node_groups: bool = False) -> GangRecord:
     """A new gang; a name the store has already (`--name`) is one line, exit 2, and that gang is left as it was.
-    Checked here, by the insert itself, so no path (machines, node groups, provisioning requests) can forget it."""
+    Checked here, by the insert itself, so no path (machines, node groups, provisioning requests) can forget it.
+    `node_groups`: the gang is made of node groups (pools), said in its own row (`nodegroups.journal.
+    is_nodegroup_gang`), as a process killed before its first group's row leaves nothing else to tell it by."""
     now = time.time()
-    doc = request_json(request)
+    doc = request_json(request, node_groups=node_groups)
     try:
         with store.transaction() as db:
             db.execute("INSERT INTO prov_gangs (gang, owner, request, state, created_at, updated_at) "

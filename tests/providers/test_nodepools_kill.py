@@ -135,3 +135,21 @@ def test_killed_while_rolling_back_a_failed_pool(tmp_path: Path, gke: GkeDouble)
         assert [r.state for r in groups_journal.groups(store, gang="k-back")] == ["deleting"]
     assert charged(home, "k-back") == [("k-back-1#0", True), ("k-back-1#1", True)], "deleting: still billed"
     assert_clean(home, gke, "k-back")
+
+
+def test_killed_before_the_first_pools_row_is_still_a_node_pool_gang(tmp_path: Path, gke: GkeDouble) -> None:
+    """Killed after the gang's row and its first attempt, before the first pool's intent (a step the kill campaign
+    of test_nodegroups_kill_steps.py reaches): no pool row exists. `down` took the gang for a machine gang then and
+    asked Compute Engine for its instances, which a GKE-only credential cannot: the gang stayed `terminating`."""
+    from tests.providers.test_up_cli import run
+
+    home = tmp_path / "home"
+    with Store(home) as store:
+        plan = plan_gang(request(2), {"gcp": gcp_provider("http://127.0.0.1:9")}, store)
+        journal.create_gang(store, "k-first", journal.owner(store), request(2), node_groups=True)
+        journal.start_attempt(store, "k-first", plan.candidates[0])
+        assert groups_journal.is_nodegroup_gang(store, "k-first")
+    result = run(home, "down", "k-first", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert '"errors": []' in result.output and '"state": "terminated"' in result.output, result.output
+    assert gke.pools() == {}

@@ -173,7 +173,14 @@ def groups(store: Store, *, gang: str | None = None, states: Sequence[str] = ())
 
 
 def is_nodegroup_gang(store: Store, gang: str) -> bool:
-    return store.db.execute("SELECT 1 FROM prov_nodegroups WHERE gang = ? LIMIT 1", (gang,)).fetchone() is not None
+    """A gang with a group row, or whose own row says it is made of groups: a process killed after journalling the
+    gang (and its skipped zones) but before its first group's intent has no group row, and `down` took it for a
+    machine gang, asking the cloud's machine API (Compute Engine, which a GKE-only credential may not reach: the
+    gang stayed `terminating`, found by tests/providers/test_nodegroups_kill_steps.py)."""
+    found = store.db.execute(
+        "SELECT 1 FROM prov_nodegroups WHERE gang = ? UNION ALL SELECT 1 FROM prov_gangs WHERE gang = ? AND "
+        "json_extract(request, '$.node_groups') = 1 LIMIT 1", (gang, gang))
+    return found.fetchone() is not None
 
 
 def _record(row: tuple[Any, ...]) -> GroupRecord:

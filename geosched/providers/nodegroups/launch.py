@@ -186,7 +186,7 @@ def provision_across(plan: Plan, places: Sequence[Site], store: Store, *, gang: 
     owner = journal.owner(store)
     places = sites.ordered(plan, places)
     outside = sites.skipped(places)
-    journal.create_gang(store, gang, owner, request)
+    journal.create_gang(store, gang, owner, request, node_groups=True)
     for s in outside:
         journal.start_attempt(store, gang, s.candidate, "skipped", s.reason)
     blocks: list[Block] = []
