@@ -49,6 +49,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
 
 from geosched.core.errors import InputError
+from geosched.files.decl import pods as pods_decl
 from geosched.files.decl.base import Declared, Refused, SettingsDocument, Text, integer, one_of
 from geosched.files.fields import (
     DNS1123_LABEL_MAX,
@@ -114,7 +115,7 @@ class ClusterDecl(Declared):
     volcano_zone_tier: int | None = integer(1, default=None)
     volcano_region_tier: int | None = integer(1, default=None)
     # Read by their own modules, which name the entry at fault (geosched/kube/podoptions.py, tolerations.py).
-    pods: Annotated[Any, WithJsonSchema({"type": "object", "description": "geosched/kube/podoptions.py"})] = None
+    pods: Annotated[Any, WithJsonSchema(pods_decl.schema("geosched/kube/podoptions.py"))] = None
     tolerations: Annotated[Any, WithJsonSchema({"type": "array", "description": "Kubernetes' toleration shape "
                                                 "(geosched/kube/tolerations.py)"})] = None
 

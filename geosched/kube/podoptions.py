@@ -46,11 +46,16 @@ Why these defaults, by the sources:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
+
+from pydantic import ValidationInfo, field_validator, model_validator
 
 from geosched.core.errors import InputError
+from geosched.files.decl import pods as pods_decl
+from geosched.files.decl.base import Refused, validate
+from geosched.files.decl.pods import PodOptionsDecl
 from geosched.kube import gpudirect as gpudirect_stack
 from geosched.kube.resources import amount
 
@@ -59,11 +64,7 @@ HUGEPAGES_2MI = "hugepages-2Mi"
 # EFA interfaces per instance type (EC2 user guide, "Supported instance types" for EFA with accelerators).
 EFA_PER_INSTANCE = {"p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32,
                     "p5en.48xlarge": 16}
-AUTO = "auto"
-FIELDS = {"efa", "hugepages_2mi", "host_network", "shm", "shm_size", "cpu", "memory", "priority_class",
-          "gpudirect", "gpudirect_networks", "gpudirect_image"}
-# A GKE Network object's name (metadata.name, an RFC 1123 label as the interfaces annotation refers to it).
-NETWORK_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+NETWORK_NAME = re.compile(pods_decl.NETWORK_NAME)
 SHM_VOLUME = "dshm"
 
 
@@ -85,85 +86,72 @@ class PodOptions:
 DEFAULT = PodOptions()
 
 
+class _Read(PodOptionsDecl):
+    """The declaration (geosched.files.decl.pods) with the checks that need Kubernetes' vocabulary."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sorted(cls, data: Any) -> Any:
+        # Runs before the declaration's own check of the keys: of several unknown keys the first by name is named,
+        # as the hand-written reader did (a stable line whatever order the file lists them in).
+        return dict(sorted(data.items(), key=lambda item: str(item[0]))) if isinstance(data, Mapping) else data
+
+    @field_validator("hugepages_2mi", "shm_size", "cpu", "memory", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any, info: ValidationInfo) -> str:
+        resource = {"hugepages_2mi": HUGEPAGES_2MI, "cpu": "cpu"}.get(str(info.field_name), "memory")
+        if amount(resource, value) is None or not amount(resource, value):
+            raise Refused(f"expected a Kubernetes quantity above 0, got {value!r}")
+        return str(value)
+
+    @model_validator(mode="after")
+    def _across(self) -> Self:
+        stack, networks, image = self.gpudirect, self.gpudirect_networks, self.gpudirect_image
+        if stack is None:
+            for key in ("gpudirect_networks", "gpudirect_image"):
+                if getattr(self, key) is not None:
+                    raise Refused("only with gpudirect: tcpx or tcpxo", key)
+            return self
+        nics = gpudirect_stack.STACKS[stack].nics
+        if networks is None:
+            networks = gpudirect_stack.default_networks(stack)
+        if (not isinstance(networks, list | tuple) or len(networks) != nics
+                or not all(isinstance(n, str) and NETWORK_NAME.fullmatch(n) for n in networks)):
+            raise Refused(f"expected the names of the {nics} GPU NIC networks GPUDirect-{stack.upper()} uses "
+                          f"(Network object names), got {networks!r}", "gpudirect_networks")
+        if len(set(networks)) != nics:
+            raise Refused(f"each network once, got {list(networks)!r}", "gpudirect_networks")
+        # isprintable() is False for whitespace and for control characters (an ESC sequence would reach a
+        # terminal when the rendered pod is shown); no image reference holds either.
+        if image is not None and (not isinstance(image, str) or not image or not image.isprintable()
+                                  or " " in image):
+            raise Refused(f"expected an image reference, got {image!r}", "gpudirect_image")
+        if self.host_network:
+            # GKE multi-networking gives GPUDirect's NICs to the pod's own network namespace through the CNI
+            # plugin; a hostNetwork pod has no namespace of its own and the kubelet calls no CNI plugin for it, so
+            # its `networking.gke.io/interfaces` would attach nothing. The page's current manifests leave
+            # hostNetwork off (gpudirect.py cites them), as does NVIDIA's GKE TCPXO profile
+            # (docs.nvidia.com/aicr/latest/integrator-guide/gke-tcpxo-networking: "hostNetwork: false").
+            raise Refused("must be false with gpudirect: its NICs reach the pod through GKE multi-networking, "
+                          "which hostNetwork pods do not get", "host_network")
+        if isinstance(self.efa, int) and self.efa > 0:
+            raise Refused("EFA is AWS's and gpudirect GKE's: a pod cannot use both", "efa")
+        return self
+
+
 def parse(data: Any, source: str, path: str) -> PodOptions:
     """The `pods:` mapping of one cluster, read strictly: one line naming the field and why on a bad value."""
     if data is None:
         return DEFAULT
     if not isinstance(data, Mapping):
         raise InputError(source, path, "expected a mapping of pod options")
-    unknown = sorted(str(k) for k in data if k not in FIELDS)
-    if unknown:
-        raise InputError(source, f"{path}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(FIELDS))})")
-
-    def where(key: str) -> str:
-        return f"{path}.{key}"
-
-    efa = data.get("efa")
-    if efa is not None and efa != AUTO and (isinstance(efa, bool) or not isinstance(efa, int) or efa < 0):
-        raise InputError(source, where("efa"), f"expected auto or a count of EFA devices, got {efa!r}")
-    shm = data.get("shm", "memory")
-    if shm not in ("memory", "none"):
-        raise InputError(source, where("shm"), f"expected memory or none, got {shm!r}")
-    host_network = data.get("host_network", False)
-    if not isinstance(host_network, bool):
-        raise InputError(source, where("host_network"), f"expected true or false, got {host_network!r}")
-    quantities: dict[str, str | None] = {}
-    for key, resource in (("hugepages_2mi", HUGEPAGES_2MI), ("shm_size", "memory"), ("cpu", "cpu"),
-                          ("memory", "memory")):
-        value = data.get(key)
-        if value is None:
-            quantities[key] = None
-            continue
-        if amount(resource, value) is None or not amount(resource, value):
-            raise InputError(source, where(key), f"expected a Kubernetes quantity above 0, got {value!r}")
-        quantities[key] = str(value)
-    priority = data.get("priority_class")
-    if priority is not None and (not isinstance(priority, str) or not priority):
-        raise InputError(source, where("priority_class"), f"expected a PriorityClass name, got {priority!r}")
-    stack, networks, image = _gpudirect(data, source, where)
-    if stack is not None and host_network:
-        # GKE multi-networking gives GPUDirect's NICs to the pod's own network namespace through the CNI plugin;
-        # a hostNetwork pod has no namespace of its own and the kubelet calls no CNI plugin for it, so its
-        # `networking.gke.io/interfaces` would attach nothing. The page's current manifests leave hostNetwork
-        # off (gpudirect.py cites them), as does NVIDIA's GKE TCPXO profile
-        # (docs.nvidia.com/aicr/latest/integrator-guide/gke-tcpxo-networking: "hostNetwork: false").
-        raise InputError(source, where("host_network"), "must be false with gpudirect: its NICs reach the pod "
-                         "through GKE multi-networking, which hostNetwork pods do not get")
-    if stack is not None and isinstance(efa, int) and efa > 0:
-        raise InputError(source, where("efa"), "EFA is AWS's and gpudirect GKE's: a pod cannot use both")
-    return PodOptions(efa=efa,
-                      hugepages_2mi=quantities["hugepages_2mi"],
-                      host_network=host_network, shm=shm == "memory", shm_size=quantities["shm_size"],
-                      cpu=quantities["cpu"], memory=quantities["memory"], priority_class=priority,
-                      gpudirect=stack, gpudirect_networks=networks, gpudirect_image=image)
-
-
-def _gpudirect(data: Mapping[str, Any], source: str, where: Callable[[str], str]
-               ) -> tuple[str | None, tuple[str, ...], str | None]:
-    stack, networks, image = data.get("gpudirect"), data.get("gpudirect_networks"), data.get("gpudirect_image")
-    if stack is None:
-        for key in ("gpudirect_networks", "gpudirect_image"):
-            if data.get(key) is not None:
-                raise InputError(source, where(key), "only with gpudirect: tcpx or tcpxo")
-        return None, (), None
-    # A str first: `gpudirect: [tcpx]` or a mapping is unhashable, and the lookup would raise TypeError.
-    if not isinstance(stack, str) or stack not in gpudirect_stack.STACKS:
-        raise InputError(source, where("gpudirect"), f"expected tcpx or tcpxo, got {stack!r}")
-    nics = gpudirect_stack.STACKS[stack].nics
-    if networks is None:
-        networks = gpudirect_stack.default_networks(stack)
-    if (not isinstance(networks, list | tuple) or len(networks) != nics
-            or not all(isinstance(n, str) and NETWORK_NAME.fullmatch(n) for n in networks)):
-        raise InputError(source, where("gpudirect_networks"), f"expected the names of the {nics} GPU NIC "
-                         f"networks GPUDirect-{stack.upper()} uses (Network object names), got {networks!r}")
-    if len(set(networks)) != nics:
-        raise InputError(source, where("gpudirect_networks"), f"each network once, got {list(networks)!r}")
-    # isprintable() is False for whitespace and for control characters (an ESC sequence would reach a terminal
-    # when the rendered pod is shown); no image reference holds either.
-    if image is not None and (not isinstance(image, str) or not image or not image.isprintable()
-                              or " " in image):
-        raise InputError(source, where("gpudirect_image"), f"expected an image reference, got {image!r}")
-    return stack, tuple(networks), image
+    read = validate(_Read, data, source, path)
+    stack = read.gpudirect
+    networks = () if stack is None else tuple(read.gpudirect_networks or gpudirect_stack.default_networks(stack))
+    return PodOptions(efa=read.efa, hugepages_2mi=read.hugepages_2mi, host_network=read.host_network,
+                      shm=read.shm == "memory", shm_size=read.shm_size, cpu=read.cpu, memory=read.memory,
+                      priority_class=read.priority_class, gpudirect=stack, gpudirect_networks=networks,
+                      gpudirect_image=read.gpudirect_image)
 
 
 def merged(cluster: PodOptions, job: Mapping[str, Any] | None, source: str) -> PodOptions:
@@ -174,13 +162,13 @@ def merged(cluster: PodOptions, job: Mapping[str, Any] | None, source: str) -> P
 
 
 def to_dict(options: PodOptions) -> dict[str, Any]:
-    return {"efa": options.efa, "hugepages_2mi": options.hugepages_2mi,
-            "host_network": options.host_network, "shm": "memory" if options.shm else "none",
-            "shm_size": options.shm_size, "cpu": options.cpu, "memory": options.memory,
-            "priority_class": options.priority_class,
-            # Only when set: the digests of clusters without GPUDirect do not change.
-            **({"gpudirect": options.gpudirect, "gpudirect_networks": list(options.gpudirect_networks),
-                "gpudirect_image": options.gpudirect_image} if options.gpudirect is not None else {})}
+    written = PodOptionsDecl.build(**{**{f: getattr(options, f) for f in PodOptions.__slots__},
+                                      "shm": "memory" if options.shm else "none",
+                                      "gpudirect_networks": list(options.gpudirect_networks)}).row()
+    if options.gpudirect is None:  # only when set: the digests of clusters without GPUDirect do not change
+        for key in ("gpudirect", "gpudirect_networks", "gpudirect_image"):
+            del written[key]
+    return written
 
 
 def efa_count(options: PodOptions, machines: Iterable[tuple[str, int]], gpus_per_worker: int,

@@ -21,7 +21,8 @@ from kube_support import DATA, K8S_VERSIONS, NOW, WORKLOAD_API_VERSIONS, make_pl
 
 from geosched.core.errors import InputError
 from geosched.core.models import Assignment, Node
-from geosched.kube import podoptions
+from geosched.files.decl import pods as pods_decl
+from geosched.kube import gpudirect, podoptions
 from geosched.kube.compact import CompactKind
 from geosched.kube.config import ClusterConfig, parse_cluster_config
 from geosched.kube.inventory import nodes_from_kube
@@ -172,6 +173,12 @@ def test_without_the_placed_nodes_gpudirect_is_refused() -> None:
     with pytest.raises(InputError, match="placed nodes are unknown"):
         render(job, replace(make_placement(job.job), cluster="c"), config({"gpudirect": "tcpx"}),
                RenderOptions(now=NOW))
+
+
+def test_the_pods_declaration_names_the_stacks_gpudirect_renders() -> None:
+    # geosched.files.decl.pods sits below kube (it cannot import gpudirect): its list of stacks is checked here.
+    assert set(pods_decl.STACKS) == set(gpudirect.STACKS)
+    assert pods_decl.schema("x")["properties"]["gpudirect"]["enum"] == list(gpudirect.STACKS)
 
 
 @pytest.mark.parametrize(("pods", "field", "reason"), [

@@ -92,6 +92,11 @@ def test_efa_and_shm_can_be_turned_off() -> None:
     ({"shm": "disk"}, "clusters.c.pods.shm", "memory or none"),
     ({"host_network": "yes please"}, "clusters.c.pods.host_network", "true or false"),
     ({"hostNetwork": True}, "clusters.c.pods.hostNetwork", "unknown field"),
+    # Of several unknown keys the first by name, whatever the file's order (the hand-written reader's line).
+    ({"zz": 1, "aa": 2}, "clusters.c.pods.aa: unknown field", "known: cpu, efa"),
+    # A null shm or host_network is refused (the declarations elsewhere read null as absent; these never did).
+    ({"shm": None}, "clusters.c.pods.shm", "expected memory or none, got None"),
+    ({"host_network": None}, "clusters.c.pods.host_network", "expected true or false, got None"),
     ("efa", "clusters.c.pods", "mapping"),
 ])
 def test_a_bad_pod_option_is_one_line_naming_the_field(pods: Any, field: str, reason: str) -> None:

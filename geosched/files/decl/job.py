@@ -19,6 +19,7 @@ from pydantic import (
 from geosched.core import catalog, gpus
 from geosched.core.errors import InputError
 from geosched.core.models import CommProfile, Job, Pricing, Schedule, Weights
+from geosched.files.decl import pods
 from geosched.files.decl.base import Declared, Document, Refused, Strings, Text, integer, number, one_of
 from geosched.files.fields import DNS1123_LABEL_RULE, describe, is_dns1123_label, parse_time
 
@@ -233,7 +234,7 @@ class JobDoc(Document):
     @classmethod
     def extra_schema(cls) -> dict[str, Any]:
         return {
-            "pods": {"type": "object", "description": "pod options (geosched.kube.podoptions)"},
+            "pods": pods.schema("pod options (geosched.kube.podoptions)"),
             "tolerations": {
                 "type": "array",
                 "description": "taints the job's pods tolerate (geosched.kube.tolerations)",
