@@ -287,9 +287,10 @@ def legacy_queue(namespace: str) -> list[tuple[str, str, str, str | None]]:
 
 def remove_queue(kube: Kube, refs: Sequence[tuple[str, str, str, str | None]]) -> tuple[list[str], str | None]:
     """Delete one set of a gang's queue objects (`refs`: (apiVersion, kind, name, namespace)), all or none: what
-    was deleted, or why nothing was. Kept when any of them is not geosched's alone (`owned`: the owner changed or
-    made it, so the set is the owner's queue now, and deleting its flavor or check would break it), or when a
-    Workload in the LocalQueue's namespace still queues on it (another gang, maybe of another store). Objects
+    was deleted, or why nothing (or not all) was. Kept when any of them is not geosched's alone (`owned`: the owner
+    changed or made it, so the set is the owner's queue now, and deleting its flavor or check would break it), or
+    when a Workload in the LocalQueue's namespace still queues on it (another gang, maybe of another store). When a
+    LocalQueue of another namespace points at the ClusterQueue, only this namespace's LocalQueue may go. Objects
     already gone are passed over. Kueue's finalizers hold a ClusterQueue or flavor still in use until it is not."""
     found: list[tuple[str, Any]] = []
     for api_version, kind, name, namespace in sorted(refs, key=lambda r: QUEUE_ORDER.index(r[1])):
@@ -310,6 +311,12 @@ def remove_queue(kube: Kube, refs: Sequence[tuple[str, str, str, str | None]]) -
         who = f"{theirs['kind']} {theirs['metadata']['name']}"
         return [], (f"{who} was made or changed by {', '.join(managers) or 'another manager'}: kept, with "
                     f"{', '.join(named)}, as the owner's queue")
+    shared = _shared(kube, found)
+    if shared is not None:
+        # The ClusterQueue is cluster-wide: another namespace's LocalQueue still points at it (the pre-stop-34 set
+        # was one ClusterQueue for every namespace), so it and what it uses stay; this namespace's LocalQueue may go.
+        found = [(path, o) for path, o in found if o["kind"] == "LocalQueue"]
+        named = [f"{o['kind']} {o['metadata']['name']}" for _, o in found]
     local = next((o for _, o in found if o["kind"] == "LocalQueue"), None)
     if local is not None:
         namespace = str(local["metadata"].get("namespace"))
@@ -323,4 +330,26 @@ def remove_queue(kube: Kube, refs: Sequence[tuple[str, str, str, str | None]]) -
             return [], f"Workload {using[0]} in namespace {namespace} queues on {', '.join(named)}: kept"
     for path, _ in found:
         asked(kube, f"deleting {_named(path)}", partial(_delete, kube, path), WithdrawFailed)
-    return named, None
+    return named, shared
+
+
+def _shared(kube: Kube, found: Sequence[tuple[str, Any]]) -> str | None:
+    """Why the set's ClusterQueue (and the check, config and flavor it names) must stay: a LocalQueue outside the
+    set points at it (listed in every namespace); None when nothing else uses it or the set has no ClusterQueue."""
+    queue = next((o for _, o in found if o["kind"] == "ClusterQueue"), None)
+    if queue is None:
+        return None
+    name = queue["metadata"]["name"]
+    ours = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for _, o in found if o["kind"] == "LocalQueue"}
+    resource = asked(kube, "reading LocalQueue", partial(kube.resource, KUEUE_API, "LocalQueue"), WatchFailed)
+    if resource is None:
+        return None
+    queues = asked(kube, "listing Kueue's LocalQueues in every namespace",
+                   lambda: kube.list_all(resource.path())[0], WatchFailed)
+    other = next((q["metadata"] for q in queues if (q.get("spec") or {}).get("clusterQueue") == name
+                  and (q["metadata"].get("namespace"), q["metadata"]["name"]) not in ours
+                  and not q["metadata"].get("deletionTimestamp")), None)
+    if other is None:
+        return None
+    return (f"ClusterQueue {name} kept, with what it names: LocalQueue {other['name']} in namespace "
+            f"{other.get('namespace')} points at it")

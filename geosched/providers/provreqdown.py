@@ -109,9 +109,9 @@ def _remove_queue(store: Store, kube: Kube, row: provreqs.RequestRecord) -> list
 
 def _said(cluster: str, outcome: tuple[list[str], str | None]) -> list[str]:
     removed, kept = outcome
-    if removed:
-        return [f"removed from {cluster} (geosched made them, no gang queues on them): {', '.join(removed)}"]
-    return [f"{cluster}: {kept}"] if kept else []
+    lines = [f"removed from {cluster} (geosched made them, no gang queues on them): {', '.join(removed)}"] \
+        if removed else []
+    return lines + ([f"{cluster}: {kept}"] if kept else [])
 
 
 def _wait_gone(store: Store, kube: Kube, row: provreqs.RequestRecord, settings: DownSettings) -> int:

@@ -367,6 +367,29 @@ def test_the_single_queue_of_before_stop_34_is_removed_when_geosched_made_it_and
     assert left_queue(api) == ["ResourceFlavor geosched-provisioning"]
 
 
+def test_the_old_shared_cluster_queue_stays_while_another_namespace_queues_through_it(
+        cluster: MultiCluster, store: Store) -> None:
+    """The pre-stop-34 set was one ClusterQueue (with its check, config and flavor) for every namespace, each with
+    its own LocalQueue: the `down` of a gang in one namespace removes that namespace's LocalQueue only while
+    another namespace's LocalQueue points at the ClusterQueue (its pending gangs would lose their queue)."""
+    api = with_kueue(cluster)
+    applied_queue(cluster, provreq.DEFAULT_NAME)
+    cluster["cluster-a"].add_namespace("research")
+    with Kube.open("cluster-a", cluster.kubeconfig) as kube:
+        apply_object(kube, {"apiVersion": KUEUE, "kind": "LocalQueue",
+                            "metadata": {"name": provreq.DEFAULT_NAME, "namespace": "research"},
+                            "spec": {"clusterQueue": provreq.DEFAULT_NAME}}, default_namespace="research",
+                     retry=KUBE_RETRY)
+    queued(store, "g1", [])
+    assert down(store, cluster, "g1").queue == (
+        "removed from cluster-a (geosched made them, no gang queues on them): LocalQueue geosched-provisioning",
+        "cluster-a: ClusterQueue geosched-provisioning kept, with what it names: LocalQueue geosched-provisioning "
+        "in namespace research points at it")
+    assert left_queue(api) == [f"{kind} geosched-provisioning" for kind in (
+        "AdmissionCheck", "ClusterQueue", "ProvisioningRequestConfig", "ResourceFlavor")]
+    assert [q["metadata"]["namespace"] for q in api.list(f"{KUEUE}/localqueues", "research")] == ["research"]
+
+
 def entry(manager: str, fields: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
     # metav1.ManagedFieldsEntry as the API server writes it (FieldsV1: {"f:spec": {"f:replicas": {}}}).
     out = {"manager": manager, "operation": "Apply" if manager == "geosched" else "Update", "apiVersion": KUEUE,
