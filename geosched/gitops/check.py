@@ -79,7 +79,8 @@ def check_tree(jobs_dir: Path, snapshot_dir: Path, clusters_config: Path, out_di
     if interrupted:
         why.insert(0, f"a render was interrupted ({writes.JOURNAL} is left): render again to finish it")
     if rendered.previous_fault is not None:
-        why.insert(0, f"{rendered.previous_fault}: the index cannot be read, so every job is placed afresh")
+        why.insert(0, f"{rendered.previous_fault}: the index does not read whole, so the jobs of its entries that "
+                      "do not read are placed afresh")
     return CheckResult(changes.written, changes.removed, tuple(why), unified_diff(rendered), unmatched)
 
 

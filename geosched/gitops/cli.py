@@ -88,8 +88,8 @@ def render_cmd(jobs: JobsOpt, snapshot: SnapshotOpt, clusters: ClustersOpt, out:
                              rebalance=_rebalance(rebalance, min_gain), carbon_hourly=carbon_hourly,
                              carbon_basis=carbon_basis)
     if result.previous_fault is not None:  # said: the jobs it placed may move
-        sys.stderr.write(f"warning: {result.previous_fault}: the index cannot be read, so every job is placed "
-                         "afresh\n")
+        sys.stderr.write(f"warning: {result.previous_fault}: the index does not read whole, so the jobs of its "
+                         "entries that do not read are placed afresh\n")
     if explain:
         for note in result.carbon_notes:
             sys.stdout.write(one_line(note) + "\n")

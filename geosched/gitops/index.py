@@ -8,8 +8,10 @@ settings), so the diff also names which input changed.
 The previous index is read back for three things: where each job is now (its cluster, zones and nodes, which
 it keeps while they fit: see plan.py), the time a still-identical decision was first rendered (kept, so an
 unchanged job's file keeps its bytes) and the "before" side of `check`'s explanation. A missing or damaged
-index costs those: every job is then placed afresh, as in a new repository (`render` warns and `check` says so,
-naming the index's first fault: a pull request may have planted it).
+index costs those: a missing one places every job afresh, as in a new repository; a damaged one is read entry by
+entry (`_salvaged`: keys a newer geosched writes are left out), so only the jobs of entries that do not read are
+placed afresh (`render` warns and `check` says so, naming the index's first fault: a pull request may have planted
+it).
 
 The document is declared once, `PlacementIndexDoc` (pydantic, as every document kind: geosched/files/decl/README.md):
 it writes the index, reads it back strictly and gives docs/schemas/PlacementIndex.schema.json.
@@ -27,7 +29,7 @@ import yaml
 from pydantic import AfterValidator, WithJsonSchema, model_validator
 
 from geosched.core.errors import InputError
-from geosched.files.decl.base import WRITTEN, Declared, Document, Refused, Text, integer, kind_schema
+from geosched.files.decl.base import WRITTEN, Declared, Document, Refused, Text, integer, kind_schema, validate
 from geosched.files.decl.placement import ScoreDecl, TermWeights
 from geosched.files.fields import describe
 from geosched.files.gate import Kind, parse_yaml, read_text
@@ -47,7 +49,7 @@ def _matching(pattern: str, what: str) -> AfterValidator:
     compiled = re.compile(pattern)
 
     def check(value: str) -> str:
-        if not compiled.match(value):
+        if not compiled.fullmatch(value):  # `$` alone would let a trailing newline through
             raise Refused(f"expected {what}, got {describe(value)}")
         return value
 
@@ -135,15 +137,17 @@ class PlacementIndexDoc(Document):
         return kind_schema(cls, cls.KIND, cls.DESCRIPTION, {}, written=True)
 
     def index(self) -> Index:
-        entries = {
-            key: Entry(key=key, source=e.source, job_sha256=e.job_sha256, cluster=e.cluster, zones=tuple(e.zones),
-                       assignments=tuple(e.assignments), gpus_per_worker=e.gpus_per_worker, file=e.file,
-                       score=e.score.dump(), decision_sha256=e.decision_sha256, placed_at=e.placed_at)
-            for key, e in self.placed.items()
-        }
-        entries.update({key: Entry(key=key, source=e.source, job_sha256=e.job_sha256, reasons=tuple(e.reasons))
-                        for key, e in self.unplaced.items()})
+        entries = {key: _entry(key, e) for key, e in self.placed.items()}
+        entries.update({key: _entry(key, e) for key, e in self.unplaced.items()})
         return Index(inputs=dict(self.inputs), entries=entries)
+
+
+def _entry(key: str, e: PlacedEntry | UnplacedEntry) -> Entry:
+    if isinstance(e, UnplacedEntry):
+        return Entry(key=key, source=e.source, job_sha256=e.job_sha256, reasons=tuple(e.reasons))
+    return Entry(key=key, source=e.source, job_sha256=e.job_sha256, cluster=e.cluster, zones=tuple(e.zones),
+                 assignments=tuple(e.assignments), gpus_per_worker=e.gpus_per_worker, file=e.file,
+                 score=e.score.dump(), decision_sha256=e.decision_sha256, placed_at=e.placed_at)
 
 
 @dataclass(frozen=True)
@@ -235,7 +239,39 @@ def parse_index(text: str | None) -> tuple[Index, InputError | None]:
     try:
         return read_index(text), None
     except InputError as exc:
-        return Index(), exc
+        return _salvaged(text), exc
+
+
+def _salvaged(text: str) -> Index:
+    """A damaged index read entry by entry, for a render: each entry that reads on its own (keys it does not know,
+    a newer geosched's, left out) keeps its job where it was, and only the jobs of damaged entries are placed
+    afresh (one bad line, or a newer version's field, must not move every job: design rule 5). Not a GitOps index
+    at all: nothing."""
+    try:
+        data = parse_yaml(text, INDEX)
+    except InputError:
+        return Index()
+    if not isinstance(data, Mapping) or data.get("kind") != KIND:
+        return Index()
+    entries: dict[str, Entry] = {}
+    parts: tuple[tuple[str, type[PlacedEntry] | type[UnplacedEntry]], ...] = (
+        ("placed", PlacedEntry), ("unplaced", UnplacedEntry))
+    for part, model in parts:
+        table = data.get(part)
+        known = {f.alias or name for name, f in model.model_fields.items()}
+        for key, raw in (table.items() if isinstance(table, Mapping) else ()):
+            if not isinstance(key, str) or not isinstance(raw, Mapping):
+                continue
+            try:
+                read = validate(model, {k: v for k, v in raw.items() if k in known}, INDEX, f"{part}.{key}",
+                                {WRITTEN: True})
+            except InputError:
+                continue
+            entries[key] = _entry(key, read)
+    inputs = data.get("inputs")
+    kept = {k: v for k, v in inputs.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(inputs, Mapping) else {}
+    return Index(inputs=kept, entries=entries)
 
 
 def placed_jobs(path: Path) -> dict[str, set[tuple[str, str]]]:

@@ -40,7 +40,7 @@ class Rendered:
     previous: Index
     changes: files.Changes
     carbon_notes: tuple[str, ...] = ()
-    # Why the previous index was read as absent (every job placed afresh), when it was there but could not be read.
+    # Why the previous index did not read whole (read entry by entry instead), when it was there.
     previous_fault: InputError | None = None
 
     @property

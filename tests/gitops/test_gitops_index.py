@@ -16,7 +16,7 @@ from gitops_support import AT, ROOT, init_repo, tree_args
 
 from geosched.cli.schemas import schema_files
 from geosched.core.errors import InputError
-from geosched.gitops.index import INDEX, PlacementIndexDoc, index_text, placed_jobs, read_index
+from geosched.gitops.index import INDEX, PlacementIndexDoc, index_text, parse_index, placed_jobs, read_index
 from geosched.policies.stable import Current
 from tests.inputs.inputs_support import geosched
 
@@ -114,7 +114,7 @@ def test_an_index_past_its_size_limit_is_refused_before_it_is_read(tmp_path: Pat
     assert str(planted) in run.stderr and "MiB" in run.stderr
 
 
-def test_a_render_over_a_damaged_index_says_every_job_is_placed_afresh(tmp_path: Path) -> None:
+def test_a_render_over_a_damaged_index_says_so(tmp_path: Path) -> None:
     """Before, the index was dropped in silence: a pull request that damaged it moved jobs with no word why."""
     repo = tmp_path / "repo"
     init_repo(repo)
@@ -124,10 +124,36 @@ def test_a_render_over_a_damaged_index_says_every_job_is_placed_afresh(tmp_path:
     assert "\n  beta:\n" in text.split("gpus_per_worker: 8")[0]  # the first placed job, by key
     check = geosched("gitops", "check", *tree_args(repo), home=tmp_path / "home")
     assert check.code == 1 and not check.traceback, check.stderr
-    why = f"{INDEX}: placed.beta.gpus_per_worker: expected an integer, got a string ('many'): the index " \
-          "cannot be read, so every job is placed afresh"
+    why = f"{INDEX}: placed.beta.gpus_per_worker: expected an integer, got a string ('many'): the index does " \
+          "not read whole, so the jobs of its entries that do not read are placed afresh"
     assert why in check.stdout
     run = geosched("gitops", "render", *tree_args(repo), "--at", AT, home=tmp_path / "home")
     assert run.code == 0 and not run.traceback, run.stderr
     assert f"warning: {why}\n" in run.stderr
     assert (repo / INDEX).read_text(encoding="utf-8") == text  # the same inputs: the same index again
+
+
+def test_a_damaged_or_newer_index_keeps_every_entry_that_reads() -> None:
+    """One bad entry, or a key a newer geosched writes, must not move every job (design rule 5): the render reads
+    such an index entry by entry; only the damaged entry's job is placed afresh."""
+    text = MAIN_INDEX.read_text(encoding="utf-8")
+    whole, fault = parse_index(text)
+    assert fault is None and len(whole.entries) >= 4
+    data = yaml.safe_load(text)
+    data["written_by"] = "geosched 9.9"  # a newer version's top-level key
+    data["placed"]["research/diffusion"]["gpus_per_worker"] = "many"  # one damaged entry
+    data["placed"]["nlp/bert-finetune"]["topology"] = "ring"  # a newer version's key in an entry
+    salvaged, fault = parse_index(yaml.safe_dump(data, sort_keys=False))
+    assert fault is not None
+    assert set(salvaged.entries) == set(whole.entries) - {"research/diffusion"}
+    assert salvaged.entries["nlp/bert-finetune"] == whole.entries["nlp/bert-finetune"]
+    assert salvaged.inputs == whole.inputs
+    # Not an index at all: nothing is kept.
+    assert parse_index("kind: Job\n")[0].entries == {}
+
+
+def test_a_digest_or_stamp_with_a_trailing_newline_is_refused() -> None:
+    data = yaml.safe_load(MAIN_INDEX.read_text(encoding="utf-8"))
+    data["placed"]["nlp/bert-finetune"]["decision_sha256"] += "\n"
+    with pytest.raises(InputError, match=r"placed\.nlp/bert-finetune\.decision_sha256: expected a SHA-256"):
+        read_index(yaml.safe_dump(data, sort_keys=False))
