@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -289,8 +290,11 @@ def main(argv: list[str] | None = None) -> int:
         left = demo(plane, workdir, say)
     # A step that did not do what it should, a wait that ran out, a part of the plane that did not start: one line
     # (the steps above it are printed), exit 1.
-    except (DemoFailed, TimeoutError, StartError) as exc:
+    except (DemoFailed, TimeoutError, StartError, subprocess.TimeoutExpired) as exc:
         print(f"up-demo: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # anything else (an answer of unexpected shape): still one line, named by its type
+        print(f"up-demo: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:
         if plane is not None:
