@@ -413,7 +413,7 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
     (`--cluster` repeated) in the order the node group path tries them (cli/provfailover.py). Nothing is created
     in the cloud by geosched; applied, the nodes the autoscaler made for the gang are charged in the usage ledger
     until `geosched down GANG` has deleted the job (its Workload and, with it, the request Kueue owns; without Kueue
-    the request and its PodTemplates too) and seen them gone (cli/provfailover.py `take_down`). Written with --out,
+    the request and its PodTemplates too) and seen them gone (providers/provreqdown.py `take_down`). Written with --out,
     the file is your GitOps': a prune of it deletes them, and geosched charges nothing.
 
     GKE: the nodes are pinned by zone and `cloud.google.com/gke-accelerator`. EKS (cluster-autoscaler's classes

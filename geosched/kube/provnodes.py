@@ -1,6 +1,6 @@
 """The nodes an autoscaler made for a gang's ProvisioningRequest, found through the gang's pods, and whether they are
 gone: what the usage ledger charges for a gang `up --provisioning-class` queued (providers/provreqs.py says why and
-how). Pure but for `wait_bound` and `nodes_now`, which read the cluster.
+how). Pure but for `wait_bound`, `nodes_now` and `requests_now`, which read the cluster.
 
 Which nodes: nothing on a node names the request that made it (cluster-autoscaler labels none; GKE's nodes of a
 queued-provisioning pool carry `cloud.google.com/gke-queued=true` and their pool's `cloud.google.com/gke-nodepool`,
