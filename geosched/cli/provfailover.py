@@ -100,13 +100,15 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
             with open_kube(zone) as kube:
                 state, applied, manifests, seen = _ask(store, kube, zone, a, gang, settings, say)
                 if state is not None and not state.failed:
+                    # What was applied is journalled first: a process killed between these writes leaves a gang
+                    # `down` recognises by this row and reaches into its cluster for (review finding).
+                    row = _record(store, zone, a, manifests, seen)
                     journal.finish_attempt(store, a.id, "launched", message=state.line())
                     journal.set_gang(store, gang, "ready", attempt=a.id, message=f"{state.line()} in {c.zone} of "
                                      f"cluster {zone.cluster}; `geosched down {gang}` deletes the job (the "
                                      "autoscaler then removes its nodes) and ends the nodes' charge once they are "
                                      "gone")
                     say(f"#{a.seq} {zone.where}: {state.line()}")
-                    row = _record(store, zone, a, manifests, seen)
                     _charge(store, kube, zone, a, row, request, settings, say)
                     return Queued(zone, state, tuple(applied), tuple(manifests))
         except BaseException as exc:

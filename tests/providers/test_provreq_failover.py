@@ -228,6 +228,30 @@ def configmaps(cluster: MultiCluster) -> list[str]:
     return [o["metadata"]["name"] for o in cluster["cluster-a"].list("v1/configmaps", NS)]
 
 
+def test_what_was_applied_is_journalled_before_the_gang_is_marked_ready(
+        cluster: MultiCluster, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that dies between the journal's writes once a zone is Provisioned (here: the attempt's close
+    fails) has already recorded what it applied, so `down` takes the gang for a ProvisioningRequest gang and reaches
+    into its cluster, instead of finding a gang with nothing to delete."""
+    autoscaler = Autoscaler(cluster, {"us-east-1a": PROVISIONED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
+    clock = Clock(autoscaler)
+    real = journal.finish_attempt
+
+    def dies_at_launched(store: Store, attempt: int, outcome: str, *args: Any, **kwargs: Any) -> Any:
+        if outcome == "launched":
+            raise SystemExit("killed")
+        return real(store, attempt, outcome, *args, **kwargs)
+
+    monkeypatch.setattr(journal, "finish_attempt", dies_at_launched)
+    with pytest.raises(SystemExit):
+        provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g1", request=GANG,
+                                  settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
+                                                                 sleep=clock.sleep))
+    assert provreqs.is_request_gang(store, "g1")
+    [row] = provreqs.requests_of(store, "g1")
+    assert {o.kind for o in row.objects} >= {"Job"} and row.requests
+
+
 def test_a_job_files_configmap_is_applied_with_the_job_and_never_withdrawn(
         cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
     # It was left out: the pods would have waited for a ConfigMap nobody applied. It is the user's document, not
