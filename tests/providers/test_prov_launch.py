@@ -102,13 +102,16 @@ def test_aws_errors_map_to_the_taxonomy(aws: AwsProvider, proxy: Ec2FaultProxy, 
 def test_aws_stalled_launch_is_a_stall_and_reads_time_out_as_transient(aws: AwsProvider,
                                                                         proxy: Ec2FaultProxy) -> None:
     aws.describe("gang-none", ["us-east-1"], Budget(30.0))
-    proxy.inject(Ec2Fault.stall(1.5), zone="us-east-1b", action="RunInstances")
+    # The on-demand security group made beforehand (four calls): under a loaded CI machine they overran the
+    # launch's own budget and the test saw their read timeout, not the stalled RunInstances it is about.
+    aws.security_group("us-east-1", "otest", Budget(30.0))
+    proxy.inject(Ec2Fault.stall(3.0), zone="us-east-1b", action="RunInstances")
     with pytest.raises(StallError):
-        aws.launch(aws_spec("gang-aaaa0003-1"), Budget(1.0, 1.0))
+        aws.launch(aws_spec("gang-aaaa0003-1"), Budget(2.0, 2.0))
     proxy.inject(Ec2Fault.stall(1.5), action="DescribeInstances")
     with pytest.raises(TransientError):
         aws.describe("gang-none", ["us-east-1"], Budget(10.0, 1.0))
-    time.sleep(0.6)  # real sleep: the proxy forwards the stalled launch to the real moto server after its stall
+    time.sleep(1.6)  # real sleep: the proxy forwards the stalled launch to the real moto server after its stall
     aws.terminate(aws.describe("gang-aaaa0003", ["us-east-1"], Budget(10.0)), Budget(10.0))
 
 
