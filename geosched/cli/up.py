@@ -58,6 +58,7 @@ from geosched.providers import cli as providers_cli
 from geosched.providers import cliparts
 
 if TYPE_CHECKING:
+    from geosched.cli.provfailover import Zone
     from geosched.core.models import NetworkView, Weights
     from geosched.kube import provreq
     from geosched.kube.config import ClusterConfig
@@ -400,8 +401,8 @@ PROVISIONING_HEADER = (f"# Written by `{PROVISIONING_WRITER}`: the job pinned to
                        "asks the autoscaler for its nodes.\n")
 
 
-def _gitops_queue(zone: Any, kubeconfig: Path | None, out: Path) -> tuple[list[dict[str, Any]], str | None]:
-    """What `up --provisioning-class --out` writes for `zone` (a provfailover.Zone), with the ClusterQueue as the
+def _gitops_queue(zone: Zone, kubeconfig: Path | None, out: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """What `up --provisioning-class --out` writes for `zone`, with the ClusterQueue as the
     cluster's own resolves it (kube/provreq.py `for_gitops`: a GitOps apply of the gang's own quota lowered an
     owner's raised one), and the line that says what became of it. The file is for GitOps and may be written where
     the cluster cannot be reached (no kubeconfig): then the rendered queue is written and the line says so. A file
@@ -410,7 +411,7 @@ def _gitops_queue(zone: Any, kubeconfig: Path | None, out: Path) -> tuple[list[d
     from urllib3.exceptions import HTTPError
 
     from geosched.cli import provfailover
-    from geosched.core.errors import GeoschedError, one_line
+    from geosched.core.errors import one_line
     from geosched.kube import provreq
     from geosched.kube.client import Kube
 
