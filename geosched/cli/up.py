@@ -58,6 +58,7 @@ from geosched.providers import cli as providers_cli
 from geosched.providers import cliparts
 
 if TYPE_CHECKING:
+    from geosched.cli.provfailover import Zone
     from geosched.core.models import NetworkView, Weights
     from geosched.kube import provreq
     from geosched.kube.config import ClusterConfig
@@ -400,6 +401,63 @@ PROVISIONING_HEADER = (f"# Written by `{PROVISIONING_WRITER}`: the job pinned to
                        "asks the autoscaler for its nodes.\n")
 
 
+def _gitops_queue(zone: Zone, kubeconfig: Path | None, out: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """What `up --provisioning-class --out` writes for `zone`, with the ClusterQueue as the
+    cluster's own resolves it (kube/provreq.py `for_gitops`: a GitOps apply of the gang's own quota lowered an
+    owner's raised one), and the line that says what became of it. The file is for GitOps and may be written where
+    the cluster cannot be reached (no kubeconfig): then the rendered queue is written and the line says so. A file
+    of ours at `out` that carries the queue keeps it (`cliparts.check_rendered_out` has made sure it is ours)."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from geosched.cli import provfailover
+    from geosched.core.errors import one_line
+    from geosched.kube import provreq
+    from geosched.kube.client import Kube
+
+    objects = zone.render()
+    queue = next(o for o in objects if o["kind"] == "ClusterQueue")
+    name = str(queue["metadata"]["name"])
+    try:
+        with Kube.open(zone.context, kubeconfig, name=zone.cluster) as kube:
+            live = provfailover._live(kube, queue)
+    except (GeoschedError, ApiException, HTTPError, OSError) as exc:
+        # GeoschedError lines are written to be shown; the others may quote headers or a body: named only.
+        why = (one_line(str(exc)) if isinstance(exc, GeoschedError) else
+               f"HTTP {exc.status}" if isinstance(exc, ApiException) else type(exc).__name__)
+        return objects, (f"ClusterQueue {name} written with the gang's own quota: cluster {zone.cluster} not read "
+                         f"({why}); where it has that queue already, with a larger quota, take the ClusterQueue out "
+                         "of the file (a GitOps apply of it sets the quota to the gang's)")
+    written = provreq.for_gitops(objects, live, owned=_carries(out, "ClusterQueue", name))
+    if live is None:
+        return written, None
+    if not any(o["kind"] == "ClusterQueue" for o in written):
+        return written, (f"ClusterQueue {name} left out of the file: cluster {zone.cluster} has it, with quota for "
+                         "the gang (its owner's to change)")
+    return written, (f"ClusterQueue {name} written with cluster {zone.cluster}'s quotas, those below the gang's "
+                     "raised to it (none lowered)")
+
+
+def _carries(path: Path, kind: str, name: str) -> bool:
+    """Whether the file at `path` (one `up --out` wrote, or none) holds an object of `kind` named `name`. Read
+    through the gate (its size checked first); a file edited into something that is not YAML is one line, exit 2."""
+    import yaml
+
+    from geosched.core.errors import InputError, escape
+    from geosched.files.gate import Kind, read_bytes
+
+    if not path.exists():
+        return False
+    try:
+        documents = list(yaml.safe_load_all(read_bytes(path, Kind.MANIFEST)))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InputError("--out", "", f"{escape(str(path))} is not YAML{at}; move it away or fix it") from None
+    return any(isinstance(d, dict) and d.get("kind") == kind and isinstance(d.get("metadata"), dict)
+               and d["metadata"].get("name") == name for d in documents)
+
+
 def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[str], providers: list[str],
                         regions: list[str], contexts: dict[str, str | None], kubeconfig: Path | None,
                         clusters: Path | None, class_name: str, pricing: PricingMode, dry_run: bool, yes: bool,
@@ -507,10 +565,13 @@ def _queue_provisioning(ctx: typer.Context, job_file: Path, cluster_names: list[
         from geosched.files.writes import write_file
         from geosched.kube.render import to_yaml
 
-        write_file(out, PROVISIONING_HEADER + to_yaml(first.render()))
+        objects, queue_note = (first.render(), None) if without_kueue else _gitops_queue(first, kubeconfig, out)
+        write_file(out, PROVISIONING_HEADER + to_yaml(objects))
         # The path as given may hold an ESC or a line break: escaped as error lines are (written without rich,
         # which would strip them).
         sys.stdout.write(f"wrote {escape(str(out))}\n")
+        if queue_note:
+            _say(output)(queue_note)
         _say(output)(f"{note}; commit it for your GitOps to apply (geosched created nothing)")
         return
     outcome = SubmitOutcome(job.name, "dry-run", cluster=first.cluster, context=first.context,

@@ -292,6 +292,35 @@ def raised_queue(rendered: Mapping[str, Any], live: Mapping[str, Any] | None) ->
     return raised
 
 
+def for_gitops(objects: Sequence[Mapping[str, Any]], live: Mapping[str, Any] | None, *,
+               owned: bool = False) -> list[dict[str, Any]]:
+    """The objects `up --provisioning-class --out` writes, given the cluster's ClusterQueue of the gang's queue
+    (None: the cluster has none): `objects` with the ClusterQueue as `raised_queue` resolves it: left out where the
+    cluster's already holds the gang's quota, the cluster's raised to the gang's where it does not, the rendered one
+    where there is none. `owned`: the file being replaced carries that ClusterQueue (its sync made or manages it):
+    it stays in, with the cluster's quotas where they hold the gang, as a file without it would have the sync's
+    prune delete the queue under the gang.
+
+    A GitOps apply makes the cluster what the file says (Argo CD, Flux: server-side apply of the whole object, and
+    Kueue's `resourceGroups` is one atomic list): a file carrying the gang's own quota set an owner's raised quota
+    back to the gang's at the next sync, and the other gangs of the queue waited. Kueue's docs give ClusterQueues to
+    the batch administrator (kueue.sigs.k8s.io/docs/tasks/manage/administer_cluster_quotas; a batch user only
+    submits to a LocalQueue), so where one exists and suffices the file leaves it to its owner."""
+    written: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj.get("kind") == "ClusterQueue":
+            queue = raised_queue(obj, live)
+            if queue is None:
+                if not owned:
+                    continue
+                assert live is not None  # raised_queue writes the rendered one where there is none
+                queue = copy.deepcopy(dict(obj))
+                queue["spec"]["resourceGroups"] = copy.deepcopy(live["spec"]["resourceGroups"])
+            obj = queue
+        written.append(copy.deepcopy(dict(obj)))
+    return written
+
+
 # The largest quantity Kubernetes holds (resource.Quantity's int64 of base units): a quota past it is one the API
 # server refuses, and "9e999" became a 1,000-digit quota in the rendered ClusterQueue.
 MAX_QUANTITY = Decimal(2**63 - 1)

@@ -315,3 +315,25 @@ def test_a_live_queue_holding_the_gang_is_left_alone_and_one_below_it_raised_nev
     assert raised is not None and raised["spec"]["resourceGroups"] == [cpu_group, {
         "coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "f", "resources": [
             {"name": "nvidia.com/gpu", "nominalQuota": 16}]}]}]
+
+
+def test_the_gitops_file_leaves_out_a_queue_that_holds_the_gang_unless_it_already_carries_it() -> None:
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    objects = [flavor, QUEUE]
+    larger = live_with([{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "65"}, {"name": "nvidia.com/gpu",
+                                                                             "nominalQuota": 64}]}]}])
+    assert provreq.for_gitops(objects, None) == objects  # no queue in the cluster: the gang's own
+    assert provreq.for_gitops(objects, larger) == [flavor]  # the owner's, holding the gang: theirs
+    # A file that carries it keeps it at the cluster's quotas: dropped, the sync's prune would delete the queue.
+    [_, kept] = provreq.for_gitops(objects, larger, owned=True)
+    assert kept["spec"]["resourceGroups"] == larger["spec"]["resourceGroups"]
+    assert kept["spec"]["namespaceSelector"] == QUEUE["spec"]["namespaceSelector"]
+    # Below the gang: raised to it, owned or not.
+    smaller = live_with([{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "65"}, {"name": "nvidia.com/gpu",
+                                                                             "nominalQuota": 8}]}]}])
+    for owned in (False, True):
+        [_, raised] = provreq.for_gitops(objects, smaller, owned=owned)
+        assert [r["nominalQuota"] for r in raised["spec"]["resourceGroups"][0]["flavors"][0]["resources"]] == [
+            "65", 16]

@@ -1,4 +1,4 @@
-"""Fixtures for the provider tests: moto behind the fault proxy and the GCE double, over real HTTP."""
+"""Fixtures for the provider tests: moto behind the fault proxy, the GCE double and the GKE double, over real HTTP."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from geosched.providers.config import ENV_ADMIN_CIDRS
 from geosched.providers.gcp import GcpProvider
 from geosched.store.db import Store
 from geosched_emulators import Ec2FaultProxy, GceDouble, MotoServer
+from geosched_emulators.gke import GkeDouble
+from tests.providers.gke_support import PROJECT, make_cluster
 from tests.providers.prov_support import ADMIN_CIDR, aws_env, aws_provider, gcp_provider, warm
 
 
@@ -48,6 +50,18 @@ def gce() -> Iterator[GceDouble]:
 @pytest.fixture
 def gcp(gce: GceDouble) -> GcpProvider:
     return gcp_provider(gce.endpoint)
+
+
+@pytest.fixture
+def gke(monkeypatch: pytest.MonkeyPatch) -> Iterator[GkeDouble]:
+    """The GKE double holding gke_support's cluster, named to the CLI by its environment as a user's shell names
+    GKE. Its operations finish at once: the CLI polls every 15 s (GroupSettings), which a test should not wait for.
+    Tests that drive the node pool code in-process with a delay of their own define `gke` in their module."""
+    with GkeDouble() as double:
+        make_cluster(double)
+        monkeypatch.setenv("GEOSCHED_GKE_ENDPOINT", double.endpoint)
+        monkeypatch.setenv("GEOSCHED_GCP_PROJECT", PROJECT)
+        yield double
 
 
 @pytest.fixture

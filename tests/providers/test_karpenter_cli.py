@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -245,14 +246,11 @@ def test_out_names_a_path_with_control_characters_escaped(home: Path, cluster: E
     assert out.exists()
 
 
-def test_out_in_a_gitops_tree_replaces_only_what_karpenter_wrote(home: Path, cluster: EksCluster,
-                                                                 tmp_path: Path) -> None:
-    """The Karpenter file beside a `gitops render` tree's jobs: a render and its check leave it alone (it carries no
-    digest), and --out replaces only a file --karpenter wrote (its first line): never a render's job, a hand-written
-    file, or what a link points at; each refusal one line, exit 2, the file as it was."""
+def rendered_tree(tmp_path: Path) -> tuple[Path, Callable[[], tuple[tuple[str, ...], tuple[str, ...]]]]:
+    """A `gitops render` tree made in tmp_path/repo from the gitops tests' inputs, and the render to run again: it
+    returns what that render wrote and removed, so a test can show a file beside the tree is left alone."""
     from geosched.files.fields import parse_time
-    from geosched.gitops import check_tree, render_tree
-    from geosched.providers.karpenter_cli import HEADER
+    from geosched.gitops import render_tree
     from tests.gitops.gitops_support import AT, write_inputs
 
     repo = tmp_path / "repo"
@@ -264,6 +262,18 @@ def test_out_in_a_gitops_tree_replaces_only_what_karpenter_wrote(home: Path, clu
         return changes.written, changes.removed
 
     render()
+    return repo, render
+
+
+def test_out_in_a_gitops_tree_replaces_only_what_karpenter_wrote(home: Path, cluster: EksCluster,
+                                                                 tmp_path: Path) -> None:
+    """The Karpenter file beside a `gitops render` tree's jobs: a render and its check leave it alone (it carries no
+    digest), and --out replaces only a file --karpenter wrote (its first line): never a render's job, a hand-written
+    file, or what a link points at; each refusal one line, exit 2, the file as it was."""
+    from geosched.gitops import check_tree
+    from geosched.providers.karpenter_cli import HEADER
+
+    repo, render = rendered_tree(tmp_path)
     job = tmp_path / "train.yaml"
     job.write_text("name: train\nimage: ghcr.io/example/train:1\nworkers: 2\ngpus_per_worker: 8\ngpu: A100\n",
                    encoding="utf-8")
@@ -304,20 +314,9 @@ def test_a_job_exported_with_the_renders_digest_does_not_make_the_file_the_rende
     carries the render's digest annotation; taken as `up`'s input, the pinned copy in the Karpenter file kept it,
     and the render took the file for one of its own: the next render removed it (its NodePools pruned from Git,
     Karpenter removing the nodes under the running job) (attack5)."""
-    from geosched.files.fields import parse_time
-    from geosched.gitops import render_tree
     from geosched.kube.provenance import DIGEST
-    from tests.gitops.gitops_support import AT, write_inputs
 
-    repo = tmp_path / "repo"
-    write_inputs(repo)
-    at = parse_time(AT, "test", "")
-
-    def render() -> tuple[tuple[str, ...], tuple[str, ...]]:
-        changes = render_tree(repo / "jobs", repo / "snapshot", repo / "clusters.yaml", repo, at=at).changes
-        return changes.written, changes.removed
-
-    render()
+    repo, render = rendered_tree(tmp_path)
     exported = tmp_path / "train.yaml"
     exported.write_text(f"""apiVersion: batch/v1
 kind: Job

@@ -8,7 +8,6 @@ journal names every attempt, and `down` deletes only what the gang created."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,8 +22,7 @@ from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.kubeemu import MultiCluster
 from tests.output_support import valid
 from tests.providers.eks_support import NODE_ROLE, ZONES, EksCluster, make_cluster
-from tests.providers.gke_support import CLUSTER, LOCATION, PROJECT
-from tests.providers.gke_support import make_cluster as make_gke_cluster
+from tests.providers.gke_support import CLUSTER, LOCATION
 from tests.providers.test_nodepools import create as create_pool
 from tests.providers.test_up_cli import job
 from tests.providers.test_up_cli import run as run_root
@@ -32,15 +30,6 @@ from tests.providers.test_up_cli import run as run_root
 pytestmark = pytest.mark.integration
 
 GKE_ZONES = [f"{LOCATION}-{z}" for z in "abc"]
-
-
-@pytest.fixture
-def gke(monkeypatch: pytest.MonkeyPatch) -> Iterator[GkeDouble]:
-    with GkeDouble() as double:
-        make_gke_cluster(double)
-        monkeypatch.setenv("GEOSCHED_GKE_ENDPOINT", double.endpoint)
-        monkeypatch.setenv("GEOSCHED_GCP_PROJECT", PROJECT)
-        yield double
 
 
 @pytest.fixture

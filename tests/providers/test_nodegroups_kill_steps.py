@@ -47,7 +47,6 @@ from tests.kill import run_killable
 from tests.kubeemu import MultiCluster
 from tests.providers.eks_support import NODE_ROLE, REGION, EksCluster, make_cluster
 from tests.providers.gke_support import CLUSTER, LOCATION, PROJECT
-from tests.providers.gke_support import make_cluster as make_gke_cluster
 from tests.providers.prov_support import ADMIN_CIDR, aws_env
 from tests.providers.test_up_cli import run
 
@@ -247,14 +246,6 @@ def test_eks_down_killed_at_every_step_leaks_nothing(tmp_path: Path, eks: EksClu
 
 
 # --- GKE ----------------------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def gke(monkeypatch: pytest.MonkeyPatch) -> Iterator[GkeDouble]:
-    with GkeDouble() as double:
-        make_gke_cluster(double)
-        monkeypatch.setenv("GEOSCHED_GKE_ENDPOINT", double.endpoint)
-        monkeypatch.setenv("GEOSCHED_GCP_PROJECT", PROJECT)
-        yield double
 
 
 def gke_cloud(gke: GkeDouble) -> Cloud:

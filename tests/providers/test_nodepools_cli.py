@@ -5,7 +5,6 @@ GEOSCHED_GKE_ENDPOINT, with google-cloud-container unchanged."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from geosched.store.db import Store
 from geosched_emulators.gke import GkeDouble, GkeFault
 from tests.kubeemu import MultiCluster
 from tests.output_support import valid
-from tests.providers.gke_support import CLUSTER, LOCATION, MACHINE, PROJECT, make_cluster
+from tests.providers.gke_support import CLUSTER, LOCATION, MACHINE
 from tests.providers.test_nodepools import create
 from tests.providers.test_prov_cli import run
 from tests.providers.test_up_cli import run as run_root
@@ -31,16 +30,6 @@ pytestmark = pytest.mark.integration
 # (geosched/data/gcp_gpu_vms.csv).
 A3_USD_PER_HOUR = 43.06615
 ZONES = [f"{LOCATION}-{z}" for z in "abc"]
-
-
-@pytest.fixture
-def gke(monkeypatch: pytest.MonkeyPatch) -> Iterator[GkeDouble]:
-    # Operations finish at once: the CLI polls every 15 s (GroupSettings), which a test should not wait for.
-    with GkeDouble() as double:
-        make_cluster(double)
-        monkeypatch.setenv("GEOSCHED_GKE_ENDPOINT", double.endpoint)
-        monkeypatch.setenv("GEOSCHED_GCP_PROJECT", PROJECT)
-        yield double
 
 
 @pytest.fixture

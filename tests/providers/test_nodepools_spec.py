@@ -65,8 +65,22 @@ def test_the_accelerator_of_a_machine(machine: str, gpu: str, accelerator: str |
 def test_compact_placement_only_where_it_applies() -> None:
     assert gkespec.compact("a3-highgpu-8g", 8)
     assert not gkespec.compact("a3-highgpu-8g", 1)  # one machine places nothing
-    assert not gkespec.compact("a3-highgpu-8g", 151)  # more than one compact policy holds
+    # GKE's compact placement holds up to 1,500 nodes (it was 150): a 151-node gang, and the largest pool GKE
+    # makes in one zone, are placed compact; past 1,500 none is.
+    assert gkespec.compact("a3-highgpu-8g", 151)
+    assert gkespec.compact("a3-highgpu-8g", gkespec.MAX_POOL_NODES)
+    assert not gkespec.compact("a3-highgpu-8g", gkespec.COMPACT_MAX_NODES + 1)
     assert not gkespec.compact("n1-standard-8", 8)  # N1 takes no compact policy on GKE
+
+
+def test_a_gang_past_the_old_150_node_figure_asks_for_compact_placement() -> None:
+    # 160 x a3-highgpu-8g (1,280 H100s): inside GKE's 1,500-node compact placement, so asked for; before, the pool
+    # was created without it and its nodes spread over the zone.
+    [target, *_] = gkespec.targets(plan(), REGIONAL)[0]
+    body = gkespec.create_request(target, project="p", gang="g", seq=1, owner="o1", token="g-1", nodes=160)
+    assert body["node_pool"]["placement_policy"] == {"type_": "COMPACT"}
+    one = gkespec.create_request(target, project="p", gang="g", seq=1, owner="o1", token="g-1", nodes=1)
+    assert "placement_policy" not in one["node_pool"]
 
 
 def test_the_pool_size_cap() -> None:

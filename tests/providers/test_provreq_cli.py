@@ -17,6 +17,7 @@ from geosched.core.errors import EXIT_BAD_INPUT
 from geosched.kube import keys, provreq
 from geosched_emulators import Ec2FaultProxy, MotoServer
 from tests.kube.kube_support import validate_manifest
+from tests.kubeemu import MultiCluster
 from tests.providers.eks_support import ZONES, EksCluster, make_cluster
 from tests.providers.test_up_cli import run
 
@@ -83,6 +84,8 @@ def test_out_writes_the_objects_for_gitops_and_applies_nothing(
     assert result.exit_code == 0, result.output
     assert result.stdout == f"wrote {out}\n"
     assert "geosched created nothing" in result.stderr
+    if kueue:  # the cluster's queue could not be read: the file carries the gang's own, and says so
+        assert f"written with the gang's own quota: cluster {cluster.name} not read" in result.stderr
     objects = docs(out.read_text(encoding="utf-8"))
     for obj in objects:
         validate_manifest(obj)
@@ -199,3 +202,64 @@ def test_out_replaces_only_a_file_it_wrote(home: Path, cluster: EksCluster, tmp_
     assert up(mine).exit_code == 0  # its own file: replaced
     assert mine.read_text(encoding="utf-8") == text
     assert [d["kind"] for d in docs(text)][-2:] == ["Job", "Service"]
+
+
+def test_out_leaves_a_cluster_queue_that_holds_the_gang_to_its_owner_and_never_lowers_one(
+        home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    """A GitOps sync makes the cluster what the file says: `--out` wrote the gang's own quota into the ClusterQueue,
+    and the next sync set a quota its owner had raised to run more gangs back to this gang's. Now the cluster's
+    queue is read: one that holds the gang is left out of a new file (its owner's), kept at the cluster's quota in a
+    file that already carries it (else the sync's prune would delete it under the gang), one below the gang written
+    with the cluster's quotas and the gang's raised to the gang's (`provreq.raised_queue`); the cluster unchanged."""
+    (tmp_path / "gitops").mkdir()
+    (tmp_path / "kube").mkdir()
+    with MultiCluster(1, names=[cluster.name], directory=tmp_path / "kube") as kube:
+        api = kube[cluster.name]
+
+        def up(out: Path) -> tuple[Any, list[dict[str, Any]]]:
+            result = run(home, "up", str(job(tmp_path / "train.yaml")), "--cluster", cluster.name, "--region",
+                         "us-east-1", "--provisioning-class", provreq.CHECK_CAPACITY, "--out", str(out),
+                         "--kubeconfig", str(kube.kubeconfig))
+            assert result.exit_code == 0, result.output
+            return result, docs(out.read_text(encoding="utf-8"))
+
+        def gpu_quotas(queue: dict[str, Any]) -> dict[str, Any]:
+            return {f["name"]: [(r["name"], r["nominalQuota"]) for r in f["resources"]]
+                    for f in queue["spec"]["resourceGroups"][0]["flavors"]}
+
+        synced = tmp_path / "gitops" / "train.yaml"
+        result, objects = up(synced)  # no queue in the cluster yet: the rendered one, quota 2 x 8 GPUs
+        [rendered] = [o for o in objects if o["kind"] == "ClusterQueue"]
+        assert "ClusterQueue" not in result.stderr
+        name = rendered["metadata"]["name"]
+        assert gpu_quotas(rendered) == {name: [(keys.GPU, 16)]}
+        path = f"{rendered['apiVersion']}/clusterqueues"
+
+        # The sync applies the file; the owner then raises the GPU quota to 64 with kubectl.
+        api.apply(rendered, field_manager="argocd-controller")
+        owners = yaml.safe_load(yaml.safe_dump(rendered))
+        owners["spec"]["resourceGroups"][0]["flavors"][0]["resources"] = [{"name": keys.GPU, "nominalQuota": 64}]
+        api.apply(owners, field_manager="kubectl")
+        result, objects = up(synced)  # the file carries the queue: kept, at the owner's 64
+        [kept] = [o for o in objects if o["kind"] == "ClusterQueue"]
+        assert gpu_quotas(kept) == {name: [(keys.GPU, 64)]}
+
+        fresh = tmp_path / "gitops" / "train-b.yaml"
+        result, objects = up(fresh)  # a new file: the cluster's queue holds the gang and is left to its owner
+        assert [o["kind"] for o in objects] == ["ResourceFlavor", "ProvisioningRequestConfig", "AdmissionCheck",
+                                                "LocalQueue", "Job", "Service"]
+        assert f"ClusterQueue {name} left out of the file" in result.stderr
+
+        # Lowered below the gang's (8 GPUs), and a flavor of the owner's added beside the gang's: written with the
+        # gang's flavor raised to the gang's 16, the owner's flavor as the cluster holds it.
+        group = owners["spec"]["resourceGroups"][0]
+        group["flavors"][0]["resources"] = [{"name": keys.GPU, "nominalQuota": 8}]
+        group["flavors"].append({"name": "reserved-h100", "resources": [{"name": keys.GPU, "nominalQuota": 32}]})
+        api.apply(owners, field_manager="kubectl")
+        result, objects = up(fresh)
+        [written] = [o for o in objects if o["kind"] == "ClusterQueue"]
+        assert gpu_quotas(written) == {name: [(keys.GPU, 16)], "reserved-h100": [(keys.GPU, 32)]}
+        assert "none lowered" in result.stderr
+        live = api.get(path, name)
+        assert live is not None and live["spec"]["resourceGroups"] == owners["spec"]["resourceGroups"]
+    assert cluster.groups() == {}

@@ -167,16 +167,6 @@ def opener(cluster: MultiCluster) -> Any:
     return lambda zone: Kube.open(zone.context, cluster.kubeconfig, name=zone.cluster)
 
 
-class Clock(FakeClock):
-    def __init__(self, on_sleep: Any) -> None:
-        super().__init__()
-        self.on_sleep = on_sleep
-
-    def sleep(self, seconds: float) -> None:
-        super().sleep(seconds)
-        self.on_sleep()
-
-
 def left(cluster: MultiCluster, name: str = "cluster-a") -> dict[str, list[str]]:
     api = cluster[name]
     return {r: sorted(o["metadata"]["name"] for o in api.list(r, NS))
@@ -186,7 +176,7 @@ def left(cluster: MultiCluster, name: str = "cluster-a") -> dict[str, list[str]]
 def test_a_failed_zone_is_withdrawn_and_the_next_zone_provisions_the_gang(
         cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
     autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
-    clock = Clock(autoscaler)
+    clock = FakeClock(on_sleep=autoscaler)
     said: list[str] = []
     queued = provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g1", request=GANG,
                                        settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
@@ -234,7 +224,7 @@ def test_what_was_applied_is_journalled_before_the_gang_is_marked_ready(
     fails) has already recorded what it applied, so `down` takes the gang for a ProvisioningRequest gang and reaches
     into its cluster, instead of finding a gang with nothing to delete."""
     autoscaler = Autoscaler(cluster, {"us-east-1a": PROVISIONED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
-    clock = Clock(autoscaler)
+    clock = FakeClock(on_sleep=autoscaler)
     real = journal.finish_attempt
 
     def dies_at_launched(store: Store, attempt: int, outcome: str, *args: Any, **kwargs: Any) -> Any:
@@ -260,7 +250,7 @@ def test_a_job_files_configmap_is_applied_with_the_job_and_never_withdrawn(
     cluster["cluster-a"].create({"apiVersion": "v1", "kind": "ConfigMap",
                                  "metadata": {"name": "llm-config", "namespace": NS}, "data": {"lr": "0.1"}})
     autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
-    clock = Clock(autoscaler)
+    clock = FakeClock(on_sleep=autoscaler)
     said: list[str] = []
     queued = provfailover.queue_across(store, multi_doc_zones(tmp_path), open_kube=opener(cluster), gang="g9",
                                        request=GANG, settings=provfailover.Settings(
@@ -275,7 +265,7 @@ def test_a_job_files_configmap_is_applied_with_the_job_and_never_withdrawn(
 def test_every_zone_refusing_leaves_the_job_files_other_documents_and_says_so(
         cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
     autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": FAILED, "us-east-1c": FAILED})
-    clock = Clock(autoscaler)
+    clock = FakeClock(on_sleep=autoscaler)
     with pytest.raises(provfailover.NoZoneProvisioned) as caught:
         provfailover.queue_across(store, multi_doc_zones(tmp_path), open_kube=opener(cluster), gang="g10",
                                   request=GANG, settings=provfailover.Settings(timeout_s=60, poll_s=20, clock=clock,
@@ -291,7 +281,7 @@ def test_an_interrupted_watch_names_the_job_not_the_file_s_first_document(
     def stop() -> None:
         raise KeyboardInterrupt
 
-    clock = Clock(stop)
+    clock = FakeClock(on_sleep=stop)
     said: list[str] = []
     with pytest.raises(KeyboardInterrupt):
         provfailover.queue_across(store, multi_doc_zones(tmp_path), open_kube=opener(cluster), gang="g11",
@@ -304,7 +294,7 @@ def test_every_zone_failing_leaves_nothing_and_names_each(cluster: MultiCluster,
                                                           tmp_path: Path) -> None:
     # A refusal, a request revoked after it was provisioned, and one the autoscaler never answers (the deadline).
     autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": None, "us-east-1c": REVOKED})
-    clock = Clock(autoscaler)
+    clock = FakeClock(on_sleep=autoscaler)
     with pytest.raises(provfailover.NoZoneProvisioned) as caught:
         provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g2", request=GANG,
                                   settings=provfailover.Settings(timeout_s=60, poll_s=20, clock=clock,
@@ -329,7 +319,7 @@ def test_when_every_zone_of_one_cluster_refuses_the_next_cluster_is_asked(cluste
     # cluster-a's autoscaler refuses its two zones; cluster-b's provisions the first of its own.
     in_a = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": FAILED})
     in_b = Autoscaler(cluster, {"us-east-1c": PROVISIONED}, "cluster-b")
-    clock = Clock(lambda: (in_a(), in_b()))
+    clock = FakeClock(on_sleep=lambda: (in_a(), in_b()))
     both = [*zones(tmp_path, "cluster-a")[:2], zones(tmp_path, "cluster-b")[2]]
     queued = provfailover.queue_across(store, both, open_kube=opener(cluster), gang="g3", request=GANG,
                                        settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
@@ -348,7 +338,7 @@ def test_an_interrupted_watch_leaves_the_gang_queued_and_says_so(cluster: MultiC
     def interrupt() -> None:
         raise KeyboardInterrupt
 
-    clock = Clock(interrupt)
+    clock = FakeClock(on_sleep=interrupt)
     said: list[str] = []
     with pytest.raises(KeyboardInterrupt):
         provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g4", request=GANG,
@@ -368,7 +358,7 @@ def test_a_rerun_over_a_provisioned_gang_applies_nothing_and_leaves_it_running(c
     # said "launched" there and re-pinned the job (on a real API server the running Job's template is immutable:
     # the 422 made the run withdraw, deleting the running job).
     autoscaler = Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED, "us-east-1c": PROVISIONED})
-    clock = Clock(autoscaler)
+    clock = FakeClock(on_sleep=autoscaler)
     settings = provfailover.Settings(timeout_s=600, poll_s=5, clock=clock, sleep=clock.sleep)
     provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g5", request=GANG,
                               settings=settings)
@@ -395,7 +385,7 @@ def test_someone_elses_object_of_the_same_name_is_neither_applied_over_nor_delet
     theirs = api.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "train", "namespace": NS,
                                                                              "labels": {"team": "search"}},
                          "spec": {"selector": {"app": "search"}, "ports": [{"port": 8080}]}})
-    clock = Clock(Autoscaler(cluster, dict.fromkeys(("us-east-1a", "us-east-1b", "us-east-1c"), FAILED)))
+    clock = FakeClock(on_sleep=Autoscaler(cluster, dict.fromkeys(("us-east-1a", "us-east-1b", "us-east-1c"), FAILED)))
     with pytest.raises(provwatch.AlreadyThere, match=r"^cluster-a: services/train already in namespace ml "):
         provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g7", request=GANG,
                                   settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock,
@@ -416,7 +406,7 @@ def test_a_request_deleted_by_someone_else_ends_the_watch_at_the_next_poll(clust
         for r in api.list(PROVREQS, NS):
             api.delete(PROVREQS, r["metadata"]["name"], NS)
 
-    clock = Clock(someone_else)
+    clock = FakeClock(on_sleep=someone_else)
     with pytest.raises(provwatch.RequestGone) as caught:
         provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="g8", request=GANG,
                                   settings=provfailover.Settings(timeout_s=3600, poll_s=1, clock=clock,
@@ -456,7 +446,7 @@ def test_ctrl_c_at_any_request_leaves_the_journal_closed_and_says_what_may_be_le
     while whole is None:
         step += 1
         Interrupting.calls, Interrupting.at = 0, step
-        clock = Clock(Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED}))
+        clock = FakeClock(on_sleep=Autoscaler(cluster, {"us-east-1a": FAILED, "us-east-1b": PROVISIONED}))
         said: list[str] = []
         gang = f"c{step}"
         try:
@@ -502,7 +492,7 @@ def test_a_transient_error_of_the_api_server_during_the_watch_is_retried(cluster
             return
         autoscaler()
 
-    clock = Clock(answer_after_a_500)
+    clock = FakeClock(on_sleep=answer_after_a_500)
     queued = provfailover.queue_across(store, zones(tmp_path)[:1], open_kube=opener(cluster), gang="t1",
                                        request=GANG, settings=provfailover.Settings(timeout_s=600, poll_s=5,
                                                                                     clock=clock, sleep=clock.sleep))
@@ -517,7 +507,7 @@ def test_a_refusal_of_the_api_server_during_the_watch_is_one_line_and_the_zone_w
     forbidden = ('provisioningrequests.autoscaling.x-k8s.io "train-geosched-provisioning" is forbidden: User "ci" '
                  'cannot get resource')
     # Once: not retried (it is no transient error), and the withdrawal after it may read the request again.
-    clock = Clock(lambda: None if api.count(faulted=True) else api.inject(
+    clock = FakeClock(on_sleep=lambda: None if api.count(faulted=True) else api.inject(
         403, method="GET", path=r"/provisioningrequests/", message=forbidden))
     with pytest.raises(provwatch.WatchFailed) as caught:
         provfailover.queue_across(store, zones(tmp_path), open_kube=opener(cluster), gang="t2", request=GANG,

@@ -109,16 +109,6 @@ class Autoscaler:
                     self.api.delete("v1/nodes", node)
 
 
-class Clock(FakeClock):
-    def __init__(self, on_sleep: Any) -> None:
-        super().__init__()
-        self.on_sleep = on_sleep
-
-    def sleep(self, seconds: float) -> None:
-        super().sleep(seconds)
-        self.on_sleep()
-
-
 def opener(cluster: MultiCluster) -> Any:
     return lambda z: Kube.open(z.context, cluster.kubeconfig, name=z.cluster)
 
@@ -126,7 +116,7 @@ def opener(cluster: MultiCluster) -> Any:
 def queue(store: Store, cluster: MultiCluster, tmp_path: Path, autoscaler: Autoscaler, gang: str,
           said: list[str]) -> provreqdown.DownSettings:
     """Queue the gang; the settings its `down` runs with (the same fake clock, the autoscaler at each sleep)."""
-    clock = Clock(autoscaler)
+    clock = FakeClock(on_sleep=autoscaler)
     provfailover.queue_across(store, [zone(tmp_path)], open_kube=opener(cluster), gang=gang, request=GANG,
                               settings=provfailover.Settings(timeout_s=600, poll_s=5, clock=clock, sleep=clock.sleep),
                               say=said.append)

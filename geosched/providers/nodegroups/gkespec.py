@@ -48,11 +48,17 @@ GPU_TAINT = {"key": keys.GPU, "value": "present", "effect": "NoSchedule"}
 FAMILY_ACCELERATORS = {"a3-megagpu": "nvidia-h100-mega-80gb", "a2-ultragpu": "nvidia-a100-80gb",
                        "a3-ultragpu": "nvidia-h200-141gb"}
 # Machine series a compact placement policy accepts (GKE docs, "Define compact placement for GKE nodes",
-# Requirements: A2, A3, A4, C2, C2D, C3, C3D, C4, C4D, G2, H3, N2, N2D), and the most VMs one compact placement
-# policy holds (Compute Engine docs, "About placement policies", compact policies: at most 150 VMs for most
-# series). Outside either, the pool is made without one and the plan says so.
+# Requirements: A2, A3, A4, C2, C2D, C3, C3D, C4, C4D, G2, H3, N2, N2D), and the most nodes one compact placement
+# holds. 150 was the figure of the older pages: Compute Engine's "Placement policies overview" (compact policies
+# "support up to 150 VMs per policy", then for A2, C2, G2, C2D, N2 and N2D only) and the GKE page's own ("Pods
+# grouped on up to 150 nodes"). The GKE page now reads 1,500 ("Compact placement is available for Pods grouped on
+# up to 1,500 nodes"; "Each placement group is limited to 1,500 nodes", the same for every machine series and GPU
+# it lists: C2 ... N2D, A100, L4, H100), so a 151-node A3 gang was refused a placement GKE gives it. The page states
+# the figure in its Autopilot section; no smaller one for Standard pools was found in it. A pool is at most
+# MAX_POOL_NODES (1,000) anyway, so within GKE's limits every pool of two nodes or more of these series is compact.
+# Outside the series, or for one node, the pool is made without one.
 COMPACT_SERIES = frozenset({"a2", "a3", "a4", "c2", "c2d", "c3", "c3d", "c4", "c4d", "g2", "h3", "n2", "n2d"})
-COMPACT_MAX_NODES = 150
+COMPACT_MAX_NODES = 1500
 # GKE quotas and limits: "Nodes per node pool zone: 1,000" (cloud.google.com/kubernetes-engine/quotas). A gang is
 # one pool in one zone, held at its size.
 MAX_POOL_NODES = 1000
