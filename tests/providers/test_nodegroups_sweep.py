@@ -22,7 +22,7 @@ from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups import spec
 from geosched.providers.nodegroups.eks import Eks
 from geosched.providers.nodegroups.gke import Gke
-from geosched.providers.nodegroups.launch import provision, read_cluster
+from geosched.providers.nodegroups.launch import down, provision, read_cluster
 from geosched.providers.nodegroups.sweep import Place, known_places, sweep
 from geosched.report.ledger import ledger_intervals
 from geosched.store.db import DB_NAME, Store
@@ -87,12 +87,12 @@ def test_eks_orphan_is_listed_then_deleted_with_its_parts_and_nothing_else(
         assert sorted(cluster.groups()) == ["g-kept-1", "g-other-1", "team-cpu"]
         assert launch_templates(cluster, prefix) == {}, "the group's launch template goes with it"
         assert not any(name.startswith(prefix) for name in proxy.placement_groups(REGION)), "and its placement group"
-        # Journalled under a sweep record of the restored store: deleted, its nodes charged until then and no longer.
+        # Journalled under its own gang in the restored store: deleted, its nodes charged until then and no longer.
         rows = [r for r in groups_journal.groups(lost) if r.name == "g-lost-1"]
-        assert [(r.state, r.instance_type, r.nodes, r.cluster) for r in rows] == [
-            ("deleted", "p4d.24xlarge", 2, cluster.name)]
-        record = journal.gang_record(lost, rows[0].gang)
-        assert record is not None and record.gang.startswith("sweep-") and record.state == "terminated"
+        assert [(r.gang, r.state, r.instance_type, r.nodes, r.cluster) for r in rows] == [
+            ("g-lost", "deleted", "p4d.24xlarge", 2, cluster.name)]
+        record = journal.gang_record(lost, "g-lost")
+        assert record is not None and (record.owner, record.state) == (owner, "terminated")
         mine = [i for i in ledger_intervals(lost) if i.name.startswith("g-lost-1#")]
         assert len(mine) == 2 and all(i.end is not None and i.cluster == cluster.name for i in mine)
 
@@ -115,6 +115,35 @@ def test_an_eks_group_whose_row_was_closed_is_found_again_and_reopened(store: St
     assert cluster.groups() == {}
     assert [(r.id, r.state, r.note) for r in groups_journal.groups(store, gang="g-again")] == [
         (row.id, "deleted", "found again by sweep")]
+
+
+class Killed(BaseException):
+    """The process dying at the delete call (as SIGKILL would, but inside the test)."""
+
+
+def test_a_sweep_killed_before_the_delete_leaves_a_gang_down_finishes(store: Store, cluster: EksCluster,
+                                                                     tmp_path: Path) -> None:
+    owner = journal.owner(store)
+    lost = backup(store, tmp_path / "restored")
+    try:
+        eks_gang(store, cluster, "g-kill")
+        real = Eks(REGION)
+
+        def dies(*_args: object) -> bool:
+            raise Killed
+
+        real.delete = dies  # type: ignore[method-assign]
+        with pytest.raises(Killed):
+            sweep(lost, [Place("aws", REGION, cluster.name)], lambda _p, _r: real, delete=True, settings=fast())
+        record = journal.gang_record(lost, "g-kill")
+        assert record is not None and (record.owner, record.state) == (owner, "terminating")
+        assert list(cluster.groups()) == ["g-kill-1"]
+        result = down(lost, "g-kill", settings=fast())  # a fresh process: down as for any gang
+        assert (result.state, result.deleted, result.errors) == ("terminated", 1, ())
+        assert cluster.groups() == {}
+        assert launch_templates(cluster, spec.part_name(owner, "g-kill-")) == {}
+    finally:
+        lost.close()
 
 
 def test_a_cluster_the_cloud_does_not_know_is_an_error_not_nothing(store: Store, proxy: Ec2FaultProxy) -> None:

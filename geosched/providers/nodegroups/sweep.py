@@ -9,11 +9,14 @@ that no open journal row names, and delete them with `down`'s code. The machine 
 - a group an open journal row names (`intent`, `created`, `deleting`) is its gang's, left to `down`;
 - a group of this store's owner is an orphan (another owner's too with `any_owner`), another owner's is `foreign`
   (counted, not listed for deletion);
-- listing changes nothing; with `delete`, each orphan is journalled first (`nodegroups.journal.record_found` under a
-  `sweep-<hex>` record, or its gang's own row: `_adopt`, `reopen`) and then deleted by `launch._delete`, the code
-  `down` runs: tags checked again right before the call, waited until the cloud no longer knows it, then what its
-  create made beside it (EKS: launch template, cluster placement group: `Backend.release`) deleted too. A group that
-  could not be deleted leaves its row open, so `down` of the record retries it.
+- listing changes nothing; with `delete`, each orphan is journalled first and then deleted by `launch._delete`, the
+  code `down` runs: tags checked again right before the call, waited until the cloud no longer knows it, then what
+  its create made beside it (EKS: launch template, cluster placement group: `Backend.release`) deleted too. Where it
+  is journalled: a closed row of its name, reopened; else a gang the store knows whose attempt its tag names (a new
+  row, as `down` adopts one); else a gang record of its own gang's name and owner, made now
+  (`nodegroups.journal.record_found`), so that a process killed before the delete leaves a gang `down GANG`
+  finishes; a `sweep-<hex>` record only when the store has another gang of that name. A group that could not be
+  deleted leaves its row open for `down` of its gang.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from functools import partial
 
 from geosched.clouds import gcp
 from geosched.providers import journal
-from geosched.providers.base import ATTEMPT_TAG, GANG_TAG, OWNER_TAG, Budget, ProviderError, UnsupportedError
+from geosched.providers.base import (
+    ATTEMPT_TAG,
+    GANG_NAME_RE,
+    GANG_TAG,
+    OWNER_TAG,
+    Budget,
+    ProviderError,
+    UnsupportedError,
+)
 from geosched.providers.nodegroups import gkespec, launch
 from geosched.providers.nodegroups import journal as groups_journal
 from geosched.providers.nodegroups.backend import Backend, Pool
@@ -115,15 +126,13 @@ def sweep(store: Store, places: Sequence[Place], backend_for: BackendFor = launc
             (orphans if item.owner == me or any_owner else foreign).append(item)
     deleted = 0
     if delete and orphans:
-        record: str | None = None
+        records: set[str] = set()
         for item in orphans:
             b = backends[(item.place.provider, item.place.location)]
             row = _journalled(store, item)
             if row is None:
-                if record is None:
-                    record = f"sweep-{secrets.token_hex(4)}"
-                    journal.create_gang(store, record, me, None, node_groups=True)
-                    journal.set_gang(store, record, "terminating", message="node groups found by sweep")
+                record = _record_for(store, item)
+                records.add(record)
                 row = groups_journal.record_found(
                     store, record, provider=item.place.provider, region=_region(item.place),
                     cluster=item.place.cluster, where=item.pool.where, name=item.pool.name,
@@ -134,10 +143,27 @@ def sweep(store: Store, places: Sequence[Place], backend_for: BackendFor = launc
             deleted += int(result.ok and result.existed)
             if not result.ok:
                 errors.append(f"{item.place.cluster}/{item.pool.name}: {result.error}")
-        if record is not None:
+        for record in sorted(records):
             left = groups_journal.groups(store, gang=record, states=groups_journal.OPEN_STATES)
-            journal.set_gang(store, record, "terminating" if left else "terminated")
+            journal.set_gang(store, record, "terminating" if left else "terminated",
+                             message="node groups found by sweep" + ("; not all deleted" if left else ""))
     return GroupSweep(tuple(orphans), tuple(foreign), deleted, calls, tuple(errors))
+
+
+def _record_for(store: Store, item: Found) -> str:
+    """The gang an orphan is journalled under: its own gang's name (the tag's) with the tag's owner, when the store
+    has no gang of that name (the store that made it was lost), so that `status` shows it as that gang and, should
+    this process die before the delete, `down GANG` deletes it as any gang's group (its tags match the record);
+    else (a gang of that name the store has, whose attempts the tag names none of) a `sweep-<hex>` record of its
+    own."""
+    if GANG_NAME_RE.match(item.gang) and journal.gang_record(store, item.gang) is None:
+        journal.create_gang(store, item.gang, item.owner, None, node_groups=True)
+        journal.set_gang(store, item.gang, "terminating", message="node groups found by sweep")
+        return item.gang
+    record = f"sweep-{secrets.token_hex(4)}"
+    journal.create_gang(store, record, journal.owner(store), None, node_groups=True)
+    journal.set_gang(store, record, "terminating", message="node groups found by sweep")
+    return record
 
 
 def _marked(b: Backend, place: Place, budget: Budget, settings: GroupSettings) -> list[Pool]:
