@@ -165,5 +165,8 @@ def test_sweep_lists_then_deletes_a_group_only_a_lost_store_made(home: Path, tmp
     assert swept.exit_code == 0, swept.output
     assert "deleted 1 node group(s) or pool(s)" in swept.output
     assert cluster.groups() == {}
+    # The restored store now knows the lost gang, ended: `status` shows it as any gang.
+    gangs = valid(json.loads(run(restored, "status", "-o", "json").stdout))["items"]
+    assert [(g["gang"], g["state"], g["nodes_up"], g["open"]) for g in gangs] == [("cli-lost", "terminated", 0, 0)]
     unknown = run(restored, "sweep", "--cluster", "no-such", "--region", "us-east-1")
     assert unknown.exit_code == 1 and "no EKS cluster 'no-such' in region us-east-1" in unknown.output
