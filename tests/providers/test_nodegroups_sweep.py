@@ -127,6 +127,11 @@ def test_a_sweep_killed_before_the_delete_leaves_a_gang_down_finishes(store: Sto
     lost = backup(store, tmp_path / "restored")
     try:
         eks_gang(store, cluster, "g-kill")
+        # A second group of the lost gang (a later attempt the store made before it was lost): it joins the first.
+        cluster.eks.create_nodegroup(clusterName=cluster.name, nodegroupName="g-kill-7", nodeRole=NODE_ROLE,
+                                     subnets=[cluster.subnets["use1-az2"]],
+                                     tags={"geosched-gang": "g-kill", "geosched-owner": owner,
+                                           "geosched-attempt": "g-kill-7"})
         real = Eks(REGION)
 
         def dies(*_args: object) -> bool:
@@ -137,9 +142,9 @@ def test_a_sweep_killed_before_the_delete_leaves_a_gang_down_finishes(store: Sto
             sweep(lost, [Place("aws", REGION, cluster.name)], lambda _p, _r: real, delete=True, settings=fast())
         record = journal.gang_record(lost, "g-kill")
         assert record is not None and (record.owner, record.state) == (owner, "terminating")
-        assert list(cluster.groups()) == ["g-kill-1"]
+        assert sorted(cluster.groups()) == ["g-kill-1", "g-kill-7"]
         result = down(lost, "g-kill", settings=fast())  # a fresh process: down as for any gang
-        assert (result.state, result.deleted, result.errors) == ("terminated", 1, ())
+        assert (result.state, result.deleted, result.errors) == ("terminated", 2, ())
         assert cluster.groups() == {}
         assert launch_templates(cluster, spec.part_name(owner, "g-kill-")) == {}
     finally:

@@ -9,7 +9,7 @@ that no open journal row names, and delete them with `down`'s code. The machine 
 - a group an open journal row names (`intent`, `created`, `deleting`) is its gang's, left to `down`;
 - a group of this store's owner is an orphan (another owner's too with `any_owner`), another owner's is `foreign`
   (counted, not listed for deletion);
-- listing changes nothing; with `delete`, each orphan is journalled first and then deleted by `launch._delete`, the
+- listing changes nothing; with `delete`, every orphan is journalled first, then each deleted by `launch._delete`, the
   code `down` runs: tags checked again right before the call, waited until the cloud no longer knows it, then what
   its create made beside it (EKS: launch template, cluster placement group: `Backend.release`) deleted too. Where it
   is journalled: a closed row of its name, reopened; else a gang the store knows whose attempt its tag names (a new
@@ -127,17 +127,21 @@ def sweep(store: Store, places: Sequence[Place], backend_for: BackendFor = launc
     deleted = 0
     if delete and orphans:
         records: set[str] = set()
+        # Every orphan journalled before the first delete: a process killed during one leaves them all to `down`.
+        rows: list[GroupRecord] = []
         for item in orphans:
-            b = backends[(item.place.provider, item.place.location)]
             row = _journalled(store, item)
             if row is None:
-                record = _record_for(store, item)
+                record = _record_for(store, item, records)
                 records.add(record)
                 row = groups_journal.record_found(
                     store, record, provider=item.place.provider, region=_region(item.place),
                     cluster=item.place.cluster, where=item.pool.where, name=item.pool.name,
                     instance_type=item.pool.instance_type, capacity_type=item.pool.capacity_type,
                     nodes=item.pool.nodes, arn=item.pool.ident, token=item.pool.tags.get(ATTEMPT_TAG, ""))
+            rows.append(row)
+        for item, row in zip(orphans, rows, strict=True):
+            b = backends[(item.place.provider, item.place.location)]
             result = launch._delete(store, b, row, item.owner, settings, gang=item.gang)
             calls += result.calls
             deleted += int(result.ok and result.existed)
@@ -150,12 +154,14 @@ def sweep(store: Store, places: Sequence[Place], backend_for: BackendFor = launc
     return GroupSweep(tuple(orphans), tuple(foreign), deleted, calls, tuple(errors))
 
 
-def _record_for(store: Store, item: Found) -> str:
+def _record_for(store: Store, item: Found, made: set[str]) -> str:
     """The gang an orphan is journalled under: its own gang's name (the tag's) with the tag's owner, when the store
     has no gang of that name (the store that made it was lost), so that `status` shows it as that gang and, should
     this process die before the delete, `down GANG` deletes it as any gang's group (its tags match the record);
     else (a gang of that name the store has, whose attempts the tag names none of) a `sweep-<hex>` record of its
-    own."""
+    own. `made`: the records this sweep made already (a lost gang's second group goes with its first)."""
+    if item.gang in made:
+        return item.gang
     if GANG_NAME_RE.match(item.gang) and journal.gang_record(store, item.gang) is None:
         journal.create_gang(store, item.gang, item.owner, None, node_groups=True)
         journal.set_gang(store, item.gang, "terminating", message="node groups found by sweep")
