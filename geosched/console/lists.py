@@ -64,9 +64,10 @@ NODEGROUPS = ListKind("Nodegroup", (
     "node group")
 
 ORPHANS = ListKind("OrphanInstance", (
-    C("provider"), C("region"), C("zone", nullable=True), C("id"), C("gang", nullable=True),
-    C("owner", nullable=True), C("state")),
-    "instances with no record")
+    C("kind"), C("provider"), C("region"), C("zone", nullable=True), C("cluster", nullable=True), C("id"),
+    C("gang", nullable=True), C("owner", nullable=True), C("state")),
+    "instances, node groups and node pools geosched tagged that no open record names (kind: instance, node "
+    "group, node pool; a group's region is its cluster's region or GKE location, its id its name in the cluster)")
 
 CHECKS = ListKind("ProviderCheck", (C("provider"), C("item"), C("status"), C("ok", "boolean", wide=True),
                                     C("detail")), "provider check")

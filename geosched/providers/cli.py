@@ -53,9 +53,10 @@ if TYPE_CHECKING:
     from geosched.providers.config import ProviderSettings
     from geosched.providers.gang import Event, ProvisionResult
     from geosched.providers.nodegroups.backend import Backend, Target
-    from geosched.providers.nodegroups.launch import GroupResult, Join, Precheck, Until
+    from geosched.providers.nodegroups.launch import BackendFor, GroupResult, Join, Precheck, Until
     from geosched.providers.nodegroups.sites import Site
     from geosched.providers.nodegroups.spec import CapacityBlock
+    from geosched.providers.nodegroups.sweep import Place
     from geosched.providers.plan import Candidate, Plan, PricingMode, Skipped
     from geosched.providers.terraform import NetworkConfig
     from geosched.store.db import Store
@@ -1068,48 +1069,98 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
 @app.command(name="sweep")
 def sweep_cmd(
     ctx: typer.Context,
-    provider: Annotated[list[str], typer.Option(help=f"Providers to look in (default: {PROVIDERS_TEXT}).")] = [],  # noqa: B006
-    regions: Annotated[list[str], typer.Option("--regions", "--region", help="Only these regions.")] = [],  # noqa: B006
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Terminate what is found without asking.")] = False,
-    any_owner: Annotated[bool, typer.Option("--any-owner", help="Also instances another store launched.")] = False,
+    provider: Annotated[list[str], typer.Option(help=f"Providers to look in (default: {PROVIDERS_TEXT}); with "
+                                                "--cluster, the cluster's cloud: aws (EKS) or gcp (GKE).")] = [],  # noqa: B006
+    regions: Annotated[list[str], typer.Option("--regions", "--region", help="Only these regions; with --cluster, "
+                                               "the cluster's region (GKE: its location).")] = [],  # noqa: B006
+    cluster: Annotated[list[str], typer.Option(help="Look for node groups (EKS) or node pools (GKE) geosched made "
+                                               "in this cluster instead of machines (repeat for several; "
+                                               "--provider and --region pair with them as for provision "
+                                               "--cluster). Without it, the clusters this store has made groups "
+                                               "in are swept beside the machines.")] = [],  # noqa: B006
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Terminate (delete) what is found without asking.")] = False,
+    any_owner: Annotated[bool, typer.Option("--any-owner", help="Also what another store launched.")] = False,
     inventory: Annotated[Path | None, typer.Option(help="Inventory file for the ssh provider.")] = None,
     output: OutputOpt = Output.TABLE,
     no_headers: NoHeadersOpt = False,
 ) -> None:
-    """Find instances tagged geosched-* that the store has no record of, and offer to terminate them."""
+    """Find instances, node groups and node pools tagged by geosched that the store has no open record of, and
+    offer to terminate (delete) them."""
     from geosched.console import lists as kinds
     from geosched.console import render
     from geosched.console.output import emit_list
     from geosched.providers import lifecycle
+    from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.nodegroups import sweep as group_sweep
     from geosched.store.db import Store
     names = split_names(provider) or DEFAULT_PROVIDERS
-    providers = registry.build(names, provider_settings(ctx, inventory))
     wanted = split_names(regions)
+    places, backend_for = (_sweep_places(cluster, split_names(provider), wanted) if cluster
+                           else ((), nodegroup_launch.open_backend))
+    # With --cluster only the clusters are looked in: --provider and --region then say where they are.
+    providers = {} if cluster else registry.build(names, provider_settings(ctx, inventory))
     scope = {n: wanted for n in names} if wanted else None
+
+    def look(store: Store, delete: bool) -> tuple[lifecycle.SweepResult, group_sweep.GroupSweep]:
+        where = places or group_sweep.known_places(store)
+        machines = lifecycle.sweep(store, providers, regions=scope, terminate=delete, any_owner=any_owner)
+        return machines, group_sweep.sweep(store, where, backend_for, delete=delete, any_owner=any_owner)
+
     with Store(state_home(ctx)) as store:
-        found = lifecycle.sweep(store, providers, regions=scope, any_owner=any_owner)
-        rows = [{"provider": i.provider, "region": i.region, "zone": i.zone, "id": i.provider_id, "gang": i.gang,
-                 "owner": i.owner, "state": i.state.value} for i in found.orphans]
+        found, groups = look(store, False)
+        rows = [{"kind": "instance", "provider": i.provider, "region": i.region, "zone": i.zone, "cluster": None,
+                 "id": i.provider_id, "gang": i.gang, "owner": i.owner, "state": i.state.value}
+                for i in found.orphans]
+        rows += [{"kind": g.kind, "provider": g.place.provider, "region": g.place.location, "zone": None,
+                  "cluster": g.place.cluster, "id": g.pool.name, "gang": g.gang, "owner": g.owner,
+                  "state": g.pool.status.lower()} for g in groups.orphans]
         emit_list(kinds.ORPHANS, rows, output, no_headers=no_headers)
-        if found.foreign:
-            render.err.print(f"{len(found.foreign)} tagged instance(s) belong to another store's owner "
-                             "(--any-owner includes them)")
+        if found.foreign or groups.foreign:
+            render.err.print(f"{len(found.foreign) + len(groups.foreign)} tagged instance(s) or group(s) belong to "
+                             "another store's owner (--any-owner includes them)")
         if found.reconciled:
             render.err.print(f"gangs with unrecorded instances (reconciled with --yes): {', '.join(found.reconciled)}")
-        for error in found.errors:
+        for error in found.errors + groups.errors:
             render.error(error)
-        if not found.orphans and not found.reconciled:
-            if found.errors:
+        if not found.orphans and not found.reconciled and not groups.orphans:
+            if found.errors or groups.errors:
                 # Nothing found where it could not look is not "nothing there".
                 raise typer.Exit(1)
             return
-        if not yes and (not output.tabular or not _confirm(f"Terminate {len(found.orphans)} instance(s) and reconcile "
-                                    f"{len(found.reconciled)} gang(s)?")):
+        if not yes and (not output.tabular or not _confirm(
+                f"Terminate {len(found.orphans)} instance(s), delete {len(groups.orphans)} node group(s) or pool(s) "
+                f"and reconcile {len(found.reconciled)} gang(s)?")):
             return
-        done = lifecycle.sweep(store, providers, regions=scope, terminate=True, any_owner=any_owner)
-    render.err.print(f"terminated {done.terminated} instance(s); reconciled {len(done.reconciled)} gang(s)")
-    if done.errors:
+        done, deleted = look(store, True)
+    render.err.print(f"terminated {done.terminated} instance(s); deleted {deleted.deleted} node group(s) or "
+                     f"pool(s); reconciled {len(done.reconciled)} gang(s)")
+    if done.errors or deleted.errors:
         raise typer.Exit(1)
+
+
+def _sweep_places(clusters: Sequence[str], clouds: tuple[str, ...], regions: tuple[str, ...]
+                  ) -> tuple[tuple[Place, ...], BackendFor]:
+    """`sweep --cluster`: each named cluster as a `nodegroups.sweep.Place`, its name, cloud and location checked
+    as `provision --cluster` checks them (before any call), and the backends so built for the sweep to use."""
+    from geosched.core.errors import InputError
+    from geosched.providers.nodegroups import launch as nodegroup_launch
+    from geosched.providers.nodegroups.sweep import Place
+
+    paired = list(zip(clusters, _paired("--provider", clouds, len(clusters)),
+                      _paired("--region", regions, len(clusters)), strict=True))
+    built: dict[tuple[str, str], Backend] = {}
+    places = []
+    for name, cloud, where in paired:
+        b, _ = _cluster_backend(name, cloud, where, None, dry_run=True)
+        built.setdefault((b.provider, b.region), b)
+        places.append(Place(b.provider, b.region, name))
+    if len(set(places)) < len(places):
+        raise InputError("--cluster", "", "names the same cluster twice")
+
+    def backend_for(cloud: str, location: str) -> Backend:
+        return built.get((cloud, location)) or nodegroup_launch.open_backend(cloud, location)
+
+    return tuple(places), backend_for
 
 
 def _network_rows(provider: str, net: NetworkConfig | None, owner: str,

@@ -13,7 +13,8 @@ commit it, and Argo CD or Flux applies it; Karpenter launches the nodes when the
 
 geosched creates nothing in the cloud or the cluster here, so nothing is journaled and `down` has nothing to
 delete: removing the file from the repository removes the pool, and Karpenter its nodes. Only the cluster is read
-(DescribeCluster, DescribeSubnets).
+(DescribeCluster, DescribeSubnets). The store keeps one line of each render (`store/uncharged.py`: gang, cluster,
+pools, destination), only so that `report` says the gang's nodes are not charged: no ledger row stands for them.
 """
 
 from __future__ import annotations
@@ -147,6 +148,14 @@ def render_pool(ctx: typer.Context, cluster_name: str, node_role: str | None, gp
         # The path as given may hold an ESC or a line break: escaped as error lines are (written without rich,
         # which would strip them).
         sys.stdout.write(f"wrote {escape(str(out))}\n")
+    # Remembered once written, so `report` can say this gang's capacity is not charged (store/uncharged.py):
+    # geosched never applies the pools, and Karpenter's nodes have no ledger row.
+    from geosched.store.uncharged import record_karpenter
+
+    with Store(cliparts.state_home(ctx)) as store:
+        record_karpenter(store, gang=gang, cluster=cluster_name, region=region, pools=[p.name for p in pools],
+                         instance_type=c.instance_type, capacity_type=first.capacity_type, nodes=nodes,
+                         destination=str(out) if out is not None else "stdout")
     render.err.print(f"{summary}; commit it for your GitOps to apply (geosched created nothing: deleting the "
                      "objects deletes the pool, and Karpenter its nodes)", markup=False, highlight=False,
                      soft_wrap=True)

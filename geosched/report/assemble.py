@@ -12,6 +12,7 @@ from geosched.report.accounting import Rates, account, select
 from geosched.report.aggregate import Group, Grouping, ReportKind, aggregate, total, usd_by_source
 from geosched.report.records import Interval, Line, Origin, Usage
 from geosched.report.window import Window
+from geosched.store.uncharged import KarpenterRender
 
 # Said wherever the report is read (its notes; the table's caption), since it is not what a job used.
 NODEGROUP_NOTE = ("{n} node group(s), node pool(s) or ProvisioningRequest gang(s) geosched created (provision "
@@ -19,6 +20,22 @@ NODEGROUP_NOTE = ("{n} node group(s), node pool(s) or ProvisioningRequest gang(s
                   "included: a group from its create request, the nodes an autoscaler made for a ProvisioningRequest "
                   "from their registration (late by their boot); before the job's pods run and after it ends, the "
                   "nodes are the gang's, not free")
+
+# Said whenever the store remembers a Karpenter render up to the window's end: that capacity is left out, not zero.
+KARPENTER_NOTE = ("{n} gang(s) of Karpenter capacity geosched rendered for GitOps (provision|up --karpenter: {which}) "
+                  "are not charged: geosched does not apply the NodePools, so Karpenter launches and removes their "
+                  "nodes (labelled karpenter.sh/nodepool=<pool>) without a ledger row, and their cost, idle time "
+                  "included, is in the cloud's bill, not in this report (METHODOLOGY.md)")
+
+
+def karpenter_note(renders: Sequence[KarpenterRender]) -> str | None:
+    """The note naming the rendered gangs (a gang rendered again counts once), or None. Pure."""
+    gangs = dict.fromkeys((r.gang, r.cluster) for r in renders)
+    if not gangs:
+        return None
+    named = [f"{gang} in cluster {cluster}" for gang, cluster in list(gangs)[:3]]
+    more = f" and {len(gangs) - 3} more" if len(gangs) > 3 else ""
+    return KARPENTER_NOTE.format(n=len(gangs), which=", ".join(named) + more)
 
 
 @dataclass(frozen=True)
@@ -46,7 +63,7 @@ class ReportData:
 def assemble(intervals: Sequence[Interval], window: Window, rates: Rates, *, kind: ReportKind, by: Grouping,
              usage: Usage, now: float, groupings: Sequence[Grouping] = (),
              placements: Sequence[Mapping[str, Any]] = (), ctx: policies.PlacementContext | None = None,
-             snapshot: str | None = None) -> ReportData:
+             snapshot: str | None = None, karpenter: Sequence[KarpenterRender] = ()) -> ReportData:
     """The lines of the selected intervals, grouped by `by` (and by every grouping in `groupings`); with a
     placement context, the baseline comparison too."""
     chosen = select(intervals, usage)
@@ -60,6 +77,8 @@ def assemble(intervals: Sequence[Interval], window: Window, rates: Rates, *, kin
     grouped = {(line.interval.cluster, line.interval.job) for line in lines if line.interval.nodegroup}
     if grouped:
         notes.append(NODEGROUP_NOTE.format(n=len(grouped)))
+    if (uncharged := karpenter_note(karpenter)) is not None:
+        notes.append(uncharged)
     wanted = dict.fromkeys([by, *groupings])
     groups = {g: aggregate(lines, g, kind) for g in wanted}
     outcomes: tuple[baseline.Outcome, ...] = ()

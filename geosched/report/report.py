@@ -43,6 +43,7 @@ from geosched.report.prices import PriceBook, PriceKey
 from geosched.report.records import Interval, Usage
 from geosched.report.window import iso, window
 from geosched.store.db import Store
+from geosched.store.uncharged import karpenter_renders
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ def report(store: Store, kind: ReportKind | str = ReportKind.COST, by: Grouping 
                     placements=store.placements() if compare else (),
                     ctx=policies.PlacementContext(snap.fleet, snap.network, _fleet_signal(snap.fleet, carbon))
                     if snap else None,
-                    snapshot=snap.origin if snap else None)
+                    snapshot=snap.origin if snap else None,
+                    karpenter=karpenter_renders(store, win.until))
     return _render(data, output, out)
 
 

@@ -312,6 +312,23 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX prov_requests_gang ON prov_requests (gang);
     """,
+    # Karpenter NodePools geosched rendered for the user's GitOps (`provision|up --karpenter`,
+    # geosched.store.uncharged): geosched never applies them, so Karpenter's nodes have no ledger row; the report
+    # says which gangs' capacity it does not charge.
+    """
+    CREATE TABLE karpenter_renders (
+        id INTEGER PRIMARY KEY,
+        gang TEXT NOT NULL,
+        cluster TEXT NOT NULL,
+        region TEXT NOT NULL,
+        pools TEXT NOT NULL,
+        instance_type TEXT NOT NULL,
+        capacity_type TEXT NOT NULL,
+        nodes INTEGER NOT NULL,
+        destination TEXT NOT NULL,
+        rendered_at REAL NOT NULL
+    );
+    """,
 )
 
 

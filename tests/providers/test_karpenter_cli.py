@@ -118,6 +118,8 @@ def test_up_writes_the_pool_and_the_job_pinned_to_it(home: Path, cluster: EksClu
         {"labelSelector": {"matchLabels": {"geosched.io/gang": "kp-up"}},
          "topologyKey": "topology.kubernetes.io/zone"}]}
     assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    # No placement provenance: `geosched jobs` does not list it, so no job row charges it (report/METHODOLOGY.md).
+    assert "geosched.io/cluster" not in (job_obj["metadata"].get("annotations") or {})
     assert cluster.groups() == {}
 
 
@@ -346,3 +348,26 @@ spec:
     text = out.read_text(encoding="utf-8")
     assert render() == ((), ())
     assert out.read_text(encoding="utf-8") == text
+
+
+def test_report_says_the_capacity_it_rendered_is_not_charged(home: Path, cluster: EksCluster, tmp_path: Path) -> None:
+    """geosched never applies a --karpenter render, so Karpenter's nodes have no ledger row: the report names the
+    gang in a note instead of showing a total that silently leaves them out (report/METHODOLOGY.md)."""
+    def notes() -> list[str]:
+        result = run(home, "report", "cost", "--by", "job", "-o", "json")
+        assert result.exit_code == 0, result.output
+        return [n for n in json.loads(result.stdout)["notes"] if "Karpenter" in n]
+
+    args = ("provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8", "--nodes", "2",
+            "--karpenter", "--name", "kp-bill")
+    assert run(home, *args, "--dry-run").exit_code == 0
+    assert notes() == []  # a dry run renders nothing
+    out = tmp_path / "karpenter.yaml"
+    assert run(home, *args, "--out", str(out)).exit_code == 0
+    assert notes() == [f"1 gang(s) of Karpenter capacity geosched rendered for GitOps (provision|up --karpenter: "
+                       f"kp-bill in cluster {cluster.name}) are not charged: geosched does not apply the NodePools, "
+                       "so Karpenter launches and removes their nodes (labelled karpenter.sh/nodepool=<pool>) "
+                       "without a ledger row, and their cost, idle time included, is in the cloud's bill, not in "
+                       "this report (METHODOLOGY.md)"]
+    assert run(home, *args, "--out", str(out)).exit_code == 0  # rendered again: still one gang
+    assert notes()[0].startswith("1 gang(s)")

@@ -127,3 +127,46 @@ def test_a_malformed_cluster_or_region_is_one_line_before_any_call(home: Path, c
     assert result.exit_code == EXIT_BAD_INPUT, result.exception
     assert str(result.exception).startswith(f"{option}: ") and reason in str(result.exception)
     assert "\n" not in str(result.exception)
+
+
+def test_sweep_lists_then_deletes_a_group_only_a_lost_store_made(home: Path, tmp_path: Path,
+                                                                 cluster: EksCluster) -> None:
+    """A store restored from before the gang (same owner, no row of it) sweeps the cluster it names: the group is
+    listed as data without a change, deleted with --yes; the store whose open row names it never lists it."""
+    import sqlite3
+
+    from geosched.store.db import DB_NAME
+
+    restored = tmp_path / "restored"
+    with Store(home) as store:
+        journal.owner(store)
+        restored.mkdir(mode=0o700)
+        target = sqlite3.connect(restored / DB_NAME)
+        store.db.backup(target)
+        target.close()
+    (restored / DB_NAME).chmod(0o600)
+    made = run(home, "provision", "--cluster", cluster.name, "--region", "us-east-1", "--gpu", "A100:8",
+               "--nodes", "2", "--node-role", NODE_ROLE, "--name", "cli-lost", "--yes", "-o", "json")
+    assert made.exit_code == 0, made.output
+    # The store that made it: the cluster is in its journal, so a plain sweep looks there, and its row names it.
+    own = run(home, "sweep", "--provider", "aws", "--regions", "us-east-1", "-o", "json")
+    assert own.exit_code == 0, own.output
+    assert valid(json.loads(own.stdout))["items"] == []
+    where = ("--cluster", cluster.name, "--region", "us-east-1")
+    listed = run(restored, "sweep", *where, "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    with Store(home) as store:
+        owner = journal.owner(store)
+    assert [(i["kind"], i["cluster"], i["id"], i["gang"], i["owner"], i["state"]) for i in
+            valid(json.loads(listed.stdout))["items"]] == [
+        ("node group", cluster.name, "cli-lost-2", "cli-lost", owner, "active")]
+    assert list(cluster.groups()) == ["cli-lost-2"]
+    swept = run(restored, "sweep", *where, "--yes")
+    assert swept.exit_code == 0, swept.output
+    assert "deleted 1 node group(s) or pool(s)" in swept.output
+    assert cluster.groups() == {}
+    # The restored store now knows the lost gang, ended: `status` shows it as any gang.
+    gangs = valid(json.loads(run(restored, "status", "-o", "json").stdout))["items"]
+    assert [(g["gang"], g["state"], g["nodes_up"], g["open"]) for g in gangs] == [("cli-lost", "terminated", 0, 0)]
+    unknown = run(restored, "sweep", "--cluster", "no-such", "--region", "us-east-1")
+    assert unknown.exit_code == 1 and "no EKS cluster 'no-such' in region us-east-1" in unknown.output

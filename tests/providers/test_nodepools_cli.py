@@ -167,3 +167,25 @@ def test_up_refuses_a_provisioning_class_it_cannot_render_in_one_line(
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     assert says in str(result.exception) and "\n" not in str(result.exception)
     assert gke.pools() == {}
+
+
+def test_sweep_leaves_another_stores_pool_unless_asked_then_deletes_it(home: Path, tmp_path: Path,
+                                                                         gke: GkeDouble) -> None:
+    """A pool another store made (another machine ran `up`): counted, not listed, until --any-owner; an untagged
+    pool is never touched."""
+    made = run(home, "provision", "--cluster", CLUSTER, "--provider", "gcp", "--region", LOCATION, "--gpu",
+               "H100:8", "--nodes", "2", "--name", "cli-gone", "--yes", "-o", "json")
+    assert made.exit_code == 0, made.output
+    create(gke, "system", {})
+    other = tmp_path / "other"
+    where = ("sweep", "--cluster", CLUSTER, "--provider", "gcp", "--region", LOCATION)
+    listed = run(other, *where, "-o", "json")
+    assert listed.exit_code == 0, listed.output
+    assert valid(json.loads(listed.stdout))["items"] == []
+    assert "1 tagged instance(s) or group(s) belong to another store's owner" in listed.output
+    anyone = valid(json.loads(run(other, *where, "--any-owner", "-o", "json").stdout))["items"]
+    assert [(i["kind"], i["id"], i["gang"], i["region"], i["state"]) for i in anyone] == [
+        ("node pool", "cli-gone-1", "cli-gone", LOCATION, "active")]
+    swept = run(other, *where, "--any-owner", "--yes")
+    assert swept.exit_code == 0, swept.output
+    assert list(gke.pools()) == [f"{LOCATION}/{CLUSTER}/system"]

@@ -51,6 +51,9 @@ class Pool:
     # up and when the reservation ends (epoch seconds); `Backend.schedule` sets the scaling once it is ACTIVE.
     starts_at: float | None = None
     ends_at: float | None = None
+    # The machine type its nodes run (EKS instanceTypes[0], GKE config.machineType; "" when the cloud names none, as
+    # for an EKS group on a Capacity Block): what `sweep` releases its parts by when no journal row says it.
+    instance_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -413,9 +413,10 @@ def pool(group: Mapping[str, Any]) -> Pool:
     # Any status but these two is a failure while a create is waited for (as before the backend interface).
     failure = None if neutral in (backend.CREATING, backend.ACTIVE) else spec.failure(status, issues, name)
     subnets = group.get("subnets") or [""]
+    types = group.get("instanceTypes") or [""]
     return Pool(name, neutral, dict(group.get("tags") or {}), group.get("nodegroupArn"), str(subnets[0]),
                 str(group.get("capacityType", "")), int((group.get("scalingConfig") or {}).get("desiredSize", 0)),
-                failure)
+                failure, instance_type=str(types[0]))
 
 
 def _held(reservation: Mapping[str, Any], offer: spec.BlockOffering | None, upfront_usd: float | None) -> Block:

@@ -166,7 +166,7 @@ class Gke:
         config = raw.config
         return Pool(name, neutral, {str(k): str(v) for k, v in config.resource_labels.items()},
                     str(raw.self_link or "") or None, where, "SPOT" if config.spot else "ON_DEMAND",
-                    int(raw.initial_node_count), failure)
+                    int(raw.initial_node_count), failure, instance_type=str(config.machine_type or ""))
 
     def delete(self, cluster: str, where: str, name: str, budget: Budget) -> bool:
         path = f"{self._path(cluster, where)}/nodePools/{name}"

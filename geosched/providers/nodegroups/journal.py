@@ -84,6 +84,51 @@ def mark(store: Store, row_id: int, state: str, *, arn: str | None = None, note:
             _ledger(db, _record(row), now)
 
 
+def record_found(store: Store, record: str, *, provider: str, region: str, cluster: str, where: str, name: str,
+                 instance_type: str, capacity_type: str, nodes: int, arn: str | None, token: str) -> GroupRecord:
+    """A group `sweep` found in a cluster, carrying geosched's tags, that no row of this store names (the store that
+    made it was lost, another machine made it): journalled `created` under the sweep's gang `record`, with an attempt
+    of its own (outcome `launched`, token the group's attempt tag), so that its deletion is journalled as any other's
+    and its nodes are charged from now (the discovery: when it was really made is not known here) to its deletion.
+    One transaction."""
+    now = time.time()
+    pricing = Pricing.SPOT.value if capacity_type == "SPOT" else Pricing.ON_DEMAND.value
+    with store.transaction() as db:
+        seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM prov_attempts WHERE gang = ?",
+                             (record,)).fetchone()[0])
+        cur = db.execute(
+            "INSERT INTO prov_attempts (gang, seq, token, provider, region, zone, instance_type, pricing, outcome, "
+            "message, started_at, finished_at) VALUES (?, ?, ?, ?, ?, '', ?, ?, 'launched', ?, ?, ?)",
+            (record, seq, token, provider, region, instance_type, pricing,
+             f"found by sweep in cluster {cluster}", now, now))
+        attempt = int(cur.lastrowid or 0)
+        cur = db.execute(
+            "INSERT INTO prov_nodegroups (gang, attempt, cluster, region, zone, subnet, name, instance_type, "
+            "capacity_type, nodes, arn, state, note, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, 'created', 'found by sweep', ?, ?)",
+            (record, attempt, cluster, region, where, name, instance_type, capacity_type, nodes, arn, now, now))
+        row = db.execute(f"SELECT {_COLUMNS} FROM prov_nodegroups WHERE id = ?", (cur.lastrowid,)).fetchone()
+        found = _record(row)
+        _ledger(db, found, now)
+    return found
+
+
+def reopen(store: Store, row_id: int, note: str) -> GroupRecord | None:
+    """A `deleted` row whose group `sweep` found in the cluster again (a create still in flight landed after `down`
+    closed the row): `created` again, its nodes charged from now (its earlier interval stays closed, so no hour is
+    charged twice) until the group is deleted. One transaction."""
+    now = time.time()
+    with store.transaction() as db:
+        db.execute("UPDATE prov_nodegroups SET state = 'created', note = ?, created_at = ?, updated_at = ? "
+                   "WHERE id = ? AND state = 'deleted'", (note, now, now, row_id))
+        row = db.execute(f"SELECT {_COLUMNS} FROM prov_nodegroups WHERE id = ?", (row_id,)).fetchone()
+        if row is None:
+            return None
+        found = _record(row)
+        _ledger(db, found, now)
+    return found
+
+
 def _ledger(db: sqlite3.Connection, row: GroupRecord, now: float) -> None:
     """The group's node intervals after its row went to `row.state`: open while it exists (`created`,
     `deleting`), closed once `deleted`. Idempotent: `usage.open_in` finds a node's open interval."""

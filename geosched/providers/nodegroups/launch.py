@@ -452,9 +452,13 @@ class _Deleted:
     error: str | None = None
 
 
-def _delete(store: Store, backend: Backend, row: GroupRecord, owner: str, settings: GroupSettings) -> _Deleted:
-    """Delete the row's group if it is this store's, and wait until the cloud no longer knows it."""
+def _delete(store: Store, backend: Backend, row: GroupRecord, owner: str, settings: GroupSettings,
+            gang: str | None = None) -> _Deleted:
+    """Delete the row's group if it is tagged with `owner` and `gang` (default: the row's gang; `sweep` journals a
+    group whose gang the store does not know under a record of its own), and wait until the cloud no longer knows
+    it."""
     budget = Budget(settings.delete_timeout_s, settings.call_timeout_s)
+    tagged = gang or row.gang
 
     def look() -> Pool | None:
         return call(lambda: backend.describe(row.cluster, row.subnet, row.name, budget), budget, settings.retry,
@@ -466,7 +470,7 @@ def _delete(store: Store, backend: Backend, row: GroupRecord, owner: str, settin
         while found is None and row.state == "intent" and time.time() - row.created_at < settings.settle_s:
             settings.sleep(settings.poll_s)
             found = look()
-        if found is None or not pools.ours(found.tags, owner, row.gang):
+        if found is None or not pools.ours(found.tags, owner, tagged):
             # Either way no group of ours stands: what the create made beside one (named for this store) goes.
             failed = _release(backend, row, owner, budget, settings)
             if failed is not None:
@@ -474,7 +478,7 @@ def _delete(store: Store, backend: Backend, row: GroupRecord, owner: str, settin
         if found is None:
             groups_journal.mark(store, row.id, "deleted", note="not found in the cluster")
             return _Deleted(True, False, budget.calls)
-        if not pools.ours(found.tags, owner, row.gang):
+        if not pools.ours(found.tags, owner, tagged):
             groups_journal.mark(store, row.id, "deleted", note=f"a {backend.kind} of this name is not tagged as "
                                 "this store's: left alone")
             return _Deleted(True, False, budget.calls)
