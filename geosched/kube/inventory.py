@@ -14,8 +14,8 @@ the caller lists nodes and pods and hands them in, as dicts or kubernetes client
   `geosched.kube.resources` as NodeResourcesFit counts it), which `geosched.core.room` holds each job's workers to;
 - cordoned (spec.unschedulable) or NotReady nodes stay in the fleet with state NOT_READY and no free GPU, so
   the node keeps its identity while policies pass it over; nodes without GPUs, or without zone labels or a
-  known GPU model, or whose GPUs are MIG slices or shared replicas (`gpuidentity.not_whole`), are left out with
-  the reason;
+  known GPU model, or whose GPUs are MIG slices or shared replicas (`gpuidentity.not_whole` by GFD's labels,
+  `gpuidentity.more_than_built` by a count above the machine's GPUs where no GFD runs), are left out with the reason;
 - provider from spec.providerID: the cloud whose spec lists its scheme (`aws:///zone/i-...` is aws,
   `gce://project/zone/name` is gcp; `geosched.clouds`), any other scheme names itself, none is `onprem`; cluster
   is the kube context name.
@@ -115,7 +115,8 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
     if region is None or zone is None:
         return Rejection(name, f"missing {keys.REGION} or {keys.ZONE} label")
     instance_type = labels.get(keys.INSTANCE_TYPE, "custom")
-    if (shared := gpuidentity.not_whole(labels)) is not None:
+    if (shared := gpuidentity.not_whole(labels) or gpuidentity.more_than_built(provider, instance_type,
+                                                                                allocatable)) is not None:
         return Rejection(name, shared)
     gpu = gpuidentity.model_of(labels, provider)
     if gpu is None:
