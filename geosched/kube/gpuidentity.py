@@ -50,7 +50,13 @@ def _instance_gpus() -> Mapping[tuple[str, str], str]:
 
 @cache
 def _instance_gpu_counts() -> Mapping[tuple[str, str], int]:
-    return {(o.provider, o.instance_type): o.gpus for o in catalog.offerings() if o.gpus > 0}
+    # The most any offering of the type has: a machine type sold with more than one GPU count (none is today) must
+    # never make whole GPUs look shared.
+    counts: dict[tuple[str, str], int] = {}
+    for o in catalog.offerings():
+        key = (o.provider, o.instance_type)
+        counts[key] = max(counts.get(key, 0), o.gpus)
+    return {key: n for key, n in counts.items() if n > 0}
 
 
 def more_than_built(provider: str, instance_type: str, allocatable: int) -> str | None:
