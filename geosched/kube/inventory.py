@@ -28,7 +28,7 @@ bare ID on the launched record matches), then by node name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any
 
@@ -47,6 +47,17 @@ TERMINATED_PHASES = {"Succeeded", "Failed"}
 class Inventory:
     nodes: tuple[Node, ...]
     skipped: tuple[Rejection, ...]
+    # The labels of the GPU nodes left out because their nvidia.com/gpu are not whole GPUs: no capacity, yet the
+    # kube-scheduler may still bind a gang's pods there (they advertise nvidia.com/gpu), so rendering must keep them
+    # off (`render.constraints_for`).
+    not_whole: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NotWhole(Rejection):
+    """A node left out because its nvidia.com/gpu are shared replicas or MIG slices, with its labels."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def as_dict(obj: Any) -> Any:
@@ -90,7 +101,8 @@ def nodes_from_kube(kube_nodes: Iterable[Any], pods: Iterable[Any], cluster: str
             nodes.append(result)
         else:
             skipped.append(result)
-    return Inventory(tuple(nodes), tuple(skipped))
+    return Inventory(tuple(nodes), tuple(skipped),
+                     tuple({keys.HOSTNAME: r.subject, **r.labels} for r in skipped if isinstance(r, NotWhole)))
 
 
 def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
@@ -117,7 +129,7 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
     instance_type = labels.get(keys.INSTANCE_TYPE, "custom")
     if (shared := gpuidentity.not_whole(labels) or gpuidentity.more_than_built(provider, instance_type,
                                                                                 allocatable)) is not None:
-        return Rejection(name, shared)
+        return NotWhole(name, shared, labels)
     gpu = gpuidentity.model_of(labels, provider)
     if gpu is None:
         return Rejection(name, f"unknown GPU model ({keys.GPU_PRODUCT}={labels.get(keys.GPU_PRODUCT) or '(none)'}, "

@@ -5,6 +5,7 @@ by geosched's label code; an audit found each read as whole GPUs of a catalog mo
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,54 @@ def test_the_clusters_fleet_export_leaves_the_bottlerocket_replicas_out(tmp_path
     assert [(n["name"], n["gpu"], n["gpus"]) for n in fleet["nodes"]] == [(whole["metadata"]["name"], "H100", 8)]
     for name, reason in BOTTLEROCKET.items():
         assert f"cluster-a/{_nodes(name)[0]['metadata']['name']} left out: {reason}" in run.stderr
+
+
+def _train_p5(name: str, *, gpus: int, group: str) -> dict[str, Any]:
+    """A Bottlerocket p5 of node group `group` (no GFD labels), as bottlerocket-timeslice-p5.yaml, with `gpus`."""
+    [node] = _nodes("bottlerocket-timeslice-p5.yaml")
+    node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+    node["metadata"]["labels"]["eks.amazonaws.com/nodegroup"] = group
+    node["spec"]["providerID"] = f"aws:///us-east-1a/i-0{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+    for field in ("allocatable", "capacity"):
+        node["status"][field]["nvidia.com/gpu"] = str(gpus)
+    return node
+
+
+def _submitted_affinity(tmp_path: Path, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`geosched submit --dry-run` of one 8-GPU H100 worker on a cluster holding `nodes`: the Job's node affinity."""
+    job = tmp_path / "job.yaml"
+    job.write_text("name: train\nworkers: 1\ngpu: H100\ngpus_per_worker: 8\nimage: nvcr.io/nvidia/pytorch:24.05-py3\n")
+    with MultiCluster(1, directory=tmp_path) as clusters:
+        for node in nodes:
+            clusters["cluster-a"].create(node)
+        run = subprocess.run(geosched_argv("submit", job, "--dry-run", "--kubeconfig", clusters.kubeconfig),
+                             capture_output=True, text=True, env=env(tmp_path / "home"), timeout=120)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    [obj] = [d for d in yaml.safe_load_all(run.stdout) if d and d.get("kind") == "Job"]
+    required = obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    return list(required["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"])
+
+
+def test_a_gang_beside_a_time_sliced_node_of_its_own_type_is_held_to_its_hosts(tmp_path: Path) -> None:
+    """Two Bottlerocket p5 node groups in one zone, one whole, one time-sliced x4 (no GFD: the instance type is all
+    either carries). Placed on the whole node, the pods were held only to the zone and p5.48xlarge, so the
+    kube-scheduler could bind the worker's 8 nvidia.com/gpu on the time-sliced node: 2 physical H100s. Now the
+    gang is held to the host it was placed on."""
+    expressions = _submitted_affinity(tmp_path, [_train_p5("ip-10-0-16-50.ec2.internal", gpus=8, group="p5-train"),
+                                                 _train_p5("ip-10-0-16-51.ec2.internal", gpus=32, group="p5-share")])
+    assert {"key": "kubernetes.io/hostname", "operator": "In", "values": ["ip-10-0-16-50.ec2.internal"]} \
+        in expressions, expressions
+
+
+def test_a_shared_node_its_product_label_sets_apart_needs_no_host_pin(tmp_path: Path) -> None:
+    # With GFD, the time-sliced node's product ends -SHARED (timeslice-t4-shared.yaml's header) and the product pin
+    # keeps the pods off it; the gang is not pinned to hosts the cluster did not ask for.
+    whole = _train_p5("ip-10-0-16-50.ec2.internal", gpus=8, group="p5-train")
+    shared = _train_p5("ip-10-0-16-51.ec2.internal", gpus=32, group="p5-share")
+    whole["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+    shared["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED",
+                                         "nvidia.com/gpu.replicas": "4"})
+    expressions = _submitted_affinity(tmp_path, [whole, shared])
+    assert [e["key"] for e in expressions] == ["topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+                                               "nvidia.com/gpu.product"], expressions
+    assert expressions[-1]["values"] == ["NVIDIA-H100-80GB-HBM3"]
