@@ -7,10 +7,10 @@ It composes the verbs that exist, it does not redo them:
    GKE node pool (`--provider gcp`, `--region` the cluster's location) in the zone the plan ranks first, failing
    over zone by zone; `--dry-run` stops here and shows that plan with its $/h. The cloud is named, not guessed:
    a kubeconfig context says nothing reliable about which cloud runs the cluster.
-2. wait until the group's nodes are Ready in the cluster (kube/nodejoin.py), selected by the label the cloud puts
-   on every node of the group: `eks.amazonaws.com/nodegroup=<group>` (EKS), `cloud.google.com/gke-nodepool=<pool>`
-   (GKE). The wait is step 1's `join` (`_Joiner`): nodes not Ready by the deadline fail the zone over like a
-   capacity refusal (the group deleted, the next zone or cluster tried);
+2. wait until the group's nodes are Ready in the cluster, their GPUs allocatable (kube/nodejoin.py), selected by
+   the label the cloud puts on every node of the group: `eks.amazonaws.com/nodegroup=<group>` (EKS),
+   `cloud.google.com/gke-nodepool=<pool>` (GKE). The wait is step 1's `join` (`_Joiner`): nodes not Ready by the
+   deadline fail the zone over like a capacity refusal (the group deleted, the next zone or cluster tried);
 3. `submit` (kube/submit.py) on that cluster's context only, its inventory restricted to those nodes
    (`SubmitOptions.node_labels`): the same placement decision as `place` and `submit`, on exactly the new nodes.
 
@@ -121,7 +121,8 @@ def up_cmd(
                                              "and buys nothing, waits for its Capacity Block's start and its nodes, "
                                              "then places JOB (a scheduled gang's second `up`).")] = None,
     join_timeout: Annotated[float, typer.Option(callback=finite, min=1.0, help="Seconds the nodes may take to "
-                                                "join and be Ready once the group is ACTIVE.")] = 900.0,
+                                                "join and be Ready, their GPUs allocatable, once the group is "
+                                                "ACTIVE.")] = 900.0,
     probe: Annotated[bool, typer.Option("--probe", help="Once the nodes are Ready, measure the network between them "
                                         "with pods pinned to each (ping, iperf3; no SSH) and place on the "
                                         "measurements. Needs deploy/netprobe/rbac.yaml's rights in the job's "
@@ -649,7 +650,8 @@ class _Joiner:
         with Kube.open(self.context, self.kubeconfig) as kube:
             try:
                 self.ready[new.name] = wait_ready(kube, {GROUP_LABELS[new.provider]: new.name}, new.nodes,
-                           what=f"{new.kind} {new.name} (cluster {new.cluster})", timeout_s=self.timeout_s)
+                           what=f"{new.kind} {new.name} (cluster {new.cluster})", timeout_s=self.timeout_s,
+                           needs=keys.GPU)
             except NodesNotReady as exc:
                 raise NotJoined(str(exc)) from None
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from statistics import median
@@ -87,6 +87,8 @@ class FleetView:
     skipped: tuple[Rejection, ...] = ()
     assumptions: tuple[str, ...] = ()
     unreachable: tuple[Unreachable, ...] = ()
+    # Per cluster, the labels of its GPU nodes whose nvidia.com/gpu are not whole (`inventory.Inventory.not_whole`).
+    not_whole: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
 
 
 # --- which clusters -------------------------------------------------------------------------------
@@ -202,15 +204,18 @@ def build_fleet(readings: Iterable[ClusterReading], launched: Sequence[Node] = (
     nodes: list[Node] = []
     skipped: list[Rejection] = []
     names: list[str] = []
+    not_whole: dict[str, tuple[Mapping[str, str], ...]] = {}
     for reading in readings:
         names.append(reading.cluster)
         inventory = nodes_from_kube(reading.nodes, reading.pods, reading.cluster, skip_tainted=skip_tainted,
                                     tolerations=declared.get(reading.cluster, ()))
         nodes.extend(inventory.nodes)
         skipped.extend(Rejection(f"{reading.cluster}/{r.subject}", r.reason) for r in inventory.skipped)
+        if inventory.not_whole:
+            not_whole[reading.cluster] = inventory.not_whole
     merged = merge_launched(nodes, launched) if launched else tuple(nodes)
     fleet, more_skipped, assumptions = fleet_from_nodes(_unique_names(merged))
-    return FleetView(fleet, tuple(names), tuple(skipped + more_skipped), tuple(assumptions))
+    return FleetView(fleet, tuple(names), tuple(skipped + more_skipped), tuple(assumptions), not_whole=not_whole)
 
 
 def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], list[str]]:

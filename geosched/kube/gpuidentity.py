@@ -48,6 +48,32 @@ def _instance_gpus() -> Mapping[tuple[str, str], str]:
     return {(o.provider, o.instance_type): o.gpu for o in catalog.offerings() if o.gpus > 0}
 
 
+@cache
+def _instance_gpu_counts() -> Mapping[tuple[str, str], int]:
+    # The most any offering of the type has: a machine type sold with more than one GPU count (none is today) must
+    # never make whole GPUs look shared.
+    counts: dict[tuple[str, str], int] = {}
+    for o in catalog.offerings():
+        key = (o.provider, o.instance_type)
+        counts[key] = max(counts.get(key, 0), o.gpus)
+    return {key: n for key, n in counts.items() if n > 0}
+
+
+def more_than_built(provider: str, instance_type: str, allocatable: int) -> str | None:
+    """Why `allocatable` `nvidia.com/gpu` on a machine the catalog says has fewer GPUs are not whole GPUs, None when
+    they may be. The NVIDIA device plugin advertises each time-sliced or MPS replica and each MIG slice as one
+    `nvidia.com/gpu`, and only GPU feature discovery's labels say so (`not_whole`); where GFD does not run, the count
+    is all that tells: Bottlerocket's NVIDIA variants run the device plugin with time-slicing, MPS or MIG from their
+    own settings (settings.kubelet-device-plugins.nvidia: device-sharing-strategy, time-slicing.replicas,
+    device-partitioning-strategy; bottlerocket.dev), and the device plugin's Helm chart deploys GFD only when asked
+    (gfd.enabled). Fewer than built is whole GPUs still: the device plugin leaves out a GPU it finds unhealthy."""
+    built = _instance_gpu_counts().get((provider, instance_type))
+    if built is None or allocatable <= built:
+        return None
+    return (f"{allocatable} allocatable {keys.GPU} on a {instance_type}, which has {built} GPUs: shared replicas or "
+            "MIG slices the device plugin advertises without GPU feature discovery's labels, not whole GPUs")
+
+
 def catalog_model(provider: str, instance_type: str) -> str | None:
     """The GPU model the catalog says `instance_type` of `provider` has; None for a type it does not sell."""
     return _instance_gpus().get((provider, instance_type))

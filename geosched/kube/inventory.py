@@ -14,8 +14,8 @@ the caller lists nodes and pods and hands them in, as dicts or kubernetes client
   `geosched.kube.resources` as NodeResourcesFit counts it), which `geosched.core.room` holds each job's workers to;
 - cordoned (spec.unschedulable) or NotReady nodes stay in the fleet with state NOT_READY and no free GPU, so
   the node keeps its identity while policies pass it over; nodes without GPUs, or without zone labels or a
-  known GPU model, or whose GPUs are MIG slices or shared replicas (`gpuidentity.not_whole`), are left out with
-  the reason;
+  known GPU model, or whose GPUs are MIG slices or shared replicas (`gpuidentity.not_whole` by GFD's labels,
+  `gpuidentity.more_than_built` by a count above the machine's GPUs where no GFD runs), are left out with the reason;
 - provider from spec.providerID: the cloud whose spec lists its scheme (`aws:///zone/i-...` is aws,
   `gce://project/zone/name` is gcp; `geosched.clouds`), any other scheme names itself, none is `onprem`; cluster
   is the kube context name.
@@ -28,7 +28,7 @@ bare ID on the launched record matches), then by node name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any
 
@@ -47,6 +47,17 @@ TERMINATED_PHASES = {"Succeeded", "Failed"}
 class Inventory:
     nodes: tuple[Node, ...]
     skipped: tuple[Rejection, ...]
+    # The labels of the GPU nodes left out because their nvidia.com/gpu are not whole GPUs: no capacity, yet the
+    # kube-scheduler may still bind a gang's pods there (they advertise nvidia.com/gpu), so rendering must keep them
+    # off (`render.constraints_for`).
+    not_whole: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NotWhole(Rejection):
+    """A node left out because its nvidia.com/gpu are shared replicas or MIG slices, with its labels."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def as_dict(obj: Any) -> Any:
@@ -90,7 +101,8 @@ def nodes_from_kube(kube_nodes: Iterable[Any], pods: Iterable[Any], cluster: str
             nodes.append(result)
         else:
             skipped.append(result)
-    return Inventory(tuple(nodes), tuple(skipped))
+    return Inventory(tuple(nodes), tuple(skipped),
+                     tuple({keys.HOSTNAME: r.subject, **r.labels} for r in skipped if isinstance(r, NotWhole)))
 
 
 def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
@@ -115,8 +127,9 @@ def node_from_kube(data: Any, used: Mapping[str, int], cluster: str,
     if region is None or zone is None:
         return Rejection(name, f"missing {keys.REGION} or {keys.ZONE} label")
     instance_type = labels.get(keys.INSTANCE_TYPE, "custom")
-    if (shared := gpuidentity.not_whole(labels)) is not None:
-        return Rejection(name, shared)
+    if (shared := gpuidentity.not_whole(labels) or gpuidentity.more_than_built(provider, instance_type,
+                                                                                allocatable)) is not None:
+        return NotWhole(name, shared, labels)
     gpu = gpuidentity.model_of(labels, provider)
     if gpu is None:
         return Rejection(name, f"unknown GPU model ({keys.GPU_PRODUCT}={labels.get(keys.GPU_PRODUCT) or '(none)'}, "

@@ -15,7 +15,16 @@ A cordoned node (`spec.unschedulable`) is not counted: the gang could not be pla
 still carries a taint the node controller sets from conditions (`node.kubernetes.io/not-ready`, `unreachable`,
 `network-unavailable`, the pressure taints: Kubernetes docs, "Well-Known Labels, Annotations and Taints"): every
 node registers with `not-ready:NoSchedule` and keeps it for a moment after it reports Ready, and the placement
-leaves out nodes with taints its pods do not tolerate.
+leaves out nodes with taints its pods do not tolerate. So is the taint the kubelet of a cloud's node registers with
+until the cloud controller manager has initialised the node (`node.cloudprovider.kubernetes.io/uninitialized`, same
+page; EKS and GKE run their cloud provider external).
+
+A GPU node is joined only once its GPUs are allocatable (`needs`: `up` passes `nvidia.com/gpu`): the kubelet reports
+Ready before the NVIDIA device plugin (EKS AL2023 and Bottlerocket NVIDIA AMIs) or GKE's driver installer and device
+plugin have advertised them, minutes later (kubernetes/autoscaler cluster-autoscaler: "allocatable GPU may be equal to
+0 up to 15 minutes after" a node becomes Ready, so it counts such a node unready,
+processors/customresources/gpu_processor.go; GKE auto-repairs a node only after 15 minutes of unallocatable GPUs).
+Placed on at once, the gang found no GPU on its own new nodes and `up` deleted the group it had just bought.
 """
 
 from __future__ import annotations
@@ -27,10 +36,13 @@ from typing import Any
 
 from geosched.core.errors import GeoschedError
 from geosched.kube.client import NODES, Kube
+from geosched.kube.quantity import whole_count
 
-CONDITION_TAINTS = frozenset(f"node.kubernetes.io/{t}" for t in (
+# Taints a node carries while it is not yet (or no longer) fit for pods, removed by the node lifecycle controller or
+# the cloud controller manager, never by the user.
+CONDITION_TAINTS = frozenset({*(f"node.kubernetes.io/{t}" for t in (
     "not-ready", "unreachable", "network-unavailable", "unschedulable", "memory-pressure", "disk-pressure",
-    "pid-pressure"))
+    "pid-pressure")), "node.cloudprovider.kubernetes.io/uninitialized"})
 # How many not-Ready nodes the error names (the rest are counted): the line stays one line for a 450-node group.
 NAMED = 3
 
@@ -51,8 +63,9 @@ def selector_text(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def node_state(node: Mapping[str, Any]) -> NodeState:
-    """Whether one Node (the API's JSON) is Ready, and if not, why, from its conditions. Pure."""
+def node_state(node: Mapping[str, Any], needs: str | None = None) -> NodeState:
+    """Whether one Node (the API's JSON) is Ready, and if not, why, from its conditions; with `needs` (an extended
+    resource), only once some of it is allocatable. Pure."""
     name = str((node.get("metadata") or {}).get("name", "?"))
     conditions = [c for c in ((node.get("status") or {}).get("conditions") or []) if isinstance(c, Mapping)]
     ready = next((c for c in conditions if c.get("type") == "Ready"), None)
@@ -70,6 +83,9 @@ def node_state(node: Mapping[str, Any]) -> NodeState:
                       if isinstance(t, Mapping) and t.get("key") in CONDITION_TAINTS})
     if tainted:
         return NodeState(name, False, f"Ready, still tainted {', '.join(tainted)}")
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    if needs is not None and not whole_count(allocatable.get(needs) if isinstance(allocatable, Mapping) else None):
+        return NodeState(name, False, f"Ready, no allocatable {needs} yet (its device plugin has not advertised them)")
     return NodeState(name, True, "")
 
 
@@ -101,15 +117,16 @@ def ready_nodes(states: Sequence[NodeState], expected: int) -> tuple[str, ...] |
 
 
 def wait_ready(kube: Kube, labels: Mapping[str, str], expected: int, *, what: str, timeout_s: float,
-               poll_s: float = 5.0, clock: Callable[[], float] = time.monotonic,
+               needs: str | None = None, poll_s: float = 5.0, clock: Callable[[], float] = time.monotonic,
                sleep: Callable[[float], None] = time.sleep) -> tuple[str, ...]:
-    """Poll the Nodes `labels` select until `expected` are Ready; their names. `NodesNotReady` (one line) when
-    the deadline passes first. The API's own errors (after the client's retries) propagate."""
+    """Poll the Nodes `labels` select until `expected` are Ready (with `needs` allocatable); their names.
+    `NodesNotReady` (one line) when the deadline passes first. The API's own errors (after the client's retries)
+    propagate."""
     start = clock()
     selector = selector_text(labels)
     while True:
         found, _ = kube.list_all(NODES.path(), label_selector=selector)
-        states = [node_state(n) for n in found]
+        states = [node_state(n, needs) for n in found]
         names = ready_nodes(states, expected)
         if names is not None:
             return names

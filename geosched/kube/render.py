@@ -6,7 +6,8 @@ The user's own object comes back with the placement added; nothing else of it ch
   `topology.kubernetes.io/region` when the gang sits in one region, on the GPU model by the label the placed
   nodes carry (`gpuidentity.pin`: GFD's `nvidia.com/gpu.product`, else GKE's `cloud.google.com/gke-accelerator`,
   else `node.kubernetes.io/instance-type`, the first that no node of another model shares), and on
-  `kubernetes.io/hostname` when the cluster pins hosts;
+  `kubernetes.io/hostname` when the cluster pins hosts, or when that GPU pin would also admit a node of the gang's
+  zones whose `nvidia.com/gpu` are shared replicas or MIG slices (`RenderOptions.not_whole`);
 - the tolerations a compact job and its cluster's config declare (`tolerations:`), on every pod template (a
   kind without pod templates, such as a TrainJob, pins its pods its own way: `JobKind.pin_untemplated`), after
   the pods' own, so the nodes the taint filter counted as
@@ -57,6 +58,9 @@ class RenderOptions:
     now: datetime
     compact_kind: CompactKind = CompactKind.JOB
     nodes: Mapping[str, Node] = field(default_factory=dict)
+    # The labels of the cluster's GPU nodes that are no capacity because their nvidia.com/gpu are shared replicas or
+    # MIG slices (`inventory.Inventory.not_whole`): the gang's pods must not be bound there either.
+    not_whole: Sequence[Mapping[str, str]] = ()
 
 
 @dataclass(frozen=True)
@@ -67,16 +71,19 @@ class Constraints:
     region: str | None
     hosts: tuple[str, ...]
     gpu: gpuidentity.Pin | None = None
+    # The GPU pin also admits nodes whose GPUs are not whole (a time-sliced p5 carries the instance type a whole one
+    # does, and no label more where GPU feature discovery does not run): only the placed hosts keep the pods off.
+    hosts_required: bool = False
 
     def requirements(self, *, gpu_pod: bool, pin: bool) -> list[affinity.Requirement]:
         """Every pod of the gang stays in its zones; GPU pods also on the placed GPU model and, when
-        pinned, on the placed hosts. A GPU-less helper may take any node there."""
+        pinned (or `hosts_required`), on the placed hosts. A GPU-less helper may take any node there."""
         out: list[affinity.Requirement] = [(keys.ZONE, self.zones)]
         if self.region is not None:
             out.append((keys.REGION, (self.region,)))
         if gpu_pod and self.gpu is not None:
             out.append((self.gpu.key, self.gpu.values))
-        if gpu_pod and pin:
+        if gpu_pod and (pin or self.hosts_required):
             out.append((keys.HOSTNAME, self.hosts))
         return out
 
@@ -99,7 +106,7 @@ def render(job: JobInput, placement: Placement, cluster: ClusterConfig, options:
     else:
         kind, obj, companions, pod_sets = job.kind, copy.deepcopy(dict(job.original)), (), job.pod_sets
         obj.setdefault("metadata", {}).setdefault("namespace", namespace)
-    constraints = constraints_for(placement, options.nodes)
+    constraints = constraints_for(placement, options.nodes, options.not_whole)
     gang = Gang(name=job.name, namespace=namespace, kind=kind, pods=sum(p.pods for p in pod_sets),
                 gpus=job.job.gpus, zones=placement.zones, regions=placement.regions)
     plan = handoff(gang, cluster)
@@ -148,9 +155,12 @@ def to_yaml(manifests: Iterable[Mapping[str, Any]]) -> str:
                               allow_unicode=True, explicit_start=True, width=1 << 20)
 
 
-def constraints_for(placement: Placement, nodes: Mapping[str, Node]) -> Constraints:
+def constraints_for(placement: Placement, nodes: Mapping[str, Node],
+                    not_whole: Sequence[Mapping[str, str]] = ()) -> Constraints:
     """The label values of the placed nodes themselves (`nodelabels.selectable`), so every value pinned is one
-    that nodes of the target cluster carry. Without nodes, the placement's names as they are."""
+    that nodes of the target cluster carry. Without nodes, the placement's names as they are. `not_whole`: the
+    labels of the cluster's nodes whose GPUs are shared or sliced; where the GPU pin (or its absence) would admit
+    one in the gang's zones, the gang is held to its placed hosts."""
     if not nodes:
         region = placement.regions[0].split(":", 1)[-1] if len(placement.regions) == 1 else None
         return Constraints(placement.zones, region, tuple(sorted({a.node for a in placement.assignments})))
@@ -170,7 +180,10 @@ def constraints_for(placement: Placement, nodes: Mapping[str, Node]) -> Constrai
     hosts = sorted({own[keys.HOSTNAME] for own in labels})
     models = {n.gpu for n in placed}
     others = [nodelabels.selectable(n) for n in nodes.values() if n.gpu not in models]
-    return Constraints(tuple(zones), region, tuple(hosts), gpuidentity.pin(labels, others))
+    gpu_pin = gpuidentity.pin(labels, [*others, *not_whole])
+    admitted = [other for other in not_whole if other.get(keys.ZONE) in zones
+                and (gpu_pin is None or other.get(gpu_pin.key) in gpu_pin.values)]
+    return Constraints(tuple(zones), region, tuple(hosts), gpu_pin, hosts_required=bool(admitted))
 
 
 def _digested(constraints: Constraints) -> dict[str, object]:
@@ -183,6 +196,8 @@ def _digested(constraints: Constraints) -> dict[str, object]:
                               else ()}
     if pinned is not None and pinned.key != keys.GPU_PRODUCT:
         out["gpu_pin"] = {"key": pinned.key, "values": pinned.values}
+    if constraints.hosts_required:  # only when set: other trees' digests do not change
+        out["hosts_required"] = True
     return out
 
 

@@ -324,7 +324,8 @@ def plan(job: JobInput, view: FleetView, clusters: Mapping[str, ClusterConfig], 
     cluster = clusters[result.cluster]
     nodes = {n.name: n for n in view.fleet.nodes if n.cluster == cluster.name}
     manifests = render(job, _restore_clusters(result, job), cluster,
-                       RenderOptions(now=now, compact_kind=compact_kind, nodes=nodes))
+                       RenderOptions(now=now, compact_kind=compact_kind, nodes=nodes,
+                                     not_whole=view.not_whole.get(cluster.name, ())))
     return Planned(job, result, cluster, tuple(manifests), grid.notes)
 
 

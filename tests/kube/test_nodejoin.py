@@ -44,9 +44,29 @@ def node(name: str, conditions: list[dict[str, Any]] | None, taints: list[dict[s
     (node("g", [{"type": "Ready", "status": "True"}], [{"key": "nvidia.com/gpu", "value": "true",
                                                         "effect": "NoSchedule"}]), True, ""),
     (node("h", [{"type": "Ready", "status": "True"}], unschedulable=True), False, "cordoned (spec.unschedulable)"),
+    # A kubelet started with --cloud-provider=external registers with this taint until the cloud controller manager
+    # has initialised the node (Kubernetes docs, "Well-Known Labels, Annotations and Taints").
+    (node("i", [{"type": "Ready", "status": "True"}], [{"key": "node.cloudprovider.kubernetes.io/uninitialized",
+                                                        "value": "true", "effect": "NoSchedule"}]), False,
+     "Ready, still tainted node.cloudprovider.kubernetes.io/uninitialized"),
 ])
 def test_a_node_is_ready_by_its_ready_condition_and_says_why_not(obj: dict[str, Any], ready: bool, why: str) -> None:
-    assert node_state(obj) == NodeState(obj["metadata"]["name"], ready, why)
+    obj["status"]["allocatable"] = {"cpu": "191450m", "nvidia.com/gpu": "8"}
+    assert node_state(obj, "nvidia.com/gpu") == NodeState(obj["metadata"]["name"], ready, why)
+
+
+# A Ready GPU node before its device plugin has registered: allocatable without nvidia.com/gpu (EKS AL2023 NVIDIA AMI,
+# the plugin a DaemonSet still pulling), or at "0" (GKE, the driver installer still running; kubernetes/autoscaler
+# cluster-autoscaler counts such a node unready for up to 15 minutes).
+@pytest.mark.parametrize("allocatable", [{"cpu": "191450m", "pods": "100"}, {"cpu": "191450m", "nvidia.com/gpu": "0"},
+                                         None])
+def test_a_gpu_node_is_joined_only_once_its_gpus_are_allocatable(allocatable: dict[str, str] | None) -> None:
+    obj = node("a", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
+    if allocatable is not None:
+        obj["status"]["allocatable"] = allocatable
+    assert node_state(obj, "nvidia.com/gpu") == NodeState("a", False, "Ready, no allocatable nvidia.com/gpu yet (its "
+                                                                         "device plugin has not advertised them)")
+    assert node_state(obj) == NodeState("a", True, "")
 
 
 def test_the_shortfall_is_one_line_counting_up_registered_and_missing() -> None:
@@ -123,3 +143,25 @@ def test_the_deadline_is_the_clocks_and_the_error_says_who_is_not_ready(cluster:
     assert str(caught.value) == ("1 of 3 nodes of node group g-2 Ready after 100 s; 1 not Ready (ng-1): Ready=False "
                                  "(KubeletReady); 1 not registered")
     assert caught.value.exit_code == 1
+
+
+def test_the_wait_holds_until_the_device_plugin_has_advertised_the_gpus(cluster: MultiCluster) -> None:
+    """Every node Ready from the first poll, the GPUs advertised one node per poll after: the wait returns only once
+    all are allocatable (before, `up` placed on the first poll, found no GPU on the new nodes and deleted the group)."""
+    api = cluster["cluster-a"]
+    for i in range(3):
+        obj = group_node(f"ng-{i}", ready=True)
+        del obj["status"]["allocatable"]["nvidia.com/gpu"]
+        api.create(obj)
+
+    def plugin_registers(polls: int) -> None:
+        if polls <= 3:
+            obj = group_node(f"ng-{polls - 1}", ready=True)
+            api.set_status("v1/nodes", f"ng-{polls - 1}", {"allocatable": obj["status"]["allocatable"]})
+
+    clock = FakeClock(plugin_registers)
+    with Kube.open("cluster-a", cluster.kubeconfig) as kube:
+        names = wait_ready(kube, GROUP, 3, what="node group g-2", timeout_s=900, poll_s=15, clock=clock,
+                           sleep=clock.sleep, needs="nvidia.com/gpu")
+    assert names == ("ng-0", "ng-1", "ng-2")
+    assert clock.sleeps == [15, 15, 15]

@@ -24,6 +24,11 @@ sets them), with the pool's own `config.labels` and `config.taints`, plus the ta
 nvidia.com/gpu=present:NoSchedule (GKE docs, "Run GPUs in GKE Standard node pools"); no GFD labels, as the plane's
 GKE cluster runs no GPU operator (nodes.py).
 
+`gpus_after_s` makes machines whose GPUs are advertised that long after they register Ready: their Nodes come with
+no nvidia.com/gpu in capacity or allocatable, then the controller puts it there, as the NVIDIA device plugin does
+once it registers with the kubelet (EKS AL2023 NVIDIA AMIs run it as a DaemonSet; kubernetes/autoscaler's
+cluster-autoscaler: "allocatable GPU may be equal to 0 up to 15 minutes after" the node is Ready).
+
 `zones` says, per zone ID, what a group's machines there do (`READY`, the default; `NOT_READY`; `NONE`: no machine
 ever registers, as when the cloud accepted the group but never delivered its instances, or their bootstrap could not
 reach the API server); `ready=False` is `NOT_READY` in every zone. NOT_READY makes machines whose kubelet registers
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -129,10 +135,14 @@ class NodegroupController(_InStep):
     """Polls moto's node groups of `cluster` and keeps the real cluster's Nodes in step (a thread; `with` it)."""
 
     def __init__(self, moto_url: str, cluster: str, plane: Any, context: str, *, region: str = "us-east-1",
-                 ready: bool = True, zones: dict[str, str] | None = None, poll_s: float = 0.2) -> None:
+                 ready: bool = True, zones: dict[str, str] | None = None, poll_s: float = 0.2,
+                 gpus_after_s: float | None = None) -> None:
         super().__init__(plane, context, "nodegroup-controller", cluster=cluster, region=region, ready=ready,
                          poll_s=poll_s)
         self.zones = zones or {}
+        self.gpus_after_s = gpus_after_s
+        self.withheld: dict[str, tuple[float, dict[str, str]]] = {}  # node -> (registered at, its GPU resources)
+        self.advertised: list[str] = []  # nodes whose GPUs were put in their status late, in order
         kw = {"region_name": region, "endpoint_url": moto_url, "aws_access_key_id": "testing",
               "aws_secret_access_key": "testing"}
         self.eks, self.ec2 = boto3.client("eks", **kw), boto3.client("ec2", **kw)
@@ -148,13 +158,28 @@ class NodegroupController(_InStep):
             if group["status"] == "ACTIVE":
                 active[name] = group
         self._in_step(kube, active, self._nodes, NODEGROUP)
+        for name, (registered, gpus) in list(self.withheld.items()):
+            if time.monotonic() - registered >= (self.gpus_after_s or 0.0):
+                node = kube.get(f"/api/v1/nodes/{name}")
+                if node is not None:  # not deleted with its group meanwhile
+                    status = {k: {**node["status"][k], **gpus} for k in ("capacity", "allocatable")}
+                    kube.request("PATCH", f"/api/v1/nodes/{name}/status", body={"status": status},
+                                 content_type="application/merge-patch+json")
+                    self.advertised.append(name)
+                del self.withheld[name]
 
     def _nodes(self, group: Obj) -> list[Obj]:
         [subnet] = self.ec2.describe_subnets(SubnetIds=group["subnets"][:1])["Subnets"]
         mode = self.zones.get(subnet["AvailabilityZoneId"], READY if self.ready else NOT_READY)
         if mode == NONE:
             return []
-        return group_nodes(group, subnet, self.region, ready=mode == READY)
+        nodes = group_nodes(group, subnet, self.region, ready=mode == READY)
+        if self.gpus_after_s is not None:
+            for node in nodes:
+                gpus = {"nvidia.com/gpu": node["status"]["allocatable"].pop("nvidia.com/gpu")}
+                del node["status"]["capacity"]["nvidia.com/gpu"]
+                self.withheld[node["metadata"]["name"]] = (time.monotonic(), gpus)
+        return nodes
 
 
 NODEPOOL = "cloud.google.com/gke-nodepool"

@@ -1,7 +1,8 @@
 """`geosched up` on the real control plane when the new machines never become Ready: an EKS managed node group made on
 moto's EKS (real boto3), its machines registering with the real EKS-shaped cluster as kwok Nodes whose kubelet never
 gets Ready (tests/realkube/nodegroups.py, the test controller standing in for EKS), geosched giving up at its
-deadline with one line and deleting the group. geosched talks to moto through the fault proxy, which answers the
+deadline with one line and deleting the group; and machines Ready before their device plugin advertises the GPUs,
+waited for rather than placed on and deleted. geosched talks to moto through the fault proxy, which answers the
 placement group calls moto lacks. The 8-node H100 gang that does join, on EKS and on GKE, is
 test_realkube_up_demo.py (the flow of scripts/up-demo).
 
@@ -31,6 +32,7 @@ from tests.realkube.realkube_support import (
     geosched,
     wait_until,
 )
+from tests.realkube.updemo import eks_flow
 
 pytestmark = pytest.mark.realkube
 ZONE_ID, ZONE = "use1-az6", "us-east-1a"
@@ -103,4 +105,24 @@ def test_nodes_that_never_become_ready_are_one_line_within_the_deadline_and_leav
         assert status.returncode == 0, status.stderr
         doc = yaml.safe_load(status.stdout)
         assert [g["state"] for g in doc["nodegroups"]] == ["deleted"]
+    assert controller.errors == []
+
+
+def test_nodes_ready_before_their_gpus_are_advertised_are_waited_for_not_deleted(
+        realkube: Plane, moto: MotoServer, front: Ec2FaultProxy, tmp_path: Path) -> None:
+    """The group's machines register Ready with no nvidia.com/gpu and their device plugin advertises the 8 GPUs a few
+    seconds later (as on EKS's AL2023 NVIDIA AMI and GKE, minutes later there). Before, `up` placed the gang on the
+    first poll that saw them Ready, found no GPU on its own new nodes, and deleted the group it had just made."""
+    with realkube.namespace("up-gpulate", clusters=(EKS,)) as ns, \
+            NodegroupController(moto.url, EKS, realkube, EKS, gpus_after_s=4.0) as controller:
+        flow = eks_flow(realkube, front, ns, tmp_path, lambda line: None, gang="up-gpulate")
+        proc = flow.up()
+        assert "Traceback" not in proc.stderr
+        [group] = groups(moto)
+        bound = flow.running(group)
+        # Every node of the group got its GPUs late, and the gang runs on exactly those nodes.
+        assert sorted(controller.advertised) == flow.nodes == sorted(b.node or "" for b in bound)
+        flow.end_job()
+        flow.down()
+        assert groups(moto) == []
     assert controller.errors == []
