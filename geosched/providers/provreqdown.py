@@ -66,6 +66,7 @@ def take_down(store: Store, gang: str, open_kube: Callable[[provreqs.RequestReco
     Nodes still there after `settings.release_s` stay charged and the gang `terminating`: `down` again closes them.
     A node of the same name with another uid is a new node: the charged one is gone. Attempts a killed run left
     `started` are closed."""
+    before = journal.gang_record(store, gang)
     journal.set_gang(store, gang, "terminating")
     for a in journal.attempts(store, gang):
         if a.outcome == "started":
@@ -75,7 +76,9 @@ def take_down(store: Store, gang: str, open_kube: Callable[[provreqs.RequestReco
     errors: list[str] = []
     queue: list[str] = []
     notes: list[str] = []
-    for row in provreqs.requests_of(store, gang):
+    rows = provreqs.requests_of(store, gang)
+    queues: set[tuple[str, frozenset[provreqs.ObjectRef]]] = set()  # the queue sets seen to (cluster, refs)
+    for row in rows:
         if row.state == "deleted":
             continue
         try:
@@ -93,10 +96,12 @@ def take_down(store: Store, gang: str, open_kube: Callable[[provreqs.RequestReco
                                    timeout_s=settings.withdraw_s, poll_s=min(settings.poll_s, 1.0),
                                    clock=settings.clock, sleep=settings.sleep)
                 deleted += len(row.objects) - len(theirs)
+                _workloads_gone(kube, row, [live[o] for o in mine if kinds.lookup(o.api_version, o.kind)], settings)
                 if theirs:
                     notes.append(f"{', '.join(f'{o.kind} {o.name}' for o in theirs[:3])} in namespace "
                                  f"{row.namespace} of cluster {row.cluster} left: not applied by geosched")
                 queue += _remove_queue(store, kube, row)
+                queues.add((row.cluster, frozenset(row.queue)))
                 current = provreqs.request(store, row.id)
                 closed += _wait_gone(store, kube, current if current is not None else row, settings)
         except Exception as exc:
@@ -113,6 +118,22 @@ def take_down(store: Store, gang: str, open_kube: Callable[[provreqs.RequestReco
                           f"cluster-autoscaler after --scale-down-unneeded-time); run `geosched down {gang}` again")
             continue
         provreqs.mark_deleted(store, row.id)
+    if before is None or before.state != "terminated":
+        # Kueue's queue objects a refused zone's row applied: that row is `deleted` once the zone is withdrawn, and a
+        # run killed before the next zone's row was written leaves no open row naming them (found by
+        # tests/providers/test_provreq_kill_steps.py). Not for a gang ended already (its `up` failed in every zone:
+        # the queue objects stay for the next gang, as `up` says) nor once `down` has finished it.
+        for row in rows:
+            if row.state != "deleted" or not row.queue or (row.cluster, frozenset(row.queue)) in queues:
+                continue
+            queues.add((row.cluster, frozenset(row.queue)))
+            try:
+                with open_kube(row) as kube:
+                    queue += _remove_queue(store, kube, row)
+            except Exception as exc:
+                why = (str(exc) if isinstance(exc, GeoschedError) else
+                       f"the cluster could not be asked ({type(exc).__name__})")
+                errors.append(f"cluster {row.cluster}: {one_line(why)}")
     state = "terminating" if errors else "terminated"
     journal.set_gang(store, gang, state, message="; ".join(errors) if errors else
                      f"the job and its requests deleted; {closed} node(s) the autoscaler made seen gone")
@@ -132,6 +153,28 @@ def _live(kube: Kube, row: provreqs.RequestRecord) -> dict[provreqs.ObjectRef, A
         found[o] = provwatch.asked(kube, f"reading {o.kind} {o.name}", partial(kube.get, path),
                                    provwatch.WatchFailed)
     return found
+
+
+def _workloads_gone(kube: Kube, row: provreqs.RequestRecord, jobs: Sequence[Mapping[str, Any]],
+                    settings: DownSettings) -> None:
+    """Wait until the Workloads Kueue made for the deleted `jobs` are gone (its garbage collector deletes them with
+    the job, a moment later): until then one still queues on the gang's LocalQueue, and `_remove_queue` would keep
+    the queue objects. Past `settings.withdraw_s` they are left to `_remove_queue`'s own check."""
+    uids = {str((j.get("metadata") or {}).get("uid")) for j in jobs}
+    if not row.queue or not uids:
+        return
+    path = provwatch.WORKLOADS.format(ns=row.namespace)
+    start = settings.clock()
+    while True:
+        listed = provwatch.asked(kube, f"listing Kueue's Workloads in namespace {row.namespace}",
+                                 lambda: kube.list_all(path)[0], provwatch.WatchFailed)
+        if not any(uids & {str(r.get("uid")) for r in (w.get("metadata") or {}).get("ownerReferences") or []}
+                   for w in listed):
+            return
+        waited = settings.clock() - start
+        if waited >= settings.withdraw_s:
+            return
+        settings.sleep(min(settings.poll_s, 1.0, max(0.0, settings.withdraw_s - waited)))
 
 
 def _marked(obj: Mapping[str, Any]) -> bool:
