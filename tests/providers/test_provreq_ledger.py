@@ -500,3 +500,45 @@ def test_a_store_from_before_intent_rows_keeps_its_requests_and_takes_intents(tm
                                  objects=[provreqs.ObjectRef("batch/v1", "Job", "train", "ml")])
         assert intent.state == "intent" and [r.state for r in provreqs.open_requests(store, "g")] == [
             "provisioned", "intent"]
+
+
+def test_down_of_an_intent_deletes_only_what_carries_geosched_s_mark_and_closes_the_journal(
+        cluster: MultiCluster, store: Store) -> None:
+    """Issue 26: a run killed between the zone's intent and its apply leaves a row naming objects that may not be
+    geosched's: another team's Service of the same name (made with kubectl) is left and said; the Job geosched
+    applied (server-side, its field manager) is deleted; the attempt the run left `started` is closed."""
+    api = cluster["cluster-a"]
+    api.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "train", "namespace": NS},
+               "spec": {"selector": {"app": "search"}, "ports": [{"port": 8080}]}}, field_manager="kubectl")
+    with Kube.open("cluster-a", cluster.kubeconfig) as kube:
+        apply_object(kube, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
+                            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                                {"name": "c", "image": "ghcr.io/example/train:1"}]}}}},
+                     default_namespace=NS, retry=KUBE_RETRY)
+    journal.create_gang(store, "g9", journal.owner(store), GANG, provisioning_request=True)
+    a = journal.start_attempt(store, "g9", CANDIDATE)
+    provreqs.intend(store, "g9", a.id, cluster="cluster-a", context="cluster-a", kubeconfig=None, namespace=NS,
+                    objects=[provreqs.ObjectRef("batch/v1", "Job", "train", NS),
+                             provreqs.ObjectRef("v1", "Service", "train", NS)])
+    done = down(store, cluster, "g9")
+    assert (done.state, done.deleted, done.errors) == ("terminated", 1, ())
+    assert done.queue == ("Service train in namespace ml of cluster cluster-a left: not applied by geosched",)
+    assert api.get("batch/v1/jobs", "train", NS) is None
+    kept = api.get("v1/services", "train", NS)
+    assert kept is not None and kept["spec"]["selector"] == {"app": "search"}
+    assert [r.state for r in provreqs.requests_of(store, "g9")] == ["deleted"]
+    assert [x.outcome for x in journal.attempts(store, "g9")] == ["cancelled"]
+
+
+def test_a_gang_killed_before_its_first_intent_is_taken_down_without_asking_any_cloud(
+        store: Store, tmp_path: Path) -> None:
+    """The gang row says it is a ProvisioningRequest gang from its first write: `down` of a gang killed before its
+    first prov_requests row does not take it for a machine gang (which asks the cloud's machine API)."""
+    journal.create_gang(store, "g10", journal.owner(store), GANG, provisioning_request=True)
+    journal.start_attempt(store, "g10", CANDIDATE)
+    assert provreqs.is_request_gang(store, "g10")
+    result = run(tmp_path / "home", "down", "g10", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)["items"]
+    assert (row["gang"], row["state"], row["errors"]) == ("g10", "terminated", [])
+    assert [x.outcome for x in journal.attempts(store, "g10")] == ["cancelled"]
