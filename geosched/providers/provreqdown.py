@@ -157,9 +157,10 @@ def _live(kube: Kube, row: provreqs.RequestRecord) -> dict[provreqs.ObjectRef, A
 
 def _workloads_gone(kube: Kube, row: provreqs.RequestRecord, jobs: Sequence[Mapping[str, Any]],
                     settings: DownSettings) -> None:
-    """Wait until the Workloads Kueue made for the deleted `jobs` are gone (its garbage collector deletes them with
-    the job, a moment later): until then one still queues on the gang's LocalQueue, and `_remove_queue` would keep
-    the queue objects. Past `settings.withdraw_s` they are left to `_remove_queue`'s own check."""
+    """Wait until the Workloads Kueue made for the deleted `jobs` are gone or being deleted (the garbage collector
+    deletes them after the job, a moment later): until then one still queues on the gang's LocalQueue, and
+    `_remove_queue` would keep the queue objects. Past `settings.withdraw_s` they are left to `_remove_queue`'s own
+    check."""
     uids = {str((j.get("metadata") or {}).get("uid")) for j in jobs}
     if not row.queue or not uids:
         return
@@ -168,8 +169,9 @@ def _workloads_gone(kube: Kube, row: provreqs.RequestRecord, jobs: Sequence[Mapp
     while True:
         listed = provwatch.asked(kube, f"listing Kueue's Workloads in namespace {row.namespace}",
                                  lambda: kube.list_all(path)[0], provwatch.WatchFailed)
+        # One being deleted (Kueue's finalizer holds it a moment) queues on nothing: `remove_queue` passes it over.
         if not any(uids & {str(r.get("uid")) for r in (w.get("metadata") or {}).get("ownerReferences") or []}
-                   for w in listed):
+                   and not (w.get("metadata") or {}).get("deletionTimestamp") for w in listed):
             return
         waited = settings.clock() - start
         if waited >= settings.withdraw_s:
