@@ -179,7 +179,7 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
                                        clock=settings.clock, sleep=settings.sleep)
     except KeyboardInterrupt:
         # Stopping the watch is not withdrawing the gang: queued provisioning may take hours, and the request keeps
-        # its place in the queue. Said, journalled, and left to the user.
+        # its place in the queue. Said, journalled, and left to the user: `down` withdraws it by the intent row.
         journal.finish_attempt(store, a.id, "cancelled", message=f"interrupted; {where} stays queued")
         journal.set_gang(store, gang, "failed", message=f"interrupted while {zone.where} was asked: {where} "
                          f"stays queued there; {how}")
