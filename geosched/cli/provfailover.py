@@ -3,7 +3,9 @@
 For each zone of the plan the cluster holds (best first, as for a node group), in the machine path's journal
 (`prov_gangs`, `prov_attempts`: `geosched status GANG` shows them):
 1. journal an attempt, render the job pinned to the zone (kube/provreq.py) and apply it: only when none of what
-   step 3 would delete exists yet (`provwatch.already_there`), else one line and nothing applied;
+   step 3 would delete exists yet (`provwatch.already_there`), else one line and nothing applied. Before the first
+   apply, the zone's row (`prov_requests`, providers/provreqs.py) is journalled as an intent naming the cluster,
+   namespace and objects, so a process killed from then on leaves `geosched down GANG` what to delete;
 2. watch the gang's request (kube/provwatch.py) until it is Provisioned, ends Failed / CapacityRevoked /
    BookingExpired, or the deadline passes;
 3. Provisioned: the attempt is `launched` and the run ends. Otherwise the job and what was applied for it are
@@ -30,11 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.core.errors import GeoschedError, one_line
-from geosched.kube import kinds, provnodes, provreq, provwatch
+from geosched.kube import provreq, provwatch
 from geosched.kube.client import KUBE_RETRY, Kube, with_retries
-from geosched.kube.kinds.base import when
 from geosched.kube.submit import Applied, apply_object
-from geosched.providers import journal, provreqs
+from geosched.providers import journal, provreqdown, provreqs
 from geosched.providers.base import CapacityError, ProviderError, StallError
 from geosched.providers.failover import blocks_for, first_block
 from geosched.providers.journal import AttemptRecord
@@ -86,7 +87,7 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
     them) until one zone's request is Provisioned (see the module's docstring); `open_kube` connects to a zone's
     cluster. `NoZoneProvisioned` names every zone and why; an API error propagates after the zone's objects are
     withdrawn."""
-    journal.create_gang(store, gang, journal.owner(store), request)
+    journal.create_gang(store, gang, journal.owner(store), request, provisioning_request=True)
     blocks: list[Block] = []
     failures: list[str] = []
     for zone in zones:
@@ -98,11 +99,11 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
         a = journal.start_attempt(store, gang, c)
         try:
             with open_kube(zone) as kube:
-                state, applied, manifests, seen = _ask(store, kube, zone, a, gang, settings, say)
+                state, applied, manifests, intent, seen = _ask(store, kube, zone, a, gang, settings, say)
                 if state is not None and not state.failed:
-                    # What was applied is journalled first: a process killed between these writes leaves a gang
-                    # `down` recognises by this row and reaches into its cluster for (review finding).
-                    row = _record(store, zone, a, manifests, seen)
+                    # The intent row becomes the request's first: a process killed between these writes leaves a
+                    # gang `down` reaches into its cluster for by this row (review finding).
+                    row = provreqs.provisioned(store, intent.id, sorted(seen | set(intent.requests)))
                     journal.finish_attempt(store, a.id, "launched", message=state.line())
                     journal.set_gang(store, gang, "ready", attempt=a.id, message=f"{state.line()} in {c.zone} of "
                                      f"cluster {zone.cluster}; `geosched down {gang}` deletes the job (the "
@@ -134,9 +135,12 @@ def queue_across(store: Store, zones: Sequence[Zone], *, open_kube: Callable[[Zo
 
 def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, settings: Settings,
          say: Callable[[str], None]) -> tuple[provwatch.RequestState | None, list[Applied], list[dict[str, Any]],
-                                              set[str]]:
+                                              provreqs.RequestRecord, set[str]]:
     """Apply one zone's objects and watch its request: the outcome (None: the deadline), what was applied, the
-    manifests and the names of the requests seen; withdrawn from the cluster unless Provisioned."""
+    manifests, the zone's journal row (an intent, written before the first apply) and the names of the requests
+    seen; withdrawn from the cluster (and the row `deleted`) unless Provisioned. Where the zone's objects may be
+    left (a Ctrl-C, a withdrawal that failed), the row stays an intent and the gang `failed`: `geosched down GANG`
+    deletes them."""
     c, namespace = zone.candidate, zone.namespace
     manifests = zone.render()
     # What a refusal withdraws, and so what must be new before it is applied: all but the file's other documents.
@@ -146,8 +150,7 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
     seen: set[str] = set()
     where = f"{job['kind']} {job['metadata']['name']} in namespace {namespace} of cluster {zone.cluster}"
     # Kueue's request goes with the job's Workload; a request of geosched's own is deleted by name.
-    how = ("delete it to withdraw the request" if name is None else
-           f"delete it, ProvisioningRequest {name} and its PodTemplates to withdraw")
+    how = f"`geosched down {gang}` withdraws it"
 
     def find() -> list[Any]:
         found = provwatch.find_requests(kube, namespace, job, name)
@@ -166,6 +169,9 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
                    "the zone refuses, so only new objects are applied; delete them or rename the job")
         _nothing_applied(store, a, gang, zone, message)
         raise provwatch.AlreadyThere(message)
+    # The intent, before the first apply: a process killed from here on leaves `down` the cluster, namespace and
+    # objects to delete (and, with Kueue, the job to find its requests by).
+    intent = _intend(store, zone, a, manifests, name)
     say(f"#{a.seq} {zone.where}: asking the autoscaler for the gang's {c.instance_type} nodes")
     try:
         applied = _apply(kube, manifests, namespace)
@@ -173,26 +179,31 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
                                        clock=settings.clock, sleep=settings.sleep)
     except KeyboardInterrupt:
         # Stopping the watch is not withdrawing the gang: queued provisioning may take hours, and the request keeps
-        # its place in the queue. Said, journalled, and left to the user.
+        # its place in the queue. Said, journalled, and left to the user: `down` withdraws it by the intent row.
         journal.finish_attempt(store, a.id, "cancelled", message=f"interrupted; {where} stays queued")
-        journal.set_gang(store, gang, "terminated", message=f"interrupted while {zone.where} was asked: {where} "
+        journal.set_gang(store, gang, "failed", message=f"interrupted while {zone.where} was asked: {where} "
                          f"stays queued there; {how}")
         say(f"interrupted: {where} stays queued in {zone.where}; {how}")
         raise
     except Exception as exc:
         try:
             _withdraw(kube, ours, seen, namespace, settings)
-            note = "withdrawn"
+            provreqs.mark_deleted(store, intent.id)
+            note, after = "withdrawn", "terminated"
         except Exception:  # the cluster that could not be asked may not take a delete either: the first error says
-            note = f"withdrawing it failed too: delete {job['kind']} {job['metadata']['name']} in {namespace}"
+            note = (f"withdrawing it failed too: {job['kind']} {job['metadata']['name']} in {namespace} may be "
+                    f"left; {how}")
+            after = "failed"
         # geosched's own one-line errors say what happened (a request deleted by someone else); others are the API's
         why = str(exc) if isinstance(exc, GeoschedError) else "the cluster could not be asked"
         journal.finish_attempt(store, a.id, "rolled-back", message=f"{why}; {note}")
-        journal.set_gang(store, gang, "terminated", message=f"asking cluster {zone.cluster} failed in {c.zone}")
+        journal.set_gang(store, gang, after, message=f"asking cluster {zone.cluster} failed in {c.zone}"
+                         + ("" if after == "terminated" else f": {where} may be left; {how}"))
         raise
     if state is None or state.failed:
         try:
             _withdraw(kube, ours, seen, namespace, settings)
+            provreqs.mark_deleted(store, intent.id)
         except BaseException as exc:
             # Stopped halfway (Ctrl-C, or the API refusing a delete or keeping an object past the deadline): the
             # zone's objects may be partly left, and the caller journals only a finished withdrawal.
@@ -201,18 +212,19 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
             answer = state.line() if state is not None else "no outcome of the ProvisioningRequest"
             journal.finish_attempt(store, a.id, "cancelled" if interrupted else "failed",
                                    message=f"{answer}; {lead}: {where} may be left; {how}")
-            journal.set_gang(store, gang, "terminated", message=f"{lead} from {zone.where}: {where} may be left; "
+            journal.set_gang(store, gang, "failed", message=f"{lead} from {zone.where}: {where} may be left; "
                              f"{how}")
             if interrupted:  # an error is its own line; an interrupt is said here
                 say(f"interrupted while withdrawing from {zone.where}: {where} may be left; {how}")
             raise
-    return state, applied, manifests, seen
+    return state, applied, manifests, intent, seen
 
 
-def _record(store: Store, zone: Zone, a: AttemptRecord, manifests: Sequence[dict[str, Any]],
-            seen: set[str]) -> provreqs.RequestRecord:
-    """Journal what was applied for the Provisioned zone (what `down` deletes: as a refusal withdraws it, the job
-    file's other documents and Kueue's queue objects left out) and its requests."""
+def _intend(store: Store, zone: Zone, a: AttemptRecord, manifests: Sequence[dict[str, Any]],
+            request: str | None) -> provreqs.RequestRecord:
+    """Journal what is about to be applied for the zone (what `down` deletes: as a refusal withdraws it, the job
+    file's other documents and Kueue's queue objects left out; the queue objects apart) and the request geosched
+    renders itself (`request`, without Kueue)."""
     objects = [provreqs.ObjectRef(str(m["apiVersion"]), str(m["kind"]), str(m["metadata"]["name"]),
                                   str((m.get("metadata") or {}).get("namespace") or zone.namespace))
                for m in manifests if provreq.identity(m) not in zone.kept and m["kind"] not in provwatch.QUEUE_KINDS]
@@ -220,9 +232,9 @@ def _record(store: Store, zone: Zone, a: AttemptRecord, manifests: Sequence[dict
     queue = [provreqs.ObjectRef(str(m["apiVersion"]), str(m["kind"]), str(m["metadata"]["name"]),
                                 zone.namespace if m["kind"] == "LocalQueue" else None)
              for m in manifests if m["kind"] in provwatch.QUEUE_KINDS]
-    return provreqs.record(store, a.gang, a.id, cluster=zone.cluster, context=zone.context,
+    return provreqs.intend(store, a.gang, a.id, cluster=zone.cluster, context=zone.context,
                            kubeconfig=zone.kubeconfig, namespace=zone.namespace, objects=objects,
-                           requests=sorted(seen), queue=queue)
+                           requests=() if request is None else (request,), queue=queue)
 
 
 def _charge(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, row: provreqs.RequestRecord,
@@ -230,33 +242,21 @@ def _charge(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, row: provreq
     """Open a ledger row for each node the autoscaler made for the request (kube/provnodes.py says which), once the
     request's pods are bound or `settings.bind_s` has passed; how many. The job is applied and admitted by now, so a
     cluster that cannot be read here fails nothing: it is said, and those nodes go uncharged."""
-    job = next((o.name for o in row.objects if kinds.lookup(o.api_version, o.kind) is not None), row.gang)
     try:
-        asked = provnodes.requests_now(kube, zone.namespace, row.requests)
-        # The request's own creation, on the API server's clock as the nodes' are; else when the zone was asked.
-        created = [t for t in (when((r.get("metadata") or {}).get("creationTimestamp")) for r in asked)
-                   if t is not None]
-        since = min(created) if created else a.started_at
-        expected = provnodes.expected_pods(asked) or request.nodes
-        bound = provnodes.wait_bound(kube, zone.namespace, row.requests, expected, timeout_s=settings.bind_s,
-                                     poll_s=settings.poll_s, clock=settings.clock, sleep=settings.sleep)
-        nodes = provnodes.nodes_now(kube, bound.nodes)
+        # The one rule of which nodes are the gang's, and from when (`down` uses it for a run stopped here).
+        got = provreqdown.charge_bound(store, kube, row, a, request, row.requests, timeout_s=settings.bind_s,
+                                       poll_s=settings.poll_s, clock=settings.clock, sleep=settings.sleep)
     except KeyboardInterrupt:
-        say(f"interrupted while the gang's nodes were looked for: they are not charged in the usage ledger; the "
-            f"gang is up in {zone.where}, `geosched down {a.gang}` deletes its job")
+        say(f"interrupted while the gang's nodes were looked for: the gang is up in {zone.where}; `geosched down "
+            f"{a.gang}` charges its nodes from their registration and deletes its job")
         raise
     except Exception as exc:
         why = str(exc) if isinstance(exc, GeoschedError) else type(exc).__name__
-        say(f"#{a.seq} {zone.where}: the gang's nodes could not be read ({one_line(why)}): they are not charged in "
-            "the usage ledger")
+        say(f"#{a.seq} {zone.where}: the gang's nodes could not be read ({one_line(why)}): `geosched down {a.gang}` "
+            "charges them from their registration")
         return 0
-    charged = [u for n in nodes.values() if n is not None and provnodes.made_for(n, since)
-               for u in [provnodes.node_usage(n, job=job, provider=a.provider, region=a.region, zone=a.zone,
-                                              cluster=zone.cluster, gpu=request.gpu, gpus=request.gpus_per_node,
-                                              instance_type=a.instance_type)] if u is not None]
-    provreqs.charge(store, row.id, charged)
-    older = sum(1 for n in nodes.values() if n is not None and not provnodes.made_for(n, since))
-    line = (f"#{a.seq} {zone.where}: {len(charged)} node(s) the autoscaler made for the gang charged from their "
+    bound, older = got.bound, got.older
+    line = (f"#{a.seq} {zone.where}: {got.charged} node(s) the autoscaler made for the gang charged from their "
             f"registration until `geosched down {a.gang}` sees them gone")
     if older:
         line += f"; {older} node(s) there before the request not charged (not made for it)"
@@ -264,7 +264,7 @@ def _charge(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, row: provreq
         line += (f"; {bound.expected - bound.bound} of {bound.expected} pods not bound after {settings.bind_s:g} s: "
                  "the nodes they may take are not charged")
     say(line)
-    return len(charged)
+    return got.charged
 
 
 def _apply(kube: Kube, manifests: Sequence[dict[str, Any]], namespace: str) -> list[Applied]:
@@ -315,7 +315,11 @@ def _close(store: Store, gang: str, attempt_id: int, exc: BaseException) -> None
     journal.finish_attempt(store, attempt_id, "cancelled" if interrupted else "failed", message=why)
     gang_now = journal.gang_record(store, gang)
     if gang_now is not None and gang_now.state == "provisioning":
-        journal.set_gang(store, gang, "terminated", message=f"{why} while zone {record.zone} was asked")
+        # Stopped between the zone's intent and its first apply: nothing may be there, but `down` makes sure.
+        left = bool(provreqs.open_requests(store, gang))
+        journal.set_gang(store, gang, "failed" if left else "terminated",
+                         message=f"{why} while zone {record.zone} was asked"
+                         + (f"; `geosched down {gang}` deletes what may have been applied" if left else ""))
 
 
 def _nothing_applied(store: Store, a: AttemptRecord, gang: str, zone: Zone, why: str) -> None:

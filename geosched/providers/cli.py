@@ -1025,8 +1025,16 @@ def _gang_state(store: Store, g: journal.GangRecord) -> str:
 
     start = nodegroup_journal.scheduled_start(store, g.gang) if g.state == "ready" else None
     if start is None:
-        return g.state
+        return "creating" if _creating(store, g) else g.state
     return f"scheduled, starts at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(start))}"
+
+
+def _creating(store: Store, g: journal.GangRecord) -> bool:
+    """A ProvisioningRequest gang whose zone's objects are journalled as an intent, its request not Provisioned yet
+    (its run watching it, or killed while it did): `status` says `creating`; `down` finds them in the cluster."""
+    from geosched.providers import provreqs
+
+    return g.state == "provisioning" and any(r.state == "intent" for r in provreqs.requests_of(store, g.gang))
 
 
 def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
@@ -1048,13 +1056,13 @@ def _gang_row(store: Store, g: journal.GangRecord) -> dict[str, Any]:
         charged = [n for r in provreqs.requests_of(store, g.gang) for n in provreqs.open_nodes(store, r)]
         nodes_up = len(charged)
         usd = (chosen.usd_per_hour or 0.0) * nodes_up / g.request.nodes if chosen and g.request else 0.0
-        open_rows = len([r for r in provreqs.requests_of(store, g.gang) if r.state != "deleted"])
+        open_rows = len(provreqs.open_requests(store, g.gang))
     else:
         nodes_up, usd = len(billed), sum(r.usd_per_hour or 0.0 for r in billed)
         open_rows = len([r for r in rows if r.state in ("intent", "terminating")])
     # A ready gang that lost machines (as the last refresh saw) says so; one waiting for its Capacity Block too.
     scheduled = groups and nodegroup_journal.scheduled_start(store, g.gang) is not None
-    state = ("scheduled" if g.state == "ready" and scheduled else
+    state = ("scheduled" if g.state == "ready" and scheduled else "creating" if _creating(store, g) else
              "degraded" if g.state == "ready" and g.request and nodes_up < g.request.nodes else g.state)
     return {"gang": g.gang, "state": state,
             "provider": chosen.provider if chosen else None, "zone": chosen.zone if chosen else None,

@@ -140,11 +140,16 @@ class GangRequestRecord(Record):
     # before its first group's row (nodegroups.journal.is_nodegroup_gang). Absent (None) for every other gang, so
     # their rows stay as before.
     node_groups: bool | None = None
+    # The gang is queued through a ProvisioningRequest (`up --provisioning-class`), said in its own row for the same
+    # reason: a process killed before its first prov_requests row left a gang `down` took for a machine gang.
+    provisioning_request: bool | None = None
 
     @classmethod
-    def of(cls, r: GangRequest, *, node_groups: bool = False) -> GangRequestRecord:
+    def of(cls, r: GangRequest, *, node_groups: bool = False,
+           provisioning_request: bool = False) -> GangRequestRecord:
         return cls.build(
             node_groups=True if node_groups else None,
+            provisioning_request=True if provisioning_request else None,
             gpu=r.gpu, gpus_per_node=r.gpus_per_node, nodes=r.nodes, pricing=r.pricing.value,
             providers=list(r.providers), regions=list(r.regions), zones=list(r.zones),
             instance_types=list(r.instance_types),
@@ -166,9 +171,11 @@ class GangRequestRecord(Record):
         )
 
 
-def request_json(request: GangRequest | None, *, node_groups: bool = False) -> str:
+def request_json(request: GangRequest | None, *, node_groups: bool = False,
+                 provisioning_request: bool = False) -> str:
     """The prov_gangs.request column: the request's record as JSON with sorted keys ("{}" for a gang without one)."""
-    return json.dumps(GangRequestRecord.of(request, node_groups=node_groups).dump() if request else {},
+    return json.dumps(GangRequestRecord.of(request, node_groups=node_groups,
+                                           provisioning_request=provisioning_request).dump() if request else {},
                       sort_keys=True)
 
 
@@ -204,13 +211,14 @@ def existing_owner(store: Store) -> str | None:
 # --- gangs ------------------------------------------------------------------------------------------
 
 def create_gang(store: Store, gang: str, owner_id: str, request: GangRequest | None, *,
-                node_groups: bool = False) -> GangRecord:
+                node_groups: bool = False, provisioning_request: bool = False) -> GangRecord:
     """A new gang; a name the store has already (`--name`) is one line, exit 2, and that gang is left as it was.
     Checked here, by the insert itself, so no path (machines, node groups, provisioning requests) can forget it.
     `node_groups`: the gang is made of node groups (pools), said in its own row (`nodegroups.journal.
-    is_nodegroup_gang`), as a process killed before its first group's row leaves nothing else to tell it by."""
+    is_nodegroup_gang`), as a process killed before its first group's row leaves nothing else to tell it by;
+    `provisioning_request` likewise for a gang queued through a ProvisioningRequest (`provreqs.is_request_gang`)."""
     now = time.time()
-    doc = request_json(request, node_groups=node_groups)
+    doc = request_json(request, node_groups=node_groups, provisioning_request=provisioning_request)
     try:
         with store.transaction() as db:
             db.execute("INSERT INTO prov_gangs (gang, owner, request, state, created_at, updated_at) "

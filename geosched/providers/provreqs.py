@@ -1,6 +1,11 @@
-"""The store table of ProvisioningRequest gangs (`prov_requests`): what `up --provisioning-class` applied for a gang
-whose request was Provisioned, and the nodes the cluster's autoscaler made for it, which the usage ledger charges
-until they are gone. Every function is one transaction.
+"""The store table of ProvisioningRequest gangs (`prov_requests`): what `up --provisioning-class` applies for a gang
+in a zone, and the nodes the cluster's autoscaler made for it, which the usage ledger charges until they are gone.
+Every function is one transaction.
+
+A row's states: `intent` before the zone's first apply (the cluster, namespace and the objects about to be applied,
+so a process killed anywhere after it leaves `down` what to delete), `provisioned` once the request is Provisioned
+(with the names of the requests seen), `deleted` once what was applied is out of the cluster (a refused zone's
+withdrawal, or `down`) and no node it charged is left.
 
 The gang and its attempts live in the machine path's tables (`providers.journal`), as a node group's do; a gang is a
 ProvisioningRequest gang when it has rows here.
@@ -83,18 +88,46 @@ class RequestRecord:
     updated_at: float
 
 
+OPEN_STATES = ("intent", "provisioned")  # rows that may still stand for objects (or charged nodes) in a cluster
+
+
+def intend(store: Store, gang: str, attempt: int, *, cluster: str, context: str, kubeconfig: str | None,
+           namespace: str, objects: Sequence[ObjectRef], requests: Sequence[str] = (),
+           queue: Sequence[ObjectRef] = ()) -> RequestRecord:
+    """Journal what is about to be applied for a gang in one zone, before the first apply: `requests` the request
+    geosched renders itself (without Kueue; Kueue's are named by Kueue, found by `down` through the job)."""
+    return _insert(store, gang, attempt, "intent", cluster=cluster, context=context, kubeconfig=kubeconfig,
+                   namespace=namespace, objects=objects, requests=requests, queue=queue)
+
+
+def provisioned(store: Store, row_id: int, requests: Sequence[str]) -> RequestRecord:
+    """The row's request was Provisioned: `requests` the names of the requests seen (Kueue's included)."""
+    with store.transaction() as db:
+        db.execute("UPDATE prov_requests SET state = 'provisioned', requests = ?, updated_at = ? WHERE id = ?",
+                   (json.dumps(sorted(set(requests))), time.time(), row_id))
+    found = request(store, row_id)
+    assert found is not None
+    return found
+
+
 def record(store: Store, gang: str, attempt: int, *, cluster: str, context: str, kubeconfig: str | None,
            namespace: str, objects: Sequence[ObjectRef], requests: Sequence[str],
            queue: Sequence[ObjectRef] = ()) -> RequestRecord:
-    """Journal a gang's Provisioned request, before its nodes are looked for (a crash then leaves `down` what to
-    delete)."""
+    """Journal a gang's Provisioned request in one write (a row as `intend` then `provisioned` leave it)."""
+    return _insert(store, gang, attempt, "provisioned", cluster=cluster, context=context, kubeconfig=kubeconfig,
+                   namespace=namespace, objects=objects, requests=requests, queue=queue)
+
+
+def _insert(store: Store, gang: str, attempt: int, state: str, *, cluster: str, context: str,
+            kubeconfig: str | None, namespace: str, objects: Sequence[ObjectRef], requests: Sequence[str],
+            queue: Sequence[ObjectRef]) -> RequestRecord:
     now = time.time()
     with store.transaction() as db:
         cur = db.execute(
             "INSERT INTO prov_requests (gang, attempt, cluster, context, kubeconfig, namespace, objects, requests, "
-            "queue, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioned', ?, ?)",
+            "queue, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (gang, attempt, cluster, context, kubeconfig, namespace, _refs(objects), json.dumps(list(requests)),
-             _refs(queue), now, now))
+             _refs(queue), state, now, now))
         row_id = int(cur.lastrowid or 0)
     found = request(store, row_id)
     assert found is not None
@@ -156,12 +189,23 @@ def queue_in_use(store: Store, row: RequestRecord) -> list[str]:
     cluster, kind and name)."""
     mine = {(o.kind, o.name) for o in row.queue}
     return sorted({r.gang for r in map(_record, store.db.execute(
-        f"SELECT {_COLUMNS} FROM prov_requests WHERE state = 'provisioned' AND gang != ? AND cluster = ?",
+        f"SELECT {_COLUMNS} FROM prov_requests WHERE state != 'deleted' AND gang != ? AND cluster = ?",
         (row.gang, row.cluster))) if mine & {(o.kind, o.name) for o in r.queue}})
 
 
+def open_requests(store: Store, gang: str) -> list[RequestRecord]:
+    """The gang's rows that may still stand for something in a cluster (`intent`, `provisioned`)."""
+    return [r for r in requests_of(store, gang) if r.state in OPEN_STATES]
+
+
 def is_request_gang(store: Store, gang: str) -> bool:
-    return store.db.execute("SELECT 1 FROM prov_requests WHERE gang = ? LIMIT 1", (gang,)).fetchone() is not None
+    """A gang with a row here, or whose own row says it is queued through a ProvisioningRequest (a process killed
+    after journalling the gang but before its first intent has no row here: `down` must not take it for a machine
+    gang, and ask a cloud's machine API for it)."""
+    found = store.db.execute(
+        "SELECT 1 FROM prov_requests WHERE gang = ? UNION ALL SELECT 1 FROM prov_gangs WHERE gang = ? AND "
+        "json_extract(request, '$.provisioning_request') = 1 LIMIT 1", (gang, gang))
+    return found.fetchone() is not None
 
 
 def _record(row: tuple[Any, ...]) -> RequestRecord:

@@ -329,6 +329,35 @@ MIGRATIONS: tuple[str, ...] = (
         rendered_at REAL NOT NULL
     );
     """,
+    # A ProvisioningRequest gang's row is written as an intent before its zone's first apply (issue 26): a process
+    # killed while the request was watched left the job and its request in the cluster and no row, so `down` could
+    # not find them. `intent` rows hold what is about to be applied; SQLite cannot change a CHECK in place, so the
+    # table is copied into one that allows the state.
+    """
+    CREATE TABLE prov_requests_v2 (
+        id INTEGER PRIMARY KEY,
+        gang TEXT NOT NULL REFERENCES prov_gangs (gang),
+        attempt INTEGER NOT NULL REFERENCES prov_attempts (id),
+        cluster TEXT NOT NULL,
+        context TEXT NOT NULL,
+        kubeconfig TEXT,
+        namespace TEXT NOT NULL,
+        objects TEXT NOT NULL,
+        requests TEXT NOT NULL,
+        nodes TEXT NOT NULL DEFAULT '[]',
+        queue TEXT NOT NULL DEFAULT '[]',
+        state TEXT NOT NULL CHECK (state IN ('intent', 'provisioned', 'deleted')),
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    INSERT INTO prov_requests_v2 (id, gang, attempt, cluster, context, kubeconfig, namespace, objects, requests, nodes,
+                                  queue, state, created_at, updated_at)
+        SELECT id, gang, attempt, cluster, context, kubeconfig, namespace, objects, requests, nodes, queue, state,
+               created_at, updated_at FROM prov_requests;
+    DROP TABLE prov_requests;
+    ALTER TABLE prov_requests_v2 RENAME TO prov_requests;
+    CREATE INDEX prov_requests_gang ON prov_requests (gang);
+    """,
 )
 
 

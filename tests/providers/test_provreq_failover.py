@@ -24,7 +24,7 @@ from geosched.core.models import Pricing
 from geosched.kube import keys, provreq, provwatch
 from geosched.kube.client import Kube
 from geosched.kube.jobinput import JobInput, read_job_file
-from geosched.providers import journal, provreqs
+from geosched.providers import journal, provreqdown, provreqs
 from geosched.providers.plan import Candidate, GangRequest, PricingMode
 from geosched.store.db import Store
 from tests.clock import FakeClock
@@ -347,8 +347,21 @@ def test_an_interrupted_watch_leaves_the_gang_queued_and_says_so(cluster: MultiC
     assert left(cluster)[PROVREQS] == ["train-geosched-provisioning"]
     assert [(a.zone, a.outcome) for a in journal.attempts(store, "g4")] == [("use1-az6", "cancelled")]
     assert said[-1] == ("interrupted: Job train in namespace ml of cluster cluster-a stays queued in us-east-1a "
-                        "(use1-az6); delete it, ProvisioningRequest train-geosched-provisioning and its "
-                        "PodTemplates to withdraw")
+                        "(use1-az6); `geosched down g4` withdraws it")
+    # Journalled before it was applied (issue 26): the zone's row is an intent naming what is there, the gang
+    # `failed` (live, so `down --all` takes it too), and `down` deletes exactly that and closes the row.
+    [row] = provreqs.requests_of(store, "g4")
+    assert row.state == "intent" and row.requests == ("train-geosched-provisioning",)
+    assert sorted((o.kind, o.name) for o in row.objects) == [
+        ("Job", "train"), ("PodTemplate", "train-geosched-provisioning-0"),
+        ("ProvisioningRequest", "train-geosched-provisioning"), ("Service", "train")]
+    record = journal.gang_record(store, "g4")
+    assert record is not None and record.state == "failed"
+    down = provreqdown.take_down(store, "g4", lambda r: Kube.open(r.context, cluster.kubeconfig, name=r.cluster),
+                                 settings=provreqdown.DownSettings(clock=clock, sleep=FakeClock().sleep))
+    assert (down.state, down.errors) == ("terminated", ())
+    assert left(cluster) == {PROVREQS: [], "v1/podtemplates": [], "batch/v1/jobs": [], "v1/services": []}
+    assert [r.state for r in provreqs.requests_of(store, "g4")] == ["deleted"]
 
 
 def test_a_rerun_over_a_provisioned_gang_applies_nothing_and_leaves_it_running(cluster: MultiCluster, store: Store,
@@ -439,7 +452,7 @@ def test_ctrl_c_at_any_request_leaves_the_journal_closed_and_says_what_may_be_le
         cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
     # attack3 A3: Ctrl-C while a refused zone was being withdrawn (or before its objects were applied) left the
     # attempt `started` and the gang `provisioning`, said nothing, and the zone's objects partly deleted.
-    api = cluster["cluster-a"]
+    # Since issue 26 the zone is journalled before its first apply, and `down` then leaves nothing of the gang.
     two = zones(tmp_path)[:2]
     whole = None
     step = 0
@@ -465,14 +478,21 @@ def test_ctrl_c_at_any_request_leaves_the_journal_closed_and_says_what_may_be_le
                 assert record.state == "ready" and provreqs.is_request_gang(store, gang), (step, record)
                 assert said[-1].startswith("interrupted while the gang's nodes were looked for"), (step, said)
             else:
-                assert record.state == "terminated" and outcomes[-1] == "cancelled", (step, record, outcomes)
+                # `failed` where the zone's objects may be left (its row an intent `down` deletes by), else
+                # `terminated`.
+                open_rows = provreqs.open_requests(store, gang)
+                assert record.state == ("failed" if open_rows else "terminated"), (step, record, open_rows)
+                assert outcomes[-1] == "cancelled", (step, record, outcomes)
             objects = left(cluster)
-            if any(objects.values()) and outcomes[-1] != "launched":  # the last line says what to delete
+            if any(objects.values()) and outcomes[-1] != "launched":  # the last line says how to withdraw it
                 assert said and " Job train in namespace ml of cluster cluster-a " in said[-1], (step, said)
-                assert "delete it, ProvisioningRequest train-geosched-provisioning and its PodTemplates" in said[-1]
-            for resource, names in objects.items():
-                for name in names:
-                    api.delete(resource, name, NS)
+                assert f"`geosched down {gang}` withdraws it" in said[-1], (step, said)
+            # What a user runs then: nothing of the gang is left, and its journal is closed.
+            down = provreqdown.take_down(store, gang, opener(cluster), settings=provreqdown.DownSettings(
+                release_s=10, clock=clock, sleep=clock.sleep))
+            assert (down.state, down.errors) == ("terminated", ()), (step, down)
+            assert provreqs.open_requests(store, gang) == [], step
+            assert not any(left(cluster).values()), (step, left(cluster))
     # Applying, watching and withdrawing the first zone, then applying and watching the second: dozens of steps.
     assert whole > 20
 

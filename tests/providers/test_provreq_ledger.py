@@ -176,6 +176,60 @@ def test_the_nodes_the_autoscaler_made_are_charged_from_their_registration_until
     assert [i.end for i in ledger_intervals(store)] == ends
 
 
+class StoppedAtPods(Kube):
+    """A connection on which listing the pods (the bind wait's read) is where the run stops: Ctrl-C, or the
+    read failing (`error`)."""
+
+    error: type[BaseException] = KeyboardInterrupt
+
+    def _send(self, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "GET" and path.endswith("/pods"):
+            raise self.error
+        return super()._send(method, path, *args, **kwargs)
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, ConnectionResetError], ids=["ctrl-c", "read-error"])
+def test_a_bind_wait_cut_short_leaves_the_nodes_to_down_which_charges_them_from_their_registration(
+        cluster: MultiCluster, store: Store, tmp_path: Path, stop: type[BaseException]) -> None:
+    """Issue 26: Ctrl-C or a read error while `up` waited for the request's pods to be bound left the nodes the
+    autoscaler made uncharged for good. `down` charges them by the same rule (`provreqdown.charge_bound`) before it
+    deletes the job: from each node's registration to the look that saw it gone."""
+    autoscaler = Autoscaler(cluster)
+    clock = Clock(autoscaler)
+    said: list[str] = []
+    StoppedAtPods.error = stop
+    settings = provfailover.Settings(timeout_s=600, poll_s=5, clock=clock, sleep=clock.sleep)
+    run_up = partial(provfailover.queue_across, store, [zone(tmp_path)],
+                     open_kube=lambda z: StoppedAtPods.open(z.context, cluster.kubeconfig, name=z.cluster),
+                     gang="g3", request=GANG, settings=settings, say=said.append)
+    if stop is KeyboardInterrupt:
+        with pytest.raises(KeyboardInterrupt):
+            run_up()
+        assert said[-1].startswith("interrupted while the gang's nodes were looked for")
+    else:
+        run_up()
+        assert "the gang's nodes could not be read" in said[-1] and "`geosched down g3` charges them" in said[-1]
+    assert ledger_intervals(store) == []  # nothing charged by `up`
+    [row] = provreqs.requests_of(store, "g3")
+    assert (row.state, row.nodes) == ("provisioned", ())
+    api = cluster["cluster-a"]
+    nodes = {n: api.get("v1/nodes", n) for n in autoscaler.made["train-geosched-provisioning"]}
+    down = provreqdown.take_down(store, "g3", opener(cluster), settings=provreqdown.DownSettings(
+        release_s=60, poll_s=5, clock=clock, sleep=clock.sleep))
+    assert (down.state, down.closed, down.errors) == ("terminated", 2, ())
+    assert "2 node(s) the gang's pods run on in cluster cluster-a charged from their registration" in " ".join(
+        down.queue)
+    rows = sorted(ledger_intervals(store), key=lambda i: i.name)
+    assert [(i.name, i.ref, i.start, i.job) for i in rows] == [
+        (name, node["metadata"]["uid"], when(node["metadata"]["creationTimestamp"]), "train")
+        for name, node in sorted(nodes.items()) if node is not None]
+    assert all(i.end is not None and i.end >= i.start for i in rows)
+    # The run that did record its nodes is left as it was: `down` charges only where none were recorded.
+    again = provreqdown.take_down(store, "g3", opener(cluster), settings=provreqdown.DownSettings(
+        release_s=60, poll_s=5, clock=clock, sleep=clock.sleep))
+    assert (again.state, again.closed) == ("terminated", 0) and len(ledger_intervals(store)) == 2
+
+
 def test_a_node_the_autoscaler_keeps_stays_charged_and_a_second_down_closes_it_once_gone(
         cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
     autoscaler = Autoscaler(cluster)
@@ -408,3 +462,73 @@ FINALIZER = {"f:metadata": {"f:finalizers": {".": {}, 'v:"kueue.x-k8s.io/resourc
 def test_a_queue_object_is_geosched_s_only_when_no_one_but_controllers_wrote_it_besides(
         entries: list[dict[str, Any]], ours: bool) -> None:
     assert provwatch.owned({"metadata": {"name": "q", "managedFields": entries}}) is ours
+
+
+def test_a_store_from_before_intent_rows_keeps_its_requests_and_takes_intents(tmp_path: Path) -> None:
+    """The migration that lets `prov_requests.state` be `intent` (issue 26) copies the table: a gang a store held
+    before it reads back unchanged, and an intent can be journalled."""
+    import sqlite3
+
+    from geosched.store.db import DB_NAME, MIGRATIONS
+
+    home = tmp_path / "old"
+    with Store(home) as store:
+        journal.create_gang(store, "g", journal.owner(store), GANG)
+        a = journal.start_attempt(store, "g", CANDIDATE)
+    db = sqlite3.connect(home / DB_NAME)
+    # The table as the migration before this one made it, holding one provisioned row, at that schema version.
+    db.executescript("DROP TABLE prov_requests;" + MIGRATIONS[-2] + ";"
+                     "INSERT INTO prov_requests (gang, attempt, cluster, context, namespace, objects, requests, state, "
+                     f"created_at, updated_at) VALUES ('g', {a.id}, 'c', 'c', 'ml', '[]', '[\"r\"]', 'provisioned', "
+                     f"1.0, 1.0); PRAGMA user_version = {len(MIGRATIONS) - 1};")
+    db.close()
+    with Store(home) as store:
+        assert store.schema_version == len(MIGRATIONS)
+        [row] = provreqs.requests_of(store, "g")
+        assert (row.state, row.requests, row.namespace) == ("provisioned", ("r",), "ml")
+        intent = provreqs.intend(store, "g", a.id, cluster="c", context="c", kubeconfig=None, namespace="ml",
+                                 objects=[provreqs.ObjectRef("batch/v1", "Job", "train", "ml")])
+        assert intent.state == "intent" and [r.state for r in provreqs.open_requests(store, "g")] == [
+            "provisioned", "intent"]
+
+
+def test_down_of_an_intent_deletes_only_what_carries_geosched_s_mark_and_closes_the_journal(
+        cluster: MultiCluster, store: Store) -> None:
+    """Issue 26: a run killed between the zone's intent and its apply leaves a row naming objects that may not be
+    geosched's: another team's Service of the same name (made with kubectl) is left and said; the Job geosched
+    applied (server-side, its field manager) is deleted; the attempt the run left `started` is closed."""
+    api = cluster["cluster-a"]
+    api.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "train", "namespace": NS},
+               "spec": {"selector": {"app": "search"}, "ports": [{"port": 8080}]}}, field_manager="kubectl")
+    with Kube.open("cluster-a", cluster.kubeconfig) as kube:
+        apply_object(kube, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
+                            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                                {"name": "c", "image": "ghcr.io/example/train:1"}]}}}},
+                     default_namespace=NS, retry=KUBE_RETRY)
+    journal.create_gang(store, "g9", journal.owner(store), GANG, provisioning_request=True)
+    a = journal.start_attempt(store, "g9", CANDIDATE)
+    provreqs.intend(store, "g9", a.id, cluster="cluster-a", context="cluster-a", kubeconfig=None, namespace=NS,
+                    objects=[provreqs.ObjectRef("batch/v1", "Job", "train", NS),
+                             provreqs.ObjectRef("v1", "Service", "train", NS)])
+    done = down(store, cluster, "g9")
+    assert (done.state, done.deleted, done.errors) == ("terminated", 1, ())
+    assert done.queue == ("Service train in namespace ml of cluster cluster-a left: not applied by geosched",)
+    assert api.get("batch/v1/jobs", "train", NS) is None
+    kept = api.get("v1/services", "train", NS)
+    assert kept is not None and kept["spec"]["selector"] == {"app": "search"}
+    assert [r.state for r in provreqs.requests_of(store, "g9")] == ["deleted"]
+    assert [x.outcome for x in journal.attempts(store, "g9")] == ["cancelled"]
+
+
+def test_a_gang_killed_before_its_first_intent_is_taken_down_without_asking_any_cloud(
+        store: Store, tmp_path: Path) -> None:
+    """The gang row says it is a ProvisioningRequest gang from its first write: `down` of a gang killed before its
+    first prov_requests row does not take it for a machine gang (which asks the cloud's machine API)."""
+    journal.create_gang(store, "g10", journal.owner(store), GANG, provisioning_request=True)
+    journal.start_attempt(store, "g10", CANDIDATE)
+    assert provreqs.is_request_gang(store, "g10")
+    result = run(tmp_path / "home", "down", "g10", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)["items"]
+    assert (row["gang"], row["state"], row["errors"]) == ("g10", "terminated", [])
+    assert [x.outcome for x in journal.attempts(store, "g10")] == ["cancelled"]
