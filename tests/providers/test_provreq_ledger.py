@@ -195,7 +195,7 @@ def test_a_bind_wait_cut_short_leaves_the_nodes_to_down_which_charges_them_from_
     autoscaler made uncharged for good. `down` charges them by the same rule (`provreqdown.charge_bound`) before it
     deletes the job: from each node's registration to the look that saw it gone."""
     autoscaler = Autoscaler(cluster)
-    clock = Clock(autoscaler)
+    clock = FakeClock(on_sleep=autoscaler)
     said: list[str] = []
     StoppedAtPods.error = stop
     settings = provfailover.Settings(timeout_s=600, poll_s=5, clock=clock, sleep=clock.sleep)
@@ -476,11 +476,14 @@ def test_a_store_from_before_intent_rows_keeps_its_requests_and_takes_intents(tm
         journal.create_gang(store, "g", journal.owner(store), GANG)
         a = journal.start_attempt(store, "g", CANDIDATE)
     db = sqlite3.connect(home / DB_NAME)
-    # The table as the migration before this one made it, holding one provisioned row, at that schema version.
-    db.executescript("DROP TABLE prov_requests;" + MIGRATIONS[-2] + ";"
+    # The table as the migration that made it left it, holding one provisioned row, at the schema version just
+    # before the copy (found by content: other tables' migrations may come between them).
+    made = next(i for i, m in enumerate(MIGRATIONS) if "CREATE TABLE prov_requests (" in m)
+    copied = next(i for i, m in enumerate(MIGRATIONS) if "CREATE TABLE prov_requests_v2 (" in m)
+    db.executescript("DROP TABLE prov_requests;" + MIGRATIONS[made] + ";"
                      "INSERT INTO prov_requests (gang, attempt, cluster, context, namespace, objects, requests, state, "
                      f"created_at, updated_at) VALUES ('g', {a.id}, 'c', 'c', 'ml', '[]', '[\"r\"]', 'provisioned', "
-                     f"1.0, 1.0); PRAGMA user_version = {len(MIGRATIONS) - 1};")
+                     f"1.0, 1.0); PRAGMA user_version = {copied};")
     db.close()
     with Store(home) as store:
         assert store.schema_version == len(MIGRATIONS)
