@@ -1110,9 +1110,12 @@ def sweep_cmd(
     scope = {n: wanted for n in names} if wanted else None
 
     def look(store: Store, delete: bool) -> tuple[lifecycle.SweepResult, group_sweep.GroupSweep]:
-        where = places or group_sweep.known_places(store)
+        # Without --cluster, the journal's clusters within --provider and --region, as the machines are.
+        where = places or tuple(p for p in group_sweep.known_places(store) if p.provider in names and (
+            not wanted or p.location in wanted or group_sweep.region_of(p) in wanted))
         machines = lifecycle.sweep(store, providers, regions=scope, terminate=delete, any_owner=any_owner)
-        return machines, group_sweep.sweep(store, where, backend_for, delete=delete, any_owner=any_owner)
+        return machines, group_sweep.sweep(store, where, backend_for, delete=delete, any_owner=any_owner,
+                                           strict=bool(places))
 
     with Store(state_home(ctx)) as store:
         found, groups = look(store, False)

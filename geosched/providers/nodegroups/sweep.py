@@ -95,7 +95,7 @@ def known_places(store: Store) -> tuple[Place, ...]:
 
 def sweep(store: Store, places: Sequence[Place], backend_for: BackendFor = launch.open_backend, *,
           delete: bool = False, any_owner: bool = False,
-          settings: GroupSettings | None = None) -> GroupSweep:
+          settings: GroupSettings | None = None, strict: bool = True) -> GroupSweep:
     """List (and with `delete`, delete) the groups with geosched's mark in `places` that no open journal row
     names: this store's owner's, or any owner's with `any_owner` (module docstring)."""
     settings = settings or GroupSettings()
@@ -112,7 +112,7 @@ def sweep(store: Store, places: Sequence[Place], backend_for: BackendFor = launc
         b = backends[key]
         budget = Budget(settings.call_timeout_s * 10, settings.call_timeout_s)
         try:
-            found = _marked(b, place, budget, settings)
+            found = _marked(b, place, budget, settings, strict=strict)
         except ProviderError as exc:
             errors.append(f"{b.cloud} cluster {place.cluster} ({place.location}): not swept: {exc.kind}: "
                           f"{exc.message}")
@@ -135,7 +135,7 @@ def sweep(store: Store, places: Sequence[Place], backend_for: BackendFor = launc
                 record = _record_for(store, item, records)
                 records.add(record)
                 row = groups_journal.record_found(
-                    store, record, provider=item.place.provider, region=_region(item.place),
+                    store, record, provider=item.place.provider, region=region_of(item.place),
                     cluster=item.place.cluster, where=item.pool.where, name=item.pool.name,
                     instance_type=item.pool.instance_type, capacity_type=item.pool.capacity_type,
                     nodes=item.pool.nodes, arn=item.pool.ident, token=item.pool.tags.get(ATTEMPT_TAG, ""))
@@ -172,11 +172,15 @@ def _record_for(store: Store, item: Found, made: set[str]) -> str:
     return record
 
 
-def _marked(b: Backend, place: Place, budget: Budget, settings: GroupSettings) -> list[Pool]:
+def _marked(b: Backend, place: Place, budget: Budget, settings: GroupSettings, *, strict: bool = True) -> list[Pool]:
     """The cluster's groups that carry geosched's mark (its gang and owner tags), as the cloud describes them. A
     cluster the cloud does not know is an error: EKS answers ListNodegroups of one ResourceNotFound, which would
     read as an empty cluster, and nothing found where geosched could not look is not "nothing there"."""
     if call(lambda: b.cluster(place.cluster, budget), budget, settings.retry, sleep=settings.sleep) is None:
+        if not strict:
+            # A cluster only the journal names (not the user) that is gone holds no groups: deleting a cluster
+            # deletes its pools (GKE), and EKS refuses to delete one that still has node groups.
+            return []
         raise UnsupportedError(f"no {b.cloud} cluster {place.cluster!r} in {b.scope} {place.location}",
                                code="NotFound")
     names = call(lambda: b.names(place.cluster, place.location, budget), budget, settings.retry,
@@ -190,7 +194,7 @@ def _marked(b: Backend, place: Place, budget: Budget, settings: GroupSettings) -
     return out
 
 
-def _region(place: Place) -> str:
+def region_of(place: Place) -> str:
     """The region a row of the place's groups carries (its attempt's): a GKE location's region (a zonal cluster's
     location is a zone), an EKS cluster's region itself."""
     return gkespec.region_of(place.location) if place.provider == gcp.NAME else place.location
