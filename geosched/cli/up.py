@@ -429,7 +429,15 @@ def _gitops_queue(zone: Zone, kubeconfig: Path | None, out: Path) -> tuple[list[
         return objects, (f"ClusterQueue {name} written with the gang's own quota: cluster {zone.cluster} not read "
                          f"({why}); where it has that queue already, with a larger quota, take the ClusterQueue out "
                          "of the file (a GitOps apply of it sets the quota to the gang's)")
-    written = provreq.for_gitops(objects, live, owned=_carries(out, "ClusterQueue", name))
+    owned = _carries(out, "ClusterQueue", name)  # a file that is not YAML: its own line, exit 2
+    try:
+        written = provreq.for_gitops(objects, live, owned=owned)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        # The cluster's queue is the cluster's input, not ours: a quota the API server took but geosched cannot
+        # read ("1e1000"), or a shape Kueue's schema would not give. One line, never a traceback.
+        return objects, (f"ClusterQueue {name} written with the gang's own quota: cluster {zone.cluster}'s could "
+                         f"not be read ({one_line(str(exc))[:120] or type(exc).__name__}); where it has that queue "
+                         "with a larger quota, take the ClusterQueue out of the file")
     if live is None:
         return written, None
     if not any(o["kind"] == "ClusterQueue" for o in written):

@@ -263,3 +263,31 @@ def test_out_leaves_a_cluster_queue_that_holds_the_gang_to_its_owner_and_never_l
         live = api.get(path, name)
         assert live is not None and live["spec"]["resourceGroups"] == owners["spec"]["resourceGroups"]
     assert cluster.groups() == {}
+
+
+@pytest.mark.parametrize("quota", ["1e1000", "1.5e3.5"])
+def test_out_with_a_live_quota_geosched_cannot_read_writes_the_gang_s_own_and_says_so(
+        home: Path, cluster: EksCluster, tmp_path: Path, quota: str) -> None:
+    """The cluster's ClusterQueue is the cluster's input (review finding of stop 36): a quota the emulated API server
+    stores as given but geosched's quantity parser refuses ended `up --out` in a ValueError traceback and wrote no
+    file. Now the file carries the gang's own queue and stderr says, in one line, why the cluster's was not used."""
+    (tmp_path / "gitops").mkdir()
+    (tmp_path / "kube").mkdir()
+    with MultiCluster(1, names=[cluster.name], directory=tmp_path / "kube") as kube:
+        def up(out: Path) -> Any:
+            return run(home, "up", str(job(tmp_path / "train.yaml")), "--cluster", cluster.name, "--region",
+                       "us-east-1", "--provisioning-class", provreq.CHECK_CAPACITY, "--out", str(out),
+                       "--kubeconfig", str(kube.kubeconfig))
+        first = tmp_path / "gitops" / "a.yaml"
+        assert up(first).exit_code == 0
+        [rendered] = [o for o in docs(first.read_text(encoding="utf-8")) if o["kind"] == "ClusterQueue"]
+        owners = yaml.safe_load(yaml.safe_dump(rendered))
+        owners["spec"]["resourceGroups"][0]["flavors"][0]["resources"] = [{"name": keys.GPU, "nominalQuota": quota}]
+        kube[cluster.name].apply(owners, field_manager="kubectl")
+        second = tmp_path / "gitops" / "b.yaml"
+        result = up(second)
+        assert result.exit_code == 0 and result.exception is None, result.output
+        [written] = [o for o in docs(second.read_text(encoding="utf-8")) if o["kind"] == "ClusterQueue"]
+        assert written["spec"] == rendered["spec"]
+        [line] = [ln for ln in result.stderr.splitlines() if "could not be read" in ln]
+        assert "Traceback" not in result.stderr and f"ClusterQueue {rendered['metadata']['name']}" in line
