@@ -14,6 +14,8 @@ from geosched.policies.patience import Waiting
 from geosched.policies.strictqueue import Behind
 from geosched.simulate import SimOptions, TraceJob, simulate
 from tests.handmade import fleet, network, node
+from tests.test_patience import GANG as patience_gang
+from tests.test_patience import ctx as slow_pair_ctx
 
 HEAD = Job("head", workers=2, gpus_per_worker=8)
 LARGE = Job("large", workers=4, gpus_per_worker=8)  # only `big` holds it
@@ -104,3 +106,17 @@ def test_a_one_node_head_is_not_weighed() -> None:
     behind = Behind(queue=[(Job("three", workers=3, gpus_per_worker=8), RUN)], running=list)
     assert strictqueue.check(head, c.with_free(free), "zone-first", RUN, behind, placer("zone-first", None)) is None
 
+
+
+def test_a_head_patience_holds_waits_and_is_not_weighed() -> None:
+    # Patience is asked first: the walk assumes the head starts now, so a head patience holds (its only ring now is
+    # 7.8x a healthy one's: tests/test_patience.py's fleet with za1 and zb1 busy) waits as it does without a queue
+    # behind it, and no running job's end is read for it. Asked the other way round, the walk of the gang behind it
+    # (which fits nowhere beside it) would read them. Degraded geo seed 9 (policies/README.md): weighed as if it
+    # started now, a 512-GPU head on a degraded NIC was moved to a slower ring still (5.09x -> 14.25x).
+    def unread() -> list[strictqueue.Release]:
+        raise AssertionError("a head patience holds was weighed")
+
+    behind = Behind(queue=[(Job("next", workers=2, gpus_per_worker=8), RUN)], running=unread)
+    result = place(patience_gang, slow_pair_ctx(busy=("za1", "zb1")), waiting=Waiting(0.0, RUN, behind))
+    assert isinstance(result, NoFit) and result.waiting
