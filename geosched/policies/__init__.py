@@ -61,7 +61,7 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
     `waiting`: how long the gang has waited (and its predicted run); with it, a patient policy may answer a
     "waiting" NoFit (`NoFit.waiting`) rather than start a multi-node gang on links far slower than a healthy
     ring's (`patience.py`). None (unknown): no patience, the gang starts as it always did."""
-    patience, places, registry, job_view = _placing()
+    patience, places, registry, job_view, strictqueue = _placing()
     fn = registry().get(policy)
     if fn is None:
         raise KeyError(f"unknown policy {policy!r}; known: {', '.join(names())}")
@@ -71,7 +71,16 @@ def place(job: Job, ctx: PlacementContext, policy: str = DEFAULT_POLICY,
     result: Placement | NoFit = fn(job_view(ctx, job, weights or Weights(), explain))
     if waiting is not None and isinstance(result, Placement):
         refused: NoFit | None = patience.check(result, ctx, policy, weights, waiting, placer(policy, weights))
-        return refused or result
+        if refused is not None:
+            return refused
+        if waiting.behind is not None:
+            # A strict queue's head that would start now, weighed against the jobs it holds behind it
+            # (strictqueue.py); the placement it moves to is not then refused by patience, having weighed its own
+            # slowness already.
+            instead: Placement | None = strictqueue.check(result, ctx, policy, _runtime(job, waiting), waiting.behind,
+                                                          placer(policy, weights))
+            if instead is not None:
+                return instead
     return result
 
 
@@ -85,15 +94,21 @@ def placer(policy: str, weights: Weights | None) -> Callable[[Job, PlacementCont
     return place_on
 
 
+def _runtime(job: Job, waiting: Waiting) -> float | None:
+    if waiting.runtime_s is not None:
+        return waiting.runtime_s
+    return job.schedule.runtime_s if job.schedule is not None else None
+
+
 @functools.cache
-def _placing() -> tuple[Any, Any, Any, Any]:
+def _placing() -> tuple[Any, Any, Any, Any, Any]:
     """What `place` calls, imported on its first call (they need numpy, which the package must not load: see
     `load_all`) and kept: importing them in `place` itself cost a replay 5 us on every decision."""
-    from geosched.policies import patience, places
+    from geosched.policies import patience, places, strictqueue
     from geosched.policies.base import registry
     from geosched.policies.context import job_view
 
-    return patience, places, registry, job_view
+    return patience, places, registry, job_view, strictqueue
 
 
 __all__ = ["DEFAULT_POLICY", "PlacementContext", "description", "job_view", "load_all", "names", "place", "placer"]

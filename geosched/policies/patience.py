@@ -54,6 +54,7 @@ from geosched.core.models import Job, NoFit, Placement, Rejection, Weights
 
 if TYPE_CHECKING:
     from geosched.policies.context import PlacementContext
+    from geosched.policies.strictqueue import Behind
 
 # Assumptions, measured and justified in the module docstring and policies/README.md ("Patience").
 SLOWDOWN_LIMIT = 3.0
@@ -71,6 +72,7 @@ class Waiting:
 
     waited_s: float
     runtime_s: float | None = None
+    behind: Behind | None = None
 
 
 def patience_s(slowdown: float, runtime_s: float | None) -> float:

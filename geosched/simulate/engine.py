@@ -19,6 +19,11 @@ is served:
   reservation at its latest start in the region it was decided for, from the decision until it starts; the head and
   the backfill candidates it binds (`_binding`) start only past it as past any reservation (`_promises`).
 
+Strict FIFO (no backfill): the head's decision is also told what waits behind it (`Behind`: the next
+`backfill_depth` queued jobs with their trace durations, the running jobs' expected ends in order of end, read only as
+far as the rule needs them), so zone-first may place a multi-node head that holds its GPUs >= 2 h outside the pool the
+jobs behind need when that costs the head less than it would cost them (policies/strictqueue.py).
+
 Patience (policies/patience.py): each decision is told how long the job has waited for a healthy ring (since the
 first "waiting" answer it got) and its trace duration as its run time, as the backfill is. A "waiting" NoFit is
 not final: the gang is asked again when its patience runs out (a wake-up event), or sooner when GPUs are freed;
@@ -46,8 +51,9 @@ NoFit is not made. Results are identical with or without this check; it only sav
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -60,6 +66,7 @@ from geosched.grid.carbon import decision_signal
 from geosched.policies.context import IntArray, PlacementContext
 from geosched.policies.patience import Waiting
 from geosched.policies.reservation import Domains, Reservation, reserve
+from geosched.policies.strictqueue import QUEUE_AWARE, Behind
 from geosched.simulate.gangs import MAX_GPUS_PER_WORKER, ProfileFor, gavel_profiles, to_job
 from geosched.simulate.gavel import shipped_throughputs
 from geosched.simulate.metrics import JobRecord, PolicyResult, Unplaced, summarise
@@ -486,7 +493,7 @@ class _Replay:
         if self.timing is not None and job.flexible:
             ctx = self.timing.context(j, job, now, ctx) or ctx
         # The replay knows each job's run time, as its backfill does (EASY's user estimates, exact here).
-        waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s)
+        waiting = Waiting(now - self.told_to_wait.get(j, now), trace.duration_s, self._behind(j, now))
         seen = ctx.with_free(free)
         result = self.place_fn(job, seen, self.policy, self.weights, waiting)
         if isinstance(result, Placement) and self.timing is not None and job.flexible:
@@ -494,6 +501,21 @@ class _Replay:
             result = self.timing.in_time(j, job, now, result, trace.duration_s,
                                          lambda w: self.place_fn(job, seen, self.policy, w, waiting))
         return result
+
+    def _behind(self, j: int, now: float) -> Behind | None:
+        """What a strict queue (no backfill) holds behind its head `j` (policies/strictqueue.py); None otherwise."""
+        if self.options.backfill or len(self.queue) < 2 or self.queue[0] != j or self.policy not in QUEUE_AWARE:
+            return None  # (a policy that does not read it is not handed it: building it costs a walk of what runs)
+        queued = [(self.gangs[i], self.trace[i].duration_s)
+                  for i in itertools.islice(self.queue, 1, 1 + self.options.backfill_depth)]
+        return Behind(queued, lambda: self._ends(now))
+
+    def _ends(self, now: float) -> Iterator[tuple[float, list[int], list[int]]]:
+        """The running jobs' (expected end from `now`, nodes, GPUs), in order of end, read as far as the reader goes."""
+        ends = list(self.running)  # a heap already; copied, so the replay's own is untouched
+        while ends:
+            finish, _, i = heapq.heappop(ends)
+            yield (finish - now, *self.held[i])
 
     def _outside(self, j: int, now: float, held: list[Reservation]) -> Placement | None:
         """Job `j` placed on the free GPUs outside every reserved domain (a refusal stands while they do)."""
