@@ -144,8 +144,10 @@ def test_up_queues_a_gang_through_a_provisioning_request_that_brings_its_nodes_u
             assert down.returncode == 0, down.stderr
             [gang] = yaml.safe_load(down.stdout)["items"]
             assert (gang["state"], gang["terminated"]) == ("terminated", 8)
-            assert not pods(kube, ns, job_pods_selector("train"))
-            assert not kube.list_all(PROVREQS.format(ns=ns))[0]
+            # The job is deleted with Background propagation (as kubectl delete does): its pods and Kueue's request
+            # go through the garbage collector, a moment after `down` returns on a loaded machine.
+            wait_until(lambda: not pods(kube, ns, job_pods_selector("train")), 60, what="the job's pods gone")
+            wait_until(lambda: not kube.list_all(PROVREQS.format(ns=ns))[0], 60, what="the request gone")
             wait_until(lambda: not controller.made, 60, what="the request's nodes gone")
             # The last gang through them gone, the Kueue objects geosched made for it go too (Kueue's finalizers
             # let the ClusterQueue and its flavor go once nothing is admitted on them), and `down` says so.
