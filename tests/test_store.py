@@ -12,7 +12,7 @@ from geosched.core.default_fleet import default_fleet, default_network
 from geosched.core.errors import OutputError
 from geosched.core.models import Job, LinkStats, Placement
 from geosched.policies import PlacementContext, place
-from geosched.store.db import DB_NAME, HOME_ENV, MIGRATIONS, Sample, Store, default_home, write_snapshot
+from geosched.store.db import DB_NAME, HOME_ENV, MIGRATIONS, NewerStore, Sample, Store, default_home, write_snapshot
 
 
 def test_fresh_store_is_migrated_and_in_wal_mode(tmp_path: Path) -> None:
@@ -27,8 +27,27 @@ def test_store_newer_than_the_code_is_refused(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / DB_NAME)
     db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
     db.close()
-    with pytest.raises(RuntimeError, match="newer than this geosched"):
+    with pytest.raises(NewerStore, match="newer than this geosched"):
         Store(tmp_path)
+
+
+def test_a_newer_store_is_one_line_exit_1_from_the_cli(tmp_path: Path) -> None:
+    """A store a newer geosched wrote (review finding of stop 36: it ended every command in a RuntimeError
+    traceback): one line naming the file and what to do, exit 1, no traceback."""
+    import subprocess
+    import sys
+
+    (tmp_path / "h").mkdir(mode=0o700)
+    db = sqlite3.connect(tmp_path / "h" / DB_NAME)
+    db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 3}")
+    db.close()
+    (tmp_path / "h" / DB_NAME).chmod(0o600)
+    env = {**os.environ, HOME_ENV: str(tmp_path / "h")}
+    done = subprocess.run([sys.executable, "-m", "geosched", "status"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert f"schema version {len(MIGRATIONS) + 3} is newer than this geosched (it reads {len(MIGRATIONS)})" in line
 
 
 def test_home_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

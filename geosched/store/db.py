@@ -23,7 +23,7 @@ from typing import Any
 import platformdirs
 
 from geosched import settings
-from geosched.core.errors import OutputError
+from geosched.core.errors import GeoschedError, OutputError
 from geosched.core.models import Fleet, LinkStats, NetworkView, Placement, pair_key, region_key
 from geosched.files import writes
 from geosched.files.documents import fleet_to_dict, network_to_dict, parse_fleet, parse_network, placement_to_dict
@@ -400,6 +400,11 @@ _ENVIRONMENT_CODES = {3: "SQLITE_PERM", 8: "SQLITE_READONLY", 10: "SQLITE_IOERR"
 _CANNOT_WRITE = {errno.EROFS, errno.EACCES, errno.EPERM}
 
 
+class NewerStore(GeoschedError):
+    """The store was written by a newer geosched (a colleague's home, a downgrade): this one cannot know what the
+    newer tables mean, so it refuses the store in one line, exit 1 (the environment, not the user's input)."""
+
+
 class _Connection(sqlite3.Connection):
     """A connection whose statements fail, when the environment is at fault, as one line naming the store
     (exit 1): every transaction rolls back, so the store keeps what it held."""
@@ -569,7 +574,9 @@ class Store:
         with self.transaction():
             current = self.schema_version
             if current > len(MIGRATIONS):
-                raise RuntimeError(f"{self.path}: schema version {current} is newer than this geosched")
+                raise NewerStore(f"{self.path}: schema version {current} is newer than this geosched (it reads "
+                                 f"{len(MIGRATIONS)}): a newer geosched wrote it; upgrade geosched, or point "
+                                 f"{HOME_ENV} at another store")
             for version in range(current, len(MIGRATIONS)):
                 for statement in MIGRATIONS[version].split(";"):
                     if statement.strip():
