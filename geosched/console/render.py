@@ -145,6 +145,10 @@ def table(title: str, rows: Sequence[dict[str, Any]], caption: str | None = None
     if not rows:
         if show_headers:
             out.print(f"{title}: nothing to show")
+            if caption:
+                # The caption carries the notes (capacity not charged, prices missing): an empty table is where
+                # they matter most, as "nothing to show" alone reads as a complete zero.
+                out.print(Text(caption))
         return
     keys = list(rows[0])
     names = list(headers) if headers is not None else [k.replace("_", " ") for k in keys]

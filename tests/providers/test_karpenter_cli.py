@@ -371,3 +371,8 @@ def test_report_says_the_capacity_it_rendered_is_not_charged(home: Path, cluster
                        "this report (METHODOLOGY.md)"]
     assert run(home, *args, "--out", str(out)).exit_code == 0  # rendered again: still one gang
     assert notes()[0].startswith("1 gang(s)")
+    # The table a person reads: no row (nothing geosched charged), and still the count of notes and where they are
+    # (review finding of stop 36: an empty table dropped its caption and read as a complete $0).
+    table = run(home, "report", "cost", "--by", "job")
+    assert table.exit_code == 0, table.output
+    assert "nothing to show" in table.stdout and "1 note(s): --output md or json lists them" in table.stdout
