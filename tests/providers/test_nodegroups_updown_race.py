@@ -11,7 +11,8 @@ naming the first's verb and pid, and changes nothing; the first goes on. Both or
   rows as they were; then either `up` goes on to its end (its nodes never join: rolled back) or it is SIGKILLed (a
   cancelled job: its lease dies with it) and `down` takes the gang down;
 - `up --name GANG` while `down` has closed the gang and not yet deleted its group: refused, nothing created; `down`
-  goes on.
+  goes on;
+- `down --all` while a `provision --cluster` holds one gang: that gang left (its line in the rows), the others down.
 
 Each ends with the gang `terminated`, no open group row, no open usage interval, and no group or pool of the gang
 in the cloud.
@@ -19,6 +20,7 @@ in the cloud.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -225,3 +227,35 @@ def test_gke_up_during_down_is_refused_and_creates_nothing(tmp_path: Path, gke: 
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     up_during_down(tmp_path, gke_cloud(gke), "gke", CLUSTER,
                    ["--cluster", CLUSTER, "--provider", "gcp", "--region", LOCATION], monkeypatch)
+
+
+def test_down_all_leaves_a_gang_another_command_holds_and_takes_the_others_down(
+        tmp_path: Path, eks: EksCluster, proxy: Ec2FaultProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`down --all` while a `provision --cluster` of one gang is stopped mid-way: that gang is a row with the one
+    line naming the holder (exit 1) and keeps its group; the other gang is taken down; after the holder was
+    killed, `down GANG` leaves nothing."""
+    cloud = eks_cloud(eks, proxy)
+    for k, v in cloud.env.items():
+        monkeypatch.setenv(k, v)
+    fast_clock(monkeypatch.setattr)
+    home = tmp_path / "home"
+    where = ["--cluster", eks.name, "--region", REGION, "--node-role", NODE_ROLE, "--gpu", "H100:8", "--nodes", "2"]
+    made = run(home, "provision", *where, "--name", "free", "--yes", "-o", "json")
+    assert made.exit_code == 0, made.output
+    # The second gang's provision stopped once its group is created (billed), before it is marked ready.
+    held = start_stopped(home, cloud, ["provision", *where, "--name", "held", "--yes", "-o", "json"],
+                         "journal.py:mark")
+    standing = cloud.left(home, "held")
+    assert standing and cloud.left(home, "free")
+    result = run(home, "down", "--all", "--yes", "-o", "json")
+    assert result.exit_code == 1, result.output
+    rows = {r["gang"]: r for r in json.loads(result.stdout)["items"]}
+    assert rows["free"]["state"] == "terminated" and not rows["free"]["errors"]
+    assert rows["held"]["state"] == "provisioning"
+    assert [f"held by `geosched provision` (pid {held.pid}," in e for e in rows["held"]["errors"]] == [True]
+    assert cloud.left(home, "free") == [] and cloud.left(home, "held") == standing
+    held.kill()  # a cancelled job
+    held.join(LIMIT_S)
+    assert run(home, "down", "held", "--yes", "-o", "json").exit_code == 0
+    nothing_left(home, cloud, "held")
+    nothing_left(home, cloud, "free")
