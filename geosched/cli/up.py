@@ -20,6 +20,10 @@ NAME: it checks the job asks for the gang's shape (GPU model, GPUs per worker, w
 is refused in one line), puts the group's scheduled actions again, waits until the block starts, then for the nodes,
 and places the job as in 3. It creates and buys nothing, so a failure deletes nothing either: `geosched down GANG`.
 
+One command at a time: `up` holds the gang (providers/lease.py) until it ends, its rollback included; a `geosched
+down GANG` meanwhile refuses in one line naming this pid and changes nothing, and an `up --name GANG` while `down`
+runs refuses alike. A killed `up` holds nothing: the `down` after it goes ahead.
+
 All or nothing: when no zone's nodes come up in time, a cluster cannot be asked, or the job cannot be placed or
 applied on them, the group is deleted before the command exits (the same teardown as `geosched down GANG`), and the
 error says so. After a success the group stays until `geosched down GANG`.
@@ -31,7 +35,8 @@ With `--probe`, between 2 and 3 the links between the group's nodes are measured
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -242,6 +247,10 @@ def up_cmd(
     if name:
         check_gang_name(name)
     gang = name or new_gang_name()  # known before anything is created: a failure below tears it down by name
+    if not dry_run:
+        # Held until the command ends, its rollback included: a `down GANG` meanwhile refuses, naming this pid, and
+        # changes nothing, rather than closing the gang while groups are still created (providers/lease.py).
+        ctx.with_resource(_lease(ctx, gang))
     join = _Joiner(contexts, kubeconfig, join_timeout)
     if name and _journalled(ctx, name):
         # The gang exists: picked up, not made again (`sky launch -c NAME` on a cluster that exists does the same).
@@ -690,6 +699,16 @@ def _interrupted(ctx: typer.Context, gang: str) -> BaseException:
     render.err.print(f"interrupted: deleting gang {gang}'s node group (Ctrl-C again leaves it to `geosched down "
                      f"{gang}`)", markup=False, highlight=False, soft_wrap=True)
     return UpFailed(f"interrupted; {_teardown(ctx, gang)}")
+
+
+@contextmanager
+def _lease(ctx: typer.Context, gang: str) -> Iterator[None]:
+    """The gang's lease (providers/lease.py) for `up`, on a store connection of its own."""
+    from geosched.providers import lease
+    from geosched.store.db import Store
+
+    with Store(cliparts.state_home(ctx)) as store, lease.held(store, gang, "up"):
+        yield
 
 
 def _journalled(ctx: typer.Context, gang: str) -> bool:

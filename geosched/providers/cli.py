@@ -355,6 +355,7 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
     them all, tried cluster after cluster (nodegroups/sites.py)."""
     from geosched.console import render
     from geosched.core.errors import EXIT_NO_FIT
+    from geosched.providers import lease
     from geosched.providers.gang import check_gang_name, new_gang_name
 
     # Imported here: the cloud clients need boto3 / google-cloud-container, which `geosched -h` must not load
@@ -406,7 +407,8 @@ def _provision_nodegroup(ctx: typer.Context, cluster_names: Sequence[str], node_
                 # Whole (to a bound): a zone whose nodes never joined names the nodes and why (backend.NotJoined).
                 render.err.print(plain(line, MESSAGE_CHARS), markup=False, highlight=False, soft_wrap=True)
 
-        with _provision_log(ctx, gang, verbose, output):
+        # A `down GANG` from another process meanwhile is refused (providers/lease.py); `up` holds it already.
+        with lease.held(store, gang, "provision"), _provision_log(ctx, gang, verbose, output):
             result = nodegroup_launch.provision_across(plan, places, store, gang=gang, notify=say, join=join,
                                                        precheck=_quota_precheck(ctx, places, gang), until=until)
     if show_result:
@@ -846,13 +848,15 @@ def down_cmd(
     gang, delete the node groups geosched created (by journal and tags) and nothing else; for a gang `up
     --provisioning-class` queued, delete its job (and request) and wait until the autoscaler's nodes are gone.
 
+    A gang a live `up`, `provision` or `down` is still changing is left as it is, said in one line naming that
+    command's pid (exit 1): run this again once it ended.
+
     Each call and each instance or node group deleted is logged to HOME/logs/down-GANG-TIME.log."""
     from geosched.console import lists as kinds
     from geosched.console import render
     from geosched.console.output import emit_list
     from geosched.core.errors import InputError
-    from geosched.providers import journal, lifecycle, provreqs
-    from geosched.providers.nodegroups import journal as nodegroup_journal
+    from geosched.providers import journal, lease
     from geosched.store.db import Store
     if (gang is None) == (not all_gangs):
         raise InputError("GANG/--all", "", "name one gang or pass --all")
@@ -882,34 +886,51 @@ def down_cmd(
         with _provision_log(ctx, gang or "all", False, output, verb="down"):
             providers = _lifecycle_providers(ctx, store, targets, inventory)
             for target in targets:
-                if provreqs.is_request_gang(store, target):
-                    # Queued through a ProvisioningRequest (`up --provisioning-class`): the job is deleted and the
-                    # nodes the autoscaler made for it are charged until seen gone. Imported here: the kube client.
-                    from geosched.providers import provreqdown
-
-                    taken = provreqdown.take_down(store, target)
-                    for line in taken.queue:
-                        render.err.print(f"{target}: {line}", markup=False, highlight=False, soft_wrap=True)
-                    rows.append({"gang": target, "state": taken.state, "terminated": taken.closed,
-                                 "api_calls": 0, "errors": [plain(e) for e in taken.errors]})
-                    continue
-                if nodegroup_journal.is_nodegroup_gang(store, target):
-                    # A node group gang: its groups are deleted (`terminated` counts groups). Imported here: the
-                    # EKS client needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
-                    from geosched.providers.nodegroups import launch as nodegroup_launch
-
-                    groups = nodegroup_launch.down(store, target)
-                    for line in groups.blocks:
-                        render.err.print(f"{target}: {line}", markup=False, highlight=False, soft_wrap=True)
-                    rows.append({"gang": target, "state": groups.state, "terminated": groups.deleted,
-                                 "api_calls": groups.api_calls, "errors": [plain(e) for e in groups.errors]})
-                    continue
-                result = lifecycle.down(store, providers, target)
-                rows.append({"gang": target, "state": result.state, "terminated": result.terminated,
-                             "api_calls": result.api_calls, "errors": [plain(e) for e in result.errors]})
+                # A gang `up` (or another `down`) is changing is not taken down under it: one line naming that
+                # command's pid, the gang left as it is (providers/lease.py); --all goes on with the others.
+                try:
+                    with lease.held(store, target, "down"):
+                        rows.append(_down_one(store, target, providers))
+                except lease.GangBusy as exc:
+                    if not all_gangs:
+                        raise
+                    record = journal.gang_record(store, target)
+                    rows.append({"gang": target, "state": record.state if record else "unknown", "terminated": 0,
+                                 "api_calls": 0, "errors": [plain(str(exc))]})
     emit_list(kinds.GANG_DOWN, rows, output, no_headers=no_headers)
     if any(r["state"] != "terminated" for r in rows):
         raise typer.Exit(1)
+
+
+def _down_one(store: Store, target: str, providers: Any) -> dict[str, Any]:
+    """`down` of one gang, its lease held: the row `down` shows for it."""
+    from geosched.console import render
+    from geosched.providers import lifecycle, provreqs
+    from geosched.providers.nodegroups import journal as nodegroup_journal
+
+    if provreqs.is_request_gang(store, target):
+        # Queued through a ProvisioningRequest (`up --provisioning-class`): the job is deleted and the nodes the
+        # autoscaler made for it are charged until seen gone. Imported here: the kube client.
+        from geosched.providers import provreqdown
+
+        taken = provreqdown.take_down(store, target)
+        for line in taken.queue:
+            render.err.print(f"{target}: {line}", markup=False, highlight=False, soft_wrap=True)
+        return {"gang": target, "state": taken.state, "terminated": taken.closed, "api_calls": 0,
+                "errors": [plain(e) for e in taken.errors]}
+    if nodegroup_journal.is_nodegroup_gang(store, target):
+        # A node group gang: its groups are deleted (`terminated` counts groups). Imported here: the EKS client
+        # needs boto3, which `geosched -h` must not load (tests/test_cli_startup.py).
+        from geosched.providers.nodegroups import launch as nodegroup_launch
+
+        groups = nodegroup_launch.down(store, target)
+        for line in groups.blocks:
+            render.err.print(f"{target}: {line}", markup=False, highlight=False, soft_wrap=True)
+        return {"gang": target, "state": groups.state, "terminated": groups.deleted, "api_calls": groups.api_calls,
+                "errors": [plain(e) for e in groups.errors]}
+    result = lifecycle.down(store, providers, target)
+    return {"gang": target, "state": result.state, "terminated": result.terminated, "api_calls": result.api_calls,
+            "errors": [plain(e) for e in result.errors]}
 
 
 @app.command(name="status")
