@@ -145,6 +145,9 @@ def _ask(store: Store, kube: Kube, zone: Zone, a: AttemptRecord, gang: str, sett
     manifests = zone.render()
     # What a refusal withdraws, and so what must be new before it is applied: all but the file's other documents.
     ours = [m for m in manifests if provreq.identity(m) not in zone.kept]
+    for m in ours:  # whose they are: `down` of another gang's row of the same names must not take them (rev36b)
+        if m["kind"] not in provwatch.QUEUE_KINDS:
+            m.setdefault("metadata", {}).setdefault("annotations", {})[provreqdown.GANG_ANNOTATION] = gang
     name = next((str(m["metadata"]["name"]) for m in manifests if m["kind"] == "ProvisioningRequest"), None)
     job = provreq.job_of(manifests)
     seen: set[str] = set()

@@ -84,8 +84,8 @@ def take_down(store: Store, gang: str, open_kube: Callable[[provreqs.RequestReco
         try:
             with open_kube(row) as kube:
                 live = _live(kube, row)
-                mine = [o for o in row.objects if live.get(o) is not None and _marked(live[o])]
-                theirs = [o for o in row.objects if live.get(o) is not None and not _marked(live[o])]
+                mine = [o for o in row.objects if live.get(o) is not None and _marked(live[o], row.gang)]
+                theirs = [o for o in row.objects if live.get(o) is not None and not _marked(live[o], row.gang)]
                 requests = _requests(kube, row, live, theirs)
                 if not row.nodes and requests:
                     opened = _charge_missed(store, kube, row, requests)
@@ -179,12 +179,18 @@ def _workloads_gone(kube: Kube, row: provreqs.RequestRecord, jobs: Sequence[Mapp
         settings.sleep(min(settings.poll_s, 1.0, max(0.0, settings.withdraw_s - waited)))
 
 
-def _marked(obj: Mapping[str, Any]) -> bool:
-    """geosched's mark on an object: an entry of its field manager (every apply of geosched's is server-side, as
-    that manager). Kueue and the job's controller add entries of their own to a job geosched applied; an object of
-    the same name that someone else made has none of geosched's."""
-    return any(isinstance(e, Mapping) and e.get("manager") == FIELD_MANAGER
-               for e in (obj.get("metadata") or {}).get("managedFields") or [])
+GANG_ANNOTATION = "geosched.io/gang"
+
+
+def _marked(obj: Mapping[str, Any], gang: str) -> bool:
+    """geosched's mark on an object of `gang`: an entry of its field manager (every apply of geosched's is
+    server-side, as that manager) and, on objects applied since the annotation exists, `geosched.io/gang` naming
+    this gang: another gang of geosched's of the same job name (applied after this row's run was killed, or after
+    its objects were deleted by hand) carries the same field manager and must be left."""
+    meta = obj.get("metadata") or {}
+    owner = (meta.get("annotations") or {}).get(GANG_ANNOTATION)
+    return (owner is None or owner == gang) and any(
+        isinstance(e, Mapping) and e.get("manager") == FIELD_MANAGER for e in meta.get("managedFields") or [])
 
 
 def _requests(kube: Kube, row: provreqs.RequestRecord, live: Mapping[provreqs.ObjectRef, Any],
