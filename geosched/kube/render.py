@@ -180,7 +180,13 @@ def constraints_for(placement: Placement, nodes: Mapping[str, Node],
     hosts = sorted({own[keys.HOSTNAME] for own in labels})
     models = {n.gpu for n in placed}
     others = [nodelabels.selectable(n) for n in nodes.values() if n.gpu not in models]
-    gpu_pin = gpuidentity.pin(labels, [*others, *not_whole])
+    # Apart from the other models first (as before not_whole existed); a pin that also sets the sliced nodes apart is
+    # taken only when it still sets every other model apart: falling back to the first label would admit another
+    # model (H100-MEGA shares H100's product) whenever a sliced node outside the gang's zones shares every label.
+    gpu_pin = gpuidentity.pin(labels, others)
+    both = gpuidentity.pin(labels, [*others, *not_whole]) if not_whole else None
+    if both is not None and not any(o.get(both.key) in both.values for o in [*others, *not_whole]):
+        gpu_pin = both
     admitted = [other for other in not_whole if other.get(keys.ZONE) in zones
                 and (gpu_pin is None or other.get(gpu_pin.key) in gpu_pin.values)]
     return Constraints(tuple(zones), region, tuple(hosts), gpu_pin, hosts_required=bool(admitted))
