@@ -105,12 +105,14 @@ def count_commits(home: Path, kill_at: int | None) -> None:
     Store.transaction = transaction  # type: ignore[method-assign]
 
 
-def child(home: str, env: dict[str, str], argv: list[str], kill_at: int | None) -> None:
-    """The `geosched` process under test (a forked child; may be SIGKILLed anywhere)."""
+def child(home: str, env: dict[str, str], argv: list[str], kill_at: int | None,
+          speed_up: Callable[[Callable[[Any, str, Any], None]], None] | None = None) -> None:
+    """The `geosched` process under test (a forked child; may be SIGKILLed anywhere); `speed_up(setattr)` shortens
+    the CLI's waits in it (this campaign's `fast_clock` by default; the ProvisioningRequest campaign passes its own)."""
     from geosched.cli.main import main
 
     os.environ.update(env)
-    fast_clock(setattr)
+    (speed_up or fast_clock)(setattr)
     Path(home).mkdir(parents=True, exist_ok=True)
     count_commits(Path(home), kill_at)
     sys.argv = ["geosched", "--home", home, *argv]

@@ -32,7 +32,6 @@ import json
 import multiprocessing
 import os
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -55,7 +54,7 @@ from tests.kubeemu import MultiCluster
 from tests.kubeemu.cluster import node_manifest
 from tests.providers.eks_support import REGION, ZONES, EksCluster, make_cluster
 from tests.providers.prov_support import aws_env
-from tests.providers.test_nodegroups_kill_steps import count_commits, job, steps_of
+from tests.providers.test_nodegroups_kill_steps import child, job, steps_of
 from tests.providers.test_up_cli import run
 
 pytestmark = pytest.mark.integration
@@ -84,18 +83,6 @@ def fast(setattr_: Callable[[Any, str, Any], None]) -> None:
     setattr_(provfailover, "Settings", partial(provfailover.Settings, poll_s=0.05, bind_s=5.0, withdraw_s=20.0))
     setattr_(provreqdown.take_down, "__kwdefaults__", {"settings": provreqdown.DownSettings(
         withdraw_s=20.0, release_s=10.0, poll_s=0.05)})
-
-
-def child(home: str, env: dict[str, str], argv: list[str], kill_at: int | None) -> None:
-    """The `geosched` process under test (a forked child; may be SIGKILLed anywhere)."""
-    from geosched.cli.main import main
-
-    os.environ.update(env)
-    fast(setattr)
-    Path(home).mkdir(parents=True, exist_ok=True)
-    count_commits(Path(home), kill_at)
-    sys.argv = ["geosched", "--home", home, *argv]
-    main()
 
 
 class Controllers:
@@ -212,7 +199,7 @@ class Controllers:
 
 def spawn(mp: Any, home: Path, env: dict[str, str], argv: list[str], *, kill_at: int | None = None,
           kill_after_s: float | None = None) -> bool:
-    proc = mp.Process(target=child, args=(str(home), env, argv, kill_at))
+    proc = mp.Process(target=child, args=(str(home), env, argv, kill_at, fast))
     killed = run_killable(proc, kill_after_s, 120.0)
     if kill_at is not None:
         assert proc.exitcode == -9, f"the child must die at step {kill_at}, not finish"
