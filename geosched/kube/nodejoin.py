@@ -20,11 +20,16 @@ until the cloud controller manager has initialised the node (`node.cloudprovider
 page; EKS and GKE run their cloud provider external).
 
 A GPU node is joined only once its GPUs are allocatable (`needs`: `up` passes `nvidia.com/gpu`): the kubelet reports
-Ready before the NVIDIA device plugin (EKS AL2023 and Bottlerocket NVIDIA AMIs) or GKE's driver installer and device
-plugin have advertised them, minutes later (kubernetes/autoscaler cluster-autoscaler: "allocatable GPU may be equal to
-0 up to 15 minutes after" a node becomes Ready, so it counts such a node unready,
+Ready before the NVIDIA device plugin or GKE's driver installer and device plugin have advertised them, minutes
+later (kubernetes/autoscaler cluster-autoscaler: "allocatable GPU may be equal to 0 up to 15 minutes after" a node
+becomes Ready, so it counts such a node unready,
 processors/customresources/gpu_processor.go; GKE auto-repairs a node only after 15 minutes of unallocatable GPUs).
 Placed on at once, the gang found no GPU on its own new nodes and `up` deleted the group it had just bought.
+Where that plugin runs differs: the EKS-optimized Bottlerocket NVIDIA AMIs ship it, but with the EKS-optimized AL2023
+NVIDIA AMIs (what `up` creates EKS groups with) the cluster's owner must install it, by its Helm chart or the NVIDIA
+GPU operator (Amazon EKS User Guide, "Install Kubernetes device plugin for GPUs", Considerations); GKE installs its
+own. Without it the GPUs never become allocatable, so the error at the deadline says so for the nodes that are Ready
+but advertise none (`unadvertised`), rather than leaving the user to read 900 s of billed waiting as slowness.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geosched.core.errors import GeoschedError
+from geosched.kube import keys
 from geosched.kube.client import NODES, Kube
 from geosched.kube.quantity import whole_count
 
@@ -85,13 +91,34 @@ def node_state(node: Mapping[str, Any], needs: str | None = None) -> NodeState:
         return NodeState(name, False, f"Ready, still tainted {', '.join(tainted)}")
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     if needs is not None and not whole_count(allocatable.get(needs) if isinstance(allocatable, Mapping) else None):
-        return NodeState(name, False, f"Ready, no allocatable {needs} yet (its device plugin has not advertised them)")
+        return NodeState(name, False, unadvertised(needs))
     return NodeState(name, True, "")
 
 
-def shortfall(states: Sequence[NodeState], expected: int, what: str, timeout_s: float) -> str:
+def unadvertised(needs: str) -> str:
+    """Why a Ready node does not count yet: it advertises none of `needs`. Pure."""
+    return f"Ready, no allocatable {needs} yet (its device plugin has not advertised them)"
+
+
+def plugin_hint(states: Sequence[NodeState], needs: str | None) -> str | None:
+    """At the deadline, what the nodes that are Ready but advertise none of `needs` most likely lack, None when no
+    node is in that state. Pure."""
+    count = sum(not s.ready and s.why == unadvertised(needs) for s in states) if needs is not None else 0
+    if not count:
+        return None
+    plugin = "the NVIDIA device plugin (or GPU operator)" if needs == keys.GPU else "its device plugin"
+    hint = (f"{count} Ready node{'s' if count != 1 else ''} advertise{'' if count != 1 else 's'} no {needs}: "
+            f"is {plugin} running in the cluster?")
+    if needs == keys.GPU:
+        hint += " (the EKS-optimized AL2023 NVIDIA AMIs need it installed; Bottlerocket's and GKE's bring their own)"
+    return hint
+
+
+def shortfall(states: Sequence[NodeState], expected: int, what: str, timeout_s: float,
+              needs: str | None = None) -> str:
     """The one line saying how many of how many came up within `timeout_s` and why the others did not, nodes with
-    the same cause said together (a whole group usually fails alike), names and causes bounded by `NAMED`. Pure."""
+    the same cause said together (a whole group usually fails alike), names and causes bounded by `NAMED`; with
+    `needs`, the likely cause when Ready nodes advertise none of it (`plugin_hint`). Pure."""
     up = sum(s.ready for s in states)
     line = f"{up} of {expected} nodes of {what} Ready after {timeout_s:g} s"
     by_why: dict[str, list[str]] = {}
@@ -107,6 +134,8 @@ def shortfall(states: Sequence[NodeState], expected: int, what: str, timeout_s: 
     missing = expected - len(states)
     if missing > 0:
         parts.append(f"{missing} not registered")
+    if (hint := plugin_hint(states, needs)) is not None:
+        parts.append(hint)
     return line + ("; " + "; ".join(parts) if parts else "")
 
 
@@ -132,5 +161,5 @@ def wait_ready(kube: Kube, labels: Mapping[str, str], expected: int, *, what: st
             return names
         waited = clock() - start
         if waited >= timeout_s:
-            raise NodesNotReady(shortfall(sorted(states, key=lambda s: s.name), expected, what, timeout_s))
+            raise NodesNotReady(shortfall(sorted(states, key=lambda s: s.name), expected, what, timeout_s, needs))
         sleep(min(poll_s, max(0.0, timeout_s - waited)))
