@@ -39,9 +39,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from geosched.core.errors import GeoschedError
 from geosched.kube import keys
-from geosched.kube.client import NODES, Kube
+from geosched.kube.client import NODES, Kube, Resource
 from geosched.kube.quantity import whole_count
 
 # Taints a node carries while it is not yet (or no longer) fit for pods, removed by the node lifecycle controller or
@@ -49,6 +51,9 @@ from geosched.kube.quantity import whole_count
 CONDITION_TAINTS = frozenset({*(f"node.kubernetes.io/{t}" for t in (
     "not-ready", "unreachable", "network-unavailable", "unschedulable", "memory-pressure", "disk-pressure",
     "pid-pressure")), "node.cloudprovider.kubernetes.io/uninitialized"})
+# What a DaemonSet's name or image holds when it advertises GPUs (`plugin_seen`).
+PLUGIN_MARKS = ("device-plugin", "gpu-operator")
+DAEMONSETS = Resource("apps/v1", "DaemonSet", "daemonsets", True)
 # How many not-Ready nodes the error names (the rest are counted): the line stays one line for a 450-node group.
 NAMED = 3
 
@@ -112,6 +117,42 @@ def plugin_hint(states: Sequence[NodeState], needs: str | None) -> str | None:
     if needs == keys.GPU:
         hint += " (the EKS-optimized AL2023 NVIDIA AMIs need it installed; Bottlerocket's and GKE's bring their own)"
     return hint
+
+
+def plugin_seen(nodes: Sequence[Mapping[str, Any]], daemonsets: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the cluster shows a way for new nodes' GPUs to be advertised: a node already has allocatable
+    `nvidia.com/gpu`, or a DaemonSet, by its name or a container image, is a device plugin or NVIDIA's GPU operator
+    (NVIDIA's chart: `nvidia-device-plugin`, image `nvcr.io/nvidia/k8s-device-plugin`; the GPU operator runs its own
+    `nvidia-device-plugin-daemonset`; GKE: `nvidia-gpu-device-plugin-*` in kube-system). Pure."""
+    for node in nodes:
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        if isinstance(allocatable, Mapping) and whole_count(allocatable.get(keys.GPU)):
+            return True
+    for ds in daemonsets:
+        pod = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        containers = [*(pod.get("containers") or []), *(pod.get("initContainers") or [])]
+        names = [str((ds.get("metadata") or {}).get("name", "")),
+                 *(str(c.get("image", "")) for c in containers if isinstance(c, Mapping))]
+        if any(mark in n for n in names for mark in PLUGIN_MARKS):
+            return True
+    return False
+
+
+def plugin_warning(kube: Kube) -> str | None:
+    """Before capacity is bought: the warning when the cluster shows no GPU advertised and no device plugin
+    (`plugin_seen`), else None. Only a warning, never a refusal: a cluster may bring its plugin with the nodes
+    (GKE installs driver and plugin itself). A read the API refuses (RBAC on DaemonSets) says nothing."""
+    try:
+        nodes, _ = kube.list_all(NODES.path())
+        daemonsets, _ = kube.list_all(DAEMONSETS.path())
+    except ApiException:
+        return None
+    if plugin_seen(nodes, daemonsets):
+        return None
+    return (f"no node of cluster {kube.name} advertises {keys.GPU} and no NVIDIA device plugin (or GPU operator) "
+            "DaemonSet runs there: the new nodes' GPUs may never become allocatable, and `up` would wait "
+            "--join-timeout for them (the EKS-optimized AL2023 NVIDIA AMIs need the plugin installed: Amazon EKS "
+            "User Guide, \"Install Kubernetes device plugin for GPUs\")")
 
 
 def shortfall(states: Sequence[NodeState], expected: int, what: str, timeout_s: float,

@@ -19,6 +19,8 @@ from geosched.kube.nodejoin import (
     NodeState,
     node_state,
     plugin_hint,
+    plugin_seen,
+    plugin_warning,
     selector_text,
     shortfall,
     unadvertised,
@@ -201,3 +203,36 @@ def test_at_the_deadline_ready_nodes_without_gpus_name_the_missing_device_plugin
     assert plugin_hint(states, "nvidia.com/gpu") is None and plugin_hint(states, None) is None
     assert plugin_hint([NodeState("a", False, unadvertised("example.com/fpga"))], "example.com/fpga") == (
         "1 Ready node advertises no example.com/fpga: is its device plugin running in the cluster?")
+
+
+def _plugin_daemonset(name: str, image: str) -> dict[str, Any]:
+    """A device plugin DaemonSet as NVIDIA's chart (nvidia/k8s-device-plugin, deployments/helm) or GKE deploy it."""
+    labels = {"app.kubernetes.io/name": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": "kube-system"},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "nvidia-device-plugin-ctr", "image": image}]}}}}
+
+
+def test_before_buying_a_cluster_without_a_device_plugin_is_warned_of(cluster: MultiCluster) -> None:
+    """`up`'s preflight on the API: a cluster with no GPU advertised and no device plugin DaemonSet is warned of; one
+    with NVIDIA's chart's DaemonSet is not; nor is one whose existing GPU nodes already advertise their GPUs."""
+    api = cluster["cluster-a"]
+    bare = group_node("cpu-0", ready=True, group="system")
+    del bare["status"]["allocatable"]["nvidia.com/gpu"]
+    api.create(bare)
+    with Kube.open("cluster-a", cluster.kubeconfig) as kube:
+        warned = plugin_warning(kube)
+        assert warned is not None and warned.startswith(
+            "no node of cluster cluster-a advertises nvidia.com/gpu and no NVIDIA device plugin (or GPU operator) "
+            "DaemonSet runs there"), warned
+        api.create(_plugin_daemonset("nvidia-device-plugin", "nvcr.io/nvidia/k8s-device-plugin:v0.17.4"))
+        assert plugin_warning(kube) is None
+        api.delete("apps/v1/daemonsets", "nvidia-device-plugin", "kube-system")
+        assert plugin_warning(kube) is not None
+        api.create(group_node("gpu-0", ready=True, group="train"))  # a GPU node already advertising its GPUs
+        assert plugin_warning(kube) is None
+    # GKE's own plugin, by its name (gke.gcr.io image), and the GPU operator's, by theirs.
+    gke = _plugin_daemonset("nvidia-gpu-device-plugin-large-cos", "gke.gcr.io/nvidia-gpu-device-plugin@sha256:0")
+    operator = _plugin_daemonset("gpu-operator", "nvcr.io/nvidia/gpu-operator:v24.9.0")
+    assert plugin_seen([bare], [gke]) and plugin_seen([bare], [operator]) and not plugin_seen([bare], [])
