@@ -267,6 +267,8 @@ def up_cmd(
                Weights(network_weight, cost_weight, DEFAULT_WEIGHTS.carbon, zone_tolerance), probe, probe_image,
                probe_timeout, output, no_headers, kept, lambda: kept(UpFailed("interrupted")))
         return
+    if not dry_run:
+        _warn_without_plugin(cluster, contexts, kubeconfig)
     try:
         result = providers_cli._provision_nodegroup(
             ctx, cluster, node_role, f"{job.gpu}:{job.gpus_per_worker}", job.workers + spare_nodes, pricing,
@@ -671,6 +673,27 @@ class _Joiner:
                            needs=keys.GPU)
             except NodesNotReady as exc:
                 raise NotJoined(str(exc)) from None
+
+
+def _warn_without_plugin(clusters: Sequence[str], contexts: dict[str, str | None], kubeconfig: Path | None) -> None:
+    """Before any capacity is bought: a warning for each cluster where nothing would advertise the new nodes' GPUs
+    (kube/nodejoin.py `plugin_warning`), which would otherwise show only after --join-timeout of billed nodes. A
+    cluster that cannot be read now says nothing here: the wait for its nodes reports it."""
+    from geosched.console import render
+    from geosched.kube import cli as kube_cli
+    from geosched.kube.client import Kube
+    from geosched.kube.nodejoin import plugin_warning
+
+    for name in clusters:
+        try:
+            with Kube.open(contexts.get(name) or name, kubeconfig, name=name) as kube:
+                note = plugin_warning(kube)
+        except Exception as exc:
+            if not kube_cli._unreachable(exc) and not isinstance(exc, GeoschedError):
+                raise
+            continue
+        if note is not None:
+            render.err.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _up_failed(ctx: typer.Context, gang: str, exc: Exception, context: str | None) -> Exception:

@@ -138,6 +138,10 @@ class Fleet:
     zones: Mapping[str, Zone]
     nodes: tuple[Node, ...]
     gpu_power: Mapping[str, GpuPower]
+    # Per cluster, the labels of the GPU nodes left out because their nvidia.com/gpu are shared replicas or MIG
+    # slices (geosched.kube.inventory.NotWhole): no capacity, but a gang's rendered pods must be kept off them too,
+    # and a snapshot a GitOps tree renders from carries them for that (geosched.kube.render.RenderOptions.not_whole).
+    not_whole: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
 
     @cached_property
     def by_name(self) -> dict[str, Node]:

@@ -73,7 +73,10 @@ def render_job(o: Placed, inputs: TreeInputs, previous: Index, at: datetime) -> 
     # Alternatives and rejected zones explain a decision but are not part of it: left in, a change to a zone
     # this job did not take would change its digest and rewrite its file.
     bare = replace(o.placement, alternatives=(), rejected=())
-    options = RenderOptions(now=at, compact_kind=inputs.config.compact_kind, nodes=inputs.fleet.by_name)
+    # The snapshot's shared or sliced GPU nodes of the job's cluster, as `submit` reads them from the cluster: where
+    # the GPU pin would admit one in the gang's zones, the gang is held to its placed hosts.
+    options = RenderOptions(now=at, compact_kind=inputs.config.compact_kind, nodes=inputs.fleet.by_name,
+                            not_whole=inputs.fleet.not_whole.get(o.cluster.name, ()))
     manifests = render(o.spec.input, bare, o.cluster, options)
     digest = decision_digest(manifests)
     stamp = timestamp(at)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from statistics import median
@@ -87,8 +87,13 @@ class FleetView:
     skipped: tuple[Rejection, ...] = ()
     assumptions: tuple[str, ...] = ()
     unreachable: tuple[Unreachable, ...] = ()
-    # Per cluster, the labels of its GPU nodes whose nvidia.com/gpu are not whole (`inventory.Inventory.not_whole`).
-    not_whole: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
+
+    @property
+    def not_whole(self) -> Mapping[str, tuple[Mapping[str, str], ...]]:
+        """Per cluster, the labels of its GPU nodes whose nvidia.com/gpu are not whole
+        (`inventory.Inventory.not_whole`), as the fleet carries them (so a snapshot exported from the clusters keeps
+        them for GitOps renders)."""
+        return self.fleet.not_whole
 
 
 # --- which clusters -------------------------------------------------------------------------------
@@ -215,7 +220,8 @@ def build_fleet(readings: Iterable[ClusterReading], launched: Sequence[Node] = (
             not_whole[reading.cluster] = inventory.not_whole
     merged = merge_launched(nodes, launched) if launched else tuple(nodes)
     fleet, more_skipped, assumptions = fleet_from_nodes(_unique_names(merged))
-    return FleetView(fleet, tuple(names), tuple(skipped + more_skipped), tuple(assumptions), not_whole=not_whole)
+    return FleetView(replace(fleet, not_whole=not_whole), tuple(names), tuple(skipped + more_skipped),
+                     tuple(assumptions))
 
 
 def fleet_from_nodes(nodes: Sequence[Node]) -> tuple[Fleet, list[Rejection], list[str]]:

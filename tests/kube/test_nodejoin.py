@@ -14,7 +14,18 @@ from typing import Any
 import pytest
 
 from geosched.kube.client import Kube
-from geosched.kube.nodejoin import NodesNotReady, NodeState, node_state, selector_text, shortfall, wait_ready
+from geosched.kube.nodejoin import (
+    NodesNotReady,
+    NodeState,
+    node_state,
+    plugin_hint,
+    plugin_seen,
+    plugin_warning,
+    selector_text,
+    shortfall,
+    unadvertised,
+    wait_ready,
+)
 from tests.kubeemu import MultiCluster, node_manifest
 
 GROUP = {"eks.amazonaws.com/nodegroup": "g-2"}
@@ -165,3 +176,63 @@ def test_the_wait_holds_until_the_device_plugin_has_advertised_the_gpus(cluster:
                            sleep=clock.sleep, needs="nvidia.com/gpu")
     assert names == ("ng-0", "ng-1", "ng-2")
     assert clock.sleeps == [15, 15, 15]
+
+
+def test_at_the_deadline_ready_nodes_without_gpus_name_the_missing_device_plugin(cluster: MultiCluster) -> None:
+    """EKS AL2023 NVIDIA AMIs run no device plugin of their own (Amazon EKS User Guide, "Install Kubernetes device
+    plugin for GPUs"): on a cluster without one the nodes are Ready and never advertise a GPU, and the error said only
+    "not advertised yet" after 900 s of billed waiting. It now names the likely cause."""
+    api = cluster["cluster-a"]
+    for i in range(2):
+        obj = group_node(f"ng-{i}", ready=True)
+        del obj["status"]["allocatable"]["nvidia.com/gpu"]
+        api.create(obj)
+    api.create(group_node("ng-2", ready=False))
+    clock = FakeClock()
+    with Kube.open("cluster-a", cluster.kubeconfig) as kube, pytest.raises(NodesNotReady) as caught:
+        wait_ready(kube, GROUP, 3, what="node group g-2", timeout_s=60, poll_s=30, clock=clock, sleep=clock.sleep,
+                   needs="nvidia.com/gpu")
+    assert str(caught.value) == (
+        "0 of 3 nodes of node group g-2 Ready after 60 s; 2 not Ready (ng-0, ng-1): Ready, no allocatable "
+        "nvidia.com/gpu yet (its device plugin has not advertised them); 1 not Ready (ng-2): Ready=False "
+        "(KubeletReady); 2 Ready nodes advertise no nvidia.com/gpu: is the NVIDIA device plugin (or GPU operator) "
+        "running in the cluster? (the EKS-optimized AL2023 NVIDIA AMIs need it installed; Bottlerocket's and GKE's "
+        "bring their own)")
+    # Without `needs`, or when every node is merely not Ready yet, no device plugin is blamed.
+    states = [NodeState("a", False, "Ready=False (KubeletNotReady)")]
+    assert plugin_hint(states, "nvidia.com/gpu") is None and plugin_hint(states, None) is None
+    assert plugin_hint([NodeState("a", False, unadvertised("example.com/fpga"))], "example.com/fpga") == (
+        "1 Ready node advertises no example.com/fpga: is its device plugin running in the cluster?")
+
+
+def _plugin_daemonset(name: str, image: str) -> dict[str, Any]:
+    """A device plugin DaemonSet as NVIDIA's chart (nvidia/k8s-device-plugin, deployments/helm) or GKE deploy it."""
+    labels = {"app.kubernetes.io/name": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": "kube-system"},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "nvidia-device-plugin-ctr", "image": image}]}}}}
+
+
+def test_before_buying_a_cluster_without_a_device_plugin_is_warned_of(cluster: MultiCluster) -> None:
+    """`up`'s preflight on the API: a cluster with no GPU advertised and no device plugin DaemonSet is warned of; one
+    with NVIDIA's chart's DaemonSet is not; nor is one whose existing GPU nodes already advertise their GPUs."""
+    api = cluster["cluster-a"]
+    bare = group_node("cpu-0", ready=True, group="system")
+    del bare["status"]["allocatable"]["nvidia.com/gpu"]
+    api.create(bare)
+    with Kube.open("cluster-a", cluster.kubeconfig) as kube:
+        warned = plugin_warning(kube)
+        assert warned is not None and warned.startswith(
+            "no node of cluster cluster-a advertises nvidia.com/gpu and no NVIDIA device plugin (or GPU operator) "
+            "DaemonSet runs there"), warned
+        api.create(_plugin_daemonset("nvidia-device-plugin", "nvcr.io/nvidia/k8s-device-plugin:v0.17.4"))
+        assert plugin_warning(kube) is None
+        api.delete("apps/v1/daemonsets", "nvidia-device-plugin", "kube-system")
+        assert plugin_warning(kube) is not None
+        api.create(group_node("gpu-0", ready=True, group="train"))  # a GPU node already advertising its GPUs
+        assert plugin_warning(kube) is None
+    # GKE's own plugin, by its name (gke.gcr.io image), and the GPU operator's, by theirs.
+    gke = _plugin_daemonset("nvidia-gpu-device-plugin-large-cos", "gke.gcr.io/nvidia-gpu-device-plugin@sha256:0")
+    operator = _plugin_daemonset("gpu-operator", "nvcr.io/nvidia/gpu-operator:v24.9.0")
+    assert plugin_seen([bare], [gke]) and plugin_seen([bare], [operator]) and not plugin_seen([bare], [])

@@ -152,3 +152,51 @@ def test_a_shared_node_its_product_label_sets_apart_needs_no_host_pin(tmp_path: 
     assert [e["key"] for e in expressions] == ["topology.kubernetes.io/zone", "topology.kubernetes.io/region",
                                                "nvidia.com/gpu.product"], expressions
     assert expressions[-1]["values"] == ["NVIDIA-H100-80GB-HBM3"]
+
+
+def _gitops_affinity(tmp_path: Path, nodes: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`snapshot export --from-clusters` of a cluster holding `nodes`, then `gitops render` of one 8-GPU H100 worker
+    from that snapshot (the flow of examples/gitops/README.md): the fleet document and the written Job's node
+    affinity."""
+    repo = tmp_path / "repo"
+    (repo / "jobs").mkdir(parents=True)
+    (repo / "jobs" / "train.yaml").write_text("name: train\nworkers: 1\ngpu: H100\ngpus_per_worker: 8\n"
+                                              "image: nvcr.io/nvidia/pytorch:24.05-py3\n")
+    (repo / "clusters.yaml").write_text("apiVersion: geosched.io/v1alpha1\nkind: ClusterConfig\n"
+                                        "clusters:\n  cluster-a: {context: cluster-a}\n")
+    with MultiCluster(1, directory=tmp_path) as clusters:
+        for node in nodes:
+            clusters["cluster-a"].create(node)
+        argv = geosched_argv("snapshot", "export", repo / "snapshot", "--from-clusters", "--kubeconfig",
+                             clusters.kubeconfig, "--clusters", repo / "clusters.yaml")
+        export = subprocess.run(argv,
+                                capture_output=True, text=True, env=env(tmp_path / "home"), timeout=120)
+    assert export.returncode == 0 and "Traceback" not in export.stderr, export.stderr
+    run = subprocess.run(geosched_argv("gitops", "render", "--jobs", repo / "jobs", "--snapshot", repo / "snapshot",
+                                       "--clusters", repo / "clusters.yaml", "--out", repo),
+                         capture_output=True, text=True, env=env(tmp_path / "home"), timeout=120)
+    assert run.returncode == 0 and "1 placed, 0 unplaced" in run.stdout, run.stdout + run.stderr
+    [obj] = [d for d in yaml.safe_load_all((repo / "clusters" / "cluster-a" / "default" / "train.yaml").read_text())
+             if d and d.get("kind") == "Job"]
+    required = obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    expressions = required["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+    return yaml.safe_load((repo / "snapshot" / "fleet.yaml").read_text()), list(expressions)
+
+
+def test_a_gitops_render_beside_a_time_sliced_node_of_its_own_type_is_held_to_its_hosts(tmp_path: Path) -> None:
+    """The case above through the GitOps path: the snapshot a tree renders from dropped the time-sliced p5, so the
+    rendered Job was held only to the zone and p5.48xlarge, which the time-sliced p5 carries too. The snapshot now
+    keeps the left-out node's labels, and the render holds the gang to its host as `submit` does."""
+    whole = _train_p5("ip-10-0-16-50.ec2.internal", gpus=8, group="p5-train")
+    shared = _train_p5("ip-10-0-16-51.ec2.internal", gpus=32, group="p5-share")
+    fleet, expressions = _gitops_affinity(tmp_path / "shared", [whole, shared])
+    assert [n["name"] for n in fleet["nodes"]] == ["ip-10-0-16-50.ec2.internal"]
+    assert [(e["cluster"], e["labels"]["kubernetes.io/hostname"]) for e in fleet["not_whole"]] == [
+        ("cluster-a", "ip-10-0-16-51.ec2.internal")]
+    assert {"key": "kubernetes.io/hostname", "operator": "In", "values": ["ip-10-0-16-50.ec2.internal"]} \
+        in expressions, expressions
+    # Without the time-sliced node the snapshot and the pin are as before: zone, region and instance type only.
+    fleet, alone = _gitops_affinity(tmp_path / "alone", [whole])
+    assert "not_whole" not in fleet
+    assert [e["key"] for e in alone] == ["topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+                                         "node.kubernetes.io/instance-type"], alone

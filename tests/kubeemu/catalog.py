@@ -111,6 +111,7 @@ BUILTIN: tuple[ResourceSpec, ...] = (
     ResourceSpec("coordination.k8s.io", ("v1",), "leases", "Lease", True, unconditional_update=False,
                  create_on_update=True),
     ResourceSpec("batch", ("v1",), "jobs", "Job", True, frozenset({"status"}), frozenset({"status.successful"})),
+    ResourceSpec("apps", ("v1",), "daemonsets", "DaemonSet", True, frozenset({"status"}), short_names=("ds",)),
     ResourceSpec("events.k8s.io", ("v1",), "events", "Event", True, create_on_update=True),
     ResourceSpec("scheduling.k8s.io", ("v1",), "priorityclasses", "PriorityClass", False, short_names=("pc",)),
     ResourceSpec("apiextensions.k8s.io", ("v1",), "customresourcedefinitions", "CustomResourceDefinition", False,

@@ -120,6 +120,11 @@ def test_nodes_that_never_join_fail_over_zone_by_zone_and_every_group_is_deleted
                            "group never-"), line
     assert line.endswith(f"(cluster {cluster.name}) Ready after 1 s; 2 not registered; the node group was deleted)")
     assert "Traceback" not in result.output
+    # Nothing in the emulated cluster would advertise the new nodes' GPUs (no GPU node, no device plugin DaemonSet):
+    # `up` said so before it bought the first group (kube/nodejoin.py plugin_warning).
+    lines = result.output.splitlines()
+    [warned] = [i for i, x in enumerate(lines) if x.startswith("warning: no node of cluster")]
+    assert warned < lines.index(line) and "no NVIDIA device plugin (or GPU operator) DaemonSet" in lines[warned]
     assert cluster.groups() == {}
     with Store(home) as store:
         assert journal.gang_record(store, "never").state == "failed"  # type: ignore[union-attr]

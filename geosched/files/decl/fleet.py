@@ -142,6 +142,14 @@ class NodeDecl(Declared):
         )
 
 
+class NotWholeDecl(Declared):
+    """A GPU node of a cluster left out of the fleet because its nvidia.com/gpu are shared replicas or MIG slices
+    (`snapshot export --from-clusters` writes them): its labels, so a gang rendered from the snapshot is kept off it."""
+
+    cluster: Text
+    labels: Labels
+
+
 class FleetDoc(Document):
     KIND: ClassVar[str] = "Fleet"
     DESCRIPTION: ClassVar[str] = (
@@ -152,6 +160,7 @@ class FleetDoc(Document):
     regions: Annotated[list[RegionDecl], IsList] = Field(default_factory=list)
     gpu_power: Annotated[list[PowerDecl], IsList] = Field(default_factory=list)
     nodes: Annotated[list[NodeDecl], IsList]
+    not_whole: Annotated[list[NotWholeDecl], IsList] = Field(default_factory=list)
     # The fleet the document stands for, built while it is validated (its faults are the document's).
     _fleet: Fleet | None = PrivateAttr(default=None)
 
@@ -194,8 +203,12 @@ class FleetDoc(Document):
                     "zone",
                 )
         used = {z.region_key for z in zones.values()}
+        not_whole: dict[str, tuple[dict[str, str], ...]] = {}
+        for left_out in self.not_whole or ():
+            not_whole[left_out.cluster] = (*not_whole.get(left_out.cluster, ()), dict(left_out.labels))
         return Fleet(
-            regions={k: v for k, v in regions.items() if k in used}, zones=zones, nodes=tuple(nodes), gpu_power=power
+            regions={k: v for k, v in regions.items() if k in used}, zones=zones, nodes=tuple(nodes), gpu_power=power,
+            not_whole=not_whole,
         )
 
     def fleet(self) -> Fleet:
@@ -216,4 +229,8 @@ class FleetDoc(Document):
             for name, p in sorted(fleet.gpu_power.items())
             if shipped_power.get(name) != p
         ]
-        return cls.build(regions=regions or None, gpu_power=power or None, nodes=[NodeDecl.of(n) for n in fleet.nodes])
+        # Written only when there are any: snapshots without such nodes keep their bytes (and GitOps digests).
+        not_whole = [NotWholeDecl.build(cluster=cluster, labels=dict(sorted(labels.items())))
+                     for cluster, nodes in sorted(fleet.not_whole.items()) for labels in nodes]
+        return cls.build(regions=regions or None, gpu_power=power or None, nodes=[NodeDecl.of(n) for n in fleet.nodes],
+                         not_whole=not_whole or None)
