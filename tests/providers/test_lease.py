@@ -24,6 +24,7 @@ def plant(store: Store, gang: str, pid: int, started: str, verb: str = "up") -> 
 
 @pytest.fixture
 def other() -> subprocess.Popen[bytes]:
+    # A live process of another program that holds a lease: it only has to outlive the test (it is killed after).
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     yield proc
     proc.kill()

@@ -99,7 +99,7 @@ def start_stopped(home: Path, cloud: Cloud, argv: list[str], step: str) -> Any:
     while state_of(proc.pid) not in ("T", "t"):
         assert proc.is_alive(), f"the child ended (exit {proc.exitcode}) before its step {step}"
         assert time.monotonic() < deadline, f"the child never reached its step {step}"
-        time.sleep(0.02)
+        time.sleep(0.02)  # the real child process reaching its step, on its own time
     return proc
 
 

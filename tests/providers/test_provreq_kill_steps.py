@@ -227,7 +227,7 @@ def down_and_check(home: Path, ctl: Controllers, gang: str, what: str) -> None:
             assert journal.gang_record(store, gang).state == "terminated", what  # type: ignore[union-attr]
     deadline = time.monotonic() + 5.0
     while ctl.left() and time.monotonic() < deadline:  # the stand-in controllers' last tick (20 ms)
-        time.sleep(0.05)
+        time.sleep(0.05)  # the controllers' thread deleting what the killed run left, on its own time
     assert ctl.left() == [], f"{what}: left behind"
     assert ctl.errors == [], ctl.errors
 
